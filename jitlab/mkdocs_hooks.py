@@ -1,0 +1,65 @@
+"""MkDocs hooks: the glue between the course's files and the site.
+
+- The navigation is built from the lessons' front matter, so a new lesson appears in
+  the path without editing ``mkdocs.yml``.
+- Placeholders in Markdown pages (``<!-- jitlab:NAME -->``) are filled from the same
+  front matter and from ``results/``: the learning path, the workshop schedules, the
+  teaching notes and the measured results are never typed twice.
+- nbconvert's template loads MathJax from a CDN; the lessons use no maths, so the
+  script is dropped and the site makes no request outside itself.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from jitlab import course, site_content
+
+_PLACEHOLDER = re.compile(r"<!--\s*jitlab:([a-z-]+)\s*-->")
+_EXTERNAL_SCRIPT = re.compile(
+    r"<script[^>]*\bsrc=\"(?:https?:)?//[^\"]*\"[^>]*>\s*</script>", re.IGNORECASE
+)
+_MATHJAX_CONFIG = re.compile(
+    r"<script type=\"text/x-mathjax-config\">.*?</script>", re.IGNORECASE | re.DOTALL
+)
+
+
+def _title(path: Any) -> str:
+    meta = course.header_metadata(path)
+    return f"{path.name[:2]} · {meta.get('title', path.stem)}"
+
+
+def on_config(config: Any) -> Any:
+    lessons = [
+        {f"{les.number} · {les.title}": f"lessons/{les.path.name}"} for les in course.lessons()
+    ]
+    exercises = [{_title(p): f"exercises/{p.name}"} for p in course.exercise_paths()]
+    solutions = [
+        {_title(p): f"solutions/{p.name}"}
+        for p in course.exercise_paths()
+        if course.solution_for(p).exists()
+    ]
+    config["nav"] = [
+        {"Home": "index.md"},
+        {"Setup": "setup.md"},
+        {"Lessons": lessons},
+        {"Exercises": exercises},
+        {"Reference": [{"Cheat sheet": "cheatsheet.md"}, {"Glossary": "glossary.md"}]},
+        {"Instructors": [{"Instructor guide": "instructor.md"}]},
+        {"Measured results": "results.md"},
+        {"Solutions (spoilers)": [{"About the solutions": "solutions.md"}, *solutions]},
+    ]
+    return config
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    def fill(match: re.Match[str]) -> str:
+        return site_content.render(match.group(1))
+
+    return _PLACEHOLDER.sub(fill, markdown)
+
+
+def on_post_page(output: str, page: Any, config: Any) -> str:
+    output = _EXTERNAL_SCRIPT.sub("", output)
+    return _MATHJAX_CONFIG.sub("", output)

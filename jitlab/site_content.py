@@ -1,0 +1,152 @@
+"""Markdown generated from the course's own data, for the site's placeholders."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jitlab import course
+
+RESULTS = course.ROOT / "results"
+HALF_DAY_MINUTES = 210  # 3.5 hours of teaching and exercises, breaks excluded
+
+
+def _lesson_link(item: course.Lesson, prefix: str = "") -> str:
+    return f"[{item.number} · {item.title}]({prefix}lessons/{item.path.name})"
+
+
+def learning_path() -> str:
+    rows = ["| # | lesson | the fix it teaches | minutes (teach + exercise) |", "|---|---|---|---|"]
+    for item in course.lessons():
+        fix = item.meta.get("fix", "")
+        rows.append(
+            f"| {item.number} | {_lesson_link(item)} | {fix} | "
+            f"{item.teaching_minutes} + {item.exercise_minutes} |"
+        )
+    total = sum(i.teaching_minutes + i.exercise_minutes for i in course.lessons())
+    rows.append(f"| | **all lessons** | | **{total}** |")
+    return "\n".join(rows)
+
+
+def _clock(minutes: int) -> str:
+    return f"{minutes // 60}:{minutes % 60:02d}"
+
+
+def _schedule(items: list[course.Lesson], start: int = 9 * 60) -> str:
+    rows = ["| start | lesson | teaching | exercises |", "|---|---|---|---|"]
+    now, since_break = start, 0
+    for item in items:
+        block = item.teaching_minutes + item.exercise_minutes
+        if since_break and since_break + block > 90:
+            rows.append(f"| {_clock(now)} | *break* | 15 | |")
+            now, since_break = now + 15, 0
+        rows.append(
+            f"| {_clock(now)} | {_lesson_link(item, '../')} | {item.teaching_minutes} | "
+            f"{item.exercise_minutes} |"
+        )
+        now += block
+        since_break += block
+    rows.append(f"| {_clock(now)} | *end* | | |")
+    return "\n".join(rows)
+
+
+def half_day() -> str:
+    chosen, used = [], 0
+    for item in course.lessons():
+        block = item.teaching_minutes + item.exercise_minutes
+        if used + block > HALF_DAY_MINUTES:
+            break
+        chosen.append(item)
+        used += block
+    return _schedule(chosen)
+
+
+def full_day() -> str:
+    return _schedule(list(course.lessons()))
+
+
+def teaching_notes() -> str:
+    parts = []
+    for item in course.lessons():
+        notes = item.meta.get("instructor_notes", [])
+        parts.append(f"### {item.number} · {item.title}\n")
+        parts += [f"- {note}" for note in notes] or ["- (no notes yet)"]
+        parts.append("")
+    return "\n".join(parts)
+
+
+def _number(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def load_results(folder: Path = RESULTS) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
+
+
+def results() -> str:
+    machines = load_results()
+    if not machines:
+        return "*No results yet: run `jitlab bench` and commit `results/`.*"
+    parts = [
+        "## Machines\n",
+        "| | " + " | ".join(f"machine {i + 1}" for i in range(len(machines))) + " |",
+    ]
+    parts.append("|---" * (len(machines) + 1) + "|")
+    for key in machines[0]["environment"]:
+        values = " | ".join(str(m["environment"].get(key, "")) for m in machines)
+        parts.append(f"| {key} | {values} |")
+    experiments: list[tuple[str, str]] = []
+    for machine in machines:
+        for row in machine["records"]:
+            key = (row["lesson"], row["experiment"])
+            if key not in experiments:
+                experiments.append(key)
+    columns = [
+        ("compiles", "compilations", 0),
+        ("first_ms", "first call (ms)", 1),
+        ("steady_us", "cached call (µs)", 1),
+        ("total_s", "total (s)", 2),
+        ("speedup", "ratio", 1),
+    ]
+    parts.append("\n## Experiments\n")
+    parts.append(
+        "Each cell shows one machine's number; machines are in the order of the table above. "
+        "*ratio* is the fix against the problem (or first call against cached call).\n"
+    )
+    header = "| lesson | experiment | " + " | ".join(title for _, title, _ in columns) + " |"
+    parts += [header, "|---" * (len(columns) + 2) + "|"]
+    for lesson_number, experiment in experiments:
+        cells = []
+        for field, _, digits in columns:
+            per_machine = []
+            for machine in machines:
+                match = [
+                    r
+                    for r in machine["records"]
+                    if r["lesson"] == lesson_number and r["experiment"] == experiment
+                ]
+                per_machine.append(_number(match[0].get(field), digits) if match else "")
+            cells.append(" / ".join(v or "–" for v in per_machine) if any(per_machine) else "")
+        parts.append(f"| {lesson_number} | {experiment} | " + " | ".join(cells) + " |")
+    return "\n".join(parts)
+
+
+RENDERERS: dict[str, Callable[[], str]] = {
+    "learning-path": learning_path,
+    "half-day": half_day,
+    "full-day": full_day,
+    "teaching-notes": teaching_notes,
+    "results": results,
+}
+
+
+def render(name: str) -> str:
+    if name not in RENDERERS:
+        raise KeyError(f"unknown placeholder jitlab:{name}; known: {sorted(RENDERERS)}")
+    return RENDERERS[name]()

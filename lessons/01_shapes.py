@@ -1,0 +1,260 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+#   jitlab:
+#     title: Shapes
+#     fix: padding, masking, bucketing
+#     questions:
+#       - Why does a jitted function slow down when its inputs change length?
+#       - How do padding and masking make many lengths share one program?
+#       - How many buckets should you have?
+#     objectives:
+#       - Measure the cost of many distinct shapes against the number of compilations.
+#       - Pad variable-length data to a fixed length and mask the padding out.
+#       - Bucket lengths to powers of two and weigh wasted work against compilations.
+#     prerequisites:
+#       - "Lesson 00: what jit caches"
+#     minutes: {teaching: 25, exercises: 20}
+#     keypoints:
+#       - Every new shape is a new cache key, so it costs a full trace and compilation.
+#       - The cost of a loop grows with the number of distinct shapes, not the number of calls.
+#       - Padding to one fixed length compiles once but computes on the padding; a mask keeps the answer right.
+#       - Bucketing to powers of two bounds compilations to about log2(max length) while wasting less than half.
+#       - Count the compilations and the padded elements side by side; which strategy wins depends on how often each program runs.
+#     exercise: 01_shapes
+#     instructor_notes:
+#       - "Before the first experiment, ask the room to predict the compilation count; most say 1."
+#       - "Learners often divide by the padded length instead of n. The exercise's grader feeds garbage in the padding to catch exactly that."
+#       - The timing ratio depends on the laptop; the compile counts do not. Teach from the counts.
+# ---
+
+# %% [markdown]
+# # 01 · Shapes
+#
+# A compiled XLA program has its shapes burned in: `tensor<300xf32>` is a different type
+# from `tensor<301xf32>`. So every new input shape is a cache miss, and a loop over
+# variable-length data (sentences, time series, ragged batches) can spend nearly all its
+# time compiling. This lesson measures that cost and then removes it, twice.
+
+# %%
+import jax
+import jax.numpy as jnp
+import matplotlib.pyplot as plt
+import numpy as np
+
+import jitlab
+
+jitlab.intro("01")
+
+# %% [markdown]
+# The function under study computes a smooth pairwise similarity of the values in a
+# 1-D array: quadratic in the length, so wasted work is visible, but small enough that
+# compiling still dominates a single call.
+
+
+# %%
+def similarity(x):
+    diff = x[:, None] - x[None, :]
+    return jnp.sum(jnp.exp(-(diff**2))) / x.shape[0] ** 2
+
+
+similarity_jit = jax.jit(similarity)
+
+rng = np.random.default_rng(0)
+lengths = rng.integers(1, 1001, size=80)  # a stream of 80 arrays of random length
+stream = [rng.normal(size=int(n)).astype(np.float32) for n in lengths]
+distinct = len(set(lengths.tolist()))
+print(f"{len(stream)} arrays, {distinct} distinct lengths, longest {lengths.max()}")
+
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>How many times will <code>similarity_jit</code> compile over this stream of 80 arrays?</p></div>
+
+# %%
+with jitlab.count_compiles(similarity_jit) as naive, jitlab.stopwatch() as naive_clock:
+    naive_results = [jax.block_until_ready(similarity_jit(x)) for x in stream]
+
+print(naive)
+print(f"total {naive_clock.seconds:.2f} s for {len(stream)} calls")
+print(naive.explanations[-1])
+assert naive.compiles == distinct, "one compilation per distinct length"
+
+# %% [markdown]
+# JAX's explanation names the culprit: the same function, a different input type
+# (`f32[n]` for another `n`). Note that the values never matter; only the shape does.
+#
+# ## Time grows with the number of distinct shapes
+#
+# Keep the number of calls fixed at 40 and vary how many distinct lengths they use. The
+# cache is cleared before each run so every run starts cold.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Forty calls over one length against forty calls over forty lengths: how much slower?</p></div>
+
+
+# %%
+def run_with_distinct_lengths(k: int, calls: int = 40) -> dict:
+    pool = np.linspace(200, 400, k).astype(int)
+    inputs = [np.ones(int(pool[i % k]), np.float32) for i in range(calls)]
+    similarity_jit.clear_cache()
+    with jitlab.count_compiles(similarity_jit) as n, jitlab.stopwatch() as clock:
+        for x in inputs:
+            jax.block_until_ready(similarity_jit(x))
+    return {"distinct lengths": k, "calls": calls, "compiles": n.compiles, "total_s": clock.seconds}
+
+
+sweep = [run_with_distinct_lengths(k) for k in (1, 2, 5, 10, 20, 40)]
+jitlab.print_table(sweep)
+for row in sweep:
+    assert row["compiles"] == row["distinct lengths"]
+assert sweep[-1]["total_s"] > 3 * sweep[0]["total_s"]
+
+# %%
+fig, ax = plt.subplots(figsize=(6, 3.2))
+ax.plot([r["distinct lengths"] for r in sweep], [r["total_s"] for r in sweep], "o-")
+ax.set_xlabel("distinct input lengths (40 calls each run)")
+ax.set_ylabel("total seconds")
+ax.set_title("Same number of calls, more shapes: more compilations")
+ax.grid(alpha=0.3)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The line is straight: each new length adds one compilation's worth of time, and the
+# 40 cached calls hardly register.
+#
+# ## Fix one: pad to a fixed length, and mask
+#
+# Pad every array with zeros to the longest length we will ever see, and pass the real
+# length `n` as a *traced* argument. The padded positions must not count, so the function
+# builds a mask from `n`. Without the mask the zeros would join the pairwise sum and change
+# the answer.
+
+# %%
+MAX_LENGTH = 1024
+
+
+def pad_to(x: np.ndarray, size: int) -> np.ndarray:
+    padded = np.zeros(size, dtype=np.float32)
+    padded[: len(x)] = x
+    return padded
+
+
+@jax.jit
+def masked_similarity(padded, n):
+    valid = jnp.arange(padded.shape[0]) < n
+    pair_mask = valid[:, None] & valid[None, :]
+    diff = padded[:, None] - padded[None, :]
+    return jnp.sum(jnp.where(pair_mask, jnp.exp(-(diff**2)), 0.0)) / n**2
+
+
+with jitlab.count_compiles(masked_similarity) as fixed, jitlab.stopwatch() as fixed_clock:
+    fixed_results = [
+        jax.block_until_ready(masked_similarity(pad_to(x, MAX_LENGTH), len(x))) for x in stream
+    ]
+
+print(fixed)
+print(f"total {fixed_clock.seconds:.2f} s")
+assert fixed.compiles == 1
+np.testing.assert_allclose(fixed_results, naive_results, rtol=1e-4)
+
+# %% [markdown]
+# One compilation, and the same numbers. The price: every call now computes a
+# 1024 x 1024 grid, even for an array of length 3.
+#
+# ## Fix two: buckets
+#
+# Round each length up to the next power of two. Lengths up to 1,000 fall into at most 11
+# buckets (1, 2, 4, ..., 1024), each wastes less than half its length, and lengths in the
+# same bucket share an executable.
+
+
+# %%
+def next_power_of_two(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+with jitlab.count_compiles(masked_similarity) as bucketed, jitlab.stopwatch() as bucket_clock:
+    bucket_results = [
+        jax.block_until_ready(masked_similarity(pad_to(x, next_power_of_two(len(x))), len(x)))
+        for x in stream
+    ]
+
+buckets_used = {next_power_of_two(int(n)) for n in lengths}
+print(bucketed)
+print(f"total {bucket_clock.seconds:.2f} s, buckets used: {sorted(buckets_used)}")
+assert bucketed.compiles <= len(buckets_used)  # the 1024 bucket was compiled by fix one
+np.testing.assert_allclose(bucket_results, naive_results, rtol=1e-4)
+
+# %% [markdown]
+# ## The trade-off, side by side
+#
+# Wasted work is counted as grid cells computed against grid cells needed
+# (`padded_length**2` against `n**2`, since the function is quadratic).
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Which strategy computes the most grid cells, and which compiles the most?</p></div>
+
+# %%
+needed = int(sum(int(n) ** 2 for n in lengths))
+strategies = [
+    {
+        "strategy": "one program per length",
+        "compiles": naive.compiles,
+        "total_s": naive_clock.seconds,
+        "cells computed / needed": 1.0,
+    },
+    {
+        "strategy": "pad to 1024 + mask",
+        "compiles": fixed.compiles,
+        "total_s": fixed_clock.seconds,
+        "cells computed / needed": len(lengths) * MAX_LENGTH**2 / needed,
+    },
+    {
+        "strategy": "power-of-two buckets + mask",
+        "compiles": len(buckets_used),
+        "total_s": bucket_clock.seconds,
+        "cells computed / needed": sum(next_power_of_two(int(n)) ** 2 for n in lengths) / needed,
+    },
+]
+jitlab.print_table(strategies)
+for row in strategies:
+    jitlab.record("01", row["strategy"], compiles=row["compiles"], total_s=row["total_s"])
+jitlab.record("01", "naive vs buckets", speedup=naive_clock.seconds / bucket_clock.seconds)
+
+assert strategies[1]["cells computed / needed"] > strategies[2]["cells computed / needed"] > 1
+assert naive.compiles > 5 * len(buckets_used)
+assert naive_clock.seconds > 2 * bucket_clock.seconds, "buckets should win by a wide margin"
+
+# %%
+fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3))
+names = ["per length", "pad to max", "buckets"]
+left.bar(names, [row["compiles"] for row in strategies], color=["C3", "C0", "C2"])
+left.set_title("compilations")
+right.bar(names, [row["cells computed / needed"] for row in strategies], color=["C3", "C0", "C2"])
+right.set_title("work computed / work needed")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Which strategy wins depends on how often each program runs. With few calls, compiling
+# is the whole cost and one padded program wins. When the same programs run millions of
+# times, the wasted cells dominate and buckets win. Buckets sit in between: a handful of compilations,
+# less than 4x waste for a quadratic function (less than 2x for a linear one). Many real
+# systems go further and pick bucket boundaries from the observed length distribution.
+#
+# <div class="admonition tip"><p class="admonition-title">Where shapes come from</p>
+# <p>Shapes change without you asking: the last, smaller batch of an epoch; filtering with
+# a boolean mask outside jit; <code>np.unique</code> before the call. Drop or pad the last
+# batch, and keep data-dependent sizes inside the program as masks.</p></div>
+
+# %%
+jitlab.outro("01")
