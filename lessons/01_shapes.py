@@ -69,7 +69,7 @@ def similarity(x):
 similarity_jit = jax.jit(similarity)
 
 rng = np.random.default_rng(0)
-lengths = rng.integers(1, 1001, size=80)  # a stream of 80 arrays of random length
+lengths = rng.integers(1, 513, size=80)  # a stream of 80 arrays of random length
 stream = [rng.normal(size=int(n)).astype(np.float32) for n in lengths]
 distinct = len(set(lengths.tolist()))
 print(f"{len(stream)} arrays, {distinct} distinct lengths, longest {lengths.max()}")
@@ -139,7 +139,7 @@ plt.show()
 # the answer.
 
 # %%
-MAX_LENGTH = 1024
+MAX_LENGTH = 512
 
 
 def pad_to(x: np.ndarray, size: int) -> np.ndarray:
@@ -168,12 +168,12 @@ np.testing.assert_allclose(fixed_results, naive_results, rtol=1e-4)
 
 # %% [markdown]
 # One compilation, and the same numbers. The price: every call now computes a
-# 1024 x 1024 grid, even for an array of length 3.
+# 512 x 512 grid, even for an array of length 3.
 #
 # ## Fix two: buckets
 #
-# Round each length up to the next power of two. Lengths up to 1,000 fall into at most 11
-# buckets (1, 2, 4, ..., 1024), each wastes less than half its length, and lengths in the
+# Round each length up to the next power of two. Lengths up to 512 fall into at most 10
+# buckets (1, 2, 4, ..., 512), each wastes less than half its length, and lengths in the
 # same bucket share an executable.
 
 
@@ -191,7 +191,7 @@ with jitlab.count_compiles(masked_similarity) as bucketed, jitlab.stopwatch() as
 buckets_used = {next_power_of_two(int(n)) for n in lengths}
 print(bucketed)
 print(f"total {bucket_clock.seconds:.2f} s, buckets used: {sorted(buckets_used)}")
-assert bucketed.compiles <= len(buckets_used)  # the 1024 bucket was compiled by fix one
+assert bucketed.compiles <= len(buckets_used)  # the 512 bucket was compiled by fix one
 np.testing.assert_allclose(bucket_results, naive_results, rtol=1e-4)
 
 # %% [markdown]
@@ -213,7 +213,7 @@ strategies = [
         "cells computed / needed": 1.0,
     },
     {
-        "strategy": "pad to 1024 + mask",
+        "strategy": "pad to 512 + mask",
         "compiles": fixed.compiles,
         "total_s": fixed_clock.seconds,
         "cells computed / needed": len(lengths) * MAX_LENGTH**2 / needed,

@@ -1,0 +1,117 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+#   jitlab:
+#     lesson: "07"
+#     title: A weight-decay sweep whose training loop compiles once
+#     hints:
+#       - "For every function that gets jitted in slow_fit, ask: is it the same object as on
+#         the previous batch? A lambda, a functools.partial or jax.value_and_grad(...)
+#         built inside the loop never is."
+#       - "Do the whole step (loss, gradient, update) in one function defined once at top
+#         level and decorated with @jax.jit. Everything that changes between calls
+#         (params, x, y, weight_decay) comes in as an argument."
+#       - "Keep weight_decay an ordinary traced argument: in static_argnames it would
+#         compile once per value. Inside sgd_step, jax.value_and_grad(loss) differentiates
+#         with respect to the first argument (params) only."
+# ---
+
+# %% [markdown]
+# # Exercise 07 · A training loop that compiles once
+#
+# You inherit a hyperparameter sweep: a small linear model `x @ w + b`, trained with
+# plain SGD on a mean-squared-error loss with an L2 penalty, once per weight-decay value.
+# The numbers are right, but `slow_fit` (below) builds a new function for every batch,
+# so `jax.jit` traces and compiles on every batch of every run.
+#
+# Write two functions:
+#
+# 1. `sgd_step(params, x, y, weight_decay)`: jitted, defined once. It returns
+#    `(new_params, loss_value)`, where `loss_value` is `loss(params, x, y, weight_decay)`
+#    at the params it was given and `new_params = params - LEARNING_RATE * gradient`
+#    (same dict structure, keys `"w"` and `"b"`).
+# 2. `fit(params, batches, weight_decay)`: the same results as `slow_fit`, namely the
+#    final params and a 1-D array with one loss per batch.
+#
+# Solved means: the numbers match a reference on fresh random data and fresh
+# weight-decay values, `sgd_step` does not compile again when only `weight_decay`
+# changes, and once `fit` has run, further fits with new data and new weight-decay
+# values (same shapes) compile **nothing**. The grader counts every function JAX
+# compiles, so renaming a lambda does not hide it.
+#
+# Run `jitlab check 07` for a verdict, `jitlab hint 07` for a hint.
+
+# %%
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jitlab
+
+LEARNING_RATE = 0.1
+
+
+def loss(params, x, y, weight_decay):
+    """Mean squared error of a linear model, plus an L2 penalty on the weights."""
+    prediction = x @ params["w"] + params["b"]
+    return jnp.mean((prediction - y) ** 2) + weight_decay * jnp.sum(params["w"] ** 2)
+
+
+def slow_fit(params, batches, weight_decay):
+    """The code you inherited: right numbers, one compilation per batch."""
+    losses = []
+    for x, y in batches:
+        # A new lambda, so a new jax.value_and_grad(...) and a new jax.jit, per batch.
+        objective = jax.value_and_grad(lambda p: loss(p, x, y, weight_decay))  # noqa: B023
+        value, grads = jax.jit(objective)(params)
+        params = jax.tree.map(lambda p, g: p - LEARNING_RATE * g, params, grads)
+        losses.append(value)
+    return params, jnp.stack(losses)
+
+
+# Some data to try things on: 8 batches of 32 examples with 4 features.
+rng = np.random.default_rng(0)
+true_w = np.array([1.5, -2.0, 0.5, 0.0], dtype=np.float32)
+batches = []
+for _ in range(8):
+    x = rng.normal(size=(32, 4)).astype(np.float32)
+    y = x @ true_w + 0.3 + 0.1 * rng.normal(size=32).astype(np.float32)
+    batches.append((jnp.asarray(x), jnp.asarray(y)))
+initial = {"w": jnp.zeros(4, dtype=jnp.float32), "b": jnp.float32(0.0)}
+
+# %% [markdown]
+# How bad is it? `slow_fit` for one weight-decay value, counted. The jitted function is
+# a new `lambda` on every batch, so JAX reports it as `<lambda>`.
+
+# %%
+with jitlab.count_compiles("<lambda>") as slow:
+    slow_params, slow_losses = slow_fit(initial, batches, 1e-3)
+print(slow)
+print(slow.explanations[-1])
+print("losses:", np.round(np.asarray(slow_losses), 3))
+
+# %% [markdown]
+# Your turn. Keep `loss` as it is; write `sgd_step` and `fit`.
+
+
+# %%
+def sgd_step(params, x, y, weight_decay):
+    raise NotImplementedError
+
+
+def fit(params, batches, weight_decay):
+    raise NotImplementedError
+
+
+# %% tags=["grader"]
+from jitlab.graders import functions_as_arguments
+
+functions_as_arguments.grade(sgd_step, fit)

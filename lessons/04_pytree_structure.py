@@ -1,0 +1,716 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+#   jitlab:
+#     title: Pytree structure and the call signature
+#     fix: "stable containers (arrays plus flags), one calling convention"
+#     questions:
+#       - Why does a dict with one more key, or a None where an array was, compile again?
+#       - Does the order of a dict's keys matter? Does a list differ from a tuple?
+#       - Why does f(x=x) compile again after f(x)?
+#     objectives:
+#       - Say what jit flattens its arguments into, and which part of that is in the cache key.
+#       - Predict which changes of keys, None, container type and calling style cost a compilation.
+#       - Read JAX's "different input pytree" explanation and find the argument it names.
+#       - Build a stable container at the boundary and call a jitted function one way only.
+#     prerequisites:
+#       - "Lesson 00: what jit caches"
+#       - "Pytrees: dicts, lists and tuples of arrays (JAX docs, 'Pytrees')"
+#     minutes: {teaching: 20, exercises: 15}
+#     keypoints:
+#       - jit flattens all arguments, positional and keyword, into leaves and a tree
+#         structure; the structure is part of the cache key.
+#       - A new dict key (even one the function never reads), None where an array was, a
+#         list for a tuple, a NamedTuple for a tuple, or a new static field of a registered
+#         dataclass is a new structure, and costs a new compilation.
+#       - Dict insertion order does not matter; dicts are flattened in sorted key order.
+#       - f(x) and f(x=x) are two signatures; pick one calling convention.
+#       - Fix it at the boundary; build the pytree you pass with fixed keys and types, fill
+#         optional fields with a neutral value or with a value and a flag, and call
+#         positionally.
+#     exercise: 04_pytree_structure
+#     instructor_notes:
+#       - Ask for a prediction before the None cell; most learners expect None to be free
+#         because the function never does arithmetic on it.
+#       - The dict-order result surprises in the other direction; show the two PyTreeDefs
+#         printing identically.
+#       - In an explanation, input path [0] is the tuple of positional arguments and [1]
+#         the dict of keyword arguments, so [0][1]['weights'] is the weights entry of the
+#         second positional argument.
+#       - Live demo, print jax.tree_util.tree_structure of two batches from a real data
+#         loader side by side.
+#       - The timed comparison is compile-bound, so its ratio varies between laptops; the
+#         compile counts do not.
+# ---
+
+# %% [markdown]
+# # 04 · Pytree structure and the call signature
+#
+# `jax.jit` does not see your arguments as a dict, a list or a dataclass. It flattens
+# them into a list of arrays (the *leaves*) and a description of the containers around
+# them (the *tree structure*). The leaves' shapes and dtypes are one part of the cache
+# key, and the tree structure is another. This lesson finds out which container changes
+# make a new structure, which do not, and how to keep the structure fixed.
+
+# %%
+import dataclasses
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import matplotlib.pyplot as plt
+import numpy as np
+
+import jitlab
+
+jitlab.intro("04")
+
+# %% [markdown]
+# Small data for the experiments: a batch of 32 examples with 4 features, per-example
+# weights, integer ids, and the parameters of a linear model.
+
+# %%
+rng = np.random.default_rng(404)
+B, F = 32, 4
+x = jnp.asarray(rng.normal(size=(B, F)), dtype=jnp.float32)
+y = jnp.asarray(rng.normal(size=B), dtype=jnp.float32)
+w = jnp.asarray(rng.uniform(0.5, 1.5, size=B), dtype=jnp.float32)
+ids = jnp.arange(B, dtype=jnp.int32)
+params = {"w": jnp.asarray(rng.normal(size=F), dtype=jnp.float32), "b": jnp.float32(0.1)}
+
+findings = []  # one row per experiment, for the summary table at the end
+fixes = []  # one row per fix, measured on the same stream of batches
+
+
+def remember(change, new_compilations):
+    findings.append(
+        {
+            "change between calls": change,
+            "new compilations": new_compilations,
+            "retraces": "yes" if new_compilations else "no",
+        }
+    )
+
+
+def why(count):
+    """The part of JAX's last cache-miss explanation that says what differed."""
+    text = count.explanations[-1]
+    return text[text.index("different") :]
+
+
+# %% [markdown]
+# ## What jit sees
+#
+# `jax.tree_util.tree_flatten` does what `jit` does to each call's arguments: it splits
+# a pytree into its leaves and a `PyTreeDef`, the structure with holes (`*`) where the
+# leaves were. Dict keys, `None`, and the container types live in the `PyTreeDef`.
+
+# %%
+batch = {"x": x, "y": y}
+leaves, treedef = jax.tree_util.tree_flatten(batch)
+print(treedef)
+print([str(jax.typeof(leaf)) for leaf in leaves])
+assert len(leaves) == 2
+
+# %% [markdown]
+# <div class="admonition info"><p class="admonition-title">The source chapter</p>
+# <p>The chapter this course draws on lists "structure of function arguments" as a
+# cause, but only means functions passed as arguments (lesson 07). The containers
+# around your arrays are part of the cache key too, and they are what this lesson is
+# about.</p></div>
+#
+# ## A dict gains a key
+#
+# `mse` reads `batch["x"]` and `batch["y"]` and nothing else. The second call adds an
+# `"ids"` entry that the function never reads.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>How many compilations for the two calls?</p></div>
+
+
+# %%
+@jax.jit
+def mse(params, batch):
+    pred = batch["x"] @ params["w"] + params["b"]
+    return jnp.mean((pred - batch["y"]) ** 2)
+
+
+with jitlab.count_compiles(mse) as n:
+    mse(params, {"x": x, "y": y})
+    mse(params, {"x": x, "y": y, "ids": ids})  # "ids" is never read
+print(n)
+print(why(n))
+assert n.compiles == 2, n.explanations
+assert "different input pytree" in n.explanations[-1]
+assert "{'ids'}" in n.explanations[-1]
+remember('dict gains a key ("ids", never read)', n.compiles - 1)
+
+# %% [markdown]
+# Two compilations. JAX does not look at which keys the function reads: the key set
+# is part of the structure, so a batch with one more entry is a different input. The
+# explanation names the place, `input path [0][1]`: `[0]` is the tuple of positional
+# arguments and `[1]` the second of them, `batch`.
+#
+# ## The same keys in another order
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>mse</code> has seen <code>{"x": ..., "y": ...}</code>. Does
+# <code>{"y": ..., "x": ...}</code> compile again?</p></div>
+
+# %%
+with jitlab.count_compiles(mse) as n:
+    mse(params, {"y": y, "x": x})
+print(n)
+xy = jax.tree_util.tree_structure({"x": x, "y": y})
+yx = jax.tree_util.tree_structure({"y": y, "x": x})
+print(xy, "==", yx, ":", xy == yx)
+assert n.compiles == 0, n.explanations
+assert xy == yx
+remember("dict keys inserted in another order", n.compiles)
+
+# %% [markdown]
+# No. Flattening sorts a dict's keys, so insertion order never reaches the cache key:
+# only the *set* of keys does. The same sorting means a dict that goes through a jitted
+# function comes back with its keys in sorted order:
+
+
+# %%
+@jax.jit
+def passthrough(batch):
+    return batch
+
+
+returned = passthrough({"y": y, "x": x})
+print(list(returned))
+assert list(returned) == ["x", "y"]
+#
+# ## An optional field: array, `None`, absent
+#
+# A common pattern: a batch may carry per-example weights. Some code puts the array
+# there, some writes `"weights": None`, some leaves the key out. The Python `if` below
+# is legal inside `jit`, because `None` is not a traced value: it is part of the
+# structure, known while tracing.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Three calls: weights as an array, as <code>None</code>, and absent. How many
+# compilations?</p></div>
+
+
+# %%
+@jax.jit
+def weighted_mse(params, batch):
+    pred = batch["x"] @ params["w"] + params["b"]
+    err = (pred - batch["y"]) ** 2
+    weights = batch.get("weights")
+    if weights is None:  # a question about structure, answered at trace time
+        return jnp.mean(err)
+    return jnp.sum(weights * err) / jnp.sum(weights)
+
+
+with jitlab.count_compiles(weighted_mse) as n:
+    weighted_mse(params, {"x": x, "y": y, "weights": w})
+    weighted_mse(params, {"x": x, "y": y, "weights": None})
+    weighted_mse(params, {"x": x, "y": y})
+print(n)
+for text in n.explanations[1:]:
+    print(text[text.index("different") :])
+assert n.compiles == 3, n.explanations
+assert "now <class 'NoneType'> and before pytree leaf" in n.explanations[1]
+remember("optional field: array, then None, then absent", n.compiles - 1)
+
+# %% [markdown]
+# Three structures, three compilations. `None` is an empty node of the tree, not a leaf:
+# `{"x": x, "y": y, "weights": None}` flattens to two leaves, like `{"x": x, "y": y}`,
+# yet its `PyTreeDef` is different from both of the others.
+
+# %%
+with_none = jax.tree_util.tree_flatten({"x": x, "y": y, "weights": None})
+print(with_none[1], "with", len(with_none[0]), "leaves")
+assert len(with_none[0]) == 2
+assert with_none[1] != xy
+
+# %% [markdown]
+# ## A list or a tuple of the same arrays
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>[x, y]</code>, then <code>(x, y)</code>, then <code>[x, y]</code> again. How
+# many compilations?</p></div>
+
+
+# %%
+@jax.jit
+def total_seq(arrays):
+    return sum(jnp.sum(a) for a in arrays)
+
+
+with jitlab.count_compiles(total_seq) as n:
+    total_seq([x, y])
+    total_seq((x, y))
+    total_seq([x, y])
+print(n)
+print(why(n))
+assert n.compiles == 2, n.explanations
+assert "now <class 'tuple'> and before <class 'list'>" in n.explanations[-1]
+remember("list becomes a tuple (same arrays)", n.compiles - 1)
+
+# %% [markdown]
+# Two: the list and the tuple are different structures, and the third call finds the
+# list's entry. A list is an easy thing to create by accident (`list(...)`, a
+# comprehension, JSON, a config file) where the rest of the code passes tuples.
+#
+# ## A NamedTuple or a plain tuple
+#
+# A `NamedTuple` is a tuple to Python (`isinstance(p, tuple)` is true), but JAX
+# registers each NamedTuple class as its own node type.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>Pair(x, y)</code>, then <code>Pair(x + 1, y)</code> (new values, same
+# class), then the plain tuple <code>(x, y)</code>. How many compilations?</p></div>
+
+
+# %%
+class Pair(NamedTuple):
+    x: jax.Array
+    y: jax.Array
+
+
+@jax.jit
+def total_pair(arrays):
+    return sum(jnp.sum(a) for a in arrays)
+
+
+with jitlab.count_compiles(total_pair) as n:
+    total_pair(Pair(x, y))
+    total_pair(Pair(x + 1, y))  # new values, same structure: cached
+    total_pair((x, y))
+print(n)
+print(why(n))
+assert isinstance(Pair(x, y), tuple)
+assert n.compiles == 2, n.explanations
+assert "Pair" in n.explanations[-1]
+remember("NamedTuple becomes a plain tuple", n.compiles - 1)
+
+# %% [markdown]
+# ## A dataclass registered as a pytree
+#
+# `jax.tree_util.register_dataclass` turns a dataclass into a pytree node. Fields
+# marked `static` are not leaves: they go into the node's metadata, which is part of
+# the structure. (`register_pytree_node_class` does the same for
+# any class, with the "aux data" returned by `tree_flatten` playing the role of the
+# static fields.)
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>A layer, the same layer with new weights, then the first weights with
+# <code>activation="tanh"</code>. How many compilations?</p></div>
+
+
+# %%
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Dense:
+    w: jax.Array
+    b: jax.Array
+    activation: str = dataclasses.field(default="relu", metadata={"static": True})
+
+
+@jax.jit
+def dense_forward(layer, x):
+    h = x @ layer.w + layer.b
+    return jnp.maximum(h, 0.0) if layer.activation == "relu" else jnp.tanh(h)
+
+
+w1 = jnp.asarray(rng.normal(size=(F, 3)), dtype=jnp.float32)
+w2 = jnp.asarray(rng.normal(size=(F, 3)), dtype=jnp.float32)
+b3 = jnp.zeros(3, dtype=jnp.float32)
+with jitlab.count_compiles(dense_forward) as same:
+    dense_forward(Dense(w1, b3), x)
+    dense_forward(Dense(w2, b3 + 1), x)  # new leaves, same structure: cached
+with jitlab.count_compiles(dense_forward) as n:
+    dense_forward(Dense(w1, b3, activation="tanh"), x)  # new metadata
+print(same)
+print(n)
+print(why(n))
+assert same.compiles == 1, same.explanations
+assert n.compiles == 1, n.explanations
+assert "pytree node metadata does not match" in n.explanations[-1]
+remember("registered dataclass: new array values", same.compiles - 1)
+remember("registered dataclass: new static field", n.compiles)
+
+# %% [markdown]
+# The leaves (`w`, `b`) can change freely; the static field is structure. That is the
+# point of marking it static: `layer.activation == "relu"` is a Python comparison
+# made while tracing, so each activation needs its own program.
+#
+# ## Keyword or positional
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>scale(x)</code>, <code>scale(v=x)</code>, <code>scale(x)</code>,
+# <code>scale(v=x)</code>. How many compilations?</p></div>
+
+
+# %%
+@jax.jit
+def scale(v):
+    return 2.0 * v
+
+
+with jitlab.count_compiles(scale) as n:
+    scale(x)
+    scale(v=x)
+    scale(x)
+    scale(v=x)
+print(n)
+print(why(n))
+assert n.compiles == 2, n.explanations
+assert "tuple of length 0 and before tuple of length 1" in n.explanations[-1]
+remember("f(x) then f(x=x)", n.compiles - 1)
+
+# %% [markdown]
+# Two. `jit` flattens the pair `(args, kwargs)`, so the same array passed positionally
+# or by name gives two structures: `((*,), {})` and `((), {'v': *})`. The explanation
+# names both halves: input path `[0]` (the positional arguments) lost an entry and
+# `[1]` (the keyword arguments) gained one.
+
+# %%
+positional = jax.tree_util.tree_structure(((x,), {}))
+by_name = jax.tree_util.tree_structure(((), {"v": x}))
+print(positional, "vs", by_name)
+assert positional != by_name
+
+# %% [markdown]
+# ## The problem in a training loop
+#
+# Real batches come from a data pipeline, and pipelines are not tidy. Here 48 batches
+# arrive as NumPy arrays. Each one has no weights, or weights, or `"weights": None`,
+# or an extra `"ids"` field, and some of the callers pass the batch by keyword.
+# Every batch has the same shapes and dtypes.
+
+
+# %%
+def loader(n_batches, seed=0):
+    """(batch, by_keyword) pairs, the way an untidy pipeline and its callers produce them."""
+    r = np.random.default_rng(seed)
+    stream = []
+    for i in range(n_batches):
+        batch = {
+            "x": r.normal(size=(B, F)).astype(np.float32),
+            "y": r.normal(size=B).astype(np.float32),
+        }
+        kind = r.integers(4)
+        if kind == 1:
+            batch["weights"] = r.uniform(0.5, 1.5, size=B).astype(np.float32)
+        elif kind == 2:
+            batch["weights"] = None
+        elif kind == 3:
+            batch["ids"] = np.arange(i * B, (i + 1) * B, dtype=np.int32)
+        stream.append((batch, bool(r.random() < 0.35)))
+    return stream
+
+
+stream = loader(48)
+signatures = {(jax.tree_util.tree_structure(b), by_kw) for b, by_kw in stream}
+by_keyword_calls = sum(by_kw for _, by_kw in stream)
+print(len(stream), "batches,", by_keyword_calls, "passed by keyword")
+print(len(signatures), "distinct (structure, calling style) pairs")
+assert len(signatures) == 8
+
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>A jitted loss that takes whatever batch it is given, called the way each caller
+# likes. How many compilations over the 48 batches?</p></div>
+
+
+# %%
+def make_naive():
+    """A fresh jitted loss each time, so every timed run starts with a cold cache."""
+
+    @jax.jit
+    def loss_naive(params, batch):
+        pred = batch["x"] @ params["w"] + params["b"]
+        err = (pred - batch["y"]) ** 2
+        weights = batch.get("weights")
+        if weights is None:
+            return jnp.mean(err)
+        return jnp.sum(weights * err) / jnp.sum(weights)
+
+    return loss_naive, loss_naive  # (what callers call, what we count)
+
+
+def run_stream(make):
+    """Run the stream once with fresh functions: compile count, per-batch seconds, losses."""
+    loss, counted = make()
+    seconds, losses = [], []
+    with jitlab.count_compiles(counted) as count:
+        for batch, by_keyword in stream:
+            with jitlab.stopwatch() as sw:
+                out = loss(params, batch=batch) if by_keyword else loss(params, batch)
+                jax.block_until_ready(out)
+            seconds.append(sw.seconds)
+            losses.append(float(out))
+    return count, np.array(seconds), np.array(losses)
+
+
+naive_runs = [run_stream(make_naive) for _ in range(3)]
+naive_n, naive_seconds, naive_losses = naive_runs[0]
+print(naive_n)
+assert all(run[0].compiles == len(signatures) for run in naive_runs)
+assert naive_n.compiles == 8
+
+# %% [markdown]
+# One compilation for each distinct pair of structure and calling style: eight, for
+# one loss function and one set of shapes.
+#
+# ## The fix: one container, one calling convention
+#
+# Make the structure a decision you take once, at the boundary, instead of something
+# each batch decides for you:
+#
+# - **A stable container.** Build the dict you pass to `jit` yourself, with the same
+#   keys every time. Copy the fields the loss needs; leave extras such as `"ids"`
+#   behind. Fill an optional field with a value that changes nothing: weights of one
+#   give the plain mean.
+# - **One calling convention.** Callers can call a thin Python wrapper however they
+#   like; the wrapper calls the jitted function one way, positionally.
+
+
+# %%
+def tidy(batch):
+    """The one structure loss_core ever sees: three keys, always arrays."""
+    weights = batch.get("weights")
+    if weights is None:  # absent or None: weight 1 for every example is the plain mean
+        weights = np.ones_like(batch["y"])
+    return {"x": batch["x"], "y": batch["y"], "weights": weights}
+
+
+def make_fixed():
+    @jax.jit
+    def loss_core(params, batch):
+        pred = batch["x"] @ params["w"] + params["b"]
+        err = (pred - batch["y"]) ** 2
+        return jnp.sum(batch["weights"] * err) / jnp.sum(batch["weights"])
+
+    def loss(params, batch):  # callers may pass batch by keyword; we never do
+        return loss_core(params, tidy(batch))
+
+    return loss, loss_core
+
+
+fixed_runs = [run_stream(make_fixed) for _ in range(3)]
+fixed_n, fixed_seconds, fixed_losses = fixed_runs[0]
+print(fixed_n)
+assert all(run[0].compiles == 1 for run in fixed_runs)
+np.testing.assert_allclose(fixed_losses, naive_losses, rtol=1e-5)
+print("same 48 losses as the naive version")
+
+# %% [markdown]
+# One compilation, and the same 48 numbers. Side by side, with the median of three
+# cold runs of the whole stream:
+
+# %%
+naive_total = float(np.median([run[1].sum() for run in naive_runs]))
+fixed_total = float(np.median([run[1].sum() for run in fixed_runs]))
+speedup = naive_total / fixed_total
+rows = [
+    {
+        "version": "whatever the batch is",
+        "compilations": naive_n.compiles,
+        "first_ms": 1e3 * naive_seconds[0],
+        "steady_us": 1e6 * float(np.median(naive_seconds[-16:])),
+        "total_s": naive_total,
+    },
+    {
+        "version": "tidy() + positional",
+        "compilations": fixed_n.compiles,
+        "first_ms": 1e3 * fixed_seconds[0],
+        "steady_us": 1e6 * float(np.median(fixed_seconds[-16:])),
+        "total_s": fixed_total,
+    },
+]
+jitlab.print_table(rows)
+print(f"the fix runs the stream {speedup:.1f}x faster")
+for row, name in zip(
+    rows, ["varying batch structure", "stable container, positional"], strict=True
+):
+    jitlab.record(
+        "04",
+        name,
+        compiles=row["compilations"],
+        first_ms=row["first_ms"],
+        steady_us=row["steady_us"],
+        total_s=row["total_s"],
+        speedup=None if row is rows[0] else speedup,
+    )
+assert naive_n.compiles == 8 * fixed_n.compiles
+assert naive_total > 2 * fixed_total, (naive_total, fixed_total)
+fixes.append(
+    {"48 untidy batches through": "the jitted loss as is", "compilations": naive_n.compiles}
+)
+fixes.append(
+    {"48 untidy batches through": "tidy() + positional call", "compilations": fixed_n.compiles}
+)
+
+# %% [markdown]
+# Where the time goes: the cumulative time of each version over the stream. Each step
+# in the naive curve is a batch with a structure it had not seen yet.
+
+# %%
+fig, ax = plt.subplots(figsize=(6, 3.2))
+ax.plot(np.cumsum(naive_seconds), label=f"whatever the batch is ({naive_n.compiles} compiles)")
+ax.plot(np.cumsum(fixed_seconds), label=f"tidy() + positional ({fixed_n.compiles} compile)")
+ax.set_xlabel("batch")
+ax.set_ylabel("cumulative seconds")
+ax.legend()
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## Keeping it fixed
+#
+# `jax.no_tracing()` turns any trace into a `RuntimeError`. After one warm-up call, the
+# fixed version runs the whole stream under it; the naive version fails at the first
+# batch with a structure it has not seen. In a test, this is how "it compiles once"
+# stays true after the next refactor.
+
+# %%
+loss, loss_core = make_fixed()
+loss(params, stream[0][0])  # warm-up: the one compilation
+with jax.no_tracing():
+    for batch, by_keyword in stream:
+        loss(params, batch=batch) if by_keyword else loss(params, batch)
+print("fixed: 48 batches, no trace")
+
+loss_naive, _ = make_naive()
+loss_naive(params, stream[0][0])
+try:
+    with jax.no_tracing():
+        for batch, by_keyword in stream:
+            loss_naive(params, batch=batch) if by_keyword else loss_naive(params, batch)
+except RuntimeError as err:
+    caught = err
+else:
+    raise AssertionError("expected RuntimeError from jax.no_tracing")
+print("naive:", type(caught).__name__, str(caught).splitlines()[0][:100])
+assert "loss_naive" in str(caught)
+
+# %% [markdown]
+# ## When no value is neutral: a value and a flag
+#
+# Weights of one change nothing, so filling them was easy. Some optional inputs have no
+# such value. Here an optional baseline is subtracted from the targets, and without one
+# the batch mean is used. Pass a placeholder and a boolean *array* saying whether it is
+# real, and choose with `jnp.where`: the flag is a traced value, not structure. Both
+# sides are computed, so keep this pattern for cheap alternatives.
+
+
+# %%
+@jax.jit
+def centred_targets(y, baseline, has_baseline):
+    return y - jnp.where(has_baseline, baseline, jnp.mean(y))
+
+
+def centre(y, baseline=None):
+    if baseline is None:
+        return centred_targets(y, jnp.float32(0.0), jnp.bool_(False))
+    return centred_targets(y, jnp.asarray(baseline, dtype=jnp.float32), jnp.bool_(True))
+
+
+with jitlab.count_compiles(centred_targets) as n:
+    without = centre(y)
+    with_baseline = centre(y, 0.5)
+print(n)
+np.testing.assert_allclose(without, y - jnp.mean(y), rtol=1e-6)
+np.testing.assert_allclose(with_baseline, y - 0.5, rtol=1e-6)
+assert n.compiles == 1, n.explanations
+
+# %% [markdown]
+# The placeholder and the flag are strongly typed arrays (`jnp.float32`, `jnp.bool_`),
+# not Python `0.0` and `False`: as lesson 03 showed, a weakly typed Python scalar where
+# a strongly typed array was is a different cache key. One call with Python scalars
+# shows it:
+
+# %%
+with jitlab.count_compiles(centred_targets) as n:
+    centred_targets(y, 0.0, False)
+print(n)
+print(why(n))
+assert n.compiles == 1, n.explanations
+assert "weak_type=True" in n.explanations[-1]
+#
+# ## Or two functions
+#
+# When the two cases do really different work, and computing both would waste time,
+# keep two jitted functions and choose in Python. That is two compilations, known in
+# advance, and never more.
+
+
+# %%
+@jax.jit
+def loss_plain(params, x, y):
+    return jnp.mean((x @ params["w"] + params["b"] - y) ** 2)
+
+
+@jax.jit
+def loss_weighted(params, x, y, weights):
+    err = (x @ params["w"] + params["b"] - y) ** 2
+    return jnp.sum(weights * err) / jnp.sum(weights)
+
+
+def loss_two(params, batch):
+    weights = batch.get("weights")
+    if weights is None:
+        return loss_plain(params, batch["x"], batch["y"])
+    return loss_weighted(params, batch["x"], batch["y"], weights)
+
+
+with jitlab.count_compiles(loss_plain) as plain, jitlab.count_compiles(loss_weighted) as wtd:
+    two_losses = [
+        float(loss_two(params, batch=b) if by_kw else loss_two(params, b)) for b, by_kw in stream
+    ]
+print(plain)
+print(wtd)
+assert plain.compiles == 1 and wtd.compiles == 1
+np.testing.assert_allclose(two_losses, naive_losses, rtol=1e-5)
+fixes.append(
+    {"48 untidy batches through": "two functions", "compilations": plain.compiles + wtd.compiles}
+)
+
+# %% [markdown]
+# ## Summary: which change retraces
+#
+# Measured above on this machine's JAX. "New compilations" is what the change cost
+# beyond the first compilation.
+
+# %%
+jitlab.print_table(findings)
+assert [row["retraces"] for row in findings] == [
+    "yes",  # dict gains a key
+    "no",  # insertion order
+    "yes",  # array / None / absent
+    "yes",  # list vs tuple
+    "yes",  # NamedTuple vs tuple
+    "no",  # dataclass, new values
+    "yes",  # dataclass, new static field
+    "yes",  # f(x) then f(x=x)
+]
+
+# %% [markdown]
+# And the fixes, on the same 48 batches:
+
+# %%
+jitlab.print_table(fixes)
+assert [row["compilations"] for row in fixes] == [8, 1, 2]
+
+# %% [markdown]
+# Two functions compile once each: a fixed cost you choose, not one that grows with
+# the variety of the data. The value-and-flag pattern compiled once above as well.
+
+# %%
+jitlab.outro("04")

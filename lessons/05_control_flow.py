@@ -1,0 +1,857 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+#   jitlab:
+#     title: Value-dependent Python control flow
+#     fix: "static_argnames, or jnp.where / lax.cond / lax.switch / lax.fori_loop / lax.scan"
+#     questions:
+#       - Does a Python `if` on an argument's value make jit compile one program per value?
+#       - How do I branch or loop on a value inside a jitted function?
+#       - What does each fix cost, in compilations, in compile time and in work at run time?
+#     objectives:
+#       - Recognise TracerBoolConversionError and TracerIntegerConversionError, and read
+#         which argument they name.
+#       - Choose between a static argument (one compilation per value) and a decision kept
+#         inside the program (one compilation for every value).
+#       - Rewrite a Python if, for or while on a traced value with jnp.where, lax.cond,
+#         lax.switch, lax.fori_loop, lax.while_loop or lax.scan.
+#       - Weigh the costs - compilations per value, both branches under vmap, compile time
+#         of unrolled loops.
+#     prerequisites:
+#       - "Lesson 00: what jit caches"
+#       - "Lesson 03: Python scalars and weak types"
+#     minutes: {teaching: 25, exercises: 15}
+#     keypoints:
+#       - A Python if, while, range() or list index on a traced value does not recompile -
+#         tracing stops with TracerBoolConversionError or TracerIntegerConversionError, and
+#         the message names the argument.
+#       - static_argnames / static_argnums make the value part of the cache key - one
+#         compilation per distinct value, right for a few modes, ruinous for values that
+#         come from data.
+#       - jnp.where, lax.cond, lax.switch, lax.fori_loop, lax.while_loop and lax.scan keep
+#         the decision inside one program - one compilation for every value (of the same
+#         type).
+#       - lax.cond runs one branch, but under vmap with a batched predicate it becomes
+#         select_n and runs both.
+#       - A Python loop over a static count is unrolled - compile time grows with the count;
+#         lax.fori_loop and lax.scan keep it flat.
+#     exercise: 05_control_flow
+#     instructor_notes:
+#       - Start live with the chapter's claim and let the room predict two compilations; the
+#         error is the surprise, and reading its message together is the first skill.
+#       - Learners reach for static_argnames on values that come from data (an epoch, a
+#         threshold, a tolerance). Ask how many distinct values it will see in one run.
+#       - lax.cond and lax.switch branches must return the same shapes and dtypes; expect the
+#         TypeError "cond branches must have equal output types" during the exercise.
+#       - The vmap and unrolling timings vary by machine; the asserted ratios have wide
+#         margins, and the compile counts are the real claim.
+# ---
+
+# %% [markdown]
+# # 05 · Value-dependent Python control flow
+#
+# Inside a jitted function your arguments are *tracers*: they carry a shape and a dtype,
+# not a value. So what happens when Python code asks for the value, in an `if`, a
+# `while`, a `range()` or a list index? This lesson answers by experiment, then shows
+# the two ways out (make the value static, or move the decision into the program) and
+# measures what each one costs.
+
+# %%
+import functools
+
+import jax
+import jax.numpy as jnp
+import matplotlib.pyplot as plt
+import numpy as np
+from jax import lax
+
+import jitlab
+
+jitlab.intro("05")
+
+# %% [markdown]
+# ## The claim: "a different value takes a different path, so it recompiles"
+#
+# The source chapter tells it like this: a jitted function that tests an argument with
+# a Python `if` (its example: `size_param > 5`) is traced with the value 3, takes the
+# `else` path and compiles it; called later with 7, it takes the other path and compiles
+# a second program. Here is the same situation in a loss that adds an L1 penalty once
+# training is past epoch 5.
+
+
+# %%
+@jax.jit
+def penalised_loss(w, epoch):
+    loss = jnp.mean((w - 1.0) ** 2)
+    if epoch > 5:  # a Python `if` on the *value* of an argument
+        loss = loss + 0.1 * jnp.sum(jnp.abs(w))
+    return loss
+
+
+w = jnp.linspace(-1.0, 1.0, 8)
+
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>We call <code>penalised_loss(w, 3)</code>, then <code>penalised_loss(w, 7)</code>.
+# How many compilations will <code>count_compiles</code> report, and what will the two
+# calls return?</p></div>
+
+# %%
+errors = []
+with jitlab.count_compiles(penalised_loss) as n:
+    for epoch in (3, 7):
+        try:
+            penalised_loss(w, epoch)
+        except jax.errors.TracerBoolConversionError as err:
+            errors.append(err)
+        else:
+            raise AssertionError("expected TracerBoolConversionError")
+
+print(n)
+print([type(e).__name__ for e in errors])
+assert len(errors) == 2  # both calls fail: a failed trace is not cached
+assert n.compiles == 0 and n.lowerings == 0  # nothing ever reached the compiler
+assert issubclass(jax.errors.TracerBoolConversionError, jax.errors.ConcretizationTypeError)
+
+# %% [markdown]
+# <div class="admonition warning"><p class="admonition-title">The source chapter is wrong here</p>
+# <p>It says this function compiles once for <code>3</code> and again for <code>7</code>.
+# With jax 0.10.2 it never compiles at all: the first call stops while tracing, with
+# <code>jax.errors.TracerBoolConversionError</code> (a subclass of
+# <code>ConcretizationTypeError</code>), and so does every later call. A Python
+# <code>if</code> on a traced value is not a cause of recompilation; it is an error.
+# Recompilation enters only once you "fix" the error with a static argument, below.</p></div>
+#
+# Read the message with me. It is the best diagnostic you will get:
+
+# %%
+message = str(errors[0])
+print(message)
+assert "bool[]" in message  # what Python asked for: the truth value of a 0-d bool tracer
+assert "argument epoch" in message  # and which argument's value it would have needed
+
+# %% [markdown]
+# Three things to take from it:
+#
+# - *"boolean conversion of traced array with shape bool[]"*: `epoch > 5` did not give
+#   `True` or `False`. It gave another tracer, a 0-d boolean with no value yet, and
+#   `if` asked it for `bool(...)`.
+# - *"depends on the value of the argument epoch"*: JAX names the argument to look at.
+# - the link at the end leads to the documented fixes, the same two this lesson teaches.
+#
+# Why no value? Because `jit` traces with abstract stand-ins, so that one program serves
+# every value of the same shape and dtype. Here is what Python sees during tracing:
+
+# %%
+seen_while_tracing = []
+
+
+@jax.jit
+def peek(w, epoch):
+    seen_while_tracing.append(repr(epoch))
+    seen_while_tracing.append(repr(epoch > 5))
+    return w * epoch
+
+
+peek(w, 3)
+print(seen_while_tracing)
+assert "Tracer" in seen_while_tracing[0] and "~int32[]" in seen_while_tracing[0]
+assert "bool[]" in seen_while_tracing[1]  # a comparison of tracers is a tracer
+
+# %% [markdown]
+# The `~` marks a *weakly typed* value (a Python `int` became `int32`, lesson 03). There
+# is no `3` anywhere: only "some int32 scalar".
+#
+# ## Loops and indexes hit the same wall
+#
+# `if` and `while` need a `bool`; `range(n)` and `my_list[i]` need a Python `int`, which
+# they get through `__index__`. On a tracer that raises a sibling error,
+# `TracerIntegerConversionError`.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Three more functions: a <code>for</code> loop over <code>range(window)</code>, a
+# list of learning rates indexed by <code>phase</code>, and a <code>while</code> that
+# halves until a value is small. Which error does each raise?</p></div>
+
+
+# %%
+@jax.jit
+def window_sum(x, window):
+    total = 0.0
+    for i in range(window):  # range() needs a Python int
+        total = total + x[i]
+    return total
+
+
+LEARNING_RATES = [1e-2, 1e-3, 1e-4]
+
+
+@jax.jit
+def rate_for_phase(phase):
+    return jnp.float32(LEARNING_RATES[phase])  # a list index needs a Python int
+
+
+@jax.jit
+def halvings(x):
+    count = 0
+    while x > 1.0:  # `while` needs a bool, like `if`
+        x = x / 2.0
+        count += 1
+    return count
+
+
+x = jnp.arange(1.0, 9.0)
+cases = [
+    (window_sum, (x, 3), jax.errors.TracerIntegerConversionError),
+    (rate_for_phase, (1,), jax.errors.TracerIntegerConversionError),
+    (halvings, (20.0,), jax.errors.TracerBoolConversionError),
+]
+for fn, args, expected in cases:
+    try:
+        fn(*args)
+    except expected as err:
+        print(f"{fn.__name__:>15}: {type(err).__name__}: {str(err).splitlines()[0]}")
+    else:
+        raise AssertionError(f"expected {expected.__name__} from {fn.__name__}")
+
+# Careful when catching: the integer error is NOT a ConcretizationTypeError (jax 0.10.2);
+# both are TypeErrors.
+assert not issubclass(jax.errors.TracerIntegerConversionError, jax.errors.ConcretizationTypeError)
+assert issubclass(jax.errors.TracerIntegerConversionError, TypeError)
+assert issubclass(jax.errors.TracerBoolConversionError, TypeError)
+
+# %% [markdown]
+# Loops over a *fixed* Python count are fine: `for i in range(3)` inside a jitted
+# function just runs three times while tracing. Only a count or an index that comes
+# from a traced argument fails. There are two ways out.
+#
+# ## Fix one: make the value static
+#
+# `static_argnames` (by name) or `static_argnums` (by position) tell `jit` to pass that
+# argument through as a plain Python value. Tracing can then read it, so the `if` works,
+# and the value becomes part of the cache key. Since jax 0.8.1 `jax.jit` accepts the
+# options on their own and returns a decorator, so `@jax.jit(static_argnames=...)` works.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>With <code>epoch</code> static, we call with epochs 3, 3, 7, 7, 3, 9.
+# How many compilations?</p></div>
+
+
+# %%
+def penalised_loss_numpy(w, epoch):
+    w = np.asarray(w, np.float64)
+    loss = np.mean((w - 1.0) ** 2)
+    return loss + 0.1 * np.sum(np.abs(w)) if epoch > 5 else loss
+
+
+@jax.jit(static_argnames="epoch")  # the decorator-factory form (jax >= 0.8.1)
+def penalised_loss_static(w, epoch):
+    loss = jnp.mean((w - 1.0) ** 2)
+    if epoch > 5:  # epoch is a plain Python int here
+        loss = loss + 0.1 * jnp.sum(jnp.abs(w))
+    return loss
+
+
+epochs = [3, 3, 7, 7, 3, 9]
+with jitlab.count_compiles(penalised_loss_static) as n_static:
+    static_results = [float(penalised_loss_static(w, epoch=e)) for e in epochs]
+
+print(n_static)
+print(n_static.explanations[-1])
+assert n_static.compiles == len(set(epochs)) == 3  # one per distinct value
+np.testing.assert_allclose(static_results, [penalised_loss_numpy(w, e) for e in epochs], rtol=1e-6)
+
+# %% [markdown]
+# Now the chapter's "compiles for 3, then for 7" is true, and the cache-miss text says
+# why: the static value is stored in the key (`Static(val=9)` against
+# `Static(val=3)`). One executable per distinct value, reused on every repeat.
+#
+# Static is the right tool when the value picks *which program* you want and takes only
+# a few values: an activation's name, a training/evaluation flag, a layer count. A
+# string cannot be traced at all, so it must be static. Here is the older spelling,
+# `functools.partial(jax.jit, ...)`, which every jax version understands:
+
+
+# %%
+@functools.partial(jax.jit, static_argnames="kind")
+def activate(x, kind):
+    if kind == "relu":
+        return jax.nn.relu(x)
+    if kind == "tanh":
+        return jnp.tanh(x)
+    return jax.nn.gelu(x)
+
+
+kinds = ["relu", "tanh", "gelu"] * 4  # 12 calls, 3 distinct values
+with jitlab.count_compiles(activate) as n_kinds:
+    for kind in kinds:
+        activate(x - 4.0, kind=kind)
+
+print(n_kinds)
+assert n_kinds.compiles == 3  # and it stays 3 however long the run
+np.testing.assert_allclose(activate(x - 4.0, kind="relu"), np.maximum(np.asarray(x) - 4.0, 0))
+
+# Without static, a string is not a valid argument at all.
+try:
+    jax.jit(activate.__wrapped__)(x, "relu")
+except TypeError as err:
+    print("TypeError:", str(err).splitlines()[0])
+else:
+    raise AssertionError("expected TypeError for a str argument")
+
+# %% [markdown]
+# `epoch` is a different story: it takes a new value every epoch, so a static `epoch`
+# costs one compilation per epoch, for the whole run. For values like that, keep the
+# decision in the program.
+#
+# ## Fix two: keep the decision inside the program
+#
+# `jax.numpy` and `jax.lax` have control flow that *is* part of the traced program: the
+# value is read when the compiled program runs, not when Python traces. One
+# compilation then serves every value.
+#
+# ### `jnp.where`: compute both, select one
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>The same epochs 3, 3, 7, 7, 3, 9, with <code>epoch</code> traced and the
+# <code>if</code> replaced by <code>jnp.where</code>. How many compilations?</p></div>
+
+
+# %%
+@jax.jit
+def penalised_loss_where(w, epoch):
+    loss = jnp.mean((w - 1.0) ** 2)
+    penalty = 0.1 * jnp.sum(jnp.abs(w))  # always computed
+    return loss + jnp.where(epoch > 5, penalty, 0.0)  # then selected
+
+
+with jitlab.count_compiles(penalised_loss_where) as n_where:
+    where_results = [float(penalised_loss_where(w, e)) for e in epochs]
+
+print(n_where)
+assert n_where.compiles == 1
+np.testing.assert_allclose(where_results, static_results, rtol=1e-6)
+
+# %% [markdown]
+# `jnp.where` is also the fix for an *elementwise* `if` (`x if x > 0 else 0.1 * x` on
+# an array). Both sides are evaluated; that is cheap when they are cheap.
+#
+# ### `lax.cond`: run one of two functions
+#
+# `lax.cond(pred, true_fun, false_fun, *operands)` runs only the chosen branch (when
+# the predicate is not batched, more on that below). Both branches must return the same
+# shapes and dtypes.
+
+
+# %%
+def with_penalty(w):
+    return jnp.mean((w - 1.0) ** 2) + 0.1 * jnp.sum(jnp.abs(w))
+
+
+def without_penalty(w):
+    return jnp.mean((w - 1.0) ** 2)
+
+
+@jax.jit
+def penalised_loss_cond(w, epoch):
+    return lax.cond(epoch > 5, with_penalty, without_penalty, w)
+
+
+with jitlab.count_compiles(penalised_loss_cond) as n_cond:
+    cond_results = [float(penalised_loss_cond(w, e)) for e in epochs]
+
+print(n_cond)
+assert n_cond.compiles == 1
+np.testing.assert_allclose(cond_results, static_results, rtol=1e-6)
+
+# %% [markdown]
+# ### `lax.switch`: one of many, by index
+#
+# The activation choice again, this time as a traced integer: one program holds all
+# three branches and picks one at run time.
+
+
+# %%
+@jax.jit
+def activate_switch(x, kind_index):
+    return lax.switch(kind_index, [jax.nn.relu, jnp.tanh, jax.nn.gelu], x)
+
+
+with jitlab.count_compiles(activate_switch) as n_switch:
+    switched = [activate_switch(x - 4.0, i) for i in (0, 1, 2, 0, 1, 2)]
+
+print(n_switch)
+assert n_switch.compiles == 1
+for i, kind in enumerate(["relu", "tanh", "gelu"]):
+    np.testing.assert_allclose(switched[i], activate(x - 4.0, kind=kind), rtol=1e-6)
+
+# An out-of-range index does not raise: lax.switch clamps it to the last branch.
+np.testing.assert_allclose(activate_switch(x - 4.0, 7), switched[2], rtol=1e-6)
+
+# %% [markdown]
+# The list of learning rates from earlier needs no `lax` at all: make it an array.
+# Indexing a `jnp` array with a traced integer is an ordinary array operation (and an
+# out-of-range index is clamped, not an error).
+
+
+# %%
+@jax.jit
+def rate_for_phase_array(phase):
+    return jnp.asarray(LEARNING_RATES, dtype=jnp.float32)[phase]
+
+
+with jitlab.count_compiles(rate_for_phase_array) as n_rate:
+    rates = [float(rate_for_phase_array(p)) for p in (0, 1, 2, 1)]
+
+print(n_rate, rates)
+assert n_rate.compiles == 1
+np.testing.assert_allclose(rates, [1e-2, 1e-3, 1e-4, 1e-3], rtol=1e-6)
+assert float(rate_for_phase_array(9)) == rates[2]  # clamped
+
+# %% [markdown]
+# ### `lax.fori_loop`: a loop whose count is a traced value
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>window_sum</code> rewritten with <code>lax.fori_loop</code>, called with
+# windows 1 to 8. How many compilations?</p></div>
+
+
+# %%
+@jax.jit
+def window_sum_fori(x, window):
+    return lax.fori_loop(0, window, lambda i, total: total + x[i], 0.0)
+
+
+windows = range(1, 9)
+with jitlab.count_compiles(window_sum_fori) as n_fori:
+    sums = [float(window_sum_fori(x, k)) for k in windows]
+
+print(n_fori, sums)
+assert n_fori.compiles == 1
+np.testing.assert_allclose(sums, np.cumsum(np.asarray(x)), rtol=1e-6)
+
+
+def jaxpr_text(fn, *args, **kwargs):
+    """The jaxpr of fn(*args) as plain text (no terminal colours), to assert on."""
+    return jax.make_jaxpr(fn, **kwargs)(*args).pretty_print(use_color=False)
+
+
+# With a traced trip count, fori_loop becomes a `while` in the jaxpr.
+assert "while[" in jaxpr_text(window_sum_fori, x, 3)
+
+# %% [markdown]
+# The price of a traced count: a `while` loop has no fixed length, so reverse-mode
+# differentiation cannot go through it. With Python-int bounds `fori_loop` becomes a
+# `scan`, which it can.
+
+
+# %%
+def first_three_sum(x):
+    return lax.fori_loop(0, 3, lambda i, t: t + x[i], 0.0)  # Python-int bounds
+
+
+static_bounds = jaxpr_text(first_three_sum, x)
+assert "scan[" in static_bounds and "while[" not in static_bounds
+np.testing.assert_allclose(jax.grad(first_three_sum)(x), [1, 1, 1, 0, 0, 0, 0, 0])
+
+try:
+    jax.grad(window_sum_fori)(x, 3)
+except ValueError as err:
+    print("ValueError:", str(err).splitlines()[0])
+else:
+    raise AssertionError("expected ValueError: no reverse mode through a traced trip count")
+
+# %% [markdown]
+# ### `lax.while_loop`: stop when the data says so
+#
+# Newton's method for a square root stops when the answer is good enough, after a
+# number of steps that depends on the value. `cond_fun` reads the carried state;
+# `body_fun` takes one step.
+
+
+# %%
+@jax.jit
+def newton_sqrt(a, tol):
+    def not_done(state):
+        y, steps = state
+        return (jnp.abs(y * y - a) > tol * a) & (steps < 50)
+
+    def step(state):
+        y, steps = state
+        return 0.5 * (y + a / y), steps + 1
+
+    return lax.while_loop(not_done, step, (a, jnp.int32(0)))
+
+
+problems = [(2.0, 1e-3), (2.0, 1e-6), (1e4, 1e-6), (0.01, 1e-4), (123.0, 1e-5)]
+with jitlab.count_compiles(newton_sqrt) as n_while:
+    answers = [newton_sqrt(a, tol) for a, tol in problems]
+
+steps_taken = [int(s) for _, s in answers]
+print(n_while, "steps:", steps_taken)
+assert n_while.compiles == 1
+assert len(set(steps_taken)) > 1  # the loop ran a data-dependent number of times
+for (a, tol), (root, _) in zip(problems, answers, strict=True):
+    assert abs(float(root) ** 2 - a) <= 2 * tol * a, (a, tol, float(root))
+
+# %% [markdown]
+# ### `lax.scan`: a loop over data, carrying state
+#
+# A running total that resets whenever it passes a limit. The Python loop over the
+# *elements* is fine under `jit` (the length is static); the `if total > limit` inside
+# it is not. `scan` carries the total, and `jnp.where` makes the reset.
+
+
+# %%
+def resetting_total_python(xs, limit):
+    total, out = 0.0, []
+    for v in xs:
+        total += v
+        if total > limit:
+            total = 0.0
+        out.append(total)
+    return np.array(out)
+
+
+@jax.jit
+def resetting_total(xs, limit):
+    def step(total, v):
+        total = total + v
+        total = jnp.where(total > limit, 0.0, total)
+        return total, total  # (new carry, this step's output)
+
+    _, out = lax.scan(step, 0.0, xs)
+    return out
+
+
+xs = jnp.asarray(np.random.default_rng(5).uniform(0.0, 1.0, size=32), jnp.float32)
+limits = [1.0, 2.5, 4.0, 0.5]
+with jitlab.count_compiles(resetting_total) as n_scan:
+    totals = [resetting_total(xs, lim) for lim in limits]
+
+print(n_scan)
+assert n_scan.compiles == 1
+for lim, got in zip(limits, totals, strict=True):
+    np.testing.assert_allclose(got, resetting_total_python(np.asarray(xs), lim), atol=1e-5)
+
+# %% [markdown]
+# All six tools, side by side: each one compiled once, whatever the values.
+
+# %%
+summary = [
+    {
+        "tool": "jnp.where",
+        "function": "penalised_loss_where",
+        "calls": 6,
+        "compiles": n_where.compiles,
+    },
+    {
+        "tool": "lax.cond",
+        "function": "penalised_loss_cond",
+        "calls": 6,
+        "compiles": n_cond.compiles,
+    },
+    {
+        "tool": "lax.switch",
+        "function": "activate_switch",
+        "calls": 6,
+        "compiles": n_switch.compiles,
+    },
+    {
+        "tool": "lax.fori_loop",
+        "function": "window_sum_fori",
+        "calls": 8,
+        "compiles": n_fori.compiles,
+    },
+    {"tool": "lax.while_loop", "function": "newton_sqrt", "calls": 5, "compiles": n_while.compiles},
+    {"tool": "lax.scan", "function": "resetting_total", "calls": 4, "compiles": n_scan.compiles},
+]
+jitlab.print_table(summary)
+assert all(row["compiles"] == 1 for row in summary)
+
+# %% [markdown]
+# "Every value" has a fine print: every value *of the same type*. A Python `3` is a weak
+# `int32`; `jnp.int32(3)` is a strong one; they are different cache keys (lesson 03).
+
+# %%
+with jitlab.count_compiles(penalised_loss_cond) as n_types:
+    penalised_loss_cond(w, 4)  # weak int32: already compiled above
+    penalised_loss_cond(w, jnp.int32(4))  # strong int32: a new key
+
+print(n_types)
+print(n_types.explanations[-1])
+assert n_types.compiles == 1
+assert "weak_type" in n_types.explanations[-1]
+
+# %% [markdown]
+# ## Trade-offs, measured
+#
+# ### Static per value against `lax.cond` once
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>A 20-epoch run calls each version once per epoch (epochs 0 to 19). How many
+# compilations for the static version, how many for <code>lax.cond</code>?</p></div>
+
+# %%
+run = list(range(20))
+penalised_loss_static.clear_cache()
+penalised_loss_cond.clear_cache()
+
+with jitlab.count_compiles(penalised_loss_static) as n_run_static:
+    with jitlab.stopwatch() as sw_static:
+        jax.block_until_ready([penalised_loss_static(w, epoch=e) for e in run])
+with jitlab.count_compiles(penalised_loss_cond) as n_run_cond:
+    with jitlab.stopwatch() as sw_cond:
+        jax.block_until_ready([penalised_loss_cond(w, e) for e in run])
+
+steady_static = jitlab.time_calls(penalised_loss_static, w, epoch=7, repeats=30, label="static")
+steady_cond = jitlab.time_calls(penalised_loss_cond, w, 7, repeats=30, label="lax.cond")
+rows = [
+    {
+        "version": "static epoch",
+        "compiles": n_run_static.compiles,
+        "compile_ms": 1e3 * n_run_static.total_seconds,
+        "run_of_20_ms": 1e3 * sw_static.seconds,
+        "cached_call_us": 1e6 * steady_static.median_seconds,
+    },
+    {
+        "version": "lax.cond",
+        "compiles": n_run_cond.compiles,
+        "compile_ms": 1e3 * n_run_cond.total_seconds,
+        "run_of_20_ms": 1e3 * sw_cond.seconds,
+        "cached_call_us": 1e6 * steady_cond.median_seconds,
+    },
+]
+jitlab.record(
+    "05",
+    "static epoch, 20 epochs: one compilation per value",
+    compiles=n_run_static.compiles,
+    steady_us=1e6 * steady_static.median_seconds,
+    total_s=sw_static.seconds,
+)
+jitlab.record(
+    "05",
+    "lax.cond epoch, 20 epochs: one compilation",
+    compiles=n_run_cond.compiles,
+    steady_us=1e6 * steady_cond.median_seconds,
+    total_s=sw_cond.seconds,
+    speedup=sw_static.seconds / sw_cond.seconds,
+)
+jitlab.print_table(rows)
+assert n_run_static.compiles == len(run) == 20
+assert n_run_cond.compiles == 1
+
+# %% [markdown]
+# What the static version buys for its compilations: each program holds *only* the
+# branch its value chose. The `lax.cond` program holds both and chooses at run time.
+
+# %%
+static_at_3 = penalised_loss_static.trace(w, epoch=3).jaxpr.pretty_print(use_color=False)
+static_at_7 = penalised_loss_static.trace(w, epoch=7).jaxpr.pretty_print(use_color=False)
+cond_text = jaxpr_text(penalised_loss_cond, w, 3)
+print(cond_text)
+assert "abs" not in static_at_3 and "abs" in static_at_7  # one branch per program
+assert "cond[" in cond_text and "abs" in cond_text  # both branches, one program
+
+# %% [markdown]
+# ### `lax.cond` under `vmap` runs both branches
+#
+# Batch the epochs with `vmap` and the predicate becomes a vector: some rows want the
+# penalty, some do not. A single device program cannot take both paths at once, so
+# `vmap` rewrites the `cond` into `select_n`: compute both branches for every row,
+# then select.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Will the jaxpr of <code>vmap(penalised_loss_cond)</code> over a vector of epochs
+# still contain a <code>cond</code>?</p></div>
+
+# %%
+batched_epochs = jnp.arange(4, 8)
+vmapped_text = jaxpr_text(jax.vmap(penalised_loss_cond, in_axes=(None, 0)), w, batched_epochs)
+print(vmapped_text)
+assert "select_n" in vmapped_text  # the selection...
+assert "cond[" not in vmapped_text  # ...replaced the branch
+assert "abs" in vmapped_text and "reduce_sum" in vmapped_text  # penalty branch, computed anyway
+
+# Batch only the weights, keep one scalar epoch: the predicate is not batched, cond stays.
+unbatched_pred = jaxpr_text(jax.vmap(penalised_loss_cond, in_axes=(0, None)), w[None], 3)
+assert "cond[" in unbatched_pred and "select_n" not in unbatched_pred
+
+# %% [markdown]
+# The cost shows in time when one branch is expensive. Every row below takes the
+# *cheap* branch, yet the batched call costs as much as when every row takes the
+# expensive one.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Without <code>vmap</code>, the cheap branch is much faster than the costly one.
+# With <code>vmap</code> over 64 rows, is "all rows cheap" faster than "all rows
+# costly"?</p></div>
+
+
+# %%
+def cheap(v):
+    return v + 1.0
+
+
+def costly(v):
+    return lax.fori_loop(0, 200, lambda i, u: jnp.sin(u) * 0.99 + 0.01, v)
+
+
+@jax.jit
+def one_row(v, take_costly):
+    return lax.cond(take_costly, costly, cheap, v)
+
+
+many_rows = jax.jit(jax.vmap(one_row))
+v = jnp.ones(256)
+batch = jnp.ones((64, 256))
+all_cheap, all_costly = jnp.zeros(64, bool), jnp.ones(64, bool)
+
+timings = [
+    jitlab.time_calls(one_row, v, False, repeats=20, label="cond, cheap branch"),
+    jitlab.time_calls(one_row, v, True, repeats=20, label="cond, costly branch"),
+    jitlab.time_calls(many_rows, batch, all_cheap, repeats=15, label="vmap, all cheap"),
+    jitlab.time_calls(many_rows, batch, all_costly, repeats=15, label="vmap, all costly"),
+]
+jitlab.print_table([t.row() for t in timings])
+single_cheap, single_costly, batch_cheap, batch_costly = (t.median_seconds for t in timings)
+assert single_costly > 3 * single_cheap  # unbatched: only the chosen branch runs
+assert batch_cheap > 0.5 * batch_costly  # batched: both run, "cheap" saves little
+
+# %% [markdown]
+# If the costly branch is rare and the batch is large, take the decision outside the
+# batch (split the rows) or restructure; if both branches are cheap, the select is
+# harmless.
+#
+# ### Unrolled Python loop against `lax.fori_loop`: compile time
+#
+# A Python `for` over a *static* count is legal: tracing simply repeats the body, so
+# the program grows with the count. `lax.fori_loop` puts one copy of the body in a loop.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>From 1 to 240 steps, how does compile time grow for the unrolled loop, and for
+# <code>fori_loop</code> with the same static count?</p></div>
+
+
+# %%
+def walk_step(v):
+    return jnp.sin(v) * 0.9 + 0.1 * jnp.cos(v)
+
+
+@jax.jit(static_argnames="steps")
+def unrolled_walk(v, steps):
+    for _ in range(steps):  # traced `steps` times: the program grows
+        v = walk_step(v)
+    return v
+
+
+@jax.jit(static_argnames="steps")
+def fori_walk_static(v, steps):
+    return lax.fori_loop(0, steps, lambda i, u: walk_step(u), v)  # one body, any count
+
+
+@jax.jit
+def fori_walk(v, steps):  # the count traced: one program for every count
+    return lax.fori_loop(0, steps, lambda i, u: walk_step(u), v)
+
+
+start = jnp.linspace(0.0, 1.0, 16)
+step_counts = [1, 40, 80, 160, 240]
+loop_rows, unrolled_total, fori_static_total = [], 0, 0
+with jitlab.count_compiles(fori_walk) as n_fori_walk:
+    for count in step_counts:
+        with jitlab.count_compiles(unrolled_walk) as n_unrolled:
+            first_unrolled_s = jitlab.time_once(unrolled_walk, start, steps=count)
+        a = unrolled_walk(start, steps=count)
+        with jitlab.count_compiles(fori_walk_static) as n_fori_static:
+            first_fori_s = jitlab.time_once(fori_walk_static, start, steps=count)
+        b = fori_walk_static(start, steps=count)
+        c = fori_walk(start, count)
+        np.testing.assert_allclose(a, b, atol=1e-5)
+        np.testing.assert_allclose(a, c, atol=1e-5)
+        unrolled_total += n_unrolled.compiles
+        fori_static_total += n_fori_static.compiles
+        loop_rows.append(
+            {
+                "steps": count,
+                "unrolled_compile_ms": 1e3 * n_unrolled.total_seconds,
+                "fori_static_compile_ms": 1e3 * n_fori_static.total_seconds,
+                "unrolled_first_ms": 1e3 * first_unrolled_s,
+                "fori_first_ms": 1e3 * first_fori_s,
+                "unrolled_run_us": 1e6
+                * jitlab.median_seconds(lambda: unrolled_walk(start, steps=count), repeats=15),  # noqa: B023
+                "fori_run_us": 1e6
+                * jitlab.median_seconds(lambda: fori_walk(start, count), repeats=15),  # noqa: B023
+            }
+        )
+
+largest = loop_rows[-1]
+jitlab.record(
+    "05",
+    f"unrolled Python loop, {largest['steps']} steps",
+    compiles=1,
+    first_ms=largest["unrolled_first_ms"],
+    steady_us=largest["unrolled_run_us"],
+    compile_ms=largest["unrolled_compile_ms"],
+)
+jitlab.record(
+    "05",
+    f"lax.fori_loop, {largest['steps']} steps",
+    compiles=1,
+    first_ms=largest["fori_first_ms"],
+    steady_us=largest["fori_run_us"],
+    compile_ms=largest["fori_static_compile_ms"],
+    speedup=largest["unrolled_compile_ms"] / largest["fori_static_compile_ms"],
+)
+jitlab.print_table(loop_rows)
+print(
+    f"compilations: unrolled {unrolled_total} (one per count), fori_loop with a static count "
+    f"{fori_static_total} (one per count), fori_loop with a traced count {n_fori_walk.compiles}"
+)
+assert unrolled_total == fori_static_total == len(step_counts)
+assert n_fori_walk.compiles == 1  # one program for every count
+# fori_loop's compile time stays flat: compare the unrolled loop at 240 steps with its
+# typical (median) level, which one noisy measurement cannot move much.
+fori_level_ms = float(np.median([r["fori_static_compile_ms"] for r in loop_rows]))
+assert largest["unrolled_compile_ms"] > 3 * fori_level_ms
+assert largest["unrolled_compile_ms"] > 3 * loop_rows[0]["unrolled_compile_ms"]  # it grew
+
+# %%
+fig, ax = plt.subplots(figsize=(6, 3.5))
+ax.plot(
+    step_counts, [r["unrolled_compile_ms"] for r in loop_rows], "o-", label="unrolled Python for"
+)
+ax.plot(step_counts, [r["fori_static_compile_ms"] for r in loop_rows], "s-", label="lax.fori_loop")
+ax.set_xlabel("loop steps (static count)")
+ax.set_ylabel("trace + lower + compile (ms)")
+ax.set_title("Compile time against loop length")
+ax.set_ylim(bottom=0)
+ax.legend()
+plt.show()
+
+# %% [markdown]
+# The compile columns are the claim: unrolling makes compile time grow with the count;
+# the loop primitive keeps it flat. The run columns show what unrolling
+# buys at run time on *your* machine; sometimes XLA fuses across the unrolled steps and
+# wins, often it does not. `lax.fori_loop` and `lax.scan` take an `unroll=` argument
+# for the middle ground.
+#
+# ## Which fix?
+#
+# | the value | fix | compilations |
+# | --- | --- | --- |
+# | picks a program, few values (a mode, a name, a flag) | `static_argnames` | one per value |
+# | comes from data or a schedule (epoch, limit) | `jnp.where`, `lax.cond`, `lax.switch` | one |
+# | a loop count or stopping rule from data | `lax.fori_loop`, `lax.while_loop` | one |
+# | a loop over data with state | `lax.scan` | one per input shape |
+
+# %%
+jitlab.outro("05")

@@ -1,0 +1,859 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+#   jitlab:
+#     title: Static arguments in depth
+#     fix: "few static values, hashable and equal by value, immutable"
+#     questions:
+#       - What makes a value a good static argument, and what happens with a bad one?
+#       - Why does an equal-looking object compile again, and when does a static argument
+#         return a stale result?
+#       - What do many distinct static values cost, and how do you get the memory back?
+#     objectives:
+#       - Predict whether a static argument hits the cache from its type, its hash and its
+#         equality.
+#       - Recognise the error JAX raises for an unhashable static argument, and pick the fix.
+#       - Write a configuration class that is hashable by value and immutable, and use it as
+#         a static argument or as a static `self`.
+#       - Measure what one executable per static value costs (compilations, compile time,
+#         cache entries, memory) and decide what should not be static at all.
+#     prerequisites:
+#       - "Lesson 00: what jit caches, and how to count compilations"
+#       - "Lesson 05: static_argnums and static_argnames"
+#     minutes: {teaching: 20, exercises: 15}
+#     keypoints:
+#       - A static argument's value is part of the cache key. JAX hashes it and looks for a
+#         compiled entry whose value has the same type and compares equal with ==.
+#       - Lists, dicts, NumPy arrays and jax.Arrays are unhashable. As static arguments they
+#         raise ValueError ("Non-hashable static arguments are not supported") at call time.
+#         Pass a tuple, or pass the array as a traced argument.
+#       - A class with the default identity hash compiles once per instance. A frozen
+#         dataclass hashes and compares by its fields, so equal instances share one
+#         executable.
+#       - Whatever the function reads from a static argument is baked into the executable.
+#         If == ignores a field, or the object is changed after use, the cached program
+#         returns stale numbers and never retraces.
+#       - Every distinct static value costs a compilation, a cache entry and memory.
+#         clear_cache() gives the memory back, and the next call compiles again.
+#       - Make static only what has few values and shapes the program (modes, flags, sizes).
+#         Numbers that change from call to call stay traced.
+#     exercise: 06_static_arguments
+#     instructor_notes:
+#       - Learners often think "static" means "cached once". Run the section 1 loop live and
+#         ask for a count before you run it. Then ask what 1 vs 1.0 vs True will cost.
+#       - The stale-result cells (section 4) are the ones to demo live. The number is wrong,
+#         nothing is printed, and the counter shows zero traces. Ask the room where the 10x
+#         went.
+#       - People bring up `jax.tree_util.register_dataclass` and equinox Modules. Both are
+#         the other way round, making the object a pytree whose array leaves are traced.
+#         They fit weights. A frozen dataclass as a static argument fits hyper-parameters.
+#       - The memory column needs Linux with glibc (it calls malloc_trim). On macOS the
+#         lesson says so and skips the memory checks. The compile counts hold everywhere.
+# ---
+
+# %% [markdown]
+# # 06 · Static arguments in depth
+#
+# Marking an argument static tells `jax.jit` not to trace it. Its Python value becomes
+# part of the cache key, and the function is traced and compiled once for every distinct
+# value. That only works if JAX can tell two values apart, and tell when they are the
+# same. This lesson looks at what "distinct" means (hash, equality, type). It shows what
+# happens when a value cannot be hashed, or is hashed the wrong way, and what a cache
+# with one executable per value costs as the values pile up.
+
+# %%
+import ctypes
+import ctypes.util
+import dataclasses
+import functools
+import gc
+import os
+import sys
+
+import jax
+import jax.numpy as jnp
+import matplotlib.pyplot as plt
+import numpy as np
+
+import jitlab
+
+jitlab.intro("06")
+
+# %% [markdown]
+# ## 1. A static value is part of the cache key
+#
+# On each call, JAX hashes every static argument and looks for a compiled entry whose
+# static values are *equal*: same type, and `==` returns `True`. A good static argument
+# is therefore
+#
+# - **hashable**, so it can go into the key at all;
+# - **equal by value**, so that two equal-looking values find the same entry;
+# - **one of a few values**, because every new value is a new compilation.
+#
+# A short string that picks a mode meets all three.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>normalise</code> takes a static <code>how</code> and is called 30 times,
+# cycling through <code>"l1"</code>, <code>"l2"</code> and <code>"max"</code>.
+# How many compilations?</p></div>
+
+
+# %%
+def normalise(x, how):
+    if how == "l1":
+        return x / jnp.sum(jnp.abs(x))
+    if how == "l2":
+        return x / jnp.sqrt(jnp.sum(x * x))
+    if how == "max":
+        return x / jnp.max(jnp.abs(x))
+    raise ValueError(f"unknown norm {how!r}")
+
+
+normalise_j = jax.jit(normalise, static_argnames="how")
+x = jnp.arange(1.0, 9.0)
+
+with jitlab.count_compiles(normalise_j) as n:
+    for i in range(30):
+        normalise_j(x, how=("l1", "l2", "max")[i % 3])
+print(n)
+print("cache entries:", normalise_j._cache_size())
+assert n.traces == 3 and n.compiles == 3, n.explanations
+assert normalise_j._cache_size() == 3
+
+# %% [markdown]
+# One compilation per distinct value, then cache hits for the other 27 calls.
+# `_cache_size()` is a **private** method of the jitted function. It counts the entries in
+# that function's cache, and it may change or go away in any JAX release. We use it here
+# only to look inside.
+#
+# <div class="admonition warning"><p class="admonition-title">The source chapter says</p>
+# <p>that once an argument is static, changing its value is free because JAX looks up a
+# ready-made specialisation. That holds only for values it has met before (same type,
+# equal). A static value JAX has not seen before always costs a trace and a compilation.
+# The next cell measures both cases.</p></div>
+
+
+# %%
+def repeat_sum(x, times):
+    total = x
+    for _ in range(times - 1):
+        total = total + x
+    return total
+
+
+repeat_sum_j = jax.jit(repeat_sum, static_argnums=1)
+
+seen = []
+for times in (3, 3, 7, 7, 3):
+    with jitlab.count_compiles(repeat_sum_j) as n:
+        repeat_sum_j(x, times)
+    seen.append({"times": times, "traces": n.traces, "compilations": n.compiles})
+jitlab.print_table(seen)
+assert [row["compilations"] for row in seen] == [1, 0, 1, 0, 0]
+
+# %% [markdown]
+# Equality is not quite all of it. JAX also requires the **same type**. In Python,
+# `1 == 1.0 == True` and the three hash alike, but as static values they are three keys.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>scale(x, factor)</code> with a static <code>factor</code> is called with
+# <code>1</code>, then <code>1.0</code>, then <code>True</code>. How many compilations?
+# </p></div>
+
+
+# %%
+def scale(x, factor):
+    return x * factor
+
+
+scale_j = jax.jit(scale, static_argnums=1)
+print("equal:", 1 == 1.0 == True, " same hash:", hash(1) == hash(1.0) == hash(True))  # noqa: E712
+
+with jitlab.count_compiles(scale_j) as n:
+    for factor in (1, 1.0, True):
+        scale_j(x, factor)
+print(n)
+print([line for line in n.explanations[-1].splitlines() if "now" in line][0].strip())
+assert n.compiles == 3, n.explanations
+
+# %% [markdown]
+# JAX wraps each static value so that equality also checks `type(a) is type(b)`. An
+# integer and a float can build different programs, so this is a safety net. It also
+# means a static argument that sometimes arrives as `2` and sometimes as `2.0` compiles
+# twice. Pick one type per static argument.
+#
+# ## 2. Unhashable values
+#
+# A value that cannot be hashed cannot go into the key.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Weights passed as a static argument, as a list, a NumPy array and a
+# <code>jax.Array</code>. Does <code>jax.jit(...)</code> refuse, does the call fail, or
+# does it compile?</p></div>
+
+
+# %%
+def weighted_sum(x, weights):
+    total = 0.0
+    for i, w in enumerate(weights):
+        total = total + w * x[i]
+    return total
+
+
+weighted_sum_j = jax.jit(weighted_sum, static_argnums=1)  # creating it is fine
+
+candidates = {
+    "list": [0.5, 0.25, 0.25],
+    "NumPy array": np.array([0.5, 0.25, 0.25]),
+    "jax.Array": jnp.array([0.5, 0.25, 0.25]),
+}
+caught = {}
+for label, weights in candidates.items():
+    try:
+        weighted_sum_j(x, weights)
+    except ValueError as err:
+        caught[label] = err
+    else:
+        raise AssertionError(f"expected ValueError for a static {label}")
+
+for label, err in caught.items():
+    assert type(err) is ValueError, type(err)
+    assert str(err).startswith("Non-hashable static arguments are not supported"), err
+    cause = [line for line in str(err).splitlines() if line.startswith("TypeError")][0]
+    print(f"{label:11} -> ValueError: Non-hashable static arguments ... ({cause})")
+
+# %% [markdown]
+# `jax.jit` accepts `static_argnums=1` without complaint. The error comes at the first
+# call, as a `ValueError` that wraps Python's own `TypeError: unhashable type`. A `dict`
+# or a mutable `@dataclass` (next section) fails the same way.
+#
+# There are two ways out, depending on how the value behaves:
+#
+# - It is a fixed choice with few values: pass a **tuple**. Tuples hash by value, so a
+#   fresh tuple with the same numbers finds the same executable.
+# - It changes from call to call (weights usually do): **do not make it static**. Pass
+#   the array as a traced argument, and one executable serves every value.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Five different weight vectors: how many compilations as a static tuple, and how many
+# as a traced array?</p></div>
+
+
+# %%
+def weighted_sum_traced(x, weights):
+    return jnp.dot(weights, x[: weights.shape[0]])
+
+
+weighted_sum_traced_j = jax.jit(weighted_sum_traced)
+rng = np.random.default_rng(6)
+weight_sets = [rng.dirichlet(np.ones(3)).astype(np.float32) for _ in range(5)]
+
+with jitlab.count_compiles(weighted_sum_j) as n_same:
+    a = weighted_sum_j(x, (0.5, 0.25, 0.25))
+    b = weighted_sum_j(x, tuple([0.5, 0.25, 0.25]))  # a new tuple, equal by value
+with jitlab.count_compiles(weighted_sum_j) as n_tuple:
+    out_tuple = [weighted_sum_j(x, tuple(w.tolist())) for w in weight_sets]
+with jitlab.count_compiles(weighted_sum_traced_j) as n_traced:
+    out_traced = [weighted_sum_traced_j(x, jnp.asarray(w)) for w in weight_sets]
+
+jitlab.print_table(
+    [
+        {"weights passed as": "equal tuples, twice", "compilations": n_same.compiles},
+        {"weights passed as": "5 different tuples", "compilations": n_tuple.compiles},
+        {"weights passed as": "5 traced arrays", "compilations": n_traced.compiles},
+    ]
+)
+assert n_same.compiles == 1 and float(a) == float(b)
+assert n_tuple.compiles == 5 and n_traced.compiles == 1
+np.testing.assert_allclose(out_tuple, out_traced, rtol=1e-5)
+
+# %% [markdown]
+# ## 3. Your own class as a static argument
+#
+# Configuration objects are the usual static arguments in real code. Here a smoothing
+# filter reads two fields from its configuration: a `window` that sets a shape, and a
+# `gain`.
+
+
+# %%
+def smooth(x, cfg):
+    kernel = jnp.ones(cfg.window) / cfg.window
+    return cfg.gain * jnp.convolve(x, kernel, mode="same")
+
+
+smooth_j = jax.jit(smooth, static_argnums=1)
+signal = jnp.sin(jnp.linspace(0.0, 6.0, 64))
+
+
+class PlainSmoothing:
+    """An ordinary class: Python's default hash and == use the object's identity."""
+
+    def __init__(self, window, gain):
+        self.window = window
+        self.gain = gain
+
+
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Four calls, each with a new <code>PlainSmoothing(window=3, gain=1.0)</code>. The
+# four objects look the same. How many compilations?</p></div>
+
+# %%
+print("equal?", PlainSmoothing(3, 1.0) == PlainSmoothing(3, 1.0))
+with jitlab.count_compiles(smooth_j) as n_plain:
+    for _ in range(4):
+        smooth_j(signal, PlainSmoothing(window=3, gain=1.0))
+print(n_plain)
+print([line for line in n_plain.explanations[-1].splitlines() if "now" in line][0].strip())
+assert n_plain.compiles == 4, n_plain.explanations
+assert PlainSmoothing(3, 1.0) != PlainSmoothing(3, 1.0)
+
+# %% [markdown]
+# The explanation shows two different object addresses. With the default hash, every
+# instance is a new key, so a configuration built inside a loop or a function compiles
+# on every call.
+#
+# A **frozen dataclass** fixes both halves. `@dataclass` writes `__eq__` over the fields,
+# and `frozen=True` adds a matching `__hash__` and forbids assignment after construction.
+
+
+# %%
+@dataclasses.dataclass(frozen=True)
+class Smoothing:
+    window: int
+    gain: float
+
+
+a, b = Smoothing(3, 1.0), Smoothing(3, 1.0)
+assert a is not b and a == b and hash(a) == hash(b)
+
+with jitlab.count_compiles(smooth_j) as n_frozen:
+    for _ in range(4):
+        smooth_j(signal, Smoothing(window=3, gain=1.0))
+    smooth_j(signal, Smoothing(window=5, gain=1.0))  # a different value: compiles
+print(n_frozen)
+assert n_frozen.compiles == 2, n_frozen.explanations
+
+jitlab.record(
+    "06",
+    "config with identity hash, 4 equal instances",
+    compiles=n_plain.compiles,
+    total_s=n_plain.total_seconds,
+)
+jitlab.record(
+    "06",
+    "frozen dataclass config, 4 equal instances + 1 new",
+    compiles=n_frozen.compiles,
+    total_s=n_frozen.total_seconds,
+)
+
+try:
+    a.gain = 2.0
+except dataclasses.FrozenInstanceError as err:
+    print("assignment refused:", type(err).__name__, err)
+else:
+    raise AssertionError("expected FrozenInstanceError")
+
+
+# %% [markdown]
+# Without `frozen=True` you get no hash at all. Python sets `__hash__ = None` on a
+# dataclass that defines `__eq__` and can still be changed, and JAX then refuses it
+# like a list.
+
+
+# %%
+@dataclasses.dataclass
+class MutableSmoothing:
+    window: int
+    gain: float
+
+
+assert MutableSmoothing.__hash__ is None
+try:
+    smooth_j(signal, MutableSmoothing(3, 1.0))
+except ValueError as err:
+    caught = err
+else:
+    raise AssertionError("expected ValueError")
+assert type(caught) is ValueError
+assert "Non-hashable static arguments are not supported" in str(caught)
+print(type(caught).__name__ + ":", str(caught).split(". ")[0])
+
+# %% [markdown]
+# ## 4. Stale results: when the key says "same" and the value is not
+#
+# The cache trusts `==`. If two values compare equal, JAX reuses the executable it built
+# for the first one, and **everything the function read from that first value is baked
+# into the executable as a constant**. So equality must cover every field the function
+# reads, and the object must not change after it has been used.
+#
+# A common shortcut looks harmless. "`gain` is just a number and doesn't change the
+# program, so leave it out of `__eq__`."
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>WindowKeyed</code> compares and hashes by <code>window</code> only. We smooth
+# with <code>gain=1.0</code>, then with a new object with <code>gain=10.0</code>. Is the
+# second result ten times larger?</p></div>
+
+
+# %%
+class WindowKeyed:
+    """Hashes and compares by `window` only; `gain` is left out (the bug)."""
+
+    def __init__(self, window, gain):
+        self.window = window
+        self.gain = gain
+
+    def __eq__(self, other):
+        return isinstance(other, WindowKeyed) and other.window == self.window
+
+    def __hash__(self):
+        return hash(self.window)
+
+
+quiet, loud = WindowKeyed(window=3, gain=1.0), WindowKeyed(window=3, gain=10.0)
+out_quiet = smooth_j(signal, quiet)
+with jitlab.count_compiles(smooth_j) as n:
+    out_loud = smooth_j(signal, loud)
+expected_loud = smooth(signal, loud)  # run without jit: reads gain=10 now
+
+print(f"peak with gain 1 : {float(out_quiet.max()):.4f}")
+print(
+    f"peak with gain 10: {float(out_loud.max()):.4f}  (expected {float(expected_loud.max()):.4f})"
+)
+print(n)
+assert n.traces == 0 and n.compiles == 0  # a cache hit: no retrace, no warning
+np.testing.assert_allclose(out_loud, out_quiet)  # the gain=1 program ran again
+np.testing.assert_allclose(expected_loud, 10 * out_quiet, rtol=1e-5)
+assert not np.allclose(out_loud, expected_loud)  # the returned numbers are wrong
+
+# %% [markdown]
+# No error, no warning, no retrace. The number is just wrong. The same happens when a
+# configuration is **changed in place** after use, because the cache's key is that very
+# object.
+#
+# - With the default identity hash, the changed object still "equals" itself.
+# - With `@dataclass(unsafe_hash=True)` (mutable, hashed by value) the hash changes under
+#   JAX's feet. On JAX 0.10.2 that also returns the old number.
+
+
+# %%
+@dataclasses.dataclass(unsafe_hash=True)
+class UnsafeSmoothing:
+    window: int
+    gain: float
+
+
+stale_rows = []
+for cfg in (PlainSmoothing(window=4, gain=1.0), UnsafeSmoothing(window=4, gain=1.0)):
+    before = smooth_j(signal, cfg)
+    cfg.gain = 10.0  # changed after use
+    with jitlab.count_compiles(smooth_j) as n:
+        after = smooth_j(signal, cfg)
+    ratio = float(after.max() / before.max())
+    stale_rows.append(
+        {
+            "config": type(cfg).__name__,
+            "compiles after change": n.compiles,
+            "peak ratio (want 10)": ratio,
+        }
+    )
+    assert n.compiles == 0, n.explanations
+    assert abs(ratio - 1.0) < 1e-6  # stale: the old gain is still baked in
+jitlab.print_table(stale_rows)
+
+# %% [markdown]
+# With a frozen dataclass this bug cannot be written. `cfg.gain = 10.0` raises, and you
+# build a new value with `dataclasses.replace(cfg, gain=10.0)`. That value is unequal to
+# the old one, so it compiles a program of its own and returns the right numbers.
+
+# %%
+cfg = Smoothing(window=4, gain=1.0)
+before = smooth_j(signal, cfg)
+with jitlab.count_compiles(smooth_j) as n:
+    after = smooth_j(signal, dataclasses.replace(cfg, gain=10.0))
+print(n)
+assert n.compiles == 1
+np.testing.assert_allclose(after, 10 * before, rtol=1e-5)
+
+# %% [markdown]
+# ## 5. `self` as a static argument
+#
+# Decorating a method with `jax.jit` gives it `self` as its first argument, and `self` is
+# not an array. A common fix is `functools.partial(jax.jit, static_argnums=0)`, which makes
+# `self` static. Everything above then applies to the whole object: its class decides the
+# hash and the equality.
+#
+# The two classes below differ only in that. (The methods have different names because
+# `count_compiles` matches functions by name.)
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>An evaluation loop builds its head afresh on each of 5 batches, as
+# <code>Head("tanh", 0.5)</code>. How many compilations with each class?</p></div>
+
+# %%
+ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
+
+
+class PlainHead:
+    def __init__(self, activation, scale):
+        self.activation = activation
+        self.scale = scale
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def apply_plain(self, w, x):
+        return self.scale * ACTIVATIONS[self.activation](x @ w)
+
+
+@dataclasses.dataclass(frozen=True)
+class FrozenHead:
+    activation: str
+    scale: float
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def apply_frozen(self, w, x):
+        return self.scale * ACTIVATIONS[self.activation](x @ w)
+
+
+w = jnp.asarray(rng.normal(size=(8, 4)), dtype=jnp.float32)
+batches = [jnp.asarray(rng.normal(size=(16, 8)), dtype=jnp.float32) for _ in range(5)]
+
+with jitlab.count_compiles(PlainHead.apply_plain) as n_plain_self:
+    plain_out = [PlainHead("tanh", 0.5).apply_plain(w, xb) for xb in batches]
+with jitlab.count_compiles(FrozenHead.apply_frozen) as n_frozen_self:
+    frozen_out = [FrozenHead("tanh", 0.5).apply_frozen(w, xb) for xb in batches]
+
+jitlab.record(
+    "06",
+    "static self, identity hash, 5 fresh heads",
+    compiles=n_plain_self.compiles,
+    total_s=n_plain_self.total_seconds,
+)
+jitlab.record(
+    "06",
+    "static self, frozen dataclass, 5 fresh heads",
+    compiles=n_frozen_self.compiles,
+    total_s=n_frozen_self.total_seconds,
+)
+jitlab.print_table(
+    [
+        {
+            "self is": "PlainHead (identity)",
+            "compilations": n_plain_self.compiles,
+            "compile_ms": 1e3 * n_plain_self.compile_seconds,
+        },
+        {
+            "self is": "FrozenHead (by value)",
+            "compilations": n_frozen_self.compiles,
+            "compile_ms": 1e3 * n_frozen_self.compile_seconds,
+        },
+    ]
+)
+assert n_plain_self.compiles == 5 and n_frozen_self.compiles == 1
+np.testing.assert_allclose(np.stack(plain_out), np.stack(frozen_out), rtol=1e-6)
+
+# %% [markdown]
+# `jax.jit(FrozenHead.some_method, static_argnums=0)` written outside the class is the
+# same thing. Both put the whole of `self` into the key, which has a consequence. A
+# static `self` may only hold hyper-parameters. Put the weights on it and the frozen
+# dataclass hashes its fields, reaches an array, and fails.
+
+
+# %%
+@dataclasses.dataclass(frozen=True)
+class HeadWithWeights:
+    w: jax.Array
+    scale: float
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def apply_with_weights(self, x):
+        return self.scale * jnp.tanh(x @ self.w)
+
+
+try:
+    HeadWithWeights(w, 0.5).apply_with_weights(batches[0])
+except ValueError as err:
+    caught = err
+else:
+    raise AssertionError("expected ValueError")
+assert type(caught) is ValueError
+assert "Non-hashable static arguments are not supported" in str(caught)
+print(type(caught).__name__ + ":", str(caught).split(". ")[0])
+
+# %% [markdown]
+# Keep weights as traced arguments, as `w` is in `apply_frozen`. If you want them on the
+# object, make the object a pytree instead of a static argument
+# (`jax.tree_util.register_dataclass`, or an Equinox/Flax module). Lesson 07 returns to
+# methods and bound `self`.
+#
+# ## 6. Many distinct values: one executable each
+#
+# The classic mistake is making static something that changes on every call. A learning
+# rate that follows a schedule is the textbook case. Each new value is a new key, so
+# each step traces, compiles and stores another executable.
+#
+# Memory is the hard column to measure honestly. `compiled.memory_analysis()` reports
+# zero code size on the CPU backend, so it cannot tell us. We read the process's resident
+# memory instead. First we ask glibc's allocator (`malloc_trim`) to hand freed pages back,
+# because otherwise freed memory still counts as resident. That needs Linux with glibc.
+# Elsewhere the memory column says `n/a` and its checks are skipped.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>32 steps, each with a new static learning rate. How many compilations, how many
+# cache entries, and does memory grow?</p></div>
+
+# %%
+_LIBC_NAME = ctypes.util.find_library("c") if sys.platform.startswith("linux") else None
+_LIBC = ctypes.CDLL(_LIBC_NAME) if _LIBC_NAME else None
+MEMORY_MEASURABLE = (
+    _LIBC is not None and hasattr(_LIBC, "malloc_trim") and os.path.exists("/proc/self/statm")
+)
+
+
+def live_memory_mb(collect=True):
+    """Resident memory in MiB, after returning freed pages to the OS; None if unsupported."""
+    if not MEMORY_MEASURABLE:
+        return None
+    if collect:  # a full garbage collection: slow, so the loop below skips it
+        gc.collect()
+    _LIBC.malloc_trim(0)
+    with open("/proc/self/statm") as statm:
+        pages = int(statm.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+print("memory measurable here:", MEMORY_MEASURABLE)
+
+
+# %%
+def sgd_step(w, g, lr):
+    return w - lr * g
+
+
+step_static = jax.jit(sgd_step, static_argnums=2)  # the mistake: lr is static
+params = jnp.ones(256)
+grads = jnp.full(256, 0.5)
+learning_rates = np.geomspace(1e-1, 1e-4, 32).tolist()  # Python floats, one per step
+checkpoints = {1, 2, 4, 8, 16, 24, 32}
+
+memory_start = live_memory_mb()
+growth, steps_s, per_value = [], 0.0, []
+with jitlab.count_compiles(step_static, explain=False) as n_static:
+    for k, lr in enumerate(learning_rates, start=1):
+        steps_s += jitlab.time_once(step_static, params, grads, lr)
+        per_value.append((k, n_static.compiles, n_static.compile_seconds))
+        if k in checkpoints:
+            memory = live_memory_mb(collect=False)
+            growth.append(
+                {
+                    "distinct values": k,
+                    "compilations": n_static.compiles,
+                    "cache entries": step_static._cache_size(),
+                    "compile_s (total)": n_static.compile_seconds,
+                    "trace+lower+compile_s": n_static.total_seconds,
+                    "memory growth MiB": "n/a" if memory is None else memory - memory_start,
+                }
+            )
+jitlab.print_table(growth)
+static_total_s = steps_s
+
+for row in growth:
+    assert row["compilations"] == row["distinct values"]
+    assert row["cache entries"] == row["distinct values"]  # nothing is evicted
+assert growth[-1]["compile_s (total)"] > growth[0]["compile_s (total)"]
+if MEMORY_MEASURABLE:
+    grown_mb = growth[-1]["memory growth MiB"]
+    print(f"about {grown_mb / 32:.2f} MiB resident per cached executable")
+    assert grown_mb > 5, grown_mb  # measured: about 1.5 MiB per entry on a Xeon CPU
+
+# %% [markdown]
+# Count and cache size grow one for one with the number of values. Compile time grows
+# with them, and so does resident memory, which on the machine this page was built on
+# is over a megabyte per entry for a function that subtracts two vectors. Nothing
+# evicts these entries at this scale.
+
+# %%
+fig, (ax_count, ax_cost) = plt.subplots(1, 2, figsize=(10, 3.6))
+ks = [k for k, _, _ in per_value]
+ax_count.plot(ks, [c for _, c, _ in per_value], "o-", ms=3, label="compilations")
+ax_count.plot(
+    [r["distinct values"] for r in growth],
+    [r["cache entries"] for r in growth],
+    "s",
+    ms=7,
+    mfc="none",
+    label="cache entries (_cache_size)",
+)
+ax_count.set(xlabel="distinct static values", ylabel="count", title="one executable per value")
+ax_count.legend()
+ax_cost.plot(ks, [t for _, _, t in per_value], color="C2", label="compile seconds (total)")
+ax_cost.set(xlabel="distinct static values", ylabel="seconds", title="what it costs")
+if MEMORY_MEASURABLE:
+    ax_mem = ax_cost.twinx()
+    ax_mem.plot(
+        [r["distinct values"] for r in growth],
+        [r["memory growth MiB"] for r in growth],
+        "D--",
+        color="C3",
+        label="memory (MiB)",
+    )
+    ax_mem.set_ylabel("resident memory growth, MiB")
+    ax_mem.legend(loc="lower right")
+ax_cost.legend(loc="upper left")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## 7. Emptying the cache: `clear_cache()` and `jax.clear_caches()`
+#
+# A jitted function has a public `clear_cache()` method. It drops the executables, and
+# the traces kept with them, for that function alone, and the memory comes back (we
+# measure it below). `jax.clear_caches()` empties the caches of every function in the
+# process. Both cost the same thing: the next call traces and compiles again, even for a
+# value that was compiled before.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>After <code>step_static.clear_cache()</code>, how many entries are left, and what
+# does the next call with an already-seen learning rate cost?</p></div>
+
+# %%
+memory_before = live_memory_mb()
+step_static.clear_cache()
+memory_after = live_memory_mb()
+print("cache entries after clear_cache():", step_static._cache_size())
+assert step_static._cache_size() == 0
+
+with jitlab.count_compiles(step_static) as n_again:
+    again = jitlab.time_calls(
+        step_static,
+        params,
+        grads,
+        learning_rates[0],
+        repeats=20,
+        label="first call after clear_cache",
+    )
+print(n_again)
+print(again)
+assert n_again.traces == 1 and n_again.compiles == 1  # a value it had seen: compiled again
+assert again.first_over_steady > 10  # wide margin: a compilation against a cache hit
+jitlab.record(
+    "06",
+    "first call after clear_cache",
+    compiles=n_again.compiles,
+    first_ms=1e3 * again.first_seconds,
+    steady_us=1e6 * again.median_seconds,
+)
+
+if MEMORY_MEASURABLE:
+    freed = memory_before - memory_after
+    print(f"memory given back by clear_cache(): {freed:.1f} MiB of {grown_mb:.1f} MiB grown")
+    assert freed > 0.5 * grown_mb, (freed, grown_mb)
+else:
+    print("memory: not measurable on this platform (needs Linux, glibc and /proc)")
+
+# %% [markdown]
+# `jax.clear_caches()` reaches further, to functions that did nothing wrong:
+
+# %%
+with jitlab.count_compiles(normalise_j) as n_hit:
+    normalise_j(x, how="l2")  # compiled back in section 1
+jax.clear_caches()
+with jitlab.count_compiles(normalise_j) as n_cleared:
+    normalise_j(x, how="l2")
+print("before jax.clear_caches():", n_hit)
+print("after  jax.clear_caches():", n_cleared)
+assert n_hit.compiles == 0 and n_cleared.compiles == 1
+
+# %% [markdown]
+# Clearing treats the symptom. It is useful in a long-running process that really does
+# cycle through many configurations, and it pays for itself only if those values do not
+# come back soon. The cure is upstream: do not make a value static when it has many
+# values.
+#
+# ## 8. The fix: choose what is static
+#
+# The learning rate only scales a vector. It does not change a shape, a dtype or a
+# branch, so nothing needs to know its value at compile time. Pass it traced.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>The same 32 steps with <code>lr</code> traced: how many compilations, and how much
+# faster is the loop?</p></div>
+
+
+# %%
+def sgd_step_traced(w, g, lr):
+    return w - lr * g
+
+
+step_traced = jax.jit(sgd_step_traced)  # lr traced: a weakly typed float32 scalar
+
+with jitlab.count_compiles(step_traced) as n_traced:
+    traced_total_s = sum(jitlab.time_once(step_traced, params, grads, lr) for lr in learning_rates)
+
+np.testing.assert_allclose(
+    step_traced(params, grads, learning_rates[-1]),
+    sgd_step(params, grads, learning_rates[-1]),
+    rtol=1e-6,
+)
+speedup = static_total_s / traced_total_s
+side_by_side = [
+    {
+        "lr is": "static",
+        "compilations": n_static.compiles,
+        "cache entries": growth[-1]["cache entries"],
+        "loop_s": static_total_s,
+    },
+    {
+        "lr is": "traced",
+        "compilations": n_traced.compiles,
+        "cache entries": step_traced._cache_size(),
+        "loop_s": traced_total_s,
+    },
+]
+jitlab.record(
+    "06", "32-step lr schedule, lr static", compiles=n_static.compiles, total_s=static_total_s
+)
+jitlab.record(
+    "06",
+    "32-step lr schedule, lr traced",
+    compiles=n_traced.compiles,
+    total_s=traced_total_s,
+    speedup=speedup,
+)
+jitlab.print_table(side_by_side)
+print(f"traced is {speedup:.0f}x faster over 32 steps")
+assert n_static.compiles == 32 and n_traced.compiles == 1
+assert step_traced._cache_size() == 1
+assert speedup > 3  # wide margin; measured here: tens of times
+
+# %% [markdown]
+# ### A checklist for static arguments
+#
+# A value is a good static argument when every answer is on the left:
+#
+# - **Needed to build the program?** Yes: a shape, a branch, a loop count, a mode.
+#   No: a number that only enters arithmetic, so trace it.
+# - **How many distinct values over a run?** A handful. Not one per step, per batch or
+#   per user.
+# - **Hashable?** `str`, `int`, `bool`, `tuple`, a frozen dataclass, a `NamedTuple`.
+#   Not a `list`, `dict`, NumPy array, `jax.Array` or mutable `@dataclass`.
+# - **Equal by value, over every field the function reads?** `@dataclass(frozen=True)`.
+#   Not the default identity hash, nor an `__eq__` that skips fields.
+# - **Immutable after use?** Frozen, and rebuilt with `dataclasses.replace`. Never changed
+#   in place, or you get stale results.
+#
+# In a real model the configuration usually mixes the two kinds. Keep the structural
+# fields (activation, number of layers, whether to normalise) in a frozen dataclass passed
+# as a static argument. Keep the numbers that move (learning rate, temperature, weights)
+# as traced arguments. The exercise asks you to do exactly that split.
+
+# %%
+jitlab.outro("06")

@@ -1,0 +1,747 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+#   jitlab:
+#     title: Functions as arguments
+#     fix: "define functions once, reuse one partial, pass data instead of functions"
+#     questions:
+#       - Why does jax.jit(lambda ...) inside a loop compile on every iteration?
+#       - When is a functools.partial a stable function, and when is it a new one?
+#       - What does jit cost when a class jits its own methods, and what happens to
+#         attributes read from self?
+#       - How do I choose between functions (activations, losses) without one
+#         compilation each?
+#     objectives:
+#       - Predict whether a loop that builds jitted functions retraces, by asking
+#         "is this the same function object as last time?"
+#       - Read JAX's cache-miss explanation for a function re-defined on every iteration.
+#       - Keep jitted methods cheap and correct by passing the object's state as arguments.
+#       - Replace "pass a different function" with "pass different data" (an index with
+#         lax.switch, coefficients as an array, a jax.tree_util.Partial).
+#     prerequisites:
+#       - "Lesson 00: what jit caches"
+#       - "Lesson 06: static arguments in depth"
+#     minutes: {teaching: 20, exercises: 15}
+#     keypoints:
+#       - jit's cache is keyed on the function object, not its source code. A lambda, a
+#         nested def, a fresh functools.partial or jax.grad(f) built in a loop is a new
+#         object each time, so it retraces each time.
+#       - Re-wrapping the same top-level function with jax.jit is harmless; building a new
+#         function to wrap is what costs.
+#       - A callable passed as a static argument costs one compilation per distinct object;
+#         the same lambda written twice is two objects.
+#       - jax.jit(self.method) in __init__ compiles once per instance and bakes in the
+#         attributes it reads; changing them later silently returns old results.
+#       - Define functions once at top level, build partials once and reuse them, and pass
+#         data (an index for lax.switch, an array of coefficients) rather than functions.
+#     exercise: 07_functions_as_arguments
+#     instructor_notes:
+#       - "The one question to drill: is this the same object as last time? Ask it aloud
+#         before every Predict cell."
+#       - Learners expect two identical lambdas to share a compilation because they "are
+#         the same function". Run the equality cell before the static-argument demo.
+#       - The bound-method section surprises people twice, first with one compilation per
+#         instance, then with the stale attribute. Demo the stale value live; it is the
+#         bug that ships.
+#       - jax.jit(jax.grad(loss)) inside a training loop is a common real-world form of
+#         this bug, and the exercise is built on it. Point at it in the first section.
+#       - Timings vary by laptop; the compile counts do not. Ask the room to compare
+#         counts, not milliseconds.
+# ---
+
+# %% [markdown]
+# # 07 · Functions as arguments
+#
+# `jax.jit` remembers compiled programs per *function object*. Every time your code
+# makes a new function (a `lambda`, a `def` inside another function, a fresh
+# `functools.partial`, the result of `jax.grad`), the cache has never seen it and JAX
+# traces and compiles again, even if the new function does exactly what the old one did.
+# This lesson measures where new function objects sneak in, and how to keep them stable.
+
+# %%
+import functools
+import time
+
+import jax
+import jax.numpy as jnp
+import matplotlib.pyplot as plt
+import numpy as np
+from jax import lax
+
+import jitlab
+
+jitlab.intro("07")
+
+# %% [markdown]
+# ## The cache is keyed on the function object
+#
+# Start with a plain function defined once, at top level. Some code calls
+# `jax.jit(scale)` again on every iteration, for instance inside a helper that is
+# called often.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>The loop below wraps the same <code>scale</code> in a brand-new <code>jax.jit</code>
+# five times and calls it. How many compilations?</p></div>
+
+# %%
+x = jnp.arange(8, dtype=jnp.float32)
+
+
+def scale(v):
+    return 2.0 * v
+
+
+with jitlab.count_compiles(scale) as rewrap:
+    for _ in range(5):
+        jax.jit(scale)(x)
+
+print(rewrap)
+assert rewrap.compiles == 1, rewrap.explanations
+
+# %% [markdown]
+# One. The wrapper objects are different each time, but the cache behind them is keyed
+# on the function they wrap, and `scale` is the same object on every iteration.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Now the loop wraps a <code>lambda</code> that does the same arithmetic.
+# How many compilations?</p></div>
+
+# %%
+with jitlab.count_compiles("<lambda>") as lambdas:
+    for _ in range(5):
+        jax.jit(lambda v: 2.0 * v)(x)
+
+print(lambdas)
+assert lambdas.traces == 5 and lambdas.compiles == 5, lambdas.explanations
+print(lambdas.explanations[-1])
+
+# %% [markdown]
+# Five. Evaluating a `lambda` expression creates a new function object, so every
+# iteration brings a function the cache has never seen. JAX's explanation says so, and
+# even guesses the cause: *"seen another function defined on the same line; maybe the
+# function is being re-defined repeatedly"*.
+#
+# **How the counter matched these.** `count_compiles` keeps the events whose function
+# name matches: every lambda is reported as `<lambda>`, and a `functools.partial` is
+# reported under the name of the function it wraps. Here that is exactly what we want:
+# five different objects born from one line of source, counted together. (It also
+# means you should not leave other lambdas compiling inside the same block.)
+#
+# Two lambdas with the same source are still two objects, and Python does not consider
+# them equal:
+
+# %%
+first, second = (lambda v: 2.0 * v), (lambda v: 2.0 * v)
+print("equal?", first == second, "| same object?", first is second)
+assert first != second
+
+# %% [markdown]
+# ### `functools.partial`: a new one each time, or the same one kept
+#
+# Binding a parameter with `functools.partial` is the usual way to turn
+# `affine(v, a, b)` into a one-argument function.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Loop A builds <code>partial(affine, a=2.0, b=1.0)</code> afresh on each of five
+# iterations. Loop B builds it once before the loop. How many compilations each?</p></div>
+
+
+# %%
+def affine(v, a, b):
+    return a * v + b
+
+
+with jitlab.count_compiles(affine) as fresh_partials:
+    for _ in range(5):
+        jax.jit(functools.partial(affine, a=2.0, b=1.0))(x)
+
+kept = functools.partial(affine, a=2.0, b=1.0)
+with jitlab.count_compiles(affine) as kept_partial:
+    for _ in range(5):
+        jax.jit(kept)(x)
+
+jitlab.print_table(
+    [
+        {"loop": "A: fresh partial per iteration", "compiles": fresh_partials.compiles},
+        {"loop": "B: one partial, reused", "compiles": kept_partial.compiles},
+    ]
+)
+assert fresh_partials.compiles == 5, fresh_partials.explanations
+assert kept_partial.compiles == 1, kept_partial.explanations
+assert functools.partial(affine, a=2.0) != functools.partial(affine, a=2.0)
+
+# %% [markdown]
+# <div class="admonition warning"><p class="admonition-title">Where the source chapter
+# is too kind to partial</p><p>The chapter recommends <code>functools.partial</code> as a
+# way to get stable function objects. That holds only if you build the partial once and
+# keep it: two partials with identical arguments are not equal (the last assertion
+# above), so a partial built inside a loop, or inside a function called often, is a new
+# cache key every time.</p></div>
+#
+# ### A function defined inside another function
+#
+# A `def` runs every time the enclosing function runs, and each run makes a new
+# function object. The same goes for `jax.grad(loss)`, `jax.vmap(f)` and friends: each
+# call returns a new function.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>shifted(v)</code> defines <code>add_one</code> inside itself and jits it.
+# Calling <code>shifted</code> four times costs how many compilations? And what about
+# <code>jax.jit(jax.grad(loss))</code> built four times in a loop?</p></div>
+
+
+# %%
+def shifted(v):
+    def add_one(u):
+        return u + 1.0
+
+    return jax.jit(add_one)(v)
+
+
+with jitlab.count_compiles("add_one") as nested:
+    for _ in range(4):
+        shifted(x)
+
+
+def loss(w, v):
+    return jnp.sum((w * v - 1.0) ** 2)
+
+
+with jitlab.count_compiles(loss) as grad_in_loop:
+    for _ in range(4):
+        jax.jit(jax.grad(loss))(0.5, x)
+
+grad_loss = jax.jit(jax.grad(loss))  # built once, outside the loop
+with jitlab.count_compiles(loss) as grad_hoisted:
+    for _ in range(4):
+        grad_loss(0.5, x)
+
+jitlab.print_table(
+    [
+        {"code": "def inside the called function", "compiles": nested.compiles},
+        {"code": "jax.jit(jax.grad(loss)) in the loop", "compiles": grad_in_loop.compiles},
+        {"code": "jax.jit(jax.grad(loss)) hoisted", "compiles": grad_hoisted.compiles},
+    ]
+)
+assert nested.compiles == 4, nested.explanations
+assert grad_in_loop.compiles == 4, grad_in_loop.explanations
+assert grad_hoisted.compiles == 1, grad_hoisted.explanations
+
+# %% [markdown]
+# The rule is the same in all four cases: **jit asks "have I seen this function object
+# before?"**, never "have I seen this code before?".
+#
+# ## Passing a callable to a jitted higher-order function
+#
+# A model that takes its activation as a parameter is natural Python. A function,
+# though, is not an array: `jax.jit` cannot trace it, so passing one as an ordinary
+# argument fails straight away.
+
+
+# %%
+@jax.jit
+def activate_traced(act, v):
+    return jnp.sum(act(v))
+
+
+try:
+    activate_traced(jnp.tanh, x)
+except TypeError as err:
+    caught = err
+else:
+    raise AssertionError("expected TypeError")
+print(type(caught).__name__, str(caught).splitlines()[0])
+
+# %% [markdown]
+# The usual fix is to mark the callable static. A static argument is part of the cache
+# key by hash and equality, and a plain function is hashed and compared by identity.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Call <code>activate(act, x)</code> with <code>tanh</code>, <code>relu</code>,
+# <code>tanh</code>, <code>relu</code>. How many compilations? Then call it twice with
+# <code>lambda v: v * v</code>, written out twice. How many more?</p></div>
+
+
+# %%
+@functools.partial(jax.jit, static_argnames="act")
+def activate(act, v):
+    return jnp.sum(act(v))
+
+
+with jitlab.count_compiles(activate) as two_named:
+    for act in (jnp.tanh, jax.nn.relu, jnp.tanh, jax.nn.relu):
+        activate(act, x)
+
+with jitlab.count_compiles(activate) as two_lambdas:
+    activate(lambda v: v * v, x)
+    activate(lambda v: v * v, x)
+
+square = lambda v: v * v  # noqa: E731  (one object, named, reused)
+with jitlab.count_compiles(activate) as one_lambda:
+    activate(square, x)
+    activate(square, x)
+
+jitlab.print_table(
+    [
+        {"calls": "tanh, relu, tanh, relu", "compiles": two_named.compiles},
+        {"calls": "lambda written twice", "compiles": two_lambdas.compiles},
+        {"calls": "one lambda object, twice", "compiles": one_lambda.compiles},
+    ]
+)
+assert two_named.compiles == 2, two_named.explanations
+assert two_lambdas.compiles == 2, two_lambdas.explanations
+assert one_lambda.compiles == 1, one_lambda.explanations
+print(two_lambdas.explanations[-1])
+
+# %% [markdown]
+# One compilation per distinct function object. The explanation points at the static
+# argument (`Static(val=<function <lambda> at 0x...>)`) and says the pytree metadata
+# does not match: the new lambda lives at a different address, so it is a different key.
+# (The "closest previous key" it compares with is whichever earlier entry is nearest,
+# here possibly `tanh`; the point is that no entry matched.)
+#
+# ## Bound methods and `self`
+#
+# Classes meet jit in two common ways: jit a bound method in `__init__`, or decorate
+# the method in the class body. Each has a surprise.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>Scaler</code> jits <code>self._apply</code> in <code>__init__</code>. Two
+# instances with the <em>same</em> factor each make two calls. How many
+# compilations?</p></div>
+
+
+# %%
+class Scaler:
+    def __init__(self, factor):
+        self.factor = factor
+        self.apply = jax.jit(self._apply)
+
+    def _apply(self, v):
+        return self.factor * v
+
+
+with jitlab.count_compiles("_apply") as per_instance:
+    first_scaler, second_scaler = Scaler(3.0), Scaler(3.0)
+    for model in (first_scaler, second_scaler):
+        model.apply(x)
+        model.apply(x)
+
+print(per_instance)
+assert per_instance.compiles == 2, per_instance.explanations
+print(per_instance.explanations[-1])
+
+# %% [markdown]
+# One compilation per instance. `self._apply` is a *bound method*: a small object that
+# pairs the function with this particular `self`. The second instance brings a bound
+# method the cache has never seen, and JAX's explanation treats it exactly like the
+# lambdas above ("seen another function defined on the same line"). A thousand small
+# objects cost a thousand compilations.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>After the first call, set <code>first_scaler.factor = 10.0</code> and call
+# again. Does JAX retrace, and what comes back?</p></div>
+
+# %%
+before = first_scaler.apply(x)
+first_scaler.factor = 10.0
+with jitlab.count_compiles("_apply") as after_mutation:
+    after = first_scaler.apply(x)
+
+print(
+    "factor is now",
+    first_scaler.factor,
+    "| result:",
+    after[:4],
+    "| retraced:",
+    after_mutation.traces,
+)
+assert after_mutation.traces == 0
+assert np.allclose(after, 3.0 * x), "the old factor 3.0 is baked into the executable"
+assert not np.allclose(after, 10.0 * x)
+
+# %% [markdown]
+# No retrace, and the **old** answer. While tracing, `self.factor` was an ordinary
+# Python float read from the object, so it became a constant inside the compiled
+# program. Nothing about the call's arguments changed, so the cache hit, and the new
+# value is silently ignored. (Lesson 08 meets the same effect with globals.)
+#
+# There is a third trap: calling `jax.jit(self._method)` inside a method that runs
+# often. Every attribute access `self._method` builds a new bound-method object.
+
+
+# %%
+class Rescaler:
+    def __init__(self, factor):
+        self.factor = factor
+
+    def _rescale(self, v):
+        return self.factor * v
+
+    def __call__(self, v):
+        return jax.jit(self._rescale)(v)  # a new bound method on every call
+
+
+rescaler = Rescaler(3.0)
+print("same bound method object twice?", rescaler._rescale is rescaler._rescale)
+with jitlab.count_compiles("_rescale") as per_call:
+    for _ in range(4):
+        rescaler(x)
+
+print(per_call)
+assert per_call.traces == 4 and per_call.compiles == 4, per_call.explanations
+
+# %% [markdown]
+# Decorating the method in the class body does not work as is: `self` becomes an
+# argument, and an arbitrary object is not an array.
+
+
+# %%
+class ClassLevel:
+    def __init__(self, factor):
+        self.factor = factor
+
+    @jax.jit
+    def apply(self, v):
+        return self.factor * v
+
+
+try:
+    ClassLevel(3.0).apply(x)
+except TypeError as err:
+    caught = err
+else:
+    raise AssertionError("expected TypeError")
+print(type(caught).__name__, str(caught).splitlines()[0])
+
+# %% [markdown]
+# Making `self` static (`static_argnums=0`) silences the error but brings back both
+# traps: a plain object is hashed by identity, so each instance compiles once, and a
+# changed attribute does not change the hash, so the old value stays baked in
+# (lesson 06 has the details of hash and equality).
+
+
+# %%
+class StaticSelf:
+    def __init__(self, factor):
+        self.factor = factor
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def apply_static(self, v):
+        return self.factor * v
+
+
+with jitlab.count_compiles("apply_static") as static_self:
+    one, two = StaticSelf(3.0), StaticSelf(3.0)
+    one.apply_static(x)
+    two.apply_static(x)
+    one.factor = 10.0
+    stale = one.apply_static(x)
+
+print(static_self)
+assert static_self.compiles == 2, static_self.explanations
+assert np.allclose(stale, 3.0 * x)
+
+# %% [markdown]
+# **The fix for classes:** keep the jitted function at top level, where it is one
+# object for the whole program, and pass the state it needs as arguments. The method
+# becomes a thin wrapper.
+
+
+# %%
+@jax.jit
+def scale_by(factor, v):
+    return factor * v
+
+
+class GoodScaler:
+    def __init__(self, factor):
+        self.factor = jnp.float32(factor)
+
+    def apply(self, v):
+        return scale_by(self.factor, v)  # state goes in as an argument
+
+
+with jitlab.count_compiles(scale_by) as shared:
+    good_one, good_two = GoodScaler(3.0), GoodScaler(5.0)
+    good_one.apply(x)
+    good_two.apply(x)
+    good_one.factor = jnp.float32(10.0)
+    fresh = good_one.apply(x)
+
+print(shared)
+assert shared.compiles == 1, shared.explanations
+assert np.allclose(fresh, 10.0 * x), "the new factor is used"
+
+# %% [markdown]
+# One compilation for every instance, and mutations are seen because the factor is an
+# input, not a constant.
+#
+# If you would rather keep `@jax.jit` on the method, make `self` a pytree: register the
+# class with `jax.tree_util.register_pytree_node_class` and say which attributes are
+# arrays. Then `self` is an ordinary (traced) argument, its arrays are inputs, and only
+# the class and the flattening's static part go into the cache key. Equinox modules
+# work this way.
+
+
+# %%
+@jax.tree_util.register_pytree_node_class
+class TreeScaler:
+    def __init__(self, factor):
+        self.factor = factor
+
+    def tree_flatten(self):
+        return (self.factor,), None  # (arrays, static part)
+
+    @classmethod
+    def tree_unflatten(cls, static, arrays):
+        return cls(*arrays)
+
+    @jax.jit
+    def apply_tree(self, v):
+        return self.factor * v
+
+
+with jitlab.count_compiles("apply_tree") as as_pytree:
+    tree_one, tree_two = TreeScaler(jnp.float32(3.0)), TreeScaler(jnp.float32(5.0))
+    tree_one.apply_tree(x)
+    tree_two.apply_tree(x)
+    tree_one.factor = jnp.float32(10.0)
+    tree_fresh = tree_one.apply_tree(x)
+
+print(as_pytree)
+assert as_pytree.compiles == 1, as_pytree.explanations
+assert np.allclose(tree_fresh, 10.0 * x)
+
+# %% [markdown]
+# ## The fix, measured: pass data, not functions
+#
+# A sweep over twenty polynomials, written two ways.
+#
+# * **Problem:** a `partial` binds each set of coefficients, then gets jitted: a new
+#   function per polynomial.
+# * **Fix:** one top-level jitted function takes the coefficients as an array argument.
+#   Twenty arrays of the same shape and dtype share one compiled program.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>How many compilations does each loop cost, and roughly how many times longer does
+# the problem loop take?</p></div>
+
+
+# %%
+def polynomial(v, coeffs):
+    return jnp.polyval(coeffs, v)
+
+
+polynomial_jit = jax.jit(polynomial)  # built once
+
+rng = np.random.default_rng(7)
+coefficient_sets = rng.normal(size=(20, 4)).astype(np.float32)
+points = jnp.linspace(-1.0, 1.0, 64, dtype=jnp.float32)
+
+
+def per_call_times(make_call):
+    """Seconds for each iteration of the sweep, blocked on the result."""
+    times = []
+    for coeffs in coefficient_sets:
+        start = time.perf_counter()
+        jax.block_until_ready(make_call(coeffs))
+        times.append(time.perf_counter() - start)
+    return np.array(times)
+
+
+with jitlab.count_compiles(polynomial) as problem:
+    problem_times = per_call_times(
+        lambda c: jax.jit(functools.partial(polynomial, coeffs=c))(points)
+    )
+with jitlab.count_compiles(polynomial) as fixed:
+    fixed_times = per_call_times(lambda c: polynomial_jit(points, c))
+
+problem_s, fixed_s = problem_times.sum(), fixed_times.sum()
+speedup = problem_s / fixed_s
+jitlab.print_table(
+    [
+        {
+            "loop": "problem: jit(partial(...)) per item",
+            "compiles": problem.compiles,
+            "total_s": problem_s,
+            "median_ms": 1e3 * np.median(problem_times),
+        },
+        {
+            "loop": "fix: coefficients as an argument",
+            "compiles": fixed.compiles,
+            "total_s": fixed_s,
+            "median_ms": 1e3 * np.median(fixed_times),
+        },
+    ]
+)
+print(f"speedup: {speedup:.0f}x")
+assert problem.compiles == 20, problem.explanations
+assert fixed.compiles == 1, fixed.explanations
+assert problem_s > 3 * fixed_s, "the fix should be several times faster (wide margin)"
+jitlab.record(
+    "07",
+    "jit(partial) per polynomial (problem)",
+    compiles=problem.compiles,
+    total_s=float(problem_s),
+)
+jitlab.record(
+    "07",
+    "coefficients as an array (fix)",
+    compiles=fixed.compiles,
+    total_s=float(fixed_s),
+    speedup=float(speedup),
+)
+
+# The two loops compute the same numbers.
+assert np.allclose(
+    jax.jit(functools.partial(polynomial, coeffs=coefficient_sets[5]))(points),
+    polynomial_jit(points, coefficient_sets[5]),
+    rtol=1e-5,
+    atol=1e-6,
+)
+
+# %%
+fig, ax = plt.subplots(figsize=(6, 3.2))
+sweep = np.arange(1, len(coefficient_sets) + 1)
+ax.plot(sweep, 1e3 * np.cumsum(problem_times), marker="o", label="jit(partial) per item")
+ax.plot(sweep, 1e3 * np.cumsum(fixed_times), marker="o", label="one jit, coefficients as data")
+ax.set_xticks(sweep[::2] + 1)
+ax.set_xlabel("polynomials evaluated")
+ax.set_ylabel("cumulative time (ms)")
+ax.set_title("A new function per item pays a compilation per item")
+ax.legend()
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The problem loop climbs by one compilation per item; the fix pays once, then runs at
+# cached speed.
+#
+# ### Choosing a function with data: `lax.switch`
+#
+# When the choice really is between different functions, a small integer can pick one
+# inside a single compiled program. `lax.switch(index, branches, operand)` traces every
+# branch once and runs the chosen one.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Twelve calls cycle through three activations. How many compilations with the
+# activation as a static callable, and how many with an index and
+# <code>lax.switch</code>?</p></div>
+
+# %%
+ACTIVATIONS = (jnp.tanh, jax.nn.relu, jax.nn.sigmoid)  # defined once, at top level
+
+
+@functools.partial(jax.jit, static_argnames="act")
+def layer_static(act, w, v):
+    return act(w * v)
+
+
+@jax.jit
+def layer_switch(index, w, v):
+    return lax.switch(index, ACTIVATIONS, w * v)
+
+
+w = jnp.float32(0.7)
+with jitlab.count_compiles(layer_static) as by_callable, jitlab.stopwatch() as callable_sw:
+    static_out = [jax.block_until_ready(layer_static(ACTIVATIONS[i % 3], w, x)) for i in range(12)]
+with jitlab.count_compiles(layer_switch) as by_index, jitlab.stopwatch() as index_sw:
+    switch_out = [jax.block_until_ready(layer_switch(i % 3, w, x)) for i in range(12)]
+
+jitlab.print_table(
+    [
+        {
+            "activation passed as": "static callable",
+            "compiles": by_callable.compiles,
+            "total_s": callable_sw.seconds,
+        },
+        {
+            "activation passed as": "integer + lax.switch",
+            "compiles": by_index.compiles,
+            "total_s": index_sw.seconds,
+        },
+    ]
+)
+jitlab.record(
+    "07",
+    "activation as static callable (problem)",
+    compiles=by_callable.compiles,
+    total_s=callable_sw.seconds,
+)
+jitlab.record(
+    "07",
+    "activation index + lax.switch (fix)",
+    compiles=by_index.compiles,
+    total_s=index_sw.seconds,
+)
+assert by_callable.compiles == 3, by_callable.explanations
+assert by_index.compiles == 1, by_index.explanations
+assert all(np.allclose(a, b, atol=1e-6) for a, b in zip(static_out, switch_out, strict=True))
+
+# %% [markdown]
+# Three compilations against one. Compare the times, though: with only three choices the
+# gap is small, because the single `lax.switch` program holds all three branches and
+# takes longer to compile than any one static version. The count is what scales: with a
+# per-layer choice in a deep network, or a loss picked per task, the static version
+# compiles every combination that ever occurs. The index is traced, so a new choice is a
+# new *value*, not a new program. The price: every branch is compiled into the program,
+# so keep `lax.switch` for a handful of small alternatives.
+#
+# ### When a function must travel with numbers: `jax.tree_util.Partial`
+#
+# Sometimes an API really wants a callable (an optimiser taking a loss, a solver taking
+# a right-hand side). `jax.tree_util.Partial` is a `functools.partial` that JAX treats as
+# a pytree: the bound arrays are inputs, only the wrapped function is static. It can be
+# passed as an ordinary (non-static) argument.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Three <em>fresh</em> <code>Partial(affine, a=..., b=...)</code> objects, each with
+# different numbers, go into one jitted function. How many compilations?</p></div>
+
+
+# %%
+@jax.jit
+def call_with(fn, v):
+    return fn(v)
+
+
+with jitlab.count_compiles(call_with) as tree_partials:
+    results = [
+        call_with(jax.tree_util.Partial(affine, a=jnp.float32(a), b=jnp.float32(1.0)), x)
+        for a in (1.0, 2.0, 3.0)
+    ]
+
+print(tree_partials)
+assert tree_partials.compiles == 1, tree_partials.explanations
+assert np.allclose(results[2], 3.0 * x + 1.0)
+
+# %% [markdown]
+# One: a fresh `Partial` each time is fine, because the cache sees the same wrapped
+# function (`affine`, defined once) and arrays of the same shape and dtype. Bind arrays,
+# not Python objects that must be hashed.
+#
+# ## Summary
+#
+# | you wrote | compilations | instead |
+# | --- | --- | --- |
+# | `jax.jit(f)` in a loop, `f` at top level | 1 | fine (hoisting is tidier) |
+# | `jax.jit(lambda ...)` in a loop | one per iteration | define it once |
+# | nested `def`, `jax.jit(jax.grad(f))` in a loop | one per iteration | build it once |
+# | `jax.jit(partial(f, k=v))` per iteration | one per iteration | pass `v` as an argument |
+# | callable as a static argument | one per object | same objects, or `lax.switch` |
+# | `jax.jit(self.method)` in `__init__` | one per instance, stale | top-level jit, state in |
+#
+# The exercise turns a training loop that compiles on every batch into one that
+# compiles once, for every batch and every weight-decay value.
+
+# %%
+jitlab.outro("07")

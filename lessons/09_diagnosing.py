@@ -1,0 +1,905 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+#   jitlab:
+#     title: Diagnosing a recompilation in code you did not write
+#     fix: "log_compiles, explain_cache_misses, no_tracing, trace-count guards in tests"
+#     questions:
+#       - A program compiles more often than it should. Which function, and why?
+#       - How do I read JAX's cache-miss explanations?
+#       - How do I make a test fail when a function starts to retrace?
+#     objectives:
+#       - Turn on jax.log_compiles and jax_explain_cache_misses and read what they print.
+#       - Name the part of the cache key that changed from one explanation
+#         (input types, input pytree, tracing context, or a function never seen before).
+#       - Guard a steady-state loop with jax.no_tracing and a test with chex.assert_max_traces.
+#       - Compare two traces with jax.make_jaxpr.
+#       - Record compile time per function in a long job with a jax.monitoring listener.
+#     prerequisites:
+#       - "Lesson 00: what jit caches"
+#       - "Lessons 01-08: the causes of recompilation"
+#     minutes: {teaching: 25, exercises: 15}
+#     keypoints:
+#       - jax.log_compiles says that a function compiled, and with which shapes and types.
+#       - jax_explain_cache_misses says why. The line after 'For the closest previous key'
+#         names the part of the cache key that changed; the '* at' line names the argument.
+#       - "'different input types' is a shape, a dtype or a weak type; 'different input
+#         pytree' is a container, a keyword, a static value or a class; 'Tracing context
+#         doesn't match' is a config or context manager; 'never seen function' is a new
+#         function object."
+#       - jax.no_tracing() raises RuntimeError on any trace inside it; warm up and build
+#         inputs before entering it.
+#       - chex.assert_max_traces raises AssertionError when a function traces too often,
+#         which turns a retrace into a failing test.
+#       - A jax.monitoring listener on backend_compile_duration, keyed by fun_name, finds
+#         the function that compiles too often in a long job.
+#       - Two classes with the same name are different pytree node types; define
+#         containers once, at module level.
+#     exercise: 09_diagnosing
+#     instructor_notes:
+#       - Run the worked diagnosis live, and ask the room to predict the cause from the
+#         code before showing any tool; almost nobody spots the class defined inside
+#         make_batch.
+#       - The log lines are long; read one explanation aloud, top to bottom, and point at
+#         the call site, the function, the closest previous key, and the '* at' line.
+#       - Learners often create inputs (jnp.ones) inside a no_tracing block and are
+#         surprised that broadcast_in_dim is the function that 'retraced'.
+#       - Static arguments show up as 'different input pytree' with Static(val=...) on
+#         0.10.2, not as a separate kind of explanation; worth saying out loud.
+# ---
+
+# %% [markdown]
+# # 09 · Diagnosing a recompilation in code you did not write
+#
+# So far every lesson showed a cause and then measured it. In real work it goes the
+# other way round: a job is slow, or a step pauses now and then, and the code belongs to
+# somebody else. This lesson is about the tools JAX gives you to go from the symptom to
+# the cause: logs that say *that* a function compiled, explanations that say *why*,
+# guards that turn a retrace into an error, and a listener that finds the culprit in a
+# long job. It ends with a worked diagnosis.
+
+# %%
+import collections
+import contextlib
+import difflib
+import logging
+
+import chex
+import jax
+import jax.numpy as jnp
+import matplotlib.pyplot as plt
+import numpy as np
+from jax import monitoring
+
+import jitlab
+
+jitlab.intro("09")
+
+# %% [markdown]
+# ## The toolbox
+#
+# - `jax.log_compiles`: *did* it compile, with which shapes and types, in how long?
+#   `with jax.log_compiles():` or `jax.config.update("jax_log_compiles", True)`.
+# - `jax_explain_cache_misses`: *why* did the tracing cache miss?
+#   `with jax.explain_cache_misses(True):` or
+#   `jax.config.update("jax_explain_cache_misses", True)`.
+# - `jax.no_tracing()`: is this loop really in a steady state? Raises if not.
+# - `chex.assert_max_traces`: makes a test fail when a function starts retracing.
+# - `jax.make_jaxpr`: what exactly differs between two traces?
+# - `jax.monitoring`: in a long job, which function compiles, how often, at what cost?
+#
+# The first two write to Python's `logging`, on loggers under `"jax"` (such as
+# `jax._src.dispatch`), at level WARNING, so they show with no logging set-up at all: in
+# a terminal they land on stderr. In this notebook we catch the records with a small
+# handler on the `"jax"` logger, so the page can show them and the assertions can read
+# them.
+
+
+# %%
+class Collect(logging.Handler):
+    """Keeps the text and level of every record JAX logs while attached."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.lines: list[str] = []
+        self.levels: set[str] = set()
+        self.loggers: set[str] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+        self.levels.add(record.levelname)
+        self.loggers.add(record.name)
+
+
+@contextlib.contextmanager
+def jax_log():
+    """Attach a Collect handler to the "jax" logger for the duration of the block."""
+    handler = Collect()
+    logger = logging.getLogger("jax")
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+
+
+def reason(explanation: str) -> str:
+    """The part of a cache-miss explanation after "For the closest previous key:"."""
+    return explanation.split("For the closest previous key:")[-1].strip()
+
+
+def about(lines: list[str], name: str) -> list[str]:
+    """The lines that concern the function `name` (JAX's own helpers compile too)."""
+    return [line for line in lines if f"jit({name})" in line or f" {name} " in line]
+
+
+# %% [markdown]
+# ## `jax.log_compiles`: did it compile?
+#
+# A small function, called with three arrays built beforehand (building them with
+# `jnp.ones` inside the block would log `broadcast_in_dim` compiling as well).
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Calls with shapes (3,), (3,), (4,). How many "Compiling" lines for
+# <code>scale_add</code>?</p></div>
+
+
+# %%
+@jax.jit
+def scale_add(x, y):
+    return 2.0 * x + y
+
+
+a3, b3, a4, b4 = jnp.ones(3), jnp.ones(3), jnp.ones(4), jnp.ones(4)
+i4 = jnp.ones(4, dtype=jnp.int32)
+
+with jax_log() as log, jax.log_compiles():
+    scale_add(a3, b3)
+    scale_add(a3, b3)
+    scale_add(a4, b4)
+
+ours = about(log.lines, "scale_add")
+for line in ours:
+    print(line)
+compiling = [line for line in ours if line.startswith("Compiling jit(scale_add)")]
+assert len(compiling) == 2, ours
+assert len(ours) == 8  # four lines per compilation, none for the cached call
+assert "float32[3]" in compiling[0] and "float32[4]" in compiling[1]
+assert any(line.startswith("Finished tracing scale_add") for line in ours)
+assert any(line.startswith("Finished XLA compilation of jit(scale_add)") for line in ours)
+assert log.levels == {"WARNING"}  # why they show up without any logging set-up
+assert all(name.startswith("jax.") for name in log.loggers)  # children of "jax"
+
+# %% [markdown]
+# Four lines per compilation: tracing, the "Compiling" line with the **global shapes and
+# types** of every argument, lowering to MLIR, and the XLA compilation, each with its
+# time. The cached second call printed nothing. When a long job pauses, this is the first
+# thing to switch on: if the "Compiling" lines keep coming, the cache is missing.
+#
+# The same switch exists as a config option, for a whole script or from the environment
+# (`JAX_LOG_COMPILES=1 python train.py`). Set it, and put it back:
+
+# %%
+a5 = jnp.ones(5)
+jax.config.update("jax_log_compiles", True)
+try:
+    with jax_log() as log:
+        scale_add(a5, a5)
+finally:
+    jax.config.update("jax_log_compiles", False)
+
+assert jax.config.jax_log_compiles is False
+compiling = [line for line in about(log.lines, "scale_add") if line.startswith("Compiling")]
+assert len(compiling) == 1 and "float32[5]" in compiling[0], log.lines
+print(compiling[0])
+
+# %% [markdown]
+# ## `jax_explain_cache_misses`: why did it compile?
+#
+# The log says *that* the cache missed. The explanation says *why*: JAX compares the new
+# call with the keys it has already seen and names what differs. Every explanation has
+# the same shape:
+#
+# ```
+# TRACING CACHE MISS at <file>:<line>:<column> (<caller>)    <- where the call was made
+#   for <function> defined at <file>:<line>                   <- which function
+#   all previously seen cache keys differ. For the closest previous key:
+#   <kind of difference>                                      <- what part of the key
+#   * at <argument>, now <new> and before <old>               <- which argument, and how
+# ```
+#
+# There are four kinds worth knowing by sight. We catch each one and pin its key phrase
+# with an assertion.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>A jitted function is called for the very first time with explanations on, then
+# again with the same array. Then a loop makes <code>jax.jit(lambda x: x - 1)</code>
+# twice and calls each once. How many explanations, and what do they say?</p></div>
+
+
+# %%
+@jax.jit
+def first_timer(x):
+    return x - 1
+
+
+with jax_log() as log, jax.explain_cache_misses(True):
+    first_timer(a3)
+    first_timer(a3)  # cached: nothing to explain
+    for _ in range(2):
+        jax.jit(lambda x: x - 1)(a3)  # a new function object each time round
+
+misses = [line for line in log.lines if "CACHE MISS" in line]
+print(*misses, sep="\n")
+assert len(misses) == 3
+assert all("never seen function" in text for text in misses)
+assert "first_timer id=" in misses[0]
+assert "<lambda> id=" in misses[1] and "<lambda> id=" in misses[2]
+assert "seen another function defined on the same line" not in misses[1]
+assert "seen another function defined on the same line" in misses[2]
+assert "being re-defined repeatedly, preventing caching?" in misses[2]
+
+# %% [markdown]
+# **"never seen function"**: the cache has no entry at all for this function object. Once
+# per function is normal. Seeing it *for the same name over and over* means a new
+# function object is made each time: `jax.jit(lambda ...)` in a loop, a fresh
+# `functools.partial`, a method bound to a new object (lesson 07). JAX spots the pattern
+# itself from the second time round: *"but seen another function defined on the same
+# line; maybe the function is being re-defined repeatedly, preventing caching?"* (Do not
+# count on the `id=` to differ: Python may give the new function the memory, and so the
+# id, of the one it just discarded.)
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>shift(x, s)</code> is first called with a float32 array of shape (3,) and the
+# Python float <code>1.0</code>. Then: shape (4,); then an int32 array; then
+# <code>jnp.float32(1.0)</code> for <code>s</code>; then the Python int <code>1</code>.
+# What does each explanation say?</p></div>
+
+
+# %%
+@jax.jit
+def shift(x, s):
+    return x + s
+
+
+with jax_log() as log, jax.explain_cache_misses(True):
+    shift(a3, 1.0)  # first call: never seen
+    shift(a4, 1.0)  # new shape
+    shift(i4, 1.0)  # new dtype
+    shift(a4, jnp.float32(1.0))  # a strong float32 scalar where a Python float was
+    shift(a4, 1)  # a Python int where a Python float was
+
+types = [line for line in log.lines if "CACHE MISS" in line][1:]
+for text in types:
+    print(reason(text))
+assert len(types) == 4
+assert all("different input types" in text for text in types)
+assert "* at x, now f32[4] and before f32[3]" in types[0]
+assert "* at x, now i32[4] and before f32[3]" in types[1]
+assert "* at s, now f32[]{weak_type=False} and before f32[]{weak_type=True}" in types[2]
+assert "* at s, now i32[] and before f32[]" in types[3]
+
+# %% [markdown]
+# **"different input types"**: the shape or dtype of an array argument changed (lessons
+# 01 and 02), or a scalar's *weak type* did (lesson 03). The `* at s` line names the
+# argument, so you know which value to chase in the caller. Three details to read with
+# care:
+#
+# - `f32[]{weak_type=True}` is a Python float, `f32[]{weak_type=False}` a float32 array
+#   or NumPy scalar: the shape and dtype print the same, only the braces differ. (On
+#   0.10.2 a link to the type-promotion docs is glued to the end of that line.)
+# - A Python int against a Python float prints as `i32[]` against `f32[]`: both are weak,
+#   so no braces.
+# - "The closest previous key" is one of the keys seen so far, not necessarily the last
+#   call: the int32 array above was compared with the shape-(3,) call.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Same shapes and dtypes throughout, but: a dict gains a key; the call switches from
+# positional to keyword; a static argument changes value. What kind of difference is
+# each?</p></div>
+
+
+# %%
+@jax.jit
+def total(batch):
+    return batch["x"].sum()
+
+
+@jax.jit(static_argnames="power")
+def powered(x, power):
+    return x**power
+
+
+with jax_log() as log, jax.explain_cache_misses(True):
+    total({"x": a3})
+    total({"x": a3, "mask": a3})  # one more key
+    scale_add(a3, b3)
+    scale_add(x=a3, y=b3)  # the same arrays, by keyword
+    powered(a3, power=2)
+    powered(a3, power=3)  # a new static value
+
+trees = [line for line in log.lines if "CACHE MISS" in line and "never seen" not in line]
+for text in trees:
+    print(reason(text), end="\n\n")
+assert len(trees) == 3
+assert all("different input pytree" in text for text in trees)
+assert "symmetric difference of key sets: {'mask'}" in trees[0]
+assert "now tuple of length 0 and before tuple of length 2" in trees[1]
+assert "symmetric difference of key sets: {'x' 'y'}" in trees[1].replace("'y' 'x'", "'x' 'y'")
+assert "Static(val=3)" in trees[2] and "Static(val=2)" in trees[2]
+
+# %% [markdown]
+# **"different input pytree"**: the *structure* of the arguments changed while the
+# arrays did not: a key added or removed, `None` in place of an array, a list in place of
+# a tuple (lesson 04). Positional and keyword arguments are two branches of one tree
+# (input path `[0]` is the positional tuple, `[1]` the keyword dict), so `f(x)` versus
+# `f(x=x)` shows up here too. So does a **static argument** on 0.10.2: its value is
+# stored in the tree as `Static(val=...)`, and a new value is a new node (lesson 06).
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Same function, same arrays, but called inside
+# <code>jax.default_matmul_precision("highest")</code>, then inside
+# <code>jax.enable_x64(True)</code>. Any misses?</p></div>
+
+# %%
+with jax_log() as log, jax.explain_cache_misses(True):
+    scale_add(a3, b3)  # cached: nothing to explain
+    with jax.default_matmul_precision("highest"):
+        scale_add(a3, b3)
+    with jax.enable_x64(True):
+        scale_add(a3, b3)
+
+contexts = [line for line in log.lines if "CACHE MISS" in line]
+for text in contexts:
+    print(reason(text))
+assert len(contexts) == 2
+assert all("Tracing context doesn't match" in text for text in contexts)
+assert "jax_default_matmul_precision differs: now highest and before None" in contexts[0]
+assert "jax_enable_x64 differs: now True and before False" in contexts[1]
+assert jax.config.jax_enable_x64 is False  # the context manager put it back
+
+# %% [markdown]
+# **"Tracing context doesn't match, e.g. due to config or context manager."**: nothing
+# about the arguments changed, but a setting that can change the traced program did
+# (here matmul precision and x64). The `*` line names the config option. In someone
+# else's code, look for a context manager around *some* of the calls: an evaluation
+# helper that raises precision, a test fixture that enables x64.
+#
+# Like the log, explanations have a config form, handy at the top of a script
+# (`JAX_EXPLAIN_CACHE_MISSES=1` in the environment does the same):
+
+
+# %%
+@jax.jit
+def halve(x):
+    return x / 2
+
+
+halve(a3)
+jax.config.update("jax_explain_cache_misses", True)
+try:
+    with jax_log() as log:
+        halve(a4)
+finally:
+    jax.config.update("jax_explain_cache_misses", False)
+
+assert jax.config.jax_explain_cache_misses is False
+print(reason(log.lines[0]))
+assert len(log.lines) == 1 and "* at x, now f32[4] and before f32[3]" in log.lines[0], log.lines
+
+# %% [markdown]
+# An explanation compares the new call with *one* previous key and reports what differs
+# from that one. With many keys in the cache, the key JAX picks can be a surprising one.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>scale_add</code> now holds keys for shapes (3,), (4,), (5,), a keyword call,
+# and two calls under other contexts. Call it on shape (7,), in the default context.
+# What will the explanation blame?</p></div>
+
+# %%
+a7 = jnp.ones(7)
+with jax_log() as log, jax.explain_cache_misses(True):
+    scale_add(a7, a7)
+print(reason(log.lines[0]))
+assert len(log.lines) == 1
+assert "Tracing context doesn't match" in log.lines[0]
+assert "f32[7]" not in log.lines[0]  # the new shape, the real change, is not mentioned
+
+# %% [markdown]
+# The shape is what changed, yet the explanation blames the matmul precision, because the
+# key it compared with was the one traced under `default_matmul_precision`. Read an
+# explanation as *a* difference, not *the* difference. When it looks odd, check the
+# shapes in the `log_compiles` line for the same call, and check the `* at` line against
+# what the caller actually passes.
+
+# %% [markdown]
+# | the explanation says | what changed | lesson |
+# | --- | --- | --- |
+# | `never seen function`, again and again | a new function object per call | 07 |
+# | `different input types`, a shape | an array's shape | 01 |
+# | `different input types`, a dtype | an array's dtype | 02 |
+# | `different input types`, `weak_type` | a Python scalar against an array | 03 |
+# | `different input pytree` | keys, `None`, list/tuple, keyword/positional, class | 04 |
+# | `different input pytree`, `Static(val=...)` | a static argument's value | 06 |
+# | `Tracing context doesn't match` | a config option or context manager | 12 |
+
+# %% [markdown]
+# ## Guards: make a retrace an error
+#
+# Logs are for looking. In a training loop you want something stronger: once the loop is
+# warm, any retrace is a bug, and should stop the program where it happens.
+# `jax.no_tracing()` does that.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>A function is warmed up on shape (8,) outside the guard. Inside the guard it runs
+# three times on shape (8,), then once on shape (9,). What happens at each call?</p></div>
+
+
+# %%
+@jax.jit
+def steady(x):
+    return jnp.sin(x) * 2
+
+
+x8, x9 = jnp.ones(8), jnp.ones(9)
+steady(x8)  # warm up outside the guard
+
+calls_done = 0
+try:
+    with jax.no_tracing():
+        for x in (x8, x8, x8, x9):
+            steady(x)
+            calls_done += 1
+except RuntimeError as err:
+    caught = err
+else:
+    raise AssertionError("expected RuntimeError from jax.no_tracing")
+
+print(type(caught).__name__, ":", str(caught).splitlines()[0])
+assert calls_done == 3
+assert type(caught) is RuntimeError
+assert "re-tracing function steady" in str(caught) and "'no_tracing' is set" in str(caught)
+
+# %% [markdown]
+# The exception is a plain `RuntimeError` and its message names the function and where
+# it is defined. Two things to know before you rely on it:
+#
+# - **Warm up outside the guard.** A first call is a trace too, and raises.
+# - **Build inputs outside the guard.** `jnp.ones(n)` with a new `n` traces a small
+#   helper of JAX's own, and the guard blames *that* function.
+
+
+# %%
+@jax.jit
+def cold(x):
+    return x + 1
+
+
+refusals = []
+for attempt in (lambda: cold(x8), lambda: steady(jnp.ones(10))):
+    try:
+        with jax.no_tracing():
+            attempt()
+    except RuntimeError as err:
+        refusals.append(str(err).splitlines()[0])
+print(*refusals, sep="\n")
+assert len(refusals) == 2
+assert "re-tracing function cold" in refusals[0]  # a first call is refused too
+assert "re-tracing function broadcast_in_dim" in refusals[1]  # jnp.ones went before steady
+
+# %% [markdown]
+# <div class="admonition warning"><p class="admonition-title">A quirk of 0.10.2</p>
+# <p>Once a call has been refused inside the guard, the same function with the same
+# argument types keeps being refused inside the guard, even after it has been compiled
+# outside. Treat a guard failure as the end of the run: fix the code, restart (or
+# re-define the function), then warm up again.</p></div>
+
+# %%
+steady(x9)  # compile shape (9,) outside the guard, after the refusal above
+try:
+    with jax.no_tracing():
+        steady(x9)
+except RuntimeError:
+    still_refused = True
+else:
+    still_refused = False
+print("refused again after warming up:", still_refused)
+assert still_refused
+
+# %% [markdown]
+# In a test suite, the usual guard is a trace counter. `chex.assert_max_traces(n=...)`
+# wraps the Python function (put it *under* `jax.jit`) and counts how often JAX traces it.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>A test calls the step twice on the same shapes, then once on a new shape, with
+# <code>n=1</code>. Which call fails, and with what exception?</p></div>
+
+
+# %%
+@jax.jit
+@chex.assert_max_traces(n=1)
+def guarded_step(x):
+    return x * 0.5 + 1.0
+
+
+def test_guarded_step_traces_once():
+    guarded_step(x8)
+    guarded_step(x8)  # cached: no trace
+
+
+def test_guarded_step_new_shape():
+    guarded_step(x9)  # a second trace
+
+
+test_guarded_step_traces_once()
+try:
+    test_guarded_step_new_shape()
+except AssertionError as err:
+    chex_error = err
+else:
+    raise AssertionError("expected chex to raise")
+print(type(chex_error).__name__, ":", str(chex_error).splitlines()[0])
+assert type(chex_error) is AssertionError
+assert "is traced > 1 times" in str(chex_error)
+chex.clear_trace_counter()  # counters are global: reset between tests
+
+# %% [markdown]
+# An `AssertionError` is exactly what pytest reports as a test failure, so a retrace
+# introduced by a later change breaks a named test instead of slowing a job down. The
+# counters are global to the process; a pytest fixture that calls
+# `chex.clear_trace_counter()` keeps tests independent.
+#
+# ## `jax.make_jaxpr`: compare two traces
+#
+# When an explanation is not enough, trace both calls yourself and compare the programs.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>x * s</code> with <code>s = 2.0</code> (Python float) and with
+# <code>s = jnp.float32(2.0)</code>. Do the two jaxprs differ, and where?</p></div>
+
+
+# %%
+def times(x, s):
+    return x * s + 1.0
+
+
+weak = jax.make_jaxpr(times)(a4, 2.0)
+strong = jax.make_jaxpr(times)(a4, jnp.float32(2.0))
+weak_text = weak.pretty_print(use_color=False)  # plain text: no terminal colours
+strong_text = strong.pretty_print(use_color=False)
+diff = difflib.unified_diff(
+    weak_text.splitlines(), strong_text.splitlines(), "s=2.0", "s=jnp.float32(2.0)", lineterm=""
+)
+print("\n".join(diff))
+print("input types:", weak.in_avals, "vs", strong.in_avals)
+assert weak.in_avals[1].weak_type and not strong.in_avals[1].weak_type
+assert "convert_element_type[new_dtype=float32 weak_type=False] b" in weak_text
+assert "convert_element_type" not in strong_text
+assert "b:f32[]. let" in weak_text and "b:f32[]. let" in strong_text  # inputs print alike
+
+# %% [markdown]
+# The weakly typed scalar needs one extra instruction (a conversion to a strong float32)
+# before it can be multiplied; the strong one goes straight in. The printed types of the
+# inputs look the same (`b:f32[]`), which is why the cache's explanation, and
+# `in_avals`, are where the weak type shows. When two jaxprs are *identical* yet the
+# cache missed, the difference is in the key, not the program: a pytree, a static value,
+# or the context.
+
+# %% [markdown]
+# ## A worked diagnosis
+#
+# A colleague's evaluation helper is slow: a pass over 6 batches of identical shape
+# takes far longer than 6 calls should. Here is their code. We may not change
+# `eval_loss`; the loader is theirs too.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Before running any tool: how many times will <code>eval_loss</code> compile in one
+# pass over the data? Can you see why from the code?</p></div>
+
+
+# %%
+# --- their code ----------------------------------------------------------------------
+def make_batch(x, y):
+    """Bundle inputs and targets so the model can read them by name."""
+    Batch = collections.namedtuple("Batch", ["x", "y"])
+    return Batch(x=x, y=y)
+
+
+def batches(xs, ys, size=64, bundle=make_batch):
+    for start in range(0, len(xs) - size + 1, size):
+        yield bundle(xs[start : start + size], ys[start : start + size])
+
+
+@jax.jit
+def normalise(x):
+    return (x - x.mean(axis=1, keepdims=True)) / (x.std(axis=1, keepdims=True) + 1e-6)
+
+
+@jax.jit
+def eval_loss(params, batch):
+    hidden = jnp.tanh(batch.x @ params["w1"])
+    return jnp.mean((hidden @ params["w2"] - batch.y) ** 2)
+
+
+def evaluate(params, xs, ys, bundle=make_batch):
+    """Mean loss over one pass of the data."""
+    losses = []
+    for batch in batches(xs, ys, bundle=bundle):
+        batch = batch._replace(x=normalise(batch.x))
+        losses.append(eval_loss(params, batch))
+    return jnp.mean(jnp.stack(losses))
+
+
+# --- our data ------------------------------------------------------------------------
+rng = np.random.default_rng(9)
+XS = rng.normal(size=(6 * 64, 16)).astype(np.float32)
+YS = rng.normal(size=(6 * 64, 4)).astype(np.float32)
+PARAMS = {
+    "w1": jnp.asarray(rng.normal(size=(16, 32)) / 4, jnp.float32),
+    "w2": jnp.asarray(rng.normal(size=(32, 4)) / 6, jnp.float32),
+}
+N_BATCHES = len(XS) // 64
+FEW = 3 * 64  # the first three batches: enough to read the logs
+print(N_BATCHES, "batches; every x is", XS[:64].shape, "and every y is", YS[:64].shape)
+
+# %% [markdown]
+# ### Step 1: which function compiles? A listener on the whole job
+#
+# We do not know yet which function is at fault, so we listen to all of them. JAX
+# reports the duration of every backend compilation as the monitoring event
+# `/jax/core/compile/backend_compile_duration`, with the function's name in the keyword
+# argument `fun_name`. A listener that files each event under its name is a profiler
+# for compilation that you can leave running in a long job.
+
+# %%
+BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+
+
+class CompileTimes:
+    """Compile time per function, from jax.monitoring events."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, list[float]] = collections.defaultdict(list)
+
+    def __call__(self, event: str, duration: float, **kwargs) -> None:
+        if event == BACKEND_COMPILE:
+            self.seconds[kwargs.get("fun_name", "?")].append(duration)
+
+    def table(self) -> list[dict]:
+        rows = [
+            {
+                "function": name,
+                "compiles": len(times),
+                "total_ms": 1e3 * sum(times),
+                "mean_ms": 1e3 * sum(times) / len(times),
+            }
+            for name, times in self.seconds.items()
+        ]
+        return sorted(rows, key=lambda row: -row["total_ms"])
+
+
+before_listener = CompileTimes()
+monitoring.register_event_duration_secs_listener(before_listener)
+try:
+    with jitlab.stopwatch() as before_watch:
+        before_loss = jax.block_until_ready(evaluate(PARAMS, XS, YS))
+finally:
+    monitoring.unregister_event_duration_listener(before_listener)
+
+jitlab.print_table(before_listener.table())
+print(f"one pass: {before_watch.seconds:.2f} s, loss {float(before_loss):.4f}")
+assert len(before_listener.seconds["jit(eval_loss)"]) == N_BATCHES
+assert len(before_listener.seconds["jit(normalise)"]) == 1
+
+# %% [markdown]
+# One line of the table stands out: `eval_loss` compiled once per batch, while
+# `normalise`, fed the very same arrays, compiled once. (The other rows are JAX's own
+# small programs for `jnp.stack` and `jnp.mean`.) The listener is unregistered in a
+# `finally`, so it stops collecting when the job ends, even if the job fails:
+
+# %%
+events_so_far = sum(len(times) for times in before_listener.seconds.values())
+halve(jnp.ones(11))  # compiles, but nobody is listening any more
+assert sum(len(times) for times in before_listener.seconds.values()) == events_so_far
+
+# %% [markdown]
+# ### Step 2: what does it compile with? `log_compiles`
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Every batch has the same shapes and dtypes. Over the first three batches, what will
+# the "Compiling jit(eval_loss)" lines say?</p></div>
+
+# %%
+with jax_log() as log, jax.log_compiles():
+    evaluate(PARAMS, XS[:FEW], YS[:FEW])
+
+compiling = [line for line in log.lines if line.startswith("Compiling jit(eval_loss)")]
+print(compiling[0])
+print(len(compiling), "lines,", len(set(compiling)), "distinct")
+assert len(compiling) == 3
+assert len(set(compiling)) == 1  # the very same shapes and types, three times
+
+# %% [markdown]
+# Three identical lines: the same shapes and dtypes compile again and again. So this
+# is not lesson 01 or 02. Something other than the arrays changes between calls.
+#
+# ### Step 3: why? `explain_cache_misses`
+
+# %%
+with jax_log() as log, jax.explain_cache_misses(True):
+    evaluate(PARAMS, XS[:FEW], YS[:FEW])
+
+misses = [line for line in log.lines if "for eval_loss defined at" in line]
+print(misses[-1])
+assert len(misses) == 3
+assert all("different input pytree" in text for text in misses)
+assert all("so their Python types differ" in text for text in misses)
+assert "now <class '__main__.Batch'> and before <class '__main__.Batch'>" in misses[-1]
+
+# %% [markdown]
+# "Different input pytree" at input path `[0][1]` (the second positional argument, the
+# batch): *now `Batch` and before `Batch`, so their Python types differ*. Two types with
+# the same name. That sentence only makes sense if there are two classes called `Batch`.
+#
+# ### Step 4: confirm the hypothesis
+
+# %%
+first, second = make_batch(XS[:2], YS[:2]), make_batch(XS[:2], YS[:2])
+same_class = type(first) is type(second)
+same_tree = jax.tree_util.tree_structure(first) == jax.tree_util.tree_structure(second)
+print("same class:", same_class, "| same pytree structure:", same_tree)
+assert not same_class and not same_tree
+
+# %% [markdown]
+# There it is: `make_batch` runs `collections.namedtuple(...)` on every call, which
+# creates a brand-new class each time. A namedtuple is a pytree whose node type is its
+# class, so each batch has a new tree structure and a new cache key, while its arrays
+# never change. Nothing in `eval_loss` is wrong, and no array-level tool (shapes,
+# dtypes) could see it.
+#
+# ### Step 5: fix and measure, side by side
+#
+# The fix belongs upstream: define the class once, at module level. (Until their release
+# ships, the same class can be applied at our boundary by passing `bundle=`.)
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>With the class defined once, how many compilations of <code>eval_loss</code> in one
+# pass? And how much faster is the pass?</p></div>
+
+# %%
+Batch = collections.namedtuple("Batch", ["x", "y"])  # once, at module level
+
+
+def make_batch_once(x, y):
+    return Batch(x=x, y=y)
+
+
+def per_batch(bundle):
+    """The evaluation loop again, timing each call of eval_loss on its own."""
+    seconds = []
+    for batch in batches(XS, YS, bundle=bundle):
+        batch = batch._replace(x=normalise(batch.x))
+        seconds.append(jitlab.time_once(eval_loss, PARAMS, batch))
+    return seconds
+
+
+with jitlab.count_compiles(eval_loss) as before:
+    before_seconds = per_batch(make_batch)
+with jitlab.count_compiles(eval_loss) as after:
+    after_seconds = per_batch(make_batch_once)
+
+rows = [
+    {
+        "loader": "make_batch (theirs)",
+        "compiles": before.compiles,
+        "compile_ms": 1e3 * before.compile_seconds,
+        "total_s": sum(before_seconds),
+    },
+    {
+        "loader": "make_batch_once (fixed)",
+        "compiles": after.compiles,
+        "compile_ms": 1e3 * after.compile_seconds,
+        "total_s": sum(after_seconds),
+    },
+]
+jitlab.print_table(rows)
+ratio = sum(before_seconds) / sum(after_seconds)
+print(f"the fixed pass is {ratio:.0f}x faster")
+assert before.compiles == N_BATCHES and after.compiles == 1, (before, after)
+assert sum(before_seconds) > 2 * sum(after_seconds)  # a wide margin; the counts are the claim
+
+fixed_loss = evaluate(PARAMS, XS, YS, bundle=make_batch_once)
+assert np.allclose(fixed_loss, before_loss, rtol=1e-6)  # same numbers, fewer compilations
+
+problem = jitlab.record(
+    "09", "namedtuple class made per call", compiles=before.compiles, total_s=sum(before_seconds)
+)
+fix = jitlab.record(
+    "09",
+    "namedtuple class defined once",
+    compiles=after.compiles,
+    total_s=sum(after_seconds),
+    speedup=ratio,
+)
+
+# %%
+fig, ax = plt.subplots(figsize=(6, 3))
+ax.plot(np.cumsum(before_seconds) * 1e3, marker="o", label="class made per call")
+ax.plot(np.cumsum(after_seconds) * 1e3, marker="o", label="class defined once")
+ax.set_xlabel("batch")
+ax.set_ylabel("cumulative time in eval_loss (ms)")
+ax.set_title("Every batch pays for a compilation, or only the first")
+ax.legend()
+plt.show()
+
+# %% [markdown]
+# ### Step 6: keep it fixed
+#
+# A fix that nothing checks comes undone. Two guards, one for the running job and one
+# for the test suite. Inside `jax.no_tracing()` the fixed pass runs (everything is warm),
+# and the old loader is stopped at its first batch, naming `eval_loss`.
+
+# %%
+with jax.no_tracing():
+    guarded_loss = evaluate(PARAMS, XS, YS, bundle=make_batch_once)
+assert np.allclose(guarded_loss, fixed_loss)
+
+try:
+    with jax.no_tracing():
+        evaluate(PARAMS, XS, YS)
+except RuntimeError as err:
+    stopped = str(err).splitlines()[0]
+else:
+    raise AssertionError("expected RuntimeError")
+print(stopped)
+assert "re-tracing function eval_loss" in stopped
+
+
+# %%
+def test_eval_loss_traces_once_per_pass():
+    counted = jax.jit(chex.assert_max_traces(eval_loss.__wrapped__, n=1))
+    for batch in batches(XS, YS, bundle=make_batch_once):
+        counted(PARAMS, batch)
+
+
+def test_their_loader_would_fail():
+    counted = jax.jit(chex.assert_max_traces(eval_loss.__wrapped__, n=1))
+    for batch in batches(XS, YS):
+        counted(PARAMS, batch)
+
+
+test_eval_loss_traces_once_per_pass()
+chex.clear_trace_counter()
+try:
+    test_their_loader_would_fail()
+except AssertionError as err:
+    print("the old loader fails the test:", str(err).splitlines()[0])
+else:
+    raise AssertionError("expected chex to raise")
+chex.clear_trace_counter()
+
+# %% [markdown]
+# ## The procedure, in short
+#
+# 1. **Find the function.** A `jax.monitoring` listener on `backend_compile_duration`
+#    (or `count_compiles(None)`), grouped by `fun_name`: which function compiles more
+#    often than it has distinct inputs?
+# 2. **Look at what it compiles with.** `jax.log_compiles()`: do the shapes and dtypes
+#    in the "Compiling" lines change? If they are identical, the cause is not the arrays.
+# 3. **Ask why.** `jax.explain_cache_misses(True)`: read the kind of difference and the
+#    `* at` line, then go to the caller and find where that argument is built.
+# 4. **Confirm** with a one-line experiment (`type(a) is type(b)`, `make_jaxpr`, a dtype
+#    print), fix, and **measure** the same way as before.
+# 5. **Guard it**: `jax.no_tracing()` around the warm loop, `chex.assert_max_traces` in
+#    a test.
+
+# %%
+jitlab.outro("09")

@@ -1,0 +1,120 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+#   jitlab:
+#     lesson: "03"
+#     title: One compilation for a mixed learning-rate schedule
+#     hints:
+#       - "Print `jax.typeof(schedule(step))` for every step: how many different abstract
+#         values would `sgd_step` see for `lr`?"
+#       - The cache key is made from the arguments before the body of `sgd_step` runs, so
+#         converting `lr` inside the jitted function is too late. Convert it in `train`,
+#         just before the call.
+#       - "Give every learning rate the same dtype and the same weak flag. An array with an
+#         explicit dtype does it; `jnp.asarray(lr)` alone does not (an int stays an int), an
+#         integer dtype rounds 0.05 to 0, and a static `lr` compiles once per value."
+# ---
+
+# %% [markdown]
+# # Exercise 03 · One compilation for a mixed learning-rate schedule
+#
+# You are training a linear model `x @ w + b` with plain SGD. The learning rate comes from
+# `schedule(step)`, which belongs to a config library you do not own. Depending on the
+# phase of training it returns a Python `int` (`0` while the weights are frozen), Python
+# `float`s (warm-up), NumPy `float64` scalars (a cosine decay computed with `np.cos`) or a
+# `jnp.float32` (the floor).
+#
+# Write
+#
+# - `sgd_step(params, batch, lr)`: one jitted SGD step on `loss`, returning new params with
+#   the same structure (`{"w": ..., "b": ...}`);
+# - `train(params, batches, schedule)`: one `sgd_step` per batch, with
+#   `lr = schedule(step)` for batch number `step` (counting from 0); returns the final
+#   params.
+#
+# Solved means: the numbers match a reference on fresh random data **and** `sgd_step`
+# compiles exactly once over a whole schedule, whatever kinds of scalar it hands out. Do
+# not edit `schedule` or `loss`: the grader brings its own schedule, with its own mix.
+#
+# Try your code with `jitlab.count_compiles(sgd_step)` around a call of `train` before you
+# run the grader cell.
+
+# %%
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jitlab
+
+
+def loss(params, batch):
+    """Mean squared error of the linear model on one batch."""
+    inputs, targets = batch
+    predictions = inputs @ params["w"] + params["b"]
+    return jnp.mean((predictions - targets) ** 2)
+
+
+def schedule(step):
+    """The learning rate for `step`, as the config library returns it (do not edit)."""
+    if step < 2:
+        return 0  # frozen: a Python int
+    if step < 6:
+        return 0.025 * (step - 1)  # warm-up: Python floats
+    if step < 14:
+        return 0.05 * (1 + np.cos(np.pi * (step - 6) / 8))  # cosine decay: NumPy float64
+    return jnp.float32(0.01)  # floor: a jnp float32
+
+
+data_rng = np.random.default_rng(3)
+true_w = data_rng.normal(size=5)
+batches = []
+for _ in range(20):
+    inputs = data_rng.normal(size=(32, 5)).astype(np.float32)
+    targets = (inputs @ true_w + 0.5).astype(np.float32)
+    batches.append((jnp.asarray(inputs), jnp.asarray(targets)))
+params0 = {"w": jnp.zeros(5, jnp.float32), "b": jnp.zeros((), jnp.float32)}
+
+jitlab.print_table(
+    {
+        "step": step,
+        "schedule(step)": f"{float(schedule(step)):.4f}",
+        "python type": type(schedule(step)).__name__,
+        "traced as": str(jax.typeof(schedule(step))),
+    }
+    for step in (0, 2, 6, 14)
+)
+
+
+# %%
+@jax.jit
+def sgd_step(params, batch, lr):
+    """One SGD step: params - lr * gradient of `loss`, leaf by leaf."""
+    grads = jax.grad(loss)(params, batch)
+    # `lr` is a traced float32 scalar here: its value changes every step, its type never.
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+
+
+def train(params, batches, schedule):
+    """Run `sgd_step` over `batches` with the learning rates of `schedule`."""
+    for step, batch in enumerate(batches):
+        # Convert at the boundary, before the jitted call: whatever the schedule returns
+        # (int, float, NumPy or jnp scalar), sgd_step always sees a strong float32[] and
+        # reuses the one program it compiled. Inside sgd_step would be too late: the
+        # cache key is made from the arguments as they arrive.
+        lr = jnp.asarray(schedule(step), dtype=jnp.float32)
+        params = sgd_step(params, batch, lr)
+    return params
+
+
+# %% tags=["grader"]
+from jitlab.graders import python_scalars
+
+python_scalars.grade(sgd_step, train)

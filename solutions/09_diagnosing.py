@@ -1,0 +1,140 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+#   jitlab:
+#     lesson: "09"
+#     title: A training step that compiles twice, and nobody knows why
+#     hints:
+#       - "Use the lesson's second tool. Run the driver cell again inside
+#         `with jax.explain_cache_misses(True):` (or print `n.explanations` after it), and
+#         read the line that starts with `* at`: which argument differs, and how?"
+#       - "`f32[]{weak_type=True}` and `f32[]{weak_type=False}` are the same float32
+#         scalar, once as a Python float and once as something JAX treats like an array.
+#         Print `type(learning_rate(step, STEPS))` for every step: what does `np.cos`
+#         hand back?"
+#       - "Give the step the same kind of number at every step, at the boundary: in
+#         prepare_batch, turn lr into one kind of scalar whatever the schedule returned
+#         (a NumPy float32 scalar, say). Keep its value, and do not make lr static: that
+#         compiles once per value."
+# ---
+
+# %% [markdown]
+# # Exercise 09 · Diagnosing
+#
+# A colleague's training loop for a small linear model pauses once, a few steps in, and
+# `sgd_step` turns out to compile **twice** in a run of 20 steps. Every batch has the
+# same shapes and dtypes. The schedule and the loader are from a library you cannot
+# change; `sgd_step` is theirs too.
+#
+# 1. Find out *why* it compiles twice, with the tools of lesson 09. Do not guess: the
+#    reason is not in `sgd_step`.
+# 2. Write `prepare_batch(batch, lr)`, the boundary between the library and the jitted
+#    step: it returns `(batch, lr)` ready for the step, so that the step compiles **once**
+#    for the whole run and the weights come out **exactly as before**.
+# 3. Leave `fixed_step = sgd_step` unless your fix needs a different jitted step.
+#
+# The grader draws a fresh schedule and fresh batches, runs
+# `fixed_step(w, *prepare_batch(batch, lr))` at every step, compares every step's weights
+# with a reference, and counts compilations of `fixed_step` (at most one).
+# Run `jitlab check 09` for a verdict, `jitlab hint 09` for a hint.
+
+# %%
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jitlab
+
+# --- the library: do not edit ------------------------------------------------------
+BASE_LR = 0.05
+WARMUP = 4
+MIN_LR = 0.001
+STEPS = 20
+TRUE_W = np.array([0.5, -1.0, 2.0, 0.25], dtype=np.float32)
+
+
+def learning_rate(step, total):
+    """Linear warm-up, then cosine decay, never below MIN_LR."""
+    if step < WARMUP:
+        return BASE_LR * (step + 1) / WARMUP
+    progress = (step - WARMUP) / max(1, total - WARMUP)
+    return max(MIN_LR, BASE_LR * 0.5 * (1.0 + np.cos(np.pi * progress)))
+
+
+def load_batch(rng, size=32):
+    """One batch of a noisy linear problem, as float32 NumPy arrays."""
+    x = rng.normal(size=(size, 4)).astype(np.float32)
+    y = (x @ TRUE_W + 0.1 * rng.normal(size=size)).astype(np.float32)
+    return {"x": x, "y": y}
+
+
+# --- their step and driver ---------------------------------------------------------
+@jax.jit
+def sgd_step(w, batch, lr):
+    def loss(w):
+        return jnp.mean((batch["x"] @ w - batch["y"]) ** 2)
+
+    return w - lr * jax.grad(loss)(w)
+
+
+def train(step_fn, prepare, rng, total=STEPS):
+    w = jnp.zeros(4, jnp.float32)
+    for step in range(total):
+        batch, lr = prepare(load_batch(rng), learning_rate(step, total))
+        w = step_fn(w, batch, lr)
+    return w
+
+
+def unchanged(batch, lr):
+    return batch, lr
+
+
+# %% [markdown]
+# The symptom, measured: one run of the driver as it is today.
+
+# %%
+with jitlab.count_compiles(sgd_step) as n:
+    w = train(sgd_step, unchanged, np.random.default_rng(0))
+print(n)
+print("weights:", np.round(np.asarray(w), 3))
+assert n.compiles == 2
+
+# %% [markdown]
+# Your turn. Diagnose first (add cells as you like), then fix.
+
+
+# %%
+def prepare_batch(batch, lr):
+    """Return (batch, lr), ready for the jitted step: one compilation for the whole run."""
+    # Diagnosis. Under `jax.explain_cache_misses(True)` the second compilation, at step
+    # WARMUP, is explained as
+    #     different input types:
+    #     * at lr, now f32[]{weak_type=False} and before f32[]{weak_type=True}
+    # The value is a float32 scalar both times; only its weak type differs. During
+    # warm-up (and at the MIN_LR floor) the schedule returns a Python float, which JAX
+    # traces as a weakly typed scalar. During the decay, np.cos makes it a NumPy
+    # float64. That is a subclass of Python's float, but JAX treats it like an array:
+    # a strong float32 scalar once x64 is off. Two kinds of number, two cache keys.
+    #
+    # Fix at the boundary: hand the step one kind of number every time. np.float32
+    # keeps the value (rounded to float32 exactly as JAX would round it anyway) and
+    # makes it a strong float32 scalar, whatever the schedule returned. (float(lr), a
+    # Python float every time, works too.) The batch is already float32 and keeps its
+    # structure, so it passes through unchanged.
+    return batch, np.float32(lr)
+
+
+fixed_step = sgd_step  # change only if your fix needs a different jitted step
+
+# %% tags=["grader"]
+from jitlab.graders import diagnosing
+
+diagnosing.grade(prepare_batch, fixed_step)
