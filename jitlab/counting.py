@@ -36,7 +36,9 @@ ANY_FUNCTION = None
 class CompileCount:
     """What JAX did for one function while the ``count_compiles`` block ran.
 
-    ``traces``: Python ran the function on tracers (a tracing-cache miss).
+    ``traces``: jit's tracing cache missed, so JAX traced the function. (JAX may answer
+    such a miss from an inner cache without running your Python again, so a ``print``
+    inside the function can stay silent while ``traces`` goes up.)
     ``lowerings``: a jaxpr was lowered to StableHLO.
     ``compiles``: XLA compiled an executable (the expensive step).
     ``explanations``: JAX's own text for each tracing-cache miss.

@@ -61,7 +61,10 @@ def header_metadata(path: Path) -> dict[str, Any]:
     if not match:
         return {}
     yaml_text = "\n".join(line[2:] for line in match.group(1).splitlines())
-    header = yaml.safe_load(yaml_text) or {}
+    try:
+        header = yaml.safe_load(yaml_text) or {}
+    except yaml.YAMLError as err:
+        raise ValueError(f"{path}: the front matter is not valid YAML: {err}") from None
     return (header.get("jupyter") or {}).get("jitlab") or {}
 
 

@@ -5,6 +5,8 @@
 - Placeholders in Markdown pages (``<!-- jitlab:NAME -->``) are filled from the same
   front matter and from ``results/``: the learning path, the workshop schedules, the
   teaching notes and the measured results are never typed twice.
+- Every notebook page gets its generated ``.ipynb`` beside it, for the download button
+  in ``overrides/main.html``.
 - nbconvert's template loads MathJax from a CDN; the lessons use no maths, so the
   script is dropped and the site makes no request outside itself.
 """
@@ -12,7 +14,10 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
+
+import jupytext
 
 from jitlab import course, site_content
 
@@ -63,3 +68,12 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
 def on_post_page(output: str, page: Any, config: Any) -> str:
     output = _EXTERNAL_SCRIPT.sub("", output)
     return _MATHJAX_CONFIG.sub("", output)
+
+
+def on_post_build(config: Any) -> None:
+    site = Path(config["site_dir"])
+    for folder in (course.LESSONS, course.EXERCISES, course.SOLUTIONS):
+        for source in sorted(folder.glob("[0-9][0-9]_*.py")):
+            page_dir = site / folder.name / source.stem
+            if page_dir.is_dir():
+                jupytext.write(jupytext.read(source), page_dir / f"{source.stem}.ipynb")

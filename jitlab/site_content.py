@@ -43,7 +43,7 @@ def _schedule(items: list[course.Lesson], start: int = 9 * 60) -> str:
             rows.append(f"| {_clock(now)} | *break* | 15 | |")
             now, since_break = now + 15, 0
         rows.append(
-            f"| {_clock(now)} | {_lesson_link(item, '../')} | {item.teaching_minutes} | "
+            f"| {_clock(now)} | {_lesson_link(item)} | {item.teaching_minutes} | "
             f"{item.exercise_minutes} |"
         )
         now += block
@@ -134,7 +134,54 @@ def results() -> str:
                 per_machine.append(_number(match[0].get(field), digits) if match else "")
             cells.append(" / ".join(v or "–" for v in per_machine) if any(per_machine) else "")
         parts.append(f"| {lesson_number} | {experiment} | " + " | ".join(cells) + " |")
+    parts += ["\n## Ratios, side by side\n", ratio_chart(machines)]
     return "\n".join(parts)
+
+
+def ratio_chart(machines: list[dict[str, Any]]) -> str:
+    """Every recorded ratio (fix against problem, first against cached call) per machine,
+    as an inline SVG: the page needs no image file and no script."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels: list[str] = []
+    for machine in machines:
+        for row in machine["records"]:
+            label = f"{row['lesson']} {row['experiment']}"
+            if row.get("speedup") and label not in labels:
+                labels.append(label)
+    if not labels:
+        return ""
+    fig, ax = plt.subplots(figsize=(8, 0.32 * len(labels) * len(machines) + 1.2))
+    height = 0.8 / len(machines)
+    for index, machine in enumerate(machines):
+        ratios = {
+            f"{r['lesson']} {r['experiment']}": r["speedup"]
+            for r in machine["records"]
+            if r.get("speedup")
+        }
+        env = machine["environment"]
+        ax.barh(
+            [i + index * height for i in range(len(labels))],
+            [ratios.get(label, 0) for label in labels],
+            height=height,
+            label=f"{env['platform']} · {env['cpu_model'][:32]} · {env['cpu_cores']} cores",
+        )
+    ax.set_yticks([i + 0.4 - height / 2 for i in range(len(labels))], labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("ratio (log scale)")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    svg = buffer.getvalue()
+    return '<div class="jitlab-chart">' + svg[svg.index("<svg") :] + "</div>"
 
 
 RENDERERS: dict[str, Callable[[], str]] = {
