@@ -40,7 +40,9 @@ class CompileCount:
     such a miss from an inner cache without running your Python again, so a ``print``
     inside the function can stay silent while ``traces`` goes up.)
     ``lowerings``: a jaxpr was lowered to StableHLO.
-    ``compiles``: XLA compiled an executable (the expensive step).
+    ``compiles``: JAX asked the backend for an executable (the expensive step). With
+    the persistent compilation cache on, a disk-cache hit is counted here too: JAX
+    reports it with the same event (lesson 10 tells the two apart).
     ``explanations``: JAX's own text for each tracing-cache miss.
     The ``*_seconds`` fields add up the time JAX reported for each stage.
     """

@@ -7,6 +7,9 @@
   teaching notes and the measured results are never typed twice.
 - Every notebook page gets its generated ``.ipynb`` beside it, for the download button
   in ``overrides/main.html``.
+- mkdocs-jupyter builds a notebook page's table of contents from heading text with the
+  inline code dropped, so a heading like "`lax.cond`: run one" gets a TOC link to an
+  anchor that does not exist; the links are pointed at the headings' real ids.
 - nbconvert's template loads MathJax from a CDN; the lessons use no maths, so the
   script is dropped and the site makes no request outside itself.
 """
@@ -25,6 +28,7 @@ _PLACEHOLDER = re.compile(r"<!--\s*jitlab:([a-z-]+)\s*-->")
 _EXTERNAL_SCRIPT = re.compile(
     r"<script[^>]*\bsrc=\"(?:https?:)?//[^\"]*\"[^>]*>\s*</script>", re.IGNORECASE
 )
+_HEADING_ID = re.compile(r"<h[1-6][^>]*\bid=\"([^\"]+)\"")
 _MATHJAX_CONFIG = re.compile(
     r"<script type=\"text/x-mathjax-config\">.*?</script>", re.IGNORECASE | re.DOTALL
 )
@@ -63,6 +67,25 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         return site_content.render(match.group(1))
 
     return _PLACEHOLDER.sub(fill, markdown)
+
+
+def _flatten(items: list[Any]) -> list[Any]:
+    flat = []
+    for item in items:
+        flat.append(item)
+        flat += _flatten(item.children)
+    return flat
+
+
+def on_page_context(context: Any, page: Any, config: Any, nav: Any) -> Any:
+    if not page.file.src_uri.endswith(".py") or page.content is None:
+        return context
+    heading_ids = _HEADING_ID.findall(page.content)
+    entries = _flatten(list(page.toc))
+    if len(entries) == len(heading_ids):  # same headings, in the same order
+        for entry, real_id in zip(entries, heading_ids, strict=True):
+            entry.id = real_id
+    return context
 
 
 def on_post_page(output: str, page: Any, config: Any) -> str:

@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from jitlab import course
+from jitlab import course, site_content
 
 
 class _PageParser(HTMLParser):
@@ -121,4 +121,6 @@ def test_generated_tables_are_filled(site):
         assert item.title in home, f"learning path lacks {item.title}"
     guide = (site / "instructor" / "index.html").read_text(encoding="utf-8")
     assert "Half-day schedule" in guide and "break" in guide
-    assert "jitlab:" not in home + guide, "a placeholder was left unfilled"
+    results = (site / "results" / "index.html").read_text(encoding="utf-8")
+    for name in site_content.RENDERERS:
+        assert f"jitlab:{name}" not in home + guide + results, f"placeholder {name} unfilled"

@@ -1,0 +1,79 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+#   jitlab:
+#     lesson: "10"
+#     title: A server that compiles at start-up and never again
+#     hints:
+#       - "warm_up needs no data at all: jax.ShapeDtypeStruct((size,), dtype) describes a padded request, and jax.ShapeDtypeStruct((), jnp.int32) describes n. What does jax.jit(fn).lower(...) do with them, and what does .compile() hand back?"
+#       - "In serve, the bucket of a request is the smallest key of `compiled` that is at least len(x). The grader's bucket sizes are not powers of two, so read them from the dict."
+#       - "Pad in NumPy, in the request's own dtype: np.zeros(size, dtype=x.dtype), then copy x into the front. np.zeros(size) is float64, and jnp.zeros or jnp.pad compile a small program for every new length."
+# ---
+
+# %% [markdown]
+# # Exercise 10 · Compiling less
+#
+# A scoring service receives 1-D requests of any length up to its largest bucket, and
+# answers each with `summarise(padded, n)`: the mean, standard deviation and maximum of
+# the request's `n` real values. A compilation in the middle of serving is a request that
+# waits. Move every compilation to start-up:
+#
+# 1. `warm_up(fn, bucket_sizes, dtype)`: return a dict `{size: executable}` with one
+#    `jax.stages.Compiled` per bucket size, for a padded request `dtype[size]` and a
+#    length `n` given as an `int32` scalar. `fn` is a plain Python function such as
+#    `summarise`; no real request exists yet.
+# 2. `serve(requests, compiled)`: for each request (a NumPy array), in order, pick the
+#    **smallest** bucket that holds it, pad it to that size, call that bucket's executable
+#    with the padded array and the real length, and return the list of results.
+#
+# Solved means: the right numbers, one compilation per bucket inside `warm_up`, and
+# **zero** traces and compilations of anything inside `serve`.
+#
+# The grader calls `warm_up` with its own copy of `summarise`, fresh bucket sizes and a
+# dtype (float32, then float16), and counts what `serve` compiles with
+# `jitlab.count_compiles(None)`. Run `jitlab check 10` for a verdict, `jitlab hint 10` for
+# a hint.
+
+# %%
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def summarise(padded, n):
+    """[mean, std, max] of the first n values of `padded`, in float32. The rest is padding."""
+    valid = jnp.arange(padded.shape[0]) < n
+    x = jnp.where(valid, padded.astype(jnp.float32), 0.0)
+    count = jnp.asarray(n, jnp.float32)
+    mean = jnp.sum(x) / count
+    var = jnp.sum(jnp.where(valid, (x - mean) ** 2, 0.0)) / count
+    peak = jnp.max(jnp.where(valid, x, -jnp.inf))
+    return jnp.stack([mean, jnp.sqrt(var), peak])
+
+
+# One request of 3 values, padded by hand to a bucket of 8 (the 9s are padding):
+example = np.array([1.0, 2.0, 4.0, 9, 9, 9, 9, 9], dtype=np.float32)
+print(jax.jit(summarise)(example, 3))  # mean, std and max of 1, 2, 4
+
+
+# %%
+def warm_up(fn, bucket_sizes, dtype):
+    raise NotImplementedError
+
+
+def serve(requests, compiled):
+    raise NotImplementedError
+
+
+# %% tags=["grader"]
+from jitlab.graders import compiling_less
+
+compiling_less.grade(warm_up, serve)

@@ -1,0 +1,813 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+#   jitlab:
+#     title: Devices, shardings and the tracing context
+#     fix: fix shardings at the boundary (device_put or in_shardings); keep configuration constant
+#     questions:
+#       - Why does the same array, moved to another device, compile again, and why does JAX not say why?
+#       - Which changes of sharding retrace, which only compile again, and which raise an error?
+#       - Which configuration settings and context managers are part of the cache key?
+#     objectives:
+#       - Simulate eight devices on a CPU and place arrays with device_put, Mesh and NamedSharding.
+#       - Tell a tracing-cache miss from a compile-only miss, and find the silent one with jax.log_compiles.
+#       - Predict what a jitted function with in_shardings does with an input that arrives sharded another way.
+#       - Name the configuration contexts that are part of the cache key.
+#       - Fix a loop by placing every batch on one sharding at the boundary and keeping configuration constant, and measure the difference.
+#     prerequisites:
+#       - "Lesson 00: what jit caches"
+#       - "Lesson 04: pytree structure (batches as dicts)"
+#       - "Lesson 09: diagnosing (log_compiles, explain_cache_misses)"
+#     minutes: {teaching: 25, exercises: 15}
+#     keypoints:
+#       - An array committed to another device reuses the trace but is compiled again, one executable per device. jax_explain_cache_misses stays silent about it; jax.log_compiles shows the compilation (and, the first time, the device in its argument mapping).
+#       - An uncommitted array (made without naming a device) and a committed one on the same device are two cache entries. Committed arrays on two different devices in one call raise ValueError.
+#       - The mesh is part of an array's traced type, so the first array on a mesh retraces. On a mesh with Auto axes a new PartitionSpec compiles again without a trace and without an explanation. On a mesh with Explicit axes (jax.make_mesh's default in 0.10.2) the spec is part of the type, so each new spec retraces and is explained.
+#       - in_shardings moves host and uncommitted inputs onto the given sharding, and raises ValueError for a committed input sharded another way. It turns a silent recompilation into a loud error; it does not make every placement free.
+#       - jax_enable_x64, jax_default_matmul_precision, jax_numpy_rank_promotion and the mesh set by jax.set_mesh are part of the cache key. Each distinct value costs one trace and one compilation ("Tracing context doesn't match"), then it is cached.
+#       - Moving an array from one device onto a sharding over several devices compiles a small slicing program (_multi_slice) once per source device and shape; from the host, or from another sharding, it is a plain transfer. Place batches where they leave the host.
+#       - The fix is to device_put every batch (and the state you carry) onto one sharding before the jitted call, and to keep configuration constant for the life of the process, for example by writing the precision into the operation instead of a context.
+#     exercise: 12_devices_and_shardings
+#     instructor_notes:
+#       - The first cell must run before anything imports jax. If a learner has already run another cell, restart the kernel; the device count assertion says so.
+#       - "Ask for a prediction before the device_put(x, devices[1]) cell. Expect two camps, 'no recompilation, same shape and dtype' and 'full retrace'. The answer (trace reused, compiled again, nothing explained) is the hook of the lesson."
+#       - The 8 devices are threads of one CPU, so there is no speed-up from sharding here; the lesson is about cache keys, not throughput. Say so before anyone asks.
+#       - jax.make_mesh defaults to Explicit axes in 0.10.2, and older tutorials assume Auto. If learners copy examples from older docs, the explicit mode explains more misses, and some operations need out_sharding arguments.
+#       - The timing ratio depends on the laptop; the compile counts do not. Teach from the counts.
+# ---
+
+# %% [markdown]
+# # 12 · Devices, shardings and the tracing context
+#
+# So far every cache key in this course was about the arguments' shapes, dtypes and
+# structure, and about the function. Two more things decide whether a compiled program
+# can be reused: *where* the arguments live (which device, how they are split across
+# devices), and the *configuration* in force when the call is made. Neither shows in
+# the array's shape, and some of the misses they cause never appear in JAX's cache-miss
+# explanations. This lesson runs on eight devices simulated on a CPU.
+
+# %%
+import os
+
+# Must happen before jax is imported: XLA reads its flags once, when the CPU backend
+# starts. The flag only affects the host (CPU) platform; accelerators are used as they are.
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+).strip()
+
+import logging
+
+import jax
+import jax.numpy as jnp
+import matplotlib.pyplot as plt
+import numpy as np
+from jax.sharding import AxisType, Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import jitlab
+
+jitlab.intro("12")
+
+# %%
+devices = jax.devices()
+print(jax.default_backend(), len(devices), "devices:", devices)
+if jax.default_backend() == "cpu":
+    assert len(devices) == 8, "jax was imported before XLA_FLAGS was set: restart the kernel"
+else:
+    assert len(devices) >= 8, "this lesson needs 8 devices; run it with JAX_PLATFORMS=cpu"
+devices = devices[:8]
+
+# %% [markdown]
+# Eight CPU "devices" that share one processor. Nothing here gets faster by sharding,
+# and nothing needs to: this lesson counts compilations.
+#
+# ## 1. Where an array lives
+#
+# An array made without naming a device (`jnp.ones`, `jnp.asarray`, the result of a
+# computation on such arrays) is **uncommitted**: it sits on the default device, and
+# `jit` may move it wherever the computation runs. `jax.device_put(x, device)` makes a
+# **committed** copy: the computation must run where it is, and the result lands there.
+
+# %%
+x = jnp.linspace(0.0, 1.0, 1024, dtype=jnp.float32)
+x_on_1 = jax.device_put(x, devices[1])
+print("x      :", x.sharding, "committed:", x.committed)
+print("x_on_1 :", x_on_1.sharding, "committed:", x_on_1.committed)
+assert not x.committed and x_on_1.committed
+assert x.devices() == {devices[0]} and x_on_1.devices() == {devices[1]}
+assert (x.shape, x.dtype) == (x_on_1.shape, x_on_1.dtype)
+assert not jnp.asarray(np.ones(3)).committed and not (2 * x).committed
+
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>wave(x)</code> has run. Now <code>wave(x_on_1)</code>: same shape, same dtype,
+# same values, another device. No new work, a full retrace, or something in between?
+# And what will JAX's cache-miss explanation say?</p></div>
+#
+# Besides `count_compiles`, this cell switches on lesson 09's `jax.log_compiles` and
+# keeps JAX's log lines with a small handler.
+
+
+# %%
+class Captured(logging.Handler):
+    """Keeps the messages of JAX's loggers while it is attached."""
+
+    def __init__(self):
+        super().__init__(level=logging.DEBUG)
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+@jax.jit
+def wave(v):
+    return jnp.sin(3.0 * v) * jnp.exp(-v)
+
+
+with jitlab.count_compiles(wave) as first:
+    wave(x)
+
+log = Captured()
+logging.getLogger("jax").addHandler(log)
+try:
+    with jitlab.count_compiles(wave) as moved, jax.log_compiles(True):
+        y_on_1 = wave(x_on_1)
+finally:
+    logging.getLogger("jax").removeHandler(log)
+
+print("first call :", first)
+print("on device 1:", moved, f"({moved.lowerings} lowering)")
+print("explanations for the second call:", moved.explanations)
+print("result lives on", y_on_1.devices())
+assert (first.traces, first.compiles) == (1, 1)
+assert (moved.traces, moved.lowerings, moved.compiles) == (0, 1, 1)
+assert moved.explanations == []
+assert y_on_1.devices() == {devices[1]}
+
+# %% [markdown]
+# Something in between. The **tracing cache hit**: shape, dtype and structure match, so
+# the jaxpr is reused and Python never ran `wave` again. But the jaxpr was **lowered and
+# compiled again**, because an XLA executable is built for a fixed device assignment.
+# And `explanations` is empty: `jax_explain_cache_misses` reports misses of the tracing
+# cache only, and this miss happened further down.
+#
+# `jax.log_compiles` does see it. Its "Compiling" line lists each argument's sharding,
+# so the device is right there:
+
+# %%
+compiling = [line for line in log.lines if line.startswith("Compiling jit(wave)")]
+print(compiling[0])
+assert len(compiling) == 1
+assert "Argument mapping" in compiling[0] and repr(devices[1]) in compiling[0]
+assert any(line.startswith("Finished XLA compilation of jit(wave)") for line in log.lines)
+
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>A new function, called on <code>x</code> committed to each of the eight devices in
+# turn, and then the whole tour again. How many traces, how many compilations?</p></div>
+
+
+# %%
+@jax.jit
+def ripple(v):
+    return jnp.cos(5.0 * v) * v
+
+
+with jitlab.count_compiles(ripple) as tour:
+    for _ in range(2):
+        for device in devices:
+            out = ripple(jax.device_put(x, device))
+            assert out.devices() == {device}
+print(tour, f"({tour.lowerings} lowering)")
+assert (tour.traces, tour.lowerings, tour.compiles) == (1, 1, 8), tour
+
+# %% [markdown]
+# One trace, one lowering, eight executables, and the second tour hit all eight. The
+# lowered program for "one committed device" is shared; XLA compiles it once per device.
+# (So after the first device, even `jax.log_compiles` prints no "Compiling" line with the
+# device in it, only "Finished XLA compilation".) Committed on device 0 is not the same
+# key as uncommitted on device 0 either:
+
+# %%
+with jitlab.count_compiles(ripple) as n:
+    ripple(x)  # uncommitted, on device 0, where the tour has already been
+print(n, f"({n.lowerings} lowering)")
+assert (n.traces, n.lowerings, n.compiles) == (0, 1, 1)
+
+# %% [markdown]
+# ## Committed arrays on two devices do not mix
+#
+# An uncommitted argument follows a committed one. Two committed arguments on different
+# devices have no place to run, and JAX refuses rather than guess.
+
+
+# %%
+@jax.jit
+def add(a, b):
+    return a + b
+
+
+assert add(x, x_on_1).devices() == {devices[1]}  # x follows x_on_1
+try:
+    add(x_on_1, jax.device_put(x, devices[2]))
+except ValueError as err:
+    caught = err
+else:
+    raise AssertionError("expected ValueError for arguments on two devices")
+print(type(caught).__name__ + ":", str(caught).splitlines()[0][:110], "...")
+assert type(caught) is ValueError
+assert str(caught).startswith("Received incompatible devices for jitted computation")
+
+# %% [markdown]
+# ## 2. Meshes and named shardings
+#
+# A `Mesh` arranges devices in a grid with named axes. A `NamedSharding(mesh, spec)`
+# says how an array is split over that grid: the `PartitionSpec` names a mesh axis for
+# each array dimension, or `None` to keep that dimension whole. Here is a 4 x 2 mesh
+# built two ways, and an 8 x 8 array split by rows and, separately, by columns.
+
+# %%
+mesh = jax.make_mesh((4, 2), ("rows", "cols"), axis_types=(AxisType.Auto, AxisType.Auto))
+same_mesh = Mesh(np.array(devices).reshape(4, 2), ("rows", "cols"))
+print(mesh)
+assert same_mesh.axis_types == mesh.axis_types == (AxisType.Auto, AxisType.Auto)
+if jax.default_backend() == "cpu":
+    assert same_mesh == mesh
+
+by_rows = NamedSharding(mesh, P("rows", None))
+by_cols = NamedSharding(mesh, P(None, "cols"))
+grid = jnp.arange(64.0, dtype=jnp.float32).reshape(8, 8)
+grid_rows = jax.device_put(grid, by_rows)
+grid_cols = jax.device_put(grid, by_cols)
+
+
+def where(index):
+    return "[" + ", ".join(f"{s.start or 0}:{s.stop or 8}" for s in index) + "]"
+
+
+layout = [
+    {
+        "device": shard.device.id,
+        "P('rows', None) holds": where(shard.index),
+        "P(None, 'cols') holds": where(other.index),
+    }
+    for shard, other in zip(grid_rows.addressable_shards, grid_cols.addressable_shards, strict=True)
+]
+jitlab.print_table(layout)
+assert {s.data.shape for s in grid_rows.addressable_shards} == {(2, 8)}
+assert {s.data.shape for s in grid_cols.addressable_shards} == {(8, 4)}
+assert layout[0]["P('rows', None) holds"] == layout[1]["P('rows', None) holds"]
+np.testing.assert_array_equal(grid_rows, grid_cols)
+
+# %% [markdown]
+# Same values, same shape, two layouts: each device holds a quarter of the rows (and
+# shares it with its neighbour on the `cols` axis), or half of the columns.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>smooth</code> is called on the single-device <code>grid</code>, then on
+# <code>grid_rows</code>, then <code>grid_cols</code>, then a fresh array placed by rows.
+# For each call: a trace, a compilation only, or nothing?</p></div>
+
+
+# %%
+@jax.jit
+def smooth(g):
+    return jnp.tanh(g / 64.0) * 2.0
+
+
+calls = [
+    ("single device", grid),
+    ("P('rows', None)", grid_rows),
+    ("P(None, 'cols')", grid_cols),
+    ("P('rows', None), new array", jax.device_put(grid + 1.0, by_rows)),
+]
+steps = []
+for label, arg in calls:
+    with jitlab.count_compiles(smooth) as n:
+        out = smooth(arg)
+    steps.append(
+        {
+            "argument": label,
+            "traces": n.traces,
+            "compiles": n.compiles,
+            "explained": len(n.explanations),
+            "result sharding": str(getattr(out.sharding, "spec", "one device")),
+        }
+    )
+    if label == "P('rows', None)":
+        mesh_arrives = n
+jitlab.print_table(steps)
+print(mesh_arrives.explanations[-1])
+assert [(s["traces"], s["compiles"]) for s in steps] == [(1, 1), (1, 1), (0, 1), (0, 0)]
+assert [s["explained"] for s in steps] == [1, 1, 0, 0]
+assert "({Auto: ('rows', 'cols')}) and before f32[8,8]({})" in mesh_arrives.explanations[-1]
+assert steps[2]["result sharding"] == str(P(None, "cols"))
+
+# %% [markdown]
+# Read the explanation: the type of `g` is `f32[8,8]({Auto: ('rows', 'cols')})`. The
+# **mesh** is part of the traced type, so the first array on a mesh retraces. The
+# **PartitionSpec** is not, with `Auto` axes: `P(None, 'cols')` on the same mesh reused
+# the trace, compiled again, and said nothing, as the device move did. The result
+# follows the input's sharding.
+#
+# ## Explicit axes: the sharding becomes part of the type
+#
+# `jax.make_mesh` without `axis_types` does not give `Auto` axes in JAX 0.10.2. It gives
+# **Explicit** ones, and then the PartitionSpec is written into the type itself.
+
+# %%
+explicit_mesh = jax.make_mesh((4, 2), ("rows", "cols"))
+print(explicit_mesh)
+assert explicit_mesh.axis_types == (AxisType.Explicit, AxisType.Explicit)
+
+e_rows = jax.device_put(grid, NamedSharding(explicit_mesh, P("rows", None)))
+e_cols = jax.device_put(grid, NamedSharding(explicit_mesh, P(None, "cols")))
+print(jax.typeof(e_rows), "|", jax.typeof(e_cols))
+assert str(jax.typeof(e_rows)) == "float32[8@rows,8]"
+
+
+# %%
+@jax.jit
+def smooth_explicit(g):
+    return jnp.tanh(g / 64.0) * 2.0
+
+
+smooth_explicit(e_rows)
+with jitlab.count_compiles(smooth_explicit) as n:
+    smooth_explicit(e_cols)
+print(n)
+print(n.explanations[-1])
+assert (n.traces, n.compiles) == (1, 1)
+assert "now f32[8,8@cols]" in n.explanations[-1] and "before f32[8@rows,8]" in n.explanations[-1]
+
+# %% [markdown]
+# With explicit axes every new PartitionSpec is a new type: one more trace than with
+# `Auto` axes, and an explanation that names the argument and both layouts. Still one
+# compilation per layout either way.
+#
+# ## 3. Fixing the shardings in `jax.jit`
+#
+# `jax.jit(f, in_shardings=..., out_shardings=...)` writes the shardings into the
+# program. Two copies of one normalisation: `follow` leaves the shardings to the
+# inputs, `pinned` fixes them to rows.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Each is called on a NumPy array, an uncommitted <code>jnp</code> array, the array
+# placed by rows, the array placed by columns, and the array committed to device 3.
+# Where does each result land, how many compilations, and does anything fail?</p></div>
+
+
+# %%
+def row_normalise(g):
+    return g / jnp.sum(jnp.abs(g), axis=1, keepdims=True)
+
+
+def follow(g):
+    return row_normalise(g)
+
+
+def pinned(g):
+    return row_normalise(g)
+
+
+follow = jax.jit(follow)
+pinned = jax.jit(pinned, in_shardings=by_rows, out_shardings=by_rows)
+
+inputs = [
+    ("NumPy array", np.asarray(grid)),
+    ("uncommitted jnp array", grid),
+    ("placed by rows", grid_rows),
+    ("placed by columns", grid_cols),
+    ("committed to device 3", jax.device_put(grid, devices[3])),
+]
+
+
+def lands(out):
+    return str(out.sharding.spec) if hasattr(out.sharding, "spec") else f"device {out.devices()}"
+
+
+table = []
+errors = {}
+for label, arg in inputs:
+    row = {"input": label}
+    with jitlab.count_compiles(follow) as nf:
+        row["follow: lands"] = lands(follow(arg))
+    row["follow: traces/compiles"] = f"{nf.traces}/{nf.compiles}"
+    try:
+        with jitlab.count_compiles(pinned) as npin:
+            row["pinned: lands"] = lands(pinned(arg))
+        row["pinned: traces/compiles"] = f"{npin.traces}/{npin.compiles}"
+    except ValueError as err:
+        errors[label] = err
+        row["pinned: lands"] = "ValueError"
+        row["pinned: traces/compiles"] = "-"
+    table.append(row)
+jitlab.print_table(table)
+
+# %%
+assert [r["follow: traces/compiles"] for r in table] == ["1/1", "0/0", "1/1", "0/1", "0/1"]
+assert [r["follow: lands"] for r in table][2:4] == [str(P("rows", None)), str(P(None, "cols"))]
+assert [r["pinned: traces/compiles"] for r in table] == ["1/1", "0/0", "1/1", "-", "-"]
+assert [r["pinned: lands"] for r in table][:3] == [str(P("rows", None))] * 3
+assert sorted(errors) == ["committed to device 3", "placed by columns"]
+for err in errors.values():
+    assert type(err) is ValueError
+    assert str(err).startswith("Sharding passed to jit does not match the sharding on the")
+print(str(errors["placed by columns"]).splitlines()[0])
+
+# %% [markdown]
+# What `in_shardings` does, measured:
+#
+# - **Host and uncommitted inputs are moved** onto `by_rows` and share one program.
+# - **A committed input sharded another way raises `ValueError`**, whether it sits on
+#   one device or on the mesh with another spec. `jit` did not move either committed
+#   argument behind your back; it refused.
+# - An input **already placed by rows still cost a second trace**: it carries the mesh
+#   in its type, the host array did not.
+#
+# So `in_shardings` is a contract, not a converter: it turns a silent recompilation into
+# a loud error. One program needs the inputs to arrive the same way every time: all
+# from the host, or all already placed on that sharding.
+#
+# ## 4. The state you carry across steps
+#
+# A training step returns the new parameters, and they come back *on the mesh*. If the
+# first parameters came from the host, the second step sees a new type.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Four SGD steps, batches placed on a data mesh, parameters starting as
+# <code>jnp.zeros(16)</code>. How many compilations?</p></div>
+
+# %%
+data_mesh = jax.make_mesh((8,), ("data",), axis_types=(AxisType.Auto,))
+batch_sharding = NamedSharding(data_mesh, P("data"))
+replicated = NamedSharding(data_mesh, P())
+
+rng = np.random.default_rng(12)
+B, F = 256, 16
+true_w = rng.normal(size=F).astype(np.float32)
+
+
+def make_batch(r):
+    xb = r.normal(size=(B, F)).astype(np.float32)
+    return {"x": xb, "y": (xb @ true_w + 0.1 * r.normal(size=B)).astype(np.float32)}
+
+
+train_batches = [jax.device_put(make_batch(rng), batch_sharding) for _ in range(4)]
+
+
+def make_sgd():
+    @jax.jit
+    def sgd_step(w, batch):
+        err = batch["x"] @ w - batch["y"]
+        return w - 0.1 * (batch["x"].T @ err) / B
+
+    return sgd_step
+
+
+def train(w):
+    sgd_step = make_sgd()
+    with jitlab.count_compiles(sgd_step) as n:
+        for batch in train_batches:
+            w = sgd_step(w, batch)
+    return n, w
+
+
+from_host, w_host = train(jnp.zeros(F, jnp.float32))
+placed_once, w_placed = train(jax.device_put(jnp.zeros(F, jnp.float32), replicated))
+print("parameters from the host   :", from_host)
+print(from_host.explanations[-1].splitlines()[-1])
+print("parameters placed up front :", placed_once)
+assert from_host.compiles == 2 and placed_once.compiles == 1
+assert "at w, now f32[16]({Auto: ('data',)}) and before f32[16]({})" in from_host.explanations[-1]
+assert w_host.sharding.is_equivalent_to(replicated, 1)
+np.testing.assert_allclose(w_host, w_placed, rtol=1e-5, atol=1e-6)
+
+# %% [markdown]
+# Place the state where the step will leave it (here: replicated on the mesh) before
+# the first step, and the loop compiles once.
+#
+# ## 5. Configuration is part of the cache key
+#
+# Some settings can change what tracing produces, or whether it succeeds: whether 64-bit
+# types exist, the precision of matrix products, whether rank promotion is allowed,
+# which mesh is in context. JAX puts their current values into the cache key (the
+# *tracing context*).
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>project(a, b)</code> has run. Then one call inside each of four context
+# managers, and each context entered a second time. How many compilations?</p></div>
+
+
+# %%
+@jax.jit
+def project(a, b):
+    return a @ b
+
+
+a = jnp.asarray(rng.normal(size=(32, 32)), jnp.float32)
+b = jnp.asarray(rng.normal(size=(32, 8)), jnp.float32)
+project(a, b)
+
+contexts = {
+    "jax.enable_x64(True)": lambda: jax.enable_x64(True),
+    'jax.default_matmul_precision("highest")': lambda: jax.default_matmul_precision("highest"),
+    'jax.numpy_rank_promotion("raise")': lambda: jax.numpy_rank_promotion("raise"),
+    "jax.set_mesh(data_mesh)": lambda: jax.set_mesh(data_mesh),
+}
+explained = {}
+context_rows = []
+for label, context in contexts.items():
+    with jitlab.count_compiles(project) as entered:
+        with context():
+            project(a, b)
+        project(a, b)  # outside again
+    with jitlab.count_compiles(project) as again:
+        with context():
+            project(a, b)
+    explained[label] = entered.explanations[-1]
+    context_rows.append(
+        {
+            "context": label,
+            "traces": entered.traces,
+            "compiles": entered.compiles,
+            "second time": again.compiles,
+            "JAX says": entered.explanations[-1].splitlines()[-1].strip()[:60],
+        }
+    )
+jitlab.print_table(context_rows)
+print()
+print(explained["jax.enable_x64(True)"])
+
+# %%
+for r in context_rows:
+    assert (r["traces"], r["compiles"], r["second time"]) == (1, 1, 0), r
+for text in explained.values():
+    assert "Tracing context doesn't match" in text
+x64, precision, rank, in_mesh = explained.values()
+assert "jax_enable_x64 differs: now True and before False" in x64
+assert "jax_default_matmul_precision differs: now highest and before None" in precision
+assert "jax_numpy_rank_promotion differs: now raise and before allow" in rank
+assert "abstract_mesh_context_manager differs" in in_mesh
+
+# %% [markdown]
+# Each context costs one trace and one compilation the first time, and is cached after
+# that; leaving it returns to the old entry. `jax.set_mesh` is the 0.10.2 spelling of
+# the mesh context (there is no `jax.sharding.use_mesh` in this release). Two more
+# details:
+
+# %%
+with jitlab.count_compiles(project) as unchanged:
+    with jax.enable_x64(False):  # the value it already has
+        project(a, b)
+results = []
+with jitlab.count_compiles(project) as toggled:
+    for i in range(10):
+        if i % 2:
+            with jax.default_matmul_precision("float32"):
+                results.append(project(a, b))
+        else:
+            results.append(project(a, b))
+print("enable_x64(False) when it is already False:", unchanged)
+print("10 calls, every other one in a new precision context:", toggled)
+assert hasattr(jax, "set_mesh") and not hasattr(jax.sharding, "use_mesh")
+assert unchanged.compiles == 0
+assert toggled.compiles == 1 and toggled.traces == 1
+np.testing.assert_allclose(results[1], results[0], rtol=1e-6)  # same numbers, new program
+
+# %% [markdown]
+# Only the *value* counts: a context that sets what is already set is free, and a
+# toggling context costs one compilation per distinct value, not per call. And
+# `"float32"` is a new value even though, on this CPU, it gives the same numbers as the
+# default.
+#
+# ## 6. The problem in a loop, and the fix
+#
+# An evaluation loop scores one model on 24 batches. The batches leave the host as
+# NumPy arrays, and several loaders put them on devices, each its own way: some keep
+# them on the host, three workers commit theirs to "their" device (1, 2 or 3), one
+# loader shards over the data mesh, one replicates, one shards over the 4 x 2 mesh. A
+# metrics helper wraps every third call in `jax.default_matmul_precision("highest")`.
+
+# %%
+loader_kinds = [
+    "host",
+    "device 1",
+    "device 2",
+    "device 3",
+    "sharded over data",
+    "replicated",
+    "4x2 mesh by rows",
+]
+
+
+def arrive(batch, kind):
+    """What each loader does with a host batch."""
+    if kind == "host":
+        return batch
+    if kind.startswith("device"):
+        return jax.device_put(batch, devices[int(kind.split()[1])])
+    if kind == "sharded over data":
+        return jax.device_put(batch, batch_sharding)
+    if kind == "replicated":
+        return jax.device_put(batch, replicated)
+    return jax.device_put(batch, NamedSharding(mesh, P("rows")))
+
+
+kinds = [loader_kinds[i % len(loader_kinds)] for i in rng.permutation(24)]
+stream = [(make_batch(rng), kind, i % 3 == 2) for i, kind in enumerate(kinds)]
+w_eval = np.asarray(w_placed)  # the model to score, as a host array
+distinct_keys = len({(kind, strict) for _, kind, strict in stream})
+print(f"{len(stream)} batches, {len(set(kinds))} loaders, {distinct_keys} (loader, context) pairs")
+
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>How many times does the evaluation function compile over the 24 batches? How many
+# of those misses does JAX explain?</p></div>
+
+
+# %%
+def run_problem():
+    @jax.jit
+    def eval_loss(w, batch):
+        err = batch["x"] @ w - batch["y"]
+        return jnp.mean(err**2)
+
+    seconds, losses = [], []
+    with jitlab.count_compiles(eval_loss) as n:
+        for host_batch, kind, strict in stream:
+            with jitlab.stopwatch() as sw:
+                batch = arrive(host_batch, kind)
+                if strict:
+                    with jax.default_matmul_precision("highest"):
+                        loss = jax.block_until_ready(eval_loss(w_eval, batch))
+                else:
+                    loss = jax.block_until_ready(eval_loss(w_eval, batch))
+            seconds.append(sw.seconds)
+            losses.append(float(loss))
+    return n, np.array(seconds), np.array(losses)
+
+
+problem, problem_seconds, problem_losses = run_problem()
+print(problem)
+print(f"{len(problem.explanations)} of {problem.compiles} misses explained")
+assert problem.compiles == distinct_keys, (problem.compiles, distinct_keys)
+assert len(problem.explanations) == problem.traces < problem.compiles
+
+# %% [markdown]
+# One compilation per distinct (loader, context) pair, and most of them silent: only
+# the misses that changed the traced type (a new mesh, a new context) were explained.
+#
+# **The fix** works at the boundary, where a batch leaves the host:
+#
+# - `place(batch)`: one `jax.device_put` onto one `NamedSharding`, the same for every
+#   loader.
+# - The parameters are placed once, replicated, before the loop.
+# - The configuration stays constant: the precision is written into the operation
+#   (`precision=jax.lax.Precision.HIGHEST`), where it is part of the program, instead
+#   of a context manager around some of the calls.
+
+
+# %%
+def place(batch):
+    return jax.device_put(batch, batch_sharding)
+
+
+def run_fix():
+    @jax.jit
+    def eval_loss_fixed(w, batch):
+        pred = jnp.dot(batch["x"], w, precision=jax.lax.Precision.HIGHEST)
+        return jnp.mean((pred - batch["y"]) ** 2)
+
+    w = jax.device_put(w_eval, replicated)
+    seconds, losses = [], []
+    with jitlab.count_compiles(eval_loss_fixed) as n, jitlab.count_compiles(None) as everything:
+        for host_batch, _, _ in stream:
+            with jitlab.stopwatch() as sw:
+                loss = jax.block_until_ready(eval_loss_fixed(w, place(host_batch)))
+            seconds.append(sw.seconds)
+            losses.append(float(loss))
+    return n, everything, np.array(seconds), np.array(losses)
+
+
+fixed, fixed_everything, fixed_seconds, fixed_losses = run_fix()
+print(fixed)
+print("every function:", fixed_everything)
+assert fixed.compiles == 1 and fixed_everything.compiles == 1, fixed_everything
+np.testing.assert_allclose(fixed_losses, problem_losses, rtol=1e-4)
+placed = place(stream[0][0])
+assert place(placed)["x"] is placed["x"]  # already in place: device_put does not copy
+
+# %% [markdown]
+# One compilation in the whole loop, counting every function JAX compiled, and the same
+# 24 numbers. Side by side:
+
+# %%
+problem_total, fixed_total = problem_seconds.sum(), fixed_seconds.sum()
+speedup = problem_total / fixed_total
+rows = [
+    {
+        "version": "each loader its own way, context toggled",
+        "compiles": problem.compiles,
+        "explained": len(problem.explanations),
+        "first_ms": 1e3 * problem_seconds[0],
+        "total_s": problem_total,
+    },
+    {
+        "version": "place() + constant configuration",
+        "compiles": fixed.compiles,
+        "explained": len(fixed.explanations),
+        "first_ms": 1e3 * fixed_seconds[0],
+        "total_s": fixed_total,
+    },
+]
+jitlab.print_table(rows)
+print(f"the fix runs the stream {speedup:.1f}x faster")
+jitlab.record(
+    "12",
+    "batches placed by each loader its own way, precision context toggled",
+    compiles=problem.compiles,
+    first_ms=rows[0]["first_ms"],
+    total_s=problem_total,
+)
+jitlab.record(
+    "12",
+    "one NamedSharding at the boundary, constant configuration",
+    compiles=fixed.compiles,
+    first_ms=rows[1]["first_ms"],
+    total_s=fixed_total,
+    speedup=speedup,
+)
+assert problem.compiles >= 8 * fixed.compiles
+assert problem_total > 2 * fixed_total, (problem_total, fixed_total)
+
+# %%
+fig, ax = plt.subplots(figsize=(6, 3.2))
+ax.plot(np.cumsum(problem_seconds), label=f"each loader its own way ({problem.compiles} compiles)")
+ax.plot(np.cumsum(fixed_seconds), label=f"place() + constant config ({fixed.compiles} compile)")
+ax.set_xlabel("batch")
+ax.set_ylabel("cumulative seconds")
+ax.legend()
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Every step in the upper curve is a batch that arrived in a way the cache had not seen,
+# or under a context it had not seen.
+#
+# ## 7. Why at the host, and not after arrival
+#
+# `place` also accepts a batch that is already on a device, so why not let the loaders
+# do what they like and call `place` afterwards? Because moving an array from **one
+# device** onto a sharding over many is itself a small XLA program (`_multi_slice`,
+# which cuts the array into shards), compiled for each source device and shape.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>A fresh 192 x 16 array is placed onto <code>batch_sharding</code> from the host,
+# from device 5, from device 6, from device 5 again, then its first 96 rows from device
+# 5, and finally the whole array from the 4 x 2 mesh. Which of these compile?</p></div>
+
+# %%
+fresh = rng.normal(size=(192, 16)).astype(np.float32)
+sources = {
+    "host (NumPy)": lambda: fresh,
+    "committed to device 5": lambda: jax.device_put(fresh, devices[5]),
+    "committed to device 6": lambda: jax.device_put(fresh, devices[6]),
+    "committed to device 5, again": lambda: jax.device_put(fresh, devices[5]),
+    "committed to device 5, 96 x 16": lambda: jax.device_put(fresh[:96], devices[5]),
+    "4x2 mesh by rows": lambda: jax.device_put(fresh, NamedSharding(mesh, P("rows"))),
+}
+moves = []
+for label, make in sources.items():
+    arrived = jax.block_until_ready(make())
+    with jitlab.count_compiles("_multi_slice") as n, jitlab.stopwatch() as sw:
+        jax.block_until_ready(jax.device_put(arrived, batch_sharding))
+    moves.append({"from": label, "compiles": n.compiles, "ms": 1e3 * sw.seconds})
+jitlab.print_table(moves)
+assert [m["compiles"] for m in moves] == [0, 1, 1, 0, 1, 0]
+
+# %% [markdown]
+# From the host, or from another sharding, the move is a plain transfer. From a single
+# device, it compiles once per source device (and per shape), so a loader that commits
+# batches to eight devices and a `place` after it would move the compilations from the
+# step into `device_put`. Put each batch on its sharding once, where it leaves the
+# host; `place` on arrival is the safety net, not the plan.
+#
+# <div class="admonition tip"><p class="admonition-title">device_put or in_shardings?</p>
+# <p>Both fix the sharding at the boundary. <code>device_put</code> accepts anything and
+# moves it; <code>in_shardings</code> moves host and uncommitted inputs and refuses
+# committed ones sharded another way, which makes a misbehaving loader fail loudly. A
+# common pattern uses both: <code>device_put</code> in the input pipeline, and
+# <code>in_shardings</code> on the step as a guard.</p></div>
+
+# %%
+jitlab.outro("12")
