@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import queue
 import shutil
+import signal
 import subprocess
+import sys
+import threading
+import time
 
 import pytest
 
@@ -123,3 +129,35 @@ def test_jitlab_console_script_is_installed():
 def test_env_prints_the_report(capsys):
     code, out = run(capsys, "env")
     assert code == 0 and "jax" in out and "cpu_cores" in out
+
+
+def test_watch_rechecks_when_the_file_is_saved(tmp_path):
+    watched = tmp_path / "01_shapes.py"
+    watched.write_text(SOLUTION.read_text())
+    process = subprocess.Popen(
+        [sys.executable, "-m", "jitlab.cli", "watch", str(watched)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in process.stdout], daemon=True).start()
+
+    def wait_for(text: str, seconds: float = 120) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                if text in lines.get(timeout=1):
+                    return
+            except queue.Empty:
+                continue
+        raise AssertionError(f"watch never printed {text!r}")
+
+    try:
+        wait_for("PASS")
+        watched.write_text(watched.read_text().replace("return 1 << max", "return 2 << max"))
+        wait_for("FAIL")
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
