@@ -135,8 +135,9 @@ def test_exercise_and_solution_pages_load_clean(browser, base_url, page_type):
 
 def test_search_finds_weak_type(browser, base_url):
     visit = _visit(browser, base_url, "")
-    visit.page.click("label[for='__search']")
-    visit.page.fill("input.md-search__input", "weak type")
+    search = visit.page.locator("input.md-search__input")
+    search.click()
+    search.press_sequentially("weak type", delay=20)  # Material searches as you type
     results = visit.page.locator(".md-search-result__item")
     results.first.wait_for(timeout=15_000)
     assert results.count() > 0
