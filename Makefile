@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 PIP_OPTIONS ?=
 STAMP := $(VENV)/.installed
+export NO_MKDOCS_2_WARNING := 1
 
 .PHONY: course setup site serve test lint format verify bench clean
 

@@ -14,8 +14,14 @@ from jitlab.course import Lesson, lesson, lessons
 from jitlab.environment import environment_report
 
 
+def _inline(text: str) -> str:
+    """Escape front-matter text, keeping `code` spans as code."""
+    parts = html.escape(text).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
 def _items(values: list[str]) -> str:
-    return "<ul>" + "".join(f"<li>{html.escape(v)}</li>" for v in values) + "</ul>"
+    return "<ul>" + "".join(f"<li>{_inline(v)}</li>" for v in values) + "</ul>"
 
 
 def _box(kind: str, title: str, body: str) -> str:

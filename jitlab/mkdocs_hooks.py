@@ -9,13 +9,18 @@
   in ``overrides/main.html``.
 - mkdocs-jupyter builds a notebook page's table of contents from heading text with the
   inline code dropped, so a heading like "`lax.cond`: run one" gets a TOC link to an
-  anchor that does not exist; the links are pointed at the headings' real ids.
+  anchor that does not exist and a title without its code; both are taken from the
+  headings themselves.
+- nbconvert inlines about 600 kB of JupyterLab CSS into every notebook page; the hook
+  moves each large block into one shared stylesheet, so the site stays small enough
+  to hand round on a USB stick.
 - nbconvert's template loads MathJax from a CDN; the lessons use no maths, so the
   script is dropped and the site makes no request outside itself.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 from typing import Any
@@ -28,7 +33,8 @@ _PLACEHOLDER = re.compile(r"<!--\s*jitlab:([a-z-]+)\s*-->")
 _EXTERNAL_SCRIPT = re.compile(
     r"<script[^>]*\bsrc=\"(?:https?:)?//[^\"]*\"[^>]*>\s*</script>", re.IGNORECASE
 )
-_HEADING_ID = re.compile(r"<h[1-6][^>]*\bid=\"([^\"]+)\"")
+_HEADING = re.compile(r"<h([1-6])[^>]*\bid=\"([^\"]+)\"[^>]*>(.*?)</h\1>", re.DOTALL)
+_ANCHOR_LINK = re.compile(r"<a class=\"anchor-link\".*?</a>", re.DOTALL)
 _MATHJAX_CONFIG = re.compile(
     r"<script type=\"text/x-mathjax-config\">.*?</script>", re.IGNORECASE | re.DOTALL
 )
@@ -69,6 +75,27 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     return _PLACEHOLDER.sub(fill, markdown)
 
 
+_INLINE_STYLE = re.compile(r"<style type=\"text/css\">(.*?)</style>", re.DOTALL)
+SHARED_CSS_MIN_BYTES = 20_000
+
+
+def _share_large_styles(output: str, page: Any, config: Any) -> str:
+    to_root = "../" * page.url.count("/")
+
+    def replace(match: re.Match[str]) -> str:
+        css = match.group(1)
+        if len(css) < SHARED_CSS_MIN_BYTES:
+            return match.group(0)
+        name = f"notebook-{hashlib.sha256(css.encode()).hexdigest()[:12]}.css"
+        target = Path(config["site_dir"]) / "assets" / name
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(css, encoding="utf-8")
+        return f'<link rel="stylesheet" href="{to_root}assets/{name}">'
+
+    return _INLINE_STYLE.sub(replace, output)
+
+
 def _flatten(items: list[Any]) -> list[Any]:
     flat = []
     for item in items:
@@ -80,16 +107,19 @@ def _flatten(items: list[Any]) -> list[Any]:
 def on_page_context(context: Any, page: Any, config: Any, nav: Any) -> Any:
     if not page.file.src_uri.endswith(".py") or page.content is None:
         return context
-    heading_ids = _HEADING_ID.findall(page.content)
+    found = _HEADING.findall(page.content)
+    headings = [(h_id, _ANCHOR_LINK.sub("", inner)) for _, h_id, inner in found]
     entries = _flatten(list(page.toc))
-    if len(entries) == len(heading_ids):  # same headings, in the same order
-        for entry, real_id in zip(entries, heading_ids, strict=True):
-            entry.id = real_id
+    if len(entries) == len(headings):  # same headings, in the same order
+        for entry, (real_id, title) in zip(entries, headings, strict=True):
+            entry.id, entry.title = real_id, title.strip()
     return context
 
 
 def on_post_page(output: str, page: Any, config: Any) -> str:
     output = _EXTERNAL_SCRIPT.sub("", output)
+    if page.file.src_uri.endswith(".py"):
+        output = _share_large_styles(output, page, config)
     return _MATHJAX_CONFIG.sub("", output)
 
 
