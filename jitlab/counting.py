@@ -57,6 +57,11 @@ class CompileCount:
     explanations: list[str] = dataclasses.field(default_factory=list)
 
     @property
+    def last_reason(self) -> str:
+        """What differed at the last tracing-cache miss, in one line ("-" if none)."""
+        return miss_reason(self.explanations[-1]) if self.explanations else "-"
+
+    @property
     def total_seconds(self) -> float:
         """Time spent tracing, lowering and compiling, as JAX reported it."""
         return self.trace_seconds + self.lower_seconds + self.compile_seconds
@@ -70,6 +75,18 @@ class CompileCount:
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(str(self))
+
+
+def miss_reason(explanation: str) -> str:
+    """The part of one cache-miss explanation that says what differed, on one line.
+
+    Graders quote it in their verdicts, so it drops JAX's preamble and doc links.
+    """
+    if "never seen function" in explanation:
+        return "never seen function (a new function object)"
+    reason = explanation.split("For the closest previous key:")[-1]
+    reason = " ".join(reason.split("https://")[0].split())
+    return reason[:300] if reason else explanation.strip().splitlines()[-1]
 
 
 def function_name(fn: Callable[..., Any] | str | None) -> str | None:

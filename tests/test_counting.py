@@ -122,3 +122,18 @@ def test_function_name_unwraps_jit_and_partial():
     assert function_name(functools.partial(g, a=2)) == "g"
     assert function_name(jax.jit(functools.partial(g, a=2))) == "g"
     assert function_name("name") == "name"
+
+
+def test_last_reason_is_one_line_saying_what_differed():
+    @jax.jit
+    def f_reason(x):
+        return x
+
+    with count_compiles(f_reason) as n:
+        assert n.last_reason == "-"
+        f_reason(jnp.ones(3))
+        assert n.last_reason == "never seen function (a new function object)"
+        f_reason(jnp.ones(4))
+    assert "\n" not in n.last_reason
+    assert n.last_reason.startswith("different input types")
+    assert "f32[4]" in n.last_reason and "f32[3]" in n.last_reason

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import monitoring
 
-from jitlab.counting import ANY_FUNCTION, COMPILE_EVENT, count_compiles
+from jitlab.counting import ANY_FUNCTION, COMPILE_EVENT, count_compiles, miss_reason
 from jitlab.grading import (
     all_passed,
     call_learner,
@@ -205,14 +205,6 @@ def _numbers_hint(got: np.ndarray, want: np.ndarray) -> str:
     )
 
 
-def _reason(text: str) -> str:
-    """The part of one explanation that says what differed, on one line."""
-    if "never seen function" in text:
-        return "never seen function (a new function object)"
-    reason = text.split("For the closest previous key:")[-1].strip()
-    return " ".join(reason.split("https://")[0].split())[:240]
-
-
 def _diagnose(explanations: list[str]) -> tuple[str, str]:
     """(what JAX said, a hint), for the most telling cause among the explanations."""
     # A fresh jitted function starts with one "never seen"; more means new objects.
@@ -242,8 +234,8 @@ def _diagnose(explanations: list[str]) -> tuple[str, str]:
     for matches, hint in causes:
         for text in explanations:
             if matches(text):
-                return _reason(text), hint
-    last = _reason(explanations[-1]) if explanations else "-"
+                return miss_reason(text), hint
+    last = miss_reason(explanations[-1]) if explanations else "-"
     return last, "pad every batch to bucket_size(length) and pass the length as an array"
 
 

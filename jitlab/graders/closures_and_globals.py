@@ -186,7 +186,7 @@ def grade(confident_probs: Callable[..., Any]) -> None:
         "Python code that does part of the work or sets globals",
     )
 
-    last_reason = count.explanations[-1].splitlines()[-1].strip() if count.explanations else "-"
+    last_reason = count.last_reason
     require(
         f"one compilation for {CHANGES} calls with new values each time",
         count.compiles <= 1 and count.traces <= 1,

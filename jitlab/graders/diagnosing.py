@@ -141,7 +141,7 @@ def grade(prepare_batch: Callable[..., Any], fixed_step: Callable[..., Any]) -> 
         seen="0: fixed_step was never compiled while the run went on",
         hint="fixed_step should be the jitted update itself, not a wrapper around another one",
     )
-    last = count.explanations[-1].splitlines()[-1].strip() if count.explanations else "-"
+    last = count.last_reason
     last = last.split("https://")[0]  # 0.10.2 glues a docs link to the weak-type line
     require(
         "one compilation for the whole run",

@@ -128,7 +128,7 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
             "(jnp.asarray takes a dtype); a cast inside score_core comes after the cache "
             "lookup, which already used the dtype the batch arrived with"
         )
-    last = counts.explanations[-1].splitlines()[-1].strip() if counts.explanations else ""
+    last = counts.last_reason
     require(
         f"score_core compiles once for {len(batches)} batches of {len(seen_dtypes)} dtypes",
         counts.compiles == 1,

@@ -104,14 +104,6 @@ def _flat(params: Any, check: str) -> np.ndarray:
     return np.concatenate([np.ravel(params["w"]), np.ravel(params["b"])])
 
 
-def _last_reason(explanations: list[str]) -> str:
-    for text in reversed(explanations):
-        lines = [line.strip() for line in text.splitlines() if line.strip().startswith("*")]
-        if lines:
-            return lines[-1]
-    return "no cache-miss explanation recorded"
-
-
 def grade(sgd_step: Callable[..., Any], train: Callable[..., Any]) -> None:
     """Grade exercise 03 (see the module docstring for what is checked)."""
     rng = fresh_rng()
@@ -174,7 +166,7 @@ def grade(sgd_step: Callable[..., Any], train: Callable[..., Any]) -> None:
         f"sgd_step compiled exactly once over {len(lrs)} steps",
         n.compiles == 1,
         expected="1 compilation for the whole schedule",
-        seen=f"{n.compiles} compilation(s); last reason: {_last_reason(n.explanations)}",
+        seen=f"{n.compiles} compilation(s); last reason: {n.last_reason}",
         hint=hint,
     )
     all_passed("03 Python scalars and weak types")

@@ -79,16 +79,6 @@ def _call(loss: Callable[..., Any], style: str, params: dict, batch: dict) -> An
     return call_learner(check, loss, params=params, batch=batch)
 
 
-def _reason(explanations: list[str]) -> str:
-    """The part of JAX's last cache-miss explanation that says what differed."""
-    if not explanations:
-        return "-"
-    text = explanations[-1]
-    start = text.find("different")
-    reason = text[start:] if start >= 0 else text.splitlines()[-1]
-    return " ".join(reason.split())[:400]
-
-
 def _hint_for(reason: str) -> str:
     if "tuple of length" in reason:
         return (
@@ -203,7 +193,7 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
         hint="loss should only tidy the batch and return batch_loss(params, tidy_batch); "
         "do the arithmetic inside batch_loss",
     )
-    reason = _reason(count.explanations)
+    reason = count.last_reason
     require(
         f"batch_loss compiles once for all {len(plan)} batches",
         count.compiles == 1,
