@@ -123,6 +123,40 @@ def require_jitted(check: str, fn: Any, *, hint: str = "") -> None:
     )
 
 
+def require_buckets(
+    bucket_size: Callable[[int], int], *, up_to: int, smallest_allowed: int = 16
+) -> None:
+    """Pass if ``bucket_size`` is a real bucketing of the lengths 1..``up_to``.
+
+    Two checks: every bucket holds its length and wastes less than half (anything up to
+    ``smallest_allowed`` is fine for tiny lengths), which rejects one huge bucket; and
+    there are few buckets (about log2 of the longest length), which rejects
+    ``bucket_size(n) = n``: that wastes nothing but compiles once per length.
+    """
+    check = "bucket_size(n) holds n and wastes less than half"
+    sizes = set()
+    for n in range(1, up_to + 1):
+        size = call_learner(check, bucket_size, n)
+        limit = max(2 * n, smallest_allowed)
+        if not (isinstance(size, int | np.integer) and n <= size <= limit):
+            raise fail(
+                check,
+                expected=f"an int between {n} and {limit} for n={n}",
+                seen=repr(size),
+                hint="round n up to the next power of two",
+            )
+        sizes.add(int(size))
+    passed(check)
+    most = up_to.bit_length() + 1
+    require(
+        "lengths share a few buckets",
+        len(sizes) <= most,
+        expected=f"at most {most} distinct bucket sizes for lengths 1..{up_to}",
+        seen=f"{len(sizes)} distinct sizes (e.g. {sorted(sizes)[:8]})",
+        hint="a bucket per length compiles once per length; round up to powers of two",
+    )
+
+
 def fresh_rng() -> np.random.Generator:
     """A generator seeded from the clock, so every grading run sees new inputs."""
     return np.random.default_rng(time.time_ns() % 2**32)

@@ -48,6 +48,7 @@ from jitlab.grading import (
     fresh_rng,
     passed,
     require,
+    require_buckets,
     require_close,
     require_jitted,
 )
@@ -148,21 +149,6 @@ def make_problem(
         lengths[DECAY_FROM] = lengths[0]  # same bucket; other lr type, weights, decay
         forms[DECAY_FROM] = "absent"
     return [make_batch(rng, n, form) for n, form in zip(lengths, forms, strict=True)]
-
-
-def _check_bucket_size(bucket_size: Callable[[int], int]) -> None:
-    check = "bucket_size(n) holds n and wastes less than half"
-    for n in range(1, 2 * MAX_LENGTH + 1):
-        size = call_learner(check, bucket_size, n)
-        limit = max(2 * n, SMALLEST_BUCKET_ALLOWED)
-        if not (isinstance(size, int | np.integer) and n <= size <= limit):
-            raise fail(
-                check,
-                expected=f"an int between {n} and {limit} for n={n}",
-                seen=repr(size),
-                hint="round n up to the next power of two",
-            )
-    passed(check)
 
 
 def _unpack(
@@ -274,7 +260,7 @@ def grade(
     """Grade exercise 11: the naive loop's numbers, one compilation per bucket."""
     rng = fresh_rng()
     require_jitted("train_step is compiled with jax.jit", train_step)
-    _check_bucket_size(bucket_size)
+    require_buckets(bucket_size, up_to=2 * MAX_LENGTH, smallest_allowed=SMALLEST_BUCKET_ALLOWED)
 
     params = make_params(rng)
     batches = make_problem(rng)

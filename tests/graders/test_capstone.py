@@ -210,6 +210,12 @@ def test_rejects_one_huge_bucket():
         capstone.grade(train_fast, train_step, lambda n: 64)
 
 
+def test_rejects_a_bucket_per_length():
+    train_fast, train_step = make_learner()
+    with pytest.raises(GradingFailure, match="lengths share a few buckets"):
+        capstone.grade(train_fast, train_step, lambda n: n)
+
+
 def test_rejects_unfinished_stubs():
     @jax.jit
     def train_step(params, batch, lr, weight_decay):

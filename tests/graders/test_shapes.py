@@ -44,6 +44,14 @@ def test_rejects_one_huge_bucket():
         shapes.grade(huge, padded_rms, pad_and_call(padded_rms, huge))
 
 
+def test_rejects_a_bucket_per_length():
+    def exact(n):
+        return n  # wastes nothing, but compiles once per length
+
+    with pytest.raises(GradingFailure, match="lengths share a few buckets"):
+        shapes.grade(exact, padded_rms, pad_and_call(padded_rms, exact))
+
+
 def test_rejects_work_outside_jit():
     def numpy_rms(x):
         return np.sqrt(np.mean(np.square(x)))
