@@ -48,7 +48,8 @@ def grade(
     require_buckets(bucket_size, up_to=2048, smallest_allowed=SMALLEST_BUCKET_ALLOWED)
 
     # Garbage past n must not change the answer.
-    n = int(rng.integers(5, 60))
+    # A length with real padding after it (a power of two would have none).
+    n = int(rng.choice([m for m in range(5, 60) if int(bucket_size(m)) > m]))
     size = int(bucket_size(n))
     x = rng.normal(size=n).astype(np.float32)
     padded = np.concatenate([x, rng.uniform(100, 1000, size=size - n).astype(np.float32)])
