@@ -181,8 +181,10 @@ with jitlab.count_compiles(scale_j) as n:
     for factor in (1, 1.0, True):
         scale_j(x, factor)
 print(n)
-print([line for line in n.explanations[-1].splitlines() if "now" in line][0].strip())
+print(n.explanations[-1].splitlines()[-1].strip())
 assert n.compiles == 3, n.explanations
+# JAX 0.12 does not say which static value differed (0.10.2 printed both values).
+assert "cache miss explanation unavailable" in n.explanations[-1]
 
 # %% [markdown]
 # JAX wraps each static value so that equality also checks `type(a) is type(b)`. An
@@ -312,14 +314,15 @@ with jitlab.count_compiles(smooth_j) as n_plain:
     for _ in range(4):
         smooth_j(signal, PlainSmoothing(window=3, gain=1.0))
 print(n_plain)
-print([line for line in n_plain.explanations[-1].splitlines() if "now" in line][0].strip())
+print(n_plain.explanations[-1].splitlines()[-1].strip())
 assert n_plain.compiles == 4, n_plain.explanations
+assert "cache miss explanation unavailable" in n_plain.explanations[-1]
 assert PlainSmoothing(3, 1.0) != PlainSmoothing(3, 1.0)
 
 # %% [markdown]
-# The explanation shows two different object addresses. With the default hash, every
-# instance is a new key, so a configuration built inside a loop or a function compiles
-# on every call.
+# JAX 0.12 gives no reason for this miss ("cache miss explanation unavailable"), so the
+# count is the evidence. With the default hash, every instance is a new key, so a
+# configuration built inside a loop or a function compiles on every call.
 #
 # A **frozen dataclass** fixes both halves. `@dataclass` writes `__eq__` over the fields,
 # and `frozen=True` adds a matching `__hash__` and forbids assignment after construction.
@@ -442,7 +445,9 @@ assert not np.allclose(out_loud, expected_loud)  # the returned numbers are wron
 #
 # - With the default identity hash, the changed object still "equals" itself.
 # - With `@dataclass(unsafe_hash=True)` (mutable, hashed by value) the hash changes under
-#   JAX's feet. On JAX 0.10.2 that also returns the old number.
+#   JAX's feet. What happens then is undefined, and it has changed between releases:
+#   JAX 0.10.2 returned the old number, JAX 0.12 traces again and returns the new one.
+#   The cell below asserts only that it is one of the two.
 
 
 # %%
@@ -466,8 +471,11 @@ for cfg in (PlainSmoothing(window=4, gain=1.0), UnsafeSmoothing(window=4, gain=1
             "peak ratio (want 10)": ratio,
         }
     )
-    assert n.compiles == 0, n.explanations
-    assert abs(ratio - 1.0) < 1e-6  # stale: the old gain is still baked in
+    if isinstance(cfg, PlainSmoothing):  # identity hash: the same key, a stale result
+        assert n.compiles == 0, n.explanations
+        assert abs(ratio - 1.0) < 1e-6  # stale: the old gain is still baked in
+    else:  # undefined: stale (0 compiles, ratio 1) or retraced (1 compile, ratio 10)
+        assert (n.compiles, round(ratio)) in {(0, 1), (1, 10)}, (n.compiles, ratio)
 jitlab.print_table(stale_rows)
 
 # %% [markdown]

@@ -197,7 +197,7 @@ def _diagnose(explanations: list[str]) -> tuple[str, str]:
     repeated = sum("never seen function" in text for text in explanations) > 1
     causes = [
         (
-            lambda t: "Static(val=" in t,
+            lambda t: "Static(val=" in t or "explanation unavailable" in t,
             "a static argument compiles once per value: keep lr and the weight decay "
             "traced (np.float32 scalars), not in static_argnames",
         ),
