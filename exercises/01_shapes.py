@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "01"
 #     title: Root mean square of arrays of any length, one compilation per bucket
 #     hints:
 #       - "Three pieces: a size function, a jitted kernel that sees only bucket sizes, and a wrapper that pads. Start with bucket_size: what is the smallest power of two that is at least n?"
@@ -38,6 +37,7 @@
 
 # %%
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 

@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "02"
 #     title: Score batches of any dtype with one compilation
 #     hints:
 #       - "Run the cell that prints what the loader yields: six dtypes arrive. Which of

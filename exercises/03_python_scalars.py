@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "03"
 #     title: One compilation for a mixed learning-rate schedule
 #     hints:
 #       - "Print `jax.typeof(schedule(step))` for every step: how many different abstract
@@ -50,9 +49,8 @@
 # %%
 import jax
 import jax.numpy as jnp
-import numpy as np
-
 import jitlab
+import numpy as np
 
 
 def loss(params, batch):
@@ -69,7 +67,9 @@ def schedule(step):
     if step < 6:
         return 0.025 * (step - 1)  # warm-up: Python floats
     if step < 14:
-        return 0.05 * (1 + np.cos(np.pi * (step - 6) / 8))  # cosine decay: NumPy float64
+        return 0.05 * (
+            1 + np.cos(np.pi * (step - 6) / 8)
+        )  # cosine decay: NumPy float64
     return jnp.float32(0.01)  # floor: a jnp float32
 
 

@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "04"
 #     title: One loss, one compilation, whatever the batch looks like
 #     hints:
 #       - Print jax.tree_util.tree_structure(batch) for each of the example batches. How
@@ -78,7 +77,10 @@ def predict(params, x):
 # Example batches, the way the loader produces them (the grader draws its own).
 rng = np.random.default_rng(0)
 n, f = 8, 3
-params = {"w": jnp.asarray(rng.normal(size=f), dtype=jnp.float32), "b": jnp.float32(0.5)}
+params = {
+    "w": jnp.asarray(rng.normal(size=f), dtype=jnp.float32),
+    "b": jnp.float32(0.5),
+}
 x = rng.normal(size=(n, f)).astype(np.float32)
 y = rng.normal(size=n).astype(np.float32)
 examples = [

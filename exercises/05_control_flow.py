@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "05"
 #     title: Gradient clipping and early stopping, compiled once for every value
 #     hints:
 #       - "Try jax.jit on the NumPy versions first and read the error: it names the

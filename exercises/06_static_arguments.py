@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "06"
 #     title: A configuration class that compiles once per value
 #     hints:
 #       - "Build BlockConfig('tanh', True, True, 1e-3) twice and compare the two with ==.

@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "07"
 #     title: A weight-decay sweep whose training loop compiles once
 #     hints:
 #       - "For every function that gets jitted in slow_fit, ask: is it the same object as on
@@ -52,9 +51,8 @@
 # %%
 import jax
 import jax.numpy as jnp
-import numpy as np
-
 import jitlab
+import numpy as np
 
 LEARNING_RATE = 0.1
 

@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "08"
 #     title: A confidence score whose temperature and threshold change between calls
 #     hints:
 #       - "Set TEMPERATURE = 3.0, then print `confident_probs_global.trace(demo).jaxpr`
@@ -79,7 +78,9 @@ TEMPERATURE = 3.0  # the calibration loop softens the scores...
 after = confident_probs_global(demo)
 print("TEMPERATURE = 1:", before)
 print("TEMPERATURE = 3:", after)
-print("identical, so the new temperature was never used:", np.array_equal(before, after))
+print(
+    "identical, so the new temperature was never used:", np.array_equal(before, after)
+)
 assert np.array_equal(before, after)
 TEMPERATURE = 1.0
 

@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "09"
 #     title: A training step that compiles twice, and nobody knows why
 #     hints:
 #       - "Use the lesson's second tool. Run the driver cell again inside
@@ -49,9 +48,8 @@
 # %%
 import jax
 import jax.numpy as jnp
-import numpy as np
-
 import jitlab
+import numpy as np
 
 # --- the library: do not edit ------------------------------------------------------
 BASE_LR = 0.05

@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "10"
 #     title: A server that compiles at start-up and never again
 #     hints:
 #       - "warm_up needs no data at all: jax.ShapeDtypeStruct((size,), dtype) describes a padded request, and jax.ShapeDtypeStruct((), jnp.int32) describes n. What does jax.jit(fn).lower(...) do with them, and what does .compile() hand back?"

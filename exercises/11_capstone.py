@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "11"
 #     title: A training loop that compiles once per bucket, with the same numbers
 #     hints:
 #       - "Diagnose before you fix. Run train inside jitlab.count_compiles(\"<lambda>\")
@@ -66,9 +65,8 @@
 # %%
 import jax
 import jax.numpy as jnp
-import numpy as np
-
 import jitlab
+import numpy as np
 
 # --- the library and the script: do not edit -----------------------------------------
 B, F, H = 8, 3, 8  # examples per batch, features per time step, hidden units
@@ -100,7 +98,9 @@ def predict(params, x):
 def loss(params, batch):
     err = (predict(params, batch["x"]) - batch["y"]) ** 2
     weights = batch.get("weights")
-    data = jnp.mean(err) if weights is None else jnp.sum(weights * err) / jnp.sum(weights)
+    data = (
+        jnp.mean(err) if weights is None else jnp.sum(weights * err) / jnp.sum(weights)
+    )
     return data + CONFIG["weight_decay"] * jnp.sum(params["w"] ** 2)
 
 
@@ -131,7 +131,9 @@ def make_batches(rng, steps=STEPS):
     for _ in range(steps):
         length = int(rng.integers(MIN_LENGTH, MAX_LENGTH + 1))
         x = rng.normal(size=(B, length, F)).astype(np.float32)
-        y = (np.tanh(x.sum(axis=(1, 2)) / length) + 0.1 * rng.normal(size=B)).astype(np.float32)
+        y = (np.tanh(x.sum(axis=(1, 2)) / length) + 0.1 * rng.normal(size=B)).astype(
+            np.float32
+        )
         batch = {"x": x, "y": y}
         form = rng.integers(3)
         if form == 1:

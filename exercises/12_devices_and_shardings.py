@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "12"
 #     title: One sharding for every batch
 #     hints:
 #       - "Print describe(b['x']) for each of the example batches below, then count the
@@ -62,12 +61,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
-
 from jitlab.graders.devices_and_shardings import describe
 
 devices = jax.devices()
 if jax.default_backend() == "cpu":
-    assert len(devices) == 8, "jax was imported before XLA_FLAGS was set: restart the kernel"
+    assert len(devices) == 8, (
+        "jax was imported before XLA_FLAGS was set: restart the kernel"
+    )
 
 # Every device on one axis called "data". Auto axes, as in the lesson.
 mesh = jax.make_mesh((len(devices),), ("data",), axis_types=(AxisType.Auto,))

@@ -22,8 +22,9 @@
 #       - List what goes into the cache key.
 #       - Time honestly with block_until_ready, and count compilations of one function only.
 #     prerequisites:
-#       - NumPy arrays and Python functions
-#       - "Calling jax.jit on a function (the JAX quickstart)"
+#       other:
+#         - "NumPy arrays and Python functions"
+#         - "Calling `jax.jit` on a function (the JAX quickstart)"
 #     minutes: {teaching: 20, exercises: 0}
 #     keypoints:
 #       - The first call traces the Python function into a jaxpr, lowers it to StableHLO and compiles it with XLA; later calls with the same cache key run the executable directly.
@@ -31,7 +32,6 @@
 #       - Python side effects (print, appending to a list) run only while tracing.
 #       - JAX dispatches asynchronously; time with jax.block_until_ready on the output, or you time the queue, not the work.
 #       - Count compilations for the function under study only; helpers such as jnp.ones compile too.
-#     exercise: null
 #     instructor_notes:
 #       - "Demo live: run the first-call/cached-call cell twice; the second time the 'first' call is fast too, because the cache is warm. That surprise is the lesson."
 #       - Learners often believe jit compiles at decoration time. Point at the decorator cell, which takes microseconds.
@@ -47,16 +47,17 @@
 # must JAX build a new one?* This lesson takes the machine apart and builds the two
 # instruments the rest of the course uses: a clock you can trust and a compilation counter.
 
+# %% tags=["remove-input"]
+import jitlab
+
+jitlab.intro()
+
 # %%
 import time
 
 import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
-
-import jitlab
-
-jitlab.intro("00")
 
 # %% [markdown]
 # ## Five stages
@@ -153,7 +154,6 @@ def polynomial(x):
 timing = jitlab.time_calls(polynomial, jnp.arange(16.0), repeats=200)
 print(timing)
 jitlab.record(
-    "00",
     "first call vs cached call",
     compiles=1,
     first_ms=1e3 * timing.first_seconds,
@@ -280,7 +280,7 @@ finished = time.perf_counter() - start
 
 print(f"call returned after {1e3 * returned:8.2f} ms")
 print(f"work finished after {1e3 * finished:8.2f} ms")
-jitlab.record("00", "asynchronous dispatch", total_s=finished, speedup=finished / returned)
+jitlab.record("asynchronous dispatch", total_s=finished, speedup=finished / returned)
 assert finished > 5 * returned, "the call returns long before the work is done"
 
 # %% [markdown]
@@ -299,9 +299,11 @@ fig, ax = plt.subplots(figsize=(6, 2.6))
 ax.barh([row["stage"] for row in stages][::-1], [row["ms"] for row in stages][::-1])
 ax.set_xscale("log")
 ax.set_xlabel("milliseconds (log scale)")
-ax.set_title(f"One jitted call, stage by stage ({jitlab.environment()['cpu_model'][:40]})")
+ax.set_title(
+    f"One jitted call, stage by stage ({jitlab.environment()['cpu_model'][:40]})"
+)
 fig.tight_layout()
 plt.show()
 
 # %%
-jitlab.outro("00")
+jitlab.outro()

@@ -21,7 +21,7 @@
 #       - Pad variable-length data to a fixed length and mask the padding out.
 #       - Bucket lengths to powers of two and weigh wasted work against compilations.
 #     prerequisites:
-#       - "Lesson 00: what jit caches"
+#       lessons: [what_jit_caches]
 #     minutes: {teaching: 25, exercises: 20}
 #     keypoints:
 #       - Every new shape is a new cache key, so it costs a full trace and compilation.
@@ -29,7 +29,6 @@
 #       - Padding to one fixed length compiles once but computes on the padding; a mask keeps the answer right.
 #       - Bucketing to powers of two bounds compilations to about log2(max length) while wasting less than half.
 #       - Count the compilations and the padded elements side by side; which strategy wins depends on how often each program runs.
-#     exercise: 01_shapes
 #     instructor_notes:
 #       - "Before the first experiment, ask the room to predict the compilation count; most say 1."
 #       - "Learners often divide by the padded length instead of n. The exercise's grader feeds garbage in the padding to catch exactly that."
@@ -44,15 +43,16 @@
 # variable-length data (sentences, time series, ragged batches) can spend nearly all its
 # time compiling. This lesson measures that cost and then removes it, twice.
 
+# %% tags=["remove-input"]
+import jitlab
+
+jitlab.intro()
+
 # %%
 import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
-
-import jitlab
-
-jitlab.intro("01")
 
 # %% [markdown]
 # The function under study computes a smooth pairwise similarity of the values in a
@@ -108,7 +108,12 @@ def run_with_distinct_lengths(k: int, calls: int = 40) -> dict:
     with jitlab.count_compiles(similarity_jit) as n, jitlab.stopwatch() as clock:
         for x in inputs:
             jax.block_until_ready(similarity_jit(x))
-    return {"distinct lengths": k, "calls": calls, "compiles": n.compiles, "total_s": clock.seconds}
+    return {
+        "distinct lengths": k,
+        "calls": calls,
+        "compiles": n.compiles,
+        "total_s": clock.seconds,
+    }
 
 
 sweep = [run_with_distinct_lengths(k) for k in (1, 2, 5, 10, 20, 40)]
@@ -156,9 +161,13 @@ def masked_similarity(padded, n):
     return jnp.sum(jnp.where(pair_mask, jnp.exp(-(diff**2)), 0.0)) / n**2
 
 
-with jitlab.count_compiles(masked_similarity) as fixed, jitlab.stopwatch() as fixed_clock:
+with (
+    jitlab.count_compiles(masked_similarity) as fixed,
+    jitlab.stopwatch() as fixed_clock,
+):
     fixed_results = [
-        jax.block_until_ready(masked_similarity(pad_to(x, MAX_LENGTH), len(x))) for x in stream
+        jax.block_until_ready(masked_similarity(pad_to(x, MAX_LENGTH), len(x)))
+        for x in stream
     ]
 
 print(fixed)
@@ -182,9 +191,14 @@ def next_power_of_two(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-with jitlab.count_compiles(masked_similarity) as bucketed, jitlab.stopwatch() as bucket_clock:
+with (
+    jitlab.count_compiles(masked_similarity) as bucketed,
+    jitlab.stopwatch() as bucket_clock,
+):
     bucket_results = [
-        jax.block_until_ready(masked_similarity(pad_to(x, next_power_of_two(len(x))), len(x)))
+        jax.block_until_ready(
+            masked_similarity(pad_to(x, next_power_of_two(len(x))), len(x))
+        )
         for x in stream
     ]
 
@@ -227,12 +241,14 @@ strategies = [
 ]
 jitlab.print_table(strategies)
 for row in strategies:
-    jitlab.record("01", row["strategy"], compiles=row["compiles"], total_s=row["total_s"])
-jitlab.record("01", "naive vs buckets", speedup=naive_clock.seconds / bucket_clock.seconds)
+    jitlab.record(row["strategy"], compiles=row["compiles"], total_s=row["total_s"])
+jitlab.record("naive vs buckets", speedup=naive_clock.seconds / bucket_clock.seconds)
 
 assert strategies[1]["work / needed"] > strategies[2]["work / needed"] > 1
 assert naive.compiles > 5 * len(buckets_used)
-assert naive_clock.seconds > 2 * bucket_clock.seconds, "buckets should win by a wide margin"
+assert naive_clock.seconds > 2 * bucket_clock.seconds, (
+    "buckets should win by a wide margin"
+)
 
 # %%
 fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3))
@@ -257,4 +273,4 @@ plt.show()
 # batch, and keep data-dependent sizes inside the program as masks.</p></div>
 
 # %%
-jitlab.outro("01")
+jitlab.outro()

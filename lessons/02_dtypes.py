@@ -23,8 +23,9 @@
 #         the cache key.
 #       - Cast once at the boundary, before the jitted call, and measure the difference.
 #     prerequisites:
-#       - "Lesson 00: what jit caches, and how to count compilations"
-#       - "NumPy dtypes (float32, float64, int32, uint8)"
+#       lessons: [what_jit_caches]
+#       other:
+#         - "NumPy dtypes (float32, float64, int32, uint8)"
 #     minutes: {teaching: 15, exercises: 10}
 #     keypoints:
 #       - The cache key holds each input's dtype after canonicalisation; every new dtype
@@ -37,7 +38,6 @@
 #         numbers that come out are equal.
 #       - Cast once, explicitly, before the jitted call (jnp.asarray(x, jnp.float32)); a
 #         cast inside the jitted function runs after the cache lookup and saves nothing.
-#     exercise: 02_dtypes
 #     instructor_notes:
 #       - Ask for a show of hands before the first experiment; most people expect float64
 #         to compile a second program. It does not, with default settings, and that is
@@ -59,17 +59,19 @@
 # to that, and how one explicit cast at the edge of your code keeps a loop fed mixed
 # dtypes down to one compilation.
 
+# %% tags=["remove-input"]
+import jitlab
+
+jitlab.intro()
+
 # %%
 import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
-import jitlab
-
 # The lesson assumes JAX's default: 64-bit types switched off.
 assert not jax.config.jax_enable_x64
-jitlab.intro("02")
 
 # %% [markdown]
 # ## A float64 array from NumPy
@@ -164,7 +166,9 @@ print(n_x64.explanations[-1])
 assert n_x64.compiles == 2, n_x64.explanations
 assert wide_out.dtype == jnp.float64
 assert narrow_out.dtype == jnp.float32
-assert exact.dtype == jnp.float64 and float(exact[0]) == 1.0  # the flag changes the answer
+assert (
+    exact.dtype == jnp.float64 and float(exact[0]) == 1.0
+)  # the flag changes the answer
 assert all("jax_enable_x64" in text for text in n_x64.explanations)
 
 # %% [markdown]
@@ -280,7 +284,9 @@ jitlab.print_table(rows)
 
 arrived = {row["arrives as"] for row in rows}
 keys = {row["cache key"] for row in rows}
-print(f"{len(arrived)} dtypes arrived, {len(keys)} distinct keys, {n_probe.compiles} compilations")
+print(
+    f"{len(arrived)} dtypes arrived, {len(keys)} distinct keys, {n_probe.compiles} compilations"
+)
 assert len(arrived) == 8
 assert n_probe.compiles == len(keys) == 6, n_probe.explanations
 assert [row["new compilation"] for row in rows] == [
@@ -309,7 +315,15 @@ def standardise(x):
     return (x - x.mean(axis=0)) / x.std(axis=0)
 
 
-source_dtypes = [np.float64, np.int32, np.float32, np.uint8, np.int64, np.float16, np.int16]
+source_dtypes = [
+    np.float64,
+    np.int32,
+    np.float32,
+    np.uint8,
+    np.int64,
+    np.float16,
+    np.int16,
+]
 rng = np.random.default_rng(2)
 batches = [
     rng.normal(100.0, 20.0, size=(64, 16)).astype(source_dtypes[i % len(source_dtypes)])
@@ -377,9 +391,8 @@ jitlab.print_table(
 )
 print(f"speedup: {speedup:.1f}x")
 
-jitlab.record("02", "mixed dtypes, no cast", compiles=n_naive.compiles, total_s=naive_s)
+jitlab.record("mixed dtypes, no cast", compiles=n_naive.compiles, total_s=naive_s)
 jitlab.record(
-    "02",
     "mixed dtypes, cast at boundary",
     compiles=n_cast.compiles,
     total_s=cast_s,
@@ -415,7 +428,11 @@ naive_err = worst_error_by_source(naive_out)
 cast_err = worst_error_by_source(cast_out)
 jitlab.print_table(
     [
-        {"source dtype": name, "naive error": naive_err[name], "cast error": cast_err[name]}
+        {
+            "source dtype": name,
+            "naive error": naive_err[name],
+            "cast error": cast_err[name],
+        }
         for name in naive_err
     ]
 )
@@ -501,7 +518,9 @@ with jitlab.count_compiles("convert_element_type") as n_device_again:
         jnp.asarray(array, jnp.float32)
 
 print(f"cast from NumPy:        {n_host_cast.compiles} compilations (any function)")
-print(f"cast from device, cold: {n_device_cast.compiles} compilations of convert_element_type")
+print(
+    f"cast from device, cold: {n_device_cast.compiles} compilations of convert_element_type"
+)
 print(f"cast from device, warm: {n_device_again.compiles} compilations")
 assert n_host_cast.compiles == 0
 assert n_device_cast.compiles == len(on_device)  # one per source dtype
@@ -516,4 +535,4 @@ assert n_device_again.compiles == 0
 # loop. The exercise applies this to a scoring function fed by a loader of mixed dtypes.
 
 # %%
-jitlab.outro("02")
+jitlab.outro()

@@ -23,8 +23,7 @@
 #       - Pass scalar hyperparameters as arrays with an explicit dtype, and keep static arguments
 #         for values that select a different program.
 #     prerequisites:
-#       - "Lesson 00: what jit caches"
-#       - "Lesson 02: dtypes"
+#       lessons: [what_jit_caches, dtypes]
 #     minutes: {teaching: 15, exercises: 15}
 #     keypoints:
 #       - A Python int, float or bool passed to a jitted function is traced, not static; its
@@ -38,7 +37,6 @@
 #       - Convert scalar hyperparameters once, at the boundary, with an explicit dtype
 #         (`jnp.asarray(lr, jnp.float32)`); make a value static only when it selects a different
 #         program.
-#     exercise: 03_python_scalars
 #     instructor_notes:
 #       - Learners arrive believing Python scalars are static (the source chapter says so). Start
 #         with the 3-then-4 experiment and ask for a prediction before running it.
@@ -57,15 +55,16 @@
 # the same loop. This lesson shows what `jax.jit` does with each kind, why some changes
 # cost a new compilation, and how to pass scalars so that none do.
 
+# %% tags=["remove-input"]
+import jitlab
+
+jitlab.intro()
+
 # %%
 import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
-
-import jitlab
-
-jitlab.intro("03")
 
 # %% [markdown]
 # ## Are Python scalars static?
@@ -99,8 +98,14 @@ print("scale(x, 3) =", three, "  scale(x, 4) =", four)
 
 assert n.traces == 1 and n.compiles == 1, n.explanations
 assert len(traced_as) == 1
-assert traced_as[0].dtype == jnp.int32 and traced_as[0].shape == () and traced_as[0].weak_type
-assert np.allclose(four, 4 * np.arange(3.0))  # the new value is used: it was not baked in
+assert (
+    traced_as[0].dtype == jnp.int32
+    and traced_as[0].shape == ()
+    and traced_as[0].weak_type
+)
+assert np.allclose(
+    four, 4 * np.arange(3.0)
+)  # the new value is used: it was not baked in
 
 # %% [markdown]
 # One trace, one compilation, and the second call still computes with `4`. The value is
@@ -196,17 +201,23 @@ scalars = {
 rows = []
 for label, value in scalars.items():
     aval = jax.typeof(value)
-    rows.append({"value": label, "python type": type(value).__name__, "traced as": str(aval)})
+    rows.append(
+        {"value": label, "python type": type(value).__name__, "traced as": str(aval)}
+    )
 jitlab.print_table(rows)
 
 weak = {label for label, value in scalars.items() if jax.typeof(value).weak_type}
 assert weak == {"3", "3.0", "jnp.asarray(3.0)", "jnp.exp(-0.5)"}, weak
-assert str(jax.typeof(True)) == "bool[]"  # bool has no weak form, but is traced all the same:
+assert (
+    str(jax.typeof(True)) == "bool[]"
+)  # bool has no weak form, but is traced all the same:
 with jitlab.count_compiles(scale) as n:
     scale(x, True)
     scale(x, False)
 assert n.compiles == 1, n.explanations
-assert jax.typeof(np.float64(3)).dtype == jnp.float32  # x64 is off: float64 becomes float32
+assert (
+    jax.typeof(np.float64(3)).dtype == jnp.float32
+)  # x64 is off: float64 becomes float32
 assert jax.typeof(np.int64(3)).dtype == jnp.int32  # ...and int64 becomes int32
 
 # %% [markdown]
@@ -303,7 +314,9 @@ print(n)
 print(n.explanations[-1])
 
 assert n.compiles == 2, n.explanations
-assert "weak_type=False" in n.explanations[-1] and "weak_type=True" in n.explanations[-1]
+assert (
+    "weak_type=False" in n.explanations[-1] and "weak_type=True" in n.explanations[-1]
+)
 
 # %% [markdown]
 # The second epoch compiled `train_step` again, because `lr` changed from `~float32[]` to
@@ -331,14 +344,20 @@ products = {
     "bfloat16 * jnp.float32(2)": h * jnp.float32(2),
     "int32 * 2.0": i * 2.0,
 }
-jitlab.print_table([{"expression": k, "result": str(jax.typeof(v))} for k, v in products.items()])
+jitlab.print_table(
+    [{"expression": k, "result": str(jax.typeof(v))} for k, v in products.items()]
+)
 
 assert products["float32 * 2"].dtype == jnp.float32
 assert products["float32 * 2.0"].dtype == jnp.float32
 assert products["bfloat16 * 2.0"].dtype == jnp.bfloat16  # the literal adapts
-assert products["bfloat16 * jnp.float32(2)"].dtype == jnp.float32  # strong scalar widens
+assert (
+    products["bfloat16 * jnp.float32(2)"].dtype == jnp.float32
+)  # strong scalar widens
 assert products["int32 * 2.0"].dtype == jnp.float32
-assert jax.typeof(products["int32 * 2.0"]).weak_type  # int array * weak float: weak float32
+assert jax.typeof(
+    products["int32 * 2.0"]
+).weak_type  # int array * weak float: weak float32
 
 # %% [markdown]
 # The last row is a curiosity worth knowing: an int32 array times a Python float gives a
@@ -379,7 +398,9 @@ with jax.enable_x64(True):
         "float32 * jnp.ones((), float64)": jax.typeof(x32 * jnp.ones((), jnp.float64)),
         "float32 * np.float64(2.0)": jax.typeof(x32 * np.float64(2.0)),
     }
-jitlab.print_table([{"with x64 on": k, "abstract value": str(v)} for k, v in wide.items()])
+jitlab.print_table(
+    [{"with x64 on": k, "abstract value": str(v)} for k, v in wide.items()]
+)
 
 assert wide["typeof(2.0)"].dtype == jnp.float64 and wide["typeof(2.0)"].weak_type
 assert wide["float32 * 2.0"].dtype == jnp.float32
@@ -412,7 +433,10 @@ with jax.enable_x64(True):
         print(f"lr = {label:16s} {n.compiles} compilation(s), w ends as {w.dtype}")
     print(runs["np.float64(0.1)"][0].explanations[-1])
 
-assert runs["np.float64(0.1)"][0].compiles == 2 and runs["np.float64(0.1)"][1] == jnp.float64
+assert (
+    runs["np.float64(0.1)"][0].compiles == 2
+    and runs["np.float64(0.1)"][1] == jnp.float64
+)
 assert runs["0.1"][0].compiles == 1 and runs["0.1"][1] == jnp.float32
 assert not jax.config.jax_enable_x64
 
@@ -449,7 +473,12 @@ def schedule(step):
 
 
 lrs = [schedule(step) for step in range(STEPS)]
-phases = {"frozen": 0, "warm-up": FROZEN, "cosine decay": FROZEN + WARMUP, "floor": DECAY_END}
+phases = {
+    "frozen": 0,
+    "warm-up": FROZEN,
+    "cosine decay": FROZEN + WARMUP,
+    "floor": DECAY_END,
+}
 jitlab.print_table(
     [
         {
@@ -519,13 +548,19 @@ assert fixed["counts"].compiles == 1, fixed["counts"].explanations
 assert np.allclose(as_is["w"], fixed["w"], rtol=1e-5, atol=1e-6)
 assert np.allclose(static_lr["w"], fixed["w"], rtol=1e-5, atol=1e-6)
 # "faster", claimed only where the margin is wide: ~15 compilations against one
-assert static_lr["seconds"] > 3 * fixed["seconds"], (static_lr["seconds"], fixed["seconds"])
-print(f"as it comes / explicit dtype: {as_is['seconds'] / fixed['seconds']:.1f}x the time")
-print(f"static / explicit dtype:      {static_lr['seconds'] / fixed['seconds']:.1f}x the time")
+assert static_lr["seconds"] > 3 * fixed["seconds"], (
+    static_lr["seconds"],
+    fixed["seconds"],
+)
+print(
+    f"as it comes / explicit dtype: {as_is['seconds'] / fixed['seconds']:.1f}x the time"
+)
+print(
+    f"static / explicit dtype:      {static_lr['seconds'] / fixed['seconds']:.1f}x the time"
+)
 
 for label, r in results.items():
     jitlab.record(
-        "03",
         f"lr schedule, {label}",
         compiles=r["counts"].compiles,
         total_s=r["seconds"],
@@ -604,4 +639,4 @@ print(type(caught).__name__, "|", str(caught).splitlines()[0])
 assert "Non-hashable static arguments" in str(caught)
 
 # %%
-jitlab.outro("03")
+jitlab.outro()

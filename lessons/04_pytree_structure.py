@@ -22,8 +22,9 @@
 #       - Read JAX's "different input pytree" explanation and find the argument it names.
 #       - Build a stable container at the boundary and call a jitted function one way only.
 #     prerequisites:
-#       - "Lesson 00: what jit caches"
-#       - "Pytrees: dicts, lists and tuples of arrays (JAX docs, 'Pytrees')"
+#       lessons: [what_jit_caches]
+#       other:
+#         - "Pytrees: dicts, lists and tuples of arrays (JAX docs, 'Pytrees')"
 #     minutes: {teaching: 20, exercises: 15}
 #     keypoints:
 #       - jit flattens all arguments, positional and keyword, into leaves and a tree
@@ -36,7 +37,6 @@
 #       - Fix it at the boundary; build the pytree you pass with fixed keys and types, fill
 #         optional fields with a neutral value or with a value and a flag, and call
 #         positionally.
-#     exercise: 04_pytree_structure
 #     instructor_notes:
 #       - Ask for a prediction before the None cell; most learners expect None to be free
 #         because the function never does arithmetic on it.
@@ -60,6 +60,11 @@
 # key, and the tree structure is another. This lesson finds out which container changes
 # make a new structure, which do not, and how to keep the structure fixed.
 
+# %% tags=["remove-input"]
+import jitlab
+
+jitlab.intro()
+
 # %%
 import dataclasses
 from typing import NamedTuple
@@ -68,10 +73,6 @@ import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
-
-import jitlab
-
-jitlab.intro("04")
 
 # %% [markdown]
 # Small data for the experiments: a batch of 32 examples with 4 features, per-example
@@ -84,7 +85,10 @@ x = jnp.asarray(rng.normal(size=(B, F)), dtype=jnp.float32)
 y = jnp.asarray(rng.normal(size=B), dtype=jnp.float32)
 w = jnp.asarray(rng.uniform(0.5, 1.5, size=B), dtype=jnp.float32)
 ids = jnp.arange(B, dtype=jnp.int32)
-params = {"w": jnp.asarray(rng.normal(size=F), dtype=jnp.float32), "b": jnp.float32(0.1)}
+params = {
+    "w": jnp.asarray(rng.normal(size=F), dtype=jnp.float32),
+    "b": jnp.float32(0.1),
+}
 
 findings = []  # one row per experiment, for the summary table at the end
 fixes = []  # one row per fix, measured on the same stream of batches
@@ -540,7 +544,6 @@ for row, name in zip(
     rows, ["varying batch structure", "stable container, positional"], strict=True
 ):
     jitlab.record(
-        "04",
         name,
         compiles=row["compilations"],
         first_ms=row["first_ms"],
@@ -551,10 +554,16 @@ for row, name in zip(
 assert naive_n.compiles == 8 * fixed_n.compiles
 assert naive_total > 2 * fixed_total, (naive_total, fixed_total)
 fixes.append(
-    {"48 untidy batches through": "the jitted loss as is", "compilations": naive_n.compiles}
+    {
+        "48 untidy batches through": "the jitted loss as is",
+        "compilations": naive_n.compiles,
+    }
 )
 fixes.append(
-    {"48 untidy batches through": "tidy() + positional call", "compilations": fixed_n.compiles}
+    {
+        "48 untidy batches through": "tidy() + positional call",
+        "compilations": fixed_n.compiles,
+    }
 )
 
 # %% [markdown]
@@ -563,8 +572,13 @@ fixes.append(
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.2))
-ax.plot(np.cumsum(naive_seconds), label=f"whatever the batch is ({naive_n.compiles} compiles)")
-ax.plot(np.cumsum(fixed_seconds), label=f"tidy() + positional ({fixed_n.compiles} compile)")
+ax.plot(
+    np.cumsum(naive_seconds),
+    label=f"whatever the batch is ({naive_n.compiles} compiles)",
+)
+ax.plot(
+    np.cumsum(fixed_seconds), label=f"tidy() + positional ({fixed_n.compiles} compile)"
+)
 ax.set_xlabel("batch")
 ax.set_ylabel("cumulative seconds")
 ax.legend()
@@ -670,16 +684,23 @@ def loss_two(params, batch):
     return loss_weighted(params, batch["x"], batch["y"], weights)
 
 
-with jitlab.count_compiles(loss_plain) as plain, jitlab.count_compiles(loss_weighted) as wtd:
+with (
+    jitlab.count_compiles(loss_plain) as plain,
+    jitlab.count_compiles(loss_weighted) as wtd,
+):
     two_losses = [
-        float(loss_two(params, batch=b) if by_kw else loss_two(params, b)) for b, by_kw in stream
+        float(loss_two(params, batch=b) if by_kw else loss_two(params, b))
+        for b, by_kw in stream
     ]
 print(plain)
 print(wtd)
 assert plain.compiles == 1 and wtd.compiles == 1
 np.testing.assert_allclose(two_losses, naive_losses, rtol=1e-5)
 fixes.append(
-    {"48 untidy batches through": "two functions", "compilations": plain.compiles + wtd.compiles}
+    {
+        "48 untidy batches through": "two functions",
+        "compilations": plain.compiles + wtd.compiles,
+    }
 )
 
 # %% [markdown]
@@ -713,4 +734,4 @@ assert [row["compilations"] for row in fixes] == [8, 1, 2]
 # the variety of the data. The value-and-flag pattern compiled once above as well.
 
 # %%
-jitlab.outro("04")
+jitlab.outro()

@@ -26,8 +26,7 @@
 #       - Weigh the costs - compilations per value, both branches under vmap, compile time
 #         of unrolled loops.
 #     prerequisites:
-#       - "Lesson 00: what jit caches"
-#       - "Lesson 03: Python scalars and weak types"
+#       lessons: [what_jit_caches, python_scalars]
 #     minutes: {teaching: 25, exercises: 15}
 #     keypoints:
 #       - A Python if, while, range() or list index on a traced value does not recompile -
@@ -43,7 +42,6 @@
 #         select_n and runs both.
 #       - A Python loop over a static count is unrolled - compile time grows with the count;
 #         lax.fori_loop and lax.scan keep it flat.
-#     exercise: 05_control_flow
 #     instructor_notes:
 #       - Start live with the chapter's claim and let the room predict two compilations; the
 #         error is the surprise, and reading its message together is the first skill.
@@ -64,6 +62,11 @@
 # the two ways out (make the value static, or move the decision into the program) and
 # measures what each one costs.
 
+# %% tags=["remove-input"]
+import jitlab
+
+jitlab.intro()
+
 # %%
 import functools
 
@@ -72,10 +75,6 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 from jax import lax
-
-import jitlab
-
-jitlab.intro("05")
 
 # %% [markdown]
 # ## The claim: "a different value takes a different path, so it recompiles"
@@ -119,7 +118,9 @@ print(n)
 print([type(e).__name__ for e in errors])
 assert len(errors) == 2  # both calls fail: a failed trace is not cached
 assert n.compiles == 0 and n.lowerings == 0  # nothing ever reached the compiler
-assert issubclass(jax.errors.TracerBoolConversionError, jax.errors.ConcretizationTypeError)
+assert issubclass(
+    jax.errors.TracerBoolConversionError, jax.errors.ConcretizationTypeError
+)
 
 # %% [markdown]
 # <div class="admonition warning"><p class="admonition-title">The source chapter is wrong here</p>
@@ -135,7 +136,9 @@ assert issubclass(jax.errors.TracerBoolConversionError, jax.errors.Concretizatio
 # %%
 message = str(errors[0])
 print(message)
-assert "bool[]" in message  # what Python asked for: the truth value of a 0-d bool tracer
+assert (
+    "bool[]" in message
+)  # what Python asked for: the truth value of a 0-d bool tracer
 assert "argument epoch" in message  # and which argument's value it would have needed
 
 # %% [markdown]
@@ -224,7 +227,9 @@ for fn, args, expected in cases:
 
 # Careful when catching: the integer error is NOT a ConcretizationTypeError (jax 0.10.2);
 # both are TypeErrors.
-assert not issubclass(jax.errors.TracerIntegerConversionError, jax.errors.ConcretizationTypeError)
+assert not issubclass(
+    jax.errors.TracerIntegerConversionError, jax.errors.ConcretizationTypeError
+)
 assert issubclass(jax.errors.TracerIntegerConversionError, TypeError)
 assert issubclass(jax.errors.TracerBoolConversionError, TypeError)
 
@@ -267,7 +272,9 @@ with jitlab.count_compiles(penalised_loss_static) as n_static:
 print(n_static)
 print(n_static.explanations[-1])
 assert n_static.compiles == len(set(epochs)) == 3  # one per distinct value
-np.testing.assert_allclose(static_results, [penalised_loss_numpy(w, e) for e in epochs], rtol=1e-6)
+np.testing.assert_allclose(
+    static_results, [penalised_loss_numpy(w, e) for e in epochs], rtol=1e-6
+)
 
 # %% [markdown]
 # Now the chapter's "compiles for 3, then for 7" is true, and the cache-miss text says
@@ -297,7 +304,9 @@ with jitlab.count_compiles(activate) as n_kinds:
 
 print(n_kinds)
 assert n_kinds.compiles == 3  # and it stays 3 however long the run
-np.testing.assert_allclose(activate(x - 4.0, kind="relu"), np.maximum(np.asarray(x) - 4.0, 0))
+np.testing.assert_allclose(
+    activate(x - 4.0, kind="relu"), np.maximum(np.asarray(x) - 4.0, 0)
+)
 
 # Without static, a string is not a valid argument at all.
 try:
@@ -467,7 +476,9 @@ try:
 except ValueError as err:
     print("ValueError:", str(err).splitlines()[0])
 else:
-    raise AssertionError("expected ValueError: no reverse mode through a traced trip count")
+    raise AssertionError(
+        "expected ValueError: no reverse mode through a traced trip count"
+    )
 
 # %% [markdown]
 # ### `lax.while_loop`: stop when the data says so
@@ -540,7 +551,9 @@ with jitlab.count_compiles(resetting_total) as n_scan:
 print(n_scan)
 assert n_scan.compiles == 1
 for lim, got in zip(limits, totals, strict=True):
-    np.testing.assert_allclose(got, resetting_total_python(np.asarray(xs), lim), atol=1e-5)
+    np.testing.assert_allclose(
+        got, resetting_total_python(np.asarray(xs), lim), atol=1e-5
+    )
 
 # %% [markdown]
 # All six tools, side by side: each one compiled once, whatever the values.
@@ -571,8 +584,18 @@ summary = [
         "calls": 8,
         "compiles": n_fori.compiles,
     },
-    {"tool": "lax.while_loop", "function": "newton_sqrt", "calls": 5, "compiles": n_while.compiles},
-    {"tool": "lax.scan", "function": "resetting_total", "calls": 4, "compiles": n_scan.compiles},
+    {
+        "tool": "lax.while_loop",
+        "function": "newton_sqrt",
+        "calls": 5,
+        "compiles": n_while.compiles,
+    },
+    {
+        "tool": "lax.scan",
+        "function": "resetting_total",
+        "calls": 4,
+        "compiles": n_scan.compiles,
+    },
 ]
 jitlab.print_table(summary)
 assert all(row["compiles"] == 1 for row in summary)
@@ -612,7 +635,9 @@ with jitlab.count_compiles(penalised_loss_cond) as n_run_cond:
     with jitlab.stopwatch() as sw_cond:
         jax.block_until_ready([penalised_loss_cond(w, e) for e in run])
 
-steady_static = jitlab.time_calls(penalised_loss_static, w, epoch=7, repeats=30, label="static")
+steady_static = jitlab.time_calls(
+    penalised_loss_static, w, epoch=7, repeats=30, label="static"
+)
 steady_cond = jitlab.time_calls(penalised_loss_cond, w, 7, repeats=30, label="lax.cond")
 rows = [
     {
@@ -631,14 +656,12 @@ rows = [
     },
 ]
 jitlab.record(
-    "05",
     "static epoch, 20 epochs: one compilation per value",
     compiles=n_run_static.compiles,
     steady_us=1e6 * steady_static.median_seconds,
     total_s=sw_static.seconds,
 )
 jitlab.record(
-    "05",
     "lax.cond epoch, 20 epochs: one compilation",
     compiles=n_run_cond.compiles,
     steady_us=1e6 * steady_cond.median_seconds,
@@ -654,8 +677,12 @@ assert n_run_cond.compiles == 1
 # branch its value chose. The `lax.cond` program holds both and chooses at run time.
 
 # %%
-static_at_3 = penalised_loss_static.trace(w, epoch=3).jaxpr.pretty_print(use_color=False)
-static_at_7 = penalised_loss_static.trace(w, epoch=7).jaxpr.pretty_print(use_color=False)
+static_at_3 = penalised_loss_static.trace(w, epoch=3).jaxpr.pretty_print(
+    use_color=False
+)
+static_at_7 = penalised_loss_static.trace(w, epoch=7).jaxpr.pretty_print(
+    use_color=False
+)
 cond_text = jaxpr_text(penalised_loss_cond, w, 3)
 print(cond_text)
 assert "abs" not in static_at_3 and "abs" in static_at_7  # one branch per program
@@ -675,14 +702,20 @@ assert "cond[" in cond_text and "abs" in cond_text  # both branches, one program
 
 # %%
 batched_epochs = jnp.arange(4, 8)
-vmapped_text = jaxpr_text(jax.vmap(penalised_loss_cond, in_axes=(None, 0)), w, batched_epochs)
+vmapped_text = jaxpr_text(
+    jax.vmap(penalised_loss_cond, in_axes=(None, 0)), w, batched_epochs
+)
 print(vmapped_text)
 assert "select_n" in vmapped_text  # the selection...
 assert "cond[" not in vmapped_text  # ...replaced the branch
-assert "abs" in vmapped_text and "reduce_sum" in vmapped_text  # penalty branch, computed anyway
+assert (
+    "abs" in vmapped_text and "reduce_sum" in vmapped_text
+)  # penalty branch, computed anyway
 
 # Batch only the weights, keep one scalar epoch: the predicate is not batched, cond stays.
-unbatched_pred = jaxpr_text(jax.vmap(penalised_loss_cond, in_axes=(0, None)), w[None], 3)
+unbatched_pred = jaxpr_text(
+    jax.vmap(penalised_loss_cond, in_axes=(0, None)), w[None], 3
+)
 assert "cond[" in unbatched_pred and "select_n" not in unbatched_pred
 
 # %% [markdown]
@@ -719,10 +752,14 @@ timings = [
     jitlab.time_calls(one_row, v, False, repeats=20, label="cond, cheap branch"),
     jitlab.time_calls(one_row, v, True, repeats=20, label="cond, costly branch"),
     jitlab.time_calls(many_rows, batch, all_cheap, repeats=15, label="vmap, all cheap"),
-    jitlab.time_calls(many_rows, batch, all_costly, repeats=15, label="vmap, all costly"),
+    jitlab.time_calls(
+        many_rows, batch, all_costly, repeats=15, label="vmap, all costly"
+    ),
 ]
 jitlab.print_table([t.row() for t in timings])
-single_cheap, single_costly, batch_cheap, batch_costly = (t.median_seconds for t in timings)
+single_cheap, single_costly, batch_cheap, batch_costly = (
+    t.median_seconds for t in timings
+)
 assert single_costly > 3 * single_cheap  # unbatched: only the chosen branch runs
 assert batch_cheap > 0.5 * batch_costly  # batched: both run, "cheap" saves little
 
@@ -787,15 +824,20 @@ with jitlab.count_compiles(fori_walk) as n_fori_walk:
                 "unrolled_first_ms": 1e3 * first_unrolled_s,
                 "fori_first_ms": 1e3 * first_fori_s,
                 "unrolled_run_us": 1e6
-                * jitlab.median_seconds(lambda: unrolled_walk(start, steps=count), repeats=15),  # noqa: B023
+                * jitlab.median_seconds(
+                    lambda: unrolled_walk(start, steps=count),  # noqa: B023
+                    repeats=15,
+                ),
                 "fori_run_us": 1e6
-                * jitlab.median_seconds(lambda: fori_walk(start, count), repeats=15),  # noqa: B023
+                * jitlab.median_seconds(
+                    lambda: fori_walk(start, count),  # noqa: B023
+                    repeats=15,
+                ),
             }
         )
 
 largest = loop_rows[-1]
 jitlab.record(
-    "05",
     f"unrolled Python loop, {largest['steps']} steps",
     compiles=1,
     first_ms=largest["unrolled_first_ms"],
@@ -803,7 +845,6 @@ jitlab.record(
     compile_ms=largest["unrolled_compile_ms"],
 )
 jitlab.record(
-    "05",
     f"lax.fori_loop, {largest['steps']} steps",
     compiles=1,
     first_ms=largest["fori_first_ms"],
@@ -822,14 +863,24 @@ assert n_fori_walk.compiles == 1  # one program for every count
 # typical (median) level, which one noisy measurement cannot move much.
 fori_level_ms = float(np.median([r["fori_static_compile_ms"] for r in loop_rows]))
 assert largest["unrolled_compile_ms"] > 3 * fori_level_ms
-assert largest["unrolled_compile_ms"] > 3 * loop_rows[0]["unrolled_compile_ms"]  # it grew
+assert (
+    largest["unrolled_compile_ms"] > 3 * loop_rows[0]["unrolled_compile_ms"]
+)  # it grew
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.5))
 ax.plot(
-    step_counts, [r["unrolled_compile_ms"] for r in loop_rows], "o-", label="unrolled Python for"
+    step_counts,
+    [r["unrolled_compile_ms"] for r in loop_rows],
+    "o-",
+    label="unrolled Python for",
 )
-ax.plot(step_counts, [r["fori_static_compile_ms"] for r in loop_rows], "s-", label="lax.fori_loop")
+ax.plot(
+    step_counts,
+    [r["fori_static_compile_ms"] for r in loop_rows],
+    "s-",
+    label="lax.fori_loop",
+)
 ax.set_xlabel("loop steps (static count)")
 ax.set_ylabel("trace + lower + compile (ms)")
 ax.set_title("Compile time against loop length")
@@ -854,4 +905,4 @@ plt.show()
 # | a loop over data with state | `lax.scan` | one per input shape |
 
 # %%
-jitlab.outro("05")
+jitlab.outro()

@@ -26,8 +26,7 @@
 #       - Measure what one executable per static value costs (compilations, compile time,
 #         cache entries, memory) and decide what should not be static at all.
 #     prerequisites:
-#       - "Lesson 00: what jit caches, and how to count compilations"
-#       - "Lesson 05: static_argnums and static_argnames"
+#       lessons: [what_jit_caches, control_flow]
 #     minutes: {teaching: 20, exercises: 15}
 #     keypoints:
 #       - A static argument's value is part of the cache key. JAX hashes it and looks for a
@@ -45,7 +44,6 @@
 #         clear_cache() gives the memory back, and the next call compiles again.
 #       - Make static only what has few values and shapes the program (modes, flags, sizes).
 #         Numbers that change from call to call stay traced.
-#     exercise: 06_static_arguments
 #     instructor_notes:
 #       - Learners often think "static" means "cached once". Run the section 1 loop live and
 #         ask for a count before you run it. Then ask what 1 vs 1.0 vs True will cost.
@@ -69,6 +67,11 @@
 # happens when a value cannot be hashed, or is hashed the wrong way, and what a cache
 # with one executable per value costs as the values pile up.
 
+# %% tags=["remove-input"]
+import jitlab
+
+jitlab.intro()
+
 # %%
 import ctypes
 import ctypes.util
@@ -82,10 +85,6 @@ import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
-
-import jitlab
-
-jitlab.intro("06")
 
 # %% [markdown]
 # ## 1. A static value is part of the cache key
@@ -346,13 +345,11 @@ print(n_frozen)
 assert n_frozen.compiles == 2, n_frozen.explanations
 
 jitlab.record(
-    "06",
     "config with identity hash, 4 equal instances",
     compiles=n_plain.compiles,
     total_s=n_plain.total_seconds,
 )
 jitlab.record(
-    "06",
     "frozen dataclass config, 4 equal instances + 1 new",
     compiles=n_frozen.compiles,
     total_s=n_frozen.total_seconds,
@@ -540,13 +537,11 @@ with jitlab.count_compiles(FrozenHead.apply_frozen) as n_frozen_self:
     frozen_out = [FrozenHead("tanh", 0.5).apply_frozen(w, xb) for xb in batches]
 
 jitlab.record(
-    "06",
     "static self, identity hash, 5 fresh heads",
     compiles=n_plain_self.compiles,
     total_s=n_plain_self.total_seconds,
 )
 jitlab.record(
-    "06",
     "static self, frozen dataclass, 5 fresh heads",
     compiles=n_frozen_self.compiles,
     total_s=n_frozen_self.total_seconds,
@@ -622,7 +617,9 @@ print(type(caught).__name__ + ":", str(caught).split(". ")[0])
 _LIBC_NAME = ctypes.util.find_library("c") if sys.platform.startswith("linux") else None
 _LIBC = ctypes.CDLL(_LIBC_NAME) if _LIBC_NAME else None
 MEMORY_MEASURABLE = (
-    _LIBC is not None and hasattr(_LIBC, "malloc_trim") and os.path.exists("/proc/self/statm")
+    _LIBC is not None
+    and hasattr(_LIBC, "malloc_trim")
+    and os.path.exists("/proc/self/statm")
 )
 
 
@@ -667,7 +664,9 @@ with jitlab.count_compiles(step_static, explain=False) as n_static:
                     "cache entries": step_static._cache_size(),
                     "compile_s (total)": n_static.compile_seconds,
                     "trace+lower+compile_s": n_static.total_seconds,
-                    "memory growth MiB": "n/a" if memory is None else memory - memory_start,
+                    "memory growth MiB": "n/a"
+                    if memory is None
+                    else memory - memory_start,
                 }
             )
 jitlab.print_table(growth)
@@ -700,9 +699,13 @@ ax_count.plot(
     mfc="none",
     label="cache entries (_cache_size)",
 )
-ax_count.set(xlabel="distinct static values", ylabel="count", title="one executable per value")
+ax_count.set(
+    xlabel="distinct static values", ylabel="count", title="one executable per value"
+)
 ax_count.legend()
-ax_cost.plot(ks, [t for _, _, t in per_value], color="C2", label="compile seconds (total)")
+ax_cost.plot(
+    ks, [t for _, _, t in per_value], color="C2", label="compile seconds (total)"
+)
 ax_cost.set(xlabel="distinct static values", ylabel="seconds", title="what it costs")
 if MEMORY_MEASURABLE:
     ax_mem = ax_cost.twinx()
@@ -750,10 +753,11 @@ with jitlab.count_compiles(step_static) as n_again:
     )
 print(n_again)
 print(again)
-assert n_again.traces == 1 and n_again.compiles == 1  # a value it had seen: compiled again
+assert (
+    n_again.traces == 1 and n_again.compiles == 1
+)  # a value it had seen: compiled again
 assert again.first_over_steady > 10  # wide margin: a compilation against a cache hit
 jitlab.record(
-    "06",
     "first call after clear_cache",
     compiles=n_again.compiles,
     first_ms=1e3 * again.first_seconds,
@@ -762,7 +766,9 @@ jitlab.record(
 
 if MEMORY_MEASURABLE:
     freed = memory_before - memory_after
-    print(f"memory given back by clear_cache(): {freed:.1f} MiB of {grown_mb:.1f} MiB grown")
+    print(
+        f"memory given back by clear_cache(): {freed:.1f} MiB of {grown_mb:.1f} MiB grown"
+    )
     assert freed > 0.5 * grown_mb, (freed, grown_mb)
 else:
     print("memory: not measurable on this platform (needs Linux, glibc and /proc)")
@@ -804,7 +810,9 @@ def sgd_step_traced(w, g, lr):
 step_traced = jax.jit(sgd_step_traced)  # lr traced: a weakly typed float32 scalar
 
 with jitlab.count_compiles(step_traced) as n_traced:
-    traced_total_s = sum(jitlab.time_once(step_traced, params, grads, lr) for lr in learning_rates)
+    traced_total_s = sum(
+        jitlab.time_once(step_traced, params, grads, lr) for lr in learning_rates
+    )
 
 np.testing.assert_allclose(
     step_traced(params, grads, learning_rates[-1]),
@@ -827,10 +835,9 @@ side_by_side = [
     },
 ]
 jitlab.record(
-    "06", "32-step lr schedule, lr static", compiles=n_static.compiles, total_s=static_total_s
+    "32-step lr schedule, lr static", compiles=n_static.compiles, total_s=static_total_s
 )
 jitlab.record(
-    "06",
     "32-step lr schedule, lr traced",
     compiles=n_traced.compiles,
     total_s=traced_total_s,
@@ -864,4 +871,4 @@ assert speedup > 3  # wide margin; measured here: tens of times
 # as traced arguments. The exercise asks you to do exactly that split.
 
 # %%
-jitlab.outro("06")
+jitlab.outro()

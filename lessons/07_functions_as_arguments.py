@@ -27,8 +27,7 @@
 #       - Replace "pass a different function" with "pass different data" (an index with
 #         lax.switch, coefficients as an array, a jax.tree_util.Partial).
 #     prerequisites:
-#       - "Lesson 00: what jit caches"
-#       - "Lesson 06: static arguments in depth"
+#       lessons: [what_jit_caches, static_arguments]
 #     minutes: {teaching: 20, exercises: 15}
 #     keypoints:
 #       - jit's cache is keyed on the function object, not its source code. A lambda, a
@@ -42,7 +41,6 @@
 #         attributes it reads; changing them later silently returns old results.
 #       - Define functions once at top level, build partials once and reuse them, and pass
 #         data (an index for lax.switch, an array of coefficients) rather than functions.
-#     exercise: 07_functions_as_arguments
 #     instructor_notes:
 #       - "The one question to drill: is this the same object as last time? Ask it aloud
 #         before every Predict cell."
@@ -66,6 +64,11 @@
 # traces and compiles again, even if the new function does exactly what the old one did.
 # This lesson measures where new function objects sneak in, and how to keep them stable.
 
+# %% tags=["remove-input"]
+import jitlab
+
+jitlab.intro()
+
 # %%
 import functools
 import time
@@ -75,10 +78,6 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 from jax import lax
-
-import jitlab
-
-jitlab.intro("07")
 
 # %% [markdown]
 # ## The cache is keyed on the function object
@@ -227,7 +226,10 @@ with jitlab.count_compiles(loss) as grad_hoisted:
 jitlab.print_table(
     [
         {"code": "def inside the called function", "compiles": nested.compiles},
-        {"code": "jax.jit(jax.grad(loss)) in the loop", "compiles": grad_in_loop.compiles},
+        {
+            "code": "jax.jit(jax.grad(loss)) in the loop",
+            "compiles": grad_in_loop.compiles,
+        },
         {"code": "jax.jit(jax.grad(loss)) hoisted", "compiles": grad_hoisted.compiles},
     ]
 )
@@ -588,13 +590,11 @@ assert problem.compiles == 20, problem.explanations
 assert fixed.compiles == 1, fixed.explanations
 assert problem_s > 3 * fixed_s, "the fix should be several times faster (wide margin)"
 jitlab.record(
-    "07",
     "jit(partial) per polynomial (problem)",
     compiles=problem.compiles,
     total_s=float(problem_s),
 )
 jitlab.record(
-    "07",
     "coefficients as an array (fix)",
     compiles=fixed.compiles,
     total_s=float(fixed_s),
@@ -612,8 +612,15 @@ assert np.allclose(
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.2))
 sweep = np.arange(1, len(coefficient_sets) + 1)
-ax.plot(sweep, 1e3 * np.cumsum(problem_times), marker="o", label="jit(partial) per item")
-ax.plot(sweep, 1e3 * np.cumsum(fixed_times), marker="o", label="one jit, coefficients as data")
+ax.plot(
+    sweep, 1e3 * np.cumsum(problem_times), marker="o", label="jit(partial) per item"
+)
+ax.plot(
+    sweep,
+    1e3 * np.cumsum(fixed_times),
+    marker="o",
+    label="one jit, coefficients as data",
+)
 ax.set_xticks(sweep[::2] + 1)
 ax.set_xlabel("polynomials evaluated")
 ax.set_ylabel("cumulative time (ms)")
@@ -652,8 +659,13 @@ def layer_switch(index, w, v):
 
 
 w = jnp.float32(0.7)
-with jitlab.count_compiles(layer_static) as by_callable, jitlab.stopwatch() as callable_sw:
-    static_out = [jax.block_until_ready(layer_static(ACTIVATIONS[i % 3], w, x)) for i in range(12)]
+with (
+    jitlab.count_compiles(layer_static) as by_callable,
+    jitlab.stopwatch() as callable_sw,
+):
+    static_out = [
+        jax.block_until_ready(layer_static(ACTIVATIONS[i % 3], w, x)) for i in range(12)
+    ]
 with jitlab.count_compiles(layer_switch) as by_index, jitlab.stopwatch() as index_sw:
     switch_out = [jax.block_until_ready(layer_switch(i % 3, w, x)) for i in range(12)]
 
@@ -672,20 +684,20 @@ jitlab.print_table(
     ]
 )
 jitlab.record(
-    "07",
     "activation as static callable (problem)",
     compiles=by_callable.compiles,
     total_s=callable_sw.seconds,
 )
 jitlab.record(
-    "07",
     "activation index + lax.switch (fix)",
     compiles=by_index.compiles,
     total_s=index_sw.seconds,
 )
 assert by_callable.compiles == 3, by_callable.explanations
 assert by_index.compiles == 1, by_index.explanations
-assert all(np.allclose(a, b, atol=1e-6) for a, b in zip(static_out, switch_out, strict=True))
+assert all(
+    np.allclose(a, b, atol=1e-6) for a, b in zip(static_out, switch_out, strict=True)
+)
 
 # %% [markdown]
 # Three compilations against one. Compare the times, though: with only three choices the
@@ -716,7 +728,9 @@ def call_with(fn, v):
 
 with jitlab.count_compiles(call_with) as tree_partials:
     results = [
-        call_with(jax.tree_util.Partial(affine, a=jnp.float32(a), b=jnp.float32(1.0)), x)
+        call_with(
+            jax.tree_util.Partial(affine, a=jnp.float32(a), b=jnp.float32(1.0)), x
+        )
         for a in (1.0, 2.0, 3.0)
     ]
 
@@ -744,4 +758,4 @@ assert np.allclose(results[2], 3.0 * x + 1.0)
 # compiles once, for every batch and every weight-decay value.
 
 # %%
-jitlab.outro("07")
+jitlab.outro()

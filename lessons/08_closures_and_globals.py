@@ -23,9 +23,7 @@
 #       - Count the compilations of a jitted closure that is rebuilt on every call.
 #       - Rewrite such code so every changing value is an argument, traced or static.
 #     prerequisites:
-#       - "Lesson 00: what jit caches"
-#       - "Lesson 06: static arguments in depth"
-#       - "Lesson 07: functions as arguments"
+#       lessons: [what_jit_caches, static_arguments, functions_as_arguments]
 #     minutes: {teaching: 20, exercises: 15}
 #     keypoints:
 #       - A global or closed-over value is read once, while tracing, and frozen into
@@ -41,7 +39,6 @@
 #       - "The fix: pass what changes as an argument: traced for values (one
 #         compilation for all of them), static only for choices that select a
 #         different program."
-#     exercise: 08_closures_and_globals
 #     instructor_notes:
 #       - Learners expect either a recompilation or an error. Have them write down the
 #         predicted result of the stale-global cell before running it; the silent
@@ -66,6 +63,11 @@
 # into the program as a constant. This lesson shows the two consequences: results that go
 # stale without any recompilation, and constants that bloat the compiled program.
 
+# %% tags=["remove-input"]
+import jitlab
+
+jitlab.intro()
+
 # %%
 import functools
 import statistics
@@ -74,10 +76,6 @@ import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
-
-import jitlab
-
-jitlab.intro("08")
 
 # %% [markdown]
 # ## A global read inside `jit`
@@ -153,7 +151,9 @@ print("REPEATS = 2:", repeat_global(x3).shape)
 REPEATS = 3
 with jitlab.count_compiles(repeat_global) as n_repeats:
     tiled = repeat_global(x3)
-print("REPEATS = 3:", tiled.shape, " what plain Python gives:", np.tile(x3, REPEATS).shape)
+print(
+    "REPEATS = 3:", tiled.shape, " what plain Python gives:", np.tile(x3, REPEATS).shape
+)
 print(n_repeats)
 assert n_repeats.compiles == 0 and tiled.shape == (6,), (n_repeats, tiled.shape)
 
@@ -189,7 +189,9 @@ jitlab.print_table(
 print(n_new_shape)
 print(n_new_shape.explanations[-1])
 assert n_new_shape.compiles == 1, n_new_shape.explanations
-np.testing.assert_allclose(out4, 10.0 * np.arange(4.0))  # the new value, for f32[4] only
+np.testing.assert_allclose(
+    out4, 10.0 * np.arange(4.0)
+)  # the new value, for f32[4] only
 np.testing.assert_allclose(out3, 2.0 * np.arange(3.0))  # still the old value for f32[3]
 assert not any("SCALE" in text for text in n_new_shape.explanations)
 
@@ -254,7 +256,9 @@ print(f"the closure's program text is {text_ratio:,.0f}x longer")
 assert text_ratio > 1_000, text_ratio  # the 4 MB of weights are written into the module
 assert rows[0]["executable argument bytes"] == x_big.nbytes  # only x goes in
 assert rows[1]["executable argument bytes"] == x_big.nbytes + weights.nbytes
-assert f"f32[{N}]{{0}} constant(" in compiled_closure.as_text()  # and stays in the executable
+assert (
+    f"f32[{N}]{{0}} constant(" in compiled_closure.as_text()
+)  # and stays in the executable
 np.testing.assert_allclose(dot_closure(x_big), dot_argument(x_big, weights), rtol=1e-4)
 
 # %% [markdown]
@@ -272,8 +276,13 @@ np.testing.assert_allclose(dot_closure(x_big), dot_argument(x_big, weights), rto
 # JAX release flips it.
 
 # %%
-print("jax_use_simplified_jaxpr_constants =", jax.config.jax_use_simplified_jaxpr_constants)
-assert not jax.config.jax_use_simplified_jaxpr_constants, "the default changed: re-measure"
+print(
+    "jax_use_simplified_jaxpr_constants =",
+    jax.config.jax_use_simplified_jaxpr_constants,
+)
+assert not jax.config.jax_use_simplified_jaxpr_constants, (
+    "the default changed: re-measure"
+)
 
 # %% [markdown]
 # ### What the constant costs at compile time
@@ -315,13 +324,11 @@ ratio = compile_ms["closure"][-1] / flat_ms
 print(f"at {4 * sizes[-1] / 1e6:.0f} MB the closure compiles {ratio:.1f}x slower")
 assert ratio > 3, compile_ms  # wide margin: 5-10x where this was written
 jitlab.record(
-    "08",
     "closure over 8 MB array: compile time",
     compiles=1,
     compile_ms=compile_ms["closure"][-1],
 )
 jitlab.record(
-    "08",
     "same array as argument: compile time",
     compiles=1,
     compile_ms=flat_ms,
@@ -435,7 +442,11 @@ for label, run, name in [
     with jitlab.count_compiles(name) as n, jitlab.stopwatch() as sw:
         got = [float(jax.block_until_ready(run(x_np, s))) for s in sequence]
     correct = sum(np.isclose(g, w, rtol=1e-5) for g, w in zip(got, wanted, strict=True))
-    comparison[label] = {"design": label, "compiles": n.compiles, "correct": int(correct)}
+    comparison[label] = {
+        "design": label,
+        "compiles": n.compiles,
+        "correct": int(correct),
+    }
     comparison[label]["total_ms"] = 1e3 * sw.seconds
 
 jitlab.print_table(comparison.values())
@@ -446,7 +457,9 @@ assert comparison["closure per call"]["compiles"] == calls
 assert comparison["closure per call"]["correct"] == calls
 assert comparison["argument"]["compiles"] == 1
 assert comparison["argument"]["correct"] == calls
-speedup = comparison["closure per call"]["total_ms"] / comparison["argument"]["total_ms"]
+speedup = (
+    comparison["closure per call"]["total_ms"] / comparison["argument"]["total_ms"]
+)
 print(f"argument vs closure per call: {speedup:.0f}x faster over {calls} calls")
 assert speedup > 2, comparison  # the compile counts are the claim; this margin is wide
 
@@ -454,7 +467,6 @@ assert speedup > 2, comparison  # the compile counts are the claim; this margin 
 for label in ["global", "closure per call"]:
     row = comparison[label]
     jitlab.record(
-        "08",
         f"changing scale via {label}",
         compiles=row["compiles"],
         total_s=row["total_ms"] / 1e3,
@@ -462,7 +474,6 @@ for label in ["global", "closure per call"]:
         calls=calls,
     )
 fix_row = jitlab.record(  # assigned, so the notebook does not echo the dict
-    "08",
     "changing scale as a traced argument (fix)",
     compiles=comparison["argument"]["compiles"],
     total_s=comparison["argument"]["total_ms"] / 1e3,
@@ -507,10 +518,14 @@ def normalise_all_static(x, scale, *, kind):
 kinds = ["l1", "l2"] * (len(sequence) // 2)
 with jitlab.count_compiles(normalise_kind_static) as n_kind:
     outs_kind = [
-        normalise_kind_static(x_np, s, kind=k) for s, k in zip(sequence, kinds, strict=True)
+        normalise_kind_static(x_np, s, kind=k)
+        for s, k in zip(sequence, kinds, strict=True)
     ]
 with jitlab.count_compiles(normalise_all_static) as n_all:
-    outs_all = [normalise_all_static(x_np, s, kind=k) for s, k in zip(sequence, kinds, strict=True)]
+    outs_all = [
+        normalise_all_static(x_np, s, kind=k)
+        for s, k in zip(sequence, kinds, strict=True)
+    ]
 
 for s, k, a, b in zip(sequence, kinds, outs_kind, outs_all, strict=True):
     norm = np.abs(x_np).sum() if k == "l1" else np.sqrt((x_np * x_np).sum())
@@ -524,7 +539,9 @@ jitlab.print_table(
     ]
 )
 assert n_kind.compiles == 2, n_kind.explanations  # one program per kind
-assert n_all.compiles == len(set(zip(sequence, kinds, strict=True))), n_all  # one per value: 8
+assert n_all.compiles == len(set(zip(sequence, kinds, strict=True))), (
+    n_all
+)  # one per value: 8
 print(n_all.explanations[-1].splitlines()[-1])
 
 # %% [markdown]
@@ -540,4 +557,4 @@ print(n_all.explanations[-1].splitlines()[-1])
 # in even when they do not change, since JAX 0.10.2 embeds them in the program.
 
 # %%
-jitlab.outro("08")
+jitlab.outro()

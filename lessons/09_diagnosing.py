@@ -24,8 +24,7 @@
 #       - Compare two traces with jax.make_jaxpr.
 #       - Record compile time per function in a long job with a jax.monitoring listener.
 #     prerequisites:
-#       - "Lesson 00: what jit caches"
-#       - "Lessons 01-08: the causes of recompilation"
+#       lessons: [what_jit_caches, shapes, dtypes, python_scalars, pytree_structure, control_flow, static_arguments, functions_as_arguments, closures_and_globals]
 #     minutes: {teaching: 25, exercises: 15}
 #     keypoints:
 #       - jax.log_compiles says that a function compiled, and with which shapes and types.
@@ -43,7 +42,6 @@
 #         the function that compiles too often in a long job.
 #       - Two classes with the same name are different pytree node types; define
 #         containers once, at module level.
-#     exercise: 09_diagnosing
 #     instructor_notes:
 #       - Run the worked diagnosis live, and ask the room to predict the cause from the
 #         code before showing any tool; almost nobody spots the class defined inside
@@ -67,6 +65,11 @@
 # guards that turn a retrace into an error, and a listener that finds the culprit in a
 # long job. It ends with a worked diagnosis.
 
+# %% tags=["remove-input"]
+import jitlab
+
+jitlab.intro()
+
 # %%
 import collections
 import contextlib
@@ -79,10 +82,6 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 from jax import monitoring
-
-import jitlab
-
-jitlab.intro("09")
 
 # %% [markdown]
 # ## The toolbox
@@ -175,7 +174,9 @@ assert len(compiling) == 2, ours
 assert len(ours) == 8  # four lines per compilation, none for the cached call
 assert "float32[3]" in compiling[0] and "float32[4]" in compiling[1]
 assert any(line.startswith("Finished tracing scale_add") for line in ours)
-assert any(line.startswith("Finished XLA compilation of jit(scale_add)") for line in ours)
+assert any(
+    line.startswith("Finished XLA compilation of jit(scale_add)") for line in ours
+)
 assert log.levels == {"WARNING"}  # why they show up without any logging set-up
 assert all(name.startswith("jax.") for name in log.loggers)  # children of "jax"
 
@@ -198,7 +199,9 @@ finally:
     jax.config.update("jax_log_compiles", False)
 
 assert jax.config.jax_log_compiles is False
-compiling = [line for line in about(log.lines, "scale_add") if line.startswith("Compiling")]
+compiling = [
+    line for line in about(log.lines, "scale_add") if line.startswith("Compiling")
+]
 assert len(compiling) == 1 and "float32[5]" in compiling[0], log.lines
 print(compiling[0])
 
@@ -327,14 +330,18 @@ with jax_log() as log, jax.explain_cache_misses(True):
     powered(a3, power=2)
     powered(a3, power=3)  # a new static value
 
-trees = [line for line in log.lines if "CACHE MISS" in line and "never seen" not in line]
+trees = [
+    line for line in log.lines if "CACHE MISS" in line and "never seen" not in line
+]
 for text in trees:
     print(reason(text), end="\n\n")
 assert len(trees) == 3
 assert all("different input pytree" in text for text in trees[:2])
 assert "symmetric difference of key sets: {'mask'}" in trees[0]
 assert "now tuple of length 0 and before tuple of length 2" in trees[1]
-assert "symmetric difference of key sets: {'x' 'y'}" in trees[1].replace("'y' 'x'", "'x' 'y'")
+assert "symmetric difference of key sets: {'x' 'y'}" in trees[1].replace(
+    "'y' 'x'", "'x' 'y'"
+)
 # A changed static value: JAX 0.12 gives no reason at all (0.10.2 named Static(val=3)).
 assert "cache miss explanation unavailable" in trees[2]
 
@@ -365,7 +372,9 @@ for text in contexts:
     print(reason(text))
 assert len(contexts) == 2
 assert all("Tracing context doesn't match" in text for text in contexts)
-assert "jax_default_matmul_precision differs: now highest and before None" in contexts[0]
+assert (
+    "jax_default_matmul_precision differs: now highest and before None" in contexts[0]
+)
 assert "jax_enable_x64 differs: now True and before False" in contexts[1]
 assert jax.config.jax_enable_x64 is False  # the context manager put it back
 
@@ -396,7 +405,9 @@ finally:
 
 assert jax.config.jax_explain_cache_misses is False
 print(reason(log.lines[0]))
-assert len(log.lines) == 1 and "* at x, now f32[4] and before f32[3]" in log.lines[0], log.lines
+assert len(log.lines) == 1 and "* at x, now f32[4] and before f32[3]" in log.lines[0], (
+    log.lines
+)
 
 # %% [markdown]
 # An explanation compares the new call with *one* previous key and reports what differs
@@ -469,7 +480,9 @@ else:
 print(type(caught).__name__, ":", str(caught).splitlines()[0])
 assert calls_done == 3
 assert type(caught) is RuntimeError
-assert "re-tracing function steady" in str(caught) and "'no_tracing' is set" in str(caught)
+assert "re-tracing function steady" in str(caught) and "'no_tracing' is set" in str(
+    caught
+)
 
 # %% [markdown]
 # The exception is a plain `RuntimeError` and its message names the function and where
@@ -496,7 +509,9 @@ for attempt in (lambda: cold(x8), lambda: steady(jnp.ones(10))):
 print(*refusals, sep="\n")
 assert len(refusals) == 2
 assert "re-tracing function cold" in refusals[0]  # a first call is refused too
-assert "re-tracing function broadcast_in_dim" in refusals[1]  # jnp.ones went before steady
+assert (
+    "re-tracing function broadcast_in_dim" in refusals[1]
+)  # jnp.ones went before steady
 
 # %% [markdown]
 # <div class="admonition warning"><p class="admonition-title">A quirk of 0.10.2</p>
@@ -579,14 +594,20 @@ strong = jax.make_jaxpr(times)(a4, jnp.float32(2.0))
 weak_text = weak.pretty_print(use_color=False)  # plain text: no terminal colours
 strong_text = strong.pretty_print(use_color=False)
 diff = difflib.unified_diff(
-    weak_text.splitlines(), strong_text.splitlines(), "s=2.0", "s=jnp.float32(2.0)", lineterm=""
+    weak_text.splitlines(),
+    strong_text.splitlines(),
+    "s=2.0",
+    "s=jnp.float32(2.0)",
+    lineterm="",
 )
 print("\n".join(diff))
 print("input types:", weak.in_avals, "vs", strong.in_avals)
 assert weak.in_avals[1].weak_type and not strong.in_avals[1].weak_type
 assert "convert_element_type[new_dtype=float32 weak_type=False] b" in weak_text
 assert "convert_element_type" not in strong_text
-assert "b:f32[]. let" in weak_text and "b:f32[]. let" in strong_text  # inputs print alike
+assert (
+    "b:f32[]. let" in weak_text and "b:f32[]. let" in strong_text
+)  # inputs print alike
 
 # %% [markdown]
 # The weakly typed scalar needs one extra instruction (a conversion to a strong float32)
@@ -817,16 +838,21 @@ jitlab.print_table(rows)
 ratio = sum(before_seconds) / sum(after_seconds)
 print(f"the fixed pass is {ratio:.0f}x faster")
 assert before.compiles == N_BATCHES and after.compiles == 1, (before, after)
-assert sum(before_seconds) > 2 * sum(after_seconds)  # a wide margin; the counts are the claim
+assert sum(before_seconds) > 2 * sum(
+    after_seconds
+)  # a wide margin; the counts are the claim
 
 fixed_loss = evaluate(PARAMS, XS, YS, bundle=make_batch_once)
-assert np.allclose(fixed_loss, before_loss, rtol=1e-6)  # same numbers, fewer compilations
+assert np.allclose(
+    fixed_loss, before_loss, rtol=1e-6
+)  # same numbers, fewer compilations
 
 problem = jitlab.record(
-    "09", "namedtuple class made per call", compiles=before.compiles, total_s=sum(before_seconds)
+    "namedtuple class made per call",
+    compiles=before.compiles,
+    total_s=sum(before_seconds),
 )
 fix = jitlab.record(
-    "09",
     "namedtuple class defined once",
     compiles=after.compiles,
     total_s=sum(after_seconds),
@@ -905,4 +931,4 @@ chex.clear_trace_counter()
 #    a test.
 
 # %%
-jitlab.outro("09")
+jitlab.outro()

@@ -24,8 +24,7 @@
 #       - Tell the tracing cache from the compilation cache by counting events.
 #       - Export a function once for every batch size with jax.export.symbolic_shape, and measure what calling it still costs.
 #     prerequisites:
-#       - "Lesson 00: what jit caches"
-#       - "Lesson 01: shapes (padding and buckets)"
+#       lessons: [what_jit_caches, shapes]
 #     minutes: {teaching: 25, exercises: 20}
 #     keypoints:
 #       - jax.jit(f).lower(ShapeDtypeStruct...).compile() traces, lowers and compiles for shapes you name, before any data exists; the result is a Compiled executable.
@@ -35,7 +34,6 @@
 #       - "The persistent cache only skips the backend compile: tracing and lowering still run, and jitlab's counter still sees one compile request, answered from disk."
 #       - By default only programs that took at least 1 s to compile are written; lower jax_persistent_cache_min_compile_time_secs to cache small ones.
 #       - jax.export with a symbolic batch size traces and lowers once for every size, but each new concrete size is still compiled by XLA when called.
-#     exercise: 10_compiling_less
 #     instructor_notes:
 #       - "Start with the latency plot of the serving loop: the spikes are the compilations, and nobody notices them in the total time."
 #       - "Learners expect the warm-up to make the whole run faster. It does not: the same programs are compiled, only earlier. The win is the worst request, and a TypeError instead of a silent compile for a shape nobody planned."
@@ -51,6 +49,11 @@
 # six bucket sizes needs six programs, and a fresh process needs all of them again. This
 # lesson moves those compilations to start-up, keeps them on disk between processes, and
 # tries one export for every batch size, counting each time what is saved and what is not.
+
+# %% tags=["remove-input"]
+import jitlab
+
+jitlab.intro()
 
 # %%
 import collections
@@ -71,10 +74,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 from jax import export, monitoring
 from jax.experimental.compilation_cache import compilation_cache
-
-import jitlab
-
-jitlab.intro("10")
 
 # %% [markdown]
 # ## A small server
@@ -120,7 +119,9 @@ rng = np.random.default_rng(0)
 lengths = rng.integers(1, 513, size=60)
 requests = [rng.normal(size=int(n)).astype(np.float32) for n in lengths]
 buckets_used = sorted({bucket_for(len(x)) for x in requests})
-print(f"{len(requests)} requests, lengths {lengths.min()}..{lengths.max()}, buckets {buckets_used}")
+print(
+    f"{len(requests)} requests, lengths {lengths.min()}..{lengths.max()}, buckets {buckets_used}"
+)
 assert buckets_used == list(BUCKETS)
 
 # %% [markdown]
@@ -147,7 +148,9 @@ def serve_all(call, stream):
     for x in stream:
         with jitlab.count_compiles(None, explain=False) as n:
             start = time.perf_counter()
-            out = jax.block_until_ready(call(pad_to(x, bucket_for(len(x))), np.int32(len(x))))
+            out = jax.block_until_ready(
+                call(pad_to(x, bucket_for(len(x))), np.int32(len(x)))
+            )
             seconds.append(time.perf_counter() - start)
         results.append(float(out))
         compiles.append(n.compiles)
@@ -170,7 +173,9 @@ print("requests that compiled:      ", compiling_requests)
 print("first request of each bucket:", first_of_each_bucket)
 assert lazy.compiles == len(BUCKETS), lazy.explanations
 assert compiling_requests == first_of_each_bucket
-np.testing.assert_allclose(lazy_results, [score_numpy(x) for x in requests], rtol=1e-4, atol=1e-6)
+np.testing.assert_allclose(
+    lazy_results, [score_numpy(x) for x in requests], rtol=1e-4, atol=1e-6
+)
 
 # %% [markdown]
 # Six compilations, one per bucket, each paid by whichever request happened to be first
@@ -237,12 +242,20 @@ for label, args in attempts.items():
         except TypeError as err:
             outcome = "TypeError"
             message = str(err)
-    outcomes.append({"arguments": label, "outcome": outcome, "compilations": n.compiles})
+    outcomes.append(
+        {"arguments": label, "outcome": outcome, "compilations": n.compiles}
+    )
 jitlab.print_table(outcomes)
 print("\n" + message.splitlines()[0][:90] + "...")
 print(message.splitlines()[-1])
 
-assert [row["outcome"] for row in outcomes] == ["runs", "runs", "runs", "TypeError", "TypeError"]
+assert [row["outcome"] for row in outcomes] == [
+    "runs",
+    "runs",
+    "runs",
+    "TypeError",
+    "TypeError",
+]
 assert all(row["compilations"] == 0 for row in outcomes)
 assert "compiled with float32[64] and called with float32[65]" in message
 
@@ -342,20 +355,25 @@ comparison = [
 jitlab.print_table(comparison)
 for row in comparison:
     jitlab.record(
-        "10",
         row["strategy"],
         compiles=row["compiles while serving"],
         first_ms=row["worst request ms"],
         steady_us=row["median request us"],
         total_s=row["start-up s"] + row["serving s"],
     )
-jitlab.record("10", "worst request, lazy vs warm-up", speedup=max(lazy_seconds) / max(warm_seconds))
-assert max(lazy_seconds) > 3 * max(warm_seconds), "the worst lazy request includes a compilation"
+jitlab.record(
+    "worst request, lazy vs warm-up", speedup=max(lazy_seconds) / max(warm_seconds)
+)
+assert max(lazy_seconds) > 3 * max(warm_seconds), (
+    "the worst lazy request includes a compilation"
+)
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 3.2))
 ax.semilogy(1e3 * np.array(lazy_seconds), "o-", ms=3, color="C3", label="lazy")
-ax.semilogy(1e3 * np.array(warm_seconds), "o-", ms=3, color="C2", label="warm-up at start-up")
+ax.semilogy(
+    1e3 * np.array(warm_seconds), "o-", ms=3, color="C2", label="warm-up at start-up"
+)
 ax.set_xlabel("request")
 ax.set_ylabel("latency (ms, log scale)")
 ax.set_title("Six compilations, paid by six unlucky requests")
@@ -457,7 +475,11 @@ def run_child(cache_dir: str) -> dict:
     }
     start = time.perf_counter()
     child = subprocess.run(
-        [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", CHILD],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert child.returncode == 0, child.stderr[-2000:]
     report = json.loads(child.stdout.strip().splitlines()[-1])
@@ -477,15 +499,25 @@ with tempfile.TemporaryDirectory(prefix="jitlab-l10-") as cache_dir:
     entries = sorted(os.listdir(cache_dir))
 
 for name, report in (("cold", cold), ("warm", warm)):
-    short = {k.removeprefix("/jax/compilation_cache/"): v for k, v in report["events"].items()}
+    short = {
+        k.removeprefix("/jax/compilation_cache/"): v
+        for k, v in report["events"].items()
+    }
     print(f"{name} child: {short}")
 print(f"{len(entries)} files in the cache, e.g. {entries[0][:40]}...")
-cold_events, warm_events = collections.Counter(cold["events"]), collections.Counter(warm["events"])
+cold_events, warm_events = (
+    collections.Counter(cold["events"]),
+    collections.Counter(warm["events"]),
+)
 assert cold_events["/jax/compilation_cache/cache_misses"] == len(BUCKETS)
 assert cold_events["/jax/compilation_cache/cache_hits"] == 0
 assert warm_events["/jax/compilation_cache/cache_hits"] == len(BUCKETS)
 assert warm_events["/jax/compilation_cache/cache_misses"] == 0
-assert warm_events["jaxpr_trace_duration"] == warm_events["jaxpr_to_mlir_module_duration"] == 6
+assert (
+    warm_events["jaxpr_trace_duration"]
+    == warm_events["jaxpr_to_mlir_module_duration"]
+    == 6
+)
 assert warm_events["backend_compile_duration"] == 6  # sent for a hit too (see below)
 assert len(entries) == len(BUCKETS) and all(e.startswith("jit_score-") for e in entries)
 
@@ -507,15 +539,17 @@ processes = [
 jitlab.print_table(processes)
 for row in processes:
     jitlab.record(
-        "10",
         f"six buckets in a new process, {row['process']}",
         first_ms=1e3 * row["compile s"],
         total_s=row["whole process s"],
     )
 jitlab.record(
-    "10", "compile, cold vs warm persistent cache", speedup=cold["compile_s"] / warm["compile_s"]
+    "compile, cold vs warm persistent cache",
+    speedup=cold["compile_s"] / warm["compile_s"],
 )
-assert cold["compile_s"] > 2 * warm["compile_s"], "reading six executables beats compiling six"
+assert cold["compile_s"] > 2 * warm["compile_s"], (
+    "reading six executables beats compiling six"
+)
 assert warm["import_s"] > warm["compile_s"], "a warm start is dominated by import jax"
 
 # %% [markdown]
@@ -610,7 +644,8 @@ with jitlab.count_compiles(features) as reread, persistent_cache_events() as eve
 print(reread, dict(events))
 explanation = " ".join(reread.explanations[-1].split())
 print(
-    "JAX's explanation:", explanation[explanation.index("never seen") : explanation.index(" id=")]
+    "JAX's explanation:",
+    explanation[explanation.index("never seen") : explanation.index(" id=")],
 )
 print(
     f"compile step: {1e3 * written.compile_seconds:.1f} ms when written, "
@@ -618,7 +653,9 @@ print(
 )
 assert reread.traces == 1 and reread.lowerings == 1  # a tracing-cache miss ...
 assert "never seen function: features" in explanation
-assert events["cache_hits"] == 1 and events["cache_misses"] == 0  # ... answered from disk
+assert (
+    events["cache_hits"] == 1 and events["cache_misses"] == 0
+)  # ... answered from disk
 assert reread.compiles == 1  # jitlab still sees the compile request
 
 # %% [markdown]
@@ -647,7 +684,9 @@ print(programs_on_disk)
 assert n.traces == 3 and n.compiles == 3
 assert events["cache_misses"] == 1 and events["cache_hits"] == 2
 assert programs_on_disk == ["jit__lambda", "jit_features"]
-assert any("PERSISTENT COMPILATION CACHE MISS for 'jit__lambda'" in e for e in n.explanations)
+assert any(
+    "PERSISTENT COMPILATION CACHE MISS for 'jit__lambda'" in e for e in n.explanations
+)
 
 # %% [markdown]
 # Three traces, one compilation by XLA and two reads. The first lambda did *not* reuse
@@ -716,7 +755,6 @@ print("head:", head_count)
 print("the wrapper:", wrapper)
 print("everything:", calls)
 jitlab.record(
-    "10",
     "jax.export, 4 calls over 3 batch sizes",
     compiles=calls.compiles,
     total_s=calls.total_seconds,
@@ -758,4 +796,4 @@ assert "Shape mismatch" in str(caught)
 # did exactly that: six hits, no misses.
 
 # %%
-jitlab.outro("10")
+jitlab.outro()

@@ -26,9 +26,7 @@
 #         shape per bucket and scalars of one type.
 #       - Warm up once per bucket, then guard the steady state with jax.no_tracing.
 #     prerequisites:
-#       - "Lesson 00: what jit caches"
-#       - "Lessons 01, 03, 04, 07 and 08: the causes met here"
-#       - "Lesson 09: the diagnosing tools"
+#       lessons: [what_jit_caches, shapes, python_scalars, pytree_structure, functions_as_arguments, closures_and_globals, diagnosing]
 #     minutes: {teaching: 30, exercises: 30}
 #     keypoints:
 #       - Causes multiply. A step compiles once per distinct combination of function
@@ -45,7 +43,6 @@
 #         and a mask, and gives scalars an explicit dtype.
 #       - The end state is one compilation per bucket. Warm up each bucket, then run the
 #         loop under jax.no_tracing so that a regression raises instead of slowing down.
-#     exercise: 11_capstone
 #     instructor_notes:
 #       - Before running anything, ask the room to list every cause they can see in
 #         train_naive and to predict the count. Most find the lambda and the lengths;
@@ -70,6 +67,11 @@
 # fix it asks three questions: how many compilations, how long the whole loop takes,
 # and whether the losses are still the same numbers.
 
+# %% tags=["remove-input"]
+import jitlab
+
+jitlab.intro()
+
 # %%
 import collections
 import contextlib
@@ -79,10 +81,6 @@ import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
-
-import jitlab
-
-jitlab.intro("11")
 
 # %% [markdown]
 # ## The script you inherit
@@ -303,7 +301,9 @@ def miss_table(explanations):
     for text in explanations:
         if "never seen function" in text:
             again = "re-defined repeatedly" in text  # JAX saw this source line before
-            counter["never seen function", "(same line as before)" if again else "(first)"] += 1
+            counter[
+                "never seen function", "(same line as before)" if again else "(first)"
+            ] += 1
             continue
         reason = text.split("For the closest previous key:")[-1].strip().splitlines()
         kind = reason[0].rstrip(":")
@@ -323,7 +323,10 @@ def miss_table(explanations):
 table = miss_table(naive["count"].explanations)
 jitlab.print_table(table)
 assert {row["JAX says"] for row in table} == {"never seen function"}
-assert sum(row["times"] for row in table if row["at"] == "(same line as before)") >= STEPS - 1
+assert (
+    sum(row["times"] for row in table if row["at"] == "(same line as before)")
+    >= STEPS - 1
+)
 
 # %% [markdown]
 # One cause, 32 times: a new function object per step, "re-defined repeatedly"
@@ -379,7 +382,9 @@ def prepare_v1(step, batch):
 # %%
 step_v1 = make_step_v1()
 fix1 = measure(
-    "1: one step function", lambda: train(step_v1, prepare_v1, init_params(), batches), step_v1
+    "1: one step function",
+    lambda: train(step_v1, prepare_v1, init_params(), batches),
+    step_v1,
 )
 keys_v1 = set(zip(lengths, lr_types, forms, strict=True))
 print(fix1["count"], f"; {len(keys_v1)} distinct (length, lr type, weights form)")
@@ -389,7 +394,9 @@ assert fix1["count"].compiles == len(keys_v1), fix1["count"]
 wrong = ~np.isclose(fix1["losses"], naive["losses"], rtol=1e-4, atol=1e-6)
 print("steps whose loss differs from the original:", np.flatnonzero(wrong).tolist())
 assert wrong.any() and np.flatnonzero(wrong).min() >= DECAY_FROM
-assert not any("CONFIG" in text or "weight_decay" in text for text in fix1["count"].explanations)
+assert not any(
+    "CONFIG" in text or "weight_decay" in text for text in fix1["count"].explanations
+)
 
 # %% [markdown]
 # Two surprises. First, the count barely moved: from 32 to the number of distinct
@@ -408,9 +415,14 @@ assert not any("CONFIG" in text or "weight_decay" in text for text in fix1["coun
 # %%
 table = miss_table(fix1["count"].explanations)
 jitlab.print_table(table)
-assert {row["JAX says"] for row in table} == {"never seen function", "different input pytree"}
+assert {row["JAX says"] for row in table} == {
+    "never seen function",
+    "different input pytree",
+}
 pytree_rows = [row for row in table if row["JAX says"] == "different input pytree"]
-assert all(row["at"].startswith("input path [0][1]") for row in pytree_rows)  # the batch
+assert all(
+    row["at"].startswith("input path [0][1]") for row in pytree_rows
+)  # the batch
 
 # %% [markdown]
 # Every miss after the first is blamed on the pytree at input path `[0][1]`, the batch dict:
@@ -482,7 +494,9 @@ def prepare_v2(step, batch):
 # %%
 step_v2 = make_step_v2()
 fix2 = measure(
-    "2: config as argument", lambda: train(step_v2, prepare_v2, init_params(), batches), step_v2
+    "2: config as argument",
+    lambda: train(step_v2, prepare_v2, init_params(), batches),
+    step_v2,
 )
 print(fix2["count"], f"; whole loop: {fix2['seconds']:.2f} s")
 assert fix2["count"].compiles == len(keys_v1), fix2["count"]
@@ -521,7 +535,9 @@ def prepare_v3(step, batch):
 # %%
 step_v3 = make_step_v2()  # the same step as fix 2, with a cold cache
 fix3 = measure(
-    "3: one batch structure", lambda: train(step_v3, prepare_v3, init_params(), batches), step_v3
+    "3: one batch structure",
+    lambda: train(step_v3, prepare_v3, init_params(), batches),
+    step_v3,
 )
 keys_v3 = set(zip(lengths, lr_types, strict=True))
 print(fix3["count"], f"; {len(keys_v3)} distinct (length, lr type)")
@@ -532,7 +548,10 @@ np.testing.assert_allclose(fix3["losses"], naive["losses"], rtol=1e-4, atol=1e-6
 table = miss_table(fix3["count"].explanations)
 jitlab.print_table(table)
 blamed = {row["at"] for row in table if row["JAX says"] == "different input types"}
-assert {row["JAX says"] for row in table} == {"never seen function", "different input types"}
+assert {row["JAX says"] for row in table} == {
+    "never seen function",
+    "different input types",
+}
 assert "batch['x']" in blamed and "lr (weak type)" in blamed
 
 # %% [markdown]
@@ -591,7 +610,9 @@ def prepare_v4(step, batch):
 # %%
 step_v4 = make_step_v4()
 fix4 = measure(
-    "4: buckets + mask", lambda: train(step_v4, prepare_v4, init_params(), batches), step_v4
+    "4: buckets + mask",
+    lambda: train(step_v4, prepare_v4, init_params(), batches),
+    step_v4,
 )
 buckets = [bucket_size(n) for n in lengths]
 assert sorted(set(buckets)) == [8, 16, 32]
@@ -628,7 +649,9 @@ def prepare_v5(step, batch):
 # %%
 step_v5 = make_step_v4()
 fix5 = measure(
-    "5: float32 learning rate", lambda: train(step_v5, prepare_v5, init_params(), batches), step_v5
+    "5: float32 learning rate",
+    lambda: train(step_v5, prepare_v5, init_params(), batches),
+    step_v5,
 )
 buckets_used = sorted(set(buckets))
 print(fix5["count"], f"; buckets used: {buckets_used}")
@@ -636,7 +659,9 @@ print(f"whole loop: {fix5['seconds']:.2f} s")
 assert fix5["count"].compiles == len(buckets_used), fix5["count"]
 np.testing.assert_allclose(fix5["losses"], naive["losses"], rtol=1e-4, atol=1e-6)
 for name in ("w", "b", "v"):
-    np.testing.assert_allclose(fix5["params"][name], naive["params"][name], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(
+        fix5["params"][name], naive["params"][name], rtol=1e-4, atol=1e-6
+    )
 print("losses and final parameters match the original loop")
 
 # %% [markdown]
@@ -665,7 +690,6 @@ for stage in stages:
 jitlab.print_table(rows)
 for row in rows:
     jitlab.record(
-        "11",
         f"training loop, {row['version']}",
         compiles=row["compiles"],
         total_s=row["total_s"],
@@ -769,4 +793,4 @@ assert "re-tracing function train_step" in str(caught)
 # compilations that remain still hurt, lesson 10 shows how to pay for them less.
 
 # %%
-jitlab.outro("11")
+jitlab.outro()

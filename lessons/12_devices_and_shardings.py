@@ -23,9 +23,7 @@
 #       - Name the configuration contexts that are part of the cache key.
 #       - Fix a loop by placing every batch on one sharding at the boundary and keeping configuration constant, and measure the difference.
 #     prerequisites:
-#       - "Lesson 00: what jit caches"
-#       - "Lesson 04: pytree structure (batches as dicts)"
-#       - "Lesson 09: diagnosing (log_compiles, explain_cache_misses)"
+#       lessons: [what_jit_caches, pytree_structure, diagnosing]
 #     minutes: {teaching: 25, exercises: 15}
 #     keypoints:
 #       - An array committed to another device reuses the trace but is compiled again, one executable per device. jax_explain_cache_misses stays silent about it; jax.log_compiles shows the compilation (and, the first time, the device in its argument mapping).
@@ -35,7 +33,6 @@
 #       - jax_enable_x64, jax_default_matmul_precision, jax_numpy_rank_promotion and the mesh set by jax.set_mesh are part of the cache key. Each distinct value costs one trace and one compilation ("Tracing context doesn't match"), then it is cached.
 #       - Moving an array from one device onto a sharding over several devices compiles a small slicing program (_multi_slice) once per source device and shape; from the host, or from another sharding, it is a plain transfer. Place batches where they leave the host.
 #       - The fix is to device_put every batch (and the state you carry) onto one sharding before the jitted call, and to keep configuration constant for the life of the process, for example by writing the precision into the operation instead of a context.
-#     exercise: 12_devices_and_shardings
 #     instructor_notes:
 #       - The first cell must run before anything imports jax. If a learner has already run another cell, restart the kernel; the device count assertion says so.
 #       - "Ask for a prediction before the device_put(x, devices[1]) cell. Expect two camps, 'no recompilation, same shape and dtype' and 'full retrace'. The answer (trace reused, compiled again, nothing explained) is the hook of the lesson."
@@ -53,6 +50,11 @@
 # devices), and the *configuration* in force when the call is made. Neither shows in
 # the array's shape, and some of the misses they cause never appear in JAX's cache-miss
 # explanations. This lesson runs on eight devices simulated on a CPU.
+
+# %% tags=["remove-input"]
+import jitlab
+
+jitlab.intro()
 
 # %%
 import os
@@ -72,17 +74,17 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-import jitlab
-
-jitlab.intro("12")
-
 # %%
 devices = jax.devices()
 print(jax.default_backend(), len(devices), "devices:", devices)
 if jax.default_backend() == "cpu":
-    assert len(devices) == 8, "jax was imported before XLA_FLAGS was set: restart the kernel"
+    assert len(devices) == 8, (
+        "jax was imported before XLA_FLAGS was set: restart the kernel"
+    )
 else:
-    assert len(devices) >= 8, "this lesson needs 8 devices; run it with JAX_PLATFORMS=cpu"
+    assert len(devices) >= 8, (
+        "this lesson needs 8 devices; run it with JAX_PLATFORMS=cpu"
+    )
 devices = devices[:8]
 
 # %% [markdown]
@@ -168,7 +170,9 @@ compiling = [line for line in log.lines if line.startswith("Compiling jit(wave)"
 print(compiling[0])
 assert len(compiling) == 1
 assert "Argument mapping" in compiling[0] and repr(devices[1]) in compiling[0]
-assert any(line.startswith("Finished XLA compilation of jit(wave)") for line in log.lines)
+assert any(
+    line.startswith("Finished XLA compilation of jit(wave)") for line in log.lines
+)
 
 # %% [markdown]
 # <div class="admonition question"><p class="admonition-title">Predict</p>
@@ -236,7 +240,9 @@ assert str(caught).startswith("Received incompatible devices for jitted computat
 # built two ways, and an 8 x 8 array split by rows and, separately, by columns.
 
 # %%
-mesh = jax.make_mesh((4, 2), ("rows", "cols"), axis_types=(AxisType.Auto, AxisType.Auto))
+mesh = jax.make_mesh(
+    (4, 2), ("rows", "cols"), axis_types=(AxisType.Auto, AxisType.Auto)
+)
 same_mesh = Mesh(np.array(devices).reshape(4, 2), ("rows", "cols"))
 print(mesh)
 assert same_mesh.axis_types == mesh.axis_types == (AxisType.Auto, AxisType.Auto)
@@ -260,7 +266,9 @@ layout = [
         "P('rows', None) holds": where(shard.index),
         "P(None, 'cols') holds": where(other.index),
     }
-    for shard, other in zip(grid_rows.addressable_shards, grid_cols.addressable_shards, strict=True)
+    for shard, other in zip(
+        grid_rows.addressable_shards, grid_cols.addressable_shards, strict=True
+    )
 ]
 jitlab.print_table(layout)
 assert {s.data.shape for s in grid_rows.addressable_shards} == {(2, 8)}
@@ -309,7 +317,10 @@ jitlab.print_table(steps)
 print(mesh_arrives.explanations[-1])
 assert [(s["traces"], s["compiles"]) for s in steps] == [(1, 1), (1, 1), (0, 1), (0, 0)]
 assert [s["explained"] for s in steps] == [1, 1, 0, 0]
-assert "({Auto: ('rows', 'cols')}) and before f32[8,8]({})" in mesh_arrives.explanations[-1]
+assert (
+    "({Auto: ('rows', 'cols')}) and before f32[8,8]({})"
+    in mesh_arrives.explanations[-1]
+)
 assert steps[2]["result sharding"] == str(P(None, "cols"))
 
 # %% [markdown]
@@ -347,7 +358,10 @@ with jitlab.count_compiles(smooth_explicit) as n:
 print(n)
 print(n.explanations[-1])
 assert (n.traces, n.compiles) == (1, 1)
-assert "now f32[8,8@cols]" in n.explanations[-1] and "before f32[8@rows,8]" in n.explanations[-1]
+assert (
+    "now f32[8,8@cols]" in n.explanations[-1]
+    and "before f32[8@rows,8]" in n.explanations[-1]
+)
 
 # %% [markdown]
 # With explicit axes every new PartitionSpec is a new type: one more trace than with
@@ -392,7 +406,11 @@ inputs = [
 
 
 def lands(out):
-    return str(out.sharding.spec) if hasattr(out.sharding, "spec") else f"device {out.devices()}"
+    return (
+        str(out.sharding.spec)
+        if hasattr(out.sharding, "spec")
+        else f"device {out.devices()}"
+    )
 
 
 table = []
@@ -414,14 +432,25 @@ for label, arg in inputs:
 jitlab.print_table(table)
 
 # %%
-assert [r["follow: traces/compiles"] for r in table] == ["1/1", "0/0", "1/1", "0/1", "0/1"]
-assert [r["follow: lands"] for r in table][2:4] == [str(P("rows", None)), str(P(None, "cols"))]
+assert [r["follow: traces/compiles"] for r in table] == [
+    "1/1",
+    "0/0",
+    "1/1",
+    "0/1",
+    "0/1",
+]
+assert [r["follow: lands"] for r in table][2:4] == [
+    str(P("rows", None)),
+    str(P(None, "cols")),
+]
 assert [r["pinned: traces/compiles"] for r in table] == ["1/1", "0/0", "1/1", "-", "-"]
 assert [r["pinned: lands"] for r in table][:3] == [str(P("rows", None))] * 3
 assert sorted(errors) == ["committed to device 3", "placed by columns"]
 for err in errors.values():
     assert type(err) is ValueError
-    assert str(err).startswith("Sharding passed to jit does not match the sharding on the")
+    assert str(err).startswith(
+        "Sharding passed to jit does not match the sharding on the"
+    )
 print(str(errors["placed by columns"]).splitlines()[0])
 
 # %% [markdown]
@@ -488,7 +517,10 @@ print("parameters from the host   :", from_host)
 print(from_host.explanations[-1].splitlines()[-1])
 print("parameters placed up front :", placed_once)
 assert from_host.compiles == 2 and placed_once.compiles == 1
-assert "at w, now f32[16]({Auto: ('data',)}) and before f32[16]({})" in from_host.explanations[-1]
+assert (
+    "at w, now f32[16]({Auto: ('data',)}) and before f32[16]({})"
+    in from_host.explanations[-1]
+)
 assert w_host.sharding.is_equivalent_to(replicated, 1)
 np.testing.assert_allclose(w_host, w_placed, rtol=1e-5, atol=1e-6)
 
@@ -520,7 +552,9 @@ project(a, b)
 
 contexts = {
     "jax.enable_x64(True)": lambda: jax.enable_x64(True),
-    'jax.default_matmul_precision("highest")': lambda: jax.default_matmul_precision("highest"),
+    'jax.default_matmul_precision("highest")': lambda: jax.default_matmul_precision(
+        "highest"
+    ),
     'jax.numpy_rank_promotion("raise")': lambda: jax.numpy_rank_promotion("raise"),
     "jax.set_mesh(data_mesh)": lambda: jax.set_mesh(data_mesh),
 }
@@ -582,7 +616,9 @@ print("10 calls, every other one in a new precision context:", toggled)
 assert hasattr(jax, "set_mesh") and not hasattr(jax.sharding, "use_mesh")
 assert unchanged.compiles == 0
 assert toggled.compiles == 1 and toggled.traces == 1
-np.testing.assert_allclose(results[1], results[0], rtol=1e-6)  # same numbers, new program
+np.testing.assert_allclose(
+    results[1], results[0], rtol=1e-6
+)  # same numbers, new program
 
 # %% [markdown]
 # Only the *value* counts: a context that sets what is already set is free, and a
@@ -627,7 +663,9 @@ kinds = [loader_kinds[i % len(loader_kinds)] for i in rng.permutation(24)]
 stream = [(make_batch(rng), kind, i % 3 == 2) for i, kind in enumerate(kinds)]
 w_eval = np.asarray(w_placed)  # the model to score, as a host array
 distinct_keys = len({(kind, strict) for _, kind, strict in stream})
-print(f"{len(stream)} batches, {len(set(kinds))} loaders, {distinct_keys} (loader, context) pairs")
+print(
+    f"{len(stream)} batches, {len(set(kinds))} loaders, {distinct_keys} (loader, context) pairs"
+)
 
 # %% [markdown]
 # <div class="admonition question"><p class="admonition-title">Predict</p>
@@ -690,7 +728,10 @@ def run_fix():
 
     w = jax.device_put(w_eval, replicated)
     seconds, losses = [], []
-    with jitlab.count_compiles(eval_loss_fixed) as n, jitlab.count_compiles(None) as everything:
+    with (
+        jitlab.count_compiles(eval_loss_fixed) as n,
+        jitlab.count_compiles(None) as everything,
+    ):
         for host_batch, _, _ in stream:
             with jitlab.stopwatch() as sw:
                 loss = jax.block_until_ready(eval_loss_fixed(w, place(host_batch)))
@@ -733,14 +774,12 @@ rows = [
 jitlab.print_table(rows)
 print(f"the fix runs the stream {speedup:.1f}x faster")
 jitlab.record(
-    "12",
     "batches placed by each loader its own way, precision context toggled",
     compiles=problem.compiles,
     first_ms=rows[0]["first_ms"],
     total_s=problem_total,
 )
 jitlab.record(
-    "12",
     "one NamedSharding at the boundary, constant configuration",
     compiles=fixed.compiles,
     first_ms=rows[1]["first_ms"],
@@ -752,8 +791,14 @@ assert problem_total > 2 * fixed_total, (problem_total, fixed_total)
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.2))
-ax.plot(np.cumsum(problem_seconds), label=f"each loader its own way ({problem.compiles} compiles)")
-ax.plot(np.cumsum(fixed_seconds), label=f"place() + constant config ({fixed.compiles} compile)")
+ax.plot(
+    np.cumsum(problem_seconds),
+    label=f"each loader its own way ({problem.compiles} compiles)",
+)
+ax.plot(
+    np.cumsum(fixed_seconds),
+    label=f"place() + constant config ({fixed.compiles} compile)",
+)
 ax.set_xlabel("batch")
 ax.set_ylabel("cumulative seconds")
 ax.legend()
@@ -810,4 +855,4 @@ assert [m["compiles"] for m in moves] == [0, 1, 1, 0, 1, 0]
 # <code>in_shardings</code> on the step as a guard.</p></div>
 
 # %%
-jitlab.outro("12")
+jitlab.outro()

@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "01"
 #     title: Root mean square of arrays of any length, one compilation per bucket
 #     hints:
 #       - "Three pieces: a size function, a jitted kernel that sees only bucket sizes, and a wrapper that pads. Start with bucket_size: what is the smallest power of two that is at least n?"
@@ -44,23 +43,29 @@ import numpy as np
 
 # %%
 def bucket_size(n: int) -> int:
+    # BEGIN SOLUTION
     # The next power of two: at most 2x the real length, and only ~10 sizes up to 1,000.
     return 1 << max(n - 1, 0).bit_length()
+    # END SOLUTION
 
 
 @jax.jit
 def padded_rms(padded: jax.Array, n: jax.Array) -> jax.Array:
+    # BEGIN SOLUTION
     # `n` is traced, so every length that shares a bucket shares this executable.
     mask = jnp.arange(padded.shape[0]) < n
     squares = jnp.where(mask, padded * padded, 0.0)
     return jnp.sqrt(jnp.sum(squares) / n)
+    # END SOLUTION
 
 
 def rms(x: np.ndarray) -> jax.Array:
+    # BEGIN SOLUTION
     n = len(x)
     padded = np.zeros(bucket_size(n), dtype=np.float32)
     padded[:n] = x  # padding happens in NumPy, outside jit, where shapes are free
     return padded_rms(padded, n)
+    # END SOLUTION
 
 
 # %% tags=["grader"]

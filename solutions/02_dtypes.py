@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "02"
 #     title: Score batches of any dtype with one compilation
 #     hints:
 #       - "Run the cell that prints what the loader yields: six dtypes arrive. Which of
@@ -78,12 +77,15 @@ for batch in loader(np.random.default_rng(0), n_batches=6):
 # %%
 @jax.jit
 def score_core(x: jax.Array, weights: jax.Array) -> jax.Array:
+    # BEGIN SOLUTION
     # x is always float32 here (score sees to that), so this traces and compiles once.
     z = (x - x.mean(axis=0)) / x.std(axis=0)
     return z @ weights
+    # END SOLUTION
 
 
 def score(batch: np.ndarray, weights: jax.Array) -> jax.Array:
+    # BEGIN SOLUTION
     # The boundary: whatever dtype the loader produced, decide it here, once, before
     # the jitted call. The cache lookup uses the dtype the argument has on arrival, so
     # a cast inside score_core would come too late. float32 keeps the float batches'
@@ -91,6 +93,7 @@ def score(batch: np.ndarray, weights: jax.Array) -> jax.Array:
     # From NumPy, jnp.asarray converts on the host and compiles nothing.
     x = jnp.asarray(batch, jnp.float32)
     return score_core(x, weights)
+    # END SOLUTION
 
 
 # %% tags=["grader"]

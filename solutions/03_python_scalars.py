@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "03"
 #     title: One compilation for a mixed learning-rate schedule
 #     hints:
 #       - "Print `jax.typeof(schedule(step))` for every step: how many different abstract
@@ -50,9 +49,8 @@
 # %%
 import jax
 import jax.numpy as jnp
-import numpy as np
-
 import jitlab
+import numpy as np
 
 
 def loss(params, batch):
@@ -69,7 +67,9 @@ def schedule(step):
     if step < 6:
         return 0.025 * (step - 1)  # warm-up: Python floats
     if step < 14:
-        return 0.05 * (1 + np.cos(np.pi * (step - 6) / 8))  # cosine decay: NumPy float64
+        return 0.05 * (
+            1 + np.cos(np.pi * (step - 6) / 8)
+        )  # cosine decay: NumPy float64
     return jnp.float32(0.01)  # floor: a jnp float32
 
 
@@ -97,13 +97,16 @@ jitlab.print_table(
 @jax.jit
 def sgd_step(params, batch, lr):
     """One SGD step: params - lr * gradient of `loss`, leaf by leaf."""
+    # BEGIN SOLUTION
     grads = jax.grad(loss)(params, batch)
     # `lr` is a traced float32 scalar here: its value changes every step, its type never.
     return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+    # END SOLUTION
 
 
 def train(params, batches, schedule):
     """Run `sgd_step` over `batches` with the learning rates of `schedule`."""
+    # BEGIN SOLUTION
     for step, batch in enumerate(batches):
         # Convert at the boundary, before the jitted call: whatever the schedule returns
         # (int, float, NumPy or jnp scalar), sgd_step always sees a strong float32[] and
@@ -112,6 +115,7 @@ def train(params, batches, schedule):
         lr = jnp.asarray(schedule(step), dtype=jnp.float32)
         params = sgd_step(params, batch, lr)
     return params
+    # END SOLUTION
 
 
 # %% tags=["grader"]

@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "04"
 #     title: One loss, one compilation, whatever the batch looks like
 #     hints:
 #       - Print jax.tree_util.tree_structure(batch) for each of the example batches. How
@@ -78,7 +77,10 @@ def predict(params, x):
 # Example batches, the way the loader produces them (the grader draws its own).
 rng = np.random.default_rng(0)
 n, f = 8, 3
-params = {"w": jnp.asarray(rng.normal(size=f), dtype=jnp.float32), "b": jnp.float32(0.5)}
+params = {
+    "w": jnp.asarray(rng.normal(size=f), dtype=jnp.float32),
+    "b": jnp.float32(0.5),
+}
 x = rng.normal(size=(n, f)).astype(np.float32)
 y = rng.normal(size=n).astype(np.float32)
 examples = [
@@ -94,19 +96,25 @@ examples = [
 def batch_loss(params, batch):
     """Weighted mean squared error of predict(params, batch["x"]) against batch["y"].
 
-    `batch` always has exactly the keys "x", "y" and "weights", all arrays: `loss`
-    below makes sure of that, so this function has one structure to compile for.
+    Decide in `loss` below what `batch` looks like when it gets here; make it look
+    the same every time.
     """
+    # BEGIN SOLUTION
+    # `batch` always has exactly the keys "x", "y" and "weights", all arrays: `loss`
+    # below makes sure of that, so this function has one structure to compile for.
     err = (predict(params, batch["x"]) - batch["y"]) ** 2
     return jnp.sum(batch["weights"] * err) / jnp.sum(batch["weights"])
+    # END SOLUTION
 
 
 def loss(params, batch):
     """What callers call, with any batch the loader produces, positionally or by keyword.
 
-    Keyword or positional, the call below is always positional, so `batch_loss`
-    sees one calling convention.
+    Tidy the batch, then call `batch_loss`; leave the caller's dict as it was.
     """
+    # BEGIN SOLUTION
+    # Keyword or positional, the call below is always positional, so `batch_loss`
+    # sees one calling convention.
     weights = batch.get("weights")  # None when the key is missing *or* holds None
     if weights is None:
         # Weight 1 for every example turns the weighted mean into the plain mean.
@@ -116,6 +124,7 @@ def loss(params, batch):
     # behind, and the caller's dict is not touched.
     tidy = {"x": batch["x"], "y": batch["y"], "weights": weights}
     return batch_loss(params, tidy)
+    # END SOLUTION
 
 
 # %% tags=["grader"]

@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "05"
 #     title: Gradient clipping and early stopping, compiled once for every value
 #     hints:
 #       - "Try jax.jit on the NumPy versions first and read the error: it names the
@@ -85,16 +84,19 @@ print(descend_numpy(x0, curvature, lr=0.5, tol=1e-2))
 # %%
 @jax.jit
 def clip_by_norm(g, max_norm):
+    # BEGIN SOLUTION
     norm = jnp.linalg.norm(g)
     # The Python `if norm > max_norm` becomes a choice between two factors, made inside
     # the program. Both are computed; when norm is 0 the unused max_norm / norm is inf,
     # and jnp.where simply does not pick it.
     scale = jnp.where(norm > max_norm, max_norm / norm, 1.0)
     return g * scale
+    # END SOLUTION
 
 
 @jax.jit
 def descend(x0, curvature, lr, tol):
+    # BEGIN SOLUTION
     # The Python `while` becomes lax.while_loop: the stopping rule is read when the
     # compiled loop runs, so lr and tol stay traced and one program serves every value.
     def keep_going(state):
@@ -109,6 +111,7 @@ def descend(x0, curvature, lr, tol):
     # The carry's types must not change between iterations: steps starts as an int32
     # array, and x keeps x0's dtype.
     return lax.while_loop(keep_going, step, (x0, jnp.int32(0)))
+    # END SOLUTION
 
 
 # %% tags=["grader"]

@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "06"
 #     title: A configuration class that compiles once per value
 #     hints:
 #       - "Build BlockConfig('tanh', True, True, 1e-3) twice and compare the two with ==.
@@ -92,6 +91,7 @@ print({name: w.shape for name, w in params.items()}, x.shape)
 
 
 # %%
+# BEGIN SOLUTION (no stub)
 import dataclasses
 
 
@@ -101,24 +101,31 @@ import dataclasses
 # executable, a change in any field compiles its own, and a config used as a cache key
 # can never be changed under it. Build variations with dataclasses.replace(cfg, eps=...).
 @dataclasses.dataclass(frozen=True)
+# END SOLUTION
 class BlockConfig:
     """activation: str, residual: bool, layer_norm: bool, eps: float.
 
     Equal by value, hashable by value, and immutable.
     """
 
+    # BEGIN SOLUTION (no stub)
     activation: str
     residual: bool
     layer_norm: bool
     eps: float
+    # END SOLUTION
+    # STUB: def __init__(self, activation, residual, layer_norm, eps):
+    # STUB:     raise NotImplementedError
 
 
 def make_forward():
     """Return `block` wrapped by jax.jit, with the right arguments static."""
+    # BEGIN SOLUTION
     # Only cfg shapes the program: its fields drive Python `if`s and a dict lookup. params
     # and x are arrays. temperature changes on every call, so it stays traced (a Python
     # float arrives as a weakly typed float32 scalar), and one executable serves them all.
     return jax.jit(block, static_argnames="cfg")
+    # END SOLUTION
 
 
 # %% [markdown]

@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "07"
 #     title: A weight-decay sweep whose training loop compiles once
 #     hints:
 #       - "For every function that gets jitted in slow_fit, ask: is it the same object as on
@@ -52,9 +51,8 @@
 # %%
 import jax
 import jax.numpy as jnp
-import numpy as np
-
 import jitlab
+import numpy as np
 
 LEARNING_RATE = 0.1
 
@@ -103,8 +101,11 @@ print("losses:", np.round(np.asarray(slow_losses), 3))
 
 
 # %%
+# BEGIN SOLUTION (no stub)
 @jax.jit  # wraps a function defined once: one cache for the whole program
+# END SOLUTION
 def sgd_step(params, x, y, weight_decay):
+    # BEGIN SOLUTION
     # weight_decay stays a traced argument, so a new value is new data, not a new
     # program. value_and_grad differentiates with respect to the first argument.
     value, grads = jax.value_and_grad(loss)(params, x, y, weight_decay)
@@ -112,9 +113,11 @@ def sgd_step(params, x, y, weight_decay):
     # inside a jitted function a lambda costs nothing extra.
     new_params = jax.tree.map(lambda p, g: p - LEARNING_RATE * g, params, grads)
     return new_params, value
+    # END SOLUTION
 
 
 def fit(params, batches, weight_decay):
+    # BEGIN SOLUTION
     # A plain Python loop around the same jitted object: the first batch compiles,
     # every later batch, and every later weight_decay, reuses that executable.
     losses = []
@@ -122,6 +125,7 @@ def fit(params, batches, weight_decay):
         params, value = sgd_step(params, x, y, weight_decay)
         losses.append(value)
     return params, jnp.stack(losses)
+    # END SOLUTION
 
 
 # %% tags=["grader"]

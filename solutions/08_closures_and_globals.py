@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "08"
 #     title: A confidence score whose temperature and threshold change between calls
 #     hints:
 #       - "Set TEMPERATURE = 3.0, then print `confident_probs_global.trace(demo).jaxpr`
@@ -79,7 +78,9 @@ TEMPERATURE = 3.0  # the calibration loop softens the scores...
 after = confident_probs_global(demo)
 print("TEMPERATURE = 1:", before)
 print("TEMPERATURE = 3:", after)
-print("identical, so the new temperature was never used:", np.array_equal(before, after))
+print(
+    "identical, so the new temperature was never used:", np.array_equal(before, after)
+)
 assert np.array_equal(before, after)
 TEMPERATURE = 1.0
 
@@ -89,10 +90,13 @@ TEMPERATURE = 1.0
 
 
 # %%
+# BEGIN SOLUTION (no stub)
 @jax.jit
+# END SOLUTION
 def confident_probs(logits, temperature, threshold):
     """Top-class probability of each row of ``logits / temperature``, or 0.0 where it is
     below ``threshold``. Jitted; one compilation for all temperatures and thresholds."""
+    # BEGIN SOLUTION
     # Both settings arrive as arguments, so they are traced: they are inputs of the
     # compiled program, read afresh on every call, instead of constants frozen into it
     # at trace time. Python floats trace as weakly typed float32 scalars, so every
@@ -102,6 +106,7 @@ def confident_probs(logits, temperature, threshold):
     # `threshold` is a tracer here: a Python `if top >= threshold` cannot decide per row
     # (nor at all, on a traced value). jnp.where keeps the choice inside the program.
     return jnp.where(top >= threshold, top, 0.0)
+    # END SOLUTION
 
 
 # %% tags=["grader"]

@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "09"
 #     title: A training step that compiles twice, and nobody knows why
 #     hints:
 #       - "Use the lesson's second tool. Run the driver cell again inside
@@ -49,9 +48,8 @@
 # %%
 import jax
 import jax.numpy as jnp
-import numpy as np
-
 import jitlab
+import numpy as np
 
 # --- the library: do not edit ------------------------------------------------------
 BASE_LR = 0.05
@@ -114,6 +112,7 @@ assert n.compiles == 2
 # %%
 def prepare_batch(batch, lr):
     """Return (batch, lr), ready for the jitted step: one compilation for the whole run."""
+    # BEGIN SOLUTION
     # Diagnosis. Under `jax.explain_cache_misses(True)` the second compilation, at step
     # WARMUP, is explained as
     #     different input types:
@@ -130,6 +129,7 @@ def prepare_batch(batch, lr):
     # Python float every time, works too.) The batch is already float32 and keeps its
     # structure, so it passes through unchanged.
     return batch, np.float32(lr)
+    # END SOLUTION
 
 
 fixed_step = sgd_step  # change only if your fix needs a different jitted step

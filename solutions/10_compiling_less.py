@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "10"
 #     title: A server that compiles at start-up and never again
 #     hints:
 #       - "warm_up needs no data at all: jax.ShapeDtypeStruct((size,), dtype) describes a padded request, and jax.ShapeDtypeStruct((), jnp.int32) describes n. What does jax.jit(fn).lower(...) do with them, and what does .compile() hand back?"
@@ -66,6 +65,7 @@ print(jax.jit(summarise)(example, 3))  # mean, std and max of 1, 2, 4
 
 # %%
 def warm_up(fn, bucket_sizes, dtype):
+    # BEGIN SOLUTION
     # Shapes and dtypes are all that tracing looks at, so no data is needed: describe a
     # padded request and the length, trace and lower once per bucket, and let XLA compile.
     jitted = jax.jit(fn)
@@ -74,9 +74,11 @@ def warm_up(fn, bucket_sizes, dtype):
         size: jitted.lower(jax.ShapeDtypeStruct((size,), dtype), length).compile()
         for size in bucket_sizes
     }
+    # END SOLUTION
 
 
 def serve(requests, compiled):
+    # BEGIN SOLUTION
     sizes = sorted(compiled)
     results = []
     for x in requests:
@@ -88,6 +90,7 @@ def serve(requests, compiled):
         padded[:n] = x
         results.append(compiled[size](padded, np.int32(n)))
     return results
+    # END SOLUTION
 
 
 # %% tags=["grader"]

@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "11"
 #     title: A training loop that compiles once per bucket, with the same numbers
 #     hints:
 #       - "Diagnose before you fix. Run train inside jitlab.count_compiles(\"<lambda>\")
@@ -66,9 +65,8 @@
 # %%
 import jax
 import jax.numpy as jnp
-import numpy as np
-
 import jitlab
+import numpy as np
 
 # --- the library and the script: do not edit -----------------------------------------
 B, F, H = 8, 3, 8  # examples per batch, features per time step, hidden units
@@ -100,7 +98,9 @@ def predict(params, x):
 def loss(params, batch):
     err = (predict(params, batch["x"]) - batch["y"]) ** 2
     weights = batch.get("weights")
-    data = jnp.mean(err) if weights is None else jnp.sum(weights * err) / jnp.sum(weights)
+    data = (
+        jnp.mean(err) if weights is None else jnp.sum(weights * err) / jnp.sum(weights)
+    )
     return data + CONFIG["weight_decay"] * jnp.sum(params["w"] ** 2)
 
 
@@ -131,7 +131,9 @@ def make_batches(rng, steps=STEPS):
     for _ in range(steps):
         length = int(rng.integers(MIN_LENGTH, MAX_LENGTH + 1))
         x = rng.normal(size=(B, length, F)).astype(np.float32)
-        y = (np.tanh(x.sum(axis=(1, 2)) / length) + 0.1 * rng.normal(size=B)).astype(np.float32)
+        y = (np.tanh(x.sum(axis=(1, 2)) / length) + 0.1 * rng.normal(size=B)).astype(
+            np.float32
+        )
         batch = {"x": x, "y": y}
         form = rng.integers(3)
         if form == 1:
@@ -162,13 +164,17 @@ assert n.compiles == STEPS
 
 # %%
 def bucket_size(n: int) -> int:
+    # BEGIN SOLUTION
     # The next power of two: less than 2x the real length, and only a few sizes.
     return 1 << max(n - 1, 0).bit_length()
+    # END SOLUTION
 
 
 @jax.jit
 def train_step(params, batch, lr, weight_decay):
-    """One SGD step. Defined once, so jit caches it: one program per bucket."""
+    """One SGD step; change the signature if your design needs another."""
+    # BEGIN SOLUTION
+    # Defined once, so jit caches it: one program per bucket.
 
     def fixed_loss(params):
         x, length = batch["x"], batch["length"]  # x is padded; length is traced
@@ -177,10 +183,16 @@ def train_step(params, batch, lr, weight_decay):
         pooled = jnp.sum(jnp.where(real, hidden, 0.0), axis=1) / length
         err = (pooled @ params["v"] - batch["y"]) ** 2
         data = jnp.sum(batch["weights"] * err) / jnp.sum(batch["weights"])
-        return data + weight_decay * jnp.sum(params["w"] ** 2)  # an argument, never stale
+        return data + weight_decay * jnp.sum(
+            params["w"] ** 2
+        )  # an argument, never stale
 
     value, grads = jax.value_and_grad(fixed_loss)(params)
     return jax.tree.map(lambda p, g: p - lr * g, params, grads), value
+    # END SOLUTION
+
+
+# BEGIN SOLUTION (no stub)
 
 
 def prepare(step, batch):
@@ -197,13 +209,19 @@ def prepare(step, batch):
     return fixed, lr, decay
 
 
+# END SOLUTION
+
+
 def train_fast(params, batches):
+    """Same results as train(params, batches); train_step does the work."""
+    # BEGIN SOLUTION
     losses = []
     for step, batch in enumerate(batches):
         update_config(step)  # the script's callback stays; the step no longer reads it
         params, value = train_step(params, *prepare(step, batch))
         losses.append(float(value))
     return params, np.array(losses)
+    # END SOLUTION
 
 
 # %% tags=["grader"]

@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "12"
 #     title: One sharding for every batch
 #     hints:
 #       - "Print describe(b['x']) for each of the example batches below, then count the
@@ -62,12 +61,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
-
 from jitlab.graders.devices_and_shardings import describe
 
 devices = jax.devices()
 if jax.default_backend() == "cpu":
-    assert len(devices) == 8, "jax was imported before XLA_FLAGS was set: restart the kernel"
+    assert len(devices) == 8, (
+        "jax was imported before XLA_FLAGS was set: restart the kernel"
+    )
 
 # Every device on one axis called "data". Auto axes, as in the lesson.
 mesh = jax.make_mesh((len(devices),), ("data",), axis_types=(AxisType.Auto,))
@@ -112,6 +112,7 @@ for b in examples:
 def place(batch, mesh):
     """Return `batch` (a dict with "x" and "y") on one NamedSharding of `mesh` that
     splits the batch axis over the "data" axis, whatever placement it arrived in."""
+    # BEGIN SOLUTION
     # One sharding for every batch: the first axis is split over "data", the rest kept
     # whole. For y (1-D) that is its only axis; for x the features stay together.
     sharding = NamedSharding(mesh, P("data"))
@@ -121,6 +122,7 @@ def place(batch, mesh):
     # a small slicing program once per source device and shape; that is device_put's cost,
     # not the step's, and it is why the loaders had better place batches from the host.)
     return jax.device_put(batch, sharding)
+    # END SOLUTION
 
 
 # %% [markdown]

@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from jitlab.counting import count_compiles
 from jitlab.grading import (
     all_passed,
     call_learner,
@@ -36,6 +35,7 @@ from jitlab.grading import (
     require_close,
     require_jitted,
 )
+from jitlab.instruments.counting import count_compiles
 
 CHANGES = 8
 DEFAULT_TEMPERATURE = 1.0  # the exercise's module-level values, used only to name a failure

@@ -34,8 +34,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import monitoring
 
-from jitlab.counting import COMPILE_EVENT, TRACE_EVENT, count_compiles
 from jitlab.grading import all_passed, call_learner, fail, fresh_rng, require, require_close
+from jitlab.instruments.counting import COMPILE_EVENT, TRACE_EVENT, count_compiles
 
 ROUNDS = (np.float32, np.float16)
 BUCKET_POOL = np.arange(8, 257, 8)

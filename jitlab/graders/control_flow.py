@@ -32,7 +32,6 @@ from typing import Any
 import jax
 import numpy as np
 
-from jitlab.counting import count_compiles
 from jitlab.grading import (
     all_passed,
     call_learner,
@@ -43,6 +42,7 @@ from jitlab.grading import (
     require_close,
     require_jitted,
 )
+from jitlab.instruments.counting import count_compiles
 
 MAX_STEPS = 100
 """``descend`` takes at most this many steps (the exercise states the same number)."""

@@ -38,8 +38,8 @@ import numpy as np
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jitlab.counting import count_compiles
 from jitlab.grading import all_passed, call_learner, fail, fresh_rng, passed, require
+from jitlab.instruments.counting import count_compiles
 
 KINDS = (
     "host NumPy",

@@ -29,7 +29,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.counting import count_compiles
 from jitlab.grading import (
     all_passed,
     call_learner,
@@ -40,6 +39,7 @@ from jitlab.grading import (
     require_close,
     require_jitted,
 )
+from jitlab.instruments.counting import count_compiles
 
 FEATURES = 4
 

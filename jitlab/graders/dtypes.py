@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from jitlab.counting import count_compiles
 from jitlab.grading import (
     all_passed,
     call_learner,
@@ -34,6 +33,7 @@ from jitlab.grading import (
     require_close,
     require_jitted,
 )
+from jitlab.instruments.counting import count_compiles
 
 SOURCE_DTYPES: tuple[type, ...] = (
     np.float64,

@@ -26,7 +26,6 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.counting import ANY_FUNCTION, count_compiles
 from jitlab.grading import (
     all_passed,
     call_learner,
@@ -37,6 +36,7 @@ from jitlab.grading import (
     require_close,
     require_jitted,
 )
+from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
 LEARNING_RATE = 0.1
 """Must equal ``LEARNING_RATE`` in the exercise's setup cell."""

@@ -25,7 +25,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.counting import count_compiles
 from jitlab.grading import (
     all_passed,
     call_learner,
@@ -35,6 +34,7 @@ from jitlab.grading import (
     require_close,
     require_jitted,
 )
+from jitlab.instruments.counting import count_compiles
 
 STEPS = 16
 # How the grader's schedule hands out learning rates. The first entry stands for a

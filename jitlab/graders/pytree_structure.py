@@ -29,7 +29,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.counting import count_compiles
 from jitlab.grading import (
     all_passed,
     call_learner,
@@ -39,6 +38,7 @@ from jitlab.grading import (
     require_close,
     require_jitted,
 )
+from jitlab.instruments.counting import count_compiles
 
 KINDS = ("no weights", "weights", "weights=None", "extra ids", "weights, keys reordered")
 STYLES = ("loss(params, batch)", "loss(params, batch=batch)", "loss(params=..., batch=...)")

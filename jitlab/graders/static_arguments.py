@@ -38,7 +38,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.counting import count_compiles
 from jitlab.grading import (
     GradingFailure,
     all_passed,
@@ -50,6 +49,7 @@ from jitlab.grading import (
     require_close,
     require_jitted,
 )
+from jitlab.instruments.counting import count_compiles
 
 FIELDS = ("activation", "residual", "layer_norm", "eps")
 ACTIVATION_NAMES = ("relu", "tanh", "softplus")

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jitlab.course import ROOT
+from jitlab.course import load_course
 from jitlab.graders import functions_as_arguments
 from jitlab.grading import GradingFailure
 
@@ -68,7 +68,7 @@ def test_reference_matches_the_jax_model():
 
 @pytest.mark.parametrize("folder", ["exercises", "solutions"])
 def test_learning_rate_matches_the_exercise(folder):
-    source = (ROOT / folder / "07_functions_as_arguments.py").read_text(encoding="utf-8")
+    source = (load_course().root / folder / "07_functions_as_arguments.py").read_text("utf-8")
     assert f"\nLEARNING_RATE = {LEARNING_RATE}\n" in source
 
 

@@ -1,0 +1,6 @@
+"""The course's content model: the ordered lessons, their front matter, exercise sources."""
+
+from jitlab.course.manifest import Course, Exercise, Lesson, course_root, load_course
+from jitlab.course.metadata import CourseError
+
+__all__ = ["Course", "CourseError", "Exercise", "Lesson", "course_root", "load_course"]

@@ -1,0 +1,88 @@
+"""One source per exercise: the solution, with the learner's stubs marked in place.
+
+As in otter-grader's and nbgrader's master notebooks, ``solutions/NN_slug.py`` is the
+only file an author edits. It runs as the solution, because the markers are comments;
+the learner's ``exercises/NN_slug.py`` is generated from it:
+
+- a region between ``# BEGIN SOLUTION`` and ``# END SOLUTION`` becomes
+  ``raise NotImplementedError`` at the indentation of the ``BEGIN`` line;
+- a region opened with ``# BEGIN SOLUTION (no stub)`` disappears (a decorator or an
+  import the learner should find for themselves);
+- a line ``# STUB: text`` becomes ``text`` at the same indentation (the learner's
+  version of a line, such as a docstring that asks instead of tells).
+
+The generated copies are committed, because learners edit them; a test fails when one
+is out of date, and ``jitlab reset`` regenerates a learner's file from its source, so it
+works in a downloaded archive as well as in a git clone.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from jitlab.course.manifest import Course, Exercise
+from jitlab.course.metadata import CourseError
+
+_BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION(?P<nostub> \(no stub\))?\s*$")
+_END = re.compile(r"^\s*# END SOLUTION\s*$")
+_STUB = re.compile(r"^(\s*)# STUB:(?: (.*))?$")
+STUB_LINE = "raise NotImplementedError"
+
+
+def learner_copy(source: str, where: str = "<source>") -> str:
+    """The learner's version of an exercise source (see the module docstring)."""
+    out: list[str] = []
+    open_at: int | None = None
+    for number, line in enumerate(source.splitlines(), start=1):
+        begin, end, stub = _BEGIN.match(line), _END.match(line), _STUB.match(line)
+        if begin:
+            if open_at is not None:
+                raise CourseError(
+                    f"{where}:{number}: BEGIN SOLUTION inside the region opened at line {open_at}"
+                )
+            open_at = number
+            if not begin.group("nostub"):
+                out.append(begin.group(1) + STUB_LINE)
+        elif end:
+            if open_at is None:
+                raise CourseError(f"{where}:{number}: END SOLUTION without a BEGIN SOLUTION")
+            open_at = None
+        elif open_at is not None:
+            continue
+        elif stub:
+            out.append((stub.group(1) + (stub.group(2) or "")).rstrip())
+        else:
+            out.append(line)
+    if open_at is not None:
+        raise CourseError(f"{where}:{open_at}: BEGIN SOLUTION is never closed")
+    if not any(line.strip() == STUB_LINE for line in out):
+        raise CourseError(f"{where}: no BEGIN SOLUTION region: the learner would get the answer")
+    text = "\n".join(out) + "\n"
+    # A region dropped between two top-level definitions leaves their blank lines behind.
+    return re.sub(r"\n{4,}", "\n\n\n", text)
+
+
+def generated_text(exercise: Exercise) -> str:
+    """What ``exercises/NN_slug.py`` must contain, generated from its source."""
+    return learner_copy(exercise.source.read_text(encoding="utf-8"), str(exercise.source))
+
+
+def stale_copies(course: Course) -> list[Exercise]:
+    """Exercises whose committed learner copy differs from what the source generates."""
+    stale = []
+    for exercise in course.exercises:
+        current = exercise.learner_copy
+        if not current.exists() or current.read_text(encoding="utf-8") != generated_text(exercise):
+            stale.append(exercise)
+    return stale
+
+
+def write_learner_copies(course: Course) -> list[Path]:
+    """Regenerate every learner copy that is out of date; return the files written."""
+    written = []
+    for exercise in stale_copies(course):
+        exercise.learner_copy.parent.mkdir(parents=True, exist_ok=True)
+        exercise.learner_copy.write_text(generated_text(exercise), encoding="utf-8")
+        written.append(exercise.learner_copy)
+    return written

@@ -1,0 +1,362 @@
+"""Building blocks for the exercises' graders.
+
+A grader is a function in ``jitlab.graders.<slug>`` decorated with :func:`grader`, which
+an exercise's grader cell calls with the learner's code. It draws fresh random inputs
+(so a hard-coded answer cannot pass), compares numbers with a reference, and checks
+compile behaviour with ``count_compiles``. Every check either passes quietly or raises
+``GradingFailure`` saying what was expected, what was seen, and what to try; nbval
+(``--nbval-lax``) notices a cell only when it raises.
+
+:func:`grader` also guards the grading itself. Before and after the checks it compiles a
+fresh *canary* function and requires the counter to hear exactly that compilation, so a
+learner's code that switched jit off or emptied JAX's monitoring listeners fails with a
+message that says so. It requires every declared check to be reported, and reports the
+run as complete through the runner's channel (see :mod:`jitlab.grading.verdict`): a
+grader that is interrupted, skipped or swapped for another never completes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from jitlab.grading.verdict import Check, send_check, send_complete
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class GradingFailure(AssertionError):
+    """A check of the learner's work failed; the message is meant for the learner."""
+
+    def __init__(self, check: str, *, expected: str, seen: str, hint: str = "") -> None:
+        self.check = check
+        self.expected = expected
+        self.seen = seen
+        self.hint = hint
+        lines = [f"✗ {check}", f"  expected: {expected}", f"  seen:     {seen}"]
+        if hint:
+            lines.append(f"  hint:     {hint}")
+        super().__init__("\n".join(lines))
+
+
+@dataclasses.dataclass
+class _Session:
+    title: str
+    declared: tuple[str, ...]
+    passed: list[str] = dataclasses.field(default_factory=list)
+
+
+_session: _Session | None = None
+
+
+def _declared(check: str) -> None:
+    if _session is not None and check not in _session.declared:
+        raise TypeError(f"grader {_session.title!r} reports an undeclared check {check!r}")
+
+
+def passed(check: str) -> None:
+    """Record and print a passed check (once, however often it is checked)."""
+    _declared(check)
+    if _session is not None:
+        if check in _session.passed:
+            return
+        _session.passed.append(check)
+    send_check(Check(name=check, passed=True, grader=_session.title if _session else ""))
+    print(f"✓ {check}")
+
+
+def fail(check: str, *, expected: str, seen: str, hint: str = "") -> GradingFailure:
+    """Record a failed check and return the exception to raise."""
+    _declared(check)
+    send_check(
+        Check(
+            name=check,
+            passed=False,
+            expected=expected,
+            seen=seen,
+            hint=hint,
+            grader=_session.title if _session else "",
+        )
+    )
+    return GradingFailure(check, expected=expected, seen=seen, hint=hint)
+
+
+def require(check: str, ok: bool, *, expected: str, seen: str, hint: str = "") -> None:
+    """Pass ``check`` if ``ok``; otherwise raise ``GradingFailure``."""
+    if not ok:
+        raise fail(check, expected=expected, seen=seen, hint=hint)
+    passed(check)
+
+
+def shorten(text: str, limit: int = 240) -> str:
+    """``text`` on one line, cut at a word boundary with "…" when longer than ``limit``.
+
+    Never mid-number or mid-token: JAX's messages quote values like ``Static(val=0.001)``
+    whose cut-off form would mislead.
+    """
+    one_line = " ".join(str(text).split())
+    if len(one_line) <= limit:
+        return one_line
+    cut = one_line[:limit].rsplit(" ", 1)[0]
+    return cut.rstrip(",;:") + " …"
+
+
+# ----------------------------------------------------------------- calling the learner
+
+SOLVE_HINT = "replace the `raise NotImplementedError` in the exercise cell"
+
+
+def call_learner(
+    check: str, fn: Callable[..., Any], *args: Any, lesson: str = "", **kwargs: Any
+) -> Any:
+    """Call the learner's function; an unfinished stub or a crash becomes a failed check."""
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError:
+        hint = SOLVE_HINT + (f"; `jitlab hint {lesson}` if you are stuck" if lesson else "")
+        raise fail(
+            check,
+            expected=f"{getattr(fn, '__name__', 'your function')} to return a result",
+            seen="NotImplementedError: the exercise is not solved yet",
+            hint=hint,
+        ) from None
+    except GradingFailure:
+        raise
+    except Exception as err:  # the learner's bug, reported as a verdict, not a traceback
+        raise fail(
+            check,
+            expected="the call to finish without an error",
+            seen=shorten(f"{type(err).__name__}: {err}", 300),
+            hint="run the exercise cell on its own to see the full traceback",
+        ) from err
+
+
+def require_close(
+    check: str, got: Any, want: Any, *, rtol: float = 1e-5, atol: float = 1e-5, hint: str = ""
+) -> None:
+    """Pass if ``got`` matches ``want`` in shape and value."""
+    got_np, want_np = np.asarray(got), np.asarray(want)
+    if got_np.shape != want_np.shape:
+        raise fail(
+            check,
+            expected=f"an array of shape {want_np.shape}",
+            seen=f"shape {got_np.shape}",
+            hint=hint or "check which axis you reduce over, and that padding is removed",
+        )
+    if not np.allclose(got_np, want_np, rtol=rtol, atol=atol):
+        worst = int(np.argmax(np.abs(got_np - want_np))) if got_np.size else 0
+        raise fail(
+            check,
+            expected=f"{_short(want_np)} (from the reference implementation)",
+            seen=f"{_short(got_np)} (largest error at flat index {worst})",
+            hint=hint or "compare with the reference on a small input by hand",
+        )
+    passed(check)
+
+
+def is_jitted(fn: Any) -> bool:
+    """True for the object ``jax.jit`` returns (not a look-alike with the same methods)."""
+    import jax
+
+    reference = jax.jit(_identity)
+    return type(fn) is type(reference)
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+def require_jitted(check: str, fn: Any, *, hint: str = "") -> None:
+    """Pass if ``fn`` is what ``jax.jit`` returns (work stays inside the compiler)."""
+    require(
+        check,
+        is_jitted(fn),
+        expected="a function wrapped by jax.jit",
+        seen=f"{type(fn).__name__} {getattr(fn, '__name__', '')}".strip(),
+        hint=hint or "decorate the function with @jax.jit",
+    )
+
+
+def require_compiles(
+    check: str,
+    count: Any,
+    *,
+    at_most: int | None = None,
+    exactly: int | None = None,
+    at_least: int | None = None,
+    what: str,
+    hint: str,
+    seen_extra: str = "",
+) -> None:
+    """Pass if ``count.compiles`` (a ``CompileCount``) is within the stated bounds.
+
+    ``what`` says what was counted ("compilations of padded_rms over 50 calls");
+    ``seen_extra`` adds what the grader found out about why (never JAX's closest-key
+    guess alone, which can name the wrong cause).
+    """
+    n = count.compiles
+    bounds = []
+    ok = True
+    if exactly is not None:
+        bounds.append(f"exactly {exactly}")
+        ok &= n == exactly
+    if at_least is not None:
+        bounds.append(f"at least {at_least}")
+        ok &= n >= at_least
+    if at_most is not None:
+        bounds.append(f"at most {at_most}")
+        ok &= n <= at_most
+    seen = f"{n} {what}" + (f"; {seen_extra}" if seen_extra else "")
+    require(check, ok, expected=f"{' and '.join(bounds)} {what}", seen=seen, hint=hint)
+
+
+def fresh_rng() -> np.random.Generator:
+    """A generator seeded from the clock, so every grading run sees new inputs."""
+    return np.random.default_rng(time.time_ns() % 2**32)
+
+
+def _short(array: np.ndarray) -> str:
+    flat = array.reshape(-1)
+    shown = np.array2string(flat[:6], precision=4, separator=", ")
+    return shown if flat.size <= 6 else shown[:-1] + ", ...]"
+
+
+# ------------------------------------------------------------------- the grader frame
+
+JIT_ON = "jit is on and the compile counter hears JAX"
+
+
+def _canary_count() -> tuple[int, int]:
+    """Compile a brand-new function and return (traces, compiles) the counter heard."""
+    import jax
+    import jax.numpy as jnp
+
+    from jitlab.instruments.counting import count_compiles
+
+    def jitlab_canary(x: Any) -> Any:
+        return x * 2.0 + 1.0
+
+    size = int(np.random.default_rng().integers(3, 64))
+    jitted = jax.jit(jitlab_canary)
+    with count_compiles(jitted, explain=False) as count:
+        out = jitted(jnp.arange(size, dtype=jnp.float32))
+    if not np.allclose(np.asarray(out), np.arange(size) * 2.0 + 1.0):
+        return -1, -1
+    return count.traces, count.compiles
+
+
+def require_jit_on(moment: str) -> None:
+    """Fail with the real cause when jit is off, or the counter no longer hears JAX."""
+    import jax
+
+    if jax.config.jax_disable_jit:
+        raise fail(
+            JIT_ON,
+            expected=f"jit switched on {moment}",
+            seen="jit is switched off (jax_disable_jit is True): nothing compiles, so the "
+            "compile counts mean nothing",
+            hint="remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) "
+            "from your code: the exercise is about what jit compiles",
+        )
+    traces, compiles = _canary_count()
+    if (traces, compiles) != (1, 1):
+        raise fail(
+            JIT_ON,
+            expected=f"a fresh jitted function to be traced and compiled once {moment}",
+            seen=f"the counter heard {traces} trace(s) and {compiles} compilation(s): "
+            "JAX's monitoring listeners were removed, or jax.jit was replaced",
+            hint="leave jax.monitoring, jax.jit and jitlab alone in your code",
+        )
+    passed(JIT_ON)
+
+
+def grader(title: str, checks: Sequence[str]) -> Callable[[F], F]:
+    from jitlab.instruments.counting import CounterLost
+
+    """Declare a grading function: its title and every check it reports, in order.
+
+    The wrapped function runs between two canary compilations, must report every
+    declared check, and then reports itself complete to the runner.
+    """
+    declared = (JIT_ON, *checks)
+
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> None:
+            global _session
+            outer, _session = _session, _Session(title=title, declared=declared)
+            session = _session
+            try:
+                require_jit_on("before grading")
+                try:
+                    fn(*args, **kwargs)
+                except CounterLost as lost:
+                    raise fail(
+                        JIT_ON,
+                        expected="the compile counter to hear JAX while your code runs",
+                        seen=str(lost),
+                        hint="leave jax.monitoring, jax.jit and jitlab alone in your code",
+                    ) from None
+                missing = [c for c in declared if c not in session.passed]
+                if missing:
+                    raise TypeError(f"grader {title!r} never reported {missing}")
+                require_jit_on("after grading (your code ran in between)")
+            finally:
+                _session = outer
+            send_complete(title, declared)
+            print(f"\nAll checks passed: {title}")
+
+        run.checks = declared  # type: ignore[attr-defined]
+        return run  # type: ignore[return-value]
+
+    return wrap
+
+
+# ---------------------------------------------------------------- shared checks
+
+BUCKETS_HOLD = "bucket_size(n) holds n and wastes less than half"
+BUCKETS_FEW = "lengths share a few buckets"
+
+
+def require_buckets(
+    bucket_size: Callable[[int], int], *, up_to: int, most: int, smallest_allowed: int = 16
+) -> None:
+    """Pass if ``bucket_size`` is a bucketing of the lengths 1..``up_to`` as the exercise
+    states it: every bucket holds its length and wastes less than half (anything up to
+    ``smallest_allowed`` is fine for tiny lengths), and there are at most ``most``
+    distinct sizes. The exercise text must state ``most``: a bucket per length wastes
+    nothing but compiles once per length, and only a stated bound can reject it."""
+    sizes = set()
+    for n in range(1, up_to + 1):
+        size = call_learner(BUCKETS_HOLD, bucket_size, n)
+        limit = max(2 * n - 1, smallest_allowed)
+        if not (isinstance(size, int | np.integer) and n <= size <= limit):
+            raise fail(
+                BUCKETS_HOLD,
+                expected=f"an int from {n} to {limit} for n={n}",
+                seen=repr(size),
+                hint="round n up to the next power of two",
+            )
+        sizes.add(int(size))
+    passed(BUCKETS_HOLD)
+    require(
+        BUCKETS_FEW,
+        len(sizes) <= most,
+        expected=f"at most {most} distinct bucket sizes for lengths 1..{up_to}",
+        seen=f"{len(sizes)} distinct sizes (the first: {sorted(sizes)[:8]})",
+        hint="a bucket per length compiles once per length; round up to powers of two",
+    )
+
+
+def all_passed(title: str) -> None:
+    """Transitional: the closing line of a grader not yet declared with :func:`grader`.
+
+    It reports completion without the canary or the declared-check list; every grader
+    moves to ``@grader`` (a test lists the ones left)."""
+    send_complete(title, ())
+    print(f"\nAll checks passed: {title}")

@@ -1,0 +1,1 @@
+"""Measuring what JAX does: compilations per function, time per call, the machine."""

@@ -1,0 +1,1 @@
+"""The learner's runner, in the manner of rustlings: list, check, hint, reset, watch."""

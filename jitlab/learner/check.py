@@ -1,0 +1,261 @@
+"""Check one exercise file the way CI does, and boil the outcome down to a verdict.
+
+The steps, in order, each of which can end the check with a clear verdict:
+
+1. the file must parse (a syntax error is reported as file:line with a caret);
+2. its grader cells, their tags, and everything after the first of them must be exactly
+   as in the original (the learner's copy generated from the exercise's source): a
+   deleted, edited, skipped or wrapped grader is refused before anything runs;
+3. it runs under nbval through the notebook pipeline, stopping at the first failure.
+   The runner writes two lines at the top of each grader cell: they drop every
+   ``jitlab`` module the learner's code may have imported or replaced, so the grader is
+   imported fresh from the installed files, and open a report channel with a token that
+   no learner cell has seen (the generated notebook is deleted once pytest has read it);
+4. the verdict comes from the grader's reports: a failed check says expected / seen /
+   hint; a grader cell that never reported itself complete fails even if no cell raised.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import jupytext
+import nbformat
+
+from jitlab.course.exercise_source import generated_text
+from jitlab.course.manifest import Course, Exercise, load_course
+from jitlab.grading.verdict import GraderRun, Verdict, new_token, read_channel
+from jitlab.notebooks.pipeline import CellRun, execute, relative
+
+DEFAULT_CELL_TIMEOUT_S = 60
+GRADER_TAG = "grader"
+_FRAME = re.compile(r"Cell In\[\d+\], line (\d+)[^\n]*\n((?:[^\n]+\n)+)")
+
+
+@dataclasses.dataclass(frozen=True)
+class CodeCell:
+    """A code cell of a percent-format file: its source, tags and first line."""
+
+    index: int
+    source: str
+    tags: tuple[str, ...]
+    line: int  # 1-based line of the cell's "# %%" marker (or of its first line)
+
+    @property
+    def is_grader(self) -> bool:
+        return GRADER_TAG in self.tags
+
+
+def code_cells(text: str) -> list[CodeCell]:
+    """The code cells of a percent-format text, with the line where each begins."""
+    notebook = jupytext.reads(text, fmt="py:percent")
+    starts = [
+        number
+        for number, line in enumerate(text.splitlines(), start=1)
+        if line.startswith("# %%") and "[markdown]" not in line and "[md]" not in line
+    ]
+    cells = [c for c in notebook.cells if c.cell_type == "code"]
+    # A file may open with code before its first "# %%" marker.
+    while len(starts) < len(cells):
+        starts.insert(0, 1)
+    return [
+        CodeCell(i, c.source, tuple(c.metadata.get("tags", [])), starts[i])
+        for i, c in enumerate(cells)
+    ]
+
+
+def syntax_error(path: Path, shown: str) -> str | None:
+    """The learner-facing message for a syntax error in ``path``, or None."""
+    try:
+        ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except SyntaxError as err:
+        line = (err.text or "").rstrip("\n")
+        pointer = " " * max((err.offset or 1) - 1, 0) + "^"
+        return f"{shown}:{err.lineno}: SyntaxError: {err.msg}\n    {line}\n    {pointer}"
+    return None
+
+
+def _original_text(exercise: Exercise, path: Path) -> str:
+    if path.resolve() == exercise.source.resolve():
+        return exercise.source.read_text(encoding="utf-8")
+    return generated_text(exercise)
+
+
+def tampering(path: Path, exercise: Exercise) -> str | None:
+    """Why the grader part of ``path`` differs from the original, or None if it does not.
+
+    Learners write in their own cells. The grader cells, their tags, and every code cell
+    from the first grader on must be exactly as generated.
+    """
+    mine = code_cells(path.read_text(encoding="utf-8"))
+    original = code_cells(_original_text(exercise, path))
+    original_graders = [c for c in original if c.is_grader]
+    if not original_graders:
+        return None
+    my_graders = [c for c in mine if c.is_grader]
+    reset = f"`jitlab reset {exercise.number}` restores the original (your code is lost)"
+    if len(my_graders) < len(original_graders):
+        return (
+            f"a grader cell is missing or lost its `grader` tag ({len(my_graders)} of "
+            f"{len(original_graders)} left). Put it back as it was: {reset}, or copy it "
+            "from the exercise's page."
+        )
+    first_mine = next(i for i, c in enumerate(mine) if c.is_grader)
+    first_original = next(i for i, c in enumerate(original) if c.is_grader)
+    tail_mine, tail_original = mine[first_mine:], original[first_original:]
+    for mine_cell, original_cell in zip(tail_mine, tail_original, strict=False):
+        if mine_cell.source.strip() != original_cell.source.strip():
+            return (
+                f"the cell at line {mine_cell.line} was changed; grader cells, and the cells "
+                "after the first grader, must stay as they were. Write your code in the "
+                f"cells above the graders ({reset})."
+            )
+        if set(mine_cell.tags) != set(original_cell.tags):
+            return (
+                f"the tags of the cell at line {mine_cell.line} were changed (now "
+                f"{sorted(mine_cell.tags)}, originally {sorted(original_cell.tags)}); a "
+                "grader cell keeps exactly its `grader` tag."
+            )
+    if len(tail_mine) != len(tail_original):
+        return (
+            "cells were added or removed after the first grader cell; put your code above "
+            f"the graders ({reset})."
+        )
+    return None
+
+
+def _preamble(channel: Path, token: str, cell: int) -> str:
+    # Drops every jitlab module the learner's cells may have imported, replaced or
+    # planted, so that the grader below is imported afresh from the installed files.
+    return (
+        "import sys as _jitlab_sys\n"
+        "for _jitlab_name in [_n for _n in list(_jitlab_sys.modules)"
+        " if _n == 'jitlab' or _n.startswith('jitlab.')]:\n"
+        "    del _jitlab_sys.modules[_jitlab_name]\n"
+        "import jitlab.grading.verdict as _jitlab_verdict\n"
+        f"_jitlab_verdict.open_channel({str(channel)!r}, {token!r}, {cell})\n"
+        "del _jitlab_sys, _jitlab_verdict\n"
+    )
+
+
+def _learner_line(failure: CellRun, cells: list[CodeCell]) -> CodeCell | None:
+    """The learner's cell and line where a failure really happened (the deepest frame of
+    the traceback in a learner's cell), rather than the grader cell that called the
+    learner's function. Frames are matched by the source line they show, because nbval
+    runs every cell as ``In[1]``."""
+    found = None
+    for match in _FRAME.finditer(failure.traceback or ""):
+        line, context = int(match.group(1)), match.group(2)
+        arrow = next((row for row in context.splitlines() if "---->" in row), "")
+        shown = arrow.split("---->", 1)[-1].strip()
+        shown = shown.split(" ", 1)[1].strip() if " " in shown else ""
+        for cell in cells:
+            rows = cell.source.splitlines()
+            if not cell.is_grader and 0 < line <= len(rows) and rows[line - 1].strip() == shown:
+                found = dataclasses.replace(cell, line=_file_line(cell, line))
+                break
+    return found
+
+
+def _file_line(cell: CodeCell, line_in_cell: int) -> int:
+    # A cell's first source line is the line after its "# %%" marker.
+    return cell.line + line_in_cell
+
+
+def check_file(
+    path: Path,
+    *,
+    course: Course | None = None,
+    cell_timeout_s: int = DEFAULT_CELL_TIMEOUT_S,
+) -> Verdict:
+    """Run one exercise (or solution) file and return its verdict."""
+    course = course or load_course()
+    path = Path(path).resolve()
+    shown = relative(path, course)
+    exercise = course.find_exercise(path.stem)
+    problem = syntax_error(path, shown)
+    if problem:
+        return Verdict(shown, passed=False, problem=problem, kind="syntax")
+    if exercise is not None:
+        changed = tampering(path, exercise)
+        if changed:
+            return Verdict(shown, passed=False, problem=changed, kind="tampered")
+
+    cells = code_cells(path.read_text(encoding="utf-8"))
+    grader_indices = [c.index for c in cells if c.is_grader]
+    with tempfile.TemporaryDirectory(prefix="jitlab-check-") as scratch:
+        channel = Path(scratch) / "channel.jsonl"
+        tokens = {index: new_token() for index in grader_indices}
+
+        def add_preamble(notebook: nbformat.NotebookNode) -> None:
+            code = [c for c in notebook.cells if c.cell_type == "code"]
+            for index, token in tokens.items():
+                code[index].source = _preamble(channel, token, index) + code[index].source
+
+        execution = execute(
+            [path],
+            work=Path(scratch) / "notebooks",
+            record=Path(scratch) / "record",
+            course=course,
+            cell_timeout_s=cell_timeout_s,
+            stop_at_first_failure=True,
+            transform=add_preamble,
+            forget_notebooks=True,
+        )
+        reports: dict[int, GraderRun] = {}
+        for index, token in tokens.items():
+            reports.update({k: v for k, v in read_channel(channel, token).items() if k == index})
+    return _verdict(shown, path, course, cells, grader_indices, reports, execution)
+
+
+def _verdict(
+    shown: str,
+    path: Path,
+    course: Course,
+    cells: list[CodeCell],
+    graders: list[int],
+    reports: dict[int, GraderRun],
+    execution: Any,
+) -> Verdict:
+    run = execution.runs.get(path)
+    checks = tuple(c for index in graders for c in reports.get(index, GraderRun(index)).checks)
+    failure = run.first_failure if run else None
+    failed_check = next((c for c in checks if not c.passed), None)
+    if failed_check is not None:
+        return Verdict(shown, passed=False, checks=checks, kind="check")
+    if failure is not None:
+        cell = cells[failure.index] if failure.index < len(cells) else None
+        learner = _learner_line(failure, cells)
+        where_cell = learner or cell
+        where = f"{shown}:{where_cell.line}" if where_cell else shown
+        if failure.status == "timeout":
+            seconds = failure.error.split("Timeout of ")[-1].split(" s")[0]
+            problem = (
+                f"{where}: still running after {seconds} s, so it was stopped. Look for a loop "
+                "that never ends (a `while` whose condition never changes)."
+            )
+            return Verdict(shown, False, checks, problem=problem, where=where, kind="timeout")
+        detail = failure.one_line
+        if cell is not None and cell.is_grader and learner is None:
+            problem = f"{where}: the grader cell raised\n{detail}"
+        else:
+            problem = f"{where}: your code raised\n{detail}"
+        return Verdict(shown, False, checks, problem=problem, where=where, kind="crash")
+    incomplete = [i for i in graders if not reports.get(i, GraderRun(i)).completed]
+    if incomplete:
+        line = cells[incomplete[0]].line
+        problem = (
+            f"{shown}:{line}: the grader in this cell did not run to its end, so nothing "
+            "was checked. Something stopped or replaced it: leave the grader cells, "
+            "jitlab and jax.monitoring as they were."
+        )
+        return Verdict(shown, False, checks, problem=problem, kind="incomplete")
+    if run is None or execution.returncode != 0:
+        tail = execution.output.strip()[-600:]
+        return Verdict(shown, False, checks, problem=f"pytest failed:\n{tail}", kind="crash")
+    return Verdict(shown, passed=True, checks=checks)

@@ -1,0 +1,340 @@
+"""``jitlab``: the learner's runner, in the manner of rustlings.
+
+Learner verbs: ``list``, ``check``, ``hint``, ``reset``, ``watch``, ``env``,
+``preflight`` and ``doctor``. Course maintainers' commands live under ``jitlab dev``.
+
+Exit codes: 0 pass, 1 fail, 2 bad input (an unknown exercise, a file that is not an
+exercise, a course file that does not load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+
+from jitlab.course.manifest import Course, Exercise, load_course
+from jitlab.course.metadata import CourseError
+from jitlab.learner import progress
+
+PASS, FAIL, BAD_INPUT = 0, 1, 2
+
+
+def _say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def _color() -> bool:
+    return (
+        sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    )
+
+
+def _width() -> int:
+    return max(60, min(shutil.get_terminal_size((80, 24)).columns, 100))
+
+
+def _known(course: Course) -> str:
+    return "\n".join(f"  {e.number}  {e.slug}" for e in course.exercises) or "  (none)"
+
+
+def _resolve(course: Course, name: str) -> Exercise | None:
+    """The exercise a learner means: "01", "1", "shapes", "01_shapes" or a file path."""
+    candidate = Path(name)
+    if candidate.suffix and candidate.suffix != ".py":
+        _say(
+            f"{name}: jitlab checks the exercises' .py files (Jupytext keeps the notebook "
+            f"and the .py in step). Run `jitlab check {candidate.stem}` instead."
+        )
+        return None
+    found = course.find_exercise(candidate.stem if candidate.suffix else name)
+    if found is None:
+        _say(f"no exercise {name!r}. The exercises are:\n{_known(course)}")
+    return found
+
+
+def _target_path(exercise: Exercise, name: str) -> Path:
+    candidate = Path(name)
+    if candidate.suffix == ".py":
+        if not candidate.exists():
+            raise FileNotFoundError(name)
+        return candidate.resolve()
+    return exercise.learner_copy
+
+
+def _fit(line: str, width: int) -> str:
+    """``line`` cut at a word boundary with "…" when it is wider than the terminal."""
+    if len(line) <= width:
+        return line
+    return line[: width - 2].rsplit(" ", 1)[0] + " …"
+
+
+# ---------------------------------------------------------------------- verbs
+
+
+def cmd_list(args: argparse.Namespace, course: Course) -> int:
+    rows = []
+    for exercise in course.exercises:
+        state = progress.status(exercise)
+        rows.append(
+            {
+                "number": exercise.number,
+                "slug": exercise.slug,
+                "title": exercise.title,
+                "status": state.value,
+                "hints_shown": progress.hints_shown(exercise),
+            }
+        )
+    done = sum(row["status"] == progress.Status.DONE.value for row in rows)
+    if args.json:
+        _say(json.dumps({"done": done, "total": len(rows), "exercises": rows}, indent=1))
+        return PASS
+    width = _width()
+    for row in rows:
+        mark = {"done": "done", "not done": "    "}.get(row["status"], "edit")
+        line = f"  [{mark}] {row['number']} {row['slug']:<24} {row['title']}"
+        _say(_fit(line, width))
+        if row["status"] == progress.Status.CHANGED.value:
+            _say(f"         changed since it passed: `jitlab check {row['number']}` again")
+    filled = round(30 * done / len(rows)) if rows else 0
+    _say(f"\n[{'#' * filled}{'.' * (30 - filled)}] {done}/{len(rows)} exercises done")
+    return PASS
+
+
+def _next_step(course: Course, exercise: Exercise) -> str:
+    position = course.lesson(exercise.slug).position
+    if position + 1 < len(course.lessons):
+        following = course.lessons[position + 1]
+        step = f"Next: lesson {following.label} (lessons/{following.stem}.py)"
+        if following.exercise is not None:
+            step += f", then `jitlab check {following.number}`"
+        return step + "."
+    return "That was the last exercise of the course. Well done."
+
+
+def cmd_check(args: argparse.Namespace, course: Course) -> int:
+    from jitlab.grading.verdict import format_verdict
+    from jitlab.learner.check import check_file
+
+    exercise = _resolve(course, args.exercise)
+    if exercise is None:
+        return BAD_INPUT
+    try:
+        path = _target_path(exercise, args.exercise)
+    except FileNotFoundError:
+        _say(f"no file {args.exercise}")
+        return BAD_INPUT
+    _say(f"checking {path.name} ...")
+    verdict = check_file(path, course=course, cell_timeout_s=args.timeout)
+    if verdict.passed:
+        verdict = dataclasses.replace(verdict, next_step=_next_step(course, exercise))
+    _say(format_verdict(verdict, width=_width(), color=_color()))
+    if verdict.passed:
+        if path == exercise.learner_copy.resolve():
+            progress.mark_passed(exercise)
+        return PASS
+    if verdict.kind in ("crash", "timeout", "incomplete"):
+        _say(f"(stuck? `jitlab hint {exercise.number}`)")
+    return FAIL
+
+
+def cmd_hint(args: argparse.Namespace, course: Course) -> int:
+    exercise = _resolve(course, args.exercise)
+    if exercise is None:
+        return BAD_INPUT
+    hints = exercise.meta.hints
+    shown = progress.hints_shown(exercise)
+    width = _width()
+    if shown >= len(hints):
+        _say(f"That was the last hint for {exercise.stem} ({len(hints)} of {len(hints)}):")
+        for number, hint in enumerate(hints, start=1):
+            _say(
+                textwrap.fill(
+                    hint, width, initial_indent=f"  {number}. ", subsequent_indent="     "
+                )
+            )
+        return PASS
+    _say(f"Hint {shown + 1} of {len(hints)} for {exercise.stem}:")
+    _say(textwrap.fill(hints[shown], width, initial_indent="  ", subsequent_indent="  "))
+    progress.set_hints_shown(exercise, shown + 1)
+    return PASS
+
+
+def cmd_reset(args: argparse.Namespace, course: Course) -> int:
+    from jitlab.course.exercise_source import generated_text
+
+    exercise = _resolve(course, args.exercise)
+    if exercise is None:
+        return BAD_INPUT
+    if not args.yes:
+        if not sys.stdin.isatty():
+            _say("refusing to reset without a terminal to ask; pass --yes to confirm")
+            return BAD_INPUT
+        answer = input(
+            f"Reset {exercise.learner_copy.name} to its original state? "
+            "Your changes are lost. [y/N] "
+        )
+        if answer.strip().lower() not in ("y", "yes"):
+            _say("not reset")
+            return PASS
+    exercise.learner_copy.write_text(generated_text(exercise), encoding="utf-8")
+    progress.forget(exercise)
+    _say(f"exercises/{exercise.learner_copy.name} is back to its original state")
+    return PASS
+
+
+def _first_not_done(course: Course) -> Exercise | None:
+    return next(
+        (e for e in course.exercises if progress.status(e) is not progress.Status.DONE), None
+    )
+
+
+def cmd_watch(args: argparse.Namespace, course: Course) -> int:
+    from watchfiles import watch
+
+    if args.exercise:
+        exercise = _resolve(course, args.exercise)
+        if exercise is None:
+            return BAD_INPUT
+    else:
+        exercise = _first_not_done(course)
+        if exercise is None:
+            _say("every exercise is done")
+            return PASS
+        args.exercise = exercise.number
+    path = _target_path(exercise, args.exercise)
+    _say(f"watching {path.name}: save it to re-check (Ctrl-C to stop)")
+    checked = None
+    try:
+        # A change is noticed by its content, checked after every file event and every
+        # half second, so a save made while a check was running is never missed.
+        for _ in watch(path, rust_timeout=500, yield_on_timeout=True):
+            content = path.read_bytes() if path.exists() else b""
+            if content == checked:
+                continue
+            if checked is not None:
+                _say("\n" + "-" * 60)
+            checked = content
+            cmd_check(args, course)
+    except KeyboardInterrupt:
+        _say("\nstopped watching")
+    return PASS
+
+
+def cmd_env(args: argparse.Namespace, course: Course) -> int:
+    from jitlab.instruments.environment import print_environment
+
+    print_environment()
+    return PASS
+
+
+def cmd_preflight(args: argparse.Namespace, course: Course) -> int:
+    from jitlab.learner.preflight import run_preflight
+
+    return run_preflight(course, echo=_say)
+
+
+def cmd_doctor(args: argparse.Namespace, course: Course) -> int:
+    from jitlab.doctor import main as doctor_main
+
+    return doctor_main(args.rest)
+
+
+def cmd_dev(args: argparse.Namespace, course: Course) -> int:
+    from jitlab.maintainer.cli import main as dev_main
+
+    return dev_main(args.rest)
+
+
+# ---------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jitlab",
+        description="Exercises on why jax.jit compiles again, with verdicts.",
+        epilog="Course maintainers: `jitlab dev --help` (verify, bench, matrix, ...).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+
+    listing = sub.add_parser("list", help="every exercise, done or not, and your progress")
+    listing.add_argument("--json", action="store_true", help="for instructors collecting it")
+
+    def with_timeout(p: argparse.ArgumentParser) -> None:
+        from jitlab.learner.check import DEFAULT_CELL_TIMEOUT_S
+
+        p.add_argument(
+            "--timeout",
+            type=int,
+            default=DEFAULT_CELL_TIMEOUT_S,
+            help=f"seconds one cell may run (default {DEFAULT_CELL_TIMEOUT_S})",
+        )
+
+    check = sub.add_parser("check", help="run an exercise's graders and print a verdict")
+    check.add_argument("exercise", help='"01", "shapes", "01_shapes" or a path to a .py file')
+    with_timeout(check)
+
+    hint = sub.add_parser("hint", help="the next hint for an exercise")
+    hint.add_argument("exercise")
+
+    reset = sub.add_parser("reset", help="restore an exercise to its original state")
+    reset.add_argument("exercise")
+    reset.add_argument("--yes", action="store_true", help="do not ask")
+
+    watch = sub.add_parser("watch", help="re-check an exercise every time it is saved")
+    watch.add_argument("exercise", nargs="?", help="default: the first one not done")
+    with_timeout(watch)
+
+    sub.add_parser("env", help="the environment report")
+    sub.add_parser("preflight", help="is this machine ready for the course? (under a minute)")
+
+    doctor = sub.add_parser(
+        "doctor",
+        help="find and explain recompilations in your own program",
+        add_help=False,
+    )
+    doctor.add_argument("rest", nargs=argparse.REMAINDER)
+    dev = sub.add_parser("dev", help="course maintainers' commands", add_help=False)
+    dev.add_argument("rest", nargs=argparse.REMAINDER)
+    return parser
+
+
+COMMANDS = {
+    "list": cmd_list,
+    "check": cmd_check,
+    "hint": cmd_hint,
+    "reset": cmd_reset,
+    "watch": cmd_watch,
+    "env": cmd_env,
+    "preflight": cmd_preflight,
+    "doctor": cmd_doctor,
+    "dev": cmd_dev,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        course = load_course()
+        return COMMANDS[args.command](args, course)
+    except CourseError as err:
+        _say(f"the course's files do not load: {err}")
+        return BAD_INPUT
+    except KeyboardInterrupt:
+        _say("\ninterrupted")
+        return FAIL
+    except BrokenPipeError:
+        # `jitlab list | head`: the reader left; end quietly instead of with a traceback.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return PASS
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,67 @@
+"""``jitlab dev bench``: re-run every lesson's timed experiments on this machine.
+
+Each lesson runs top to bottom through the notebook pipeline with
+``$JITLAB_MEASUREMENTS`` pointing at a scratch file; the ``jitlab.record`` calls append
+their numbers there. The records, the environment report (device, CPU, JAX release) and
+which cells failed are written to ``results/machines/<machine>-jax-<release>.json``, one
+file per machine and release, for the "Measured results" page. A cell whose assertion
+fails on another release does not stop the bench: the lesson runs on, its failures are
+listed in the file, and the numbers it did record are kept.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import tempfile
+from pathlib import Path
+
+from jitlab.course.manifest import Course
+from jitlab.instruments.environment import environment, machine_id
+from jitlab.instruments.measurements import MEASUREMENTS_ENV
+from jitlab.notebooks.pipeline import execute
+
+CELL_TIMEOUT_S = 300
+
+
+def results_name() -> str:
+    """``<machine>-jax-<release>``: one results file per machine and JAX release."""
+    release = str(environment()["jax"]).replace(".", "_")
+    return f"{machine_id()}-jax-{release}"
+
+
+def run_bench(course: Course, keys: list[str], out_dir: Path) -> int:
+    chosen = [course.lesson(key) for key in keys] if keys else list(course.lessons)
+    with tempfile.TemporaryDirectory(prefix="jitlab-bench-") as scratch:
+        measurements = Path(scratch) / "measurements.jsonl"
+        measurements.touch()
+        print(f"running {len(chosen)} lesson(s) ...", flush=True)
+        done = execute(
+            [item.path for item in chosen],
+            work=Path(scratch) / "notebooks",
+            record=Path(scratch) / "record",
+            course=course,
+            cell_timeout_s=CELL_TIMEOUT_S,
+            env={MEASUREMENTS_ENV: str(measurements)},
+        )
+        records = [json.loads(line) for line in measurements.read_text().splitlines() if line]
+    failures = {
+        item.slug: [f"cell {c.index}: {c.one_line}" for c in run.cells if c.failed]
+        for item in chosen
+        if (run := done.runs.get(item.path)) is not None
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"{results_name()}.json"
+    payload = {
+        "environment": environment(),
+        "generated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "lessons": [item.slug for item in chosen],
+        "failed_cells": {slug: cells for slug, cells in failures.items() if cells},
+        "records": records,
+    }
+    target.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    failed = sum(len(cells) for cells in failures.values())
+    print(f"{len(records)} records from {len(chosen)} lessons written to {target}")
+    if failed:
+        print(f"{failed} cell(s) failed on this release; they are listed in the file")
+    return 0

@@ -1,0 +1,173 @@
+"""``jitlab dev``: the course maintainers' commands, kept apart from the learner's verbs.
+
+- ``verify``: every solution passes, every generated exercise fails at a grader;
+- ``exercises``: regenerate the learners' copies from their sources (``--check``: fail
+  when one is out of date, for CI and the pre-commit hook);
+- ``notebooks``: convert lessons, exercises or solutions to ``.ipynb`` for nbval;
+- ``renumber``: rename files after lessons moved in ``course.yml``;
+- ``bench``: re-run the lessons' timed experiments into ``results/machines/``;
+- ``matrix``: run the lessons and solutions under several JAX releases;
+- ``upstream``: the same against the newest JAX on the package index;
+- ``runner-speed``: the runner's speed figures, as ratios measured in one run;
+- ``serve``: serve the built site on localhost.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from jitlab.course.manifest import course_root, load_course
+from jitlab.course.metadata import CourseError
+
+
+def _say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from jitlab.maintainer.verify import run_verify
+
+    return run_verify(load_course(), args.exercise, jobs=args.jobs, timeout=args.timeout, echo=_say)
+
+
+def cmd_exercises(args: argparse.Namespace) -> int:
+    from jitlab.course.exercise_source import stale_copies, write_learner_copies
+
+    course = load_course()
+    if args.check:
+        stale = stale_copies(course)
+        for exercise in stale:
+            _say(
+                f"exercises/{exercise.learner_copy.name} is out of date with "
+                f"solutions/{exercise.source.name}"
+            )
+        if stale:
+            _say("run `jitlab dev exercises` (or `make exercises`) and commit the result")
+            return 1
+        _say(f"{len(course.exercises)} learner copies are current")
+        return 0
+    written = write_learner_copies(course)
+    for path in written:
+        _say(f"  wrote exercises/{path.name}")
+    _say(f"{len(written)} learner copies regenerated" if written else "all learner copies current")
+    return 0
+
+
+def cmd_notebooks(args: argparse.Namespace) -> int:
+    from jitlab.notebooks.pipeline import convert
+
+    course = load_course()
+    for folder in args.folder:
+        if folder == "lessons":
+            sources = [item.path for item in course.lessons]
+        elif folder == "solutions":
+            sources = [e.source for e in course.exercises]
+        elif folder == "exercises":
+            sources = [e.learner_copy for e in course.exercises]
+        else:
+            _say(f"unknown folder {folder!r}: lessons, exercises or solutions")
+            return 2
+        target = course.build_dir / "notebooks" / folder
+        written = convert(sources, target, course=course)
+        _say(f"{len(written)} notebooks from {folder}/ in {target}")
+    return 0
+
+
+def cmd_renumber(args: argparse.Namespace) -> int:
+    from jitlab.maintainer.renumber import renumber
+
+    return renumber(course_root(), echo=_say)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from jitlab.maintainer.bench import run_bench
+
+    course = load_course()
+    out = Path(args.out) if args.out else course.root / "results" / "machines"
+    return run_bench(course, args.lesson, out)
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    from jitlab.maintainer.matrix import DEFAULT_RELEASES, run_matrix
+
+    releases = args.release or list(DEFAULT_RELEASES)
+    return run_matrix(load_course(), releases, echo=_say, lessons_only=args.lessons_only)
+
+
+def cmd_upstream(args: argparse.Namespace) -> int:
+    from jitlab.maintainer.upstream import run_upstream
+
+    course = load_course()
+    out = Path(args.out) if args.out else course.build_dir / "upstream" / "report.md"
+    return run_upstream(course, out=out, echo=_say, release=args.release)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from jitlab.site.serve import serve
+
+    return serve(port=args.port, directory=Path(args.directory))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jitlab dev", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+
+    verify = sub.add_parser("verify", help="every solution passes, every exercise fails")
+    verify.add_argument("exercise", nargs="*", help="default: all")
+    verify.add_argument("--jobs", type=int, default=2, help="exercises checked at once")
+    verify.add_argument("--timeout", type=int, default=120, help="seconds one cell may run")
+
+    exercises = sub.add_parser("exercises", help="regenerate learner copies from sources")
+    exercises.add_argument("--check", action="store_true", help="only report stale copies")
+
+    notebooks = sub.add_parser("notebooks", help="convert sources to .ipynb under _build/")
+    notebooks.add_argument("folder", nargs="+", choices=["lessons", "exercises", "solutions"])
+
+    sub.add_parser("renumber", help="rename files to match course.yml")
+
+    bench = sub.add_parser("bench", help="re-run every lesson's timed experiments")
+    bench.add_argument("lesson", nargs="*", help="lesson slugs or numbers (default: all)")
+    bench.add_argument("--out", default=None, help="folder (default results/machines)")
+
+    matrix = sub.add_parser("matrix", help="run lessons and solutions under several JAX releases")
+    matrix.add_argument("--release", action="append", help="a JAX release (repeatable)")
+    matrix.add_argument("--lessons-only", action="store_true", help="skip the solutions")
+
+    upstream = sub.add_parser("upstream", help="run the course against the newest JAX")
+    upstream.add_argument("--release", default=None, help="a release instead of the newest")
+    upstream.add_argument("--out", default=None, help="report (default _build/upstream/report.md)")
+
+    serve = sub.add_parser("serve", help="serve the built site on localhost")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--directory", default="site")
+    return parser
+
+
+COMMANDS = {
+    "verify": cmd_verify,
+    "exercises": cmd_exercises,
+    "notebooks": cmd_notebooks,
+    "renumber": cmd_renumber,
+    "bench": cmd_bench,
+    "matrix": cmd_matrix,
+    "upstream": cmd_upstream,
+    "serve": cmd_serve,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except CourseError as err:
+        _say(f"the course's files do not load: {err}")
+        return 2
+    except KeyboardInterrupt:
+        _say("\ninterrupted")
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,56 @@
+"""``jitlab dev verify``: the course holds to rustlings' ``dev check`` and nbgrader's
+``validate --invert``. Every solution passes its graders; every generated exercise is
+current and, unsolved, fails at a grader check with a ``NotImplementedError`` (for the
+intended reason, not a crash in the setup cells or a timeout)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from jitlab.course.exercise_source import stale_copies
+from jitlab.course.manifest import Course, Exercise
+from jitlab.grading.verdict import format_verdict
+from jitlab.learner.check import check_file
+
+
+def verify_exercise(exercise: Exercise, timeout: int) -> list[str]:
+    """Problems with one exercise (empty when it is as it should be)."""
+    problems = []
+    solved = check_file(exercise.source, cell_timeout_s=timeout)
+    if not solved.passed:
+        problems.append(f"{exercise.stem}: the solution fails\n{format_verdict(solved)}")
+    unsolved = check_file(exercise.learner_copy, cell_timeout_s=timeout)
+    failed = unsolved.failed_check
+    if unsolved.passed:
+        problems.append(f"{exercise.stem}: the unsolved exercise passes its graders")
+    elif failed is None or not failed.not_started:
+        problems.append(
+            f"{exercise.stem}: the unsolved exercise does not fail at a grader check on its "
+            f"unwritten stub\n{format_verdict(unsolved)}"
+        )
+    return problems
+
+
+def run_verify(
+    course: Course, keys: list[str], *, jobs: int, timeout: int, echo: Callable[[str], None]
+) -> int:
+    chosen = [course.lesson(k).exercise for k in keys] if keys else list(course.exercises)
+    exercises = [e for e in chosen if e is not None]
+    problems = [
+        f"{e.stem}: exercises/{e.learner_copy.name} is out of date with its source; "
+        "run `jitlab dev exercises`"
+        for e in stale_copies(course)
+        if e in exercises
+    ]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(lambda e: verify_exercise(e, timeout), exercises))
+    for exercise, found in zip(exercises, results, strict=True):
+        echo(f"  {'ok  ' if not found else 'FAIL'}  {exercise.stem}")
+        problems += found
+    if problems:
+        echo("\n" + "\n\n".join(problems))
+        echo(f"\nverify: {len(problems)} problem(s)")
+        return 1
+    echo(f"\nverify: {len(exercises)} solutions pass, {len(exercises)} exercises fail at a grader")
+    return 0

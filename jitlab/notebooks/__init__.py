@@ -1,0 +1,1 @@
+"""The one notebook pipeline: find the sources, convert them, execute them under nbval."""

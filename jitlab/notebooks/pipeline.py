@@ -1,0 +1,294 @@
+"""The one notebook pipeline: convert the Jupytext sources, execute them under nbval.
+
+Everything that runs a notebook goes through here: ``make test`` (lessons), the site
+(executed lessons, reused rather than run again), ``jitlab check`` and ``jitlab dev
+verify`` (exercises and solutions), ``jitlab dev bench`` (lessons, with measurements on)
+and ``jitlab dev matrix`` (lessons and solutions under other JAX releases).
+
+- :func:`convert` writes ``.ipynb`` files (nbval reads only those) into ``_build``,
+  stamping each with its source and a key that changes when the source, the course's
+  instruments or the locked dependencies change.
+- :func:`execute` runs them with pytest and nbval in a subprocess (``--nbval-lax``: a
+  cell fails only by raising), with :mod:`jitlab.notebooks.recorder` keeping every cell's
+  outcome and the executed notebook.
+- :func:`executed_lessons` returns up-to-date executed lessons, running only the stale
+  ones; the site calls it, so a lesson executed by ``make test`` is not executed again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import jupytext
+import nbformat
+
+from jitlab.course.manifest import Course, load_course
+
+DEFAULT_CELL_TIMEOUT_S = 120
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def _digest(paths: Iterable[Path]) -> str:
+    sha = hashlib.sha256()
+    for path in sorted(paths):
+        sha.update(path.as_posix().encode())
+        sha.update(path.read_bytes())
+    return sha.hexdigest()
+
+
+def execution_key(source: Path, course: Course) -> str:
+    """What an executed notebook's outputs depend on: the source, the instruments and
+    boxes it calls, and the locked dependencies. A change in any of them re-executes."""
+    inputs = [source, *PACKAGE.glob("instruments/*.py"), *PACKAGE.glob("course/*.py")]
+    lock = course.root / "requirements.lock"
+    if lock.exists():
+        inputs.append(lock)
+    return _digest(inputs)[:16]
+
+
+def relative(path: Path, course: Course) -> str:
+    try:
+        return path.resolve().relative_to(course.root).as_posix()
+    except ValueError:
+        return str(path.resolve())
+
+
+def to_notebook(source: Path, course: Course) -> nbformat.NotebookNode:
+    """The notebook for a Jupytext source, stamped with where it came from."""
+    notebook = jupytext.read(source)
+    notebook.metadata["jitlab"] = {
+        "source": str(source.resolve()),
+        "key": execution_key(source, course),
+    }
+    return notebook
+
+
+def convert(
+    sources: Sequence[Path],
+    folder: Path,
+    *,
+    course: Course | None = None,
+    transform: Callable[[nbformat.NotebookNode], None] | None = None,
+) -> list[Path]:
+    """Write one ``.ipynb`` per source into ``folder`` (emptied of old notebooks first)."""
+    course = course or load_course()
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob("*.ipynb"):
+        stale.unlink()
+    written = []
+    for source in sources:
+        notebook = to_notebook(source, course)
+        if transform is not None:
+            transform(notebook)
+        target = folder / f"{source.stem}.ipynb"
+        nbformat.write(notebook, str(target))
+        written.append(target)
+    return written
+
+
+@dataclasses.dataclass(frozen=True)
+class CellRun:
+    """One code cell as nbval ran it."""
+
+    index: int
+    status: str  # "passed", "failed", "timeout", "skipped" or "not run"
+    seconds: float = 0.0
+    ename: str = ""
+    evalue: str = ""
+    traceback: str = ""
+    error: str = ""
+    explanations: tuple[str, ...] = ()
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("failed", "timeout")
+
+    @property
+    def one_line(self) -> str:
+        """The error in one line: ``ename: evalue`` or what went wrong."""
+        if self.ename:
+            return f"{self.ename}: {self.evalue}".strip()
+        return self.error.strip().splitlines()[-1] if self.error.strip() else self.status
+
+
+@dataclasses.dataclass(frozen=True)
+class NotebookRun:
+    """One notebook's execution: where it came from, each cell, and the executed copy."""
+
+    source: Path
+    key: str | None
+    cells: tuple[CellRun, ...]
+    executed: Path
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.cells) and all(c.status in ("passed", "skipped") for c in self.cells)
+
+    @property
+    def first_failure(self) -> CellRun | None:
+        return next((c for c in self.cells if c.failed), None)
+
+
+def read_run(record: Path) -> NotebookRun:
+    """Load what the recorder wrote for one notebook."""
+    data = json.loads(record.read_text(encoding="utf-8"))
+    cells = tuple(
+        CellRun(
+            index=c["index"],
+            status=c["status"],
+            seconds=c.get("seconds", 0.0),
+            ename=c.get("ename", ""),
+            evalue=c.get("evalue", ""),
+            traceback=c.get("traceback", ""),
+            error=c.get("error", ""),
+            explanations=tuple(c.get("explanations", ())),
+        )
+        for c in data["cells"]
+    )
+    return NotebookRun(
+        source=Path(data["source"]),
+        key=data.get("key"),
+        cells=cells,
+        executed=record.with_suffix(".ipynb"),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Execution:
+    """The outcome of one :func:`execute`: each notebook's run, and pytest's own words."""
+
+    runs: dict[Path, NotebookRun]
+    returncode: int
+    output: str
+
+
+def pytest_command(
+    notebooks: Sequence[Path],
+    record: Path,
+    *,
+    cell_timeout_s: int,
+    stop_at_first_failure: bool = False,
+    forget_notebooks: bool = False,
+) -> list[str]:
+    """The pytest command line that runs notebooks under nbval with the recorder."""
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *map(str, notebooks),
+        "-p",
+        "nbval",
+        "-p",
+        "jitlab.notebooks.recorder",
+        "--nbval-lax",
+        "--nbval-current-env",
+        f"--nbval-cell-timeout={cell_timeout_s}",
+        f"--jitlab-record={record}",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(Path(notebooks[0]).parent),
+    ]
+    if stop_at_first_failure:
+        command.append("-x")
+    if forget_notebooks:
+        command.append("--jitlab-forget-notebooks")
+    return command
+
+
+def execute(
+    sources: Sequence[Path],
+    *,
+    work: Path,
+    record: Path,
+    course: Course | None = None,
+    cell_timeout_s: int = DEFAULT_CELL_TIMEOUT_S,
+    stop_at_first_failure: bool = False,
+    transform: Callable[[nbformat.NotebookNode], None] | None = None,
+    forget_notebooks: bool = False,
+    env: dict[str, str] | None = None,
+    python: str | None = None,
+) -> Execution:
+    """Convert ``sources`` into ``work`` and run them under nbval; records go to ``record``.
+
+    ``python`` runs pytest with another interpreter (the release matrix does, with an
+    older JAX); the kernels use that interpreter too (``--nbval-current-env``).
+    """
+    course = course or load_course()
+    notebooks = convert(sources, work, course=course, transform=transform)
+    command = pytest_command(
+        notebooks,
+        record,
+        cell_timeout_s=cell_timeout_s,
+        stop_at_first_failure=stop_at_first_failure,
+        forget_notebooks=forget_notebooks,
+    )
+    if python is not None:
+        command[0] = python
+    run_env = {
+        **os.environ,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",  # only nbval and the recorder: faster start
+        **(env or {}),
+    }
+    completed = subprocess.run(
+        command,
+        cwd=course.root,
+        env=run_env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    runs = {}
+    for source in sources:
+        found = record / source.parent.name / f"{source.stem}.json"
+        if found.exists():
+            runs[source] = read_run(found)
+    return Execution(runs=runs, returncode=completed.returncode, output=completed.stdout)
+
+
+EXECUTED = "executed"
+
+
+def executed_dir(course: Course) -> Path:
+    return course.build_dir / EXECUTED
+
+
+def executed_lessons(
+    course: Course | None = None, *, echo: Callable[[str], Any] = print
+) -> list[NotebookRun]:
+    """Every lesson executed, reusing each one whose key still matches (``make test``
+    executes them under nbval with the recorder on); runs the stale ones and raises
+    ``RuntimeError`` naming the lesson and cell if any fails."""
+    course = course or load_course()
+    record = executed_dir(course)
+    runs: dict[Path, NotebookRun] = {}
+    stale = []
+    for lesson in course.lessons:
+        found = record / "lessons" / f"{lesson.stem}.json"
+        if found.exists():
+            run = read_run(found)
+            if run.key == execution_key(lesson.path, course) and run.passed:
+                runs[lesson.path] = run
+                continue
+        stale.append(lesson.path)
+    if stale:
+        echo(f"executing {len(stale)} lesson(s): {', '.join(p.stem for p in stale)}")
+        done = execute(stale, work=course.build_dir / "notebooks" / "site", record=record)
+        for source in stale:
+            run = done.runs.get(source)
+            if run is None or not run.passed:
+                failure = run.first_failure if run else None
+                where = f"cell {failure.index}: {failure.one_line}" if failure else done.output
+                raise RuntimeError(f"{source.name} failed: {where}")
+            runs[source] = run
+    return [runs[lesson.path] for lesson in course.lessons]

@@ -1,0 +1,193 @@
+"""A pytest plugin that records what nbval ran: every cell's outcome, and the notebook
+with its outputs, so one execution serves the tests, the site and the release matrix.
+
+nbval checks a notebook cell by cell in one kernel, but keeps nothing once pytest ends.
+With ``-p jitlab.notebooks.recorder --jitlab-record=DIR`` this plugin writes, for each
+notebook, ``DIR/<folder>/<stem>.ipynb`` (the executed notebook, outputs included: the
+site renders it and offers it for download) and ``DIR/<folder>/<stem>.json`` (each code
+cell's status, error and the cache-miss explanations JAX printed in it). ``<folder>`` is
+the source's folder (``lessons``, ``exercises``, ``solutions``).
+
+It also tells each kernel which file it runs (``$JITLAB_NOTEBOOK``, read by
+``jitlab.intro()``), and with ``--jitlab-forget-notebooks`` deletes the generated
+notebooks once pytest has read them, so code in a learner's cell cannot read what the
+runner put in the grader cells.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from jitlab.course.current import NOTEBOOK_ENV
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_TIMEOUT = re.compile(r"Timeout of ([\d.]+) seconds exceeded")
+EXPLANATION_START = "TRACING CACHE MISS"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("jitlab", "the course's notebook recorder")
+    group.addoption("--jitlab-record", default=None, help="folder for executed notebooks")
+    group.addoption(
+        "--jitlab-forget-notebooks",
+        action="store_true",
+        help="delete the generated .ipynb files once collected",
+    )
+
+
+def _is_cell(item: pytest.Item) -> bool:
+    return type(item).__name__ == "IPyNbCell"
+
+
+def _source_of(notebook: Any) -> str:
+    return str((notebook.metadata.get("jitlab") or {}).get("source", ""))
+
+
+class _Recorder:
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+        self.notebooks: dict[Path, Any] = {}
+        self.cells: dict[Path, dict[int, dict[str, Any]]] = {}
+
+    def cell(self, item: Any) -> dict[str, Any]:
+        path = Path(str(item.fspath))
+        self.notebooks.setdefault(path, item.parent.nb)
+        return self.cells.setdefault(path, {}).setdefault(
+            item.cell_num, {"index": item.cell_num, "status": "not run", "seconds": 0.0}
+        )
+
+    def write(self) -> None:
+        if self.folder is None:
+            return
+        for path, notebook in self.notebooks.items():
+            source = _source_of(notebook)
+            kind = Path(source).parent.name or "notebooks"
+            target = self.folder / kind
+            target.mkdir(parents=True, exist_ok=True)
+            cells = self.cells.get(path, {})
+            code = [c for c in notebook.cells if c.cell_type == "code"]
+            for index, cell in enumerate(code):
+                found = cells.get(index)
+                cell.outputs = found.pop("_outputs", []) if found else []
+                cell.execution_count = index + 1 if found and found["status"] != "not run" else None
+            nbformat.write(notebook, str(target / f"{path.stem}.ipynb"))
+            rows = [cells.get(i, {"index": i, "status": "not run"}) for i in range(len(code))]
+            for row in rows:
+                row.pop("_outputs", None)
+            record = {
+                "source": source,
+                "key": (notebook.metadata.get("jitlab") or {}).get("key"),
+                "cells": rows,
+            }
+            (target / f"{path.stem}.json").write_text(
+                json.dumps(record, indent=1) + "\n", encoding="utf-8"
+            )
+
+
+def _output_text(outputs: list[Any]) -> str:
+    parts = []
+    for out in outputs or []:
+        if out.get("output_type") == "stream":
+            parts.append(str(out.get("text", "")))
+        elif "data" in out:
+            parts.append(str(out["data"].get("text/plain", "")))
+    return "".join(parts)
+
+
+def explanations_in(text: str) -> list[str]:
+    """JAX's cache-miss explanations in a cell's printed output, one string each."""
+    found, current = [], None
+    for line in text.splitlines():
+        if EXPLANATION_START in line:
+            if current:
+                found.append("\n".join(current))
+            current = [line[line.index(EXPLANATION_START) :]]
+        elif current is not None and line.startswith("  "):
+            current.append(line)
+        elif current is not None:
+            found.append("\n".join(current))
+            current = None
+    if current:
+        found.append("\n".join(current))
+    return found
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    folder = config.getoption("--jitlab-record")
+    config.stash[_KEY] = _Recorder(Path(folder).resolve() if folder else None)
+
+
+_KEY = pytest.StashKey[_Recorder]()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if not session.config.getoption("--jitlab-forget-notebooks"):
+        return
+    for item in session.items:
+        if _is_cell(item):
+            Path(str(item.fspath)).unlink(missing_ok=True)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # The kernel starts in the setup of a notebook's first cell; tell it its source.
+    if _is_cell(item) and item.cell_num == 0:  # type: ignore[attr-defined]
+        source = _source_of(item.parent.nb)  # type: ignore[attr-defined]
+        if source:
+            os.environ[NOTEBOOK_ENV] = source
+        else:
+            os.environ.pop(NOTEBOOK_ENV, None)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    outcome = yield
+    if not _is_cell(item):
+        return
+    report = outcome.get_result()
+    row = item.config.stash[_KEY].cell(item)
+    if report.when == "setup" and report.skipped:
+        row["status"] = "skipped"
+    if report.when != "call":
+        if report.when == "setup" and report.failed:
+            row.update(status="failed", error=_ANSI.sub("", str(report.longrepr))[-2000:])
+        return
+    outputs = list(getattr(item, "test_outputs", None) or [])
+    row["seconds"] = round(call.duration, 4)
+    row["_outputs"] = outputs
+    row["explanations"] = explanations_in(_output_text(outputs))
+    if report.skipped:
+        row["status"] = "skipped"
+    elif report.passed:
+        row["status"] = "passed"
+    else:
+        text = _ANSI.sub("", str(report.longrepr))
+        errors = [o for o in outputs if o.get("output_type") == "error"]
+        timeout = _TIMEOUT.search(text)
+        if timeout:
+            row.update(status="timeout", error=f"Timeout of {timeout.group(1)} s exceeded")
+            if errors:  # the interrupted frames: where the loop was when it was stopped
+                traceback = _ANSI.sub("", "\n".join(errors[-1].get("traceback", [])))
+                row["traceback"] = traceback[-4000:]
+        elif errors:
+            error = errors[-1]
+            traceback = _ANSI.sub("", "\n".join(error.get("traceback", [])))
+            row.update(
+                status="failed",
+                ename=str(error.get("ename", "")),
+                evalue=str(error.get("evalue", "")),
+                traceback=traceback[-4000:],
+            )
+        else:
+            row.update(status="failed", error=text[-2000:])
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    session.config.stash[_KEY].write()

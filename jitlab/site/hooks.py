@@ -1,0 +1,168 @@
+"""MkDocs hooks: the glue between the course's files and the site.
+
+- The navigation is built from ``course.yml`` and the lessons' front matter, so a new
+  lesson appears without editing ``mkdocs.yml``.
+- Lesson pages are the notebooks that the pipeline executed (``make test`` executes them
+  once, under nbval; the site reuses them, and executes only lessons that changed since).
+  The downloaded ``.ipynb`` therefore carries its outputs.
+- Placeholders in Markdown pages (``<!-- jitlab:NAME -->``) are filled from the same
+  front matter and from ``results/``: learning path, schedules, teaching notes, measured
+  results and the release matrix are never typed twice.
+- Every notebook page gets its ``.py`` source and an ``.ipynb`` beside it, for the
+  download buttons in ``overrides/main.html``.
+- mkdocs-jupyter builds a notebook page's table of contents from heading text with the
+  inline code dropped, so a heading like "`lax.cond`: run one" gets a TOC link to an
+  anchor that does not exist; ids and titles are taken from the headings themselves.
+- nbconvert inlines about 600 kB of JupyterLab CSS into every notebook page; large
+  blocks move into one shared stylesheet, so the site fits on a USB stick.
+- nbconvert's template loads MathJax from a CDN; the lessons use no maths, so the
+  script is dropped and the site makes no request outside itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import jupytext
+from mkdocs.plugins import event_priority
+from mkdocs.structure.files import File, Files
+
+from jitlab.course.manifest import load_course
+from jitlab.notebooks.pipeline import executed_dir, executed_lessons
+from jitlab.site import pages
+
+_PLACEHOLDER = re.compile(r"<!--\s*jitlab:([a-z-]+)\s*-->")
+_EXTERNAL_SCRIPT = re.compile(
+    r"<script[^>]*\bsrc=\"(?:https?:)?//[^\"]*\"[^>]*>\s*</script>", re.IGNORECASE
+)
+_HEADING = re.compile(r"<h([1-6])[^>]*\bid=\"([^\"]+)\"[^>]*>(.*?)</h\1>", re.DOTALL)
+_ANCHOR_LINK = re.compile(r"<a class=\"anchor-link\".*?</a>", re.DOTALL)
+_MATHJAX_CONFIG = re.compile(
+    r"<script type=\"text/x-mathjax-config\">.*?</script>", re.IGNORECASE | re.DOTALL
+)
+_INLINE_STYLE = re.compile(r"<style type=\"text/css\">(.*?)</style>", re.DOTALL)
+SHARED_CSS_MIN_BYTES = 20_000
+NOTEBOOK_PAGE = (".py", ".ipynb")
+
+
+def on_config(config: Any) -> Any:
+    course = load_course()
+    lessons = [{item.label: f"lessons/{item.stem}.ipynb"} for item in course.lessons]
+    exercises = [
+        {f"{e.number} · {e.title}": f"exercises/{e.stem}.py"} for e in course.exercises
+    ]
+    solutions = [
+        {f"{e.number} · {e.title}": f"solutions/{e.stem}.py"} for e in course.exercises
+    ]
+    config["nav"] = [
+        {"Home": "index.md"},
+        {"Setup": "setup.md"},
+        {"Lessons": lessons},
+        {"Exercises": exercises},
+        {
+            "Reference": [
+                {"Cheat sheet": "cheatsheet.md"},
+                {"Glossary": "glossary.md"},
+                {"Use it on your own code": "doctor.md"},
+                {"The source chapter": "source-chapter.md"},
+            ]
+        },
+        {"Instructors": [{"Instructor guide": "instructor.md"}]},
+        {"Measured": [{"Measured results": "results.md"}, {"JAX releases": "releases.md"}]},
+        {"Solutions (spoilers)": [{"About the solutions": "solutions.md"}, *solutions]},
+    ]
+    return config
+
+
+@event_priority(50)  # before mkdocs-jupyter wraps the notebook files
+def on_files(files: Files, config: Any) -> Files:
+    """Swap the lesson sources for the executed notebooks (executing stale ones)."""
+    course = load_course()
+    executed_lessons(course)
+    root = executed_dir(course)
+    kept = [f for f in files if not f.src_uri.startswith("lessons/")]
+    for item in course.lessons:
+        kept.append(
+            File(
+                f"lessons/{item.stem}.ipynb",
+                str(root),
+                config["site_dir"],
+                config["use_directory_urls"],
+            )
+        )
+    return Files(kept)
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    def fill(match: re.Match[str]) -> str:
+        return pages.render(match.group(1))
+
+    return _PLACEHOLDER.sub(fill, markdown)
+
+
+def _share_large_styles(output: str, page: Any, config: Any) -> str:
+    to_root = "../" * page.url.count("/")
+
+    def replace(match: re.Match[str]) -> str:
+        css = match.group(1)
+        if len(css) < SHARED_CSS_MIN_BYTES:
+            return match.group(0)
+        name = f"notebook-{hashlib.sha256(css.encode()).hexdigest()[:12]}.css"
+        target = Path(config["site_dir"]) / "assets" / name
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(css, encoding="utf-8")
+        return f'<link rel="stylesheet" href="{to_root}assets/{name}">'
+
+    return _INLINE_STYLE.sub(replace, output)
+
+
+def _flatten(items: list[Any]) -> list[Any]:
+    flat = []
+    for item in items:
+        flat.append(item)
+        flat += _flatten(item.children)
+    return flat
+
+
+def on_page_context(context: Any, page: Any, config: Any, nav: Any) -> Any:
+    if not page.file.src_uri.endswith(NOTEBOOK_PAGE) or page.content is None:
+        return context
+    found = _HEADING.findall(page.content)
+    headings = [(h_id, _ANCHOR_LINK.sub("", inner)) for _, h_id, inner in found]
+    entries = _flatten(list(page.toc))
+    if len(entries) == len(headings):  # same headings, in the same order
+        for entry, (real_id, title) in zip(entries, headings, strict=True):
+            entry.id, entry.title = real_id, title.strip()
+    return context
+
+
+def on_post_page(output: str, page: Any, config: Any) -> str:
+    output = _EXTERNAL_SCRIPT.sub("", output)
+    if page.file.src_uri.endswith(NOTEBOOK_PAGE):
+        output = _share_large_styles(output, page, config)
+    return _MATHJAX_CONFIG.sub("", output)
+
+
+def on_post_build(config: Any) -> None:
+    """Put each notebook page's downloads beside it: the .py source and an .ipynb (the
+    executed notebook for lessons, the converted source for exercises and solutions)."""
+    course = load_course()
+    site = Path(config["site_dir"])
+    executed = executed_dir(course)
+    for item in course.lessons:
+        page_dir = site / "lessons" / item.stem
+        if page_dir.is_dir():
+            shutil.copyfile(item.path, page_dir / f"{item.stem}.py")
+            shutil.copyfile(executed / "lessons" / f"{item.stem}.ipynb",
+                            page_dir / f"{item.stem}.ipynb")
+    for exercise in course.exercises:
+        for folder, source in (("exercises", exercise.learner_copy), ("solutions", exercise.source)):
+            page_dir = site / folder / exercise.stem
+            if page_dir.is_dir():
+                shutil.copyfile(source, page_dir / f"{exercise.stem}.py")
+                jupytext.write(jupytext.read(source), page_dir / f"{exercise.stem}.ipynb")

@@ -1,0 +1,1 @@
+"""Graders of the fixture course (importable through PYTHONPATH in the runner's tests)."""

@@ -1,0 +1,39 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+#   jitlab:
+#     title: Double an array, compiled once
+#     hints:
+#       - Multiply by two.
+#       - "Return x * 2 from inside the jitted function."
+# ---
+
+# %% [markdown]
+# # Exercise 01 · Doubling
+#
+# Write `double(x)`: `2 * x`, jitted.
+
+# %%
+import jax
+
+
+# %%
+@jax.jit
+def double(x):
+    # BEGIN SOLUTION
+    return x * 2
+    # END SOLUTION
+
+
+# %% tags=["grader"]
+from fixture_graders import doubling
+
+doubling.grade(double)

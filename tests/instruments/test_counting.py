@@ -1,0 +1,142 @@
+"""count_compiles counts the function under study, and only it."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from jitlab import count_compiles
+from jitlab.instruments.counting import function_name
+
+
+def test_three_shapes_through_jnp_ones_are_three_compilations_of_f_not_six():
+    @jax.jit
+    def f_shapes(x):
+        return x * 2
+
+    # Start from empty caches, so what other tests compiled before cannot change the count
+    # (jnp.ones(11) compiled earlier in the process would be a cache hit here).
+    jax.clear_caches()
+    jnp.ones(2)  # the first jnp.ones after a clear also compiles a dtype conversion
+    with count_compiles(f_shapes) as n, count_compiles(None) as everything:
+        for size in (11, 12, 13):
+            f_shapes(jnp.ones(size))
+    assert (n.traces, n.compiles) == (3, 3)
+    assert everything.compiles == 6  # jnp.ones compiled a broadcast per new size
+
+
+def test_same_shape_new_values_is_a_cache_hit():
+    @jax.jit
+    def f_values(x):
+        return x + 1
+
+    f_values(jnp.zeros(4))
+    with count_compiles(f_values) as n:
+        f_values(jnp.arange(4.0))
+    assert n.compiles == 0 and n.explanations == []
+
+
+def test_weak_type_python_scalar_then_strong_scalar_retraces():
+    @jax.jit
+    def f_weak(x):
+        return x * 2
+
+    with count_compiles(f_weak) as n:
+        f_weak(3)
+        f_weak(3)
+        f_weak(jnp.int32(3))
+    assert n.compiles == 2
+    assert "weak_type=True" in n.explanations[-1]
+
+
+def test_keyword_then_positional_retraces_and_is_explained():
+    @jax.jit
+    def f_kw(x):
+        return x - 1
+
+    with count_compiles(f_kw) as n:
+        f_kw(jnp.ones(2))
+        f_kw(x=jnp.ones(2))
+    assert n.compiles == 2
+    assert "different input pytree" in n.explanations[-1]
+
+
+def test_explanations_name_the_shapes_and_are_scoped():
+    @jax.jit
+    def f_explained(x):
+        return x
+
+    @jax.jit
+    def other(x):
+        return x
+
+    with count_compiles(f_explained) as n:
+        f_explained(jnp.ones(3))
+        f_explained(jnp.ones(5))
+        other(jnp.ones(7))
+    assert len(n.explanations) == 2
+    assert "never seen function" in n.explanations[0]
+    assert "f32[5]" in n.explanations[1] and "f32[3]" in n.explanations[1]
+    assert all("other" not in text for text in n.explanations)
+
+
+def test_switching_explanations_on_does_not_itself_retrace():
+    @jax.jit
+    def f_toggle(x):
+        return x
+
+    f_toggle(jnp.ones(3))
+    with count_compiles(f_toggle, explain=True) as n:
+        f_toggle(jnp.ones(3))
+    assert n.traces == 0
+
+
+def test_stage_times_are_recorded():
+    @jax.jit
+    def f_times(x):
+        return jnp.sin(x)
+
+    with count_compiles(f_times) as n:
+        f_times(jnp.ones(3))
+    assert n.lowerings == 1
+    assert n.trace_seconds > 0 and n.compile_seconds > 0
+    assert n.total_seconds >= n.compile_seconds
+    assert "1 compilation(s)" in str(n)
+
+
+def test_listener_is_removed_after_the_block():
+    @jax.jit
+    def f_after(x):
+        return x
+
+    with count_compiles(f_after) as n:
+        pass
+    f_after(jnp.ones(9))
+    assert n.compiles == 0
+
+
+def test_function_name_unwraps_jit_and_partial():
+    def g(x, a):
+        return x * a
+
+    assert function_name(jax.jit(g)) == "g"
+    assert function_name(functools.partial(g, a=2)) == "g"
+    assert function_name(jax.jit(functools.partial(g, a=2))) == "g"
+    assert function_name("name") == "name"
+
+
+def test_last_reason_is_one_line_saying_what_differed():
+    @jax.jit
+    def f_reason(x):
+        return x
+
+    with count_compiles(f_reason) as n:
+        assert n.last_reason == "-"
+        f_reason(jnp.ones(3))
+        assert n.last_reason == "never seen function (a new function object)"
+        f_reason(jnp.ones(4))
+    assert "\n" not in n.last_reason
+    assert n.last_reason.startswith("different input types")
+    assert "f32[4]" in n.last_reason and "f32[3]" in n.last_reason

@@ -1,0 +1,330 @@
+"""The learner's runner on the fixture course: verdicts, exit codes and messages for
+every kind of input, right and wrong, including tampering with the graders."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from jitlab.learner import cli, progress
+
+SOLVED = "    return x * 2\n"
+
+
+def run(capsys, *argv: str) -> tuple[int, str]:
+    code = cli.main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def write_answer(course, body: str, *, before: str = "", after_import: str = "") -> str:
+    """The learner's copy with ``double``'s stub replaced by ``body`` (and extra code)."""
+    exercise = course.lesson("doubling").exercise
+    text = exercise.learner_copy.read_text()
+    text = text.replace("    raise NotImplementedError\n", body)
+    if after_import:
+        text = text.replace("import jax\n", "import jax\n" + after_import, 1)
+    if before:
+        text = text.replace('# %% tags=["grader"]', before + '\n# %% tags=["grader"]', 1)
+    exercise.learner_copy.write_text(text)
+    return text
+
+
+# ------------------------------------------------------------------ verdicts
+
+
+def test_a_right_answer_passes_and_points_to_the_next_step(fixture_course, capsys):
+    write_answer(fixture_course, SOLVED)
+    code, out = run(capsys, "check", "01")
+    assert code == 0, out
+    assert "PASS  exercises/01_doubling.py" in out
+    assert "✓ double doubles" in out and "✓ one compilation per shape" in out
+    assert "last exercise" in out  # the fixture's only exercise
+    assert "Traceback" not in out
+
+
+def test_the_untouched_exercise_fails_at_its_grader_without_green_ticks(fixture_course, capsys):
+    code, out = run(capsys, "check", "doubling")
+    assert code == 1
+    assert "✗ double doubles" in out and "NotImplementedError" in out
+    assert "✓" not in out, "an unwritten stub must not be shown passing checks"
+    assert "jitlab hint 01" in out
+
+
+def test_a_wrong_answer_names_expected_seen_and_hint(fixture_course, capsys):
+    write_answer(fixture_course, "    return x * 3\n")
+    code, out = run(capsys, "check", "01_doubling")
+    assert code == 1
+    assert "✗ double doubles" in out
+    assert "expected:" in out and "seen:" in out and "hint:" in out
+
+
+def test_a_syntax_error_names_file_and_line(fixture_course, capsys):
+    text = write_answer(fixture_course, "    return x *\n")
+    line = text.splitlines().index("    return x *") + 1
+    code, out = run(capsys, "check", "01")
+    assert code == 1
+    assert f"01_doubling.py:{line}: SyntaxError" in out
+    assert "Traceback" not in out
+
+
+def test_an_endless_loop_is_stopped_and_points_at_the_learners_line(fixture_course, capsys):
+    text = write_answer(fixture_course, "    while True:\n        pass\n")
+    line = text.splitlines().index("    while True:") + 1
+    code, out = run(capsys, "check", "01", "--timeout", "5")
+    assert code == 1
+    assert "still running after 5 s" in out and "loop that never ends" in out
+    # The loop runs when the grader calls double, but the verdict names the learner's line.
+    assert f"01_doubling.py:{line}" in out, out
+
+
+def test_a_crash_in_a_setup_cell_is_one_line_with_its_place(fixture_course, capsys):
+    write_answer(fixture_course, SOLVED, after_import="1 / 0\n")
+    code, out = run(capsys, "check", "01")
+    assert code == 1
+    assert "ZeroDivisionError: division by zero" in out
+    assert "01_doubling.py:" in out and "Traceback" not in out
+
+
+# ------------------------------------------------------------------ tampering
+
+GRADER_CELL = "from fixture_graders import doubling\n\ndoubling.grade(double)\n"
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda t: t.replace(GRADER_CELL, ""), "was changed"),
+        (lambda t: t.replace('# %% tags=["grader"]', "# %%"), "grader cell is missing"),
+        (
+            lambda t: t.replace('# %% tags=["grader"]', '# %% tags=["grader", "nbval-skip"]'),
+            "tags",
+        ),
+        (
+            lambda t: t.replace('# %% tags=["grader"]', '# %% tags=["grader", "raises-exception"]'),
+            "tags",
+        ),
+        (
+            lambda t: t.replace(
+                "doubling.grade(double)\n",
+                "try:\n    doubling.grade(double)\nexcept Exception:\n    pass\n",
+            ),
+            "was changed",
+        ),
+        (lambda t: t + "\n# %%\nprint('after the grader')\n", "after the first grader"),
+    ],
+    ids=[
+        "grader-emptied",
+        "tag-removed",
+        "nbval-skip",
+        "raises-exception",
+        "try-except",
+        "cell-after",
+    ],
+)
+def test_a_changed_grader_cell_is_refused_before_running(fixture_course, capsys, edit, message):
+    exercise = fixture_course.lesson("doubling").exercise
+    text = write_answer(fixture_course, "    return x * 3\n")  # wrong, so only a cheat passes
+    exercise.learner_copy.write_text(edit(text))
+    code, out = run(capsys, "check", "01")
+    assert code == 1, out
+    assert message in out, out
+    assert "jitlab reset 01" in out or "tags" in out
+
+
+PLANT_FAKE = """
+import sys, types
+fake = types.ModuleType("fixture_graders.doubling")
+fake.grade = lambda *args: print("All checks passed")
+sys.modules["fixture_graders.doubling"] = fake
+import fixture_graders
+fixture_graders.doubling = fake
+"""
+
+PATCH_REQUIRE = """
+import jitlab.grading, jitlab.grading.checks
+jitlab.grading.checks.require = lambda *args, **kwargs: None
+jitlab.grading.checks.require_close = lambda *args, **kwargs: None
+jitlab.grading.require = jitlab.grading.checks.require
+jitlab.grading.require_close = jitlab.grading.checks.require_close
+"""
+
+PATCH_COUNTER = """
+import jitlab.instruments.counting as counting
+class Fake:  # had the grader used it, 5 compilations would fail the check
+    compiles = 5
+    traces = 5
+import contextlib
+counting.count_compiles = lambda *a, **k: contextlib.nullcontext(Fake())
+"""
+
+EMPTY_LISTENERS = """
+from jax._src import monitoring as _m
+_m._event_duration_secs_listeners.clear()
+"""
+
+
+@pytest.mark.parametrize(
+    ("cheat", "body", "message"),
+    [
+        (PLANT_FAKE, "    return x * 3\n", "did not run to its end"),
+        (PATCH_REQUIRE, "    return x * 3\n", "✗ double doubles"),
+        (PATCH_COUNTER, "    return x * 2\n", "✓ one compilation per shape"),
+        ("jax.config.update('jax_disable_jit', True)\n", SOLVED, "jit is switched off"),
+    ],
+    ids=["fake-grader-module", "patched-require", "patched-counter", "jit-disabled"],
+)
+def test_learner_code_cannot_quietly_replace_the_grading(
+    fixture_course, capsys, cheat, body, message
+):
+    write_answer(fixture_course, body, before="# %%\n" + cheat)
+    code, out = run(capsys, "check", "01")
+    assert message in out, out
+    if "✓" in message:  # the counter was patched, but the grader imports a fresh one
+        assert code == 0, out
+    else:
+        assert code == 1, out
+
+
+def test_emptied_monitoring_listeners_before_grading_do_not_fool_the_counter(
+    fixture_course, capsys
+):
+    # The grader's counter registers its own listeners after the learner's cells ran.
+    write_answer(fixture_course, SOLVED, before="# %%\n" + EMPTY_LISTENERS)
+    code, out = run(capsys, "check", "01")
+    assert code == 0, out
+
+
+def test_listeners_emptied_while_the_grader_runs_are_caught(fixture_course, capsys):
+    body = (
+        "    from jax._src import monitoring as _m\n"
+        "    _m._event_duration_secs_listeners.clear()\n"
+        "    return x * 2\n"
+    )
+    write_answer(fixture_course, body)
+    code, out = run(capsys, "check", "01")
+    assert code == 1, out
+    assert "monitoring listeners were removed" in out or "compilation" in out, out
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def test_unknown_exercise_exits_2_and_lists_the_exercises(fixture_course, capsys):
+    code, out = run(capsys, "check", "99")
+    assert code == 2
+    assert "no exercise '99'" in out and "01  doubling" in out
+
+
+def test_a_notebook_path_is_refused_with_exit_2(fixture_course, capsys):
+    code, out = run(capsys, "check", "exercises/01_doubling.ipynb")
+    assert code == 2 and "jitlab check 01_doubling" in out
+
+
+def test_a_course_file_that_does_not_load_exits_2_naming_file_and_key(fixture_course, capsys):
+    lesson = fixture_course.root / "lessons" / "00_basics.py"
+    lesson.write_text(lesson.read_text().replace("#     keypoints:", "#     keypoint:"))
+    from jitlab.course.manifest import _load
+
+    _load.cache_clear()
+    code, out = run(capsys, "list")
+    assert code == 2
+    assert "00_basics.py" in out and "'keypoint'" in out
+
+
+# ------------------------------------------------------------------ other verbs
+
+
+def test_hints_come_one_at_a_time_then_stop(fixture_course, capsys):
+    hints = fixture_course.lesson("doubling").exercise.meta.hints
+    for number in range(1, len(hints) + 1):
+        code, out = run(capsys, "hint", "01")
+        assert code == 0 and f"Hint {number} of {len(hints)}" in out
+    code, out = run(capsys, "hint", "doubling")
+    assert "last hint" in out
+
+
+def test_list_shows_not_done_done_and_changed_since_it_passed(fixture_course, capsys):
+    exercise = fixture_course.lesson("doubling").exercise
+    code, out = run(capsys, "list", "--json")
+    assert json.loads(out)["exercises"][0]["status"] == "not done"
+    write_answer(fixture_course, SOLVED)
+    progress.mark_passed(exercise)
+    _, out = run(capsys, "list")
+    assert "[done] 01 doubling" in out and "1/1 exercises done" in out
+    exercise.learner_copy.write_text(exercise.learner_copy.read_text() + "\n# edited\n")
+    _, out = run(capsys, "list", "--json")
+    assert json.loads(out)["exercises"][0]["status"].startswith("changed since it passed")
+
+
+def test_reset_restores_the_generated_exercise_without_git(fixture_course, capsys):
+    exercise = fixture_course.lesson("doubling").exercise
+    original = exercise.learner_copy.read_text()
+    assert not (fixture_course.root / ".git").exists()
+    write_answer(fixture_course, SOLVED)
+    code, out = run(capsys, "reset", "01", "--yes")
+    assert code == 0 and "original state" in out
+    assert exercise.learner_copy.read_text() == original
+
+
+def test_reset_without_a_terminal_refuses_instead_of_guessing(fixture_course, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", open(os.devnull))  # noqa: SIM115
+    code, out = run(capsys, "reset", "01")
+    assert code == 2 and "--yes" in out
+
+
+def test_list_into_a_closed_pipe_ends_without_a_traceback(fixture_course):
+    listing = subprocess.run(
+        f"{sys.executable} -m jitlab.learner.cli list | head -c 10",
+        shell=True,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "Traceback" not in listing.stderr and "BrokenPipeError" not in listing.stderr
+
+
+def test_watch_rechecks_when_the_file_is_saved(fixture_course):
+    exercise = fixture_course.lesson("doubling").exercise
+    write_answer(fixture_course, SOLVED)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "jitlab.learner.cli", "watch", "01"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in process.stdout], daemon=True).start()
+
+    def wait_for(text: str) -> None:
+        # Waits for the event, however long a busy machine takes; it stops early only if
+        # the watch process has died, and gives up after ten silent minutes.
+        silent = 0.0
+        while silent < 600:
+            try:
+                line = lines.get(timeout=1)
+            except queue.Empty:
+                if process.poll() is not None:
+                    raise AssertionError(f"watch exited before printing {text!r}") from None
+                silent += 1
+                continue
+            silent = 0.0
+            if text in line:
+                return
+        raise AssertionError(f"watch printed nothing for 10 minutes (waiting for {text!r})")
+
+    try:
+        wait_for("PASS")
+        text = exercise.learner_copy.read_text()
+        exercise.learner_copy.write_text(text.replace("return x * 2", "return x * 3"))
+        wait_for("FAIL")
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
