@@ -8,7 +8,29 @@ the events of the function under study.
 
 Why keep the explanations? ``jax_explain_cache_misses`` makes JAX log *why* each
 tracing-cache miss happened ("different input types: now f32[4] and before f32[3]").
-That text is the best diagnostic a learner has, so the counter keeps it.
+That text is a learner's best clue, so the counter keeps it; it is JAX's guess at the
+closest earlier key, though, not a verdict (lesson 09).
+
+What the counter cannot see, because JAX's public events do not say it (each pinned by
+a test in ``tests/instruments/test_counting.py``):
+
+- **Inner jitted functions.** A jitted function called inside another is traced as part
+  of the outer program, and tracing events fire only at top level: ``count_compiles(inner)``
+  reports 0 traces and 0 compilations, yet it captures inner's cache-miss explanations.
+- **Transforms of a jitted function.** ``jax.grad(f_jit)`` and ``jax.vmap(f_jit)`` compile
+  programs that JAX also names ``jit(f)``: they count as compilations of ``f`` although
+  no call of ``f`` missed its cache.
+- **``jax.pmap``.** Its events carry an internal name, so ``count_compiles(f)`` does not
+  see them (``count_compiles(None)`` does).
+- **What ``traces`` counts.** Tracing-cache misses, not runs of the Python body: JAX
+  can answer a miss from an inner cache without running your Python again.
+- **Empty explanations.** Functions defined inside JAX or the standard library never get
+  one (JAX explains misses only for user code). An application that silences the
+  ``jax`` logger would get none either, so while it counts, the counter lowers that
+  logger's level to WARNING and puts it back afterwards.
+- **Callable objects.** A jitted instance of a class with ``__call__`` is reported by
+  JAX as ``<unnamed function>``; the counter matches that name, so it counts every
+  unnamed callable together. Give such code a named function to count.
 """
 
 from __future__ import annotations
@@ -40,9 +62,9 @@ class CounterLost(RuntimeError):
 class CompileCount:
     """What JAX did for one function while the ``count_compiles`` block ran.
 
-    ``traces``: jit's tracing cache missed, so JAX traced the function. (JAX may answer
-    such a miss from an inner cache without running your Python again, so a ``print``
-    inside the function can stay silent while ``traces`` goes up.)
+    ``traces``: jit's tracing cache missed (a *miss*, not a run of your Python: JAX may
+    answer it from an inner cache, so a ``print`` inside the function can stay silent
+    while ``traces`` goes up). Top-level calls only: see the module's list of limits.
     ``lowerings``: a jaxpr was lowered to StableHLO.
     ``compiles``: JAX asked the backend for an executable (the expensive step). With
     the persistent compilation cache on, a disk-cache hit is counted here too: JAX
@@ -93,9 +115,13 @@ def miss_reason(explanation: str) -> str:
     return reason[:300] if reason else explanation.strip().splitlines()[-1]
 
 
+UNNAMED = "<unnamed function>"
+"""What JAX reports for a callable without ``__name__`` (an object with ``__call__``)."""
+
+
 def function_name(fn: Callable[..., Any] | str | None) -> str | None:
-    """The name JAX reports in its events for ``fn`` (a jitted or plain function,
-    a ``functools.partial``, or already a name)."""
+    """The name JAX reports in its events for ``fn`` (a jitted or plain function, a
+    ``functools.partial``, a callable object, or already a name)."""
     if fn is None or isinstance(fn, str):
         return fn
     while isinstance(fn, functools.partial):
@@ -105,6 +131,8 @@ def function_name(fn: Callable[..., Any] | str | None) -> str | None:
         inner = inner.func
     name = getattr(inner, "__name__", None)
     if name is None:
+        if callable(inner):
+            return UNNAMED
         raise TypeError(f"cannot tell which function to count from {fn!r}")
     return name
 
@@ -176,8 +204,11 @@ def count_compiles(
     monitoring.register_event_duration_secs_listener(on_duration)
     handler = _ExplanationHandler(count)
     jax_logger = logging.getLogger("jax")
+    silenced_level = jax_logger.level
     if explain:
         jax_logger.addHandler(handler)
+        if jax_logger.getEffectiveLevel() > logging.WARNING:  # the application silenced it
+            jax_logger.setLevel(logging.WARNING)
     try:
         if explain:
             with jax.explain_cache_misses(True):
@@ -186,6 +217,7 @@ def count_compiles(
             yield count
     finally:
         jax_logger.removeHandler(handler)
+        jax_logger.setLevel(silenced_level)
         try:
             monitoring.unregister_event_duration_listener(on_duration)
         except (AssertionError, ValueError):

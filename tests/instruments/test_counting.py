@@ -140,3 +140,87 @@ def test_last_reason_is_one_line_saying_what_differed():
     assert "\n" not in n.last_reason
     assert n.last_reason.startswith("different input types")
     assert "f32[4]" in n.last_reason and "f32[3]" in n.last_reason
+
+
+# What count_compiles cannot see (the module docstring lists these; lesson 00 says them).
+
+
+def test_an_inner_jitted_function_has_no_events_but_its_explanations_are_kept():
+    @jax.jit
+    def limit_inner(x):
+        return x * 2
+
+    @jax.jit
+    def limit_outer(x):
+        return limit_inner(x) + 1
+
+    with count_compiles(limit_inner) as inner, count_compiles(limit_outer) as outer:
+        limit_outer(jnp.ones(3))
+        limit_outer(jnp.ones(4))
+    assert (outer.traces, outer.compiles) == (2, 2)
+    assert (inner.traces, inner.compiles) == (0, 0)
+    assert len(inner.explanations) == 2 and "limit_inner" in inner.explanations[-1]
+
+
+def test_transforms_of_a_jitted_function_count_as_its_compilations():
+    @jax.jit
+    def limit_transformed(x):
+        return jnp.sin(x).sum()
+
+    with count_compiles(limit_transformed) as n:
+        limit_transformed(jnp.ones(3))
+        jax.grad(limit_transformed)(jnp.ones(3))
+        jax.vmap(limit_transformed)(jnp.ones((2, 3)))
+    assert n.traces == 1  # one call of the function itself missed its cache
+    assert n.compiles > n.traces  # grad and vmap compiled programs named jit(f) as well
+
+
+def test_pmap_is_not_seen_by_name():
+    def limit_pmapped(x):
+        return x * 3
+
+    with count_compiles(limit_pmapped) as n, count_compiles(None) as everything:
+        jax.pmap(limit_pmapped)(jnp.ones((1, 3)))
+    assert (n.traces, n.compiles) == (0, 0)
+    assert everything.compiles >= 1
+
+
+def test_a_callable_object_is_counted_under_jaxs_unnamed_name():
+    class LimitCallable:
+        def __call__(self, x):
+            return x + 1
+
+    jitted = jax.jit(LimitCallable())
+    assert function_name(jitted) == "<unnamed function>"
+    with count_compiles(jitted) as n:
+        jitted(jnp.ones(2))
+    assert n.compiles == 1
+
+
+def test_explanations_survive_an_application_that_silenced_jax(caplog):
+    import logging
+
+    logger = logging.getLogger("jax")
+    before = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+
+        @jax.jit
+        def limit_silenced(x):
+            return x
+
+        with count_compiles(limit_silenced) as n:
+            limit_silenced(jnp.ones(2))
+            limit_silenced(jnp.ones(3))
+        assert n.compiles == 2 and len(n.explanations) == 2
+        assert logger.level == logging.ERROR  # put back as the application set it
+    finally:
+        logger.setLevel(before)
+
+
+def test_functions_defined_inside_jax_get_no_explanation():
+    jax.clear_caches()
+    with count_compiles(None) as n:  # every function: here only jnp's own helpers
+        jnp.ones(1013)
+    assert n.compiles >= 1  # jnp.ones compiled a program of its own...
+    assert n.explanations == []  # ...which JAX does not explain: it is not user code
