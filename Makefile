@@ -6,13 +6,18 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 PIP_OPTIONS ?=
+# A wheelhouse/ folder beside the course (see `make wheelhouse`) means: install from it,
+# with no package index at all. That is the workshop's offline recipe.
+ifneq ($(wildcard wheelhouse/*.whl),)
+PIP_OPTIONS += --no-index --find-links wheelhouse
+endif
 STAMP := $(VENV)/.installed
 export NO_MKDOCS_2_WARNING := 1
 # Every lesson and solution is executed under nbval; the recorder keeps the executed
 # notebooks in _build/executed, where the site picks them up instead of running them again.
 NBVAL := --nbval-lax --nbval-current-env -p jitlab.notebooks.recorder --jitlab-record=_build/executed
 
-.PHONY: course setup site serve test test-fast lint format exercises verify bench matrix \
+.PHONY: course setup site site-offline serve lab test test-fast lint format exercises verify bench matrix \
 	upstream runner-speed wheelhouse clean lock
 
 course: site serve
@@ -26,6 +31,9 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade "pip==26.3" $(PIP_OPTIONS)
 	$(BIN)/python -m pip install --quiet -r requirements.lock $(PIP_OPTIONS)
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . $(PIP_OPTIONS)
+	@# JupyterLab opens a lesson's .py as a notebook on double-click (Jupytext's viewer).
+	@mkdir -p $(VENV)/share/jupyter/lab/settings
+	@cp tools/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	@touch $@
 
 setup: $(STAMP)
@@ -33,6 +41,24 @@ setup: $(STAMP)
 # Build the site into site/: lessons executed (only those changed since the last run).
 site: $(STAMP)
 	$(BIN)/mkdocs build --strict
+
+# JupyterLab on the course folder: lessons and exercises open as notebooks.
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=.
+
+# Every wheel the course installs, for a room with no network: copy wheelhouse/ next to the
+# course on each laptop, and `make course` installs from it. For another platform, e.g.
+# macOS on Apple silicon: make wheelhouse WHEEL_PLATFORM="--platform macosx_11_0_arm64"
+wheelhouse: $(STAMP)
+	$(BIN)/python -m pip download --quiet --dest wheelhouse --only-binary=:all: \
+	  $(if $(WHEEL_PLATFORM),$(WHEEL_PLATFORM) --python-version 3.12,) \
+	  -r requirements.lock "pip==26.3"
+	@echo "wheelhouse/: $$(ls wheelhouse | wc -l) files"
+
+# A copy of the site that works opened from its folder (file://), search included: for a
+# USB stick in a room with no network. Open site-offline/index.html.
+site-offline: $(STAMP)
+	OFFLINE=true $(BIN)/mkdocs build --strict --site-dir site-offline
 
 serve: $(STAMP)
 	@$(BIN)/jitlab dev serve --port $(PORT) --directory site
@@ -52,6 +78,7 @@ lint: $(STAMP)
 	$(BIN)/jitlab dev exercises --check
 
 format: $(STAMP)
+	$(BIN)/jitlab dev canonical
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
@@ -75,7 +102,7 @@ runner-speed: $(STAMP)
 	$(BIN)/jitlab dev runner-speed
 
 clean:
-	rm -rf _build site .jitlab
+	rm -rf _build site site-offline .jitlab
 
 # Re-resolve requirements.in to the newest versions that install together (needs the index).
 lock:

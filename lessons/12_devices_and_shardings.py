@@ -51,20 +51,22 @@
 # the array's shape, and some of the misses they cause never appear in JAX's cache-miss
 # explanations. This lesson runs on eight devices simulated on a CPU.
 
+# %%
+import os
+
+# Must happen before JAX starts its CPU backend (the machine report below starts it):
+# XLA reads its flags once. The flag only affects the host (CPU) platform; accelerators
+# are used as they are.
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+).strip()
+
 # %% tags=["remove-input"]
 import jitlab
 
 jitlab.intro()
 
 # %%
-import os
-
-# Must happen before jax is imported: XLA reads its flags once, when the CPU backend
-# starts. The flag only affects the host (CPU) platform; accelerators are used as they are.
-os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
-).strip()
-
 import logging
 
 import jax

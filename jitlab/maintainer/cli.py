@@ -5,6 +5,7 @@
   when one is out of date, for CI and the pre-commit hook);
 - ``notebooks``: convert lessons, exercises or solutions to ``.ipynb`` for nbval;
 - ``renumber``: rename files after lessons moved in ``course.yml``;
+- ``canonical``: write the notebook sources as JupyterLab saves them;
 - ``bench``: re-run the lessons' timed experiments into ``results/machines/``;
 - ``matrix``: run the lessons and solutions under several JAX releases;
 - ``upstream``: the same against the newest JAX on the package index;
@@ -75,6 +76,12 @@ def cmd_notebooks(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_canonical(args: argparse.Namespace) -> int:
+    from jitlab.maintainer.canonical import canonicalize
+
+    return canonicalize(load_course(), echo=_say)
+
+
 def cmd_renumber(args: argparse.Namespace) -> int:
     from jitlab.maintainer.renumber import renumber
 
@@ -104,6 +111,12 @@ def cmd_upstream(args: argparse.Namespace) -> int:
     return run_upstream(course, out=out, echo=_say, release=args.release)
 
 
+def cmd_runner_speed(args: argparse.Namespace) -> int:
+    from jitlab.maintainer.runner_speed import run_runner_speed
+
+    return run_runner_speed(load_course(), repeats=args.repeats, site=args.site, echo=_say)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from jitlab.site.serve import serve
 
@@ -126,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     notebooks.add_argument("folder", nargs="+", choices=["lessons", "exercises", "solutions"])
 
     sub.add_parser("renumber", help="rename files to match course.yml")
+    sub.add_parser("canonical", help="write every notebook source as JupyterLab saves it")
 
     bench = sub.add_parser("bench", help="re-run every lesson's timed experiments")
     bench.add_argument("lesson", nargs="*", help="lesson slugs or numbers (default: all)")
@@ -139,6 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
     upstream.add_argument("--release", default=None, help="a release instead of the newest")
     upstream.add_argument("--out", default=None, help="report (default _build/upstream/report.md)")
 
+    speed = sub.add_parser("runner-speed", help="the runner's speed, as ratios")
+    speed.add_argument("--repeats", type=int, default=5)
+    speed.add_argument("--site", action="store_true", help="also time the site builds")
+
     serve = sub.add_parser("serve", help="serve the built site on localhost")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--directory", default="site")
@@ -150,9 +168,11 @@ COMMANDS = {
     "exercises": cmd_exercises,
     "notebooks": cmd_notebooks,
     "renumber": cmd_renumber,
+    "canonical": cmd_canonical,
     "bench": cmd_bench,
     "matrix": cmd_matrix,
     "upstream": cmd_upstream,
+    "runner-speed": cmd_runner_speed,
     "serve": cmd_serve,
 }
 

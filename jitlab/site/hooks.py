@@ -17,6 +17,8 @@
   blocks move into one shared stylesheet, so the site fits on a USB stick.
 - nbconvert's template loads MathJax from a CDN; the lessons use no maths, so the
   script is dropped and the site makes no request outside itself.
+- On a static page the answer to each *Predict* prompt sits right under the question;
+  the outputs of the cells that answer it are folded until the reader opens them.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from jitlab.course.manifest import load_course
 from jitlab.notebooks.pipeline import executed_dir, executed_lessons
 from jitlab.site import pages
 
-_PLACEHOLDER = re.compile(r"<!--\s*jitlab:([a-z-]+)\s*-->")
+_PLACEHOLDER = re.compile(r"<!--\s*jitlab:([a-z-]+)(?:\s+(.*?))?\s*-->")
 _EXTERNAL_SCRIPT = re.compile(
     r"<script[^>]*\bsrc=\"(?:https?:)?//[^\"]*\"[^>]*>\s*</script>", re.IGNORECASE
 )
@@ -99,7 +101,7 @@ def on_files(files: Files, config: Any) -> Files:
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     def fill(match: re.Match[str]) -> str:
-        return pages.render(match.group(1))
+        return pages.render(match.group(1), match.group(2) or "")
 
     return _PLACEHOLDER.sub(fill, markdown)
 
@@ -141,11 +143,45 @@ def on_page_context(context: Any, page: Any, config: Any, nav: Any) -> Any:
     return context
 
 
+def fold_predicted_answers(html: str) -> str:
+    """Fold the outputs of the code cells that follow a Predict box (up to the next text
+    cell) into ``<details>``, so the reader predicts before seeing what happened."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(html, "html.parser")
+    answering = False
+    for cell in soup.select("div.jp-Cell"):
+        classes = cell.get("class") or []
+        if "jp-MarkdownCell" in classes:
+            titles = cell.select(".admonition.question .admonition-title")
+            answering = any(t.get_text(strip=True) == "Predict" for t in titles)
+            continue
+        if not answering or "jp-CodeCell" not in classes:
+            continue
+        output = cell.select_one("div.jp-Cell-outputWrapper")
+        if output is None or not output.get_text(strip=True) and not output.find("img"):
+            continue
+        details = soup.new_tag("details", attrs={"class": "jitlab-answer"})
+        summary = soup.new_tag("summary")
+        summary.string = "Show what happened"
+        output.wrap(details)
+        details.insert(0, summary)
+    return str(soup)
+
+
 def on_post_page(output: str, page: Any, config: Any) -> str:
     output = _EXTERNAL_SCRIPT.sub("", output)
     if page.file.src_uri.endswith(NOTEBOOK_PAGE):
         output = _share_large_styles(output, page, config)
+        if page.file.src_uri.startswith("lessons/"):
+            output = fold_predicted_answers(output)
     return _MATHJAX_CONFIG.sub("", output)
+
+
+def _page_dir(site: Path, folder: str, stem: str, config: Any) -> Path:
+    # With directory URLs a page is folder/stem/index.html; without (the offline build,
+    # opened over file://) it is folder/stem.html, and its downloads sit beside it.
+    return site / folder / stem if config["use_directory_urls"] else site / folder
 
 
 def on_post_build(config: Any) -> None:
@@ -155,14 +191,16 @@ def on_post_build(config: Any) -> None:
     site = Path(config["site_dir"])
     executed = executed_dir(course)
     for item in course.lessons:
-        page_dir = site / "lessons" / item.stem
+        page_dir = _page_dir(site, "lessons", item.stem, config)
         if page_dir.is_dir():
             shutil.copyfile(item.path, page_dir / f"{item.stem}.py")
-            shutil.copyfile(executed / "lessons" / f"{item.stem}.ipynb",
-                            page_dir / f"{item.stem}.ipynb")
+            shutil.copyfile(
+                executed / "lessons" / f"{item.stem}.ipynb", page_dir / f"{item.stem}.ipynb"
+            )
     for exercise in course.exercises:
-        for folder, source in (("exercises", exercise.learner_copy), ("solutions", exercise.source)):
-            page_dir = site / folder / exercise.stem
+        sources = (("exercises", exercise.learner_copy), ("solutions", exercise.source))
+        for folder, source in sources:
+            page_dir = _page_dir(site, folder, exercise.stem, config)
             if page_dir.is_dir():
                 shutil.copyfile(source, page_dir / f"{exercise.stem}.py")
                 jupytext.write(jupytext.read(source), page_dir / f"{exercise.stem}.ipynb")

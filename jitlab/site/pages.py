@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from jitlab.course.manifest import Lesson, load_course
-
-HALF_DAY_MINUTES = 210  # 3.5 hours of teaching and exercises, breaks excluded
-
 
 def _results_dir() -> Path:
     return load_course().root / "results"
@@ -38,37 +36,104 @@ def _clock(minutes: int) -> str:
     return f"{minutes // 60}:{minutes % 60:02d}"
 
 
-def _schedule(items: list[Lesson], start: int = 9 * 60) -> str:
-    rows = ["| start | lesson | teaching | exercises |", "|---|---|---|---|"]
-    now, since_break = start, 0
-    for item in items:
-        block = item.meta.minutes.teaching + item.meta.minutes.exercises
-        if since_break and since_break + block > 90:
-            rows.append(f"| {_clock(now)} | *break* | 15 | |")
-            now, since_break = now + 15, 0
-        rows.append(
-            f"| {_clock(now)} | {_lesson_link(item)} | {item.meta.minutes.teaching} | "
-            f"{item.meta.minutes.exercises} |"
-        )
+@dataclasses.dataclass(frozen=True)
+class Slot:
+    """One line of a workshop schedule: a lesson, or a break, lunch or the setup check."""
+
+    title: str
+    teaching: int
+    exercises: int = 0
+    skip: tuple[str, ...] = ()
+    is_pause: bool = False
+
+
+SETUP_SLOT = Slot("Welcome, and `jitlab preflight` on every laptop", 15, 0)
+BREAK_MINUTES, LUNCH_MINUTES, BLOCK_MINUTES = 15, 60, 90
+
+
+DAY_START, LUNCH_FROM, LUNCH_BY, DAY_END = 9 * 60, 12 * 60, 13 * 60 + 15, 17 * 60 + 30
+
+
+def _plan_days(slots: list[Slot], *, lunch: bool) -> list[list[tuple[int, Slot]]]:
+    """Clock times for the slots, day by day: a break after about 90 minutes of work, lunch
+    between 12:00 and 13:15, and a new day rather than a slot that would end after 17:30."""
+    days: list[list[tuple[int, Slot]]] = [[]]
+    now, since_break, had_lunch = DAY_START, 0, not lunch
+    queue = list(slots)
+    while queue:
+        slot = queue[0]
+        block = slot.teaching + slot.exercises
+        if not had_lunch and now >= LUNCH_FROM and (now + block > LUNCH_BY or since_break):
+            days[-1].append((now, Slot(f"*lunch ({LUNCH_MINUTES} min)*", 0, is_pause=True)))
+            now, since_break, had_lunch = now + LUNCH_MINUTES, 0, True
+            continue
+        if since_break and since_break + block > BLOCK_MINUTES:
+            days[-1].append((now, Slot(f"*break ({BREAK_MINUTES} min)*", 0, is_pause=True)))
+            now, since_break = now + BREAK_MINUTES, 0
+            continue
+        if days[-1] and now + block > DAY_END:
+            while days[-1][-1][1].is_pause:  # no break just before the end of a day
+                days[-1].pop()
+            last_clock, last = days[-1][-1]
+            days[-1].append((last_clock + last.teaching + last.exercises, Slot("*end*", 0, is_pause=True)))
+            days.append([])
+            now, since_break, had_lunch = DAY_START, 0, not lunch
+            continue
+        days[-1].append((now, queue.pop(0)))
         now += block
         since_break += block
-    rows.append(f"| {_clock(now)} | *end* | | |")
+    days[-1].append((now, Slot("*end*", 0, is_pause=True)))
+    return days
+
+
+def _table(day: list[tuple[int, Slot]]) -> str:
+    rows = ["| time | what | teaching | exercises |", "|---|---|---|---|"]
+    for clock, slot in day:
+        if slot.is_pause:
+            rows.append(f"| {_clock(clock)} | {slot.title} | | |")
+            continue
+        title = slot.title
+        if slot.skip:
+            title += "<br><small>skip: " + "; ".join(slot.skip) + "</small>"
+        rows.append(f"| {_clock(clock)} | {title} | {slot.teaching} | {slot.exercises or ''} |")
     return "\n".join(rows)
 
 
+def _schedule(slots: list[Slot], *, lunch: bool = True) -> str:
+    days = _plan_days(slots, lunch=lunch)
+    if len(days) == 1:
+        return _table(days[0])
+    return "\n\n".join(f"**Day {n}**\n\n{_table(day)}" for n, day in enumerate(days, 1))
+
+
+def _lesson_slot(item: Lesson, *, half: bool = False) -> Slot:
+    if half and item.meta.half_day is not None:
+        minutes = item.meta.half_day.minutes
+        return Slot(_lesson_link(item), minutes.teaching, minutes.exercises, item.meta.half_day.skip)
+    return Slot(_lesson_link(item), item.meta.minutes.teaching, item.meta.minutes.exercises)
+
+
 def half_day() -> str:
-    chosen, used = [], 0
-    for item in load_course().lessons:
-        block = item.meta.minutes.teaching + item.meta.minutes.exercises
-        if used + block > HALF_DAY_MINUTES:
-            break
-        chosen.append(item)
-        used += block
-    return _schedule(chosen)
+    """Setup, then the lessons whose front matter has a ``half_day`` plan (shorter minutes,
+    sections to skip), in course order: a path that reaches the capstone in a morning."""
+    chosen = [item for item in load_course().lessons if item.meta.half_day is not None]
+    if not chosen:
+        return "*No lesson has a half-day plan yet (`half_day:` in its front matter).*"
+    slots = [SETUP_SLOT, *(_lesson_slot(item, half=True) for item in chosen)]
+    left = [item for item in load_course().lessons if item.meta.half_day is None]
+    table = _schedule(slots, lunch=False)
+    if left:
+        table += "\n\nLeft for self-study after the workshop: " + ", ".join(
+            _lesson_link(item) for item in left
+        ) + "."
+    return table
 
 
 def full_day() -> str:
-    return _schedule(list(load_course().lessons))
+    """Every lesson with its full minutes from 9:00, with breaks and lunch; what does not
+    fit before 17:30 moves to the next day, so nobody is promised a nine-hour day."""
+    lessons = list(load_course().lessons)
+    return _schedule([SETUP_SLOT, *(_lesson_slot(item) for item in lessons)])
 
 
 def teaching_notes() -> str:
@@ -94,52 +159,84 @@ def load_results(folder: Path | None = None) -> list[dict[str, Any]]:
     return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
 
 
+def run_name(run: dict[str, Any]) -> str:
+    """A results file's short name: device (or CPU), core count, and JAX release."""
+    env = run["environment"]
+    if env.get("platform") == "cpu":
+        device = f"CPU {str(env.get('cpu_model', '')).replace('(R)', '').replace('(TM)', '')}"
+        device = " ".join(device.replace("CPU @", "@").split()[:5])
+    else:
+        device = f"{str(env.get('platform', '')).upper()} {env.get('device_kind', '')}"
+    return f"{device} · {env.get('cpu_cores', '?')} cores · jax {env.get('jax', '?')}"
+
+
+def _lesson_label(key: str) -> str:
+    course = load_course()
+    found = course.find_lesson(str(key))
+    return found.label if found else str(key)
+
+
+def _measure(row: dict[str, Any]) -> str:
+    parts = []
+    if row.get("compiles") is not None:
+        parts.append(f"{row['compiles']} compiles")
+    if row.get("first_ms") is not None:
+        parts.append(f"first {_number(row['first_ms'])} ms")
+    if row.get("steady_us") is not None:
+        parts.append(f"cached {_number(row['steady_us'])} µs")
+    if row.get("total_s") is not None:
+        parts.append(f"{_number(row['total_s'], 2)} s")
+    if row.get("speedup") is not None:
+        parts.append(f"ratio {_number(row['speedup'])}")
+    return " · ".join(parts) or "–"
+
+
 def results() -> str:
-    machines = load_results()
-    if not machines:
-        return "*No results yet: run `jitlab bench` and commit `results/`.*"
+    runs = load_results()
+    if not runs:
+        return "*No results yet: run `jitlab dev bench` and commit `results/machines/`.*"
+    names = [run_name(run) for run in runs]
     parts = [
-        "## Machines\n",
-        "| | " + " | ".join(f"machine {i + 1}" for i in range(len(machines))) + " |",
+        "## Machines and releases\n",
+        "| run | platform | device | CPU | cores | Python | jax | measured | cells failed |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    parts.append("|---" * (len(machines) + 1) + "|")
-    for key in machines[0]["environment"]:
-        values = " | ".join(str(m["environment"].get(key, "")) for m in machines)
-        parts.append(f"| {key} | {values} |")
-    experiments: list[tuple[str, str]] = []
-    for machine in machines:
-        for row in machine["records"]:
-            key = (row["lesson"], row["experiment"])
-            if key not in experiments:
-                experiments.append(key)
-    columns = [
-        ("compiles", "compilations", 0),
-        ("first_ms", "first call (ms)", 1),
-        ("steady_us", "cached call (µs)", 1),
-        ("total_s", "total (s)", 2),
-        ("speedup", "ratio", 1),
-    ]
+    for name, run in zip(names, runs, strict=True):
+        env = run["environment"]
+        failed = sum(len(cells) for cells in run.get("failed_cells", {}).values())
+        parts.append(
+            f"| **{name}** | {env.get('platform')} | {env.get('device_kind')} | "
+            f"{env.get('cpu_model')} | {env.get('cpu_cores')} | {env.get('python')} | "
+            f"{env.get('jax')} | {str(run.get('generated', ''))[:10]} | {failed} |"
+        )
+    experiments: dict[str, list[str]] = {}
+    for run in runs:
+        for row in run["records"]:
+            names_ = experiments.setdefault(str(row["lesson"]), [])
+            if row["experiment"] not in names_:
+                names_.append(row["experiment"])
     parts.append("\n## Experiments\n")
     parts.append(
-        "Each cell shows one machine's number; machines are in the order of the table above. "
-        "*ratio* is the fix against the problem (or first call against cached call).\n"
+        "One column per run. *ratio* is the fix against the problem, or the first call "
+        "against a cached call. Timings differ between machines; compilation counts "
+        "should not.\n"
     )
-    header = "| lesson | experiment | " + " | ".join(title for _, title, _ in columns) + " |"
-    parts += [header, "|---" * (len(columns) + 2) + "|"]
-    for lesson_number, experiment in experiments:
-        cells = []
-        for field, _, digits in columns:
-            per_machine = []
-            for machine in machines:
+    for lesson, rows in experiments.items():
+        parts.append(f"### {_lesson_label(lesson)}\n")
+        parts.append("| experiment | " + " | ".join(names) + " |")
+        parts.append("|---" * (len(names) + 1) + "|")
+        for experiment in rows:
+            cells = []
+            for run in runs:
                 match = [
                     r
-                    for r in machine["records"]
-                    if r["lesson"] == lesson_number and r["experiment"] == experiment
+                    for r in run["records"]
+                    if str(r["lesson"]) == lesson and r["experiment"] == experiment
                 ]
-                per_machine.append(_number(match[0].get(field), digits) if match else "")
-            cells.append(" / ".join(v or "–" for v in per_machine) if any(per_machine) else "")
-        parts.append(f"| {lesson_number} | {experiment} | " + " | ".join(cells) + " |")
-    parts += ["\n## Ratios, side by side\n", ratio_chart(machines)]
+                cells.append(_measure(match[0]) if match else "–")
+            parts.append(f"| {experiment} | " + " | ".join(cells) + " |")
+        parts.append("")
+    parts += ["## Ratios, side by side\n", ratio_chart(runs)]
     return "\n".join(parts)
 
 
@@ -169,12 +266,11 @@ def ratio_chart(machines: list[dict[str, Any]]) -> str:
             for r in machine["records"]
             if r.get("speedup")
         }
-        env = machine["environment"]
         ax.barh(
             [i + index * height for i in range(len(labels))],
             [ratios.get(label, 0) for label in labels],
             height=height,
-            label=f"{env['platform']} · {env['cpu_model'][:32]} · {env['cpu_cores']} cores",
+            label=run_name(machine),
         )
     ax.set_yticks([i + 0.4 - height / 2 for i in range(len(labels))], labels, fontsize=8)
     ax.invert_yaxis()
@@ -195,7 +291,15 @@ def releases() -> str:
     return releases_page(_results_dir() / "releases")
 
 
+def pinned_jax_release() -> str:
+    """The release the lessons teach, read from the lock (never typed in a page)."""
+    from jitlab.course.boxes import pinned_jax
+
+    return pinned_jax(load_course().root) or "(unpinned)"
+
+
 RENDERERS: dict[str, Callable[[], str]] = {
+    "pinned-jax": pinned_jax_release,
     "releases": releases,
     "learning-path": learning_path,
     "half-day": half_day,
@@ -205,7 +309,36 @@ RENDERERS: dict[str, Callable[[], str]] = {
 }
 
 
-def render(name: str) -> str:
+def quote(arguments: str) -> str:
+    """``<!-- jitlab:quote LESSON TEXT -->``: the line of the lesson's executed output that
+    contains TEXT, as inline code. The cheat sheet quotes JAX only this way, so a quote is
+    always what the pinned JAX printed, and a change of wording fails the build."""
+    slug, _, wanted = arguments.strip().partition(" ")
+    wanted = wanted.strip().strip('"')
+    from jitlab.notebooks.pipeline import executed_dir
+
+    course = load_course()
+    lesson = course.lesson(slug)
+    notebook = json.loads(
+        (executed_dir(course) / "lessons" / f"{lesson.stem}.ipynb").read_text("utf-8")
+    )
+    for cell in notebook["cells"]:
+        for output in cell.get("outputs", []):
+            text = output.get("text") or output.get("data", {}).get("text/plain", "")
+            for line in ("".join(text) if isinstance(text, list) else text).splitlines():
+                if wanted in line:
+                    shown = " ".join(line.strip().lstrip("*").split())
+                    return "`" + shown.replace("`", "'") + "`"
+    raise ValueError(f"cheat sheet: no output line of lesson {slug!r} contains {wanted!r}")
+
+
+RENDERERS_WITH_ARGUMENTS: dict[str, Callable[[str], str]] = {"quote": quote}
+
+
+def render(name: str, arguments: str = "") -> str:
+    if name in RENDERERS_WITH_ARGUMENTS:
+        return RENDERERS_WITH_ARGUMENTS[name](arguments)
     if name not in RENDERERS:
-        raise KeyError(f"unknown placeholder jitlab:{name}; known: {sorted(RENDERERS)}")
+        known = sorted([*RENDERERS, *RENDERERS_WITH_ARGUMENTS])
+        raise KeyError(f"unknown placeholder jitlab:{name}; known: {known}")
     return RENDERERS[name]()

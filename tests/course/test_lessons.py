@@ -67,8 +67,9 @@ NOTEBOOK_SOURCES = [item.path for item in COURSE.lessons] + [e.source for e in C
 @pytest.mark.parametrize("path", NOTEBOOK_SOURCES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_code_fits_the_page(path):
     """The site shows about 88 columns of code without scrolling; keep lines within it."""
-    long = [f"{path.name}:{n} ({len(line)})" for n, line in _code_lines(path.read_text())]
     long = [
-        entry for entry, (_, line) in zip(long, _code_lines(path.read_text())) if len(line) > 88
+        f"{path.name}:{number} ({len(line)})"
+        for number, line in _code_lines(path.read_text())
+        if len(line) > 88
     ]
     assert not long, f"code lines over 88 characters: {long[:10]}"

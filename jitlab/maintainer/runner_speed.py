@@ -1,0 +1,72 @@
+"""``jitlab dev runner-speed``: how fast the course answers, as ratios measured in one run.
+
+A learner waits for ``jitlab check``; the floor under it is Python importing JAX, which
+every kernel must do. So the figure that matters is the ratio of the two medians,
+measured back to back on the same machine (absolute seconds mean little on a shared
+laptop). With ``--site`` it also times the site: rendering when every lesson is already
+executed (``make test`` leaves them so), and from nothing, executing every lesson.
+These are figures to read, not to assert: no test depends on them.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from jitlab.course.manifest import Course
+
+Echo = Callable[[str], None]
+
+
+def _seconds(command: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"{' '.join(command)} failed:\n{done.stdout[-500:]}{done.stderr[-500:]}")
+    return elapsed
+
+
+def _median(command: list[str], cwd: Path, repeats: int) -> float:
+    return statistics.median(_seconds(command, cwd) for _ in range(repeats))
+
+
+def measure_check(course: Course, repeats: int, echo: Echo) -> float:
+    jitlab = str(Path(sys.executable).with_name("jitlab"))
+    exercise = course.exercises[0]
+    _seconds([jitlab, "check", str(exercise.source)], course.root)  # warm the disk cache
+    import_jax = _median([sys.executable, "-c", "import jax"], course.root, repeats)
+    check = _median([jitlab, "check", str(exercise.source)], course.root, repeats)
+    ratio = check / import_jax
+    echo(f"python -c 'import jax'            median {import_jax:6.2f} s ({repeats} runs)")
+    echo(f"jitlab check {exercise.number} (solved)          median {check:6.2f} s ({repeats} runs)")
+    echo(f"ratio check / import jax          {ratio:6.1f}x   (goal: at most 3x)")
+    return ratio
+
+
+def measure_site(course: Course, echo: Echo) -> None:
+    mkdocs = str(Path(sys.executable).with_name("mkdocs"))
+    out = course.build_dir / "runner-speed-site"
+    cache = course.build_dir / "mkdocs-jupyter-cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    rendered = _seconds([mkdocs, "build", "--strict", "-q", "--site-dir", str(out)], course.root)
+    echo(f"make site, lessons already executed {rendered:6.1f} s   (goal: at most 60 s)")
+    executed = course.build_dir / "executed"
+    shutil.rmtree(executed, ignore_errors=True)
+    shutil.rmtree(cache, ignore_errors=True)
+    scratch = _seconds([mkdocs, "build", "--strict", "-q", "--site-dir", str(out)], course.root)
+    echo(f"make site from nothing (executes all) {scratch:6.1f} s")
+    shutil.rmtree(out, ignore_errors=True)
+
+
+def run_runner_speed(course: Course, *, repeats: int, site: bool, echo: Echo) -> int:
+    echo("Executions of each lesson per `make test`: 1 (nbval records it; the site reuses it)")
+    measure_check(course, repeats, echo)
+    if site:
+        measure_site(course, echo)
+    return 0
