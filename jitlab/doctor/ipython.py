@@ -1,0 +1,9 @@
+"""Placeholder."""
+
+
+def load_ipython_extension(ipython):
+    pass
+
+
+def unload_ipython_extension(ipython):
+    pass
