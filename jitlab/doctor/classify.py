@@ -177,13 +177,15 @@ def lessons_for(cause_ids: Iterable[str], closure: bool = False) -> list[str]:
 # ---------------------------------------------------------------------------------------
 # JAX's explanation, as a second opinion
 
-_TYPE_LINE = re.compile(r"\* at (.*?), now (\S+) and before (\S+?)(?:https?://\S*)?$", re.M)
+_TYPE_LINE = re.compile(r"\* at (.*?), now (.+?) and before (.+?)(?:https?://\S*)?$", re.M)
 _SHAPED = re.compile(r"^~?([a-z]+\d*)\[(.*)\]")
 
 
 def _type_change(now: str, before: str) -> str:
     if "weak_type" in now or "weak_type" in before:
         return WEAK_TYPE
+    if re.sub(r"@[^,\]]*", "", now) == re.sub(r"@[^,\]]*", "", before):
+        return DEVICE  # only the sharding written into the type ("f32[4@rows,2]") differs
     a, b = _SHAPED.match(now), _SHAPED.match(before)
     if not a or not b:
         return DTYPE

@@ -191,6 +191,8 @@ class Recorder:
             else:
                 counts[e.kind] += 1
                 seconds[e.kind] += e.seconds
+        if not any(counts.values()) and text:
+            counts["trace"] = 1  # an inner jit retraced inside another's trace (untimed)
         transformed = info.has_tracers and counts["compile"] > 0
         numbered = [m for m in record.misses if m.kind != TRANSFORM]
         miss = Miss(
@@ -383,9 +385,14 @@ def observe(watched: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any], mark
                 mine.append(e)
             elif e.kind == "explain":
                 explanations.append(e)
+        about = [e for e in explanations if e.name == name]
+        tracers = _has_tracers(args, kwargs)
         if not mine:
-            return
-        about = [e for e in explanations if e.name == name] or explanations[-1:]
+            # Inside another jit's trace, JAX 0.12 reports no duration for an inner jit's
+            # trace, but it does explain the inner tracing-cache miss: count that.
+            if not (about and tracers):
+                return
+        about = about or explanations[-1:]
         claimed = mine + about[-1:]
         for e in claimed:
             e.owner = watched
@@ -395,7 +402,7 @@ def observe(watched: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any], mark
             signature=sig.take(watched._function, watched._spec(), args, kwargs),
             call_site=site,
             source=source,
-            has_tracers=_has_tracers(args, kwargs),
+            has_tracers=tracers,
         )
         for recorder in list(ACTIVE):
             recorder.add(claimed, info)

@@ -316,10 +316,11 @@ def render(report: Report, timelines: int = 3) -> str:
     out.append(_clip(title, WIDTH))
     if report.interrupted:
         out.append("interrupted (Ctrl-C): the report so far")
-    recompiles = sum(len(f.recompiles) for f in report.functions)
+    misses = sum(len(f.recompiles) for f in report.functions)
     out += _lines(
         f"{_plural(len(report.functions), 'watched function')}, "
-        f"{_plural(report.compiles, 'compilation')} ({recompiles} after the first), "
+        f"{_plural(report.compiles, 'compilation')}, {_plural(misses, 'cache miss')} after the "
+        "first call of each function, "
         f"{report.seconds:.2f} s tracing+lowering+compiling in a {report.wall_seconds:.2f}"
         " s run. Worst first.",
         "",
@@ -346,7 +347,8 @@ def render(report: Report, timelines: int = 3) -> str:
         out.append("")
         head = (
             f"{i}. {record.name} ({record.location}): {_plural(record.compiles, 'compilation')}"
-            f", {_plural(len(record.recompiles), 'recompilation')}, {record.seconds:.3f} s"
+            f", {_plural(len(record.recompiles), 'cache miss')} after the first, "
+            f"{record.seconds:.3f} s"
         )
         if record.compiles == 0:
             head = (

@@ -252,15 +252,25 @@ def describe_leaf(x: Any) -> Leaf:
 
 @dataclasses.dataclass(frozen=True)
 class Static:
-    """A static argument, compared as jit compares it: by type, hash and value (the
-    ``repr`` stands in for equality, which a later mutation could change)."""
+    """A static argument, compared as jit compares it: by hash and equality. The hash and
+    ``repr`` are taken at the call, because a later mutation could change them; the value
+    is kept too (jit's cache keeps it as well), for the equality test."""
 
     type: str
     text: str
     hash: int | None
+    value: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.text} ({self.type})"
+
+    def same_as(self, other: Static) -> bool:
+        if (self.type, self.hash, self.text) != (other.type, other.hash, other.text):
+            return False
+        try:
+            return bool(self.value == other.value)
+        except Exception:  # no usable equality: the recorded hash and text decide
+            return True
 
 
 def describe_static(value: Any) -> Static:
@@ -274,7 +284,7 @@ def describe_static(value: Any) -> Static:
         text = f"<{type(value).__qualname__}>"
     if len(text) > 200:
         text = text[:197] + "..."
-    return Static(type(value).__qualname__, text, hashed)
+    return Static(type(value).__qualname__, text, hashed, value)
 
 
 def context_snapshot() -> dict[str, str]:
@@ -474,8 +484,9 @@ def differences(new: Signature, old: Signature) -> list[Difference]:
         now, before = new.statics.get(label), old.statics.get(label)
         if now is None or before is None:
             found.append(Difference(STATIC, label, str(now or "absent"), str(before or "absent")))
-        elif (now.type, now.hash, now.text) != (before.type, before.hash, before.text):
-            found.append(Difference(STATIC, label, str(now), str(before)))
+        elif not now.same_as(before):
+            unequal = " (same text, but not equal)" if now.text == before.text else ""
+            found.append(Difference(STATIC, label, str(now) + unequal, str(before)))
     for path in new.nodes.keys() | old.nodes.keys():
         in_new, in_old = path in new.nodes, path in old.nodes
         if in_new and in_old:
