@@ -35,3 +35,16 @@ __all__ = [
     "time_calls",
     "time_once",
 ]
+
+
+def load_ipython_extension(ipython):  # noqa: ANN001 - IPython's hook
+    """``%load_ext jitlab``: the doctor's cell magic ``%%jitlab_doctor`` (see jitlab.doctor)."""
+    from jitlab.doctor.ipython import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython):  # noqa: ANN001 - IPython's hook
+    from jitlab.doctor.ipython import unload_ipython_extension as unload
+
+    unload(ipython)

@@ -75,10 +75,15 @@ def explained_function(text: str) -> str:
     return found.group(1).strip() if found else ""
 
 
+def _listens(handler: logging.Handler) -> bool:
+    # pytest's log capture hears everything; it is not the program asking for explanations
+    return not type(handler).__module__.startswith("_pytest")
+
+
 def _reaches_a_handler(logger: logging.Logger) -> bool:
     node: logging.Logger | None = logger
     while node is not None:
-        if node.handlers:
+        if any(_listens(h) for h in node.handlers):
             return True
         if not node.propagate:
             return False

@@ -131,11 +131,11 @@ class Recorder:
     (a pytest session and one test); each keeps its own history."""
 
     def __init__(self) -> None:
-        self.functions: dict[tuple[str, int, str], FunctionRecord] = {}
-        self._history: dict[tuple[str, int, str], list[Miss]] = {}
+        self.functions: dict[tuple[str, int, str, str], FunctionRecord] = {}
+        self._history: dict[tuple[str, int, str, str], list[Miss]] = {}
         self._start_mark = 0
         self._stop_mark: int | None = None
-        self._calls_at_start: dict[tuple[str, int, str], int] = {}
+        self._calls_at_start: dict[tuple[str, int, str, str], int] = {}
         self.started = 0.0
         self.stopped: float | None = None
         self.internal_errors: list[str] = []
@@ -214,7 +214,7 @@ class Recorder:
             self._classify(key, miss)
         record.misses.append(miss)
 
-    def _classify(self, key: tuple[str, int, str], miss: Miss) -> None:
+    def _classify(self, key: tuple[str, int, str, str], miss: Miss) -> None:
         history = self._history.setdefault(key, [])
         if not history:
             miss.kind = FIRST
@@ -287,7 +287,7 @@ class CallCounter:
         self.calls = 0
 
 
-COUNTERS: dict[tuple[str, int, str], CallCounter] = {}
+COUNTERS: dict[tuple[str, int, str, str], CallCounter] = {}
 
 
 def counter_for(function: sig.FunctionInfo) -> CallCounter:

@@ -56,10 +56,13 @@ def parse_command(words: Sequence[str]) -> Target:
         if len(words) < 2:
             raise CommandError("-m needs a module name: jitlab doctor -- python -m pkg.train")
         module = words[1]
+        sys.path.insert(0, os.getcwd())  # as python -m does, for the look-up
         try:
             found = importlib.util.find_spec(module)
         except (ImportError, ValueError):
             found = None
+        finally:
+            sys.path.pop(0)
         if found is None:
             raise CommandError(f"no module named {module!r} (from -m {module})")
         return Target("module", module, tuple(words[2:]))
@@ -124,11 +127,15 @@ def run(target: Target) -> Outcome:
 _OURS = (os.path.dirname(os.path.abspath(__file__)) + os.sep, os.path.abspath(runpy.__file__))
 
 
+def _is_ours(filename: str) -> bool:
+    return filename.startswith("<frozen runpy") or os.path.abspath(filename).startswith(_OURS)
+
+
 def print_traceback(err: BaseException, file=None) -> None:
     """The program's traceback as Python would print it: without the doctor's frames."""
     file = file or sys.stderr
     tb = err.__traceback__
-    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_OURS):
+    while tb is not None and _is_ours(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
     traceback.print_exception(type(err), err, tb, file=file)
     hint = control_flow_hint(err)

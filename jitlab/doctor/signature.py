@@ -94,8 +94,9 @@ class FunctionInfo:
     closure: bool
 
     @property
-    def key(self) -> tuple[str, int, str]:
-        return (self.file, self.line, self.qualname)
+    def key(self) -> tuple[str, int, str, str]:
+        # the name too: wrappers such as equinox.filter_jit share one source location
+        return (self.file, self.line, self.qualname, self.name)
 
     @property
     def location(self) -> str:
