@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import threading
-import types
 from collections.abc import Callable
 from typing import Any
 
@@ -36,51 +35,52 @@ _installed = 0
 _original_jit: Callable[..., Any] | None = None
 
 
-class Watched:
-    """A jitted function that tells the doctor when a call traced or compiled. Everything
-    else (``lower``, ``trace``, ``eval_shape``, ``clear_cache``...) is the real one's."""
+_DELEGATED = ("lower", "trace", "eval_shape", "clear_cache", "_cache_size", "_fun")
 
-    def __init__(self, jitted: Any, fun: Callable[..., Any], options: dict[str, Any]) -> None:
-        self._jitted = jitted
-        self._fun = fun
-        self._options = options
-        self._function = sig.identify(fun)
-        self._counter = recorder.counter_for(self._function)
-        self._static_spec: sig.StaticSpec | None = None
-        functools.update_wrapper(self, fun, updated=())
 
-    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
-        self._counter.calls += 1
-        mark = len(events.STREAM)
-        out = self._jitted(*args, **kwargs)
-        if len(events.STREAM) != mark:
-            recorder.observe(self, args, kwargs, mark)
+def watch_jitted(jitted: Any, fun: Callable[..., Any], options: dict[str, Any]) -> Any:
+    """A function that calls the real jitted function ``jitted`` and tells the doctor when a
+    call traced or compiled. It carries the real one's ``lower``, ``trace``,
+    ``eval_shape`` and ``clear_cache``; stored on a class it binds as a method, as the real
+    one does. (A closure, not an object with ``__call__``: it costs less per call.)"""
+    function = sig.identify(fun)
+    counter = recorder.counter_for(function)
+    stream = events.STREAM  # the same list for the life of the process
+    observe = recorder.observe
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        counter.calls += 1
+        mark = len(stream)
+        out = jitted(*args, **kwargs)
+        if len(stream) != mark:
+            observe(watched, args, kwargs, mark)
         return out
 
-    def _spec(self) -> sig.StaticSpec:
-        if self._static_spec is None:
-            self._static_spec = sig.static_spec(self._fun, self._options)
-        return self._static_spec
+    functools.update_wrapper(watched, fun, updated=())
+    watched.__name__ = function.name  # a partial has none: JAX's name for it
+    for name in _DELEGATED:
+        value = getattr(jitted, name, None)
+        if value is not None:
+            setattr(watched, name, value)
+    watched._jitted = jitted  # type: ignore[attr-defined]
+    watched._function = function  # type: ignore[attr-defined]
+    spec: list[sig.StaticSpec] = []
 
-    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
-        # A jitted function stored on a class becomes a method, as the real one does.
-        return self if obj is None else types.MethodType(self, obj)
+    def static_spec() -> sig.StaticSpec:
+        if not spec:
+            spec.append(sig.static_spec(fun, options))
+        return spec[0]
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        return getattr(self._jitted, name)
-
-    def __repr__(self) -> str:
-        return repr(self._jitted)
+    watched._spec = static_spec  # type: ignore[attr-defined]
+    return watched
 
 
 def watched_jit(fun: Any = None, /, **options: Any) -> Any:
-    """``jax.jit`` while the doctor runs: the real ``jax.jit``, wrapped in :class:`Watched`."""
+    """``jax.jit`` while the doctor runs: the real ``jax.jit``, wrapped by :func:`watch_jitted`."""
     real = _original_jit if _original_jit is not None else jax.jit
     if fun is None:  # the decorator-factory form: @jax.jit(static_argnums=...)
         return functools.partial(watched_jit, **options)
-    return Watched(real(fun, **options), fun, options)
+    return watch_jitted(real(fun, **options), fun, options)
 
 
 def install() -> None:
