@@ -230,10 +230,13 @@ def _causes_section(record: FunctionRecord) -> list[str]:
         )
         sites = Counter((m.call_site, m.source) for m in misses)
         for (site, source), n in sites.most_common(2):
-            out += _lines(f"at {site} ({n}x)" + (f":  {source}" if source else ""), "      ")
+            out += _lines(f"at {site} ({n}x)" + (":" if source else ""), "      ")
+            if source:
+                out += _lines(source, "          ", most=1)
         if len(sites) > 2:
             out += _lines(f"and {len(sites) - 2} more call sites", "      ")
-        out += _miss_example(misses[0], "      ")
+        alone = [m for m in misses if m.causes == [cid]]  # the clearest example, if any
+        out += _miss_example((alone or misses)[0], "      ")
     return out
 
 
@@ -319,8 +322,8 @@ def render(report: Report, timelines: int = 3) -> str:
     misses = sum(len(f.recompiles) for f in report.functions)
     out += _lines(
         f"{_plural(len(report.functions), 'watched function')}, "
-        f"{_plural(report.compiles, 'compilation')}, {_plural(misses, 'cache miss')} after the "
-        "first call of each function, "
+        f"{_plural(report.compiles, 'compilation')}, {_plural(misses, 'cache miss')} after "
+        "each function's first call, "
         f"{report.seconds:.2f} s tracing+lowering+compiling in a {report.wall_seconds:.2f}"
         " s run. Worst first.",
         "",
@@ -335,8 +338,8 @@ def render(report: Report, timelines: int = 3) -> str:
     legend = _lines(
         "Cache-key timeline: one column per compilation, one row per part of jit's cache "
         "key. o: first compilation; .: same as in the closest earlier compilation; x: "
-        "changed (input types: s shape, d dtype, w weak type; tree: t structure, k keyword); "
-        "?: nothing the doctor records changed.",
+        "changed (input types: s shape, d dtype, w weak type, * several; tree: t structure, k "
+        "keyword); ?: nothing the doctor records changed.",
         "",
     )
     if timelines and any(len(f.recompiles) for f in report.functions):
