@@ -60,7 +60,12 @@ class Miss:
 
     @property
     def jax_causes(self) -> list[str]:
-        return classify.jax_opinion(self.jax_text)
+        causes = classify.jax_opinion(self.jax_text)
+        if any(d.part == sig.PYTHON_SCALAR for d in self.differences):
+            # JAX writes a Python int turned float as "now f32[] and before i32[]", a dtype
+            # change; in the course's terms it is the Python-scalar cause (lesson 03)
+            causes = [classify.WEAK_TYPE if c == classify.DTYPE else c for c in causes]
+        return list(dict.fromkeys(causes))
 
     @property
     def jax_agrees(self) -> bool:

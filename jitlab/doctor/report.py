@@ -213,7 +213,7 @@ def _miss_example(miss: Miss, indent: str) -> list[str]:
     return out
 
 
-def _causes_section(record: FunctionRecord) -> list[str]:
+def cause_lines(record: FunctionRecord) -> list[str]:
     out = []
     by_cause: dict[str, list[Miss]] = {}
     for m in record.recompiles:
@@ -274,7 +274,7 @@ def _timeline(record: FunctionRecord, width: int = WIDTH) -> list[str]:
     return out
 
 
-def _budget_lines(report: Report) -> list[str]:
+def budget_lines(report: Report) -> list[str]:
     if not report.verdicts:
         return []
     out = ["Budgets (--max-compiles):"]
@@ -359,7 +359,7 @@ def render(report: Report, timelines: int = 3) -> str:
                 f"other jits, {record.seconds:.3f} s"
             )
         out += _lines(head, "")
-        out += _causes_section(record)
+        out += cause_lines(record)
         if shown_timelines < timelines:
             lines = _timeline(record)
             if lines:
@@ -374,7 +374,7 @@ def render(report: Report, timelines: int = 3) -> str:
             f" ({classify.COMPILING_LESS.fix}).",
             "",
         )
-    budget = _budget_lines(report)
+    budget = budget_lines(report)
     if budget:
         out.append("")
         out += budget

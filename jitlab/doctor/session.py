@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from jitlab.doctor import budgets as budgets_mod
 from jitlab.doctor import wrap
 from jitlab.doctor.recorder import Recorder
-from jitlab.doctor.report import Report
+from jitlab.doctor.report import Report, budget_lines, cause_lines
 
 
 class Doctor:
@@ -42,9 +42,7 @@ class Doctor:
 
 
 def budget_failure_text(report: Report) -> str:
-    from jitlab.doctor.report import _budget_lines, _causes_section
-
-    lines = [line.strip() for line in _budget_lines(report)[1:] if "ok:" not in line]
+    lines = [line[3:] for line in budget_lines(report)[1:] if not line.startswith("   ok:")]
     for v in report.verdicts:
         if v.status != "exceeded":
             continue
@@ -55,7 +53,7 @@ def budget_failure_text(report: Report) -> str:
                     None,
                 )
                 if record is not None:
-                    lines += _causes_section(record)
+                    lines += cause_lines(record)
     return "\n".join(lines)
 
 
