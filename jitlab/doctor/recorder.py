@@ -400,7 +400,7 @@ def observe(watched: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any], mark
         about = about or explanations[-1:]
         claimed = mine + about[-1:]
         for e in claimed:
-            e.owner = watched
+            e.owner = watched._function  # not the function itself: keep no closure alive
         site, source = call_site(3)
         info = Observed(
             function=watched._function,
