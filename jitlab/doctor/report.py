@@ -200,15 +200,15 @@ def _miss_example(miss: Miss, indent: str) -> list[str]:
         what = "; ".join(str(d) for d in diffs[:2]) or "nothing"
         out += _lines(f"equally close to {number}: {what}", indent + "    ")
     jax_causes = miss.jax_causes
+    named = ", ".join(classify.CAUSES[c].title for c in jax_causes)
     if miss.jax_agrees:
         verdict = "agrees"
     elif not jax_causes:
         verdict = "names no cause"
+    elif set(jax_causes) <= set(miss.causes):
+        verdict = f"names {named} only"
     else:
-        verdict = "names " + ", ".join(classify.CAUSES[c].title for c in jax_causes) + " only"
-        if not set(jax_causes) <= set(miss.causes):
-            verdict = "names " + ", ".join(classify.CAUSES[c].title for c in jax_causes)
-            verdict += ": a different cause"
+        verdict = f"names {named}: a different cause"
     out += _lines(f"JAX says ({verdict}): {classify.jax_summary(miss.jax_text)}", indent + "    ")
     return out
 
@@ -246,9 +246,7 @@ def _timeline(record: FunctionRecord, width: int = WIDTH) -> list[str]:
         return []
     room = width - 3 - 14
     shown = columns[:room]
-    header = "".join(str(i) if i == 1 or i % 10 == 0 else " " for i in range(1, len(shown) + 1))
-    # numbers wider than one column push the rest right; rebuild the ruler by position
-    ruler = [" "] * len(shown)
+    ruler = [" "] * len(shown)  # column numbers 1, 10, 20, ... written from their column
     for i in range(1, len(shown) + 1):
         if i == 1 or i % 10 == 0:
             label = str(i)
