@@ -15,7 +15,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -370,13 +370,19 @@ def _has_tracers(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
     return False
 
 
-def observe(watched: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any], mark: int) -> None:
+def observe(
+    function: sig.FunctionInfo,
+    static_spec: Callable[[], sig.StaticSpec],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    mark: int,
+) -> None:
     """Called by a watched jitted function after a call during which the event stream
     grew. Claims the events that are this function's and records the call."""
     if not ACTIVE:
         return
     try:
-        name = watched._function.name
+        name = function.name
         lowered = f"jit({name})"
         thread = threading.get_ident()
         mine = []
@@ -400,11 +406,11 @@ def observe(watched: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any], mark
         about = about or explanations[-1:]
         claimed = mine + about[-1:]
         for e in claimed:
-            e.owner = watched._function  # not the function itself: keep no closure alive
+            e.owner = function  # not the jitted function: keep no closure alive
         site, source = call_site(3)
         info = Observed(
-            function=watched._function,
-            signature=sig.take(watched._function, watched._spec(), args, kwargs),
+            function=function,
+            signature=sig.take(function, static_spec(), args, kwargs),
             call_site=site,
             source=source,
             has_tracers=tracers,

@@ -260,16 +260,25 @@ class Static:
     type: str
     text: str
     hash: int | None
-    value: Any = dataclasses.field(default=None, compare=False, repr=False)
+    held: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.text} ({self.type})"
 
+    @property
+    def value(self) -> Any:
+        """The value, if it is still alive (objects are held weakly, so that recording
+        them does not keep them alive; ints, strings and tuples are held as they are)."""
+        return self.held() if isinstance(self.held, weakref.ref) else self.held
+
     def same_as(self, other: Static) -> bool:
         if (self.type, self.hash, self.text) != (other.type, other.hash, other.text):
             return False
+        mine, theirs = self.value, other.value
+        if mine is None or theirs is None:
+            return True  # one is gone: the recorded hash and text decide
         try:
-            return bool(self.value == other.value)
+            return bool(mine == theirs)
         except Exception:  # no usable equality: the recorded hash and text decide
             return True
 
@@ -285,7 +294,11 @@ def describe_static(value: Any) -> Static:
         text = f"<{type(value).__qualname__}>"
     if len(text) > 200:
         text = text[:197] + "..."
-    return Static(type(value).__qualname__, text, hashed, value)
+    try:
+        held: Any = weakref.ref(value)
+    except TypeError:
+        held = value
+    return Static(type(value).__qualname__, text, hashed, held)
 
 
 def context_snapshot() -> dict[str, str]:

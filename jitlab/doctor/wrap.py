@@ -47,13 +47,22 @@ def watch_jitted(jitted: Any, fun: Callable[..., Any], options: dict[str, Any]) 
     counter = recorder.counter_for(function)
     stream = events.STREAM  # the same list for the life of the process
     observe = recorder.observe
+    spec: list[sig.StaticSpec] = []
 
+    def static_spec() -> sig.StaticSpec:
+        if not spec:
+            spec.append(sig.static_spec(fun, options))
+        return spec[0]
+
+    # `watched` must not refer to itself: a reference cycle would keep it, and with it
+    # `fun` and the real jitted function, alive until the garbage collector runs, and
+    # jit's caches (keyed on weak references to `fun`) would hit where they should miss.
     def watched(*args: Any, **kwargs: Any) -> Any:
         counter.calls += 1
         mark = len(stream)
         out = jitted(*args, **kwargs)
         if len(stream) != mark:
-            observe(watched, args, kwargs, mark)
+            observe(function, static_spec, args, kwargs, mark)
         return out
 
     functools.update_wrapper(watched, fun, updated=())
@@ -64,14 +73,6 @@ def watch_jitted(jitted: Any, fun: Callable[..., Any], options: dict[str, Any]) 
             setattr(watched, name, value)
     watched._jitted = jitted  # type: ignore[attr-defined]
     watched._function = function  # type: ignore[attr-defined]
-    spec: list[sig.StaticSpec] = []
-
-    def static_spec() -> sig.StaticSpec:
-        if not spec:
-            spec.append(sig.static_spec(fun, options))
-        return spec[0]
-
-    watched._spec = static_spec  # type: ignore[attr-defined]
     return watched
 
 

@@ -183,3 +183,60 @@ def test_explanations_stay_off_stderr_unless_someone_listens(capsys):
 )
 def test_reading_jax_explanations(text, causes):
     assert classify.jax_opinion(text) == causes
+
+
+def _compile_counter(name):
+    seen = []
+
+    def listen(event, seconds, **kwargs):
+        if event.endswith("backend_compile_duration") and kwargs.get("fun_name") == name:
+            seen.append(seconds)
+
+    return seen, listen
+
+
+def test_watching_keeps_nothing_alive_so_caching_is_unchanged():
+    """A bound method jitted per call compiles every time, because jit's cache entry dies
+    with the method object. If the doctor kept those objects alive, the cache would hit
+    and the doctor would change what it measures."""
+
+    class Model:
+        def forward_unwatched(self, x):
+            return x * 2
+
+        def forward_watched(self, x):
+            return x * 2
+
+    model = Model()
+    counts = {}
+    for name, watching in (("forward_unwatched", False), ("forward_watched", True)):
+        seen, listen = _compile_counter(f"jit({name})")
+        jax.monitoring.register_event_duration_secs_listener(listen)
+        try:
+            if watching:
+                with watch() as doctor:
+                    for _ in range(3):
+                        jax.jit(getattr(model, name))(jnp.ones(3))
+            else:
+                for _ in range(3):
+                    jax.jit(getattr(model, name))(jnp.ones(3))
+        finally:
+            jax.monitoring.unregister_event_duration_listener(listen)
+        counts[name] = len(seen)
+    assert counts["forward_watched"] == counts["forward_unwatched"] == 3
+    assert doctor.report().causes("forward_watched") == {"new_function": 2}
+
+
+def test_a_function_jitted_under_watch_can_be_freed():
+    import weakref
+
+    with watch():
+
+        def scratch(x):
+            return x + 1
+
+        ref = weakref.ref(scratch)
+        jax.jit(scratch)(jnp.ones(2))
+        jax.jit(scratch)(jnp.ones(3))
+        del scratch
+        assert ref() is None  # freed by reference counting, no garbage collection needed
