@@ -60,3 +60,9 @@ def load_ipython_extension(ipython: Any) -> None:
     from jitlab.doctor.ipython import load_ipython_extension as load
 
     load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from jitlab.doctor.ipython import unload_ipython_extension as unload
+
+    unload(ipython)

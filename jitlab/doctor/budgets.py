@@ -1,0 +1,82 @@
+"""Compile budgets: ``--max-compiles train_step=1``, ``--max-compiles '*=4'``, and the pytest
+marker ``@pytest.mark.max_compiles(train_step=1)``.
+
+A budget names functions by the name JAX reports (``train_step``), their qualified name
+(``Model.step``) or a shell pattern (``train_*``, ``*``). It counts compilations from
+direct calls; for a function that only ever ran inside another jit, its traces. ``*``
+matches the functions the program jitted itself, not JAX's internal helpers (name those
+explicitly to budget them). A budget that matches nothing is a warning, and it does not
+pass: a misspelt name must not turn a check off silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+
+from jitlab.doctor.recorder import FunctionRecord, Unwatched
+
+
+class BudgetExceeded(AssertionError):
+    """Raised by the notebook magic and the pytest marker when a budget is broken."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    pattern: str
+    limit: int
+
+    def __str__(self) -> str:
+        return f"{self.pattern}={self.limit}"
+
+    def matches(self, name: str, qualname: str = "") -> bool:
+        return fnmatch.fnmatchcase(name, self.pattern) or (
+            bool(qualname) and fnmatch.fnmatchcase(qualname, self.pattern)
+        )
+
+
+def parse(text: str) -> Budget:
+    """``NAME=N`` -> Budget. Raises ValueError with a message fit for the user."""
+    name, sep, number = text.rpartition("=")
+    if not sep or not name.strip():
+        raise ValueError(f"--max-compiles {text!r}: expected NAME=N, e.g. train_step=1")
+    try:
+        limit = int(number)
+    except ValueError:
+        raise ValueError(f"--max-compiles {text!r}: {number!r} is not a whole number") from None
+    if limit < 0:
+        raise ValueError(f"--max-compiles {text!r}: the limit cannot be negative")
+    return Budget(name.strip(), limit)
+
+
+@dataclasses.dataclass
+class Verdict:
+    budget: Budget
+    status: str  # "ok" | "exceeded" | "unused"
+    counts: list[tuple[str, str, int]]  # (name, location, compilations) per match
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "ok"
+
+
+def check(
+    budgets: list[Budget], functions: list[FunctionRecord], unwatched: list[Unwatched]
+) -> list[Verdict]:
+    verdicts = []
+    for budget in budgets:
+        counts = [
+            (f.name, f.location, f.builds) for f in functions if budget.matches(f.name, f.qualname)
+        ]
+        if budget.pattern != "*":
+            counts += [
+                (u.name, "(not watched)", u.compiles) for u in unwatched if budget.matches(u.name)
+            ]
+        if not counts:
+            status = "unused"
+        elif any(n > budget.limit for _, _, n in counts):
+            status = "exceeded"
+        else:
+            status = "ok"
+        verdicts.append(Verdict(budget, status, counts))
+    return verdicts

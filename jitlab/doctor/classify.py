@@ -1,0 +1,222 @@
+"""The course's causes of recompilation, the lesson that teaches each fix, and the
+classification of a difference between two signatures into those causes.
+
+JAX's own explanation is read here too, but only to compare notes: it is shown next to the
+doctor's verdict, never used as the verdict. (On jax 0.12.0.1 it compares a miss with one
+"closest" earlier key, ranked by kind of difference, so it can name a context change for a
+shape miss, a pytree change for a miss that also changed shapes, and it says nothing for
+a static argument, a device change or a transformation.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable
+
+from jitlab.doctor import signature as sig
+
+
+@dataclasses.dataclass(frozen=True)
+class Cause:
+    id: str
+    title: str
+    lesson: str  # lesson number
+    slug: str  # lesson file name without the number
+    fix: str
+
+    @property
+    def lesson_name(self) -> str:
+        return f"{self.lesson} {self.slug}"
+
+
+SHAPE = "shape"
+DTYPE = "dtype"
+WEAK_TYPE = "weak_type"
+PYTREE = "pytree"
+STATIC_VALUE = "static_value"
+NEW_FUNCTION = "new_function"
+DEVICE = "device"
+CONTEXT = "context"
+UNKNOWN = "unknown"
+
+CAUSES: dict[str, Cause] = {
+    c.id: c
+    for c in (
+        Cause(SHAPE, "shape", "01", "shapes", "pad to a few bucket sizes and mask"),
+        Cause(DTYPE, "dtype", "02", "dtypes", "cast inputs to one dtype at the boundary"),
+        Cause(
+            WEAK_TYPE,
+            "weak type / Python scalar",
+            "03",
+            "python_scalars",
+            "pass scalars with an explicit dtype, e.g. np.float32(x)",
+        ),
+        Cause(
+            PYTREE,
+            "pytree structure or keywords",
+            "04",
+            "pytree_structure",
+            "same containers and keys every call; one calling convention",
+        ),
+        Cause(
+            STATIC_VALUE,
+            "static value",
+            "06",
+            "static_arguments",
+            "trace it instead, or keep its values few",
+        ),
+        Cause(
+            NEW_FUNCTION,
+            "new function object",
+            "07",
+            "functions_as_arguments",
+            "define the function once; pass what changes as arguments",
+        ),
+        Cause(
+            DEVICE,
+            "device or sharding",
+            "12",
+            "devices_and_shardings",
+            "place inputs the same way every call (device_put at the boundary)",
+        ),
+        Cause(
+            CONTEXT,
+            "configuration context",
+            "12",
+            "devices_and_shardings",
+            "call under one configuration; keep context managers out of the loop",
+        ),
+        Cause(
+            UNKNOWN,
+            "unknown",
+            "09",
+            "diagnosing",
+            "nothing the doctor records changed (cleared caches?); read JAX's text",
+        ),
+    )
+}
+
+CLOSURES = Cause(
+    "closure", "closure", "08", "closures_and_globals", "pass the captured values as arguments"
+)
+CONTROL_FLOW = Cause(
+    "control_flow",
+    "Python control flow on a traced value",
+    "05",
+    "control_flow",
+    "use lax.cond / jnp.where / lax.fori_loop, or make the value static (06)",
+)
+COMPILING_LESS = Cause(
+    "compiling_less",
+    "compilations you keep",
+    "10",
+    "compiling_less",
+    "warm up ahead of time, or keep compiled programs in the persistent cache",
+)
+
+_PART_CAUSE = {
+    sig.FUNCTION: NEW_FUNCTION,
+    sig.KEYWORD: PYTREE,
+    sig.STRUCTURE: PYTREE,
+    sig.SHAPE: SHAPE,
+    sig.DTYPE: DTYPE,
+    sig.WEAK_TYPE: WEAK_TYPE,
+    sig.PYTHON_SCALAR: WEAK_TYPE,
+    sig.STATIC: STATIC_VALUE,
+    sig.PLACEMENT: DEVICE,
+    sig.CONTEXT: CONTEXT,
+}
+
+# The cache-key timeline's rows: which part of the key changed.
+TIMELINE_ROWS = ("function", "tree", "input types", "static values", "device", "context")
+_PART_ROW = {
+    sig.FUNCTION: ("function", "x"),
+    sig.KEYWORD: ("tree", "k"),
+    sig.STRUCTURE: ("tree", "t"),
+    sig.SHAPE: ("input types", "s"),
+    sig.DTYPE: ("input types", "d"),
+    sig.WEAK_TYPE: ("input types", "w"),
+    sig.PYTHON_SCALAR: ("input types", "w"),
+    sig.STATIC: ("static values", "x"),
+    sig.PLACEMENT: ("device", "x"),
+    sig.CONTEXT: ("context", "x"),
+}
+
+
+def cause_of(difference: sig.Difference) -> str:
+    return _PART_CAUSE[difference.part]
+
+
+def causes_of(diffs: Iterable[sig.Difference]) -> list[str]:
+    """The causes behind a list of differences, in the course's order; "unknown" if none."""
+    found = {cause_of(d) for d in diffs}
+    return [c for c in CAUSES if c in found] or [UNKNOWN]
+
+
+def timeline_marks(diffs: Iterable[sig.Difference]) -> dict[str, str]:
+    """Row -> mark for one compilation's column (rows that did not change are absent)."""
+    marks: dict[str, str] = {}
+    for d in diffs:
+        row, mark = _PART_ROW[d.part]
+        marks[row] = mark if marks.get(row, mark) == mark else "*"
+    return marks
+
+
+def lessons_for(cause_ids: Iterable[str], closure: bool = False) -> list[str]:
+    lessons = []
+    for cid in cause_ids:
+        lesson = CAUSES[cid].lesson_name
+        if lesson not in lessons:
+            lessons.append(lesson)
+        if cid == NEW_FUNCTION and closure and CLOSURES.lesson_name not in lessons:
+            lessons.append(CLOSURES.lesson_name)
+    return lessons
+
+
+# ---------------------------------------------------------------------------------------
+# JAX's explanation, as a second opinion
+
+_TYPE_LINE = re.compile(r"\* at (.*?), now (.+?) and before (.+?)(?:https?://\S*)?$", re.M)
+_SHAPED = re.compile(r"^~?([a-z]+\d*)\[(.*)\]")
+
+
+def _type_change(now: str, before: str) -> str:
+    if "weak_type" in now or "weak_type" in before:
+        return WEAK_TYPE
+    if re.sub(r"@[^,\]]*", "", now) == re.sub(r"@[^,\]]*", "", before):
+        return DEVICE  # only the sharding written into the type ("f32[4@rows,2]") differs
+    a, b = _SHAPED.match(now), _SHAPED.match(before)
+    if not a or not b:
+        return DTYPE
+    if a.group(1) != b.group(1):
+        return DTYPE
+    return SHAPE
+
+
+def jax_opinion(text: str | None) -> list[str]:
+    """The causes JAX's explanation names, in the doctor's terms ([] when it names none)."""
+    if not text:
+        return []
+    if "never seen function" in text:
+        return [NEW_FUNCTION]
+    if "Tracing context doesn't match" in text:
+        return [CONTEXT]
+    if "different input pytree" in text:
+        return [PYTREE]
+    if "different input types" in text:
+        found = {_type_change(m.group(2), m.group(3)) for m in _TYPE_LINE.finditer(text)}
+        return [c for c in CAUSES if c in found] or [SHAPE]
+    return []
+
+
+def jax_summary(text: str | None) -> str:
+    """JAX's explanation on one line, without the preamble and the documentation link."""
+    if not text:
+        return "(no explanation: JAX explains tracing-cache misses only)"
+    if "never seen function" in text:
+        again = " (re-defined repeatedly)" if "re-defined repeatedly" in text else ""
+        return "never seen function" + again
+    body = text.split("For the closest previous key:")[-1]
+    body = re.sub(r"https?://\S+", "", body)
+    return " ".join(body.split())

@@ -1,0 +1,130 @@
+"""``jitlab doctor [--max-compiles NAME=N ...] [--json FILE] -- python script.py args``
+
+Exit codes: the program's own when it fails (1 for an uncaught exception, its
+``sys.exit`` code, 130 for Ctrl-C); otherwise 1 when a budget is exceeded or names a
+function that never ran, 0 when all is well; 2 for bad input (no such script or module,
+a malformed budget).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Sequence
+
+from jitlab.doctor import budgets as budgets_mod
+from jitlab.doctor import run as run_mod
+from jitlab.doctor.session import watch
+
+OK, FAIL, BAD_INPUT, INTERRUPTED = 0, 1, 2, 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jitlab doctor",
+        description=(
+            "Run a JAX program and report which jitted functions traced and compiled, why "
+            "each recompilation happened, where, what it cost, and the lesson that fixes it."
+        ),
+        epilog="example: jitlab doctor --max-compiles train_step=1 -- python train.py",
+    )
+    parser.add_argument(
+        "--max-compiles",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="fail (exit 1) if a function named NAME compiles more than N times; NAME may be "
+        "a pattern such as 'train_*' or '*'; repeatable",
+    )
+    parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
+    parser.add_argument(
+        "--timelines",
+        type=int,
+        default=3,
+        metavar="N",
+        help="draw the cache-key timeline for the N worst functions (default 3)",
+    )
+    parser.add_argument(
+        "command",
+        nargs=argparse.REMAINDER,
+        help="the program: python script.py [args], or python -m module [args]",
+    )
+    return parser
+
+
+def _split(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1 :]
+    return argv, None
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    options, command = _split(argv)
+    parser = _parser()
+    try:
+        args = parser.parse_args(options)
+    except SystemExit as done:  # --help, or an unknown option
+        return OK if done.code == 0 else BAD_INPUT
+    words = command if command is not None else args.command
+    try:
+        budgets = [budgets_mod.parse(text) for text in args.max_compiles]
+        target = run_mod.parse_command(words)
+    except ValueError as err:
+        _say(f"jitlab doctor: {err}")
+        return BAD_INPUT
+
+    with watch(budgets, command=target.words()) as doctor:
+        outcome = run_mod.run(target)
+    sys.stdout.flush()
+
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not eat the report
+    except ValueError:  # not in the main thread
+        previous = None
+    try:
+        report = doctor.report()
+        report.interrupted = outcome.interrupted
+        if outcome.error is not None and not outcome.interrupted:
+            report.program_failed = f"{type(outcome.error).__name__}: {outcome.error}"
+        code = outcome.exit_code
+        if code == OK and not report.budgets_passed:
+            code = FAIL
+        report.exit_code = code
+        _say("")
+        _say(report.text(timelines=args.timelines))
+        if args.json:
+            try:
+                report.write_json(args.json)
+            except OSError as err:
+                _say(f"jitlab doctor: cannot write {args.json}: {err}")
+        if outcome.interrupted:
+            _say("KeyboardInterrupt")
+        elif outcome.error is not None:
+            _say("")
+            _say("The program failed:")
+            run_mod.print_traceback(outcome.error)
+        if code != OK:
+            _say(f"jitlab doctor: exit code {code}" + _why(report, outcome))
+        return code
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _why(report, outcome: run_mod.Outcome) -> str:
+    if outcome.interrupted:
+        return " (interrupted)"
+    if outcome.error is not None:
+        return " (the program raised an exception)"
+    if outcome.exit_code:
+        return " (the program's own exit code)"
+    broken = [str(v.budget) for v in report.verdicts if not v.passed]
+    return f" (budget: {', '.join(broken)})" if broken else ""

@@ -1,0 +1,144 @@
+"""The doctor's ears: JAX's monitoring events and its cache-miss explanations, in one list.
+
+Both hooks are public. ``jax.monitoring`` reports a duration for each trace, lowering and
+backend compilation, with the function's name in ``fun_name``. With
+``jax_explain_cache_misses`` on, JAX logs a warning that starts ``TRACING CACHE MISS`` each
+time jit's tracing cache misses.
+
+Everything heard lands in one append-only list, :data:`STREAM`. A watched jitted call
+compares the list's length before and after it runs: equal lengths (the common case, a
+cache hit) cost one ``len``. Only a call that made the list grow is examined.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from typing import Any
+
+import jax
+from jax import monitoring
+
+TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
+LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+_KIND_OF_EVENT = {TRACE_EVENT: "trace", LOWER_EVENT: "lower", COMPILE_EVENT: "compile"}
+
+# JAX logs its explanations from the module that builds jaxprs (0.12: partial_eval). The
+# doctor filters these loggers (a filter sees the record before any handler does) instead
+# of adding a handler: a handler anywhere on the "jax" chain would silence Python's
+# last-resort printing of every other JAX warning.
+EXPLANATION_LOGGERS = ("jax._src.interpreters.partial_eval", "jax._src.pjit")
+
+
+class Event:
+    """One thing JAX reported: a ``trace``, ``lower`` or ``compile`` duration, or an
+    ``explain`` text. ``owner`` is set once a watched call claims it."""
+
+    __slots__ = ("kind", "name", "seconds", "thread", "owner", "text")
+
+    def __init__(self, kind: str, name: str, seconds: float = 0.0, text: str = "") -> None:
+        self.kind = kind
+        self.name = name
+        self.seconds = seconds
+        self.thread = threading.get_ident()
+        self.owner: Any = None
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"Event({self.kind}, {self.name!r}, {self.seconds:.4f})"
+
+
+STREAM: list[Event] = []
+"""Every event heard while at least one recorder listens. Append-only while listening."""
+
+_lock = threading.Lock()
+_listeners = 0
+_explain_before: bool | None = None
+_filters: list[tuple[logging.Logger, logging.Filter]] = []
+
+
+def _on_duration(event: str, seconds: float, **kwargs: Any) -> None:
+    kind = _KIND_OF_EVENT.get(event)
+    if kind is not None:
+        STREAM.append(Event(kind, str(kwargs.get("fun_name", "?")), seconds))
+
+
+_NEVER_SEEN = re.compile(r"never seen function:\s*\n\s*(.*?) id=\d+")
+_FOR = re.compile(r"^\s*for (.*?)(?: defined at .*)?$", re.MULTILINE)
+
+
+def explained_function(text: str) -> str:
+    """The function name an explanation is about ("" if it does not say)."""
+    found = _NEVER_SEEN.search(text) or _FOR.search(text)
+    return found.group(1).strip() if found else ""
+
+
+def _listens(handler: logging.Handler) -> bool:
+    # pytest's log capture hears everything; it is not the program asking for explanations
+    return not type(handler).__module__.startswith("_pytest")
+
+
+def _reaches_a_handler(logger: logging.Logger) -> bool:
+    node: logging.Logger | None = logger
+    while node is not None:
+        if any(_listens(h) for h in node.handlers):
+            return True
+        if not node.propagate:
+            return False
+        node = node.parent  # type: ignore[assignment]
+    return False
+
+
+class _ExplanationFilter(logging.Filter):
+    """Keeps a copy of each explanation. Passes it on only where someone listens:
+    a program that collects JAX's log (lesson 09 does) still sees it; a plain program
+    does not get its stderr filled with explanations it never asked for."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        super().__init__()
+        self._logger = logger
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if "TRACING CACHE MISS" not in text:
+            return True
+        STREAM.append(Event("explain", explained_function(text), text=text))
+        return bool(_explain_before) or _reaches_a_handler(self._logger)
+
+
+def listening() -> bool:
+    return _listeners > 0
+
+
+def start() -> None:
+    """Start listening (reference-counted: every ``start`` needs one ``stop``)."""
+    global _listeners, _explain_before
+    with _lock:
+        _listeners += 1
+        if _listeners > 1:
+            return
+        monitoring.register_event_duration_secs_listener(_on_duration)
+        _explain_before = bool(jax.config.jax_explain_cache_misses)
+        jax.config.update("jax_explain_cache_misses", True)
+        for name in EXPLANATION_LOGGERS:
+            logger = logging.getLogger(name)
+            flt = _ExplanationFilter(logger)
+            logger.addFilter(flt)
+            _filters.append((logger, flt))
+
+
+def stop() -> None:
+    global _listeners
+    with _lock:
+        if _listeners == 0:
+            return
+        _listeners -= 1
+        if _listeners > 0:
+            return
+        monitoring.unregister_event_duration_listener(_on_duration)
+        jax.config.update("jax_explain_cache_misses", bool(_explain_before))
+        for logger, flt in _filters:
+            logger.removeFilter(flt)
+        _filters.clear()

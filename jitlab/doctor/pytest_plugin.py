@@ -1,0 +1,106 @@
+"""The doctor in pytest: ``pytest --jitlab`` and ``@pytest.mark.max_compiles``.
+
+- ``pytest --jitlab`` (or ``jitlab_doctor = true`` in the ini file) watches ``jax.jit``
+  from the start of the session, so functions jitted when test modules are imported are
+  watched too, and adds the doctor's report (per-function table, causes, timelines) to
+  the terminal summary.
+- ``@pytest.mark.max_compiles(train_step=1)`` fails a test in which ``train_step``
+  compiles more than once, and the failure says why (the cause, the call site and the
+  lesson). ``@pytest.mark.max_compiles(2)`` budgets every watched function. Only the
+  test's call phase is counted, so a fixture may warm functions up. Without ``--jitlab``
+  the marker still counts compilations by name, but functions jitted at import time are
+  not watched, so it cannot name a cause: run with ``--jitlab`` for that.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jitlab.doctor import budgets as budgets_mod
+from jitlab.doctor import wrap
+from jitlab.doctor.recorder import Recorder
+from jitlab.doctor.report import Report
+from jitlab.doctor.session import Doctor, budget_failure_text
+
+_SESSION = pytest.StashKey[Recorder]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("jitlab", "jitlab doctor (JAX recompilations)")
+    group.addoption(
+        "--jitlab",
+        action="store_true",
+        default=False,
+        help="watch jax.jit for the whole session and report which jitted functions "
+        "recompiled, why, where and at what cost",
+    )
+    parser.addini("jitlab_doctor", type="bool", default=False, help="same as --jitlab")
+
+
+def _enabled(config: pytest.Config) -> bool:
+    return bool(config.getoption("--jitlab", False) or config.getini("jitlab_doctor"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "max_compiles(name=N, ...): fail the test if the jitted function `name` compiles "
+        "more than N times during it; max_compiles(N) budgets every watched function",
+    )
+    if _enabled(config):
+        wrap.install()
+        config.stash[_SESSION] = Recorder().start()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    recorder = config.stash.get(_SESSION, None)
+    if recorder is not None:
+        recorder.stop()
+        wrap.uninstall()
+
+
+def _budgets(marker: pytest.Mark) -> list[budgets_mod.Budget]:
+    found = [budgets_mod.Budget(name, int(limit)) for name, limit in marker.kwargs.items()]
+    for arg in marker.args:
+        if isinstance(arg, int):
+            found.append(budgets_mod.Budget("*", arg))
+        elif isinstance(arg, str):
+            found.append(budgets_mod.parse(arg))
+        else:
+            raise TypeError(f"max_compiles: cannot read {arg!r}; use max_compiles(step=1)")
+    if not found:
+        raise TypeError("max_compiles needs a budget, e.g. max_compiles(train_step=1)")
+    return found
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    marker = item.get_closest_marker("max_compiles")
+    if marker is None:
+        return (yield)
+    doctor = Doctor(_budgets(marker))
+    doctor.recorder.start()
+    try:
+        result = yield
+    finally:
+        doctor.recorder.stop()
+    report = doctor.report()
+    if not report.budgets_passed:
+        text = budget_failure_text(report)
+        if not wrap.installed():
+            text += "\n(run pytest with --jitlab to watch jax.jit and name the causes)"
+        pytest.fail(f"jitlab doctor: compile budget exceeded\n{text}", pytrace=False)
+    return result
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    recorder = config.stash.get(_SESSION, None)
+    if recorder is None:
+        return
+    report = Report.from_recorder(recorder, command=["pytest"])
+    terminalreporter.section("jitlab doctor")
+    for line in report.text().splitlines()[1:]:
+        terminalreporter.write_line(line)

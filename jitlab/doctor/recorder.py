@@ -1,0 +1,422 @@
+"""Per jitted function: its calls, traces and compilations, what each cost, and why each
+miss happened.
+
+A watched jitted call (see :mod:`jitlab.doctor.wrap`) that made JAX trace or compile hands
+its arguments to :func:`observe`. That is the only place a signature is taken. Each
+active :class:`Recorder` then compares the new signature with every earlier one of the
+same function and names every part that differs from the closest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import linecache
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+
+from jitlab.doctor import classify, events
+from jitlab.doctor import signature as sig
+
+FIRST = "first"  # the first compilation of a function: a cold cache, not a recompilation
+MISS = "miss"  # a recompilation (or, inside another jit, a retrace)
+TRANSFORM = "transform"  # compiled for jax.grad / jax.vmap of it outside jit: not a miss
+
+
+@dataclasses.dataclass
+class Miss:
+    """One call that traced or compiled."""
+
+    number: int  # 1-based, per function, in order
+    kind: str
+    call_site: str
+    source: str
+    traces: int
+    lowerings: int
+    compiles: int
+    trace_seconds: float
+    lower_seconds: float
+    compile_seconds: float
+    inside_jit: bool
+    signature: sig.Signature
+    compared_with: int | None = None
+    differences: list[sig.Difference] = dataclasses.field(default_factory=list)
+    causes: list[str] = dataclasses.field(default_factory=list)
+    also_close: list[tuple[int, list[sig.Difference]]] = dataclasses.field(default_factory=list)
+    jax_text: str | None = None
+
+    @property
+    def seconds(self) -> float:
+        return self.trace_seconds + self.lower_seconds + self.compile_seconds
+
+    @property
+    def lessons(self) -> list[str]:
+        return classify.lessons_for(self.causes, self.signature.function.closure)
+
+    @property
+    def jax_causes(self) -> list[str]:
+        causes = classify.jax_opinion(self.jax_text)
+        if any(d.part == sig.PYTHON_SCALAR for d in self.differences):
+            # JAX writes a Python int turned float as "now f32[] and before i32[]", a dtype
+            # change; in the course's terms it is the Python-scalar cause (lesson 03)
+            causes = [classify.WEAK_TYPE if c == classify.DTYPE else c for c in causes]
+        return list(dict.fromkeys(causes))
+
+    @property
+    def jax_agrees(self) -> bool:
+        return set(self.jax_causes) == set(self.causes)
+
+
+@dataclasses.dataclass
+class FunctionRecord:
+    """Everything recorded about one jitted function (all objects made from one source
+    location count as one function: a lambda re-made every step is one row)."""
+
+    name: str
+    qualname: str
+    location: str
+    calls: int = 0
+    misses: list[Miss] = dataclasses.field(default_factory=list)
+    outside_compiles: int = 0  # compile events under its name outside any watched call
+    outside_seconds: float = 0.0
+
+    @property
+    def traces(self) -> int:
+        return sum(m.traces for m in self.misses)
+
+    @property
+    def compiles(self) -> int:
+        return sum(m.compiles for m in self.misses if m.kind != TRANSFORM)
+
+    @property
+    def transformed_compiles(self) -> int:
+        transformed = sum(m.compiles for m in self.misses if m.kind == TRANSFORM)
+        return transformed + self.outside_compiles
+
+    @property
+    def recompiles(self) -> list[Miss]:
+        return [m for m in self.misses if m.kind == MISS]
+
+    @property
+    def builds(self) -> int:
+        """What a budget counts: compilations, or traces for a function that only ever
+        ran inside another jit (it is compiled as part of that one)."""
+        return self.compiles if self.compiles else self.traces
+
+    @property
+    def seconds(self) -> float:
+        return sum(m.seconds for m in self.misses) + self.outside_seconds
+
+    def cause_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for m in self.recompiles:
+            for c in m.causes:
+                counts[c] = counts.get(c, 0) + 1
+        return {c: counts[c] for c in classify.CAUSES if c in counts}
+
+
+@dataclasses.dataclass
+class Unwatched:
+    """Compilations of a function the doctor did not see being called: JAX's own helpers
+    (``jnp.ones`` compiles ``broadcast_in_dim``), or jits made before the doctor started."""
+
+    name: str
+    traces: int = 0
+    compiles: int = 0
+    seconds: float = 0.0
+
+
+class Recorder:
+    """Records every watched function while it is active. Several can be active at once
+    (a pytest session and one test); each keeps its own history."""
+
+    def __init__(self) -> None:
+        self.functions: dict[tuple[str, int, str, str], FunctionRecord] = {}
+        self._history: dict[tuple[str, int, str, str], list[Miss]] = {}
+        self._start_mark = 0
+        self._stop_mark: int | None = None
+        self._calls_at_start: dict[tuple[str, int, str, str], int] = {}
+        self.started = 0.0
+        self.stopped: float | None = None
+        self.internal_errors: list[str] = []
+
+    # -- lifetime ---------------------------------------------------------------------
+
+    def start(self) -> Recorder:
+        events.start()
+        self._start_mark = len(events.STREAM)
+        self._calls_at_start = {k: c.calls for k, c in COUNTERS.items()}
+        self.started = time.perf_counter()
+        with _lock:
+            ACTIVE.append(self)
+        return self
+
+    def stop(self) -> None:
+        if self.stopped is not None:
+            return
+        with _lock:
+            if self in ACTIVE:
+                ACTIVE.remove(self)
+        self._stop_mark = len(events.STREAM)
+        self.stopped = time.perf_counter()
+        self._take_calls()
+        events.stop()
+
+    @property
+    def wall_seconds(self) -> float:
+        end = self.stopped if self.stopped is not None else time.perf_counter()
+        return end - self.started
+
+    def _take_calls(self) -> None:
+        for key, record in self.functions.items():
+            counter = COUNTERS.get(key)
+            if counter is not None:
+                record.calls = counter.calls - self._calls_at_start.get(key, 0)
+
+    # -- recording ----------------------------------------------------------------------
+
+    def add(self, miss_events: list[events.Event], info: Observed) -> None:
+        key = info.function.key
+        record = self.functions.get(key)
+        if record is None:
+            record = self.functions[key] = FunctionRecord(
+                info.function.name, info.function.qualname, _short_location(info.function)
+            )
+        counts = {"trace": 0, "lower": 0, "compile": 0}
+        seconds = {"trace": 0.0, "lower": 0.0, "compile": 0.0}
+        text = None
+        for e in miss_events:
+            if e.kind == "explain":
+                text = e.text
+            else:
+                counts[e.kind] += 1
+                seconds[e.kind] += e.seconds
+        if not any(counts.values()) and text:
+            counts["trace"] = 1  # an inner jit retraced inside another's trace (untimed)
+        transformed = info.has_tracers and counts["compile"] > 0
+        numbered = [m for m in record.misses if m.kind != TRANSFORM]
+        miss = Miss(
+            number=0 if transformed else len(numbered) + 1,
+            kind=TRANSFORM if transformed else MISS,
+            call_site=info.call_site,
+            source=info.source,
+            traces=counts["trace"],
+            lowerings=counts["lower"],
+            compiles=counts["compile"],
+            trace_seconds=seconds["trace"],
+            lower_seconds=seconds["lower"],
+            compile_seconds=seconds["compile"],
+            inside_jit=info.has_tracers and not transformed,
+            signature=info.signature,
+            jax_text=text,
+        )
+        if not transformed:
+            self._classify(key, miss)
+        record.misses.append(miss)
+
+    def _classify(self, key: tuple[str, int, str, str], miss: Miss) -> None:
+        history = self._history.setdefault(key, [])
+        if not history:
+            miss.kind = FIRST
+            history.append(miss)
+            return
+        serial = miss.signature.function.serial
+        own = [m for m in history if m.signature.function.serial == serial]
+        candidates = own or history
+        scored = [(m, sig.differences(miss.signature, m.signature)) for m in candidates]
+        fewest = min(len(d) for _, d in scored)
+        closest = [(m, d) for m, d in scored if len(d) == fewest]
+        best, best_diffs = closest[-1]  # the most recent of the closest
+        miss.compared_with = best.number
+        miss.differences = best_diffs
+        causes: set[str] = set()
+        for _, d in closest:
+            causes.update(classify.causes_of(d))
+        if len(causes) > 1:
+            causes.discard(classify.UNKNOWN)
+        miss.causes = [c for c in classify.CAUSES if c in causes]
+        miss.also_close = [(m.number, d) for m, d in closest[:-1]][-3:]
+        history.append(miss)
+
+    # -- results ------------------------------------------------------------------------
+
+    def unwatched(self) -> list[Unwatched]:
+        """Events in this recorder's window that no watched call claimed, by name. Compile
+        events under a watched function's name go to that function (jax.grad's backward
+        pass, ``.lower().compile()``), when the name is not ambiguous."""
+        stop = self._stop_mark if self._stop_mark is not None else len(events.STREAM)
+        by_name: dict[str, list[FunctionRecord]] = {}
+        for record in self.functions.values():
+            by_name.setdefault(record.name, []).append(record)
+        for record in self.functions.values():
+            record.outside_compiles, record.outside_seconds = 0, 0.0
+        others: dict[str, Unwatched] = {}
+        for e in events.STREAM[self._start_mark : stop]:
+            if e.owner is not None or e.kind == "explain":
+                continue
+            name = e.name[4:-1] if e.name.startswith("jit(") and e.name.endswith(")") else e.name
+            owners = by_name.get(name, [])
+            if len(owners) == 1:
+                if e.kind == "compile":
+                    owners[0].outside_compiles += 1
+                owners[0].outside_seconds += e.seconds
+                continue
+            other = others.setdefault(name, Unwatched(name))
+            other.seconds += e.seconds
+            if e.kind == "trace":
+                other.traces += 1
+            elif e.kind == "compile":
+                other.compiles += 1
+        return sorted(others.values(), key=lambda o: -o.seconds)
+
+    def snapshot(self) -> list[FunctionRecord]:
+        if self.stopped is None:
+            self._take_calls()
+        self.unwatched()  # settles outside_compiles
+        return sorted(self.functions.values(), key=lambda r: -r.seconds)
+
+
+ACTIVE: list[Recorder] = []
+_lock = threading.Lock()
+
+
+class CallCounter:
+    __slots__ = ("calls",)
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+
+COUNTERS: dict[tuple[str, int, str, str], CallCounter] = {}
+
+
+def counter_for(function: sig.FunctionInfo) -> CallCounter:
+    counter = COUNTERS.get(function.key)
+    if counter is None:
+        counter = COUNTERS[function.key] = CallCounter()
+    return counter
+
+
+def _short_location(function: sig.FunctionInfo) -> str:
+    path = function.file
+    try:
+        rel = os.path.relpath(path)
+        if not rel.startswith(".."):
+            path = rel
+    except ValueError:
+        pass
+    return f"{path}:{function.line}"
+
+
+# ---------------------------------------------------------------------------------------
+# The observation of one call
+
+
+@dataclasses.dataclass
+class Observed:
+    function: sig.FunctionInfo
+    signature: sig.Signature
+    call_site: str
+    source: str
+    has_tracers: bool
+
+
+_SKIP_DIRS = tuple(
+    os.path.dirname(m.__file__) + os.sep
+    for m in (jax, sys.modules[__name__.rsplit(".", 1)[0]])
+    if getattr(m, "__file__", None)
+)
+_SKIP_PARTS = (
+    os.sep + "jaxlib" + os.sep,
+    os.sep + "equinox" + os.sep,
+    os.sep + "flax" + os.sep,
+    os.sep + "optax" + os.sep,
+    os.sep + "functools.py",
+    os.sep + "contextlib.py",
+)
+
+
+def _is_library(filename: str) -> bool:
+    return filename.startswith(_SKIP_DIRS) or any(p in filename for p in _SKIP_PARTS)
+
+
+def call_site(depth: int = 3) -> tuple[str, str]:
+    """Where the user's code made the call: the first frame outside JAX and the doctor."""
+    frame = sys._getframe(depth)
+    while frame is not None and _is_library(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return "?", ""
+    filename = frame.f_code.co_filename
+    source = linecache.getline(filename, frame.f_lineno).strip()
+    try:
+        rel = os.path.relpath(filename)
+        if not rel.startswith(".."):
+            filename = rel
+    except ValueError:
+        pass
+    return f"{filename}:{frame.f_lineno} in {frame.f_code.co_name}", source
+
+
+def _has_tracers(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
+    for leaf in jax.tree_util.tree_leaves((args, kwargs)):
+        if isinstance(leaf, jax.core.Tracer):
+            return True
+    return False
+
+
+def observe(
+    function: sig.FunctionInfo,
+    static_spec: Callable[[], sig.StaticSpec],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    mark: int,
+) -> None:
+    """Called by a watched jitted function after a call during which the event stream
+    grew. Claims the events that are this function's and records the call."""
+    if not ACTIVE:
+        return
+    try:
+        name = function.name
+        lowered = f"jit({name})"
+        thread = threading.get_ident()
+        mine = []
+        explanations = []
+        for e in events.STREAM[mark:]:
+            if e.owner is not None or e.thread != thread:
+                continue
+            if e.kind == "trace" and e.name == name:
+                mine.append(e)
+            elif e.kind in ("lower", "compile") and e.name == lowered:
+                mine.append(e)
+            elif e.kind == "explain":
+                explanations.append(e)
+        about = [e for e in explanations if e.name == name]
+        tracers = _has_tracers(args, kwargs)
+        if not mine:
+            # Inside another jit's trace, JAX 0.12 reports no duration for an inner jit's
+            # trace, but it does explain the inner tracing-cache miss: count that.
+            if not (about and tracers):
+                return
+        about = about or explanations[-1:]
+        claimed = mine + about[-1:]
+        for e in claimed:
+            e.owner = function  # not the jitted function: keep no closure alive
+        site, source = call_site(3)
+        info = Observed(
+            function=function,
+            signature=sig.take(function, static_spec(), args, kwargs),
+            call_site=site,
+            source=source,
+            has_tracers=tracers,
+        )
+        for recorder in list(ACTIVE):
+            recorder.add(claimed, info)
+    except Exception as err:  # the doctor must never break the program it watches
+        for recorder in list(ACTIVE):
+            recorder.internal_errors.append(f"{type(err).__name__}: {err}")

@@ -1,0 +1,468 @@
+"""The doctor's report: a table sorted by cost (worst first), then for each function that
+recompiled its causes with call sites and lessons, JAX's explanation as a second opinion,
+and a cache-key timeline. Everything fits in 100 columns. The same data as JSON for CI.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import textwrap
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from jitlab.doctor import budgets as budgets_mod
+from jitlab.doctor import classify
+from jitlab.doctor.recorder import FIRST, MISS, TRANSFORM, FunctionRecord, Miss, Recorder, Unwatched
+
+WIDTH = 100
+SCHEMA = "jitlab-doctor/1"
+
+
+@dataclasses.dataclass
+class Report:
+    functions: list[FunctionRecord]
+    unwatched: list[Unwatched]
+    wall_seconds: float
+    verdicts: list[budgets_mod.Verdict] = dataclasses.field(default_factory=list)
+    command: list[str] = dataclasses.field(default_factory=list)
+    interrupted: bool = False
+    exit_code: int | None = None
+    program_failed: str | None = None
+    internal_errors: list[str] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def from_recorder(
+        cls,
+        recorder: Recorder,
+        budgets: list[budgets_mod.Budget] | None = None,
+        command: list[str] | None = None,
+    ) -> Report:
+        functions = recorder.snapshot()
+        unwatched = recorder.unwatched()
+        verdicts = budgets_mod.check(budgets or [], functions, unwatched)
+        return cls(
+            functions=functions,
+            unwatched=unwatched,
+            wall_seconds=recorder.wall_seconds,
+            verdicts=verdicts,
+            command=list(command or []),
+            internal_errors=list(recorder.internal_errors),
+        )
+
+    # -- questions a lesson or a test asks ----------------------------------------------
+
+    def function(self, name: str) -> FunctionRecord:
+        """The costliest recorded function with this name (or qualified name)."""
+        for f in self.functions:
+            if name in (f.name, f.qualname):
+                return f
+        known = ", ".join(sorted({f.name for f in self.functions})) or "none"
+        raise KeyError(f"no jitted function named {name!r} ran (recorded: {known})")
+
+    def causes(self, name: str) -> dict[str, int]:
+        """Cause id -> number of recompilations of ``name`` it explains."""
+        return self.function(name).cause_counts()
+
+    def lessons(self, name: str) -> set[str]:
+        """The lessons ("07 functions_as_arguments", ...) the misses of ``name`` point to."""
+        return {lesson for m in self.function(name).recompiles for lesson in m.lessons}
+
+    @property
+    def budgets_passed(self) -> bool:
+        return all(v.passed for v in self.verdicts)
+
+    @property
+    def compiles(self) -> int:
+        return sum(f.compiles for f in self.functions)
+
+    @property
+    def seconds(self) -> float:
+        return sum(f.seconds for f in self.functions)
+
+    # -- output -------------------------------------------------------------------------
+
+    def text(self, timelines: int = 3) -> str:
+        return render(self, timelines=timelines)
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self.text())
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_dict(self)
+
+    def write_json(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+
+# ---------------------------------------------------------------------------------------
+# Text
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 3, 0)] + "..."
+
+
+def _clip_left(text: str, width: int) -> str:
+    return text if len(text) <= width else "..." + text[len(text) - width + 3 :]
+
+
+def _lines(text: str, indent: str, width: int = WIDTH, most: int = 4) -> list[str]:
+    """``text`` wrapped to ``width`` under ``indent`` (continuation lines indented two more
+    columns), at most ``most`` lines."""
+    wrapped = textwrap.wrap(
+        text,
+        width=width,
+        initial_indent=indent,
+        subsequent_indent=indent + "  ",
+        break_on_hyphens=False,
+    ) or [indent]
+    if len(wrapped) > most:
+        wrapped = wrapped[: most - 1] + [_clip(wrapped[most - 1] + " ...", width)]
+        wrapped[-1] = _clip(wrapped[-1], width)
+    return wrapped
+
+
+def _plural(n: int, word: str) -> str:
+    if n == 1:
+        return f"{n} {word}"
+    return f"{n} {word}es" if word.endswith("s") else f"{n} {word}s"
+
+
+def _cause_summary(record: FunctionRecord) -> str:
+    counts = record.cause_counts()
+    if not counts:
+        return "no recompilation" if record.compiles <= 1 else "-"
+    parts = [
+        f"{classify.CAUSES[c].title} {n} ({classify.CAUSES[c].lesson})" for c, n in counts.items()
+    ]
+    return ", ".join(parts)
+
+
+def _table(report: Report) -> list[str]:
+    out = [
+        f"{'':3}{'function / defined at':<36}{'calls':>7}{'traces':>7}{'compiles':>9}"
+        f"{'trace s':>9}{'lower s':>9}{'compile s':>10}{'total s':>9}"
+    ]
+    for i, f in enumerate(report.functions, 1):
+        trace = sum(m.trace_seconds for m in f.misses)
+        lower = sum(m.lower_seconds for m in f.misses)
+        comp = sum(m.compile_seconds for m in f.misses) + f.outside_seconds
+        out.append(
+            f"{i:>2} {_clip(f.name, 35):<36}{f.calls:>7}{f.traces:>7}{f.compiles:>9}"
+            f"{trace:>9.3f}{lower:>9.3f}{comp:>10.3f}{f.seconds:>9.3f}"
+        )
+        extra = []
+        if f.transformed_compiles:
+            extra.append(f"+{f.transformed_compiles} for jax.grad/vmap of it (not recompiles)")
+        if f.compiles == 0 and f.traces:
+            extra.append("traced inside other jits")
+        detail = _cause_summary(f) + ("; " + "; ".join(extra) if extra else "")
+        wrapped = textwrap.wrap(detail, width=WIDTH - 39) or [""]
+        out.append(f"   {_clip_left(f.location, 34):<36}{wrapped[0]}")
+        out.extend(f"{'':39}{more}" for more in wrapped[1:3])
+    return out
+
+
+def _unwatched_lines(report: Report) -> list[str]:
+    others = [o for o in report.unwatched if o.compiles or o.traces]
+    if not others:
+        return []
+    compiles = sum(o.compiles for o in others)
+    seconds = sum(o.seconds for o in others)
+    names = ", ".join(f"{o.name} {o.compiles}" for o in others[:6])
+    more = f", +{len(others) - 6} more" if len(others) > 6 else ""
+    return _lines(
+        f"Not watched ({_plural(len(others), 'function')}: JAX's own helpers, or jitted "
+        f"before the doctor started): {_plural(compiles, 'compilation')}, {seconds:.3f} s: "
+        f"{names}{more}",
+        "",
+    )
+
+
+def _miss_example(miss: Miss, indent: str) -> list[str]:
+    against = f", against {miss.compared_with}" if miss.compared_with else ""
+    out = _lines(f"e.g. compilation {miss.number}{against}:", indent)
+    shown = miss.differences[:4]
+    for d in shown:
+        out += _lines(f"{d.where}: {d.now} now, {d.before} before", indent + "    ")
+    if len(miss.differences) > len(shown):
+        out += _lines(f"... and {len(miss.differences) - len(shown)} more", indent + "    ")
+    if not miss.differences:
+        out += _lines(
+            "nothing in the signature differs from an earlier compilation", indent + "    "
+        )
+    for number, diffs in miss.also_close[-2:]:
+        what = "; ".join(str(d) for d in diffs[:2]) or "nothing"
+        out += _lines(f"equally close to {number}: {what}", indent + "    ")
+    jax_causes = miss.jax_causes
+    named = ", ".join(classify.CAUSES[c].title for c in jax_causes)
+    if miss.jax_agrees:
+        verdict = "agrees"
+    elif not jax_causes:
+        verdict = "names no cause"
+    elif set(jax_causes) <= set(miss.causes):
+        verdict = f"names {named} only"
+    else:
+        verdict = f"names {named}: a different cause"
+    out += _lines(f"JAX says ({verdict}): {classify.jax_summary(miss.jax_text)}", indent + "    ")
+    return out
+
+
+def cause_lines(record: FunctionRecord) -> list[str]:
+    out = []
+    by_cause: dict[str, list[Miss]] = {}
+    for m in record.recompiles:
+        for c in m.causes:
+            by_cause.setdefault(c, []).append(m)
+    for cid, misses in sorted(by_cause.items(), key=lambda kv: -len(kv[1])):
+        cause = classify.CAUSES[cid]
+        closure = cid == classify.NEW_FUNCTION and any(m.signature.function.closure for m in misses)
+        lessons = classify.lessons_for([cid], closure)
+        out += _lines(
+            f"{cause.title}: {_plural(len(misses), 'miss')}. Lesson {', '.join(lessons)}: "
+            f"{cause.fix}",
+            "   ",
+        )
+        sites = Counter((m.call_site, m.source) for m in misses)
+        for (site, source), n in sites.most_common(2):
+            out += _lines(f"at {site} ({n}x)" + (":" if source else ""), "      ")
+            if source:
+                out += _lines(source, "          ", most=1)
+        if len(sites) > 2:
+            out += _lines(f"and {len(sites) - 2} more call sites", "      ")
+        alone = [m for m in misses if m.causes == [cid]]  # the clearest example, if any
+        out += _miss_example((alone or misses)[0], "      ")
+    return out
+
+
+def _timeline(record: FunctionRecord, width: int = WIDTH) -> list[str]:
+    columns = [m for m in record.misses if m.kind in (FIRST, MISS)]
+    if len(columns) < 2:
+        return []
+    room = width - 3 - 14
+    shown = columns[:room]
+    ruler = [" "] * len(shown)  # column numbers 1, 10, 20, ... written from their column
+    for i in range(1, len(shown) + 1):
+        if i == 1 or i % 10 == 0:
+            label = str(i)
+            for j, ch in enumerate(label):
+                if i - 1 + j < len(ruler):
+                    ruler[i - 1 + j] = ch
+    header = "".join(ruler)
+    rows = {row: [] for row in classify.TIMELINE_ROWS}
+    for m in shown:
+        marks = classify.timeline_marks(m.differences) if m.kind == MISS else {}
+        for row in rows:
+            if m.kind == FIRST:
+                rows[row].append("o")
+            else:
+                rows[row].append(marks.get(row, "."))
+        if m.kind == MISS and not m.differences:
+            for row in rows:
+                rows[row][-1] = "?"
+    out = [f"   {'timeline':<14}{header}"]
+    out += [f"   {row:<14}{''.join(marks)}" for row, marks in rows.items()]
+    if len(columns) > len(shown):
+        out.append(f"   (+{len(columns) - len(shown)} more compilations in the JSON report)")
+    return out
+
+
+def budget_lines(report: Report) -> list[str]:
+    if not report.verdicts:
+        return []
+    out = ["Budgets (--max-compiles):"]
+    for v in report.verdicts:
+        if v.status == "unused":
+            out += _lines(
+                f"warning: {v.budget}: no jitted function named {v.budget.pattern!r} ran, so "
+                "this budget was not checked (not a pass)",
+                "   ",
+            )
+            continue
+        worst = max(v.counts, key=lambda c: c[2])
+        if v.status == "ok":
+            out += _lines(f"ok: {v.budget} (at most {worst[2]}: {worst[0]})", "   ")
+            continue
+        for name, location, n in v.counts:
+            if n <= v.budget.limit:
+                continue
+            record = next(
+                (f for f in report.functions if f.name == name and f.location == location), None
+            )
+            why = ""
+            if record is not None:
+                counts = record.cause_counts()
+                why = "; ".join(
+                    f"{classify.CAUSES[c].title} {k} (lesson {classify.CAUSES[c].lesson})"
+                    for c, k in counts.items()
+                )
+            out += _lines(
+                f"EXCEEDED: {v.budget}: {name} ({location}) compiled {n} times"
+                + (f"; why: {why}" if why else ""),
+                "   ",
+            )
+    return out
+
+
+def render(report: Report, timelines: int = 3) -> str:
+    out: list[str] = []
+    title = "jitlab doctor"
+    if report.command:
+        title += ": " + " ".join(report.command)
+    out.append(_clip(title, WIDTH))
+    if report.interrupted:
+        out.append("interrupted (Ctrl-C): the report so far")
+    misses = sum(len(f.recompiles) for f in report.functions)
+    out += _lines(
+        f"{_plural(len(report.functions), 'watched function')}, "
+        f"{_plural(report.compiles, 'compilation')}, {_plural(misses, 'cache miss')} after "
+        "each function's first call, "
+        f"{report.seconds:.2f} s tracing+lowering+compiling in a {report.wall_seconds:.2f}"
+        " s run. Worst first.",
+        "",
+    )
+    out.append("")
+    if report.functions:
+        out += _table(report)
+    else:
+        out.append("   no jitted function created while the doctor watched was called")
+    out += _unwatched_lines(report)
+    shown_timelines = 0
+    legend = _lines(
+        "Cache-key timeline: one column per compilation, one row per part of jit's cache "
+        "key. o: first compilation; .: same as in the closest earlier compilation; x: "
+        "changed (input types: s shape, d dtype, w weak type, * several; tree: t structure, k "
+        "keyword); ?: nothing the doctor records changed.",
+        "",
+    )
+    if timelines and any(len(f.recompiles) for f in report.functions):
+        out += [""] + legend
+    for i, record in enumerate(report.functions, 1):
+        if not record.recompiles:
+            continue
+        out.append("")
+        head = (
+            f"{i}. {record.name} ({record.location}): {_plural(record.compiles, 'compilation')}"
+            f", {_plural(len(record.recompiles), 'cache miss')} after the first, "
+            f"{record.seconds:.3f} s"
+        )
+        if record.compiles == 0:
+            head = (
+                f"{i}. {record.name} ({record.location}): traced {record.traces} times inside "
+                f"other jits, {record.seconds:.3f} s"
+            )
+        out += _lines(head, "")
+        out += cause_lines(record)
+        if shown_timelines < timelines:
+            lines = _timeline(record)
+            if lines:
+                shown_timelines += 1
+                out += lines
+    slow = [f for f in report.functions if f.compiles and not f.recompiles and f.seconds > 1.0]
+    if slow:
+        names = ", ".join(f.name for f in slow[:3])
+        out.append("")
+        out += _lines(
+            f"Compiled once but slowly ({names}): lesson {classify.COMPILING_LESS.lesson_name}"
+            f" ({classify.COMPILING_LESS.fix}).",
+            "",
+        )
+    budget = budget_lines(report)
+    if budget:
+        out.append("")
+        out += budget
+    if report.internal_errors:
+        out.append("")
+        out += _lines(
+            f"doctor: {len(report.internal_errors)} internal error(s) while recording, e.g. "
+            f"{report.internal_errors[0]}",
+            "",
+        )
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------
+# JSON
+
+
+def _miss_dict(m: Miss) -> dict[str, Any]:
+    return {
+        "number": m.number,
+        "kind": m.kind,
+        "call_site": m.call_site,
+        "source": m.source,
+        "inside_jit": m.inside_jit,
+        "traces": m.traces,
+        "lowerings": m.lowerings,
+        "compiles": m.compiles,
+        "seconds": {
+            "trace": m.trace_seconds,
+            "lower": m.lower_seconds,
+            "compile": m.compile_seconds,
+        },
+        "signature": m.signature.describe(),
+        "function_object": m.signature.function.serial,
+        "compared_with": m.compared_with,
+        "causes": m.causes if m.kind == MISS else [],
+        "lessons": m.lessons if m.kind == MISS else [],
+        "differences": [dataclasses.asdict(d) for d in m.differences],
+        "equally_close": [
+            {"compilation": n, "differences": [dataclasses.asdict(d) for d in diffs]}
+            for n, diffs in m.also_close
+        ],
+        "jax_explanation": m.jax_text,
+        "jax_causes": m.jax_causes if m.kind == MISS else [],
+        "jax_agrees": m.jax_agrees if m.kind == MISS else None,
+    }
+
+
+def to_dict(report: Report) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "command": report.command,
+        "exit_code": report.exit_code,
+        "interrupted": report.interrupted,
+        "program_failed": report.program_failed,
+        "wall_seconds": report.wall_seconds,
+        "functions": [
+            {
+                "name": f.name,
+                "qualname": f.qualname,
+                "defined_at": f.location,
+                "calls": f.calls,
+                "traces": f.traces,
+                "compiles": f.compiles,
+                "recompiles": len(f.recompiles),
+                "transformed_compiles": f.transformed_compiles,
+                "seconds": {
+                    "trace": sum(m.trace_seconds for m in f.misses),
+                    "lower": sum(m.lower_seconds for m in f.misses),
+                    "compile": sum(m.compile_seconds for m in f.misses) + f.outside_seconds,
+                    "total": f.seconds,
+                },
+                "causes": f.cause_counts(),
+                "misses": [_miss_dict(m) for m in f.misses if m.kind != TRANSFORM]
+                + [_miss_dict(m) for m in f.misses if m.kind == TRANSFORM],
+            }
+            for f in report.functions
+        ],
+        "unwatched": [dataclasses.asdict(o) for o in report.unwatched],
+        "budgets": [
+            {
+                "budget": str(v.budget),
+                "status": v.status,
+                "counts": [{"name": n, "defined_at": loc, "compiles": c} for n, loc, c in v.counts],
+            }
+            for v in report.verdicts
+        ],
+        "causes": {
+            c.id: {"title": c.title, "lesson": c.lesson_name, "fix": c.fix}
+            for c in classify.CAUSES.values()
+        },
+        "internal_errors": report.internal_errors,
+    }

@@ -1,0 +1,156 @@
+"""Running the user's program unchanged, in this process, as ``python`` would run it.
+
+``python train.py a b`` and ``python -m pkg.train a b`` become ``runpy`` calls with the
+same ``sys.argv``, ``sys.path[0]`` and ``__main__``. The program's exit is caught whatever
+form it takes (normal end, ``sys.exit``, an exception, Ctrl-C) so the report can be
+printed first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import re
+import runpy
+import sys
+import traceback
+from collections.abc import Sequence
+
+import jax
+
+
+class CommandError(ValueError):
+    """The command line names no runnable program (exit code 2)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    kind: str  # "script" | "module"
+    name: str
+    args: tuple[str, ...]
+
+    @property
+    def argv0(self) -> str:
+        return self.name
+
+    def words(self) -> list[str]:
+        head = ["python", "-m", self.name] if self.kind == "module" else ["python", self.name]
+        return head + list(self.args)
+
+
+_PYTHON = re.compile(r"^(.*[/\\])?python[0-9.]*(\.exe)?$")
+_IGNORED_OPTIONS = {"-u", "-B", "-E", "-s", "-q"}
+
+
+def parse_command(words: Sequence[str]) -> Target:
+    """``[python] script.py args`` or ``[python] -m module args`` -> Target."""
+    words = list(words)
+    if words and _PYTHON.match(words[0]):
+        words = words[1:]
+    while words and words[0] in _IGNORED_OPTIONS:  # harmless interpreter options
+        words = words[1:]
+    if not words:
+        raise CommandError("no program to run: jitlab doctor -- python train.py [args]")
+    if words[0] == "-m":
+        if len(words) < 2:
+            raise CommandError("-m needs a module name: jitlab doctor -- python -m pkg.train")
+        module = words[1]
+        sys.path.insert(0, os.getcwd())  # as python -m does, for the look-up
+        try:
+            found = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            found = None
+        finally:
+            sys.path.pop(0)
+        if found is None:
+            raise CommandError(f"no module named {module!r} (from -m {module})")
+        return Target("module", module, tuple(words[2:]))
+    if words[0].startswith("-"):
+        raise CommandError(
+            f"unsupported python option {words[0]!r}: the doctor runs the program in its own"
+            " interpreter; give a script or -m module"
+        )
+    script = words[0]
+    if not os.path.exists(script):
+        raise CommandError(f"cannot run {script!r}: no such file")
+    return Target("script", script, tuple(words[1:]))
+
+
+@dataclasses.dataclass
+class Outcome:
+    exit_code: int
+    error: BaseException | None = None
+    interrupted: bool = False
+
+
+def _exit_code(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def run(target: Target) -> Outcome:
+    """Run the program; never raises (except for a second Ctrl-C while cleaning up)."""
+    saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
+    if target.kind == "script":
+        sys.argv = [target.name, *target.args]
+        here = os.path.dirname(os.path.abspath(target.name))
+    else:
+        sys.argv = [target.name, *target.args]  # runpy puts the module's path here
+        here = os.getcwd()
+    if sys.path:
+        sys.path[0] = here
+    else:
+        sys.path.insert(0, here)
+    try:
+        if target.kind == "script":
+            runpy.run_path(target.name, run_name="__main__")
+        else:
+            runpy.run_module(target.name, run_name="__main__", alter_sys=True)
+        return Outcome(0)
+    except SystemExit as done:
+        return Outcome(_exit_code(done.code))
+    except KeyboardInterrupt as stop:
+        return Outcome(130, stop, interrupted=True)
+    except BaseException as err:  # the program's own failure: reported after the report
+        return Outcome(1, err)
+    finally:
+        sys.argv = saved_argv
+        if saved_path0 is not None and sys.path:
+            sys.path[0] = saved_path0
+
+
+_OURS = (os.path.dirname(os.path.abspath(__file__)) + os.sep, os.path.abspath(runpy.__file__))
+
+
+def _is_ours(filename: str) -> bool:
+    return filename.startswith("<frozen runpy") or os.path.abspath(filename).startswith(_OURS)
+
+
+def print_traceback(err: BaseException, file=None) -> None:
+    """The program's traceback as Python would print it: without the doctor's frames."""
+    file = file or sys.stderr
+    tb = err.__traceback__
+    while tb is not None and _is_ours(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    traceback.print_exception(type(err), err, tb, file=file)
+    hint = control_flow_hint(err)
+    if hint:
+        print(hint, file=file)
+
+
+def control_flow_hint(err: BaseException) -> str | None:
+    """Lesson 05's errors: Python control flow on a traced value never compiles."""
+    if isinstance(
+        err, jax.errors.ConcretizationTypeError | jax.errors.TracerIntegerConversionError
+    ):
+        return (
+            "jitlab doctor: Python control flow (if, while, int(), range) met a traced value. "
+            "Lesson 05 control_flow: use lax.cond, jnp.where or lax.fori_loop, or make the "
+            "value static (lesson 06 static_arguments)."
+        )
+    return None

@@ -1,0 +1,530 @@
+"""What one call looked like to jit's caches, and what differs between two calls.
+
+A signature records the parts of a call that decide whether jit can reuse a compiled
+program: the function object, which arguments came by keyword, the pytree structure, each
+array leaf's shape, dtype and weak type, where it lives (committed or not, on which
+device, with which sharding), the static arguments by value and type, and the
+configuration context, read through public ``jax.config`` values.
+
+It is taken only for a call during which JAX traced or compiled, so its cost (a walk over
+the arguments) is paid once per compilation, never on a cache hit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import re
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import numpy as np
+
+# The names in JAX 0.12's tracing context (``jax._src.config.trace_context_names``) that
+# ``jax.config`` exposes. Any of them changing makes jit trace again. Read with ``getattr``
+# so a name a later JAX drops costs nothing. ``jax_explain_cache_misses`` and
+# ``jax_log_compiles`` are deliberately absent: they are not part of the key.
+CONTEXT_NAMES = (
+    "jax_default_matmul_precision",
+    "jax_enable_x64",
+    "jax_default_device",
+    "jax_numpy_rank_promotion",
+    "jax_numpy_dtype_promotion",
+    "jax_disable_jit",
+    "jax_debug_key_reuse",
+    "jax_threefry_partitionable",
+    "jax_random_seed_offset",
+    "jax_softmax_custom_jvp",
+    "jax_enable_pgle",
+    "jax_pgle_profiling_runs",
+    "jax_explicit_x64_dtypes",
+    "jax_error_checking_behavior_nan",
+    "jax_error_checking_behavior_divide",
+    "jax_error_checking_behavior_oob",
+    "jax_allow_f16_reductions",
+    "jax_use_shardy_partitioner",
+    "jax_use_direct_linearize",
+    "jax_use_simplified_jaxpr_constants",
+    "jax_embedded_constants_max_bytes",
+    "jax_check_static_indices",
+    "jax_use_hlo_logistic_lowering",
+    "jax_high_dynamic_range_gumbel",
+    "jax_accurate_erf_inv",
+    "jax_xla_profile_version",
+    "jax_hlo_source_file_canonicalization_regex",
+    "jax_remove_size_one_mesh_axis_from_type",
+    "jax_mutable_array_checks",
+    "jax_no_execution",
+    "jax_auto_pcast",
+    "eager_constant_folding",
+    "check_vma",
+)
+
+# Parts of a signature, as named in a Difference.
+FUNCTION = "function"
+KEYWORD = "keyword"
+STRUCTURE = "structure"
+SHAPE = "shape"
+DTYPE = "dtype"
+WEAK_TYPE = "weak_type"
+PYTHON_SCALAR = "python_scalar"
+STATIC = "static"
+PLACEMENT = "placement"
+CONTEXT = "context"
+
+
+# ---------------------------------------------------------------------------------------
+# Function identity
+
+
+@dataclasses.dataclass(frozen=True)
+class FunctionInfo:
+    """Which function a jit wraps. ``key`` groups every object made from the same source
+    (a lambda re-created per step is one function for the report, many for the cache);
+    ``serial`` tells the objects apart, as jit's cache does."""
+
+    name: str
+    qualname: str
+    file: str
+    line: int
+    serial: int
+    closure: bool
+
+    @property
+    def key(self) -> tuple[str, int, str, str]:
+        # the name too: wrappers such as equinox.filter_jit share one source location
+        return (self.file, self.line, self.qualname, self.name)
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+_serials: dict[int, tuple[Any, int]] = {}
+_next_serial = [0]
+
+
+def _serial_of(fun: Any) -> int:
+    """A number that is the same for the same object and new for a new one (``id`` alone
+    is reused once an object dies, and a lambda made per step dies every step)."""
+    entry = _serials.get(id(fun))
+    if entry is not None:
+        ref, serial = entry
+        if ref() is fun:
+            return serial
+    _next_serial[0] += 1
+    serial = _next_serial[0]
+    key = id(fun)
+    try:
+        ref = weakref.ref(fun, lambda _, key=key: _serials.pop(key, None))
+    except TypeError:  # jit needs weak references, so this is rare; never the same again
+        return serial
+    _serials[key] = (ref, serial)
+    return serial
+
+
+def jax_name(fun: Any) -> str:
+    """The name JAX puts in its events for ``fun`` (``__name__``, looking into partials)."""
+    name = getattr(fun, "__name__", None)
+    if isinstance(name, str):
+        return name
+    if isinstance(fun, functools.partial):
+        return jax_name(fun.func)
+    return "<unnamed function>"
+
+
+def _innermost(fun: Any) -> Any:
+    """The user's own function behind partials, ``functools.wraps`` wrappers (such as
+    ``jax.value_and_grad``'s) and bound methods."""
+    seen = 0
+    while seen < 50:
+        seen += 1
+        if isinstance(fun, functools.partial):
+            fun = fun.func
+        elif getattr(fun, "__wrapped__", None) is not None:
+            fun = fun.__wrapped__
+        elif inspect.ismethod(fun):
+            fun = fun.__func__
+        else:
+            break
+    return fun
+
+
+def identify(fun: Callable[..., Any]) -> FunctionInfo:
+    inner = _innermost(fun)
+    code = getattr(inner, "__code__", None)
+    if code is None:
+        # a callable object: the code of its class's __call__
+        call = next(
+            (vars(k)["__call__"] for k in type(inner).__mro__ if "__call__" in vars(k)), None
+        )
+        code = getattr(call, "__code__", None)
+    qualname = getattr(inner, "__qualname__", None) or type(inner).__qualname__
+    return FunctionInfo(
+        name=jax_name(fun),
+        qualname=str(qualname),
+        file=code.co_filename if code else "?",
+        line=code.co_firstlineno if code else 0,
+        serial=_serial_of(fun),
+        closure=bool(getattr(inner, "__closure__", None)),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Leaves, statics, context
+
+
+_DTYPE_SHORT = re.compile(r"^(bfloat|float|uint|int|complex)(\d+)(.*)$")
+_PREFIX = {"bfloat": "bf", "float": "f", "uint": "u", "int": "i", "complex": "c"}
+
+
+def short_dtype(dtype: Any) -> str:
+    name = np.dtype(dtype).name
+    found = _DTYPE_SHORT.match(name)
+    return f"{_PREFIX[found.group(1)]}{found.group(2)}{found.group(3)}" if found else name
+
+
+@dataclasses.dataclass(frozen=True)
+class Leaf:
+    """One array leaf as jit's cache sees it. ``origin`` is for the reader only."""
+
+    shape: tuple[int, ...] | None
+    dtype: str
+    weak: bool
+    python: bool  # a Python scalar (bool, int, float, complex)
+    placement: str  # "uncommitted", "traced", or where a committed array lives
+    origin: str
+
+    @property
+    def type(self) -> str:
+        if self.shape is None:
+            return self.dtype
+        dims = ",".join(str(d) for d in self.shape)
+        return f"{'~' if self.weak else ''}{self.dtype}[{dims}]"
+
+    def __str__(self) -> str:
+        return f"{self.type} ({self.origin})" if self.origin else self.type
+
+
+def describe_sharding(sharding: Any) -> str:
+    if isinstance(sharding, jax.sharding.SingleDeviceSharding):
+        (device,) = sharding.device_set
+        return f"{device.platform}:{device.id}"
+    if isinstance(sharding, jax.sharding.NamedSharding):
+        axes = ",".join(f"{k}={v}" for k, v in sharding.mesh.shape.items())
+        return f"mesh({axes}) {sharding.spec}"
+    return repr(sharding)[:60]
+
+
+def _origin(x: Any) -> str:
+    kind = type(x)
+    if kind in (bool, int, float, complex):
+        return f"Python {kind.__name__}"
+    if isinstance(x, np.generic):
+        return f"NumPy {np.dtype(x.dtype).name}"
+    if isinstance(x, np.ndarray):
+        return f"NumPy {x.dtype.name} array"
+    return ""
+
+
+def describe_leaf(x: Any) -> Leaf:
+    tracer = isinstance(x, jax.core.Tracer)
+    try:
+        aval = jax.typeof(x)
+        shape = tuple(int(d) if isinstance(d, int | np.integer) else d for d in aval.shape)
+        dtype = short_dtype(aval.dtype)
+        weak = bool(getattr(aval, "weak_type", False))
+    except Exception:  # not an array: jit itself will say so
+        return Leaf(None, type(x).__qualname__, False, False, "", "")
+    placement = "uncommitted"
+    if tracer:
+        placement = "traced"
+    elif isinstance(x, jax.Array):
+        try:
+            if x.committed:
+                placement = describe_sharding(x.sharding)
+        except Exception:  # a deleted (donated) array keeps no placement to read
+            placement = "unknown"
+    return Leaf(shape, dtype, weak, type(x) in (bool, int, float, complex), placement, _origin(x))
+
+
+@dataclasses.dataclass(frozen=True)
+class Static:
+    """A static argument, compared as jit compares it: by hash and equality. The hash and
+    ``repr`` are taken at the call, because a later mutation could change them; the value
+    is kept too (jit's cache keeps it as well), for the equality test."""
+
+    type: str
+    text: str
+    hash: int | None
+    held: Any = dataclasses.field(default=None, compare=False, repr=False)
+
+    def __str__(self) -> str:
+        return f"{self.text} ({self.type})"
+
+    @property
+    def value(self) -> Any:
+        """The value, if it is still alive (objects are held weakly, so that recording
+        them does not keep them alive; ints, strings and tuples are held as they are)."""
+        return self.held() if isinstance(self.held, weakref.ref) else self.held
+
+    def same_as(self, other: Static) -> bool:
+        if (self.type, self.hash, self.text) != (other.type, other.hash, other.text):
+            return False
+        mine, theirs = self.value, other.value
+        if mine is None or theirs is None:
+            return True  # one is gone: the recorded hash and text decide
+        try:
+            return bool(mine == theirs)
+        except Exception:  # no usable equality: the recorded hash and text decide
+            return True
+
+
+def describe_static(value: Any) -> Static:
+    try:
+        hashed: int | None = hash(value)
+    except Exception:
+        hashed = None
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__qualname__}>"
+    if len(text) > 200:
+        text = text[:197] + "..."
+    try:
+        held: Any = weakref.ref(value)
+    except TypeError:
+        held = value
+    return Static(type(value).__qualname__, text, hashed, held)
+
+
+def context_snapshot() -> dict[str, str]:
+    """The configuration values that belong to jit's key, as ``jax.config`` reads them
+    now (context managers such as ``jax.default_matmul_precision`` included)."""
+    values = {}
+    for name in CONTEXT_NAMES:
+        try:
+            values[name] = repr(getattr(jax.config, name))
+        except Exception:
+            continue
+    try:
+        mesh = jax.sharding.get_abstract_mesh()
+        values["mesh"] = "none" if not mesh.shape else repr(mesh)
+    except Exception:
+        pass
+    return values
+
+
+# ---------------------------------------------------------------------------------------
+# Signatures
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    function: FunctionInfo
+    passing: dict[str, str]  # argument label -> "positional" | "keyword"
+    nodes: dict[str, tuple[str | None, str]]  # path -> (parent path, kind); leaves too
+    leaves: dict[str, Leaf]
+    statics: dict[str, Static]
+    context: dict[str, str]
+
+    def describe(self) -> str:
+        args = ", ".join(f"{path}: {leaf.type}" for path, leaf in self.leaves.items())
+        statics = ", ".join(f"{k}={v.text}" for k, v in self.statics.items())
+        return "; ".join(part for part in (args, statics) if part)
+
+
+@dataclasses.dataclass(frozen=True)
+class StaticSpec:
+    """Which arguments a jit treats as static, resolved against the function's
+    parameters the way ``jax.jit`` resolves them."""
+
+    positions: frozenset[int]
+    names: frozenset[str]
+    parameters: tuple[str, ...]  # positional parameters, in order
+    varargs: str | None
+
+
+def static_spec(fun: Callable[..., Any], options: Mapping[str, Any]) -> StaticSpec:
+    def as_set(value: Any, kind: type) -> set[Any]:
+        if value is None:
+            return set()
+        if isinstance(value, kind):
+            return {value}
+        return set(value)
+
+    nums = as_set(options.get("static_argnums"), int)
+    names = as_set(options.get("static_argnames"), str)
+    parameters: list[inspect.Parameter] = []
+    varargs = None
+    try:
+        for p in inspect.signature(fun).parameters.values():
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                parameters.append(p)
+            elif p.kind is p.VAR_POSITIONAL:
+                varargs = p.name
+    except (TypeError, ValueError):
+        pass
+    named = [p.name for p in parameters]
+    by_keyword = {p.name for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD}
+    if nums and not names:
+        names = {named[i] for i in nums if -len(named) <= i < len(named)} & by_keyword
+    elif names and not nums:
+        nums = {i for i, n in enumerate(named) if n in names}
+    return StaticSpec(frozenset(nums), frozenset(names), tuple(named), varargs)
+
+
+def _children(value: Any) -> tuple[str, list[tuple[str, Any]]] | None:
+    """One level of ``value`` as a pytree: its kind and keyed children; None for a leaf."""
+    if value is None:
+        return "None", []
+    flat, treedef = jax.tree_util.tree_flatten_with_path(value, is_leaf=lambda n: n is not value)
+    if len(flat) == 1 and flat[0][0] == () and flat[0][1] is value:
+        return None
+    node_type, aux = treedef.node_data() or (type(value), None)
+    kind = getattr(node_type, "__qualname__", str(node_type))
+    if node_type not in (dict, list, tuple) and aux is not None:
+        text = repr(aux)
+        kind += f"({text[:80]})"
+    return kind, [(jax.tree_util.keystr(path), child) for path, child in flat]
+
+
+def _walk(path: str, parent: str | None, value: Any, sig_nodes: dict, sig_leaves: dict) -> None:
+    found = _children(value)
+    if found is None:
+        sig_nodes[path] = (parent, "leaf")
+        sig_leaves[path] = describe_leaf(value)
+        return
+    kind, children = found
+    sig_nodes[path] = (parent, kind)
+    for key, child in children:
+        _walk(path + key, path, child, sig_nodes, sig_leaves)
+
+
+def take(
+    function: FunctionInfo, spec: StaticSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> Signature:
+    """The signature of one call ``f(*args, **kwargs)``."""
+    passing: dict[str, str] = {}
+    nodes: dict[str, tuple[str | None, str]] = {}
+    leaves: dict[str, Leaf] = {}
+    statics: dict[str, Static] = {}
+    n_named = len(spec.parameters)
+    for i, value in enumerate(args):
+        if i < n_named:
+            label = spec.parameters[i]
+        elif spec.varargs:
+            label = f"{spec.varargs}[{i - n_named}]"
+        else:
+            label = f"args[{i}]"
+        passing[label] = "positional"
+        if i in spec.positions or (i - len(args)) in spec.positions:
+            statics[label] = describe_static(value)
+        else:
+            _walk(label, None, value, nodes, leaves)
+    for name, value in kwargs.items():
+        passing[name] = "keyword"
+        position = spec.parameters.index(name) if name in spec.parameters else None
+        if name in spec.names or (position is not None and position in spec.positions):
+            statics[name] = describe_static(value)
+        else:
+            _walk(name, None, value, nodes, leaves)
+    return Signature(function, passing, nodes, leaves, statics, context_snapshot())
+
+
+# ---------------------------------------------------------------------------------------
+# Differences
+
+
+@dataclasses.dataclass(frozen=True)
+class Difference:
+    """One part of the key that differs: ``where`` names it, ``now``/``before`` show it."""
+
+    part: str
+    where: str
+    now: str
+    before: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.now} now, {self.before} before"
+
+
+def _leaf_differences(path: str, new: Leaf, old: Leaf) -> list[Difference]:
+    found = []
+    if new.shape is None or old.shape is None:
+        if new.type != old.type:
+            found.append(Difference(DTYPE, path, str(new), str(old)))
+        return found
+    if new.shape != old.shape:
+        found.append(Difference(SHAPE, path, new.type, old.type))
+    if new.dtype != old.dtype:
+        part = PYTHON_SCALAR if (new.python or old.python) else DTYPE
+        found.append(Difference(part, path, str(new), str(old)))
+    elif new.weak != old.weak:
+        found.append(Difference(WEAK_TYPE, path, str(new), str(old)))
+    if "traced" not in (new.placement, old.placement) and new.placement != old.placement:
+        found.append(Difference(PLACEMENT, path, new.placement, old.placement))
+    return found
+
+
+def _kind_text(sig: Signature, path: str) -> str:
+    kind = sig.nodes[path][1]
+    if kind == "leaf":
+        return f"an array {sig.leaves[path].type}"
+    return "None" if kind == "None" else f"a {kind}"
+
+
+def differences(new: Signature, old: Signature) -> list[Difference]:
+    """Every part of ``new`` that differs from ``old``, each named once (a missing
+    subtree is one difference, not one per leaf)."""
+    found: list[Difference] = []
+    if new.function.serial != old.function.serial:
+        closure = " (a closure)" if new.function.closure else ""
+        found.append(
+            Difference(
+                FUNCTION,
+                new.function.name,
+                f"function object #{new.function.serial}{closure}",
+                f"#{old.function.serial}",
+            )
+        )
+    for label in new.passing.keys() & old.passing.keys():
+        if new.passing[label] != old.passing[label]:
+            found.append(Difference(KEYWORD, label, new.passing[label], old.passing[label]))
+    for label in sorted(new.statics.keys() | old.statics.keys()):
+        now, before = new.statics.get(label), old.statics.get(label)
+        if now is None or before is None:
+            found.append(Difference(STATIC, label, str(now or "absent"), str(before or "absent")))
+        elif not now.same_as(before):
+            unequal = " (same text, but not equal)" if now.text == before.text else ""
+            found.append(Difference(STATIC, label, str(now) + unequal, str(before)))
+    for path in new.nodes.keys() | old.nodes.keys():
+        in_new, in_old = path in new.nodes, path in old.nodes
+        if in_new and in_old:
+            new_kind, old_kind = new.nodes[path][1], old.nodes[path][1]
+            if new_kind == old_kind == "leaf":
+                found.extend(_leaf_differences(path, new.leaves[path], old.leaves[path]))
+            elif new_kind != old_kind:
+                found.append(
+                    Difference(STRUCTURE, path, _kind_text(new, path), _kind_text(old, path))
+                )
+            continue
+        sig, other = (new, old) if in_new else (old, new)
+        parent = sig.nodes[path][0]
+        if parent is None or (parent in other.nodes and other.nodes[parent][1] != "leaf"):
+            if parent is None and path in new.statics.keys() | old.statics.keys():
+                continue  # an argument that went from static to traced: named above
+            if in_new:
+                found.append(Difference(STRUCTURE, path, _kind_text(new, path), "absent"))
+            else:
+                found.append(Difference(STRUCTURE, path, "absent", _kind_text(old, path)))
+    for name in sorted(new.context.keys() | old.context.keys()):
+        now, before = new.context.get(name, "?"), old.context.get(name, "?")
+        if now != before:
+            found.append(Difference(CONTEXT, name, now, before))
+    order = {path: i for i, path in enumerate(new.nodes)}
+    found.sort(key=lambda d: (d.part != FUNCTION, order.get(d.where, len(order))))
+    return found

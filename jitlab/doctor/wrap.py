@@ -1,0 +1,110 @@
+"""Watching the calls: while the doctor runs a program, ``jax.jit`` is replaced by a thin
+wrapper around the real ``jax.jit``.
+
+This is the one place the doctor touches JAX, and it goes through public API only: the
+wrapper calls the real ``jax.jit`` with the same arguments and returns an object that calls
+the real jitted function. Why wrap at all? JAX's events say *that* ``train_step`` compiled,
+not with which arguments; to name what changed, the doctor must see the arguments of the
+call that compiled. The wrapper compares the length of the event stream before and after
+each call (one ``len``), so a call that hits the cache costs about a microsecond more, and
+the arguments are examined only when the call traced or compiled.
+
+Functions jitted before :func:`install` (JAX's own helpers, a library imported earlier)
+are not wrapped. Their compilations are still counted by name, without a cause.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import jax
+from jax.extend import source_info_util
+
+from jitlab.doctor import events, recorder
+from jitlab.doctor import signature as sig
+
+# JAX names the first frame outside itself as a miss's call site; make that the user's
+# line, not this wrapper's.
+source_info_util.register_exclusion(__file__)
+
+_lock = threading.Lock()
+_installed = 0
+_original_jit: Callable[..., Any] | None = None
+
+
+_DELEGATED = ("lower", "trace", "eval_shape", "clear_cache", "_cache_size", "_fun")
+
+
+def watch_jitted(jitted: Any, fun: Callable[..., Any], options: dict[str, Any]) -> Any:
+    """A function that calls the real jitted function ``jitted`` and tells the doctor when a
+    call traced or compiled. It carries the real one's ``lower``, ``trace``,
+    ``eval_shape`` and ``clear_cache``; stored on a class it binds as a method, as the real
+    one does. (A closure, not an object with ``__call__``: it costs less per call.)"""
+    function = sig.identify(fun)
+    counter = recorder.counter_for(function)
+    stream = events.STREAM  # the same list for the life of the process
+    observe = recorder.observe
+    spec: list[sig.StaticSpec] = []
+
+    def static_spec() -> sig.StaticSpec:
+        if not spec:
+            spec.append(sig.static_spec(fun, options))
+        return spec[0]
+
+    # `watched` must not refer to itself: a reference cycle would keep it, and with it
+    # `fun` and the real jitted function, alive until the garbage collector runs, and
+    # jit's caches (keyed on weak references to `fun`) would hit where they should miss.
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        counter.calls += 1
+        mark = len(stream)
+        out = jitted(*args, **kwargs)
+        if len(stream) != mark:
+            observe(function, static_spec, args, kwargs, mark)
+        return out
+
+    functools.update_wrapper(watched, fun, updated=())
+    watched.__name__ = function.name  # a partial has none: JAX's name for it
+    for name in _DELEGATED:
+        value = getattr(jitted, name, None)
+        if value is not None:
+            setattr(watched, name, value)
+    watched._jitted = jitted  # type: ignore[attr-defined]
+    watched._function = function  # type: ignore[attr-defined]
+    return watched
+
+
+def watched_jit(fun: Any = None, /, **options: Any) -> Any:
+    """``jax.jit`` while the doctor runs: the real ``jax.jit``, wrapped by :func:`watch_jitted`."""
+    real = _original_jit if _original_jit is not None else jax.jit
+    if fun is None:  # the decorator-factory form: @jax.jit(static_argnums=...)
+        return functools.partial(watched_jit, **options)
+    return watch_jitted(real(fun, **options), fun, options)
+
+
+def install() -> None:
+    """Replace ``jax.jit`` (reference-counted; :func:`uninstall` undoes one install).
+    Only functions jitted after this are watched."""
+    global _installed, _original_jit
+    with _lock:
+        if _installed == 0:
+            _original_jit = jax.jit
+            functools.update_wrapper(watched_jit, _original_jit, updated=())
+            jax.jit = watched_jit
+        _installed += 1
+
+
+def uninstall() -> None:
+    global _installed
+    with _lock:
+        if _installed == 0:
+            return
+        _installed -= 1
+        if _installed == 0 and jax.jit is watched_jit and _original_jit is not None:
+            jax.jit = _original_jit
+
+
+def installed() -> bool:
+    return _installed > 0

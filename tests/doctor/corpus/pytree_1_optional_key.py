@@ -1,0 +1,20 @@
+"""Batches that sometimes carry a "mask" entry."""
+# doctor-cause: pytree
+# doctor-expect: masked_mean pytree
+
+import jax
+import numpy as np
+
+
+@jax.jit
+def masked_mean(batch):
+    mask = batch.get("mask")
+    if mask is None:
+        return batch["x"].mean()
+    return (batch["x"] * mask).sum() / mask.sum()
+
+
+x = np.ones(6, np.float32)
+masked_mean({"x": x})
+masked_mean({"x": x, "mask": np.ones(6, np.float32)})
+masked_mean({"x": x})

@@ -1,0 +1,227 @@
+"""``jitlab doctor``'s command line: budgets and exit codes, ``--json``, ``-m``, and bad input.
+
+``main`` runs the program in this process, as the real command does, so most tests call it
+directly with small programs written to a temporary directory (each defines its own
+functions, so nothing depends on what an earlier test compiled). Ctrl-C needs a real
+process and a real signal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import pytest
+
+from jitlab.doctor import main, wrap
+
+CORPUS = Path(__file__).parent / "corpus"
+REAL_JIT = jax.jit
+
+
+@pytest.fixture(autouse=True)
+def jit_restored():
+    yield
+    assert jax.jit is REAL_JIT and not wrap.installed(), "the doctor left jax.jit replaced"
+
+
+def program(tmp_path: Path, source: str, name: str = "prog.py") -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return str(path)
+
+
+SHAPES = """
+    import jax, jax.numpy as jnp
+
+    @jax.jit
+    def grow(x):
+        return x * 2
+
+    for n in (2, 3, 4):
+        grow(jnp.ones(n))
+    print("program output", float(grow(jnp.ones(2)).sum()))
+"""
+
+
+def test_report_goes_to_stderr_and_program_output_is_unchanged(tmp_path, capsys):
+    script = program(tmp_path, SHAPES)
+    assert main(["--", "python", script]) == 0
+    out, err = capsys.readouterr()
+    assert out == "program output 4.0\n"
+    assert "jitlab doctor: python " in err
+    assert "grow" in err and "shape: 2 misses. Lesson 01 shapes" in err
+    assert max(len(line) for line in err.splitlines()) <= 100
+
+
+def test_budget_exceeded_names_function_and_cause(tmp_path, capsys):
+    script = program(tmp_path, SHAPES)
+    code = main(["--max-compiles", "grow=1", "--", "python", script])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "EXCEEDED: grow=1: grow" in err and "compiled 3 times" in err
+    assert "why: shape 2 (lesson 01)" in err
+    assert "jitlab doctor: exit code 1 (budget: grow=1)" in err
+
+
+def test_budget_met_passes_and_star_pattern_counts_every_function(tmp_path, capsys):
+    script = program(tmp_path, SHAPES)
+    assert main(["--max-compiles", "grow=3", "--", "python", script]) == 0
+    assert "ok: grow=3" in capsys.readouterr().err
+    assert main(["--max-compiles", "*=2", "--", "python", script]) == 1
+    assert "EXCEEDED: *=2: grow" in capsys.readouterr().err
+
+
+def test_budget_for_a_function_that_never_ran_is_a_warning_and_not_a_pass(tmp_path, capsys):
+    script = program(tmp_path, SHAPES)
+    code = main(["--max-compiles", "grwo=5", "--", "python", script])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "warning: grwo=5: no jitted function named 'grwo' ran" in err
+
+
+def test_json_report(tmp_path, capsys):
+    script = program(tmp_path, SHAPES)
+    out = tmp_path / "report.json"
+    assert main(["--json", str(out), "--max-compiles", "grow=1", "--", script]) == 1
+    data = json.loads(out.read_text())
+    assert data["schema"] == "jitlab-doctor/1" and data["exit_code"] == 1
+    (grow,) = [f for f in data["functions"] if f["name"] == "grow"]
+    assert (grow["compiles"], grow["recompiles"], grow["calls"]) == (3, 2, 4)
+    assert grow["causes"] == {"shape": 2}
+    second = grow["misses"][1]
+    assert second["causes"] == ["shape"] and second["lessons"] == ["01 shapes"]
+    assert second["differences"] == [
+        {"part": "shape", "where": "x", "now": "f32[3]", "before": "f32[2]"}
+    ]
+    assert "different input types" in second["jax_explanation"]
+    assert second["call_site"].endswith("prog.py:9 in <module>")  # grow(jnp.ones(n))
+    assert data["budgets"] == [
+        {
+            "budget": "grow=1",
+            "status": "exceeded",
+            "counts": [{"name": "grow", "defined_at": grow["defined_at"], "compiles": 3}],
+        }
+    ]
+
+
+def test_module_form(tmp_path, capsys, monkeypatch):
+    program(tmp_path, SHAPES, name="shapes_module.py")
+    monkeypatch.chdir(tmp_path)
+    assert main(["--", "python", "-m", "shapes_module", "--flag"]) == 0
+    assert "jitlab doctor: python -m shapes_module --flag" in capsys.readouterr().err
+
+
+def test_program_arguments_reach_the_program(tmp_path, capsys):
+    script = program(tmp_path, "import sys\nprint(sys.argv[1:])\n")
+    assert main(["--", "python", script, "a", "--b"]) == 0
+    assert capsys.readouterr().out == "['a', '--b']\n"
+
+
+def test_program_that_raises_gets_report_then_traceback_and_exit_1(tmp_path, capsys):
+    script = program(
+        tmp_path,
+        """
+        import jax, jax.numpy as jnp
+
+        @jax.jit
+        def fails_later(x):
+            return x + 1
+
+        fails_later(jnp.ones(2))
+        fails_later(jnp.ones(3))
+        raise ValueError("bad batch")
+        """,
+    )
+    code = main(["--", "python", script])
+    err = capsys.readouterr().err
+    assert code == 1
+    report, traceback = err.index("fails_later"), err.index("Traceback (most recent call last)")
+    assert report < traceback
+    assert err.rstrip().endswith("jitlab doctor: exit code 1 (the program raised an exception)")
+    assert "ValueError: bad batch" in err and "runpy" not in err[traceback:]
+
+
+def test_control_flow_error_points_to_lesson_05(tmp_path, capsys):
+    script = program(
+        tmp_path,
+        """
+        import jax, jax.numpy as jnp
+
+        @jax.jit
+        def branch(x, n):
+            return x if n > 5 else -x
+
+        branch(jnp.ones(2), 7)
+        """,
+    )
+    assert main(["--", script]) == 1
+    err = capsys.readouterr().err
+    assert "TracerBoolConversionError" in err and "Lesson 05 control_flow" in err
+
+
+def test_program_exit_code_is_kept(tmp_path, capsys):
+    script = program(tmp_path, "import sys\nsys.exit(3)\n")
+    assert main(["--", "python", script]) == 3
+    assert "exit code 3 (the program's own exit code)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--", "python", "no_such_train.py"], "cannot run 'no_such_train.py': no such file"),
+        (["--", "python", "-m", "no_such_module_xyz"], "no module named 'no_such_module_xyz'"),
+        (["--"], "no program to run"),
+        (["--max-compiles", "train_step", "--", "x.py"], "expected NAME=N"),
+        (["--max-compiles", "f=one", "--", "x.py"], "'one' is not a whole number"),
+        (["--", "python", "-c", "print(1)"], "unsupported python option '-c'"),
+    ],
+)
+def test_bad_input_exits_2_with_a_clear_message(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_ctrl_c_prints_the_report_so_far(tmp_path):
+    script = program(
+        tmp_path,
+        """
+        import itertools, sys
+        import jax, jax.numpy as jnp
+
+        @jax.jit
+        def endless(x):
+            return x + 1
+
+        for n in itertools.count(1):
+            endless(jnp.ones(n))
+            if n == 3:
+                print("three compiled", flush=True)
+        """,
+    )
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jitlab.doctor", "--", "python", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        line = proc.stdout.readline()  # blocks until the program says it is running
+        assert line == "three compiled\n", line + proc.stderr.read()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted (Ctrl-C): the report so far" in err
+    assert "endless" in err and "Lesson 01 shapes" in err
+    assert err.rstrip().endswith("jitlab doctor: exit code 130 (interrupted)")

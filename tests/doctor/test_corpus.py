@@ -1,0 +1,60 @@
+"""The doctor classifies every program of its corpus as the program's header says (the
+header format is described in ``run_corpus.py``). All programs run in one subprocess,
+each under its own watch with its own functions.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jitlab.doctor import CAUSES
+
+HERE = Path(__file__).parent
+CORPUS = HERE / "corpus"
+PROGRAMS = sorted(p for p in CORPUS.glob("*.py") if not p.name.startswith("_"))
+
+
+def _load_runner():
+    spec = importlib.util.spec_from_file_location("doctor_run_corpus", HERE / "run_corpus.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+runner = _load_runner()
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> dict[str, dict]:
+    out = tmp_path_factory.mktemp("corpus") / "results.json"
+    done = subprocess.run(
+        [sys.executable, str(HERE / "run_corpus.py"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {r["program"]: r for r in json.loads(out.read_text())}
+
+
+def test_every_cause_has_at_least_three_programs():
+    filed: dict[str, int] = {}
+    for path in PROGRAMS:
+        cause, expects = runner.header(path)
+        assert cause and expects, f"{path.name}: no doctor-cause / doctor-expect header"
+        filed[cause] = filed.get(cause, 0) + 1
+    short = {c: filed.get(c, 0) for c in CAUSES if filed.get(c, 0) < 3}
+    assert not short, f"causes with fewer than three corpus programs: {short}"
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=[p.stem for p in PROGRAMS])
+def test_classification(path: Path, results: dict[str, dict]) -> None:
+    result = results[path.name]
+    assert runner.problems(path, result) == [], result["report"]

@@ -1,0 +1,242 @@
+"""The doctor from Python: signatures, differences, classification, and what it leaves as it
+found it. Every test jits its own fresh functions inside its own ``watch()``."""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jitlab.doctor import classify, watch, wrap
+from jitlab.doctor.recorder import FIRST, MISS
+
+REAL_JIT = jax.jit
+
+
+@pytest.fixture(autouse=True)
+def jit_restored():
+    explain = jax.config.jax_explain_cache_misses
+    yield
+    assert jax.jit is REAL_JIT and not wrap.installed()
+    assert jax.config.jax_explain_cache_misses == explain
+
+
+def test_every_differing_part_is_named():
+    with watch() as doctor:
+
+        @partial(jax.jit, static_argnames="mode")
+        def everything(batch, scale, mode):
+            return batch["x"] * scale
+
+        everything({"x": jnp.ones(3), "w": jnp.ones(3)}, 2.0, mode="train")
+        with jax.default_matmul_precision("highest"):
+            everything({"x": jnp.ones(4, jnp.int32)}, scale=np.float32(2.0), mode="eval")
+    (first, second) = doctor.report().function("everything").misses
+    assert (first.kind, second.kind) == (FIRST, MISS)
+    named = {(d.part, d.where) for d in second.differences}
+    assert named == {
+        ("structure", "batch['w']"),
+        ("shape", "batch['x']"),
+        ("dtype", "batch['x']"),
+        ("keyword", "scale"),
+        ("weak_type", "scale"),
+        ("static", "mode"),
+        ("context", "jax_default_matmul_precision"),
+    }
+    assert second.causes == ["shape", "dtype", "weak_type", "pytree", "static_value", "context"]
+    assert classify.jax_opinion(second.jax_text) == ["context"]  # JAX names one of six
+
+
+def test_a_new_combination_names_each_equally_close_cause():
+    with watch() as doctor:
+
+        @jax.jit
+        def combo(x):
+            return x + 1
+
+        for dtype, n in ((jnp.float32, 3), (jnp.float32, 4), (jnp.int32, 3), (jnp.int32, 4)):
+            combo(jnp.ones(n, dtype))
+    last = doctor.report().function("combo").misses[-1]
+    assert last.causes == ["shape", "dtype"]  # f32[4] and i32[3] both differ in one part
+    assert {last.compared_with, last.also_close[0][0]} == {2, 3}
+
+
+def test_grad_of_a_jitted_function_is_not_a_recompilation():
+    with watch() as doctor:
+
+        @jax.jit
+        def potential(x):
+            return jnp.sum(x**2)
+
+        potential(jnp.ones(3))
+        jax.grad(potential)(jnp.ones(3))
+    record = doctor.report().function("potential")
+    assert record.compiles == 1 and record.recompiles == []
+    assert record.transformed_compiles == 2  # forward inside the call, backward after it
+
+
+def test_functions_jitted_before_the_watch_are_counted_by_name():
+    @jax.jit
+    def jitted_before(x):
+        return x - 1
+
+    with watch(["jitted_before=1"]) as doctor:
+        jitted_before(jnp.ones(2))
+        jitted_before(jnp.ones(5))
+    report = doctor.report()
+    (other,) = [u for u in report.unwatched if u.name == "jitted_before"]
+    assert other.compiles == 2
+    assert [v.status for v in report.verdicts] == ["exceeded"]
+
+
+def test_results_are_unchanged():
+    def body(x, n):
+        return jnp.cumsum(x) * n
+
+    plain = jax.jit(body, static_argnums=1)
+    expected = [np.asarray(plain(jnp.arange(k, dtype=jnp.float32), k)) for k in (3, 4)]
+    with watch():
+        watched = jax.jit(body, static_argnums=1)
+        assert watched is not plain and watched.__wrapped__ is body
+        got = [np.asarray(watched(jnp.arange(k, dtype=jnp.float32), k)) for k in (3, 4)]
+        lowered = watched.lower(jnp.ones(3), 3)  # the real jitted function's methods
+    for a, b in zip(expected, got, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert "cumsum" in lowered.as_text()
+
+
+def test_a_jitted_method_binds_as_the_real_one_does():
+    with watch():
+
+        class Model:
+            scale = 3.0
+
+            @partial(jax.jit, static_argnums=0)
+            def apply(self, x):
+                return x * self.scale
+
+        assert float(Model().apply(jnp.ones(()))) == 3.0
+
+
+def test_explanations_stay_off_stderr_unless_someone_listens(capsys):
+    with watch() as doctor:
+
+        @jax.jit
+        def quiet(x):
+            return x * 2
+
+        quiet(jnp.ones(2))
+        quiet(jnp.ones(3))
+    assert "TRACING CACHE MISS" not in capsys.readouterr().err
+    assert "different input types" in doctor.report().function("quiet").misses[1].jax_text
+
+    heard = []
+
+    class Listener(logging.Handler):
+        def emit(self, record):
+            heard.append(record.getMessage())
+
+    listener = Listener()
+    logging.getLogger("jax").addHandler(listener)
+    try:
+        with watch():
+
+            @jax.jit
+            def heard_fn(x):
+                return x * 2
+
+            heard_fn(jnp.ones(2))
+    finally:
+        logging.getLogger("jax").removeHandler(listener)
+    assert any("TRACING CACHE MISS" in text for text in heard)
+
+
+@pytest.mark.parametrize(
+    ("text", "causes"),
+    [
+        ("never seen function:\n    f id=1 defined at a.py:1", ["new_function"]),
+        (
+            "Tracing context doesn't match, e.g. due to config or context manager.\n"
+            "  * jax_default_matmul_precision differs: now highest and before None",
+            ["context"],
+        ),
+        ("different input pytree:\n  * at input path [0][1], now ...", ["pytree"]),
+        ("different input types:\n  * at x, now f32[4] and before f32[3]", ["shape"]),
+        ("different input types:\n  * at x, now i32[3] and before f32[3]", ["dtype"]),
+        (
+            "different input types:\n  * at s, now f32[]{weak_type=False} and before "
+            "f32[]{weak_type=True}https://docs.jax.dev/en/latest/101/type_promotion.html",
+            ["weak_type"],
+        ),
+        (
+            "different input types:\n  * at x, now f32[4@rows,2]({Explicit: ('rows',)}) and "
+            "before f32[4,2]({Explicit: ('rows',)})",
+            ["device"],
+        ),
+        ("all previously seen cache keys differ. ...\n  cache miss explanation unavailable", []),
+        (None, []),
+    ],
+)
+def test_reading_jax_explanations(text, causes):
+    assert classify.jax_opinion(text) == causes
+
+
+def _compile_counter(name):
+    seen = []
+
+    def listen(event, seconds, **kwargs):
+        if event.endswith("backend_compile_duration") and kwargs.get("fun_name") == name:
+            seen.append(seconds)
+
+    return seen, listen
+
+
+def test_watching_keeps_nothing_alive_so_caching_is_unchanged():
+    """A bound method jitted per call compiles every time, because jit's cache entry dies
+    with the method object. If the doctor kept those objects alive, the cache would hit
+    and the doctor would change what it measures."""
+
+    class Model:
+        def forward_unwatched(self, x):
+            return x * 2
+
+        def forward_watched(self, x):
+            return x * 2
+
+    model = Model()
+    counts = {}
+    for name, watching in (("forward_unwatched", False), ("forward_watched", True)):
+        seen, listen = _compile_counter(f"jit({name})")
+        jax.monitoring.register_event_duration_secs_listener(listen)
+        try:
+            if watching:
+                with watch() as doctor:
+                    for _ in range(3):
+                        jax.jit(getattr(model, name))(jnp.ones(3))
+            else:
+                for _ in range(3):
+                    jax.jit(getattr(model, name))(jnp.ones(3))
+        finally:
+            jax.monitoring.unregister_event_duration_listener(listen)
+        counts[name] = len(seen)
+    assert counts["forward_watched"] == counts["forward_unwatched"] == 3
+    assert doctor.report().causes("forward_watched") == {"new_function": 2}
+
+
+def test_a_function_jitted_under_watch_can_be_freed():
+    import weakref
+
+    with watch():
+
+        def scratch(x):
+            return x + 1
+
+        ref = weakref.ref(scratch)
+        jax.jit(scratch)(jnp.ones(2))
+        jax.jit(scratch)(jnp.ones(3))
+        del scratch
+        assert ref() is None  # freed by reference counting, no garbage collection needed
