@@ -34,8 +34,9 @@
 #    `nnx.Optimizer`, not an Optax transformation, no Python numbers. The learning rate
 #    goes into `opt_state`.
 # 2. `train_step(graphdef, params, opt_state, x, y) -> (params, opt_state, loss)`: one
-#    jitted SGD step, defined once. `loss` is `mse` at the params it was given, and the
-#    new params are `params - learning_rate * gradient`.
+#    jitted SGD step, defined once. It rebuilds the model from `graphdef` and `params`
+#    and calls it through `mse`; `loss` is `mse` at the params it was given, and the new
+#    params are `params - learning_rate * gradient`.
 # 3. `fit(model, learning_rate, batches) -> losses`: the same numbers as `slow_fit`, a
 #    1-D array with one loss per batch, computed by calling `train_step` once per batch.
 #
@@ -43,8 +44,8 @@
 # learning rates; and after a first run, runs with re-created models of the same size
 # and new learning rates compile **nothing**, counted over every function JAX compiles.
 # The grader draws a new model size each time, so take everything from the model you
-# are given. Its models also record where they run: every call must happen inside a
-# compiled program, once per batch.
+# are given. Its models also record where they run: the model must run inside a
+# compiled program on every batch, and never outside one.
 #
 # Run `jitlab check 13` for a verdict, `jitlab hint 13` for a hint.
 

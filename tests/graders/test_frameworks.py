@@ -324,6 +324,21 @@ def test_numpy_path_with_a_decoy_call_is_rejected():
     assert failure.seen.startswith("1 compiled execution(s)")
 
 
+def test_numpy_path_with_a_decoy_call_per_batch_is_rejected():
+    """As many decoy calls as batches, all on the first batch: the others never run."""
+
+    def repeated_decoy_fit(model, learning_rate, batches):
+        graphdef, params, opt_state = init(model, learning_rate)
+        x, y = batches[0]
+        for _ in batches:
+            jax.block_until_ready(train_step(graphdef, params, opt_state, x, y))
+        return numpy_fit(model, learning_rate, batches)
+
+    failure = grade_failure(init, train_step, repeated_decoy_fit)
+    assert failure.check == "fit runs the model in a compiled program, once per batch"
+    assert "[1, 2, 3]" in failure.seen and "never reached the model" in failure.seen
+
+
 def test_hard_coded_losses_are_rejected():
     """The step runs for every batch, but the losses returned are fixed numbers."""
 
