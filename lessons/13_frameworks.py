@@ -762,7 +762,7 @@ for label, make_call in ways.items():
 
 # Time the four in turns, so a burst of load on a shared machine hits them all alike.
 samples = {label: [] for label in calls}
-for _ in range(100):
+for _ in range(60):
     for label, call in calls.items():
         samples[label].append(jitlab.time_once(call))
 steady = {label: 1e6 * float(np.median(times)) for label, times in samples.items()}
