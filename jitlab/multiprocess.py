@@ -70,6 +70,7 @@ INIT_FAILED_EXIT = 77
 TASK_FAILED_EXIT = 1
 POLL_SECONDS = 0.05
 LAUNCHED_ENV = "JITLAB_LAUNCHED_AT"
+WORKER_ENV = "JITLAB_WORKER_PROCESS"  # set in every worker: workers never launch workers
 
 PRELUDE = """\
 import collections
@@ -355,6 +356,7 @@ def _worker_env(extra: Mapping[str, str] | None) -> dict[str, str]:
     ]
     env["XLA_FLAGS"] = " ".join(flags)
     env.update(extra or {})
+    env[WORKER_ENV] = "1"
     return env
 
 
@@ -523,6 +525,11 @@ def run(
     returns normally; call ``Run.check()`` to demand success.
     ``port``: try this port first (tests use it); later attempts pick free ones.
     """
+    if os.environ.get(WORKER_ENV):
+        raise LaunchError(
+            "jitlab.multiprocess.run was called inside a worker process (from code that the "
+            "workers import): keep only definitions in the code you hand to the workers"
+        )
     options = dict(options or {})
     envs = list(env) if isinstance(env, Sequence) else [env or {}] * num_processes
     if len(envs) != num_processes:

@@ -424,7 +424,8 @@ np.testing.assert_allclose(got[:, :3], [want[:3], want[:3]], rtol=1e-4)  # 3 goo
 assert not np.allclose(got[0, -1], got[1, -1], rtol=1e-3)  # then they disagree ...
 assert not np.allclose(got[0, -1], want[-1], rtol=1e-3)  # ... and neither is right
 assert not np.allclose(got[1, -1], want[-1], rtol=1e-3)
-# Why: both sum the gradient over the 7 real rows; process 0 divides by 8, process 1 by 6.
+# Why: both sum the gradient over the 7 real rows; process 0 divides by 8, process 1
+# by 6.
 last = [local_batch(p, 3, n) for p, n in enumerate([4, 3])]
 x7, y7 = (np.concatenate(parts).astype(np.float64) for parts in zip(*last, strict=True))
 summed = 2.0 * x7.T @ (x7 @ want[-2] - y7)
@@ -481,14 +482,20 @@ if p0.error:  # process 1's abort reached it in the middle of the step
 else:  # process 0 had what it wanted before process 1 died, and finished the step
     assert len(p0.of("step")) == 4 and p0.of("finished")
 assert crashed.stopped == "stalled" and p0.killed  # either way, it never exited
+jitlab.record(
+    "14",
+    "ragged batch, gathered errors: process 1 aborts, the launcher stops process 0",
+    total_s=crashed.seconds,
+)
 
 # %% [markdown]
 # Now the collective itself does not match: the gathered vector has 8 entries in
 # process 0's program and 6 in process 1's, so process 0 sends more than process 1 has
 # room for. Gloo's size check fails inside process 1 and aborts it (SIGABRT, with
-# gloo's own question "Is there a distributed collective mismatch in your code?"). What process 0 sees is a race: if process 1's abort reaches it in the
-# middle of the step, it raises a `ValueError` ("Gloo AllGather failed ... Connection
-# reset by peer"); if not, it finishes the step with what it received and carries on.
+# gloo's own question "Is there a distributed collective mismatch in your code?").
+# What process 0 sees is a race: if process 1's abort reaches it in the middle of the
+# step, it raises a `ValueError` ("UNKNOWN: Gloo AllGather failed ... Connection reset
+# by peer"); if not, it finishes the step with what it received and carries on.
 # Either way it then does not exit: `jax.distributed` shuts down with a barrier that
 # waits for every process, and process 1 is gone. The launcher stopped it after 3 s in
 # which nothing happened.
@@ -537,6 +544,11 @@ assert [w.signal_name for w in patient.workers] == ["SIGABRT"] * 2  # ... they a
 assert all("Shutdown barrier has failed" in w.log for w in patient.workers)
 initialize = inspect.signature(jax.distributed.initialize).parameters
 assert initialize["shutdown_timeout_seconds"].default == 300
+jitlab.record(
+    "14",
+    "ragged batch, declared global shape: both abort at a 2 s shutdown barrier",
+    total_s=patient.seconds,
+)
 
 # %% [markdown]
 # Process 1 raised at once, before its step: "Invalid host data ... the process data
@@ -712,18 +724,30 @@ assert [w.one("same program")["passed"] for w in bad] == [False, False]  # both 
 message = bad[0].one("same program")["message"]
 assert message.startswith("the processes compile different programs")
 last_w = [w.of("step")[-1]["w"] for w in bad]
+right_w = good[0].of("step")[-1]["w"]
 assert not np.allclose(last_w[0], last_w[1], rtol=1e-3)
+assert not np.allclose(last_w[0], right_w, rtol=1e-4)  # process 0 is wrong too
 assert [w.one("same program")["decay"] for w in good] == [0.0, 0.0]
 assert [w.one("same program")["passed"] for w in good] == [True, True]
 assert [w.one("compiles")["compiles"] for w in good] == [1, 1]
 assert [w.one("compiles")["traces"] for w in good] == [1, 1]  # the check's, reused
 np.testing.assert_allclose(good[0].of("step")[-1]["w"], good[1].of("step")[-1]["w"])
+for job, run in (("read by each process", disagree), ("broadcast", agreed)):
+    for w in run.workers:
+        jitlab.record(
+            "14",
+            f"static value {job}: process {w.process_id}",
+            compiles=w.one("compiles")["compiles"],
+        )
 
 # %% [markdown]
 # One compilation on each process, and a "never seen function" explanation on each:
 # nothing in either process's counts or explanations is wrong, because each process is
-# consistent with itself. Only a comparison *across* processes shows it. Two things fix
-# it:
+# consistent with itself. Yet the weights differ, and not only on process 1: process 0,
+# which read the right value, ends with weights that differ from the broadcast job's
+# too: once process 1's weights have drifted, the all-reduce hands process 0 a share of
+# the gradient computed with them. Only a comparison *across* processes shows the
+# problem. Two things fix it:
 #
 # - **Decide configuration once.** Process 0 reads the value and
 #   `multihost_utils.broadcast_one_to_all` hands it to everyone, so every process
@@ -783,10 +807,10 @@ assert uneven == {"ragged, shape inferred"}  # counts alone miss the static mism
 # start-up, and run `assert_same_program` once before training.
 #
 # <div class="admonition tip"><p class="admonition-title">Launching processes</p>
-# <p><code>jitlab.multiprocess</code> is a small launcher for this course: it gives every
-# worker a time limit, stops a run that has gone quiet, and always kills and reaps its
-# processes. On a cluster, the scheduler (Slurm, Kubernetes) plays this role, and its
-# time limit is the one that ends a hang: set it, and set
+# <p><code>jitlab.multiprocess</code> is a small launcher for this course: it gives
+# every worker a time limit, stops a run that has gone quiet, and always kills and
+# reaps its processes. On a cluster, the scheduler (Slurm, Kubernetes) plays this
+# role, and its time limit is the one that ends a hang: set it, and set
 # <code>shutdown_timeout_seconds</code> to something you are willing to wait.</p></div>
 
 # %%

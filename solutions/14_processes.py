@@ -50,9 +50,11 @@
 # that uses the notebook's other variables. Then each process builds the mesh (every
 # device on the axis `"data"`) and the zero weights, and for each step calls
 # `make_global_batch` on its own rows and `train_step` on the result, counting
-# `train_step`'s compilations with `jitlab.count_compiles`. The grader draws new data,
-# `max_rows`, `F` and `lr` on every run. Run `jitlab check 14` for a verdict and
-# `jitlab hint 14` for a hint.
+# `train_step`'s compilations with `jitlab.count_compiles`. Before each step the
+# processes compare what they are about to run, and stop together if it differs: a
+# mismatch ends in a verdict, not in the hang or the abort of the lesson. The grader
+# draws new data, `max_rows`, `F` and `lr` on every run. Run `jitlab check 14` for a
+# verdict and `jitlab hint 14` for a hint.
 
 # %%
 import jax

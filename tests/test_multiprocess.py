@@ -82,6 +82,12 @@ def shrug_off_sigterm(worker):
     worker.emit("still alive")
 
 
+def launch_from_a_worker(worker):
+    from jitlab import multiprocess
+
+    multiprocess.run(global_sum)
+
+
 def raise_on_one(worker):
     if worker.process_id == 1:
         raise KeyError("only on process 1")
@@ -233,3 +239,11 @@ def test_env_per_process_and_options_reach_the_workers():
     assert [s["flag"] for s in seen] == [None, "one"]
     assert all(s["options"]["answer"] == 42 for s in seen)
     assert os.environ.get("JITLAB_TEST_FLAG") is None
+
+
+def test_a_worker_cannot_launch_workers():
+    # A learner's cell that calls the grader would otherwise start workers recursively.
+    run = multiprocess.run(launch_from_a_worker, helpers=[global_sum], stall_timeout=10.0)
+    for worker in run.workers:
+        assert worker.error["type"] == "LaunchError"
+        assert "inside a worker process" in worker.error["message"]

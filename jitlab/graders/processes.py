@@ -46,6 +46,7 @@ import hashlib
 import importlib.util
 import inspect
 import linecache
+import re
 import sys
 import tempfile
 from collections.abc import Callable
@@ -77,14 +78,27 @@ NOT_SOLVED = "NotImplementedError"
 # --- the learner's code, in a file the workers import -------------------------------------
 
 
+def _cell_around(lines: list[str], first_line: int) -> tuple[int, list[str]]:
+    """Where the ``# %%`` cell that holds line ``first_line`` (1-based) of a percent-format
+    file starts, and its lines; the whole file when it has no cell markers."""
+    starts = [i for i, line in enumerate(lines) if line.startswith("# %%")]
+    before = [i for i in starts if i < first_line]
+    after = [i for i in starts if i >= first_line]
+    if not before:
+        return 0, lines
+    return before[-1], lines[before[-1] + 1 : after[0] if after else len(lines)]
+
+
 def learner_source(*functions: Callable[..., Any]) -> str:
-    """The text of every cell (or file) that defines one of ``functions``, in order.
+    """The text of every cell that defines one of ``functions``, in order.
 
     In a notebook, ``linecache`` holds each cell's source under the file name that the
-    function's code object carries; for a function from a file, it reads the file.
+    function's code object carries. When that name is the exercise file itself (the
+    file run as a script, or cell by cell from an editor), the ``# %%`` cell around the
+    function is taken, so that the grader cell never runs in the workers.
     """
     texts: list[str] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, int]] = set()
     for fn in functions:
         inner = inspect.unwrap(fn)
         code = getattr(inner, "__code__", None)
@@ -96,10 +110,12 @@ def learner_source(*functions: Callable[..., Any]) -> str:
                 hint="define both functions with def (train_step with @jax.jit) in the "
                 "exercise cell",
             )
-        if code.co_filename in seen:
-            continue
-        seen.add(code.co_filename)
         lines = linecache.getlines(code.co_filename)
+        start, cell = _cell_around(lines, code.co_firstlineno)
+        where = (code.co_filename, start)
+        if where in seen:
+            continue
+        seen.add(where)
         if not lines:
             raise fail(
                 "the grader finds the cell that defines your functions",
@@ -108,7 +124,7 @@ def learner_source(*functions: Callable[..., Any]) -> str:
                 seen=f"no source for {code.co_filename}",
                 hint="run the exercise cell again, then the grader cell",
             )
-        texts.append("".join(lines))
+        texts.append("".join(cell))
     return "\n\n".join(texts)
 
 
@@ -516,6 +532,12 @@ def grade(make_global_batch: Callable[..., Any], train_step: Callable[..., Any])
     all_passed("14 many processes")
 
 
+def _compact(shapes: str) -> str:
+    """``float32[16, 4] P('data',)`` as ``f32[16,4]``: the batch column of :func:`show`."""
+    shapes = re.sub(r"float(\d+)", r"f\1", shapes).replace(", ", ",").replace(";", "")
+    return shapes.replace(" P('data',)", "")
+
+
 def show(make_global_batch: Callable[..., Any], train_step: Callable[..., Any]) -> None:
     """Run the learner's functions on two processes as the grader does, and print what
     each process built, compiled and computed, without judging."""
@@ -523,7 +545,9 @@ def show(make_global_batch: Callable[..., Any], train_step: Callable[..., Any]) 
 
     plan = Plan.draw(fresh_rng())
     run = launch(make_global_batch, train_step, plan)
-    print(f"max_rows={plan.max_rows}, rows per step: {list(map(list, plan.lengths))}")
+    print(f"max_rows={plan.max_rows}; real rows per step, process by process:")
+    for process, lengths in enumerate(plan.lengths):
+        print(f"  process {process}: {list(lengths)}")
     rows = []
     for worker in run.workers:
         losses = {r["step"]: r["loss"] for r in worker.of("step")}
@@ -532,16 +556,20 @@ def show(make_global_batch: Callable[..., Any], train_step: Callable[..., Any]) 
                 {
                     "process": worker.process_id,
                     "step": record["step"],
-                    "global batch": record["shapes"][-70:],
+                    "global batch (leaves)": _compact(record["shapes"]),
                     "loss": losses.get(record["step"], "-"),
                 }
             )
     print_table(rows)
     for worker in run.workers:
-        problems = worker.of("failed") + worker.of("mismatch")
         counted = worker.of("compiles")
         said = f"{counted[0]['compiles']} compilation(s)" if counted else worker.status()
-        print(f"process {worker.process_id}: {said}" + (f"; {problems[0]}" if problems else ""))
+        for failed in worker.of("failed"):
+            said += f"; {failed['where']} raised {failed['type']} at step {failed['step']}"
+        for mismatch in worker.of("mismatch"):
+            said += f"; stopped at step {mismatch['step']}: the processes' {mismatch['what']}"
+            said += "es differ" if mismatch["what"] == "batch" else "s differ"
+        print(f"process {worker.process_id}: {said}")
 
 
 __all__ = ["Plan", "grade", "launch", "learner_source", "show", "stream"]

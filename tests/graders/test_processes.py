@@ -401,3 +401,29 @@ def test_rejects_a_cell_that_uses_the_notebooks_variables(tmp_path):
         processes.grade(make_global_batch, train_step)
     assert "NameError" in info.value.seen and "MAX_ROWS" in info.value.seen
     assert "keep everything the functions need" in info.value.hint
+
+
+def test_show_prints_each_process_without_judging(tmp_path, capsys):
+    processes.show(*exercise_cell(tmp_path, ROOT / "solutions" / "14_processes.py"))
+    out = capsys.readouterr().out
+    assert "process 0: 1 compilation(s)" in out and "process 1: 1 compilation(s)" in out
+    assert "✓" not in out  # no verdict
+
+
+def test_from_a_percent_format_file_only_the_functions_cell_is_copied(tmp_path):
+    # Run as a script, or cell by cell from an editor, the functions come from the
+    # exercise file itself: the grader cell must not run in the workers.
+    path = tmp_path / "exercise.py"
+    path.write_text(
+        "# %%\nimport jax\n\nSETUP = 1\n\n# %%\n"
+        + textwrap.dedent(PADDED_BATCH)
+        + textwrap.dedent(MASKED_STEP).replace("\n\n", "\n")
+        + '\n# %% tags=["grader"]\nprint("the grader cell")\n'
+    )
+    spec = importlib.util.spec_from_file_location("exercise_file", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    source = processes.learner_source(module.make_global_batch, module.train_step)
+    assert "def make_global_batch(" in source and "def train_step(" in source
+    assert "SETUP" not in source and "the grader cell" not in source
+    assert source.count("def make_global_batch(") == 1
