@@ -1,0 +1,133 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+#   jitlab:
+#     lesson: "14"
+#     title: One program on every process
+#     hints:
+#       - "Run processes.show(make_global_batch, train_step) (the snippet under the exercise cell) and read the global batch column: does process 1 build the same shapes as process 0 at every step? Does either process build the same shapes at every step?"
+#       - "max_rows is the same number on every process and at every step, whatever the data. Pad x and y to max_rows rows, and add a third array that is 1 for a real row and 0 for padding."
+#       - "jax.make_array_from_process_local_data(NamedSharding(mesh, P('data')), local, global_shape) takes the global shape as its third argument: max_rows * jax.process_count() rows. In train_step, multiply the errors by the mask and divide by the mask's sum, not by the number of rows."
+# ---
+
+# %% [markdown]
+# # Exercise 14 · One program on every process
+#
+# Two JAX processes train a linear model together, data-parallel: each reads its own
+# rows, the rows of both processes form one global batch split over the mesh's
+# `"data"` axis, and the jitted step averages the squared error over all of them. The
+# data loader is ragged: at each step a process gets between 1 and `max_rows` rows,
+# and the two processes rarely get the same number. Write, in the exercise cell:
+#
+# - `make_global_batch(x, y, mesh, max_rows)`: this process's rows (`x`: float32
+#   `(n, F)`, `y`: float32 `(n,)`, with `1 <= n <= max_rows`) as a global batch on
+#   `mesh`: a pytree (a dict, a tuple, ...) of `jax.Array`s built with
+#   `jax.make_array_from_process_local_data`, split over `"data"`. Its shapes must be
+#   **the same on every process and at every step**.
+# - `train_step(w, batch, lr)`, jitted: returns `(new_w, loss)`. `loss` is the mean
+#   squared error of `x @ w - y` over the **real** rows of **both** processes (padding
+#   left out), and `new_w = w - lr * gradient of that loss`. `w` is float32 `(F,)`,
+#   replicated over the mesh; `lr` is a Python float.
+#
+# **Solved** means: `train_step` compiles **exactly once on each process** for a stream
+# of 8 ragged steps, and both processes get the losses and weights that one process
+# training on all the real rows would get.
+#
+# **How the grader runs your code.** It starts two JAX processes joined by
+# `jax.distributed` (as in the lesson, with `jitlab.multiprocess`). In each of them it
+# runs **the whole cell** that defines `make_global_batch` and `train_step`, as you
+# wrote it, with these names already imported: `jax`, `jnp`, `np`, `NamedSharding`,
+# `P`, `functools` (and `os`, `time`, `collections`, `hashlib`, `logging`, `jitlab`).
+# So keep everything your functions need in that cell (helpers are fine), and nothing
+# that uses the notebook's other variables. Then each process builds the mesh (every
+# device on the axis `"data"`) and the zero weights, and for each step calls
+# `make_global_batch` on its own rows and `train_step` on the result, counting
+# `train_step`'s compilations with `jitlab.count_compiles`. Before each step the
+# processes compare what they are about to run, and stop together if it differs: a
+# mismatch ends in a verdict, not in the hang or the abort of the lesson. The grader
+# draws new data, `max_rows`, `F` and `lr` on every run. Run `jitlab check 14` for a
+# verdict and `jitlab hint 14` for a hint.
+
+# %%
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+# A small example on this one process: 3 real rows of 2 features.
+example_x = np.arange(6, dtype=np.float32).reshape(3, 2)
+example_y = np.array([1.0, 2.0, 3.0], np.float32)
+example_w = jnp.zeros(2, jnp.float32)
+one_device = jax.make_mesh((1,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+# With one process, the global array is this process's rows.
+split = NamedSharding(one_device, P("data"))
+print(jax.make_array_from_process_local_data(split, example_y).shape)
+
+
+# %%
+def make_global_batch(x, y, mesh, max_rows):
+    """This process's rows as a global batch, the same shapes on every process."""
+    # BEGIN SOLUTION
+    # One global shape for every process and every step: pad this process's rows to
+    # max_rows (a number every process knows, whatever data it happens to hold) and
+    # mark which rows are real.
+    n, features = x.shape
+    padded_x = np.zeros((max_rows, features), np.float32)
+    padded_x[:n] = x
+    padded_y = np.zeros(max_rows, np.float32)
+    padded_y[:n] = y
+    mask = np.zeros(max_rows, np.float32)
+    mask[:n] = 1.0
+    # State the global shape rather than let JAX infer it from this process's rows.
+    rows = NamedSharding(mesh, P("data"))
+    total = max_rows * jax.process_count()
+    return {
+        "x": jax.make_array_from_process_local_data(rows, padded_x, (total, features)),
+        "y": jax.make_array_from_process_local_data(rows, padded_y, (total,)),
+        "mask": jax.make_array_from_process_local_data(rows, mask, (total,)),
+    }
+    # END SOLUTION
+
+
+@jax.jit
+def train_step(w, batch, lr):
+    """One SGD step on the real rows of every process; returns (new_w, loss)."""
+
+    # BEGIN SOLUTION
+    def masked_mse(w):
+        err = (batch["x"] @ w - batch["y"]) * batch["mask"]
+        # The mask's sum counts the real rows of every process together (XLA adds the
+        # all-reduce), so the padding never enters the mean, whatever the shapes.
+        return jnp.sum(err**2) / jnp.sum(batch["mask"])
+
+    loss, grad = jax.value_and_grad(masked_mse)(w)
+    return w - lr * grad, loss
+    # END SOLUTION
+
+
+# %% [markdown]
+# Try it on this one process first, then on two processes as the grader does:
+#
+# ```python
+# batch = make_global_batch(example_x, example_y, one_device, 4)
+# print(jax.tree.map(lambda a: a.shape, batch))
+# print(train_step(example_w, batch, 0.1))
+#
+# from jitlab.graders import processes
+#
+# processes.show(make_global_batch, train_step)  # what each process built and compiled
+# ```
+
+# %% tags=["grader"]
+from jitlab.graders import processes
+
+processes.grade(make_global_batch, train_step)
