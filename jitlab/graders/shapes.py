@@ -309,7 +309,7 @@ def _too_many_compiles(
         )
     kinds = {sig[0][1:] for sig in per_signature if len(sig[0]) > 1}
     if len(kinds) > 1:
-        shown = ", ".join(sorted(describe(((k,), ())) for k in kinds))
+        shown = ", ".join(sorted(describe((k, ())) for k in kinds))
         return (
             f"n reached padded_rms as {len(kinds)} different types: {shown}",
             "pass n the same way on every call (for instance always len(x), a Python int)",

@@ -6,6 +6,7 @@ Every test builds its own functions, so no test depends on what another compiled
 from __future__ import annotations
 
 import bisect
+import itertools
 from functools import partial
 
 import jax
@@ -285,6 +286,23 @@ def test_rejects_padding_to_the_wrong_length():
     with pytest.raises(GradingFailure, match="one compilation per bucket") as failure:
         shapes.grade(next_power_of_two, kernel, rms)
     assert "bucket_size(" in failure.value.seen and "pad x to bucket_size" in failure.value.hint
+
+
+def test_rejects_n_passed_as_two_types():
+    kernel = make_kernel()
+    calls = itertools.count()
+
+    def rms(x):
+        padded = np.zeros(next_power_of_two(len(x)), np.float32)
+        padded[: len(x)] = x
+        # A weakly typed Python int on odd calls, a strongly typed int32 on even ones:
+        # two cache entries per bucket (the largest bucket gets about 24 of 50 calls).
+        n = len(x) if next(calls) % 2 else np.int32(len(x))
+        return kernel(padded, n)
+
+    with pytest.raises(GradingFailure, match="one compilation per bucket") as failure:
+        shapes.grade(next_power_of_two, kernel, rms)
+    assert "2 different types" in failure.value.seen
 
 
 def test_rejects_sorting_the_callers_array_in_place():
