@@ -91,8 +91,9 @@ def score(batch: np.ndarray, weights: jax.Array) -> jax.Array:
     # The boundary: whatever dtype the loader produced, decide it here, once, before
     # the jitted call. The cache lookup uses the argument's dtype after JAX
     # canonicalises it (float64 is float32 by then, int64 int32) but before the body
-    # runs, so a cast inside score_core would come too late. float32 keeps the float batches'
-    # digits (an integer cast would truncate them) and holds every integer up to 2**24.
+    # runs, so a cast inside score_core would come too late. float32 keeps the float
+    # batches' digits (an integer cast would truncate them) and holds every integer up
+    # to 2**24.
     # From NumPy, jnp.asarray converts on the host and compiles nothing.
     x = jnp.asarray(batch, jnp.float32)
     return score_core(x, weights)
