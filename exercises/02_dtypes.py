@@ -41,13 +41,15 @@
 # Write two functions:
 #
 # - `score_core(x, weights)`: jitted; does the arithmetic above.
-# - `score(batch, weights)`: a plain Python function, the one the loader calls with raw
-#   batches; it prepares `batch` and calls `score_core`.
+# - `score(batch, weights)`: a plain Python function (not jitted), the one the loader
+#   calls with raw batches; it prepares `batch`, calls `score_core` (by that name) and
+#   returns its result. It must not change `batch` or `weights`.
 #
 # Solved means: the numbers match a float64 NumPy reference to float32 accuracy for every
 # source dtype, **and** `score_core` compiles **once** for a whole pass of the loader.
-# The grader draws fresh batches and weights every run, empties `score_core`'s cache, and
-# counts its compilations with `jitlab.count_compiles`.
+# The grader draws fresh batches and weights every run, checks that every answer `score`
+# returns was computed by `score_core`, empties `score_core`'s cache, and counts its
+# compilations with `jitlab.count_compiles`.
 # Run `jitlab check 02` for a verdict, `jitlab hint 02` for a hint.
 
 # %%

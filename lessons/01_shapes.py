@@ -16,23 +16,31 @@
 #       - Why does a jitted function slow down when its inputs change length?
 #       - How do padding and masking make many lengths share one program?
 #       - How many buckets should you have?
+#       - Why does a jitted vmap compile again when the batch size changes?
+#       - How do jnp.nonzero, jnp.argwhere and jnp.unique work under jit?
 #     objectives:
 #       - Measure the cost of many distinct shapes against the number of compilations.
 #       - Pad variable-length data to a fixed length and mask the padding out.
 #       - Bucket lengths to powers of two and weigh wasted work against compilations.
+#       - Bucket the batch size of a jitted vmap.
+#       - Give data-dependent sizes a fixed size= and fill_value=, and measure it against
+#         a static size.
 #     prerequisites:
 #       lessons: [what_jit_caches]
-#     minutes: {teaching: 25, exercises: 20}
+#     minutes: {teaching: 30, exercises: 25}
 #     keypoints:
 #       - Every new shape is a new cache key, so it costs a full trace and compilation.
 #       - The cost of a loop grows with the number of distinct shapes, not the number of calls.
 #       - Padding to one fixed length compiles once but computes on the padding; a mask keeps the answer right.
 #       - Bucketing to powers of two bounds compilations to about log2(max length) while wasting less than half.
 #       - Count the compilations and the padded elements side by side; which strategy wins depends on how often each program runs.
+#       - The batch size is a shape too, under vmap as anywhere else; pad batches to buckets and drop the extra outputs (no mask is needed for per-example work).
+#       - Under jit, jnp.nonzero, jnp.argwhere and jnp.unique need size= and fill_value=; a fixed size keeps one program, a static size computed from the data compiles one per size.
 #     instructor_notes:
 #       - "Before the first experiment, ask the room to predict the compilation count; most say 1."
 #       - "Learners often divide by the padded length instead of n. The exercise's grader feeds garbage in the padding to catch exactly that."
 #       - The timing ratio depends on the laptop; the compile counts do not. Teach from the counts.
+#       - "The static-size nonzero is the tempting fix for the ConcretizationTypeError; ask the room how many programs it costs before running the cell."
 # ---
 
 # %% [markdown]
@@ -49,6 +57,8 @@ import jitlab
 jitlab.intro()
 
 # %%
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
@@ -69,14 +79,14 @@ def similarity(x):
 similarity_jit = jax.jit(similarity)
 
 rng = np.random.default_rng(0)
-lengths = rng.integers(1, 513, size=80)  # a stream of 80 arrays of random length
+lengths = rng.integers(1, 513, size=64)  # a stream of 64 arrays of random length
 stream = [rng.normal(size=int(n)).astype(np.float32) for n in lengths]
 distinct = len(set(lengths.tolist()))
 print(f"{len(stream)} arrays, {distinct} distinct lengths, longest {lengths.max()}")
 
 # %% [markdown]
 # <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>How many times will <code>similarity_jit</code> compile over this stream of 80 arrays?</p></div>
+# <p>How many times will <code>similarity_jit</code> compile over this stream of 64 arrays?</p></div>
 
 # %%
 with jitlab.count_compiles(similarity_jit) as naive, jitlab.stopwatch() as naive_clock:
@@ -93,15 +103,16 @@ assert naive.compiles == distinct, "one compilation per distinct length"
 #
 # ## Time grows with the number of distinct shapes
 #
-# Keep the number of calls fixed at 40 and vary how many distinct lengths they use. The
+# Keep the number of calls fixed at 30 and vary how many distinct lengths they use. The
 # cache is cleared before each run so every run starts cold.
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>Forty calls over one length against forty calls over forty lengths: how much slower?</p></div>
+# <p>Thirty calls over one length against thirty calls over thirty lengths: how much
+# slower?</p></div>
 
 
 # %%
-def run_with_distinct_lengths(k: int, calls: int = 40) -> dict:
+def run_with_distinct_lengths(k: int, calls: int = 30) -> dict:
     pool = np.linspace(200, 400, k).astype(int)
     inputs = [np.ones(int(pool[i % k]), np.float32) for i in range(calls)]
     similarity_jit.clear_cache()
@@ -116,7 +127,7 @@ def run_with_distinct_lengths(k: int, calls: int = 40) -> dict:
     }
 
 
-sweep = [run_with_distinct_lengths(k) for k in (1, 2, 5, 10, 20, 40)]
+sweep = [run_with_distinct_lengths(k) for k in (1, 3, 10, 20, 30)]
 jitlab.print_table(sweep)
 for row in sweep:
     assert row["compiles"] == row["distinct lengths"]
@@ -125,7 +136,7 @@ assert sweep[-1]["total_s"] > 3 * sweep[0]["total_s"]
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.2))
 ax.plot([r["distinct lengths"] for r in sweep], [r["total_s"] for r in sweep], "o-")
-ax.set_xlabel("distinct input lengths (40 calls each run)")
+ax.set_xlabel("distinct input lengths (30 calls each run)")
 ax.set_ylabel("total seconds")
 ax.set_title("Same number of calls, more shapes: more compilations")
 ax.grid(alpha=0.3)
@@ -134,7 +145,7 @@ plt.show()
 
 # %% [markdown]
 # The line is straight: each new length adds one compilation's worth of time, and the
-# 40 cached calls hardly register.
+# 30 cached calls hardly register.
 #
 # ## Fix one: pad to a fixed length, and mask
 #
@@ -263,14 +274,214 @@ plt.show()
 # %% [markdown]
 # Which strategy wins depends on how often each program runs. With few calls, compiling
 # is the whole cost and one padded program wins. When the same programs run millions of
-# times, the wasted cells dominate and buckets win. Buckets sit in between: a handful of compilations,
-# less than 4x waste for a quadratic function (less than 2x for a linear one). Many real
-# systems go further and pick bucket boundaries from the observed length distribution.
+# times, wasted work counts too: one program per length wastes nothing but compiles the
+# most, padding to the maximum compiles once but wastes the most, and buckets sit in
+# between, with a handful of compilations and less than 4x waste for a quadratic
+# function (less than 2x for a linear one). Many real systems go further and pick bucket
+# boundaries from the observed length distribution.
+#
+# ## Batches of varying size under `vmap`
+#
+# `jax.vmap` writes the batched function for you, but the batch size is still a shape:
+# a jitted `vmap` compiles once per batch size. The last, smaller batch of an epoch, or
+# a server that batches whatever requests have arrived, pays for it. Buckets work here
+# too, and more simply: each example is computed on its own, so the padding rows cannot
+# leak into the real ones, and no mask is needed. Drop their outputs.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>20 batches of 1 to 64 examples through a jitted <code>vmap</code>: how many
+# compilations? And with each batch padded to the next power of two?</p></div>
+
+
+# %%
+def example_energy(row):
+    """One example's energy: the per-example function that vmap maps over a batch."""
+    return jnp.sum(jnp.tanh(row) ** 2)
+
+
+def pad_rows(batch: np.ndarray, rows: int) -> np.ndarray:
+    padded = np.zeros((rows, batch.shape[1]), dtype=batch.dtype)
+    padded[: len(batch)] = batch
+    return padded
+
+
+batch_sizes = rng.integers(1, 65, size=20)
+batches = [rng.normal(size=(int(b), 16)).astype(np.float32) for b in batch_sizes]
+
+energy_per_size = jax.jit(jax.vmap(example_energy))
+with (
+    jitlab.count_compiles(energy_per_size) as per_size,
+    jitlab.stopwatch() as per_size_clock,
+):
+    per_size_out = [jax.block_until_ready(energy_per_size(b)) for b in batches]
+
+energy_bucketed = jax.jit(jax.vmap(example_energy))
+with (
+    jitlab.count_compiles(energy_bucketed) as by_bucket,
+    jitlab.stopwatch() as by_bucket_clock,
+):
+    bucketed_out = [
+        energy_bucketed(pad_rows(b, next_power_of_two(len(b))))[: len(b)]
+        for b in batches
+    ]
+    jax.block_until_ready(bucketed_out)
+
+size_buckets = {next_power_of_two(int(b)) for b in batch_sizes}
+jitlab.print_table(
+    [
+        {
+            "batches": "one program per batch size",
+            "compiles": per_size.compiles,
+            "total_s": per_size_clock.seconds,
+        },
+        {
+            "batches": "padded to power-of-two buckets",
+            "compiles": by_bucket.compiles,
+            "total_s": by_bucket_clock.seconds,
+        },
+    ]
+)
+jitlab.record(
+    "vmap, one program per batch size",
+    compiles=per_size.compiles,
+    total_s=per_size_clock.seconds,
+)
+jitlab.record(
+    "vmap, batch sizes in buckets",
+    compiles=by_bucket.compiles,
+    total_s=by_bucket_clock.seconds,
+    speedup=per_size_clock.seconds / by_bucket_clock.seconds,
+)
+assert per_size.compiles == len(set(batch_sizes.tolist())), "one per batch size"
+assert by_bucket.compiles == len(size_buckets), "one per bucket"
+for got, want in zip(bucketed_out, per_size_out, strict=True):
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+# %% [markdown]
+# One compilation per batch size without buckets, one per bucket with them, and the
+# same numbers. (A function that mixes examples, such as a mean over the batch, would
+# need the mask again.)
+#
+# ## Sizes that depend on the data
+#
+# Some functions return an array whose *length* depends on the values:
+# `jnp.nonzero`, `jnp.argwhere` and `jnp.unique` as NumPy defines them. Under jit the
+# output shape must be known from the input shapes alone, so these functions need a
+# `size=` argument (and a `fill_value=` for the unused slots). Without it, tracing fails
+# with a `ConcretizationTypeError`. Lesson 05 shows the related errors of boolean
+# indexing (`x[x > 0]`) and of `jnp.arange` on a traced value.
+
+# %%
+for name, without_size in {
+    "nonzero": lambda v: jnp.nonzero(v > 0),
+    "argwhere": lambda v: jnp.argwhere(v > 0),
+    "unique": lambda v: jnp.unique(v),
+}.items():
+    try:
+        jax.jit(without_size)(jnp.arange(4.0))
+    except jax.errors.ConcretizationTypeError:
+        print(f"jnp.{name} without size=: ConcretizationTypeError")
+    else:
+        raise AssertionError(f"jnp.{name} should need size= under jit")
+
+# %% [markdown]
+# There are two ways to give the size. A **fixed size** (the largest the answer can be,
+# here the input's length) gives one program for every input of that shape, and the
+# caller reads how many slots are real from a count returned beside the indices. A
+# **static size** computed from the data before the call (the exact count, passed with
+# `static_argnames`) returns exactly the right length, and compiles once per count.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Twelve arrays of 64 values, with 1, 3, 4, 6, 8 or 11 of them above the threshold:
+# how many compilations for each way?</p></div>
+
+# %%
+THRESHOLD = 2.0
+
+
+@jax.jit
+def outliers_fixed(x, threshold):
+    """Indices of the values above threshold, padded with -1 to the length of x."""
+    above = x > threshold
+    (idx,) = jnp.nonzero(above, size=x.shape[0], fill_value=-1)
+    return idx, jnp.sum(above)
+
+
+@partial(jax.jit, static_argnames="count")
+def outliers_static(x, threshold, count):
+    """Exactly ``count`` indices: one program per value of ``count``."""
+    (idx,) = jnp.nonzero(x > threshold, size=count)
+    return idx
+
+
+def with_outliers(k: int) -> np.ndarray:
+    """64 values, exactly k of them above the threshold."""
+    x = rng.uniform(-1.0, 1.0, size=64).astype(np.float32)
+    x[rng.choice(64, size=k, replace=False)] = THRESHOLD + 1.0
+    return x
+
+
+outlier_counts = [1, 3, 4, 6, 8, 11] * 2
+signals = [with_outliers(k) for k in outlier_counts]
+
+with (
+    jitlab.count_compiles(outliers_fixed) as n_fixed,
+    jitlab.stopwatch() as fixed_size_clock,
+):
+    fixed_out = jax.block_until_ready([outliers_fixed(x, THRESHOLD) for x in signals])
+with (
+    jitlab.count_compiles(outliers_static) as n_static,
+    jitlab.stopwatch() as static_size_clock,
+):
+    static_out = [
+        outliers_static(x, THRESHOLD, count=int(np.sum(x > THRESHOLD))) for x in signals
+    ]
+    jax.block_until_ready(static_out)
+
+jitlab.print_table(
+    [
+        {
+            "size": "fixed (size=len(x), fill_value=-1)",
+            "compiles": n_fixed.compiles,
+            "total_s": fixed_size_clock.seconds,
+        },
+        {
+            "size": "static (the exact count)",
+            "compiles": n_static.compiles,
+            "total_s": static_size_clock.seconds,
+        },
+    ]
+)
+jitlab.record(
+    "data-dependent size, fixed size=",
+    compiles=n_fixed.compiles,
+    total_s=fixed_size_clock.seconds,
+)
+jitlab.record(
+    "data-dependent size, static size",
+    compiles=n_static.compiles,
+    total_s=static_size_clock.seconds,
+    speedup=static_size_clock.seconds / fixed_size_clock.seconds,
+)
+assert n_fixed.compiles == 1
+assert n_static.compiles == len(set(outlier_counts)) == 6
+for (idx, count), exact, k in zip(fixed_out, static_out, outlier_counts, strict=True):
+    assert int(count) == k and len(exact) == k
+    np.testing.assert_array_equal(idx[:k], exact)  # the same indices, in order
+    assert bool(jnp.all(idx[k:] == -1))  # and the rest is the fill value
+
+# %% [markdown]
+# The fixed size compiles once and returns 64 slots every time, most of them `-1`; the
+# caller uses the count (or a mask `idx >= 0`) to ignore the rest, exactly like the
+# padding above. The static size returns a tidy array but compiles once per distinct
+# count, which is one program per shape again. Buckets apply here too: round the count
+# up to a power of two and pass that as the static size.
 #
 # <div class="admonition tip"><p class="admonition-title">Where shapes come from</p>
 # <p>Shapes change without you asking: the last, smaller batch of an epoch; filtering with
 # a boolean mask outside jit; <code>np.unique</code> before the call. Drop or pad the last
-# batch, and keep data-dependent sizes inside the program as masks.</p></div>
+# batch, and keep data-dependent sizes inside the program with a fixed
+# <code>size=</code> and a mask.</p></div>
 
 # %%
 jitlab.outro()

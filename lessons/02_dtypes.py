@@ -143,8 +143,8 @@ assert float(rounded[0]) == 0.0  # the + 1 was lost when float64 became float32
 # %% [markdown]
 # ## Switching 64-bit types on
 #
-# `jax_enable_x64` makes float64 and int64 real dtypes. JAX 0.10.2 has a context manager
-# for it, `jax.enable_x64(True)`, which puts the previous setting back at the end of the
+# `jax_enable_x64` makes float64 and int64 real dtypes. JAX has a context manager for
+# it, `jax.enable_x64(True)`, which puts the previous setting back at the end of the
 # block; in a real program you would set it once at start-up instead.
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
@@ -166,9 +166,7 @@ print(n_x64.explanations[-1])
 assert n_x64.compiles == 2, n_x64.explanations
 assert wide_out.dtype == jnp.float64
 assert narrow_out.dtype == jnp.float32
-assert (
-    exact.dtype == jnp.float64 and float(exact[0]) == 1.0
-)  # the flag changes the answer
+assert exact.dtype == jnp.float64 and float(exact[0]) == 1.0  # the answer changes
 assert all("jax_enable_x64" in text for text in n_x64.explanations)
 
 # %% [markdown]
@@ -284,9 +282,8 @@ jitlab.print_table(rows)
 
 arrived = {row["arrives as"] for row in rows}
 keys = {row["cache key"] for row in rows}
-print(
-    f"{len(arrived)} dtypes arrived, {len(keys)} distinct keys, {n_probe.compiles} compilations"
-)
+print(f"{len(arrived)} dtypes arrived, {len(keys)} distinct keys,", end=" ")
+print(f"{n_probe.compiles} compilations")
 assert len(arrived) == 8
 assert n_probe.compiles == len(keys) == 6, n_probe.explanations
 assert [row["new compilation"] for row in rows] == [
@@ -488,13 +485,17 @@ with jitlab.count_compiles(standardise_inside) as n_inside:
 
 print(n_inside)
 print(n_inside.explanations[-1])
+canonical = {jax.dtypes.canonicalize_dtype(batch.dtype) for batch in batches}
+print(f"{len(source_dtypes)} source dtypes, {len(canonical)} after canonicalisation")
 assert n_inside.compiles == n_naive.compiles == 5, n_inside.explanations
+assert len(canonical) == n_inside.compiles < len(source_dtypes)  # keyed after canon.
 
 # %% [markdown]
-# Still five. The cache lookup happens *before* the body runs, using the dtypes of the
-# arguments as they arrive; what the body does with them comes later. The cast inside
-# gives uniform float32 answers, but every source dtype still pays for its own trace and
-# compilation.
+# Still five. The cache lookup happens *before* the body runs, on each argument's dtype
+# after canonicalisation: float64 and int64 have already become float32 and int32, which
+# is why seven source dtypes make five keys, not seven. What the body does with the
+# argument comes later. The cast inside gives uniform float32 answers, but every
+# canonical dtype still pays for its own trace and compilation.
 #
 # ## What the cast itself costs
 #
@@ -518,9 +519,8 @@ with jitlab.count_compiles("convert_element_type") as n_device_again:
         jnp.asarray(array, jnp.float32)
 
 print(f"cast from NumPy:        {n_host_cast.compiles} compilations (any function)")
-print(
-    f"cast from device, cold: {n_device_cast.compiles} compilations of convert_element_type"
-)
+cold = n_device_cast.compiles
+print(f"cast from device, cold: {cold} compilations of convert_element_type")
 print(f"cast from device, warm: {n_device_again.compiles} compilations")
 assert n_host_cast.compiles == 0
 assert n_device_cast.compiles == len(on_device)  # one per source dtype

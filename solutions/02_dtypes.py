@@ -41,13 +41,15 @@
 # Write two functions:
 #
 # - `score_core(x, weights)`: jitted; does the arithmetic above.
-# - `score(batch, weights)`: a plain Python function, the one the loader calls with raw
-#   batches; it prepares `batch` and calls `score_core`.
+# - `score(batch, weights)`: a plain Python function (not jitted), the one the loader
+#   calls with raw batches; it prepares `batch`, calls `score_core` (by that name) and
+#   returns its result. It must not change `batch` or `weights`.
 #
 # Solved means: the numbers match a float64 NumPy reference to float32 accuracy for every
 # source dtype, **and** `score_core` compiles **once** for a whole pass of the loader.
-# The grader draws fresh batches and weights every run, empties `score_core`'s cache, and
-# counts its compilations with `jitlab.count_compiles`.
+# The grader draws fresh batches and weights every run, checks that every answer `score`
+# returns was computed by `score_core`, empties `score_core`'s cache, and counts its
+# compilations with `jitlab.count_compiles`.
 # Run `jitlab check 02` for a verdict, `jitlab hint 02` for a hint.
 
 # %%
@@ -87,9 +89,11 @@ def score_core(x: jax.Array, weights: jax.Array) -> jax.Array:
 def score(batch: np.ndarray, weights: jax.Array) -> jax.Array:
     # BEGIN SOLUTION
     # The boundary: whatever dtype the loader produced, decide it here, once, before
-    # the jitted call. The cache lookup uses the dtype the argument has on arrival, so
-    # a cast inside score_core would come too late. float32 keeps the float batches'
-    # digits (an integer cast would truncate them) and holds every integer up to 2**24.
+    # the jitted call. The cache lookup uses the argument's dtype after JAX
+    # canonicalises it (float64 is float32 by then, int64 int32) but before the body
+    # runs, so a cast inside score_core would come too late. float32 keeps the float
+    # batches' digits (an integer cast would truncate them) and holds every integer up
+    # to 2**24.
     # From NumPy, jnp.asarray converts on the host and compiles nothing.
     x = jnp.asarray(batch, jnp.float32)
     return score_core(x, weights)

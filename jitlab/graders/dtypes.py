@@ -7,14 +7,22 @@ dtypes.
 
 What is checked, on fresh random inputs every run (so a hard-coded answer cannot pass):
 
-- ``score_core`` is wrapped by ``jax.jit`` (work done in NumPy instead is rejected);
-- ``score`` returns the reference numbers (computed in float64 NumPy) for every source
-  dtype, within float32 accuracy (a cast to an integer type truncates the float batches,
-  a cast to float16 loses digits: both are rejected);
+- ``score_core`` is what ``jax.jit`` returns (a look-alike or a NumPy function is
+  refused), it does its work inside the compiled program (no ``pure_callback``), and
+  ``score`` is not jitted itself;
+- ``score`` returns the reference numbers for every source dtype, within float32
+  accuracy. A failure says which dtypes went wrong, so a mistake in the formula (wrong
+  for every dtype) is reported as such, not under the first dtype tried; an integer cast
+  (the float batches go wrong) and a float16 cast (digits lost) get their own hints;
+- ``score`` leaves the caller's batch and weights as they were (content, not ``id``);
+- every answer ``score`` returns is what ``score_core`` computed during that call:
+  ``score_core`` is watched through :func:`jitlab.graders.shapes.watch_calls`, so a NumPy
+  path with one decoy call, returning some reference, or ``jax.disable_jit()`` inside
+  ``score`` (named as such) fails;
 - over one pass of the loader, with ``score_core``'s cache emptied first, ``score_core``
-  compiles exactly once: no cast, a cast *inside* ``score_core`` or ``jnp.asarray``
-  without a dtype all compile once per source dtype; zero compilations means ``score``
-  never called ``score_core`` (the work was done somewhere else).
+  compiles exactly once. The verdict names the dtypes that reached ``score_core`` (as
+  the grader saw them), which is the real cause: no cast, a cast inside ``score_core``,
+  or ``jnp.asarray`` without a dtype.
 """
 
 from __future__ import annotations
@@ -24,17 +32,29 @@ from typing import Any
 
 import numpy as np
 
+from jitlab.graders.shapes import (
+    RecordedCall,
+    describe,
+    require_no_callbacks,
+    same_value,
+    signature,
+    watch_calls,
+)
 from jitlab.grading import (
-    all_passed,
     call_learner,
+    fail,
     fresh_rng,
+    grader,
+    is_jitted,
     passed,
     require,
-    require_close,
     require_jitted,
+    shorten,
 )
+from jitlab.grading.checks import JIT_ON
 from jitlab.instruments.counting import count_compiles
 
+LESSON = "02"
 SOURCE_DTYPES: tuple[type, ...] = (
     np.float64,
     np.float32,
@@ -48,13 +68,20 @@ uint8 pixels, int16 sensor readings."""
 
 BATCHES_PER_DTYPE = 2
 RTOL = ATOL = 1e-4  # float32 accuracy, with room; float16 and integer casts miss by far more
-NUMBERS_HINT = (
-    "compute in float32: a cast to an integer type truncates the float batches, and "
-    "float16 keeps only about three significant digits"
+
+CHECKS = (
+    "score_core is jitted",
+    "score is a plain Python function",
+    "score_core computes inside its compiled program",
+    "score matches the reference for every source dtype",
+    "score leaves the batch and the weights unchanged",
+    "score returns what score_core computed",
+    "score_core compiles once for a pass of the loader",
 )
+NUMBERS = "score matches the reference for every source dtype"
 
 
-def reference(batch: np.ndarray, weights: np.ndarray) -> np.ndarray:
+def _reference(batch: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Standardise each column (population standard deviation), then weight and sum."""
     wide = np.asarray(batch, np.float64)
     z = (wide - wide.mean(axis=0)) / wide.std(axis=0)
@@ -85,6 +112,43 @@ def make_loader(rng: np.random.Generator) -> tuple[list[np.ndarray], np.ndarray]
     return batches, weights
 
 
+def _error(got: Any, want: np.ndarray) -> float:
+    """How far ``got`` is from ``want`` (inf for a wrong shape or a non-number)."""
+    try:
+        value = np.asarray(got, np.float64)
+    except (TypeError, ValueError):
+        return float("inf")
+    if value.shape != want.shape:
+        return float("inf")
+    excess = np.abs(value - want) - (ATOL + RTOL * np.abs(want))
+    return float(np.max(excess)) if excess.size else 0.0
+
+
+def _numbers_hint(wrong: list[str], right: list[str], shape_wrong: bool, reached: list[str]) -> str:
+    """The likeliest cause of wrong numbers, from which dtypes went wrong and which
+    dtypes the grader saw reach score_core."""
+    if shape_wrong:
+        return "return one score per row: z @ weights has shape (rows,)"
+    narrow = [name for name in reached if name in ("float16", "bfloat16")]
+    if narrow:
+        return (
+            f"score_core received {narrow[0]}, which keeps only about three significant "
+            "digits: cast to float32"
+        )
+    if right and all(np.dtype(name).kind == "f" for name in wrong):
+        return (
+            "the float batches lose their fractions: cast to float32, not to an integer "
+            "type (which truncates)"
+        )
+    if not right:
+        return (
+            "the formula is wrong whatever the dtype: standardise each column (axis=0) "
+            "with the population standard deviation (jnp.std, ddof=0), then z @ weights"
+        )
+    return f"compute every batch in float32; the {', '.join(wrong)} batches come out wrong"
+
+
+@grader("02 dtypes", checks=CHECKS)
 def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
     """Grade exercise 02. Raises ``GradingFailure`` at the first failed check."""
     rng = fresh_rng()
@@ -95,46 +159,135 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
         score_core,
         hint="keep @jax.jit on score_core and do the arithmetic there with jnp, not NumPy",
     )
+    require(
+        "score is a plain Python function",
+        not is_jitted(score),
+        expected="score without @jax.jit: the boundary where batches are cast",
+        seen="score is wrapped by jax.jit: it compiles once per dtype itself, and "
+        "score_core is inlined into it",
+        hint="remove @jax.jit from score; the cast happens in score, the arithmetic in score_core",
+    )
+    require_no_callbacks(
+        "score_core computes inside its compiled program",
+        score_core,
+        np.asarray(batches[0], np.float32),
+        weights,
+        lesson=LESSON,
+    )
 
     # Empty score_core's cache so the count below starts cold, whatever the learner ran
-    # before; then one pass of the loader.
+    # before; then one pass of the loader, watching what score passes to score_core.
+    batch_copies = [b.copy() for b in batches]
+    weight_copy = weights.copy()
+    outputs: list[Any] = []
+    calls: list[list[RecordedCall]] = []
     score_core.clear_cache()
-    outputs = []
-    with count_compiles(score_core) as counts:
+    with count_compiles(score_core) as counts, watch_calls(score, score_core) as log:
         for batch in batches:
-            outputs.append(
-                call_learner(f"score runs on a batch of {batch.dtype.name}", score, batch, weights)
-            )
+            before = len(log)
+            outputs.append(call_learner(NUMBERS, score, batch, weights, lesson=LESSON))
+            calls.append(log[before:])
 
-    for dtype in SOURCE_DTYPES:
-        check = f"numbers match the reference for {np.dtype(dtype).name} batches"
-        for out, batch in zip(outputs, batches, strict=True):
-            if batch.dtype != dtype:
-                continue
-            got, want = np.asarray(out, np.float64), reference(batch, weights)
-            if got.shape != want.shape or not np.allclose(got, want, rtol=RTOL, atol=ATOL):
-                require_close(check, got, want, rtol=RTOL, atol=ATOL, hint=NUMBERS_HINT)
-        passed(check)
-
-    seen_dtypes = sorted({b.dtype.name for b in batches})
-    if counts.compiles == 0:
-        hint = (
-            "score must call score_core, and score itself must stay a plain Python function "
-            "(no @jax.jit on it): the cast happens in score, the arithmetic in score_core"
+    reached = sorted({_dtype_of(during[-1]) for during in calls if during})
+    errors: dict[str, float] = {}
+    for out, batch in zip(outputs, batch_copies, strict=True):
+        name = batch.dtype.name
+        errors[name] = max(errors.get(name, 0.0), _error(out, _reference(batch, weights)))
+    wrong = [name for name, e in errors.items() if e > 0]
+    if wrong:
+        right = [name for name, e in errors.items() if e <= 0]
+        shape_wrong = any(np.isinf(errors[name]) for name in wrong)
+        first = next(i for i, b in enumerate(batch_copies) if b.dtype.name == wrong[0])
+        want = _reference(batch_copies[first], weights)
+        raise fail(
+            NUMBERS,
+            expected=f"the reference for every dtype, e.g. for a {wrong[0]} batch: "
+            f"{shorten(str(np.round(want, 4).tolist()), 90)} (shape {want.shape})",
+            seen=f"wrong for {', '.join(wrong)}"
+            + (f"; right for {', '.join(right)}" if right else " (every source dtype)")
+            + f"; for that {wrong[0]} batch: {shorten(repr(outputs[first]), 90)}",
+            hint=_numbers_hint(wrong, right, shape_wrong, reached),
         )
-    else:
+    passed(NUMBERS)
+
+    changed = [
+        b.dtype.name for b, c in zip(batches, batch_copies, strict=True) if not np.array_equal(b, c)
+    ]
+    if not np.array_equal(weights, weight_copy):
+        changed.append("the weights")
+    require(
+        "score leaves the batch and the weights unchanged",
+        not changed,
+        expected="the caller's arrays as they were",
+        seen=f"score changed the contents of: {', '.join(changed)}" if changed else "",
+        hint="work on a converted copy (jnp.asarray makes one); never write into batch",
+    )
+
+    if any(call.jit_disabled for during in calls for call in during):
+        raise fail(
+            JIT_ON,
+            expected="score_core to run compiled when score calls it",
+            seen="jit was switched off (jax.disable_jit) while score called score_core",
+            hint="remove jax.disable_jit() from score: the exercise is about what jit compiles",
+        )
+    never = sum(1 for during in calls if not during)
+    require(
+        "score returns what score_core computed",
+        never == 0,
+        expected="every call of score to call score_core and return its result",
+        seen=f"{never} of {len(batches)} calls of score never called score_core",
+        hint="score must call score_core by that name and return its result; an answer "
+        "computed in NumPy, or by another function, does not count",
+    )
+    elsewhere = sum(
+        1
+        for out, during in zip(outputs, calls, strict=True)
+        if not any(same_value(out, call.output) for call in during)
+    )
+    require(
+        "score returns what score_core computed",
+        elsewhere == 0,
+        expected="score to return the scores score_core returned during the same call",
+        seen=f"for {elsewhere} of {len(batches)} batches score returned numbers that "
+        "score_core did not compute",
+        hint="return score_core(x, weights) itself; do not compute the answer another way "
+        "beside a call to score_core",
+    )
+
+    signatures = {signature(during[-1]) for during in calls if during}
+    if len(reached) > 1:
+        why = (
+            f"score_core received x as {len(reached)} dtypes ({', '.join(reached)}): "
+            "the cast did not happen before the call"
+        )
         hint = (
             "in score, before calling score_core, convert every batch to one float dtype "
             "(jnp.asarray takes a dtype); a cast inside score_core comes after the cache "
-            "lookup, which already used the dtype the batch arrived with"
+            "lookup, which already used the dtype x had when it reached score_core"
         )
-    last = counts.last_reason
+    elif len(signatures) > 1:
+        why = "score_core was called with " + " and ".join(sorted(map(describe, signatures)))
+        hint = "pass x and weights the same way on every call (same types and dtypes)"
+    else:
+        why = ""
+        hint = "convert every batch to one float dtype in score, before calling score_core"
+    if counts.compiles > 1:
+        why = "; ".join(p for p in (why, f"JAX's closest-key guess: {counts.last_reason}") if p)
     require(
-        f"score_core compiles once for {len(batches)} batches of {len(seen_dtypes)} dtypes",
+        "score_core compiles once for a pass of the loader",
         counts.compiles == 1,
-        expected="1 compilation",
-        seen=f"{counts.compiles} compilation(s) for batches of {', '.join(seen_dtypes)}"
-        + (f"; last cache miss: {last}" if last else ""),
+        expected=f"1 compilation for {len(batches)} batches of {len(SOURCE_DTYPES)} source dtypes",
+        seen=f"{counts.compiles} compilations" + (f"; {shorten(why, 300)}" if why else ""),
         hint=hint,
     )
-    all_passed("02 dtypes")
+
+
+def _dtype_of(call: RecordedCall) -> str:
+    """The dtype of ``x`` (after JAX canonicalises it) in one call of score_core."""
+    import jax
+
+    x = call.args[0] if call.args else call.kwargs.get("x")
+    dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        return type(x).__name__
+    return jax.dtypes.canonicalize_dtype(dtype).name

@@ -1,95 +1,608 @@
-"""Grader for exercise 01 (shapes): a variable-length RMS that compiles once per bucket.
+"""Grader for exercise 01 (shapes).
 
-What it rejects, and how:
+Part 1, :func:`grade`: a variable-length RMS that compiles once per bucket. What it
+rejects, and how:
+
 - a hard-coded answer: every run draws new lengths and new data;
-- work moved outside ``jit``: the jitted ``padded_rms`` must compile exactly once per
-  distinct bucket after its cache is cleared, so never calling it shows as 0 compilations;
-- one compilation per length (no bucketing, or ``n`` made static): more compilations
-  than buckets;
-- one huge bucket for everything, or a bucket per length: ``bucket_size(n)`` must waste
-  less than half and use about log2(n) distinct sizes;
-- padding that leaks into the result: ``padded_rms`` is fed garbage past ``n``.
+- a bucketing that is not one (a bucket too small, wasting half or more, or more than
+  the 12 sizes the exercise states): every length from 1 to 1,000 is checked;
+- padding that leaks into the result: ``padded_rms`` is fed garbage past ``n``, and
+  also a length that fills its bucket exactly (no padding at all);
+- work moved out of the compiled program: ``rms`` must be a plain function whose every
+  answer is what the jitted ``padded_rms`` returned *during the grader's own call*. The
+  grader watches ``padded_rms`` through :func:`watch_calls` (a recording stand-in bound
+  to the names ``rms`` reads), so a NumPy path with one decoy call, or an ``rms`` that
+  never calls the kernel, fails; so does ``jax.disable_jit()`` inside ``rms``, named as
+  such; a ``pure_callback`` to NumPy inside ``padded_rms`` is refused too;
+- ``rms`` changing the caller's array in place (content is compared, not ``id``);
+- one compilation per length: ``n`` made static, padding to the wrong size, or ``n``
+  passed as different types. The verdict names which, from what the grader saw
+  ``rms`` pass to ``padded_rms``, and quotes JAX's explanation only as a second opinion.
+  The lengths drawn always put two lengths in one bucket, and include lengths that fill
+  their bucket exactly and lengths one past them.
+
+Part 2, :func:`grade_positions`: a fixed-size ``jnp.nonzero``. It draws, every run, a
+threshold below every value, one above every value, one equal to some values (strictly
+greater excludes them), values one float32 step above the threshold, and a negative
+threshold; it checks the positions, the ``-1`` fill and the count, and that the function
+compiles once for one length whatever the data and the threshold (a static threshold is
+named as the cause).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import dataclasses
+import functools
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
 
+import jax
 import numpy as np
 
 from jitlab.grading import (
-    all_passed,
     call_learner,
+    fail,
     fresh_rng,
+    grader,
+    is_jitted,
+    passed,
     require,
     require_buckets,
-    require_close,
     require_jitted,
+    shorten,
 )
+from jitlab.grading.checks import BUCKETS_FEW, BUCKETS_HOLD, JIT_ON
 from jitlab.instruments.counting import count_compiles
 
+LESSON = "01"
 SMALLEST_BUCKET_ALLOWED = 16
+MOST_BUCKETS = 12  # stated in the exercise: "at most 12 distinct bucket sizes"
 CALLS = 50
 MAX_LENGTH = 1000
 
+# ------------------------------------------------------------ watching a jitted kernel
 
-def reference_rms(x: np.ndarray) -> float:
+
+@dataclasses.dataclass(frozen=True)
+class RecordedCall:
+    """One call that the learner's wrapper made to the watched function."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    output: Any
+    jit_disabled: bool
+
+
+class _Recorder:
+    """Stands in for a jitted function while the grader watches: forwards every call to
+    it unchanged (so JAX's caches and counts are the real ones) and keeps what it got
+    and returned."""
+
+    def __init__(self, target: Any, log: list[RecordedCall]) -> None:
+        self._target = target
+        self._log = log
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        disabled = bool(jax.config.jax_disable_jit)
+        output = self._target(*args, **kwargs)
+        self._log.append(RecordedCall(args, dict(kwargs), output, disabled))
+        return output
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target, name)
+
+
+def _functions_behind(wrapper: Any, limit: int = 200) -> list[Any]:
+    """The plain Python functions a call of ``wrapper`` can run: the wrapper itself, and
+    the functions it reaches by name, through closure cells and default arguments (a
+    helper that the wrapper calls, which then calls the kernel)."""
+    found, todo, seen = [], [wrapper], set()
+    while todo and len(found) < limit:
+        fn = todo.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        if isinstance(fn, functools.partial):
+            todo += [fn.func, *fn.args, *fn.keywords.values()]
+            continue
+        if inspect.ismethod(fn):
+            todo.append(fn.__func__)
+            continue
+        if inspect.isfunction(fn):
+            found.append(fn)
+            todo.append(getattr(fn, "__wrapped__", None))
+            todo += [_cell(cell) for cell in fn.__closure__ or ()]
+            todo += list(fn.__defaults__ or ()) + list((fn.__kwdefaults__ or {}).values())
+            names = fn.__code__.co_names
+            todo += [fn.__globals__[name] for name in names if name in fn.__globals__]
+            continue
+        if callable(fn) and not isinstance(fn, type) and not is_jitted(fn):
+            call = inspect.getattr_static(type(fn), "__call__", None)
+            if inspect.isfunction(call):
+                todo.append(call)
+    return found
+
+
+def _cell(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return None
+
+
+@contextlib.contextmanager
+def watch_calls(wrapper: Any, target: Any) -> Iterator[list[RecordedCall]]:
+    """While the block runs, every name through which ``wrapper`` can reach ``target``
+    (module globals, closure cells, default arguments) refers to a recording stand-in.
+
+    The log lists each call the wrapper made, with the arguments, the output and whether
+    jit was switched off at that moment. Everything is put back when the block ends.
+    Names the wrapper reaches some other way (an attribute of a module) are not
+    rebound: the exercise text asks the learner to call the kernel by its name.
+    """
+    log: list[RecordedCall] = []
+    proxy = _Recorder(target, log)
+    undo: list[Callable[[], None]] = []
+    for fn in _functions_behind(wrapper):
+        namespace = fn.__globals__
+        for name, value in list(namespace.items()):
+            if value is target:
+                namespace[name] = proxy
+                undo.append(functools.partial(namespace.__setitem__, name, target))
+        for cell in fn.__closure__ or ():
+            try:
+                content = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if content is target:
+                cell.cell_contents = proxy
+                undo.append(functools.partial(setattr, cell, "cell_contents", target))
+        defaults = fn.__defaults__
+        if defaults and any(value is target for value in defaults):
+            fn.__defaults__ = tuple(proxy if value is target else value for value in defaults)
+            undo.append(functools.partial(setattr, fn, "__defaults__", defaults))
+        kwdefaults = fn.__kwdefaults__
+        if kwdefaults and any(value is target for value in kwdefaults.values()):
+            fn.__kwdefaults__ = {k: proxy if v is target else v for k, v in kwdefaults.items()}
+            undo.append(functools.partial(setattr, fn, "__kwdefaults__", kwdefaults))
+    try:
+        yield log
+    finally:
+        for step in reversed(undo):
+            step()
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """``a`` and ``b`` hold the same numbers (exactly), whatever their container."""
+    try:
+        left, right = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    except (TypeError, ValueError):
+        return False
+    return left.shape == right.shape and np.array_equal(left, right, equal_nan=True)
+
+
+def signature(call: RecordedCall) -> tuple[Any, ...]:
+    """What a call's arguments look like to jit's cache (types, shapes, dtypes)."""
+
+    def leaf(value: Any) -> tuple[Any, ...]:
+        dtype = getattr(value, "dtype", None)
+        return (
+            type(value).__name__,
+            tuple(np.shape(value)),
+            str(dtype) if dtype is not None else type(value).__name__,
+        )
+
+    return (
+        tuple(leaf(a) for a in call.args),
+        tuple(sorted((k, leaf(v)) for k, v in call.kwargs.items())),
+    )
+
+
+def describe(sig: tuple[Any, ...]) -> str:
+    """A signature as the learner would write it: (ndarray float32[512], int)."""
+
+    def leaf(kind: str, shape: tuple[int, ...], dtype: str) -> str:
+        if kind == dtype:  # a Python scalar
+            return kind
+        return f"{kind} {dtype}{list(shape) if shape else ''}"
+
+    args, kwargs = sig
+    parts = [leaf(*arg) for arg in args] + [f"{k}={leaf(*arg)}" for k, arg in kwargs]
+    return "(" + ", ".join(parts) + ")"
+
+
+CALLBACKS = ("pure_callback", "io_callback")
+
+
+def require_no_callbacks(check: str, fn: Any, *args: Any, lesson: str = LESSON) -> None:
+    """Pass if the traced program of ``fn`` has no host callback doing the work."""
+
+    def trace() -> Any:
+        return fn.trace(*args)
+
+    trace.__name__ = getattr(fn, "__name__", "your function")  # for a stub's verdict
+    traced = call_learner(check, trace, lesson=lesson)
+    text = str(traced.jaxpr)
+    found = [name for name in CALLBACKS if name in text]
+    require(
+        check,
+        not found,
+        expected="the whole computation inside the compiled program",
+        seen=f"a {found[0]} in the program: the work runs in Python" if found else "",
+        hint="compute with jax.numpy inside the jitted function, not through a callback",
+    )
+
+
+# ------------------------------------------------------------------- part 1: rms
+
+CHECKS = (
+    "padded_rms is compiled with jax.jit",
+    "rms is a plain Python function",
+    BUCKETS_HOLD,
+    BUCKETS_FEW,
+    "padded_rms computes inside its compiled program",
+    "padded_rms ignores the padding",
+    "rms matches the reference",
+    "rms leaves its input unchanged",
+    "rms returns what padded_rms computed",
+    "at most one compilation per bucket",
+)
+
+
+def _reference_rms(x: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.square(x.astype(np.float64)))))
 
 
+def _lengths(rng: np.random.Generator, bucket_size: Callable[[int], int]) -> list[int]:
+    """CALLS lengths: the edges drawn on purpose, the rest at random, shuffled."""
+    sizes = {m: int(bucket_size(m)) for m in range(1, MAX_LENGTH + 1)}
+    full = [m for m, size in sizes.items() if size == m]  # lengths that fill a bucket
+    chosen = [1, MAX_LENGTH]
+    for m in rng.permutation(full)[:3]:
+        chosen += [int(m)] + ([int(m) + 1] if m < MAX_LENGTH else [])
+    # Two different lengths in one bucket: a static n compiles twice there.
+    by_bucket: dict[int, list[int]] = {}
+    for m, size in sizes.items():
+        by_bucket.setdefault(size, []).append(m)
+    shared = [ms for ms in by_bucket.values() if len(ms) >= 2]
+    pair = shared[int(rng.integers(len(shared)))]
+    chosen += [int(m) for m in rng.choice(pair, size=2, replace=False)]
+    chosen += [int(m) for m in rng.integers(1, MAX_LENGTH + 1, size=CALLS - len(chosen))]
+    return [int(m) for m in rng.permutation(chosen)]
+
+
+def _padding_cases(rng: np.random.Generator, bucket_size: Callable[[int], int]) -> list[int]:
+    """Lengths to feed padded_rms directly: one with padding after it, one without."""
+    with_padding = [m for m in range(5, 60) if int(bucket_size(m)) > m]
+    cases = [int(rng.choice(with_padding))] if with_padding else []
+    full = [m for m in range(2, MAX_LENGTH + 1) if int(bucket_size(m)) == m]
+    if full:
+        cases.append(int(rng.choice(full)))
+    return cases
+
+
+def _too_many_compiles(
+    bucket_size: Callable[[int], int],
+    lengths: list[int],
+    calls: list[list[RecordedCall]],
+    compiled: list[int],
+) -> tuple[str, str]:
+    """What the grader saw that explains extra compilations: (seen, hint)."""
+    for m, during in zip(lengths, calls, strict=True):
+        size = np.shape(during[-1].args[0])[0] if during and during[-1].args else None
+        if size is not None and size != int(bucket_size(m)):
+            return (
+                f"rms passed padded_rms an array of {size} for x of length {m}, "
+                f"but bucket_size({m}) is {bucket_size(m)}",
+                "pad x to bucket_size(len(x)), so that lengths in one bucket share a shape",
+            )
+    per_signature: dict[tuple[Any, ...], int] = {}
+    for during, new in zip(calls, compiled, strict=True):
+        if during:
+            key = signature(during[-1])
+            per_signature[key] = per_signature.get(key, 0) + new
+    again = [sig for sig, n in per_signature.items() if n > 1]
+    if again:
+        return (
+            f"padded_rms compiled {per_signature[again[0]]} times for arguments that "
+            f"all looked like {describe(again[0])}: only n changed between them, so n "
+            "is part of the cache key (static)",
+            "keep n a traced argument: remove it from static_argnums / static_argnames "
+            "(and do not close over it); only the padded length should vary",
+        )
+    kinds = {sig[0][1:] for sig in per_signature if len(sig[0]) > 1}
+    if len(kinds) > 1:
+        shown = ", ".join(sorted(describe((k, ())) for k in kinds))
+        return (
+            f"n reached padded_rms as {len(kinds)} different types: {shown}",
+            "pass n the same way on every call (for instance always len(x), a Python int)",
+        )
+    return "", "pad to bucket_size(len(x)) and keep n traced"
+
+
+@grader("01 shapes: one compilation per bucket", checks=CHECKS)
 def grade(
     bucket_size: Callable[[int], int],
-    padded_rms: Callable[..., object],
-    rms: Callable[[np.ndarray], object],
+    padded_rms: Callable[..., Any],
+    rms: Callable[[np.ndarray], Any],
 ) -> None:
-    """Grade the three functions of exercise 01."""
+    """Grade part 1 of exercise 01: ``bucket_size``, ``padded_rms`` and ``rms``."""
     rng = fresh_rng()
     require_jitted("padded_rms is compiled with jax.jit", padded_rms)
-    require_buckets(bucket_size, up_to=2048, most=12, smallest_allowed=SMALLEST_BUCKET_ALLOWED)
-
-    # Garbage past n must not change the answer.
-    # A length with real padding after it (a power of two would have none).
-    n = int(rng.choice([m for m in range(5, 60) if int(bucket_size(m)) > m]))
-    size = int(bucket_size(n))
-    x = rng.normal(size=n).astype(np.float32)
-    padded = np.concatenate([x, rng.uniform(100, 1000, size=size - n).astype(np.float32)])
-    got = call_learner("padded_rms ignores the padding", padded_rms, padded, n)
-    require_close(
-        "padded_rms ignores the padding",
-        got,
-        reference_rms(x),
-        rtol=1e-4,
-        hint="mask the elements at positions >= n, and divide by n, not by the padded length",
-    )
-
-    lengths = rng.integers(1, MAX_LENGTH + 1, size=CALLS)
-    buckets = {int(bucket_size(int(m))) for m in lengths}
-    padded_rms.clear_cache()
-    results, wanted = [], []
-    with count_compiles(padded_rms) as count:
-        for m in lengths:
-            data = rng.normal(loc=rng.normal(), size=int(m)).astype(np.float32)
-            results.append(float(call_learner("rms runs", rms, data)))
-            wanted.append(reference_rms(data))
-    require_close(
-        f"rms matches the reference on {CALLS} fresh arrays",
-        np.array(results),
-        np.array(wanted),
-        rtol=1e-4,
-    )
     require(
-        "rms does its work inside the jitted padded_rms",
-        count.compiles > 0,
-        expected=f"{len(buckets)} compilation(s) of padded_rms (one per bucket)",
-        seen="0: padded_rms was never compiled while rms ran",
-        hint="rms should pad its input and call padded_rms, not compute the answer itself",
+        "rms is a plain Python function",
+        not is_jitted(rms),
+        expected="rms without @jax.jit (it pads in NumPy, where shapes are free)",
+        seen="rms is wrapped by jax.jit: it compiles once per input length",
+        hint="remove @jax.jit from rms; only padded_rms is jitted",
     )
+    call_learner(BUCKETS_HOLD, bucket_size, 1, lesson=LESSON)  # a stub says so first
+    require_buckets(
+        bucket_size,
+        up_to=MAX_LENGTH,
+        most=MOST_BUCKETS,
+        smallest_allowed=SMALLEST_BUCKET_ALLOWED,
+    )
+
+    # Garbage past n must not change the answer; a full bucket has no padding at all.
+    cases = _padding_cases(rng, bucket_size)
+    probe = np.ones(int(bucket_size(cases[0])), np.float32)
+    require_no_callbacks("padded_rms computes inside its compiled program", padded_rms, probe, 1)
+    for n in cases:
+        size = int(bucket_size(n))
+        x = rng.normal(size=n).astype(np.float32)
+        garbage = rng.uniform(100, 1000, size=size - n).astype(np.float32)
+        got = call_learner(
+            "padded_rms ignores the padding",
+            padded_rms,
+            np.concatenate([x, garbage]),
+            n,
+            lesson=LESSON,
+        )
+        want = _reference_rms(x)
+        if not np.allclose(np.asarray(got, np.float64), want, rtol=1e-4):
+            raise fail(
+                "padded_rms ignores the padding",
+                expected=f"{want:.6g} for n={n} in a bucket of {size}",
+                seen=f"{shorten(str(np.asarray(got)), 80)}"
+                + (" (no padding in this call)" if size == n else ""),
+                hint="mask the elements at positions >= n, and divide by n, "
+                "not by the padded length",
+            )
+    passed("padded_rms ignores the padding")
+
+    lengths = _lengths(rng, bucket_size)
+    buckets = {int(bucket_size(m)) for m in lengths}
+    data = [rng.normal(loc=rng.normal(), size=m).astype(np.float32) for m in lengths]
+    copies = [x.copy() for x in data]
+    results: list[Any] = []
+    calls: list[list[RecordedCall]] = []
+    compiled: list[int] = []
+    padded_rms.clear_cache()
+    with count_compiles(padded_rms) as count, watch_calls(rms, padded_rms) as log:
+        for x in data:
+            before_calls, before_compiles = len(log), count.compiles
+            results.append(call_learner("rms matches the reference", rms, x, lesson=LESSON))
+            calls.append(log[before_calls:])
+            compiled.append(count.compiles - before_compiles)
+
+    for m, x, got in zip(lengths, copies, results, strict=True):
+        want = _reference_rms(x)
+        try:
+            value = np.asarray(got, np.float64)
+        except (TypeError, ValueError):
+            value = np.array(np.nan)
+        if value.shape != () or not np.allclose(value, want, rtol=1e-4):
+            raise fail(
+                "rms matches the reference",
+                expected=f"{want:.6g} for an array of length {m} (bucket {bucket_size(m)})",
+                seen=shorten(repr(got), 120),
+                hint="rms returns one number: the RMS of the real values only",
+            )
+    passed("rms matches the reference")
+
+    changed = [m for m, x, c in zip(lengths, data, copies, strict=True) if not np.array_equal(x, c)]
+    require(
+        "rms leaves its input unchanged",
+        not changed,
+        expected="the caller's arrays as they were",
+        seen=f"rms changed the contents of {len(changed)} input array(s) "
+        f"(the first of length {changed[0]})"
+        if changed
+        else "",
+        hint="pad into a new array (np.zeros + assignment, or np.pad); never write into x",
+    )
+
+    if any(call.jit_disabled for during in calls for call in during):
+        raise fail(
+            JIT_ON,
+            expected="padded_rms to run compiled when rms calls it",
+            seen="jit was switched off (jax.disable_jit) while rms called padded_rms",
+            hint="remove jax.disable_jit() from rms: the exercise is about what jit compiles",
+        )
+    never = [m for m, during in zip(lengths, calls, strict=True) if not during]
+    require(
+        "rms returns what padded_rms computed",
+        not never,
+        expected="every call of rms to call padded_rms and return its result",
+        seen=f"{len(never)} of {len(lengths)} calls of rms never called padded_rms "
+        f"(the first for length {never[0]})"
+        if never
+        else "",
+        hint="rms must call padded_rms by that name and return its result; an answer "
+        "computed in NumPy, or by a function other than padded_rms, does not count",
+    )
+    elsewhere = [
+        m
+        for m, got, during in zip(lengths, results, calls, strict=True)
+        if not any(same_value(got, call.output) for call in during)
+    ]
+    require(
+        "rms returns what padded_rms computed",
+        not elsewhere,
+        expected="rms to return the value padded_rms returned during the same call",
+        seen=f"for {len(elsewhere)} of {len(lengths)} lengths (the first: {elsewhere[0]}) "
+        "rms returned a number that padded_rms did not compute"
+        if elsewhere
+        else "",
+        hint="return padded_rms(padded, n) itself; do not compute the answer another way "
+        "beside a call to padded_rms",
+    )
+
+    extra_seen, hint = ("", "")
+    if count.compiles > len(buckets):
+        extra_seen, hint = _too_many_compiles(bucket_size, lengths, calls, compiled)
+        jax_said = shorten(count.last_reason, 160)
+        extra_seen = "; ".join(p for p in (extra_seen, f"JAX's closest-key guess: {jax_said}") if p)
     require(
         "at most one compilation per bucket",
         count.compiles <= len(buckets),
-        expected=f"at most {len(buckets)} compilations for {CALLS} calls "
-        f"({len(set(lengths.tolist()))} distinct lengths, {len(buckets)} buckets)",
-        seen=f"{count.compiles}; JAX said: {count.last_reason}",
-        hint="pass n as an array argument (traced), not a static one, and pad to bucket_size(n)",
+        expected=f"at most {len(buckets)} compilations of padded_rms for {len(lengths)} "
+        f"calls ({len(set(lengths))} distinct lengths in {len(buckets)} buckets)",
+        seen=f"{count.compiles} compilations" + (f"; {extra_seen}" if extra_seen else ""),
+        hint=hint,
     )
-    all_passed("01 shapes")
+
+
+# ------------------------------------------------------------ part 2: loud_positions
+
+POSITIONS_CHECKS = (
+    "loud_positions is compiled with jax.jit",
+    "loud_positions computes inside its compiled program",
+    "loud_positions finds every position above the threshold",
+    "loud_positions compiles once for one length",
+)
+POSITIONS_OK = "loud_positions finds every position above the threshold"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Case:
+    what: str
+    x: np.ndarray
+    threshold: float
+
+
+def _positions_cases(rng: np.random.Generator, length: int) -> list[_Case]:
+    """Every run: ordinary data twice (same threshold, then a new one), none above,
+    all above, values equal to the threshold, values one float32 step above it, and a
+    negative threshold."""
+
+    def noise() -> np.ndarray:
+        return rng.normal(size=length).astype(np.float32)
+
+    ordinary = noise()
+    threshold = float(np.float32(rng.uniform(0.2, 0.8)))
+    equal = noise()
+    at = rng.choice(length, size=max(2, length // 8), replace=False)
+    equal[at] = np.float32(threshold)
+    above = noise()
+    near = rng.choice(length, size=max(2, length // 8), replace=False)
+    above[near] = np.nextafter(np.float32(threshold), np.float32(np.inf))
+    lowest = noise()
+    return [
+        _Case("ordinary data", ordinary, threshold),
+        _Case("other data, the same threshold", noise(), threshold),
+        _Case("the same data, a new threshold", ordinary, float(np.float32(threshold + 0.5))),
+        _Case("no value above the threshold", noise(), 100.0),
+        _Case("every value above the threshold", noise(), -100.0),
+        _Case("values equal to the threshold (not above it)", equal, threshold),
+        _Case("values one float32 step above the threshold", above, threshold),
+        _Case("a negative threshold", lowest, float(np.float32(-rng.uniform(0.2, 1.0)))),
+    ]
+
+
+def _reference_positions(x: np.ndarray, threshold: float) -> tuple[np.ndarray, int]:
+    found = np.flatnonzero(x > np.float32(threshold))
+    positions = np.full(x.shape[0], -1, dtype=np.int64)
+    positions[: found.size] = found
+    return positions, int(found.size)
+
+
+def _positions_hint(case: _Case, got: np.ndarray, want: np.ndarray) -> str:
+    """The likeliest cause of a wrong ``positions``, from what differs."""
+    real_count = int(np.sum(want >= 0))
+    if got.shape == want.shape and np.array_equal(got[:real_count], want[:real_count]):
+        return "the unused slots hold -1: pass fill_value=-1 to jnp.nonzero"
+    real = set(want[want >= 0].tolist())
+    mine = set(got[got >= 0].tolist())
+    if real == mine and got.shape == want.shape:
+        return "list the positions in increasing order, as jnp.nonzero does"
+    equal = set(np.flatnonzero(case.x == np.float32(case.threshold)).tolist())
+    if equal and mine == real | equal:
+        return "strictly greater: a value equal to the threshold is not above it (>, not >=)"
+    return "positions are the indices i with x[i] > threshold, then -1 in the unused slots"
+
+
+@grader("01 shapes: positions of any count", checks=POSITIONS_CHECKS)
+def grade_positions(loud_positions: Callable[..., Any]) -> None:
+    """Grade part 2 of exercise 01: ``loud_positions(x, threshold)``."""
+    rng = fresh_rng()
+    length = int(rng.integers(40, 97))
+    cases = _positions_cases(rng, length)
+    require_jitted("loud_positions is compiled with jax.jit", loud_positions)
+    require_no_callbacks(
+        "loud_positions computes inside its compiled program",
+        loud_positions,
+        cases[0].x,
+        cases[0].threshold,
+    )
+
+    loud_positions.clear_cache()
+    outputs, compiled = [], []
+    with count_compiles(loud_positions) as count:
+        for case in cases:
+            before = count.compiles
+            outputs.append(
+                call_learner(POSITIONS_OK, loud_positions, case.x, case.threshold, lesson=LESSON)
+            )
+            compiled.append(count.compiles - before)
+
+    for case, out in zip(cases, outputs, strict=True):
+        want, want_count = _reference_positions(case.x, case.threshold)
+        if not (isinstance(out, tuple | list) and len(out) == 2):
+            raise fail(
+                POSITIONS_OK,
+                expected="a pair (positions, count)",
+                seen=shorten(f"{type(out).__name__}: {out!r}", 120),
+                hint="return positions, count",
+            )
+        got = np.asarray(out[0])
+        got_count = np.asarray(out[1])
+        if got.shape != want.shape or not np.array_equal(got, want):
+            raise fail(
+                POSITIONS_OK,
+                expected=f"{shorten(str(want.tolist()), 100)} for {case.what} "
+                f"(threshold {case.threshold:g}, length {length})",
+                seen=shorten(str(got.tolist()), 100) + f" (shape {got.shape})",
+                hint=_positions_hint(case, got.reshape(-1), want),
+            )
+        if got_count.shape != () or int(got_count) != want_count:
+            raise fail(
+                POSITIONS_OK,
+                expected=f"count {want_count} for {case.what}",
+                seen=f"count {shorten(str(got_count.tolist()), 60)}",
+                hint="count is how many positions are real: jnp.sum(x > threshold)",
+            )
+    passed(POSITIONS_OK)
+
+    hint = "use a fixed size (size=x.shape[0]) and keep threshold an ordinary argument"
+    why = ""
+    if count.compiles > 1:
+        # Case 1 changes only the data, case 2 only the threshold (see _positions_cases).
+        if compiled[1] == 0 and compiled[2] > 0:
+            why = (
+                "it compiled again when only the threshold changed, and not when only the "
+                "data changed: threshold is static"
+            )
+            hint = "remove threshold from static_argnums / static_argnames: keep it traced"
+        why = "; ".join(p for p in (why, f"JAX's closest-key guess: {count.last_reason}") if p)
+    require(
+        "loud_positions compiles once for one length",
+        count.compiles == 1,
+        expected=f"1 compilation for {len(cases)} calls on arrays of length {length} "
+        "with different data and thresholds",
+        seen=f"{count.compiles} compilations" + (f"; {shorten(why, 240)}" if why else ""),
+        hint=hint,
+    )
