@@ -719,12 +719,8 @@ assert static_lr["seconds"] > 3 * fixed["seconds"], (
     static_lr["seconds"],
     fixed["seconds"],
 )
-print(
-    f"as it comes / explicit dtype: {as_is['seconds'] / fixed['seconds']:.1f}x the time"
-)
-print(
-    f"static / explicit dtype:      {static_lr['seconds'] / fixed['seconds']:.1f}x the time"
-)
+for label, r in [("as it comes", as_is), ("static", static_lr)]:
+    print(f"{label} / explicit dtype: {r['seconds'] / fixed['seconds']:.1f}x the time")
 
 for label, r in results.items():
     jitlab.record(
