@@ -119,7 +119,7 @@ def sgd_step(state, batch, lr):
     """One SGD step, and the running average of the loss before it."""
     # BEGIN SOLUTION
     value, grads = jax.value_and_grad(loss)(state["params"], batch)
-    # `lr` is a traced float32 scalar here: its value changes every step, its type never.
+    # `lr` is a traced float32 scalar: its value changes every step, its type never.
     params = jax.tree.map(lambda p, g: p - lr * g, state["params"], grads)
     return {"params": params, "avg_loss": 0.9 * state["avg_loss"] + 0.1 * value}
     # END SOLUTION

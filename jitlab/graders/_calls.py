@@ -109,9 +109,9 @@ def differences(
     gone = [p for p in old if p not in new]
     added = [p for p in new if p not in old]
     if added:
-        found.append(f"only {now_label}: {', '.join(added)}")
+        found.append(f"{', '.join(added)}: absent {then_label}, present {now_label}")
     if gone:
-        found.append(f"only {then_label}: {', '.join(gone)}")
+        found.append(f"{', '.join(gone)}: present {then_label}, absent {now_label}")
     if not found and before.structure != now.structure:
         found.append(
             f"containers differ: {now.structure} {now_label}, {before.structure} {then_label}"
@@ -146,8 +146,14 @@ class Recorder:
         self._target = target
         self._compiles = compiles
         self.calls: list[Call] = []
+        self.inside_traces = 0  # calls made while some function was being traced
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves((args, kwargs))):
+            # Called from inside another jitted function while it is traced: not a
+            # dispatch of the target, and its "output" is a tracer. Not a call to record.
+            self.inside_traces += 1
+            return self._target(*args, **kwargs)
         call = Call(
             args=args,
             kwargs=kwargs,
@@ -271,6 +277,12 @@ def same_content(a: Any, b: Any) -> bool:
             xa, ya = np.asarray(x), np.asarray(y)
         except Exception:
             return False
-        if xa.shape != ya.shape or not np.array_equal(xa, ya):
+        if xa.shape != ya.shape:
+            return False
+        try:
+            equal = np.array_equal(xa, ya, equal_nan=True)  # a NaN result is still its own
+        except TypeError:  # dtypes without NaN (objects, strings)
+            equal = np.array_equal(xa, ya)
+        if not equal:
             return False
     return True

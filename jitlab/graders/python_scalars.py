@@ -178,7 +178,7 @@ def _types(state: Any) -> Signature:
 
 def _types_hint(found: list[str]) -> str:
     text = " ".join(found)
-    if "None" in text or "only " in text or "containers" in text:
+    if "None" in text or ": absent " in text or ": present " in text or "containers" in text:
         return (
             "init must build every entry sgd_step returns, with the same keys and no None "
             "slots for the first step to fill"
@@ -248,9 +248,6 @@ def _category(phrase: str) -> str:
     """Which argument a phrase of :func:`differences` is about."""
     if phrase.startswith("called as"):
         return "style"
-    if phrase.startswith("only "):
-        paths = phrase.split(": ", 1)[-1]
-        return "state" if "state" in paths else "lr" if "lr" in paths else "other"
     path = phrase.split(":")[0]
     if path.startswith("state"):
         return "state"
@@ -367,7 +364,7 @@ def grade(
         "from your code: the exercise is about what jit compiles",
     )
 
-    _require_every_batch(calls, sgd_step, start, batches, count.compiles)
+    _require_every_batch(calls, sgd_step, start, batches, count.compiles, recorder.inside_traces)
     last = calls[-1].out
     require(
         FROM_STEP,
@@ -411,7 +408,12 @@ def grade(
 
 
 def _require_every_batch(
-    calls: list[Any], sgd_step: Any, start: Any, batches: list, compiles: int
+    calls: list[Any],
+    sgd_step: Any,
+    start: Any,
+    batches: list,
+    compiles: int,
+    inside_traces: int,
 ) -> None:
     """One call per batch, in order, each from the state the previous call returned."""
     if len(calls) != len(batches):
@@ -419,7 +421,9 @@ def _require_every_batch(
             "call sgd_step (by that name) once for every batch: the update has to "
             "happen inside the jitted step"
         )
-        if not calls and compiles:
+        if not calls and inside_traces:
+            hint += "; sgd_step was only called while another function was being traced"
+        elif not calls and compiles:
             hint += "; sgd_step compiled, but not through a name train holds"
         raise fail(
             EVERY_BATCH,

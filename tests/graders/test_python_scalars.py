@@ -345,6 +345,20 @@ def test_a_new_jit_each_step_is_rejected():
     grade_failure(good_init, sgd_step, train, "once per batch")
 
 
+def test_the_step_called_only_inside_another_jit_is_rejected():
+    sgd_step = make_step()
+
+    def train(params, batches, schedule):
+        state = good_init(params)
+        for step, batch in enumerate(batches):
+            wrapped = jax.jit(lambda s, b, lr: sgd_step(s, b, lr))
+            state = wrapped(state, batch, to_float32(schedule(step)))
+        return state
+
+    failure = grade_failure(good_init, sgd_step, train, "once per batch")
+    assert "while another function was being traced" in failure.hint
+
+
 def test_batches_out_of_order_are_rejected():
     sgd_step = make_step()
 
