@@ -26,7 +26,7 @@
 #         for values that select a different program.
 #     prerequisites:
 #       lessons: [what_jit_caches, dtypes]
-#     minutes: {teaching: 15, exercises: 15}
+#     minutes: {teaching: 20, exercises: 20}
 #     keypoints:
 #       - A Python int, float or bool passed to a jitted function is traced, not static; its
 #         value can change without a retrace.

@@ -28,7 +28,7 @@
 #       lessons: [what_jit_caches]
 #       other:
 #         - "Pytrees: dicts, lists and tuples of arrays (JAX docs, 'Pytrees')"
-#     minutes: {teaching: 20, exercises: 15}
+#     minutes: {teaching: 25, exercises: 15}
 #     keypoints:
 #       - jit flattens all arguments, positional and keyword, into leaves and a tree
 #         structure; the structure is part of the cache key.
