@@ -13,13 +13,17 @@
 #     title: One compilation for a mixed learning-rate schedule
 #     hints:
 #       - "Print `jax.typeof(schedule(step))` for every step: how many different abstract
-#         values would `sgd_step` see for `lr`?"
+#         values would `sgd_step` see for `lr`? Then print `jax.tree.map(jax.typeof, state)`
+#         for `init(params0)` and for the state one `sgd_step` returns."
 #       - The cache key is made from the arguments before the body of `sgd_step` runs, so
 #         converting `lr` inside the jitted function is too late. Convert it in `train`,
 #         just before the call.
 #       - "Give every learning rate the same dtype and the same weak flag. An array with an
 #         explicit dtype does it; `jnp.asarray(lr)` alone does not (an int stays an int), an
 #         integer dtype rounds 0.05 to 0, and a static `lr` compiles once per value."
+#       - "`sgd_step` returns `avg_loss` as a strong `float32[]`, because the loss is one. A
+#         Python `0.0`, or `jnp.asarray(0.0)`, is a weak `~float32[]`: start the average
+#         with an explicit dtype in `init`."
 # ---
 
 # %% [markdown]
@@ -29,19 +33,27 @@
 # `schedule(step)`, which belongs to a config library you do not own. Depending on the
 # phase of training it returns a Python `int` (`0` while the weights are frozen), Python
 # `float`s (warm-up), NumPy `float64` scalars (a cosine decay computed with `np.cos`) or a
-# `jnp.float32` (the floor).
+# `jnp.float32` (the floor). The loop also keeps a running average of the loss, so the
+# state carried from step to step is `{"params": {"w": ..., "b": ...}, "avg_loss": ...}`.
 #
 # Write
 #
-# - `sgd_step(params, batch, lr)`: one jitted SGD step on `loss`, returning new params with
-#   the same structure (`{"w": ..., "b": ...}`);
-# - `train(params, batches, schedule)`: one `sgd_step` per batch, with
-#   `lr = schedule(step)` for batch number `step` (counting from 0); returns the final
-#   params.
+# - `init(params)`: the state before the first step: these `params`, and `avg_loss`
+#   equal to 0. Its types must be the ones `sgd_step` returns:
+#   `jax.tree.map(jax.typeof, state)` must not change from one step to the next;
+# - `sgd_step(state, batch, lr)`, jitted: one SGD step on `loss`, returning the new
+#   state: `params - lr * gradient`, leaf by leaf, and
+#   `avg_loss = 0.9 * avg_loss + 0.1 * loss(params, batch)`, with the loss of the
+#   params *before* the update;
+# - `train(params, batches, schedule)`: starts from `init(params)` and calls `sgd_step`
+#   once per batch, in order, each time with the state the previous call returned and
+#   `lr = schedule(step)` for batch number `step` (counting from 0); it returns the
+#   state the last call returned, and leaves the caller's `params` as they were.
 #
-# Solved means: the numbers match a reference on fresh random data **and** `sgd_step`
-# compiles exactly once over a whole schedule, whatever kinds of scalar it hands out. Do
-# not edit `schedule` or `loss`: the grader brings its own schedule, with its own mix.
+# Solved means: the numbers match a reference on fresh random data, the results come
+# from `sgd_step` (called by its name, with jit on), **and** `sgd_step` compiles exactly
+# once over a whole schedule, whatever kinds of scalar it hands out. Do not edit
+# `schedule` or `loss`: the grader brings its own schedule, with its own mix.
 #
 # Try your code with `jitlab.count_compiles(sgd_step)` around a call of `train` before you
 # run the grader cell.
@@ -66,10 +78,8 @@ def schedule(step):
         return 0  # frozen: a Python int
     if step < 6:
         return 0.025 * (step - 1)  # warm-up: Python floats
-    if step < 14:
-        return 0.05 * (
-            1 + np.cos(np.pi * (step - 6) / 8)
-        )  # cosine decay: NumPy float64
+    if step < 14:  # cosine decay: NumPy float64
+        return 0.05 * (1 + np.cos(np.pi * (step - 6) / 8))
     return jnp.float32(0.01)  # floor: a jnp float32
 
 
@@ -94,9 +104,14 @@ jitlab.print_table(
 
 
 # %%
+def init(params):
+    """The state before the first step, with the types `sgd_step` returns."""
+    raise NotImplementedError
+
+
 @jax.jit
-def sgd_step(params, batch, lr):
-    """One SGD step: params - lr * gradient of `loss`, leaf by leaf."""
+def sgd_step(state, batch, lr):
+    """One SGD step, and the running average of the loss before it."""
     raise NotImplementedError
 
 
@@ -108,4 +123,4 @@ def train(params, batches, schedule):
 # %% tags=["grader"]
 from jitlab.graders import python_scalars
 
-python_scalars.grade(sgd_step, train)
+python_scalars.grade(init, sgd_step, train)

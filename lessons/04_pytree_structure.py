@@ -21,11 +21,14 @@
 #       - Predict which changes of keys, None, container type and calling style cost a compilation.
 #       - Read JAX's "different input pytree" explanation and find the argument it names.
 #       - Build a stable container at the boundary and call a jitted function one way only.
+#       - Make `init` build the state structure that a training step returns, and check it.
+#       - Say what `jax.no_tracing()` checks (jit's fast path), and when it raises without a
+#         trace.
 #     prerequisites:
 #       lessons: [what_jit_caches]
 #       other:
 #         - "Pytrees: dicts, lists and tuples of arrays (JAX docs, 'Pytrees')"
-#     minutes: {teaching: 20, exercises: 15}
+#     minutes: {teaching: 25, exercises: 15}
 #     keypoints:
 #       - jit flattens all arguments, positional and keyword, into leaves and a tree
 #         structure; the structure is part of the cache key.
@@ -37,6 +40,12 @@
 #       - Fix it at the boundary; build the pytree you pass with fixed keys and types, fill
 #         optional fields with a neutral value or with a value and a flag, and call
 #         positionally.
+#       - A state slot that `init` leaves `None` and the first step fills is a new structure at
+#         step 2. Build it in `init` (zeros shaped like the parameters) and compare
+#         `jax.tree.structure` and `jax.tree.map(jax.typeof, state)` before and after one step.
+#       - "`jax.no_tracing()` raises on any miss of jit's C++ fast path, not only on a trace: a
+#         JAX array where only NumPy arrays were seen, or any call of a warm function that has
+#         a host callback (`jax.debug.print`), raises with 0 traces and 0 compilations."
 #     instructor_notes:
 #       - Ask for a prediction before the None cell; most learners expect None to be free
 #         because the function never does arithmetic on it.
@@ -49,6 +58,8 @@
 #         loader side by side.
 #       - The timed comparison is compile-bound, so its ratio varies between laptops; the
 #         compile counts do not.
+#       - Learners read `jax.no_tracing()` as "no retrace". Run the `jax.debug.print` cell and
+#         ask why a warm call with the same arguments raises.
 # ---
 
 # %% [markdown]
@@ -195,7 +206,8 @@ def passthrough(batch):
 returned = passthrough({"y": y, "x": x})
 print(list(returned))
 assert list(returned) == ["x", "y"]
-#
+
+# %% [markdown]
 # ## An optional field: array, `None`, absent
 #
 # A common pattern: a batch may carry per-example weights. Some code puts the array
@@ -400,7 +412,7 @@ assert positional != by_name
 
 # %%
 def loader(n_batches, seed=0):
-    """(batch, by_keyword) pairs, the way an untidy pipeline and its callers produce them."""
+    """(batch, by_keyword) pairs, as an untidy pipeline and its callers produce them."""
     r = np.random.default_rng(seed)
     stream = []
     for i in range(n_batches):
@@ -449,7 +461,7 @@ def make_naive():
 
 
 def run_stream(make):
-    """Run the stream once with fresh functions: compile count, per-batch seconds, losses."""
+    """Run the stream once with fresh functions: compiles, per-batch seconds, losses."""
     loss, counted = make()
     seconds, losses = [], []
     with jitlab.count_compiles(counted) as count:
@@ -586,20 +598,30 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ## Keeping it fixed
+# ## Keeping it fixed, and what `jax.no_tracing()` really checks
 #
-# `jax.no_tracing()` turns any trace into a `RuntimeError`. After one warm-up call, the
-# fixed version runs the whole stream under it; the naive version fails at the first
-# batch with a structure it has not seen. In a test, this is how "it compiles once"
-# stays true after the next refactor.
+# In a test, "it compiles once" should stay true after the next refactor. JAX offers a
+# guard for that, `jax.no_tracing()`, but it checks something narrower than its name.
+# Every call of a jitted function first looks in jit's *fast path*, a C++ cache keyed
+# on the exact call: the structure, the leaves' types, and whether each leaf is a NumPy
+# array or a JAX array on some device. A hit runs the compiled program at once. A miss
+# falls back to Python, which looks in the tracing cache and traces only if that misses
+# too. The guard raises `RuntimeError` at the fallback, before it knows whether a trace
+# is needed. So silence under the guard means no trace and no compilation; an error
+# means that some call left the fast path, which is usually a retrace, but not always.
+#
+# First the use it was made for. After one warm-up call, the fixed version runs the
+# whole stream under the guard; the naive version fails at the first batch with a
+# structure it has not seen.
 
 # %%
 loss, loss_core = make_fixed()
 loss(params, stream[0][0])  # warm-up: the one compilation
-with jax.no_tracing():
+with jitlab.count_compiles(loss_core) as guarded, jax.no_tracing():
     for batch, by_keyword in stream:
         loss(params, batch=batch) if by_keyword else loss(params, batch)
-print("fixed: 48 batches, no trace")
+print("fixed: 48 batches under the guard,", guarded)
+assert guarded.traces == 0 and guarded.compiles == 0
 
 loss_naive, _ = make_naive()
 loss_naive(params, stream[0][0])
@@ -613,6 +635,73 @@ else:
     raise AssertionError("expected RuntimeError from jax.no_tracing")
 print("naive:", type(caught).__name__, str(caught).splitlines()[0][:100])
 assert "loss_naive" in str(caught)
+
+# %% [markdown]
+# Now two calls that need no trace at all, and still trip the guard.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>loss_core</code> was warmed up on batches of NumPy arrays (that is what
+# <code>tidy</code> builds). Does the guard let through the same batch as JAX arrays,
+# same shapes and dtypes? And a warm function that calls <code>jax.debug.print</code>,
+# called again with the very same arguments?</p></div>
+
+# %%
+loss, loss_core = make_fixed()
+tidy_batch = tidy(stream[0][0])
+as_jax = {key: jnp.asarray(value) for key, value in tidy_batch.items()}
+loss_core(params, tidy_batch)  # warm-up on NumPy leaves
+try:
+    with jax.no_tracing():
+        loss_core(params, as_jax)
+except RuntimeError:
+    jax_leaves = "raised"
+else:
+    jax_leaves = "passed"
+with jitlab.count_compiles(loss_core) as unguarded:
+    loss_core(params, as_jax)  # the same call, without the guard
+print("JAX leaves after NumPy warm-up, under the guard:", jax_leaves)
+print("the same call without the guard:", unguarded)
+assert jax_leaves == "raised"
+assert unguarded.traces == 0 and unguarded.compiles == 0  # the tracing cache had it
+
+
+@jax.jit
+def loss_printed(params, batch):
+    value = loss_core(params, batch)
+    jax.debug.print("loss {v:.3f}", v=value)  # a host callback
+    return value
+
+
+loss_printed(params, tidy_batch)
+raised = 0
+with jitlab.count_compiles(loss_printed) as printed:
+    for _ in range(3):
+        try:
+            with jax.no_tracing():
+                loss_printed(params, tidy_batch)  # warm, same arguments
+        except RuntimeError:
+            raised += 1
+        loss_printed(params, tidy_batch)  # and once more without the guard
+print(f"jax.debug.print: the guard raised on {raised} of 3 warm calls;", printed)
+assert raised == 3
+assert printed.traces == 0 and printed.compiles == 0
+
+# %% [markdown]
+# Both calls were cache hits, with no trace and no compilation, and both raised:
+#
+# - a JAX array where the fast path has only seen NumPy arrays (or the reverse) is a
+#   new fast-path entry, though the abstract value is the same;
+# - a program with a host callback (`jax.debug.print`, `jax.debug.callback`,
+#   `jax.pure_callback`) never gets a fast-path entry, so *every* call under the guard
+#   raises.
+#
+# A committed array on another device than the one the function was warmed up with
+# also leaves the fast path; there is one device here, so this lesson does not check
+# it (lesson 12 has several). To guard a test with `jax.no_tracing()`, warm up with the
+# same kinds of inputs the test passes and keep host callbacks out of the guarded
+# function. To check the number of compilations rather than fast-path misses, count
+# them, with `jitlab.count_compiles` as above or with a trace counter in the test
+# (lesson 09 shows `chex.assert_max_traces`).
 
 # %% [markdown]
 # ## When no value is neutral: a value and a flag
@@ -645,19 +734,28 @@ np.testing.assert_allclose(with_baseline, y - 0.5, rtol=1e-6)
 assert n.compiles == 1, n.explanations
 
 # %% [markdown]
-# The placeholder and the flag are strongly typed arrays (`jnp.float32`, `jnp.bool_`),
-# not Python `0.0` and `False`: as lesson 03 showed, a weakly typed Python scalar where
-# a strongly typed array was is a different cache key. One call with Python scalars
-# shows it:
+# The placeholder is a strongly typed `jnp.float32`, not a Python `0.0`: as lesson 03
+# showed, a Python float is traced as a weak `~float32[]`, a different cache key from
+# the `float32[]` the real baseline gets. The flag is another matter. A Python `bool`
+# has no weak form: `False` is traced as `bool[]`, exactly like `jnp.bool_(False)`. So
+# only the float placeholder needs care, and the two calls below show it, one argument
+# at a time.
 
 # %%
-with jitlab.count_compiles(centred_targets) as n:
-    centred_targets(y, 0.0, False)
-print(n)
-print(why(n))
-assert n.compiles == 1, n.explanations
-assert "weak_type=True" in n.explanations[-1]
-#
+assert str(jax.typeof(False)) == str(jax.typeof(jnp.bool_(False))) == "bool[]"
+assert str(jax.typeof(0.0)) == "~float32[]"
+with jitlab.count_compiles(centred_targets) as python_flag:
+    centred_targets(y, jnp.float32(0.0), False)  # a Python bool flag
+with jitlab.count_compiles(centred_targets) as python_placeholder:
+    centred_targets(y, 0.0, jnp.bool_(False))  # a Python float placeholder
+print("Python bool flag:       ", python_flag)
+print("Python float placeholder:", python_placeholder)
+print(why(python_placeholder))
+assert python_flag.compiles == 0, python_flag.explanations  # same key as jnp.bool_
+assert python_placeholder.compiles == 1, python_placeholder.explanations
+assert "weak_type=True" in python_placeholder.explanations[-1]
+
+# %% [markdown]
 # ## Or two functions
 #
 # When the two cases do really different work, and computing both would waste time,
@@ -704,6 +802,127 @@ fixes.append(
 )
 
 # %% [markdown]
+# ## State whose structure changes after one step
+#
+# The same trap waits in a training loop's *state*, where the structure is decided by
+# two pieces of code: `init`, which builds the state for step 1, and the step, which
+# builds it for every step after. A common pattern fills a slot lazily: the momentum
+# starts as `None` and the first step replaces it with the gradients.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Six steps of <code>momentum_step</code> from <code>init_lazy</code>, same shapes
+# throughout. How many compilations?</p></div>
+
+
+# %%
+def init_lazy(params):
+    return {"params": params, "momentum": None}  # "the first step fills it in"
+
+
+@jax.jit
+def momentum_step(state, batch):
+    grads = jax.grad(mse)(state["params"], batch)
+    if state["momentum"] is None:  # structure: decided while tracing
+        momentum = grads
+    else:
+        momentum = jax.tree.map(lambda m, g: 0.9 * m + g, state["momentum"], grads)
+    new_params = jax.tree.map(lambda p, m: p - 0.05 * m, state["params"], momentum)
+    return {"params": new_params, "momentum": momentum}
+
+
+def train_momentum(init, n_steps=6):
+    state = init(params)
+    for _ in range(n_steps):
+        state = momentum_step(state, {"x": x, "y": y})
+    return jax.block_until_ready(state)
+
+
+with jitlab.count_compiles(momentum_step) as lazy, jitlab.stopwatch() as lazy_sw:
+    lazy_final = train_momentum(init_lazy)
+print(lazy)
+print(why(lazy))
+assert lazy.compiles == 2, lazy.explanations
+remember("state: None from init, an array from the step", lazy.compiles - 1)
+
+# %% [markdown]
+# Step 1 compiled for a state with `None` in it, step 2 for the state step 1 returned,
+# and from then on the state keeps that second structure. The check, as in lesson 03:
+# map `jax.typeof` over the state before and after one step, and compare.
+
+# %%
+state = init_lazy(params)
+before = jax.tree.map(jax.typeof, state)
+after = jax.tree.map(jax.typeof, momentum_step(state, {"x": x, "y": y}))
+print("init:    ", jax.tree.structure(before))
+print("one step:", jax.tree.structure(after))
+assert before != after
+assert before["momentum"] is None and after["momentum"] is not None
+assert before["params"] == after["params"]  # the parameters keep their types
+
+# %% [markdown]
+# One caution with that comparison. `==` on the mapped trees is Python's equality of
+# containers, and Python says a NamedTuple equals a plain tuple with the same items,
+# though jit sees two structures (the `Pair` experiment above). Compare the
+# structures too:
+
+# %%
+pair_types = jax.tree.map(jax.typeof, Pair(x, y))
+tuple_types = jax.tree.map(jax.typeof, (x, y))
+print("== says", pair_types == tuple_types)
+print("structures equal:", jax.tree.structure(Pair(x, y)) == jax.tree.structure((x, y)))
+assert pair_types == tuple_types  # Python equality misses the difference...
+assert jax.tree.structure(Pair(x, y)) != jax.tree.structure((x, y))  # ...jit does not
+
+# %% [markdown]
+# The fix is in `init`: build the slot the step will return, here zeros shaped like the
+# parameters. With zero momentum the first update is the gradient, as before, so the
+# numbers do not change.
+
+
+# %%
+def init_zeros(params):
+    return {"params": params, "momentum": jax.tree.map(jnp.zeros_like, params)}
+
+
+state = init_zeros(params)
+same = jax.tree.map(jax.typeof, momentum_step(state, {"x": x, "y": y}))
+assert jax.tree.structure(state) == jax.tree.structure(same)
+assert jax.tree.map(jax.typeof, state) == same
+
+momentum_step.clear_cache()
+with jitlab.count_compiles(momentum_step) as zeros, jitlab.stopwatch() as zeros_sw:
+    zeros_final = train_momentum(init_zeros)
+print(zeros)
+assert zeros.compiles == 1, zeros.explanations
+for got, want in zip(
+    jax.tree.leaves(zeros_final), jax.tree.leaves(lazy_final), strict=True
+):
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+jitlab.print_table(
+    [
+        {
+            "init": "momentum None",
+            "compiles": lazy.compiles,
+            "total_s": lazy_sw.seconds,
+        },
+        {
+            "init": "momentum zeros",
+            "compiles": zeros.compiles,
+            "total_s": zeros_sw.seconds,
+        },
+    ]
+)
+jitlab.record(
+    "state: momentum None in init", compiles=lazy.compiles, total_s=lazy_sw.seconds
+)
+jitlab.record(
+    "state: momentum zeros in init",
+    compiles=zeros.compiles,
+    total_s=zeros_sw.seconds,
+    speedup=lazy_sw.seconds / zeros_sw.seconds,
+)
+
+# %% [markdown]
 # ## Summary: which change retraces
 #
 # Measured above on this machine's JAX. "New compilations" is what the change cost
@@ -720,6 +939,7 @@ assert [row["retraces"] for row in findings] == [
     "no",  # dataclass, new values
     "yes",  # dataclass, new static field
     "yes",  # f(x) then f(x=x)
+    "yes",  # state: None from init, an array from the step
 ]
 
 # %% [markdown]

@@ -44,12 +44,13 @@
 #   `sum(w * (predict(params, x) - y) ** 2) / sum(w)`, where a batch without weights
 #   counts every example once;
 # - `loss(params, batch)`, a plain Python function: what every caller calls. It tidies
-#   the batch and calls `batch_loss`, without changing the caller's dict (the loader
-#   may reuse it).
+#   the batch, calls `batch_loss` (by that name) once, and returns its result. It
+#   changes neither the caller's dict nor the arrays in it (the loader may reuse them).
 #
 # **Solved** means: the numbers match a reference for every kind of batch and every
-# calling style, the arithmetic runs inside `batch_loss`, and `batch_loss` compiles
-# **exactly once** for all the batches of a run (they all have the same shapes).
+# calling style, each result is the one `batch_loss` computed (with jit on), and
+# `batch_loss` compiles **exactly once** for all the batches of a run (they all have
+# the same shapes).
 #
 # The grader draws new shapes and data every time. To look before grading, count for
 # yourself in a new cell:
@@ -108,7 +109,7 @@ def batch_loss(params, batch):
 
 
 def loss(params, batch):
-    """What callers call, with any batch the loader produces, positionally or by keyword.
+    """What callers call, with any batch the loader makes, positionally or by keyword.
 
     Tidy the batch, then call `batch_loss`; leave the caller's dict as it was.
     """

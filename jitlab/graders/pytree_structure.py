@@ -4,20 +4,29 @@ compiled once.
 The learner writes ``batch_loss(params, batch)`` (jitted) and ``loss(params, batch)``
 (a plain Python function that callers call with whatever batch the loader produced,
 positionally or by keyword). Every run draws new shapes and new data, and calls
-``loss`` with every kind of batch in every calling style, shuffled.
+``loss`` with every kind of batch in every calling style (each pair at least once,
+shuffled), including a batch whose keys arrive in another order.
 
-What it rejects, and how:
-- an unfinished stub: ``NotImplementedError`` becomes a failed check;
-- ``loss`` that is itself jitted, or is ``batch_loss``: it would compile once per
-  structure, so ``loss`` must be a plain function that tidies the batch before jit sees it;
-- missing weights filled with zeros (or any other wrong number): each loss is compared
-  with a float64 NumPy reference;
-- a ``loss`` that edits the caller's dict in place: the batches are checked afterwards;
-- work done outside ``jit`` (NumPy or eager ``jnp`` in ``loss``): ``batch_loss`` must
-  compile (its cache is cleared first) and ``loss`` must return its JAX array;
-- the batch passed through unchanged, ``None`` treated differently from a missing key,
-  extra keys kept, or the caller's calling style forwarded: more than one compilation
-  of ``batch_loss``, reported with JAX's own explanation and a hint that fits it.
+While ``loss`` runs, every reference to ``batch_loss`` it holds (globals, closure cells,
+defaults, and those of the helpers it calls) is rebound to a recorder
+(:mod:`jitlab.graders._calls`) that forwards to the real jitted function and keeps each
+call's signature, output, whether jit was on, and whether it compiled. What it rejects:
+
+- an unfinished stub: ``NotImplementedError`` becomes "not solved yet";
+- ``batch_loss`` that is not what ``jax.jit`` returns, and a ``loss`` that is jitted
+  (it would compile once per structure);
+- jit switched off while ``loss`` calls ``batch_loss`` (``jax.disable_jit()`` inside
+  ``loss``, or the config flag), named as such;
+- work done outside ``jit``: every call of ``loss`` must call ``batch_loss`` exactly once
+  and return what that call returned, so a NumPy path (with or without one decoy call)
+  and the reference fail;
+- wrong numbers (missing weights filled with zeros, weights ignored): each loss is
+  compared with a float64 NumPy reference computed here;
+- a ``loss`` that changes the caller's dict or the arrays in it (say, normalising the
+  weights in place): the batches' content is compared with copies taken before;
+- more than one compilation of ``batch_loss``: the verdict names what changed between
+  the calls that compiled (calling style, keys, ``None``, dtypes), from the recorded
+  signatures, and quotes JAX's explanation only as a second opinion.
 """
 
 from __future__ import annotations
@@ -25,27 +34,43 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jitlab.graders._calls import Signature, differences, recording, same_content
 from jitlab.grading import (
-    all_passed,
     call_learner,
     fresh_rng,
+    grader,
+    is_jitted,
     passed,
     require,
     require_close,
+    require_compiles,
     require_jitted,
+    shorten,
 )
 from jitlab.instruments.counting import count_compiles
 
+LESSON = "04"
 KINDS = ("no weights", "weights", "weights=None", "extra ids", "weights, keys reordered")
 STYLES = ("loss(params, batch)", "loss(params, batch=batch)", "loss(params=..., batch=...)")
 EXTRA_CALLS = 9  # on top of one call for every (kind, style) pair
 
+JITTED = "batch_loss is wrapped by jax.jit"
+PLAIN = "loss is a plain Python function"
+RUNS = "loss runs on every kind of batch and calling style"
+JIT_ON_CALLS = "loss calls batch_loss with jit on"
+ONE_CALL = "loss calls batch_loss once per call"
+FROM_CORE = "loss returns what batch_loss computed"
+SCALAR = "loss returns one number per batch"
+NUMBERS = "the losses match the reference"
+KEPT = "loss leaves the caller's batch as it was"
+ONCE = "batch_loss compiles once for all batches"
+CHECKS = (JITTED, PLAIN, RUNS, JIT_ON_CALLS, ONE_CALL, FROM_CORE, SCALAR, NUMBERS, KEPT, ONCE)
 
-def reference_loss(params: dict[str, Any], batch: dict[str, Any]) -> float:
+
+def _reference_loss(params: dict[str, Any], batch: dict[str, Any]) -> float:
     """Weighted mean squared error in float64; no weights means weight 1 everywhere."""
     x = np.asarray(batch["x"], dtype=np.float64)
     y = np.asarray(batch["y"], dtype=np.float64)
@@ -71,61 +96,84 @@ def _make_batch(rng: np.random.Generator, kind: str, n: int, f: int, first_id: i
 
 
 def _call(loss: Callable[..., Any], style: str, params: dict, batch: dict) -> Any:
-    check = "loss runs on every kind of batch and calling style"
     if style == STYLES[0]:
-        return call_learner(check, loss, params, batch)
+        return call_learner(RUNS, loss, params, batch, lesson=LESSON)
     if style == STYLES[1]:
-        return call_learner(check, loss, params, batch=batch)
-    return call_learner(check, loss, params=params, batch=batch)
+        return call_learner(RUNS, loss, params, batch=batch, lesson=LESSON)
+    return call_learner(RUNS, loss, params=params, batch=batch, lesson=LESSON)
 
 
-def _hint_for(reason: str) -> str:
-    if "tuple of length" in reason:
-        return (
-            "callers use keywords sometimes; whichever way loss was called, call "
-            "batch_loss one way only: batch_loss(params, tidy_batch)"
-        )
-    if "NoneType" in reason:
-        return (
-            '"weights": None and no "weights" key mean the same thing; give batch_loss '
-            "an array of weights in both cases"
-        )
-    if "key sets" in reason:
-        return (
-            "do not pass the caller's dict on: build a new dict with exactly the keys "
-            "batch_loss needs, the same keys every time"
-        )
-    if "different input types" in reason:
-        return (
-            "the filled-in weights must have the same shape and dtype as real weights, "
-            'e.g. np.ones_like(batch["y"])'
-        )
-    return (
-        "give batch_loss the same structure every time (same keys, always arrays) and "
-        "call it positionally"
-    )
+def _copy(batch: dict) -> dict:
+    return {key: None if v is None else np.array(v, copy=True) for key, v in batch.items()}
 
 
-def _is_scalar_number(value: Any) -> bool:
-    try:
-        array = np.asarray(value)
-    except Exception:
-        return False
-    return array.shape == () and array.dtype.kind in "iuf"
+def _unchanged(batch: dict, copy: dict) -> bool:
+    return set(batch) == set(copy) and all(same_content(batch[key], copy[key]) for key in copy)
 
 
-def _describe(value: Any) -> str:
-    shape = getattr(value, "shape", None)
-    return f"{type(value).__name__}" + (f" of shape {tuple(shape)}" if shape is not None else "")
+def _category(phrase: str) -> str:
+    """What kind of change one phrase of :func:`differences` describes."""
+    if phrase.startswith("called as"):
+        return "style"
+    if "None" in phrase:
+        return "none"
+    if ": absent " in phrase or ": present " in phrase:
+        return "weights" if "weights" in phrase else "keys"
+    if phrase.startswith("containers"):
+        return "containers"
+    return "weak" if "~" in phrase else "types"
 
 
+_HINTS = {
+    "style": "callers use keywords sometimes; whichever way loss was called, call "
+    "batch_loss one way only: batch_loss(params, tidy_batch)",
+    "none": '"weights": None and no "weights" key mean the same thing; give batch_loss '
+    "an array of weights in both cases",
+    "weights": "batches with and without weights reach batch_loss with different keys; "
+    "give batch_loss an array of weights in every case (ones where there are none)",
+    "keys": "do not pass the caller's dict on: build a new dict with exactly the keys "
+    "batch_loss needs, the same keys every time",
+    "containers": "pass batch_loss the same container types every time (a dict, not "
+    "sometimes a tuple or a list)",
+    "types": "the filled-in weights must have the same shape and dtype as real weights, "
+    'e.g. np.ones_like(batch["y"])',
+    "weak": "the filled-in weights are weakly typed (~), real weights are not: "
+    "jnp.full(n, 1.0) or a Python float makes a weak array; give the fill an explicit "
+    'dtype, e.g. np.ones_like(batch["y"])',
+    "again": "batch_loss compiled again for arguments it had compiled for already: do "
+    "not clear its cache, or build a new jitted function, inside loss",
+}
+
+
+def _compile_causes(signatures: list[Signature], compiled: list[bool]) -> tuple[str, list[str]]:
+    """What changed at each compilation after the first (against the closest earlier
+    signature), and the kinds of cause found, in order of appearance."""
+    causes: list[str] = []
+    kinds: list[str] = []
+    for i in range(1, len(signatures)):
+        if not compiled[i]:
+            continue
+        earlier = signatures[:i]
+        if signatures[i] in earlier:
+            causes.append(f"call {i + 1}: the same signature as an earlier call")
+            kinds.append("again")
+            continue
+        closest = min(earlier, key=lambda s: len(differences(s, signatures[i], limit=99)))
+        found = differences(closest, signatures[i], then_label="earlier")
+        causes.append(f"call {i + 1}: " + "; ".join(found))
+        kinds.append(_category(found[0]) if found else "again")
+    text = "; ".join(causes[:3]) + (f"; and {len(causes) - 3} more" if len(causes) > 3 else "")
+    return text, list(dict.fromkeys(kinds))
+
+
+@grader("04 pytree structure", checks=CHECKS)
 def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
     """Grade exercise 04: numbers right for every kind of batch, one compilation."""
     rng = fresh_rng()
-    require_jitted("batch_loss is wrapped by jax.jit", batch_loss)
+    require_jitted(JITTED, batch_loss)
     require(
-        "loss is a plain Python function",
-        not (hasattr(loss, "lower") and hasattr(loss, "trace")),
+        PLAIN,
+        not is_jitted(loss),
         expected="loss to be an ordinary def that tidies the batch, then calls batch_loss",
         seen=f"loss is a jitted function ({getattr(loss, '__name__', type(loss).__name__)})",
         hint="a jitted loss sees every batch structure and compiles for each one; tidy the "
@@ -139,31 +187,72 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
     }
     plan = [(kind, style) for kind in KINDS for style in STYLES]
     plan += [(str(rng.choice(KINDS)), str(rng.choice(STYLES))) for _ in range(EXTRA_CALLS)]
-    order = rng.permutation(len(plan))
-    plan = [plan[i] for i in order]
+    plan = [plan[i] for i in rng.permutation(len(plan))]
     batches = [_make_batch(rng, kind, n, f, i * n) for i, (kind, _) in enumerate(plan)]
-    wanted = [reference_loss(params, b) for b in batches]
-    snapshots = [[(key, id(value)) for key, value in b.items()] for b in batches]
+    wanted = [_reference_loss(params, b) for b in batches]
+    copies = [_copy(b) for b in batches]
 
     batch_loss.clear_cache()  # count from a cold cache, whatever the notebook ran before
-    outputs = []
-    with count_compiles(batch_loss) as count:
+    outputs, calls_per_loss = [], []
+    with (
+        count_compiles(batch_loss) as count,
+        recording(loss, batch_loss, lambda: count.compiles) as recorder,
+    ):
         for (_, style), batch in zip(plan, batches, strict=True):
+            before = len(recorder.calls)
             outputs.append(_call(loss, style, params, batch))
-    passed("loss runs on every kind of batch and calling style")
+            calls_per_loss.append(recorder.calls[before:])
+    passed(RUNS)
+    calls = recorder.calls
 
+    off = sum(not call.jit_on for call in calls)
     require(
-        "loss returns one number per batch",
-        all(_is_scalar_number(out) for out in outputs),
+        JIT_ON_CALLS,
+        not off,
+        expected="jit switched on at every call of batch_loss",
+        seen=f"jit was switched off (jax.disable_jit or jax_disable_jit) at {off} of "
+        f"{len(calls)} calls: nothing compiles, so the counts mean nothing",
+        hint="remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) "
+        "from your code: the exercise is about what jit compiles",
+    )
+    counts = sorted({len(made) for made in calls_per_loss})
+    hint = "loss should tidy the batch and return batch_loss(params, tidy_batch): one call"
+    if not calls and recorder.inside_traces:
+        hint += "; batch_loss was only called while another function was being traced"
+    elif not calls and count.compiles:
+        hint += "; batch_loss compiled, but not through a name loss holds"
+    require(
+        ONE_CALL,
+        counts == [1],
+        expected=f"1 call of batch_loss for each of the {len(plan)} calls of loss",
+        seen=f"{len(calls)} call(s) of batch_loss in all; per call of loss: "
+        + ", ".join(str(c) for c in counts),
+        hint=hint,
+    )
+    differing = [
+        i for i, made in enumerate(calls_per_loss) if not same_content(outputs[i], made[0].out)
+    ]
+    require(
+        FROM_CORE,
+        not differing,
+        expected="each call of loss to return what its batch_loss call returned",
+        seen=f"{len(differing)} of {len(plan)} results differ from batch_loss's output",
+        hint="return batch_loss(params, tidy_batch) as it is; do the arithmetic inside "
+        "batch_loss, not around it",
+    )
+    shapes = sorted({str(np.shape(out)) for out in outputs})
+    require(
+        SCALAR,
+        shapes == ["()"],
         expected="a scalar (shape ()) for each call",
-        seen=", ".join(sorted({_describe(out) for out in outputs if not _is_scalar_number(out)})),
+        seen="results of shape " + ", ".join(shapes),
         hint="reduce over the batch (a weighted mean of the squared errors) and return it",
     )
-    got = np.array([float(out) for out in outputs])
+    got = np.array([float(np.asarray(out)) for out in outputs])
     wrong = [i for i in range(len(plan)) if not np.isclose(got[i], wanted[i], rtol=1e-4)]
     kinds_wrong = sorted({plan[i][0] for i in wrong})
     require_close(
-        f"the {len(plan)} losses match the reference",
+        NUMBERS,
         got,
         np.array(wanted),
         rtol=1e-4,
@@ -171,35 +260,28 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
         + "the loss is sum(w * (pred - y)**2) / sum(w), and a batch without weights "
         "counts every example once (weight 1, not 0)",
     )
-    changed = [
-        plan[i][0]
-        for i, batch in enumerate(batches)
-        if [(key, id(value)) for key, value in batch.items()] != snapshots[i]
-    ]
+    changed = sorted({plan[i][0] for i, b in enumerate(batches) if not _unchanged(b, copies[i])})
     require(
-        "loss leaves the caller's batch as it was",
+        KEPT,
         not changed,
-        expected="every batch dict unchanged after the call",
-        seen=f"changed batches of kind: {', '.join(sorted(set(changed)))}",
-        hint="the loader may reuse its dicts; build a new dict for batch_loss instead of "
-        "assigning to or popping from the one you were given",
+        expected="every batch dict, and every array in it, unchanged after the call",
+        seen=f"changed batches of kind: {', '.join(changed)}",
+        hint="the loader may reuse its dicts and arrays; build a new dict for batch_loss "
+        "(and new arrays) instead of assigning to, popping from, or editing in place "
+        "what you were given",
     )
-    require(
-        "loss does its work inside the jitted batch_loss",
-        count.compiles > 0 and all(isinstance(out, jax.Array) for out in outputs),
-        expected="batch_loss to compile, and loss to return the JAX array it computes",
-        seen=f"{count.compiles} compilation(s) of batch_loss; loss returned "
-        + ", ".join(sorted({type(out).__name__ for out in outputs})),
-        hint="loss should only tidy the batch and return batch_loss(params, tidy_batch); "
-        "do the arithmetic inside batch_loss",
+    causes, kinds = _compile_causes(
+        [call.signature for call in calls], [call.compiled for call in calls]
     )
-    reason = count.last_reason
-    require(
-        f"batch_loss compiles once for all {len(plan)} batches",
-        count.compiles == 1,
-        expected=f"1 compilation ({len(KINDS)} kinds of batch x {len(STYLES)} calling "
-        "styles, all with the same shapes)",
-        seen=f"{count.compiles} compilations; JAX's reason for the last one: {reason}",
-        hint=_hint_for(reason),
+    hints = [_HINTS[kind] for kind in kinds[:2]]
+    jax_note = f'JAX\'s note on the last miss: "{shorten(count.last_reason, 160)}"'
+    require_compiles(
+        ONCE,
+        count,
+        exactly=1,
+        what=f"compilations of batch_loss for {len(plan)} batches",
+        hint=". Also: ".join(hints)
+        or "give batch_loss the same structure every time (same keys, always arrays) "
+        "and call it positionally",
+        seen_extra="; ".join(part for part in (causes, jax_note) if part),
     )
-    all_passed("04 pytree structure")
