@@ -246,7 +246,9 @@ for label, lowered, compiled in [
         {
             "weights passed as": label,
             "StableHLO chars": len(lowered.as_text()),
-            "executable argument bytes": compiled.memory_analysis().argument_size_in_bytes,
+            "executable argument bytes": (
+                compiled.memory_analysis().argument_size_in_bytes
+            ),
         }
     )
 jitlab.print_table(rows)
