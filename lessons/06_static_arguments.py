@@ -31,6 +31,9 @@
 #     keypoints:
 #       - A static argument's value is part of the cache key. JAX hashes it and looks for a
 #         compiled entry whose value has the same type and compares equal with ==.
+#       - JAX 0.12 does not say which static value changed - its explanation reads "cache
+#         miss explanation unavailable". Count compilations, and know which arguments are
+#         static.
 #       - Lists, dicts, NumPy arrays and jax.Arrays are unhashable. As static arguments they
 #         raise ValueError ("Non-hashable static arguments are not supported") at call time.
 #         Pass a tuple, or pass the array as a traced argument.
