@@ -114,6 +114,11 @@ def _draw_settings(
         want = _reference(logits, temperature, threshold)
         if any(np.allclose(want, old, rtol=10 * RTOL, atol=10 * ATOL) for old in seen):
             continue
+        # Ignoring either argument must show, and must not look like ignoring both.
+        if _close(want, _reference(logits, temperature, DEFAULT_THRESHOLD)) or _close(
+            _reference(logits, DEFAULT_TEMPERATURE, threshold), seen[0]
+        ):
+            continue
         settings.append((temperature, threshold))
         seen.append(want)
         if len(settings) == count:
@@ -157,7 +162,12 @@ def _which_values(
     ):
         temperatures.setdefault(t, f"{label} TEMPERATURE")
         thresholds.setdefault(thr, f"{label} THRESHOLD")
-    for (t, t_from), (thr, thr_from) in itertools.product(temperatures.items(), thresholds.items()):
+    # Try pairs from one source first (both the module's, both call 2's), then mixed.
+    pairs = sorted(
+        itertools.product(temperatures.items(), thresholds.items()),
+        key=lambda pair: _source(pair[0][1]) != _source(pair[1][1]),
+    )
+    for (t, t_from), (thr, thr_from) in pairs:
         if (t, thr) == (temperature, threshold):
             continue
         if _close(got, _reference(logits, t, thr)):
@@ -168,6 +178,10 @@ def _which_values(
                 wrong.append(f"threshold {thr:.4f} ({thr_from}) instead of {threshold:.4f}")
             return "; ".join(wrong)
     return None
+
+
+def _source(label: str) -> str:
+    return label.replace("TEMPERATURE", "").replace("THRESHOLD", "").strip()
 
 
 def _check_call(
