@@ -24,7 +24,7 @@
 #       - Choose between a static argument (one compilation per value) and a decision kept
 #         inside the program (one compilation for every value).
 #       - Rewrite a Python if, for or while on a traced value with jnp.where, lax.cond,
-#         lax.switch, lax.fori_loop, lax.while_loop or lax.scan.
+#         lax.switch, lax.fori_loop, lax.while_loop or lax.scan
 #       - Weigh the costs - compilations per value, both branches under vmap, compile time
 #         of unrolled loops.
 #     prerequisites:
