@@ -44,9 +44,10 @@
 #    that works as a static argument:
 #    - two configs built from the same values are **equal and hash alike**, so they share
 #      one compiled program, however many times you build them;
-#    - configs that differ in **any** field are unequal, so none of them ever gets
-#      another config's (stale) numbers;
-#    - a config **cannot be changed** after it is built.
+#    - configs that differ in **any** field are unequal, however small the difference
+#      (an `eps` that differs in its sixth digit too), so none of them ever gets another
+#      config's (stale) numbers;
+#    - **no field** of a config can be changed after it is built.
 # 2. `make_forward()`, which returns `block` wrapped by `jax.jit` with the right
 #    arguments static (and only those).
 #

@@ -38,7 +38,9 @@
 #    at the params it was given and `new_params = params - LEARNING_RATE * gradient`
 #    (same dict structure, keys `"w"` and `"b"`).
 # 2. `fit(params, batches, weight_decay)`: the same results as `slow_fit`, namely the
-#    final params and a 1-D array with one loss per batch.
+#    final params and a 1-D array with one loss per batch, computed by calling your
+#    `sgd_step` once per batch (the grader watches those calls: a loop that never calls
+#    `sgd_step`, or calls it and then computes its results some other way, fails).
 #
 # Solved means: the numbers match a reference on fresh random data and fresh
 # weight-decay values, `sgd_step` does not compile again when only `weight_decay`
@@ -68,7 +70,9 @@ def slow_fit(params, batches, weight_decay):
     losses = []
     for x, y in batches:
         # A new lambda, so a new jax.value_and_grad(...) and a new jax.jit, per batch.
-        objective = jax.value_and_grad(lambda p: loss(p, x, y, weight_decay))  # noqa: B023
+        objective = jax.value_and_grad(
+            lambda p: loss(p, x, y, weight_decay)  # noqa: B023
+        )
         value, grads = jax.jit(objective)(params)
         params = jax.tree.map(lambda p, g: p - LEARNING_RATE * g, params, grads)
         losses.append(value)

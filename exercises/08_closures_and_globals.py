@@ -44,7 +44,8 @@
 #    `0.0` where that probability is below `threshold`;
 # 2. every call uses the `temperature` and `threshold` it was given, however often they
 #    change;
-# 3. it is jitted, and compiles **once** for any number of temperatures and thresholds at
+# 3. it is itself jitted (the softmax and the threshold computed inside the compiled
+#    program), and compiles **once** for any number of temperatures and thresholds at
 #    a given shape of `logits`.
 #
 # The grader draws fresh logits of a fresh shape, calls your function 8 times with a new

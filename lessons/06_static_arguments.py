@@ -31,6 +31,9 @@
 #     keypoints:
 #       - A static argument's value is part of the cache key. JAX hashes it and looks for a
 #         compiled entry whose value has the same type and compares equal with ==.
+#       - JAX 0.12 does not say which static value changed - its explanation reads "cache
+#         miss explanation unavailable". Count compilations, and know which arguments are
+#         static.
 #       - Lists, dicts, NumPy arrays and jax.Arrays are unhashable. As static arguments they
 #         raise ValueError ("Non-hashable static arguments are not supported") at call time.
 #         Pass a tuple, or pass the array as a traced argument.
@@ -38,10 +41,12 @@
 #         dataclass hashes and compares by its fields, so equal instances share one
 #         executable.
 #       - Whatever the function reads from a static argument is baked into the executable.
-#         If == ignores a field, or the object is changed after use, the cached program
-#         returns stale numbers and never retraces.
+#         If == ignores a field, the cached program returns stale numbers and never
+#         retraces. Changing a static object after use is worse - stale numbers with an
+#         identity hash, undefined behaviour with a hash that changes (unsafe_hash).
 #       - Every distinct static value costs a compilation, a cache entry and memory.
-#         clear_cache() gives the memory back, and the next call compiles again.
+#         f.clear_cache() drops f's executables and traces (the memory comes back, the
+#         next call compiles again) and also empties a cache shared by every function.
 #       - Make static only what has few values and shapes the program (modes, flags, sizes).
 #         Numbers that change from call to call stay traced.
 #     instructor_notes:
@@ -174,7 +179,8 @@ def scale(x, factor):
 
 
 scale_j = jax.jit(scale, static_argnums=1)
-print("equal:", 1 == 1.0 == True, " same hash:", hash(1) == hash(1.0) == hash(True))  # noqa: E712
+print("equal:", 1 == 1.0 == True)  # noqa: E712
+print("same hash:", hash(1) == hash(1.0) == hash(True))
 
 with jitlab.count_compiles(scale_j) as n:
     for factor in (1, 1.0, True):
@@ -427,7 +433,8 @@ expected_loud = smooth(signal, loud)  # run without jit: reads gain=10 now
 
 print(f"peak with gain 1 : {float(out_quiet.max()):.4f}")
 print(
-    f"peak with gain 10: {float(out_loud.max()):.4f}  (expected {float(expected_loud.max()):.4f})"
+    f"peak with gain 10: {float(out_loud.max()):.4f}  "
+    f"(expected {float(expected_loud.max()):.4f})"
 )
 print(n)
 assert n.traces == 0 and n.compiles == 0  # a cache hit: no retrace, no warning
@@ -436,15 +443,20 @@ np.testing.assert_allclose(expected_loud, 10 * out_quiet, rtol=1e-5)
 assert not np.allclose(out_loud, expected_loud)  # the returned numbers are wrong
 
 # %% [markdown]
-# No error, no warning, no retrace. The number is just wrong. The same happens when a
-# configuration is **changed in place** after use, because the cache's key is that very
-# object.
+# No error, no warning, no retrace. The number is just wrong.
 #
-# - With the default identity hash, the changed object still "equals" itself.
+# Changing a configuration **in place** after use is a second way to the same bug, or to
+# something worse. JAX keeps the static object itself in its cache key, not a copy, so
+# changing the object changes the key that is already stored.
+#
+# - With the default identity hash, the changed object still hashes and "equals" as
+#   before, so the lookup finds the old executable: a stale result, every time.
 # - With `@dataclass(unsafe_hash=True)` (mutable, hashed by value) the hash changes under
-#   JAX's feet. What happens then is undefined, and it has changed between releases:
-#   JAX 0.10.2 returned the old number, JAX 0.12 traces again and returns the new one.
-#   The cell below asserts only that it is one of the two.
+#   JAX's feet, and the stored key no longer matches the hash it was filed under. What
+#   happens then is not specified by JAX or by Python's dictionaries, and it has changed
+#   between releases: JAX 0.10.2 returned the old number, JAX 0.12 traces again and
+#   returns the new one. Code must not depend on either, so the cell below asserts only
+#   that it is one of the two, and the table shows which one your JAX chose.
 
 
 # %%
@@ -624,7 +636,7 @@ MEMORY_MEASURABLE = (
 
 
 def live_memory_mb(collect=True):
-    """Resident memory in MiB, after returning freed pages to the OS; None if unsupported."""
+    """Resident MiB, after returning freed pages to the OS; None if unsupported."""
     if not MEMORY_MEASURABLE:
         return None
     if collect:  # a full garbage collection: slow, so the loop below skips it
@@ -725,11 +737,13 @@ plt.show()
 # %% [markdown]
 # ## 7. Emptying the cache: `clear_cache()` and `jax.clear_caches()`
 #
-# A jitted function has a public `clear_cache()` method. It drops the executables, and
-# the traces kept with them, for that function alone, and the memory comes back (we
-# measure it below). `jax.clear_caches()` empties the caches of every function in the
-# process. Both cost the same thing: the next call traces and compiles again, even for a
-# value that was compiled before.
+# A jitted function has a `clear_cache()` method. For that function it drops the
+# compiled executables (the fast-path cache) and the traces (jaxprs) kept in JAX's inner
+# tracing cache, and the memory comes back (we measure it below). It also empties one
+# cache that *every* jitted function shares; the next cell shows what that costs.
+# `jax.clear_caches()` empties the caches of every function in the process. Both cost
+# the same thing for the functions they clear: the next call traces and compiles again,
+# even for a value that was compiled before.
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p>After <code>step_static.clear_cache()</code>, how many entries are left, and what
@@ -767,13 +781,67 @@ jitlab.record(
 if MEMORY_MEASURABLE:
     freed = memory_before - memory_after
     print(
-        f"memory given back by clear_cache(): {freed:.1f} MiB of {grown_mb:.1f} MiB grown"
+        f"memory given back by clear_cache(): {freed:.1f} MiB "
+        f"of {grown_mb:.1f} MiB grown"
     )
     assert freed > 0.5 * grown_mb, (freed, grown_mb)
 else:
     print("memory: not measurable on this platform (needs Linux, glibc and /proc)")
 
 # %% [markdown]
+# "For that function alone" is not quite all of it. JAX looks a call up in three steps:
+# the C++ fast path (per function), then a first Python cache shared by all jitted
+# functions, then the inner tracing cache (per function), whose miss runs your Python.
+# `clear_cache()` empties the shared middle step for everyone. Another function's next
+# lookup that gets past its fast path (a `.trace()` or `.lower()`, or every call of a
+# function the fast path cannot serve, such as one with a host callback) misses there.
+# `count_compiles` counts that miss as a trace, though the inner cache still answers:
+# your Python does not run and nothing compiles.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>normalise_j</code> is warm. We call <code>step_static.clear_cache()</code>,
+# then <code>normalise_j.trace(x, how="l2")</code>. Does <code>normalise_j</code>
+# run its Python again, and does it compile?</p></div>
+
+# %%
+body_runs = []
+
+
+def normalise_watched(x, how):
+    body_runs.append(how)  # runs only when JAX really traces the Python
+    return normalise(x, how)
+
+
+watched_j = jax.jit(normalise_watched, static_argnames="how")
+watched_j(x, how="l2")  # trace and compile once
+entries = watched_j._cache_size()
+body_runs.clear()
+with jitlab.count_compiles(watched_j) as n_warm:
+    watched_j.trace(x, how="l2")  # answered by the shared cache
+step_static.clear_cache()  # another function's cache...
+with jitlab.count_compiles(watched_j) as n_shared:
+    watched_j(x, how="l2")  # the fast path: untouched
+    watched_j.trace(x, how="l2")  # ...but the shared cache was emptied
+jitlab.print_table(
+    [
+        {"lookup of watched_j": "before", "traces": n_warm.traces, "compiles": 0},
+        {
+            "lookup of watched_j": "after step_static.clear_cache()",
+            "traces": n_shared.traces,
+            "compiles": n_shared.compiles,
+        },
+    ]
+)
+print("Python body runs:", len(body_runs), "| cache entries:", watched_j._cache_size())
+assert n_warm.traces == 0 and n_warm.compiles == 0
+assert n_shared.traces == 1 and n_shared.compiles == 0  # a miss in the shared cache
+assert body_runs == []  # answered by the inner cache: the Python did not run
+assert watched_j._cache_size() == entries  # its executables are all still there
+
+# %% [markdown]
+# Harmless for speed (a lookup, no compilation), but a test that asserts "zero traces"
+# for one function can fail because another function's cache was cleared.
+#
 # `jax.clear_caches()` reaches further, to functions that did nothing wrong:
 
 # %%

@@ -39,6 +39,13 @@
 #         the same lambda written twice is two objects.
 #       - jax.jit(self.method) in __init__ compiles once per instance and bakes in the
 #         attributes it reads; changing them later silently returns old results.
+#       - jit's caches hold the function weakly - jax.jit(self.method)(x) on every call
+#         compiles every time because the temporary bound method, and its cache entries,
+#         die after the call (equal bound methods kept alive share one entry).
+#       - jax.jit(jax.grad(f)) is one program; jax.grad(jax.jit(f)) compiles a forward and
+#         a backward program and runs grad's machinery in Python on every call.
+#       - '"seen another function defined on the same line" names the call site - any
+#         never-seen function traced from a line that traced one before gets it.'
 #       - Define functions once at top level, build partials once and reuse them, and pass
 #         data (an index for lax.switch, an array of coefficients) rather than functions.
 #     instructor_notes:
@@ -49,6 +56,9 @@
 #       - The bound-method section surprises people twice, first with one compilation per
 #         instance, then with the stale attribute. Demo the stale value live; it is the
 #         bug that ships.
+#       - The "same line" hint depends on what ran before in the kernel - re-running a cell
+#         moves it. The lesson asserts it only where a second function is certain to meet
+#         a call site that already traced one.
 #       - jax.jit(jax.grad(loss)) inside a training loop is a common real-world form of
 #         this bug, and the exercise is built on it. Point at it in the first section.
 #       - Timings vary by laptop; the compile counts do not. Ask the room to compare
@@ -71,6 +81,7 @@ jitlab.intro()
 
 # %%
 import functools
+import gc
 import time
 
 import jax
@@ -124,9 +135,11 @@ print(lambdas.explanations[-1])
 
 # %% [markdown]
 # Five. Evaluating a `lambda` expression creates a new function object, so every
-# iteration brings a function the cache has never seen. JAX's explanation says so, and
-# even guesses the cause: *"seen another function defined on the same line; maybe the
-# function is being re-defined repeatedly"*.
+# iteration brings a function the cache has never seen. JAX's explanation says so
+# ("never seen function"), and from the second lambda on it adds a guess: *"seen
+# another function defined on the same line; maybe the function is being re-defined
+# repeatedly"*. The guess is right here, but "the same line" means something other than
+# it seems; we come back to it with bound methods below.
 #
 # **How the counter matched these.** `count_compiles` keeps the events whose function
 # name matches: every lambda is reported as `<lambda>`, and a `functools.partial` is
@@ -241,6 +254,100 @@ assert grad_hoisted.compiles == 1, grad_hoisted.explanations
 # The rule is the same in all four cases: **jit asks "have I seen this function object
 # before?"**, never "have I seen this code before?".
 #
+# ### Transform order: `jax.jit(jax.grad(f))` or `jax.grad(jax.jit(f))`
+#
+# The two spellings compute the same gradient and compile different things.
+# `jax.jit(jax.grad(f))` traces the whole gradient computation into **one** program.
+# `jax.grad(jax.jit(f))` differentiates *through* a jitted `f`: on each call `grad`
+# runs its machinery in Python and calls two compiled programs, one for the forward
+# pass (which also saves what the backward pass needs) and one for the backward pass.
+# Both are named `jit(loss_order)`, so the counter below sees both.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Three calls of each version with new values of <code>w</code>: how many programs
+# does each compile? What does a rebuilt <code>jax.grad(jax.jit(f))</code> cost, and
+# which version is faster per call once warm?</p></div>
+
+
+# %%
+def loss_order(w, v):
+    return jnp.sum(jnp.tanh(w * v) ** 2)
+
+
+jit_of_grad = jax.jit(jax.grad(loss_order))
+grad_of_jit = jax.grad(jax.jit(loss_order))
+ws = (0.5, 0.7, 0.9)
+with jitlab.count_compiles(loss_order) as n_jit_of_grad:
+    outer_jit = [jit_of_grad(w, x) for w in ws]
+with jitlab.count_compiles(loss_order) as n_grad_of_jit:
+    inner_jit = [grad_of_jit(w, x) for w in ws]
+with jitlab.count_compiles(loss_order) as n_grad_rebuilt:
+    rebuilt = [jax.grad(jax.jit(loss_order))(w, x) for w in ws]  # new wrappers
+
+
+def interleaved_us(first, second, pairs=15):
+    """Median microseconds per call of two warm thunks, timed in alternation."""
+    times = np.array(
+        [[jitlab.time_once(first), jitlab.time_once(second)] for _ in range(pairs)]
+    )
+    return 1e6 * np.median(times, axis=0)
+
+
+steady_jit_of_grad, steady_grad_of_jit = interleaved_us(
+    lambda: jit_of_grad(0.5, x), lambda: grad_of_jit(0.5, x)
+)
+order_rows = [
+    {
+        "version": "jax.jit(jax.grad(f))",
+        "programs": n_jit_of_grad.compiles,
+        "traces counted": n_jit_of_grad.traces,
+        "warm call us": steady_jit_of_grad,
+    },
+    {
+        "version": "jax.grad(jax.jit(f))",
+        "programs": n_grad_of_jit.compiles,
+        "traces counted": n_grad_of_jit.traces,
+        "warm call us": steady_grad_of_jit,
+    },
+    {
+        "version": "jax.grad(jax.jit(f)) rebuilt per call",
+        "programs": n_grad_rebuilt.compiles,
+        "traces counted": n_grad_rebuilt.traces,
+        "warm call us": float("nan"),
+    },
+]
+jitlab.print_table(order_rows)
+jitlab.record(
+    "jax.jit(jax.grad(f)), warm call",
+    compiles=n_jit_of_grad.compiles,
+    steady_us=steady_jit_of_grad,
+)
+jitlab.record(
+    "jax.grad(jax.jit(f)), warm call",
+    compiles=n_grad_of_jit.compiles,
+    steady_us=steady_grad_of_jit,
+)
+for a, b, c in zip(outer_jit, inner_jit, rebuilt, strict=True):
+    np.testing.assert_allclose(a, b, rtol=1e-5)
+    np.testing.assert_allclose(a, c, rtol=1e-5)
+assert n_jit_of_grad.compiles == 1  # the whole gradient, one program
+assert n_grad_of_jit.compiles == 2  # a forward program and a backward program
+assert n_grad_of_jit.traces == 0  # traced under grad, not at top level: not counted
+assert n_grad_rebuilt.compiles == 0  # the cache belongs to the jitted loss_order
+assert steady_grad_of_jit > 5 * steady_jit_of_grad  # grad's Python runs every call
+
+# %% [markdown]
+# `jax.jit(jax.grad(f))` compiles once and then runs at cached speed. `jax.grad(jax.jit(f))`
+# compiles two programs, and every call pays for `grad` working in Python around them,
+# many times the cost of one dispatch on the machine this page was built on. Its one
+# advantage: the cache belongs to the jitted `f`, so rebuilding `jax.grad(...)` around
+# it compiles nothing, where rebuilding `jax.jit(jax.grad(loss))` compiled every time
+# (the table above this one). For a training step, jit the outermost function.
+#
+# `count_compiles` shows one more limit here: it counts a trace only when JAX traces at
+# the top level. Under `grad` the jitted `f` is traced inside grad's own trace, so the
+# two compilations come with "0 traces".
+#
 # ## Passing a callable to a jitted higher-order function
 #
 # A model that takes its activation as a parameter is natural Python. A function,
@@ -302,13 +409,13 @@ assert two_named.compiles == 2, two_named.explanations
 assert two_lambdas.compiles == 2, two_lambdas.explanations
 assert one_lambda.compiles == 1, one_lambda.explanations
 print(two_lambdas.explanations[-1])
+assert "cache miss explanation unavailable" in two_lambdas.explanations[-1]
 
 # %% [markdown]
-# One compilation per distinct function object. The explanation points at the static
-# argument (`Static(val=<function <lambda> at 0x...>)`) and says the pytree metadata
-# does not match: the new lambda lives at a different address, so it is a different key.
-# (The "closest previous key" it compares with is whichever earlier entry is nearest,
-# here possibly `tanh`; the point is that no entry matched.)
+# One compilation per distinct function object: a plain function hashes and compares
+# by identity, so the second lambda is a different key. JAX 0.12 does not say so. For a
+# changed static value its explanation reads only "cache miss explanation unavailable",
+# so the count, and knowing that `act` is static, are the evidence.
 #
 # ## Bound methods and `self`
 #
@@ -343,10 +450,57 @@ print(per_instance.explanations[-1])
 
 # %% [markdown]
 # One compilation per instance. `self._apply` is a *bound method*: a small object that
-# pairs the function with this particular `self`. The second instance brings a bound
-# method the cache has never seen, and JAX's explanation treats it exactly like the
-# lambdas above ("seen another function defined on the same line"). A thousand small
-# objects cost a thousand compilations.
+# pairs the function with this particular `self`. Bound methods of two different
+# instances are never equal (Python compares their `self` by identity), so the second
+# instance brings a key the cache has never seen. A thousand small objects cost a
+# thousand compilations.
+#
+# JAX's explanation says "never seen function" and adds "seen another function defined
+# on the same line". Look at what "line" it means: the `TRACING CACHE MISS at ...` line
+# names the *call site*, the line `model.apply(x)` in the loop, not where `_apply` is
+# defined. JAX remembers, in one set for the whole process, every call site where a
+# never-seen function was traced, and adds the guess when a call site comes round
+# again. The next cell shows it with two functions defined on different lines.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>halve</code> and <code>negate</code> are defined on different lines, and
+# one helper jits and calls each of them. Does either explanation say "seen another
+# function defined on the same line"?</p></div>
+
+
+# %%
+def run_jitted(fn, v):
+    return jax.jit(fn)(v)  # one call site for every function passed in
+
+
+def halve(v):
+    return v / 2.0
+
+
+def negate(v):
+    return -v
+
+
+with jitlab.count_compiles(halve) as n_halve:
+    run_jitted(halve, x)
+with jitlab.count_compiles(negate) as n_negate:
+    run_jitted(negate, x)
+
+same_line = "seen another function defined on the same line"
+print(n_halve.explanations[-1])
+print(n_negate.explanations[-1])
+assert "never seen function" in n_negate.explanations[-1]
+assert same_line in n_negate.explanations[-1]  # a different function, another line
+assert "run_jitted" in n_negate.explanations[-1]  # the call site is the helper's line
+
+# %% [markdown]
+# `negate` gets the guess although nothing was re-defined: it is a different function,
+# from a different line, called from the line that already traced `halve`. Run the cell
+# a second time and `halve` gets the guess too, because the call site is still in the
+# process-wide set from the first run. So read the phrase as "this line has traced
+# another never-seen function before": a strong hint when the same code keeps creating
+# functions (lambdas, partials, bound methods in a loop), and noise when one helper
+# legitimately jits many different functions.
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p>After the first call, set <code>first_scaler.factor = 10.0</code> and call
@@ -377,29 +531,96 @@ assert not np.allclose(after, 10.0 * x)
 # value is silently ignored. (Lesson 08 meets the same effect with globals.)
 #
 # There is a third trap: calling `jax.jit(self._method)` inside a method that runs
-# often. Every attribute access `self._method` builds a new bound-method object.
+# often.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>Rescaler.__call__</code> runs <code>jax.jit(self._rescale)(v)</code>. Four
+# calls on one instance: how many compilations?</p></div>
 
 
 # %%
+rescale_runs = []  # one entry each time JAX runs the Python of _rescale
+
+
 class Rescaler:
     def __init__(self, factor):
         self.factor = factor
 
     def _rescale(self, v):
+        rescale_runs.append(1)
         return self.factor * v
 
     def __call__(self, v):
-        return jax.jit(self._rescale)(v)  # a new bound method on every call
+        return jax.jit(self._rescale)(v)  # a temporary bound method, every call
 
 
 rescaler = Rescaler(3.0)
-print("same bound method object twice?", rescaler._rescale is rescaler._rescale)
 with jitlab.count_compiles("_rescale") as per_call:
     for _ in range(4):
         rescaler(x)
 
-print(per_call)
-assert per_call.traces == 4 and per_call.compiles == 4, per_call.explanations
+print(per_call, "| Python runs:", len(rescale_runs))
+assert per_call.compiles == 4 and len(rescale_runs) == 4, per_call.explanations
+
+# %% [markdown]
+# Four. The tempting explanation is "every `self._rescale` builds a new bound-method
+# object". It does build a new one each time, but that alone costs nothing: bound
+# methods of one live instance compare equal and hash alike, and jit's caches find an
+# equal key. Keep the four bound methods alive and count again.
+
+# %%
+first_method, second_method = rescaler._rescale, rescaler._rescale
+print(
+    "same object?",
+    first_method is second_method,
+    "| equal?",
+    first_method == second_method,
+    "| same hash?",
+    hash(first_method) == hash(second_method),
+)
+assert first_method is not second_method and first_method == second_method
+assert hash(first_method) == hash(second_method)
+
+kept_alive = []
+rescale_runs.clear()
+with jitlab.count_compiles("_rescale") as kept:
+    for _ in range(4):
+        method = rescaler._rescale  # a new bound-method object...
+        kept_alive.append(method)  # ...that stays alive after the call
+        jax.jit(method)(x)
+
+print(kept, "| Python runs:", len(rescale_runs))
+assert len({id(m) for m in kept_alive}) == 4  # four distinct objects
+assert kept.compiles == 1 and len(rescale_runs) == 1  # one trace of the Python, reused
+
+# %% [markdown]
+# Four distinct objects, one compilation, the Python traced once. (`count_compiles`
+# still reports four traces: it counts misses of JAX's tracing caches, and each new
+# `jax.jit(...)` wrapper misses the outer one, while the inner one, which runs your
+# Python, hits.)
+#
+# What made the first loop compile four times is what happens *after* each call. JAX
+# keys its caches **weakly** on the function, so that a function which is garbage
+# collected does not keep its traces and executables alive. The temporary bound method
+# dies as soon as `__call__` returns, and its cache entries die with it. The next call
+# brings an equal method, but nothing is left to find. Let the kept methods go and the
+# entries go too:
+
+# %%
+del method, first_method, second_method
+kept_alive.clear()
+gc.collect()
+rescale_runs.clear()
+with jitlab.count_compiles("_rescale") as after_collect:
+    jax.jit(rescaler._rescale)(x)
+
+print(after_collect, "| Python runs:", len(rescale_runs))
+assert after_collect.compiles == 1 and len(rescale_runs) == 1  # compiled from scratch
+
+# %% [markdown]
+# The fix is the same as for lambdas: make the jitted callable once and keep it, as
+# `Scaler` does in `__init__` (one compilation per instance), or better, as a top-level
+# function (one compilation for every instance, below).
 
 # %% [markdown]
 # Decorating the method in the class body does not work as is: `self` becomes an
@@ -753,6 +974,8 @@ assert np.allclose(results[2], 3.0 * x + 1.0)
 # | `jax.jit(partial(f, k=v))` per iteration | one per iteration | pass `v` as an argument |
 # | callable as a static argument | one per object | same objects, or `lax.switch` |
 # | `jax.jit(self.method)` in `__init__` | one per instance, stale | top-level jit, state in |
+# | `jax.jit(self.method)(x)` on every call | one per call (the entry dies) | jit once, keep it |
+# | `jax.grad(jax.jit(f))` | two programs, `grad` in Python per call | `jax.jit(jax.grad(f))` |
 #
 # The exercise turns a training loop that compiles on every batch into one that
 # compiles once, for every batch and every weight-decay value.

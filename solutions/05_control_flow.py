@@ -30,11 +30,13 @@
 # A training script has two helpers written for NumPy (below, in the setup cell):
 #
 # - `clip_by_norm_numpy(g, max_norm)`: if the gradient `g` is longer than `max_norm`,
-#   scale it down to length `max_norm` (same direction); otherwise return it unchanged.
+#   scale it down to length `max_norm` (same direction); otherwise, a zero gradient
+#   included, return it unchanged.
 # - `descend_numpy(x0, curvature, lr, tol)`: gradient descent on the bowl
 #   `0.5 * sum(curvature * x**2)` (its gradient is `curvature * x`), clipping every
 #   gradient to norm `CLIP_NORM` before the step, until the gradient's norm is at most
-#   `tol` or `MAX_STEPS` steps were taken. It returns `(x, steps)`.
+#   `tol` or `MAX_STEPS` steps were taken. The rule is tested before every step, so a
+#   start that already meets it takes 0 steps. It returns `(x, steps)`.
 #
 # Both decide with a Python `if` or `while` on a *value*, so `jax.jit` cannot trace them.
 # Write `clip_by_norm` and `descend` as jitted functions that
@@ -42,7 +44,9 @@
 # 1. return the same numbers as the NumPy versions (float32 is fine), and
 # 2. compile **once** for every value of their arguments: the grader calls each with
 #    fresh vectors and a different `max_norm`, `lr` and `tol` every time, all of the
-#    same shapes, and counts compilations with `jitlab.count_compiles`.
+#    same shapes, and counts compilations with `jitlab.count_compiles`;
+# 3. make their decisions inside the compiled program (`jnp` and `lax` operations, no
+#    callback into NumPy).
 #
 # Run `jitlab check 05` for a verdict, `jitlab hint 05` for a hint.
 
@@ -120,4 +124,6 @@ from jitlab.graders import control_flow
 control_flow.grade_clip(clip_by_norm)
 
 # %% tags=["grader"]
+from jitlab.graders import control_flow
+
 control_flow.grade_descend(descend)

@@ -44,9 +44,10 @@
 #    that works as a static argument:
 #    - two configs built from the same values are **equal and hash alike**, so they share
 #      one compiled program, however many times you build them;
-#    - configs that differ in **any** field are unequal, so none of them ever gets
-#      another config's (stale) numbers;
-#    - a config **cannot be changed** after it is built.
+#    - configs that differ in **any** field are unequal, however small the difference
+#      (an `eps` that differs in its sixth digit too), so none of them ever gets another
+#      config's (stale) numbers;
+#    - **no field** of a config can be changed after it is built.
 # 2. `make_forward()`, which returns `block` wrapped by `jax.jit` with the right
 #    arguments static (and only those).
 #
@@ -99,7 +100,7 @@ import dataclasses
 # adds a __hash__ over the same fields (a mutable dataclass gets __hash__ = None), and
 # assignment after construction raises FrozenInstanceError. Equal configs then share one
 # executable, a change in any field compiles its own, and a config used as a cache key
-# can never be changed under it. Build variations with dataclasses.replace(cfg, eps=...).
+# can never be changed under it. Build variants with dataclasses.replace(cfg, eps=...).
 @dataclasses.dataclass(frozen=True)
 # END SOLUTION
 class BlockConfig:
@@ -121,9 +122,10 @@ class BlockConfig:
 def make_forward():
     """Return `block` wrapped by jax.jit, with the right arguments static."""
     # BEGIN SOLUTION
-    # Only cfg shapes the program: its fields drive Python `if`s and a dict lookup. params
-    # and x are arrays. temperature changes on every call, so it stays traced (a Python
-    # float arrives as a weakly typed float32 scalar), and one executable serves them all.
+    # Only cfg shapes the program: its fields drive Python `if`s and a dict lookup.
+    # params and x are arrays. temperature changes on every call, so it stays traced
+    # (a Python float arrives as a weakly typed float32 scalar), and one executable
+    # serves them all.
     return jax.jit(block, static_argnames="cfg")
     # END SOLUTION
 

@@ -2,52 +2,115 @@
 
 The learner writes ``sgd_step(params, x, y, weight_decay)`` (jitted, returns the new
 parameters and the loss before the update) and ``fit(params, batches, weight_decay)``
-(one step per batch, returns the final parameters and the per-batch losses).
+(calls ``sgd_step`` once per batch, returns the final parameters and the per-batch
+losses).
 
 What is checked, on fresh random data and fresh weight-decay values every run:
 
-* ``sgd_step`` is a ``jax.jit`` function and its numbers match a NumPy reference;
-* ``sgd_step`` compiles at most once for three different weight-decay values (rejects a
-  static ``weight_decay``: one executable per value);
+* ``sgd_step`` is the real ``jax.jit`` type and its numbers match a NumPy reference kept
+  inside this module;
+* ``sgd_step``, from an emptied cache, compiles exactly once for three different
+  weight-decay values (a static ``weight_decay`` is rejected, and the verdict says that
+  only ``weight_decay`` changed between the counted calls);
+* ``fit`` really runs the learner's step: while the grader calls ``fit``, every name in
+  ``fit``'s globals, closure cells and defaults that holds ``sgd_step`` is rebound to a
+  thin recording proxy that forwards to it (JAX's caches and counts are unchanged). The
+  grader then requires one call per batch, made with jit on, with the params threaded
+  from one call to the next, each batch and the given ``weight_decay`` passed in, and
+  ``fit``'s losses and final params equal to what those calls returned. A NumPy loop
+  with one decoy call, a loop that never calls the step, a separately jitted copy of
+  the step, ``jax.disable_jit()`` inside ``fit`` and a ``weight_decay`` frozen at the
+  first fit all fail here, each with its own verdict. (A ``fit`` that is itself jitted
+  passes if the step is traced into its program.)
 * ``fit`` matches the reference, parameters and losses;
-* once ``fit`` has run, three more fits with new data and new weight decays (same shapes)
-  compile **nothing at all**, counted over every function JAX compiles. This rejects a
-  fresh ``lambda``, ``functools.partial``, nested ``def`` or ``jax.value_and_grad(...)``
-  wrapped by ``jax.jit`` inside the loop, whatever its name.
-
-Hard-coded outputs cannot pass (the inputs are new each run), and a forgotten or
-misplaced weight-decay term fails the number checks.
+* once ``fit`` has run, three more fits with new data and new weight decays (same
+  shapes; the last one with the previous fit's NumPy buffers refilled in place) compile
+  **nothing at all**, counted over every function JAX compiles. This rejects a fresh
+  ``lambda``, ``functools.partial``, nested ``def`` or ``jax.value_and_grad(...)``
+  wrapped by ``jax.jit`` inside the loop, whatever its name;
+* every later fit is right for its own weight decay and its own data.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import functools
+import inspect
+from collections.abc import Iterator
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jitlab.grading import (
-    all_passed,
     call_learner,
     fail,
     fresh_rng,
+    grader,
+    is_jitted,
     passed,
     require,
     require_close,
+    require_compiles,
     require_jitted,
+    shorten,
 )
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
+LESSON = "07"
 LEARNING_RATE = 0.1
 """Must equal ``LEARNING_RATE`` in the exercise's setup cell."""
+N_BATCHES = 4
 
 NUMBERS_HINT = (
     "loss = mean((x @ w + b - y)**2) + weight_decay * sum(w**2); the step returns the "
     "loss at the params it was given, and params - LEARNING_RATE * gradient"
 )
 
+STEP_RUNS = "sgd_step runs"
+STEP_JITTED = "sgd_step is wrapped by jax.jit"
+STEP_PAIR = "sgd_step returns (new_params, loss)"
+STEP_LOSS = "sgd_step: loss before the update"
+STEP_W = "sgd_step: new w"
+STEP_B = "sgd_step: new b"
+STEP_ONCE = "sgd_step compiles once for every weight_decay"
+FIT_RUNS = "fit runs"
+FIT_PAIR = "fit returns (params, losses)"
+FIT_CALLS = "fit calls the jitted sgd_step once per batch, with jit on"
+FIT_THREADS = "fit passes sgd_step the params, each batch and the weight_decay"
+FIT_FROM_STEP = "fit returns what sgd_step computed"
+FIT_LOSSES = "fit: per-batch losses"
+FIT_W = "fit: final w"
+FIT_B = "fit: final b"
+FIT_NOTHING = "three more fits (new data, new weight_decay) compile nothing"
+FIT_STAYS = "fit stays right for every weight_decay"
+CHECKS = (
+    STEP_RUNS,
+    STEP_JITTED,
+    STEP_PAIR,
+    STEP_LOSS,
+    STEP_W,
+    STEP_B,
+    STEP_ONCE,
+    FIT_RUNS,
+    FIT_PAIR,
+    FIT_CALLS,
+    FIT_THREADS,
+    FIT_FROM_STEP,
+    FIT_LOSSES,
+    FIT_W,
+    FIT_B,
+    FIT_NOTHING,
+    FIT_STAYS,
+)
 
-def reference_step(
+
+# ------------------------------------------------------------------ the reference
+
+
+def _reference_step(
     w: np.ndarray, b: float, x: np.ndarray, y: np.ndarray, weight_decay: float
 ) -> tuple[np.ndarray, float, float]:
     """One SGD step of the exercise's model, in float64 NumPy: (new w, new b, loss)."""
@@ -58,15 +121,129 @@ def reference_step(
     return w - LEARNING_RATE * grad_w, b - LEARNING_RATE * grad_b, value
 
 
-def reference_fit(
+def _reference_fit(
     w: np.ndarray, b: float, batches: list[tuple[np.ndarray, np.ndarray]], weight_decay: float
 ) -> tuple[np.ndarray, float, np.ndarray]:
     """The whole loop: (final w, final b, per-batch losses)."""
     losses = []
     for x, y in batches:
-        w, b, value = reference_step(w, b, x, y, weight_decay)
+        w, b, value = _reference_step(w, b, x, y, weight_decay)
         losses.append(value)
     return w, b, np.array(losses)
+
+
+# ---------------------------------------------------------- watching fit's calls
+
+
+@dataclasses.dataclass
+class StepCall:
+    """One call that ``fit`` made to ``sgd_step``: its arguments (in the step's order),
+    what it returned, whether jit was on, and whether it ran inside a trace."""
+
+    args: list[Any]
+    out: Any
+    jit_on: bool
+    traced: bool
+
+
+class RecordingStep:
+    """Stands in for the learner's jitted ``sgd_step`` while ``fit`` runs: forwards
+    every call to it unchanged (so JAX's caches and counts are those of the real
+    function) and records the call."""
+
+    def __init__(self, jitted: Any) -> None:
+        self._jitted = jitted
+        self._signature = _signature(jitted)
+        self.calls: list[StepCall] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        jit_on = not jax.config.jax_disable_jit
+        leaves = jax.tree.leaves((args, kwargs))
+        traced = any(isinstance(leaf, jax.core.Tracer) for leaf in leaves)
+        out = self._jitted(*args, **kwargs)
+        self.calls.append(StepCall(self._ordered(args, kwargs), out, jit_on, traced))
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._jitted, name)
+
+    def _ordered(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        if self._signature is None or not kwargs:
+            return list(args)
+        try:
+            return list(self._signature.bind(*args, **kwargs).arguments.values())
+        except TypeError:
+            return list(args) + list(kwargs.values())
+
+
+def _signature(fn: Any) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
+def _python_function(fn: Any) -> Any:
+    """The plain Python function behind ``fn`` (a jitted function, a partial, a method)."""
+    for _ in range(8):
+        if is_jitted(fn) or (hasattr(fn, "__wrapped__") and not hasattr(fn, "__globals__")):
+            fn = fn.__wrapped__
+        elif isinstance(fn, functools.partial):
+            fn = fn.func
+        elif inspect.ismethod(fn):
+            fn = fn.__func__
+        else:
+            break
+    return fn
+
+
+@contextlib.contextmanager
+def watching(fit: Any, step: Any) -> Iterator[RecordingStep]:
+    """Rebind every name ``fit`` can reach ``step`` through (its globals, closure cells
+    and defaults, and those of functions in its closure) to a recording proxy, for the
+    duration of the block; everything is put back afterwards."""
+    proxy = RecordingStep(step)
+    undo: list[Any] = []
+    seen: set[int] = set()
+
+    def rebind(fn: Any) -> None:
+        fn = _python_function(fn)
+        if id(fn) in seen or not inspect.isfunction(fn):
+            return
+        seen.add(id(fn))
+        namespace = fn.__globals__
+        for name, value in list(namespace.items()):
+            if value is step:
+                namespace[name] = proxy
+                undo.append(functools.partial(namespace.__setitem__, name, value))
+        for cell in fn.__closure__ or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if value is step:
+                cell.cell_contents = proxy
+                undo.append(functools.partial(setattr, cell, "cell_contents", value))
+            elif inspect.isfunction(value):
+                rebind(value)
+        if fn.__defaults__ and any(d is step for d in fn.__defaults__):
+            old = fn.__defaults__
+            fn.__defaults__ = tuple(proxy if d is step else d for d in old)
+            undo.append(functools.partial(setattr, fn, "__defaults__", old))
+        if fn.__kwdefaults__ and any(d is step for d in fn.__kwdefaults__.values()):
+            old_kw = fn.__kwdefaults__
+            fn.__kwdefaults__ = {k: proxy if d is step else d for k, d in old_kw.items()}
+            undo.append(functools.partial(setattr, fn, "__kwdefaults__", old_kw))
+
+    rebind(fit)
+    try:
+        yield proxy
+    finally:
+        for put_back in reversed(undo):
+            put_back()
+
+
+# ----------------------------------------------------------------- drawing data
 
 
 def _params(rng: np.random.Generator, features: int) -> tuple[dict[str, Any], np.ndarray, float]:
@@ -77,15 +254,20 @@ def _params(rng: np.random.Generator, features: int) -> tuple[dict[str, Any], np
 
 def _batches(
     rng: np.random.Generator, count: int, size: int, features: int
-) -> tuple[list[tuple[Any, Any]], list[tuple[np.ndarray, np.ndarray]]]:
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[tuple[np.ndarray, np.ndarray]]]:
+    """``count`` batches as float32 NumPy arrays, and their float64 copies."""
     true_w = rng.normal(size=features)
-    on_device, in_numpy = [], []
+    batches, in_float64 = [], []
     for _ in range(count):
         x = rng.normal(size=(size, features)).astype(np.float32)
         y = (x @ true_w + 0.3 + 0.1 * rng.normal(size=size)).astype(np.float32)
-        on_device.append((jnp.asarray(x), jnp.asarray(y)))
-        in_numpy.append((x.astype(np.float64), y.astype(np.float64)))
-    return on_device, in_numpy
+        batches.append((x, y))
+        in_float64.append((x.astype(np.float64), y.astype(np.float64)))
+    return batches, in_float64
+
+
+def _on_device(batches: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[Any, Any]]:
+    return [(jnp.asarray(x), jnp.asarray(y)) for x, y in batches]
 
 
 def _weight_decays(rng: np.random.Generator, count: int) -> list[float]:
@@ -115,120 +297,237 @@ def _unpack_pair(check: str, result: Any, what: str) -> tuple[Any, Any]:
     return params, second
 
 
-def _first_line(explanations: list[str]) -> str:
-    if not explanations:
-        return "(JAX gave no explanation)"
-    lines = [line.strip() for line in explanations[0].splitlines() if line.strip()]
-    return " / ".join(lines[1:3])[:300]
+def _same(a: Any, b: Any) -> bool:
+    """Equal content (not identity), leaf by leaf."""
+    try:
+        leaves_a, leaves_b = jax.tree.leaves(a), jax.tree.leaves(b)
+        return len(leaves_a) == len(leaves_b) and all(
+            np.shape(p) == np.shape(q)
+            and np.array_equal(np.asarray(p, np.float64), np.asarray(q, np.float64))
+            for p, q in zip(leaves_a, leaves_b, strict=True)
+        )
+    except (TypeError, ValueError):
+        return False
 
 
+# ---------------------------------------------------------------- checking a fit
+
+
+def _check_calls(
+    proxy: RecordingStep, fit_is_jitted: bool, fit_number: int, first_run: bool
+) -> None:
+    calls = proxy.calls
+    off = [c for c in calls if not c.jit_on]
+    if off:
+        raise fail(
+            FIT_CALLS,
+            expected="every call of sgd_step made with jit on",
+            seen=f"fit number {fit_number} called sgd_step {len(off)} time(s) with jit "
+            "switched off (jax.disable_jit()): the step ran op by op, not compiled",
+            hint="remove jax.disable_jit() from fit: the exercise is about what jit compiles",
+        )
+    if fit_is_jitted:
+        ok = (len(calls) >= 1 and all(c.traced for c in calls)) if first_run else True
+        expected = "sgd_step traced into fit's program when fit compiles"
+    else:
+        ok = len(calls) == N_BATCHES and not any(c.traced for c in calls)
+        expected = f"{N_BATCHES} calls of sgd_step (one per batch) in fit number {fit_number}"
+    require(
+        FIT_CALLS,
+        ok,
+        expected=expected,
+        seen=f"{len(calls)} call(s) of sgd_step",
+        hint="call the jitted sgd_step once per batch inside fit (the grader watches the "
+        "name sgd_step in fit's module and closure); a NumPy loop, or another jitted "
+        "function, does not count",
+    )
+
+
+def _check_threading(
+    proxy: RecordingStep, params: dict[str, Any], batches: list[Any], weight_decay: float
+) -> None:
+    current = params
+    for i, (call, (x, y)) in enumerate(zip(proxy.calls, batches, strict=True)):
+        if len(call.args) != 4:
+            raise fail(
+                FIT_THREADS,
+                expected="sgd_step(params, x, y, weight_decay) with four arguments",
+                seen=f"call {i + 1} passed {len(call.args)} argument(s)",
+                hint="call sgd_step(params, x, y, weight_decay) for each batch",
+            )
+        got_params, got_x, got_y, got_wd = call.args
+        problems = []
+        if not _same(got_params, current):
+            problems.append("params that are not the previous step's new params")
+        if not (_same(got_x, x) and _same(got_y, y)):
+            problems.append(f"not batch {i + 1}'s x and y")
+        if not _same(got_wd, weight_decay):
+            problems.append(f"weight_decay={shorten(repr(got_wd), 40)} instead of {weight_decay}")
+        if problems:
+            raise fail(
+                FIT_THREADS,
+                expected=f"call {i + 1}: the params from call {i} (or fit's params), batch "
+                f"{i + 1}, and weight_decay={weight_decay}",
+                seen=f"call {i + 1} passed " + "; ".join(problems),
+                hint="thread params through the loop, and pass every call the "
+                "weight_decay that fit was given (a value kept from an earlier fit is "
+                "stale)",
+            )
+        current = call.out[0] if isinstance(call.out, tuple | list) and call.out else None
+    passed(FIT_THREADS)
+
+
+def _check_from_step(proxy: RecordingStep, got_params: Any, got_losses: Any) -> None:
+    outs = [c.out for c in proxy.calls]
+    losses = [o[1] for o in outs]
+    ok = _same(np.asarray(got_losses).reshape(-1), np.stack([np.asarray(v) for v in losses]))
+    ok = ok and _same(got_params, outs[-1][0])
+    require(
+        FIT_FROM_STEP,
+        ok,
+        expected="fit's losses and final params to be the values sgd_step returned",
+        seen="they differ from what fit's own calls of sgd_step returned",
+        hint="return the params and losses that sgd_step computed, not values computed "
+        "again elsewhere",
+    )
+
+
+@grader("07 functions as arguments", checks=CHECKS)
 def grade(sgd_step: Any, fit: Any) -> None:
-    """Grade exercise 07: numbers against a NumPy reference, and compile counts."""
+    """Grade exercise 07: numbers against a NumPy reference, the step's calls inside
+    ``fit``, and compile counts."""
     rng = fresh_rng()
     features = int(rng.integers(3, 9))
     batch_size = int(rng.integers(16, 49))
-    n_batches = 4
 
     # --- sgd_step on its own -------------------------------------------------------
     params, w0, b0 = _params(rng, features)
-    on_device, in_numpy = _batches(rng, 1, batch_size, features)
-    (x, y), (x_np, y_np) = on_device[0], in_numpy[0]
+    numpy_batch, in_float64 = _batches(rng, 1, batch_size, features)
+    (x, y), (x64, y64) = _on_device(numpy_batch)[0], in_float64[0]
     # Seven weight decays, all different: 3 for sgd_step, 1 for the first fit, 3 after.
     all_decays = _weight_decays(rng, 7)
     decays, first_fit_decay, later_decays = all_decays[:3], all_decays[3], all_decays[4:]
 
-    first = call_learner("sgd_step runs", sgd_step, params, x, y, decays[0])
+    # One call first: an unwritten stub says "not solved yet" before anything else.
+    call_learner(STEP_RUNS, sgd_step, params, x, y, decays[0], lesson=LESSON)
     require_jitted(
-        "sgd_step is wrapped by jax.jit",
-        sgd_step,
-        hint="decorate sgd_step with @jax.jit, once, at top level",
+        STEP_JITTED, sgd_step, hint="decorate sgd_step with @jax.jit, once, at top level"
     )
-    steps = [first]
+    sgd_step.clear_cache()
     with count_compiles(sgd_step) as step_count:
-        for wd in decays[1:]:
-            steps.append(call_learner("sgd_step runs", sgd_step, params, x, y, wd))
+        steps = [
+            call_learner(STEP_RUNS, sgd_step, params, x, y, wd, lesson=LESSON) for wd in decays
+        ]
+    passed(STEP_RUNS)
     got_values, got_w, got_b, want_values, want_w, want_b = [], [], [], [], [], []
     for wd, result in zip(decays, steps, strict=True):
-        new_params, value = _unpack_pair(
-            "sgd_step returns (new_params, loss)", result, "(new_params, loss)"
-        )
+        new_params, value = _unpack_pair(STEP_PAIR, result, "(new_params, loss)")
         got_values.append(np.asarray(value))
         got_w.append(np.asarray(new_params["w"]))
         got_b.append(np.asarray(new_params["b"]))
-        ref_w, ref_b, ref_value = reference_step(w0, b0, x_np, y_np, wd)
+        ref_w, ref_b, ref_value = _reference_step(w0, b0, x64, y64, wd)
         want_values.append(ref_value)
         want_w.append(ref_w)
         want_b.append(ref_b)
+    passed(STEP_PAIR)
     # One row per weight_decay value, so a wrong penalty shows up as a wrong row.
-    require_close(
-        "sgd_step: loss before the update", got_values, want_values, rtol=1e-4, hint=NUMBERS_HINT
-    )
-    require_close("sgd_step: new w", got_w, want_w, rtol=1e-4, hint=NUMBERS_HINT)
-    require_close("sgd_step: new b", got_b, want_b, rtol=1e-4, hint=NUMBERS_HINT)
-    require(
-        "sgd_step does not compile again for a new weight_decay",
-        step_count.compiles == 0,
-        expected="0 compilations for 2 new weight_decay values (same shapes as the first call)",
-        seen=f"{step_count.compiles} compilations; JAX says: "
-        f"{_first_line(step_count.explanations)}",
-        hint="weight_decay is a number that changes: pass it as an ordinary (traced) "
-        "argument, not in static_argnums/static_argnames, so every value shares one program",
+    require_close(STEP_LOSS, got_values, want_values, rtol=1e-4, hint=NUMBERS_HINT)
+    require_close(STEP_W, got_w, want_w, rtol=1e-4, hint=NUMBERS_HINT)
+    require_close(STEP_B, got_b, want_b, rtol=1e-4, hint=NUMBERS_HINT)
+    require_compiles(
+        STEP_ONCE,
+        step_count,
+        exactly=1,
+        what="compilation(s) of sgd_step for 3 calls with the same arrays and 3 "
+        "different weight_decay values",
+        hint="only weight_decay changed between these calls: pass it as an ordinary "
+        "(traced) argument, not in static_argnums/static_argnames, so every value shares "
+        "one program",
+        seen_extra="only weight_decay changed"
+        + (
+            f'; JAX\'s own guess: "{shorten(step_count.last_reason, 160)}"'
+            if step_count.explanations
+            else ""
+        )
+        if step_count.compiles > 1
+        else "",
     )
 
-    # --- fit: the numbers ----------------------------------------------------------
+    # --- fit: the numbers, and the calls it makes ---------------------------------
+    fit_is_jitted = is_jitted(fit)
+    if fit_is_jitted:
+        fit.clear_cache()
     params, w0, b0 = _params(rng, features)
-    batches, batches_np = _batches(rng, n_batches, batch_size, features)
+    numpy_batches, batches64 = _batches(rng, N_BATCHES, batch_size, features)
+    batches = _on_device(numpy_batches)
     wd = first_fit_decay
-    got_params, got_losses = _unpack_pair(
-        "fit returns (params, losses)",
-        call_learner("fit runs", fit, params, batches, wd),
-        "(params, losses)",
-    )
-    want_w, want_b, want_losses = reference_fit(w0, b0, batches_np, wd)
-    require_close("fit: per-batch losses", got_losses, want_losses, rtol=1e-4, hint=NUMBERS_HINT)
-    require_close("fit: final w", got_params["w"], want_w, rtol=1e-4, hint=NUMBERS_HINT)
-    require_close("fit: final b", got_params["b"], want_b, rtol=1e-4, hint=NUMBERS_HINT)
+    with watching(fit, sgd_step) as proxy:
+        result = call_learner(FIT_RUNS, fit, params, batches, wd, lesson=LESSON)
+    passed(FIT_RUNS)
+    got_params, got_losses = _unpack_pair(FIT_PAIR, result, "(params, losses)")
+    passed(FIT_PAIR)
+    _check_calls(proxy, fit_is_jitted, 1, first_run=True)
+    if fit_is_jitted:  # the step's outputs were tracers inside fit's trace
+        passed(FIT_THREADS)
+        passed(FIT_FROM_STEP)
+    else:
+        _check_threading(proxy, params, batches, wd)
+        _check_from_step(proxy, got_params, got_losses)
+    want_w, want_b, want_losses = _reference_fit(w0, b0, batches64, wd)
+    require_close(FIT_LOSSES, got_losses, want_losses, rtol=1e-4, hint=NUMBERS_HINT)
+    require_close(FIT_W, got_params["w"], want_w, rtol=1e-4, hint=NUMBERS_HINT)
+    require_close(FIT_B, got_params["b"], want_b, rtol=1e-4, hint=NUMBERS_HINT)
 
     # --- fit: nothing left to compile ----------------------------------------------
-    runs = []
-    for wd in later_decays:
+    # The last run refills the NumPy buffers of the one before in place: same objects,
+    # new content, so nothing keyed on identity can pass.
+    previous: list[tuple[np.ndarray, np.ndarray]] = []
+    for number, wd in enumerate(later_decays, start=2):
         params, w0, b0 = _params(rng, features)
-        batches, batches_np = _batches(rng, n_batches, batch_size, features)
-        runs.append((params, w0, b0, batches, batches_np, wd))
-    results = []
-    for params, _, _, batches, _, wd in runs:
+        batches, batches64 = _batches(rng, N_BATCHES, batch_size, features)
+        if number == 1 + len(later_decays):
+            for (old_x, old_y), (new_x, new_y) in zip(previous, batches, strict=True):
+                old_x[...], old_y[...] = new_x, new_y
+            batches = previous
+        previous = batches
         # One fit at a time, so a wrong answer fails after one fit, not three.
-        with count_compiles(ANY_FUNCTION) as everything:
-            results.append(call_learner("fit runs", fit, params, batches, wd))
-        if everything.compiles:
-            break
-    require(
-        "three more fits (new data, new weight_decay) compile nothing",
-        everything.compiles == 0,
-        expected="0 compilations: every function fit jits was compiled by the first fit",
-        seen=f"{everything.compiles} compilations in fit number {1 + len(results)} "
-        f"({n_batches} batches); JAX says: {_first_line(everything.explanations)}",
-        hint="a lambda, functools.partial, nested def or jax.value_and_grad(...) built "
-        "inside fit is a new function object on every call, and jit's cache never saw it. "
-        "Build the jitted step once, at top level, and pass it the values that change",
-    )
-    for (_, w0, b0, _, batches_np, wd), result in zip(runs, results, strict=True):
-        got_params, got_losses = _unpack_pair(
-            "fit returns (params, losses)", result, "(params, losses)"
+        with count_compiles(ANY_FUNCTION) as everything, watching(fit, sgd_step) as proxy:
+            result = call_learner(FIT_RUNS, fit, params, batches, wd, lesson=LESSON)
+        require(
+            FIT_NOTHING,
+            everything.compiles == 0,
+            expected="0 compilations: every function fit jits was compiled by the first fit",
+            seen=f"{everything.compiles} compilation(s) in fit number {number} "
+            f"({N_BATCHES} batches, new data and weight_decay, same shapes)"
+            + (
+                f'; JAX\'s own guess: "{shorten(everything.last_reason, 160)}"'
+                if everything.explanations
+                else ""
+            ),
+            hint="a lambda, functools.partial, nested def or jax.value_and_grad(...) built "
+            "inside fit is a new function object on every call, and jit's cache never saw "
+            "it. Build the jitted step once, at top level, and pass it the values that "
+            "change",
         )
-        want_w, want_b, want_losses = reference_fit(w0, b0, batches_np, wd)
+        _check_calls(proxy, fit_is_jitted, number, first_run=False)
+        got_params, got_losses = _unpack_pair(FIT_PAIR, result, "(params, losses)")
+        if not fit_is_jitted:
+            _check_threading(proxy, params, batches, wd)
+            _check_from_step(proxy, got_params, got_losses)
+        want_w, want_b, want_losses = _reference_fit(w0, b0, batches64, wd)
         if not (
             np.allclose(np.asarray(got_losses), want_losses, rtol=1e-4, atol=1e-5)
             and np.allclose(np.asarray(got_params["w"]), want_w, rtol=1e-4, atol=1e-5)
             and np.allclose(np.asarray(got_params["b"]), want_b, rtol=1e-4, atol=1e-5)
         ):
             raise fail(
-                "fit stays right for every weight_decay",
-                expected=f"the reference result for weight_decay={wd:.2e}",
-                seen=f"losses {np.round(np.asarray(got_losses), 4)[:3]}, where the reference "
-                f"has {np.round(want_losses, 4)[:3]}",
-                hint="a value baked in at trace time (a global, an attribute, a default) "
-                "stays the same in later calls: pass weight_decay in as an argument",
+                FIT_STAYS,
+                expected=f"the reference result of fit number {number} "
+                f"(weight_decay={wd:.2e}, its own batches)",
+                seen=f"losses {np.round(np.asarray(got_losses), 4)[:3]}, where the "
+                f"reference has {np.round(want_losses, 4)[:3]}",
+                hint="a value baked in at trace time (a global, an attribute, a default), or "
+                "a result kept from an earlier call, stays the same in later calls: pass "
+                "weight_decay and the batches in as arguments on every call",
             )
-    passed("fit stays right for every weight_decay")
-    all_passed("07 functions as arguments")
+    passed(FIT_STAYS)

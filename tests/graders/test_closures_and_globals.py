@@ -21,20 +21,60 @@ def _score(logits, temperature, threshold):
     return jnp.where(top >= threshold, top, 0.0)
 
 
-def test_reference_solution_passes():
+G = closures_and_globals
+JIT_ON = "jit is on and the compile counter hears JAX"
+
+
+def failure(fn) -> GradingFailure:
+    with pytest.raises(GradingFailure) as caught:
+        G.grade(fn)
+    return caught.value
+
+
+def good():
     @jax.jit
     def confident_probs(logits, temperature, threshold):
         return _score(logits, temperature, threshold)
 
-    closures_and_globals.grade(confident_probs)
+    return confident_probs
+
+
+# --- right answers ----------------------------------------------------------------------
+
+
+def test_reference_solution_passes(capsys):
+    G.grade(good())
+    assert "All checks passed" in capsys.readouterr().out
+
+
+def test_another_correct_answer_passes():
+    """By hand: a stable log-sum-exp, the top logit's probability, a multiply by a mask."""
+
+    @jax.jit
+    def confident_probs(logits, temperature, threshold):
+        z = logits / temperature
+        top = jnp.exp(z.max(axis=-1) - jax.scipy.special.logsumexp(z, axis=-1))
+        return top * (top >= threshold)
+
+    G.grade(confident_probs)
+
+
+def test_passes_twice_with_one_function():
+    fn = good()
+    G.grade(fn)
+    G.grade(fn)  # the grader empties the cache: a warm function is counted from zero
+
+
+# --- wrong answers ----------------------------------------------------------------------
 
 
 def test_rejects_unfinished_stub():
     def confident_probs(logits, temperature, threshold):
         raise NotImplementedError
 
-    with pytest.raises(GradingFailure, match="not solved yet"):
-        closures_and_globals.grade(confident_probs)
+    found = failure(confident_probs)
+    assert found.check == G.RUNS
+    assert "not solved yet" in found.seen and "jitlab hint 08" in found.hint
 
 
 def test_rejects_stale_global_set_by_a_wrapper():
@@ -51,10 +91,13 @@ def test_rejects_stale_global_set_by_a_wrapper():
         return scored_from_globals(logits)
 
     try:
-        with pytest.raises(GradingFailure, match="stale result"):
-            closures_and_globals.grade(confident_probs)
+        found = failure(confident_probs)
     finally:
         TEMPERATURE, THRESHOLD = 1.0, 0.5  # restore the module's globals
+    assert found.check == G.USES_VALUES
+    assert "call 2 returned the result for temperature" in found.seen
+    assert "(call 1's)" in found.seen and "stale result" in found.seen
+    assert "global" in found.hint and "mask" not in found.hint
 
 
 def test_rejects_jitted_function_that_still_reads_the_globals():
@@ -62,8 +105,22 @@ def test_rejects_jitted_function_that_still_reads_the_globals():
     def confident_probs(logits, temperature, threshold):
         return _score(logits, TEMPERATURE, THRESHOLD)  # arguments ignored
 
-    with pytest.raises(GradingFailure, match="arguments were ignored"):
-        closures_and_globals.grade(confident_probs)
+    found = failure(confident_probs)
+    assert found.check == G.USES_VALUES
+    assert "the module's TEMPERATURE" in found.seen
+    assert "the module's THRESHOLD" in found.seen
+    assert "arguments" in found.hint
+
+
+def test_names_the_one_argument_that_was_ignored():
+    @jax.jit
+    def confident_probs(logits, temperature, threshold):
+        return _score(logits, temperature, THRESHOLD)  # the threshold argument ignored
+
+    found = failure(confident_probs)
+    assert found.check == G.USES_VALUES
+    assert "threshold 0.5000 (the module's THRESHOLD)" in found.seen
+    assert "temperature" not in found.seen.split("returned the result for")[1]
 
 
 def test_rejects_static_float_settings():
@@ -71,18 +128,32 @@ def test_rejects_static_float_settings():
     def confident_probs(logits, temperature, threshold):
         return _score(logits, temperature, threshold)
 
-    with pytest.raises(GradingFailure, match="one compilation") as failure:
-        closures_and_globals.grade(confident_probs)
-    assert "8 compilation(s)" in failure.value.seen
+    found = failure(confident_probs)
+    assert found.check == G.ONCE
+    assert found.seen.startswith(f"{G.CHANGES} compilation(s)")
+    assert "a new temperature and threshold alone compiled again" in found.seen
 
 
-def test_rejects_static_threshold_only():
+def test_rejects_static_threshold_only_and_names_it():
     @partial(jax.jit, static_argnums=2)
     def confident_probs(logits, temperature, threshold):
         return _score(logits, temperature, threshold)
 
-    with pytest.raises(GradingFailure, match="one compilation"):
-        closures_and_globals.grade(confident_probs)
+    found = failure(confident_probs)
+    assert found.check == G.ONCE
+    assert "a new threshold alone compiled again" in found.seen
+    assert found.hint.startswith("threshold changes on every call")
+
+
+def test_rejects_a_rounded_temperature():
+    """Rounding the temperature to one decimal 'to save compilations' shows in the numbers:
+    one setting is always within 2% of the one before it."""
+
+    @jax.jit
+    def confident_probs(logits, temperature, threshold):
+        return _score(logits, jnp.round(temperature, 1), threshold)
+
+    assert failure(confident_probs).check == G.USES_VALUES
 
 
 def test_rejects_work_outside_jit():
@@ -92,8 +163,7 @@ def test_rejects_work_outside_jit():
         top = (probs / probs.sum(axis=-1, keepdims=True)).max(axis=-1)
         return np.where(top >= threshold, top, 0.0)
 
-    with pytest.raises(GradingFailure, match="itself jitted"):
-        closures_and_globals.grade(confident_probs)
+    assert failure(confident_probs).check == G.JITTED
 
 
 def test_rejects_wrapper_around_a_jitted_helper():
@@ -104,8 +174,31 @@ def test_rejects_wrapper_around_a_jitted_helper():
     def confident_probs(logits, temperature, threshold):
         return scored(logits / temperature, threshold)  # the division runs outside jit
 
-    with pytest.raises(GradingFailure, match="itself jitted"):
-        closures_and_globals.grade(confident_probs)
+    assert failure(confident_probs).check == G.JITTED
+
+
+def test_rejects_numpy_with_a_decoy_jitted_call():
+    decoy = good()
+
+    def confident_probs(logits, temperature, threshold):
+        decoy(logits, 1.0, 0.5)
+        return G._reference(np.asarray(logits), temperature, threshold)
+
+    assert failure(confident_probs).check == G.JITTED
+
+
+def test_rejects_numpy_through_a_host_callback():
+    @jax.jit
+    def confident_probs(logits, temperature, threshold):
+        def numpy_score(lg, t, thr):
+            return G._reference(np.asarray(lg), float(t), float(thr)).astype(np.float32)
+
+        shape = jax.ShapeDtypeStruct(logits.shape[:1], jnp.float32)
+        return jax.pure_callback(numpy_score, shape, logits, temperature, threshold)
+
+    found = failure(confident_probs)
+    assert found.check == G.INSIDE
+    assert "pure_callback" in found.seen
 
 
 def test_rejects_ignored_threshold():
@@ -113,18 +206,46 @@ def test_rejects_ignored_threshold():
     def confident_probs(logits, temperature, threshold):
         return jax.nn.softmax(logits / temperature, axis=-1).max(axis=-1)
 
-    with pytest.raises(GradingFailure, match="uses the values passed in"):
-        closures_and_globals.grade(confident_probs)
+    assert failure(confident_probs).check == G.USES_VALUES
+
+
+def test_rejects_jit_switched_off_by_config():
+    jax.config.update("jax_disable_jit", True)
+    try:
+        found = failure(good())
+    finally:
+        jax.config.update("jax_disable_jit", False)
+    assert found.check == JIT_ON
+
+
+def test_rejects_jit_switched_off_around_the_learners_call():
+    inner = good()
+
+    def confident_probs(logits, temperature, threshold):
+        with jax.disable_jit():
+            return inner(logits, temperature, threshold)
+
+    assert failure(confident_probs).check == G.JITTED
+
+
+def test_rejects_jit_switched_off_while_grading():
+    with jax.disable_jit():
+        assert failure(good()).check == JIT_ON
+
+
+# --- the drawn settings -----------------------------------------------------------------
 
 
 def test_settings_are_fresh_and_distinct():
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(50, 5)).astype(np.float32)
-    settings = closures_and_globals.draw_settings(rng, logits)
+    settings = G._draw_settings(rng, logits)
     temperatures = [t for t, _ in settings]
-    assert len(settings) == closures_and_globals.CHANGES
+    assert len(settings) == G.CHANGES
     assert len(set(temperatures)) == len(temperatures)
+    near = temperatures[G.NEAR] / temperatures[G.NEAR - 1]
+    assert 0.97 < near < 1.03 and near != 1.0  # one temperature within 2% of the last
     for temperature, threshold in settings:
-        top = closures_and_globals.reference(logits, temperature, 0.0)
-        assert np.min(np.abs(top - threshold)) > closures_and_globals.MARGIN
+        top = G._reference(logits, temperature, 0.0)
+        assert np.min(np.abs(top - threshold)) > G.MARGIN
         assert 0 < np.count_nonzero(top >= threshold) < len(top)

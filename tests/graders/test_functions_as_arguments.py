@@ -6,6 +6,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import jupytext
 import numpy as np
 import pytest
 
@@ -37,42 +38,78 @@ def _loop(step):
     return fit
 
 
-# --- the reference solution -------------------------------------------------------
-sgd_step = jax.jit(_update)
-fit = _loop(sgd_step)
+JIT_ON = "jit is on and the compile counter hears JAX"
+G = functions_as_arguments
 
 
 def grade_failure(step, fit_fn) -> GradingFailure:
     with pytest.raises(GradingFailure) as caught:
-        functions_as_arguments.grade(step, fit_fn)
+        G.grade(step, fit_fn)
     return caught.value
 
 
+def fresh_step():
+    """A new jitted step per test: no test relies on what another compiled."""
+    return jax.jit(_update)
+
+
+# --- right answers ----------------------------------------------------------------------
+
+
 def test_solution_passes(capsys):
-    functions_as_arguments.grade(sgd_step, fit)
+    step = fresh_step()
+    G.grade(step, _loop(step))
     assert "All checks passed" in capsys.readouterr().out
 
 
-def test_reference_matches_the_jax_model():
-    """The grader's NumPy reference agrees with the exercise's loss and step in JAX."""
-    rng = np.random.default_rng(1)
-    w, b = rng.normal(size=3), 0.2
-    x, y = rng.normal(size=(8, 3)), rng.normal(size=8)
-    want_w, want_b, want_value = functions_as_arguments.reference_step(w, b, x, y, 0.05)
-    params = {"w": jnp.asarray(w, jnp.float32), "b": jnp.float32(b)}
-    got, value = sgd_step(params, jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32), 0.05)
-    np.testing.assert_allclose(got["w"], want_w, rtol=1e-5)
-    np.testing.assert_allclose(got["b"], want_b, rtol=1e-5)
-    np.testing.assert_allclose(value, want_value, rtol=1e-5)
+def test_solution_file_passes(capsys):
+    """The solution's own cells, run as a module: fit finds sgd_step in its globals."""
+    source = (load_course().root / "solutions" / "07_functions_as_arguments.py").read_text()
+    namespace: dict = {"__name__": "solution_07"}
+    for cell in jupytext.reads(source, fmt="py:percent").cells:
+        tags = cell.metadata.get("tags", [])
+        if (
+            cell.cell_type == "code"
+            and "grader" not in tags
+            and "count_compiles" not in cell.source
+        ):
+            exec(compile(cell.source, "solution_07", "exec"), namespace)
+    G.grade(namespace["sgd_step"], namespace["fit"])
+    assert "All checks passed" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("folder", ["exercises", "solutions"])
-def test_learning_rate_matches_the_exercise(folder):
-    source = (load_course().root / folder / "07_functions_as_arguments.py").read_text("utf-8")
-    assert f"\nLEARNING_RATE = {LEARNING_RATE}\n" in source
+def test_another_correct_answer_passes():
+    """Keyword arguments, a while loop over an index, the step as a default argument,
+    losses as a NumPy array: different from the reference, inside the contract."""
+
+    @jax.jit
+    def step(params, x, y, weight_decay):
+        grads = jax.grad(loss)(params, x, y, weight_decay)
+        new = {k: params[k] - LEARNING_RATE * grads[k] for k in params}
+        return new, loss(params, x, y, weight_decay)
+
+    def fit(params, batches, weight_decay, sgd=step):
+        losses, i = [], 0
+        while i < len(batches):
+            x, y = batches[i]
+            params, value = sgd(params=params, x=x, y=y, weight_decay=weight_decay)
+            losses.append(np.asarray(value))
+            i += 1
+        return params, np.array(losses)
+
+    G.grade(step, fit)
+
+
+def test_a_jitted_fit_that_traces_the_step_passes():
+    step = fresh_step()
+    G.grade(step, jax.jit(_loop(step)))
+
+
+# --- wrong answers: sgd_step ------------------------------------------------------------
 
 
 def test_unsolved_stubs_are_rejected():
+    @jax.jit
     def stub_step(params, x, y, weight_decay):
         raise NotImplementedError
 
@@ -80,54 +117,8 @@ def test_unsolved_stubs_are_rejected():
         raise NotImplementedError
 
     failure = grade_failure(stub_step, stub_fit)
-    assert failure.check == "sgd_step runs"
-    assert "NotImplementedError" in failure.seen
-
-
-def test_lambda_per_batch_is_rejected():
-    """The inherited code: a new lambda, value_and_grad and jit for every batch."""
-
-    def slow_fit(params, batches, weight_decay):
-        losses = []
-        for x, y in batches:
-            objective = jax.value_and_grad(lambda p: loss(p, x, y, weight_decay))  # noqa: B023
-            value, grads = jax.jit(objective)(params)
-            params = jax.tree.map(lambda p, g: p - LEARNING_RATE * g, params, grads)
-            losses.append(value)
-        return params, jnp.stack(losses)
-
-    failure = grade_failure(sgd_step, slow_fit)
-    assert failure.check == "three more fits (new data, new weight_decay) compile nothing"
-
-
-def test_fresh_partial_per_call_is_rejected():
-    """Binding weight_decay with functools.partial inside fit, then jitting: new each call."""
-
-    def partial_fit(params, batches, weight_decay):
-        step = jax.jit(functools.partial(_update, weight_decay=weight_decay))
-        losses = []
-        for x, y in batches:
-            params, value = step(params, x, y)
-            losses.append(value)
-        return params, jnp.stack(losses)
-
-    failure = grade_failure(sgd_step, partial_fit)
-    assert failure.check == "three more fits (new data, new weight_decay) compile nothing"
-
-
-def test_jit_of_grad_inside_the_loop_is_rejected():
-    """No lambda at all, but jax.jit(jax.value_and_grad(loss)) is still rebuilt per batch."""
-
-    def regrad_fit(params, batches, weight_decay):
-        losses = []
-        for x, y in batches:
-            value, grads = jax.jit(jax.value_and_grad(loss))(params, x, y, weight_decay)
-            params = jax.tree.map(lambda p, g: p - LEARNING_RATE * g, params, grads)
-            losses.append(value)
-        return params, jnp.stack(losses)
-
-    failure = grade_failure(sgd_step, regrad_fit)
-    assert failure.check == "three more fits (new data, new weight_decay) compile nothing"
+    assert failure.check == G.STEP_RUNS
+    assert "NotImplementedError" in failure.seen and "jitlab hint 07" in failure.hint
 
 
 @pytest.mark.parametrize(
@@ -137,14 +128,16 @@ def test_static_weight_decay_is_rejected(static):
     """One executable per weight_decay value."""
     static_step = jax.jit(_update, **static)
     failure = grade_failure(static_step, _loop(static_step))
-    assert failure.check == "sgd_step does not compile again for a new weight_decay"
+    assert failure.check == G.STEP_ONCE
+    assert failure.seen.startswith("3 compilation")
+    assert "only weight_decay changed" in failure.seen
     assert "weight_decay" in failure.hint
 
 
 def test_unjitted_step_is_rejected():
     """Work moved outside jit: no compilation to count, but not what was asked."""
     failure = grade_failure(_update, _loop(_update))
-    assert failure.check == "sgd_step is wrapped by jax.jit"
+    assert failure.check == G.STEP_JITTED
 
 
 def test_weight_decay_left_out_is_rejected():
@@ -154,8 +147,7 @@ def test_weight_decay_left_out_is_rejected():
     def no_decay_step(params, x, y, weight_decay):
         return _update(params, x, y, 0.0)
 
-    failure = grade_failure(no_decay_step, _loop(no_decay_step))
-    assert failure.check == "sgd_step: loss before the update"
+    assert grade_failure(no_decay_step, _loop(no_decay_step)).check == G.STEP_LOSS
 
 
 def test_loss_after_the_update_is_rejected():
@@ -166,23 +158,208 @@ def test_loss_after_the_update_is_rejected():
         new_params, _ = _update(params, x, y, weight_decay)
         return new_params, loss(new_params, x, y, weight_decay)
 
-    failure = grade_failure(late_loss_step, _loop(late_loss_step))
-    assert failure.check == "sgd_step: loss before the update"
+    assert grade_failure(late_loss_step, _loop(late_loss_step)).check == G.STEP_LOSS
 
 
-def test_weight_decay_frozen_at_first_call_is_rejected():
-    """Compiles once, but the first weight_decay is baked in: later fits are wrong."""
-    frozen: dict[str, object] = {}
+# --- wrong answers: fit -----------------------------------------------------------------
 
-    def frozen_fit(params, batches, weight_decay):
-        if "step" not in frozen:
-            frozen["step"] = jax.jit(functools.partial(_update, weight_decay=weight_decay))
-        step = frozen["step"]
+
+def test_lambda_per_batch_is_rejected():
+    """The inherited code: a new lambda, value_and_grad and jit for every batch; it never
+    calls the learner's step."""
+
+    def slow_fit(params, batches, weight_decay):
+        losses = []
+        for x, y in batches:
+            objective = jax.value_and_grad(lambda p: loss(p, x, y, weight_decay))  # noqa: B023
+            value, grads = jax.jit(objective)(params)
+            params = jax.tree.map(lambda p, g: p - LEARNING_RATE * g, params, grads)
+            losses.append(value)
+        return params, jnp.stack(losses)
+
+    failure = grade_failure(fresh_step(), slow_fit)
+    assert failure.check == G.FIT_CALLS
+    assert failure.seen == "0 call(s) of sgd_step"
+
+
+def test_a_new_jitted_function_per_fit_is_rejected():
+    """Calls the step as asked, but jits a fresh lambda on every fit."""
+    step = fresh_step()
+
+    def fit(params, batches, weight_decay):
+        losses = []
+        for x, y in batches:
+            params, value = step(params, x, y, weight_decay)
+            losses.append(value)
+        return params, jax.jit(lambda values: jnp.stack(values))(losses)
+
+    failure = grade_failure(step, fit)
+    assert failure.check == G.FIT_NOTHING
+    assert "in fit number 2" in failure.seen
+
+
+def test_fresh_partial_per_call_is_rejected():
+    """Binding weight_decay with functools.partial inside fit, then jitting."""
+
+    def partial_fit(params, batches, weight_decay):
+        step = jax.jit(functools.partial(_update, weight_decay=weight_decay))
         losses = []
         for x, y in batches:
             params, value = step(params, x, y)
             losses.append(value)
         return params, jnp.stack(losses)
 
-    failure = grade_failure(sgd_step, frozen_fit)
-    assert failure.check == "fit stays right for every weight_decay"
+    assert grade_failure(fresh_step(), partial_fit).check == G.FIT_CALLS
+
+
+def test_a_separately_jitted_copy_of_the_step_is_rejected():
+    """Compiles once and is right, but the loop never calls the learner's sgd_step."""
+    copy = jax.jit(_update)
+    assert grade_failure(fresh_step(), _loop(copy)).check == G.FIT_CALLS
+
+
+def test_numpy_loop_with_one_decoy_call_is_rejected():
+    step = fresh_step()
+
+    def fit(params, batches, weight_decay):
+        step(params, *batches[0], weight_decay)  # the decoy
+        w = np.asarray(params["w"], np.float64)
+        b = float(params["b"])
+        numpy_batches = [(np.asarray(x, np.float64), np.asarray(y, np.float64)) for x, y in batches]
+        w, b, losses = G._reference_fit(w, b, numpy_batches, weight_decay)
+        return {"w": w, "b": b}, losses
+
+    failure = grade_failure(step, fit)
+    assert failure.check == G.FIT_CALLS
+    assert failure.seen == "1 call(s) of sgd_step"
+
+
+def test_decoy_calls_per_batch_with_numpy_results_are_rejected():
+    step = fresh_step()
+
+    def fit(params, batches, weight_decay):
+        w = np.asarray(params["w"], np.float64)
+        b = float(params["b"])
+        losses = []
+        for x, y in batches:
+            params, _ = step(params, x, y, weight_decay)  # called, then ignored
+            w, b, value = G._reference_step(
+                w, b, np.asarray(x, np.float64), np.asarray(y, np.float64), weight_decay
+            )
+            losses.append(value)
+        return {"w": w, "b": b}, np.array(losses)
+
+    assert grade_failure(step, fit).check == G.FIT_FROM_STEP
+
+
+def test_params_not_threaded_through_the_loop_are_rejected():
+    step = fresh_step()
+
+    def fit(params, batches, weight_decay):
+        losses = []
+        new = params
+        for x, y in batches:
+            new, value = step(params, x, y, weight_decay)  # always the initial params
+            losses.append(value)
+        return new, jnp.stack(losses)
+
+    failure = grade_failure(step, fit)
+    assert failure.check == G.FIT_THREADS
+    assert "previous step's new params" in failure.seen
+
+
+def test_weight_decay_frozen_at_first_call_is_rejected():
+    """Calls the step, compiles once, but passes the first fit's weight_decay forever."""
+    step = fresh_step()
+    frozen: dict[str, float] = {}
+
+    def fit(params, batches, weight_decay):
+        kept = frozen.setdefault("weight_decay", weight_decay)
+        losses = []
+        for x, y in batches:
+            params, value = step(params, x, y, kept)
+            losses.append(value)
+        return params, jnp.stack(losses)
+
+    failure = grade_failure(step, fit)
+    assert failure.check == G.FIT_THREADS
+    assert "weight_decay=" in failure.seen and "stale" in failure.hint
+
+
+def test_results_cached_by_the_identity_of_the_batches_are_rejected():
+    """The grader refills the previous fit's NumPy buffers in place for its last fit."""
+    step = fresh_step()
+    inner = _loop(step)
+    cache: dict[tuple[int, ...], object] = {}
+
+    def fit(params, batches, weight_decay):
+        key = tuple(id(x) for x, _ in batches)
+        if key not in cache:
+            cache[key] = inner(params, batches, weight_decay)
+        return cache[key]
+
+    failure = grade_failure(step, fit)
+    assert failure.check == G.FIT_CALLS
+    assert "fit number 4" in failure.expected and failure.seen == "0 call(s) of sgd_step"
+
+
+def test_jit_switched_off_inside_fit_is_rejected():
+    step = fresh_step()
+    inner = _loop(step)
+
+    def fit(params, batches, weight_decay):
+        with jax.disable_jit():  # the step runs op by op; op-by-op programs are cached
+            return inner(params, batches, weight_decay)
+
+    failure = grade_failure(step, fit)
+    assert failure.check == G.FIT_CALLS
+    assert "jit switched off" in failure.seen
+
+
+def test_jit_switched_off_by_config_is_rejected():
+    step = fresh_step()
+    jax.config.update("jax_disable_jit", True)
+    try:
+        failure = grade_failure(step, _loop(step))
+    finally:
+        jax.config.update("jax_disable_jit", False)
+    assert failure.check == JIT_ON
+
+
+def test_jit_switched_off_around_grading_is_rejected():
+    step = fresh_step()
+    with jax.disable_jit():
+        failure = grade_failure(step, _loop(step))
+    assert failure.check == JIT_ON
+
+
+def test_the_watch_puts_every_name_back():
+    step = fresh_step()
+    fit = _loop(step)
+    with G.watching(fit, step) as proxy:
+        assert fit.__closure__[0].cell_contents is proxy
+    assert fit.__closure__[0].cell_contents is step
+
+
+# --- the reference itself ---------------------------------------------------------------
+
+
+def test_reference_matches_the_jax_model():
+    """The grader's NumPy reference agrees with the exercise's loss and step in JAX."""
+    rng = np.random.default_rng(1)
+    w, b = rng.normal(size=3), 0.2
+    x, y = rng.normal(size=(8, 3)), rng.normal(size=8)
+    want_w, want_b, want_value = G._reference_step(w, b, x, y, 0.05)
+    params = {"w": jnp.asarray(w, jnp.float32), "b": jnp.float32(b)}
+    got, value = fresh_step()(
+        params, jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32), 0.05
+    )
+    np.testing.assert_allclose(got["w"], want_w, rtol=1e-5)
+    np.testing.assert_allclose(got["b"], want_b, rtol=1e-5)
+    np.testing.assert_allclose(value, want_value, rtol=1e-5)
+
+
+@pytest.mark.parametrize("folder", ["exercises", "solutions"])
+def test_learning_rate_matches_the_exercise(folder):
+    source = (load_course().root / folder / "07_functions_as_arguments.py").read_text("utf-8")
+    assert f"\nLEARNING_RATE = {LEARNING_RATE}\n" in source
