@@ -745,7 +745,7 @@ for row in rows:
 counts = [row["compiles"] for row in rows]
 assert counts == sorted(counts, reverse=True), counts  # no fix made things worse
 assert [row["same losses"] for row in rows] == ["yes", "NO", "yes", "yes", "yes", "yes"]
-assert rows[-1]["speedup"] > 3, rows[-1]  # a wide margin; the counts are the claim
+assert rows[-1]["speedup"] > 1.5, rows[-1]  # 4x fewer compilations; a wide margin
 
 # %%
 fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
