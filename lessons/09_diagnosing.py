@@ -777,7 +777,8 @@ assert committed_call.traces == 0 and committed_call.compiles == 1
 
 # %% [markdown]
 # - **A function with effects** (`jax.debug.print`, `jax.debug.callback`,
-#   `io_callback`) never takes the fast path: JAX must order its effects, so every call
+#   `io_callback`) never takes the fast path: JAX gives the C++ cache no entry for a
+#   program with effects (`_get_fastpath_data` in `jax/_src/pjit.py`), so every call
 #   goes through Python. Inside the guard, *every* call is refused, with nothing traced
 #   and nothing compiled. A debug print left in a training step makes the guard useless.
 #   `jax.pure_callback` declares no effect, so it keeps the fast path.
