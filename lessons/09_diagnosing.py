@@ -853,20 +853,29 @@ effect_record = jitlab.record(
 # ### A refused call leaves a mark
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p><code>steady</code> was refused on shape (9,) above. Compile it outside the guard,
-# then guard it again. Is it refused? And on shape (8,)?</p></div>
+# <p>A function warm on shape (8,) is refused on shape (9,) inside the guard, as
+# <code>steady</code> was above. Compile it on (9,) outside the guard, then guard it
+# again. Is it refused? And on shape (8,)?</p></div>
+
 
 # %%
-with jitlab.count_compiles(steady) as late:
-    steady(x9)  # compile shape (9,) outside the guard, after the refusal above
+@jax.jit
+def marked(x):
+    return jnp.cos(x) * 2
+
+
+marked(x8)  # warm on (8,)
+assert refused(lambda: marked(x9))  # a new shape: refused, as steady was
+with jitlab.count_compiles(marked) as late:
+    marked(x9)  # compile shape (9,) outside the guard, after the refusal
 print("outside the guard:", late)
-still_refused = refused(lambda: steady(x9))
-other_shape_refused = refused(lambda: steady(x8))
+still_refused = refused(lambda: marked(x9))
+other_shape_refused = refused(lambda: marked(x8))
 print("refused again on (9,):", still_refused, "| on (8,):", other_shape_refused)
 assert late.traces == 1 and late.compiles == 1
 assert still_refused and not other_shape_refused
 
-marks = per_call_us({"(8,)": lambda: steady(x8), "(9,)": lambda: steady(x9)})
+marks = per_call_us({"(8,)": lambda: marked(x8), "(9,)": lambda: marked(x9)})
 print({k: round(v, 1) for k, v in marks.items()}, "us per call")
 assert marks["(9,)"] > 2 * marks["(8,)"], marks  # a wide margin
 refusal_record = jitlab.record(
@@ -875,15 +884,15 @@ refusal_record = jitlab.record(
     speedup=marks["(9,)"] / marks["(8,)"],
 )
 
-steady.clear_cache()
-steady(x9)  # warm again, from an empty cache
-print("after clear_cache and a warm-up, refused on (9,):", refused(lambda: steady(x9)))
-assert not refused(lambda: steady(x9))
+marked.clear_cache()
+marked(x9)  # warm again, from an empty cache
+print("after clear_cache and a warm-up, refused on (9,):", refused(lambda: marked(x9)))
+assert not refused(lambda: marked(x9))
 
 # %% [markdown]
 # An exception on the Python path (the guard's `RuntimeError` here) takes that argument
-# signature off the fast path for good: the C++ cache remembers to send it to Python,
-# even once the program is compiled. So the guard keeps refusing shape (9,), while shape
+# signature off the fast path for good: the C++ cache keeps sending it to Python, even
+# once the program is compiled. So the guard keeps refusing shape (9,), while shape
 # (8,) is fine, and every call on (9,) costs the Python path. The cure is
 # `f.clear_cache()`, which empties the function's caches (and compiles again on the
 # next call); no restart is needed. Any exception does it, not only the guard's:
@@ -1096,6 +1105,8 @@ class CompileTimes:
         return sorted(rows, key=lambda row: -row["total_ms"])
 
 
+normalise.clear_cache()  # start as a fresh process would, even when re-run
+eval_loss.clear_cache()
 before_listener = CompileTimes()
 monitoring.register_event_duration_secs_listener(before_listener)
 try:
