@@ -40,9 +40,11 @@
 #    for the whole run and the weights come out **exactly as before**.
 # 3. Leave `fixed_step = sgd_step` unless your fix needs a different jitted step.
 #
-# The grader draws a fresh schedule and fresh batches, runs
-# `fixed_step(w, *prepare_batch(batch, lr))` at every step, compares every step's weights
-# with a reference, and counts compilations of `fixed_step` (at most one).
+# The grader draws a fresh schedule, fresh batches and a fresh starting point for the
+# weights. It calls `fixed_step(w, *prepare_batch(batch, lr))` itself at every step,
+# compares every step's weights and update with a reference (so the learning rate's
+# value must be kept), and counts compilations of `fixed_step` from a cleared cache: at
+# most one for the whole run, with jit switched on.
 # Run `jitlab check 09` for a verdict, `jitlab hint 09` for a hint.
 
 # %%
@@ -111,7 +113,7 @@ assert n.compiles == 2
 
 # %%
 def prepare_batch(batch, lr):
-    """Return (batch, lr), ready for the jitted step: one compilation for the whole run."""
+    """Return (batch, lr), ready for the jitted step: one compilation for the run."""
     raise NotImplementedError
 
 

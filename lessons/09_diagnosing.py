@@ -14,28 +14,50 @@
 #     fix: "log_compiles, explain_cache_misses, no_tracing, trace-count guards in tests"
 #     questions:
 #       - A program compiles more often than it should. Which function, and why?
-#       - How do I read JAX's cache-miss explanations?
+#       - How do I read JAX's cache-miss explanations, and when do they mislead?
 #       - How do I make a test fail when a function starts to retrace?
 #     objectives:
 #       - Turn on jax.log_compiles and jax_explain_cache_misses and read what they print.
-#       - Name the part of the cache key that changed from one explanation
-#         (input types, input pytree, tracing context, or a function never seen before).
-#       - Guard a steady-state loop with jax.no_tracing and a test with chex.assert_max_traces.
+#       - Name the part of the cache key that changed from one explanation (tracing
+#         context, input pytree, debug info, input types, or a function never seen
+#         before), and recognise the explanation that gives no reason.
+#       - Predict which earlier key an explanation compares with, and check its claim
+#         against what the caller passed.
+#       - Guard a steady-state loop with jax.no_tracing, knowing that it watches jit's
+#         fast path rather than tracing, and a test with chex.assert_max_traces.
 #       - Compare two traces with jax.make_jaxpr.
 #       - Record compile time per function in a long job with a jax.monitoring listener.
 #     prerequisites:
 #       lessons: [what_jit_caches, shapes, dtypes, python_scalars, pytree_structure, control_flow, static_arguments, functions_as_arguments, closures_and_globals]
-#     minutes: {teaching: 25, exercises: 15}
+#     minutes: {teaching: 30, exercises: 15}
 #     keypoints:
-#       - jax.log_compiles says that a function compiled, and with which shapes and types.
+#       - jax.log_compiles says that a function compiled, and with which shapes and
+#         types. The tracing, lowering and XLA lines carry a time; the "Compiling" line
+#         does not.
 #       - jax_explain_cache_misses says why. The line after 'For the closest previous key'
-#         names the part of the cache key that changed; the '* at' line names the argument.
+#         names the part of the cache key that differed; the '* at' line names the
+#         argument.
 #       - "'different input types' is a shape, a dtype or a weak type; 'different input
-#         pytree' is a container, a keyword, a static value or a class; 'Tracing context
-#         doesn't match' is a config or context manager; 'never seen function' is a new
-#         function object."
-#       - jax.no_tracing() raises RuntimeError on any trace inside it; warm up and build
-#         inputs before entering it.
+#         pytree' is a container, a keyword or a class; 'Tracing context doesn't match'
+#         is a config option or context manager; 'Debug info doesn't match' is the same
+#         function traced before by another transformation; 'never seen function' is a
+#         new function object; 'cache miss explanation unavailable' is often a changed
+#         static value."
+#       - JAX compares a call with one earlier key. For each key it finds the first kind
+#         of difference in the order context, pytree, debug info, types, and it reports
+#         the key whose difference comes earliest in that order. A context or structure
+#         difference with any earlier key hides a change of shape.
+#       - "'seen another function defined on the same line' is about the call site: JAX
+#         remembers, for the whole process, each line from which a function it had never
+#         seen was called."
+#       - jax.no_tracing() raises RuntimeError on any miss of jit's C++ fast path, before
+#         JAX knows whether it must trace. A retrace raises; so do a new executable for a
+#         committed array, every call of a warm function with effects
+#         (jax.debug.print, io_callback), and every call with an argument signature that
+#         once failed in the slow path, until f.clear_cache().
+#       - The fast path runs a warm call without any of JAX's Python. A function with
+#         effects never takes it, and a call through the Python path costs several times
+#         more.
 #       - chex.assert_max_traces raises AssertionError when a function traces too often,
 #         which turns a retrace into a failing test.
 #       - A jax.monitoring listener on backend_compile_duration, keyed by fun_name, finds
@@ -53,8 +75,12 @@
 #       - "A changed static argument gets no reason at all on JAX 0.12 ('cache miss
 #         explanation unavailable'); 0.10.2 showed it as 'different input pytree' with
 #         Static(val=...). Worth saying out loud, since the count is the evidence."
+#       - Every experiment cell defines the functions it studies, so it can be run again
+#         on its own. The one exception is by design, the 'defined on the same line' hint,
+#         which depends on what the process has run before; the cell says so.
+#       - The timings of the fast-path cells move a lot on a busy laptop; the assertions
+#         are on the guard's behaviour and on ratios with a wide margin.
 # ---
-
 # %% [markdown]
 # # 09 · Diagnosing a recompilation in code you did not write
 #
@@ -75,6 +101,8 @@ import collections
 import contextlib
 import difflib
 import logging
+import statistics
+import time
 
 import chex
 import jax
@@ -173,6 +201,9 @@ compiling = [line for line in ours if line.startswith("Compiling jit(scale_add)"
 assert len(compiling) == 2, ours
 assert len(ours) == 8  # four lines per compilation, none for the cached call
 assert "float32[3]" in compiling[0] and "float32[4]" in compiling[1]
+timed = [line for line in ours if not line.startswith("Compiling")]
+assert len(timed) == 6 and all(line.endswith(" sec") for line in timed)
+assert not any(" sec" in line for line in compiling)  # the Compiling line: no time
 assert any(line.startswith("Finished tracing scale_add") for line in ours)
 assert any(
     line.startswith("Finished XLA compilation of jit(scale_add)") for line in ours
@@ -182,27 +213,33 @@ assert all(name.startswith("jax.") for name in log.loggers)  # children of "jax"
 
 # %% [markdown]
 # Four lines per compilation: tracing, the "Compiling" line with the **global shapes and
-# types** of every argument, lowering to MLIR, and the XLA compilation, each with its
-# time. The cached second call printed nothing. When a long job pauses, this is the first
-# thing to switch on: if the "Compiling" lines keep coming, the cache is missing.
+# types** of every argument, lowering to MLIR, and the XLA compilation. Three of them
+# end with the time the stage took; the "Compiling" line has no time, only the
+# signature. The cached second call printed nothing. When a long job pauses, this is the
+# first thing to switch on: if the "Compiling" lines keep coming, the cache is missing.
 #
 # The same switch exists as a config option, for a whole script or from the environment
 # (`JAX_LOG_COMPILES=1 python train.py`). Set it, and put it back:
 
+
 # %%
-a5 = jnp.ones(5)
+@jax.jit
+def scale_sub(x, y):
+    return 2.0 * x - y
+
+
 jax.config.update("jax_log_compiles", True)
 try:
     with jax_log() as log:
-        scale_add(a5, a5)
+        scale_sub(a4, b4)
 finally:
     jax.config.update("jax_log_compiles", False)
 
 assert jax.config.jax_log_compiles is False
 compiling = [
-    line for line in about(log.lines, "scale_add") if line.startswith("Compiling")
+    line for line in about(log.lines, "scale_sub") if line.startswith("Compiling")
 ]
-assert len(compiling) == 1 and "float32[5]" in compiling[0], log.lines
+assert len(compiling) == 1 and "float32[4]" in compiling[0], log.lines
 print(compiling[0])
 
 # %% [markdown]
@@ -220,8 +257,9 @@ print(compiling[0])
 #   * at <argument>, now <new> and before <old>               <- which argument, and how
 # ```
 #
-# There are four kinds worth knowing by sight. We catch each one and pin its key phrase
-# with an assertion.
+# There are six kinds to know by sight. We catch each one and pin its key phrase with an
+# assertion. Every cell below defines the functions it studies, so each can be run again
+# on its own and gives the same counts.
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p>A jitted function is called for the very first time with explanations on, then
@@ -230,6 +268,9 @@ print(compiling[0])
 
 
 # %%
+SAME_LINE = "seen another function defined on the same line"
+
+
 @jax.jit
 def first_timer(x):
     return x - 1
@@ -247,19 +288,62 @@ assert len(misses) == 3
 assert all("never seen function" in text for text in misses)
 assert "first_timer id=" in misses[0]
 assert "<lambda> id=" in misses[1] and "<lambda> id=" in misses[2]
-assert "seen another function defined on the same line" not in misses[1]
-assert "seen another function defined on the same line" in misses[2]
+assert SAME_LINE in misses[2]  # the loop's call line was seen one miss earlier
 assert "being re-defined repeatedly, preventing caching?" in misses[2]
+print("first lambda has the hint too (this cell ran before):", SAME_LINE in misses[1])
 
 # %% [markdown]
 # **"never seen function"**: the cache has no entry at all for this function object. Once
 # per function is normal. Seeing it *for the same name over and over* means a new
 # function object is made each time: `jax.jit(lambda ...)` in a loop, a fresh
-# `functools.partial`, a method bound to a new object (lesson 07). JAX spots the pattern
-# itself from the second time round: *"but seen another function defined on the same
-# line; maybe the function is being re-defined repeatedly, preventing caching?"* (Do not
-# count on the `id=` to differ: Python may give the new function the memory, and so the
-# id, of the one it just discarded.)
+# `functools.partial`, a method bound to a new object (lesson 07). JAX adds a hint of its
+# own: *"but seen another function defined on the same line; maybe the function is being
+# re-defined repeatedly, preventing caching?"* (Do not count on the `id=` to differ:
+# Python may give the new function the memory, and so the id, of the one it just
+# discarded.)
+#
+# Despite its words, the hint is not about where the function is *defined*. JAX keeps
+# one set, for the whole process, of the **call sites** (file, line and column of the
+# call) at which a never-seen function was called, and adds the hint whenever a
+# never-seen function is called from a site already in the set. Run the cell above a
+# second time and the first lambda gets the hint too, and so does `first_timer`: both
+# calls come from lines the process has seen before. That is why the cell asserts the
+# hint only on the second lambda, and prints what happened to the first.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Two different functions, defined on different lines, are each called once through
+# the same helper. Does the second one get the hint?</p></div>
+
+
+# %%
+def call_once(fn, x):
+    """A helper that jits and calls whatever it is given, always from this line."""
+    return jax.jit(fn)(x)
+
+
+def add_one(x):
+    return x + 1
+
+
+def times_three(x):
+    return x * 3
+
+
+with jax_log() as log, jax.explain_cache_misses(True):
+    call_once(add_one, a3)
+    call_once(times_three, a3)
+
+helper_misses = [line for line in log.lines if "CACHE MISS" in line]
+print(helper_misses[-1])
+assert add_one.__code__.co_firstlineno != times_three.__code__.co_firstlineno
+assert "never seen function:\n    times_three" in helper_misses[-1]
+assert SAME_LINE in helper_misses[-1]  # same call site, different definitions
+
+# %% [markdown]
+# `times_three` is defined on its own line and is called once: nothing is being
+# re-defined. It gets the hint because it went through the same call site as
+# `add_one`. Read the hint as "this *call site* keeps meeting new functions", then look
+# at what is passed to it.
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p><code>shift(x, s)</code> is first called with a float32 array of shape (3,) and the
@@ -289,6 +373,7 @@ assert all("different input types" in text for text in types)
 assert "* at x, now f32[4] and before f32[3]" in types[0]
 assert "* at x, now i32[4] and before f32[3]" in types[1]
 assert "* at s, now f32[]{weak_type=False} and before f32[]{weak_type=True}" in types[2]
+assert "{weak_type=True}https://docs.jax.dev/" in types[2]  # the link, glued on
 assert "* at s, now i32[] and before f32[]" in types[3]
 
 # %% [markdown]
@@ -298,12 +383,13 @@ assert "* at s, now i32[] and before f32[]" in types[3]
 # care:
 #
 # - `f32[]{weak_type=True}` is a Python float, `f32[]{weak_type=False}` a float32 array
-#   or NumPy scalar: the shape and dtype print the same, only the braces differ. (On
-#   0.10.2 a link to the type-promotion docs is glued to the end of that line.)
+#   or NumPy scalar: the shape and dtype print the same, only the braces differ. A link
+#   to the type-promotion docs is glued to the end of that line, with no space.
 # - A Python int against a Python float prints as `i32[]` against `f32[]`: both are weak,
 #   so no braces.
 # - "The closest previous key" is one of the keys seen so far, not necessarily the last
-#   call: the int32 array above was compared with the shape-(3,) call.
+#   call: the int32 array above was compared with the shape-(3,) call. How JAX picks it
+#   comes below.
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p>Same shapes and dtypes throughout, but: a dict gains a key; the call switches from
@@ -317,6 +403,11 @@ def total(batch):
     return batch["x"].sum()
 
 
+@jax.jit
+def pair_sum(x, y):
+    return x + y
+
+
 @jax.jit(static_argnames="power")
 def powered(x, power):
     return x**power
@@ -325,8 +416,8 @@ def powered(x, power):
 with jax_log() as log, jax.explain_cache_misses(True):
     total({"x": a3})
     total({"x": a3, "mask": a3})  # one more key
-    scale_add(a3, b3)
-    scale_add(x=a3, y=b3)  # the same arrays, by keyword
+    pair_sum(a3, b3)
+    pair_sum(x=a3, y=b3)  # the same arrays, by keyword
     powered(a3, power=2)
     powered(a3, power=3)  # a new static value
 
@@ -350,24 +441,35 @@ assert "cache miss explanation unavailable" in trees[2]
 # arrays did not: a key added or removed, `None` in place of an array, a list in place of
 # a tuple (lesson 04). Positional and keyword arguments are two branches of one tree
 # (input path `[0]` is the positional tuple, `[1]` the keyword dict), so `f(x)` versus
-# `f(x=x)` shows up here too. A **static argument** with a new value does not: JAX 0.12
-# reports it as "cache miss explanation unavailable" (0.10.2 showed it here, as a
-# `Static(val=...)` node in the tree; lesson 06).
+# `f(x=x)` shows up here too.
+#
+# **"cache miss explanation unavailable"**: JAX found a difference in none of the parts
+# it knows how to compare. On 0.12 a **static argument** with a new value lands here
+# (0.10.2 showed it as a `Static(val=...)` node in the tree; lesson 06). The count of
+# compilations is then the only evidence, so look for `static_argnums` and
+# `static_argnames` in the function's definition.
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p>Same function, same arrays, but called inside
 # <code>jax.default_matmul_precision("highest")</code>, then inside
 # <code>jax.enable_x64(True)</code>. Any misses?</p></div>
 
-# %%
-with jax_log() as log, jax.explain_cache_misses(True):
-    scale_add(a3, b3)  # cached: nothing to explain
-    with jax.default_matmul_precision("highest"):
-        scale_add(a3, b3)
-    with jax.enable_x64(True):
-        scale_add(a3, b3)
 
-contexts = [line for line in log.lines if "CACHE MISS" in line]
+# %%
+@jax.jit
+def blend(x, y):
+    return 0.5 * x + y
+
+
+with jax_log() as log, jax.explain_cache_misses(True):
+    blend(a3, b3)  # first call: never seen
+    blend(a3, b3)  # cached: nothing to explain
+    with jax.default_matmul_precision("highest"):
+        blend(a3, b3)
+    with jax.enable_x64(True):
+        blend(a3, b3)
+
+contexts = [line for line in log.lines if "CACHE MISS" in line][1:]
 for text in contexts:
     print(reason(text))
 assert len(contexts) == 2
@@ -384,6 +486,34 @@ assert jax.config.jax_enable_x64 is False  # the context manager put it back
 # (here matmul precision and x64). The `*` line names the config option. In someone
 # else's code, look for a context manager around *some* of the calls: an evaluation
 # helper that raises precision, a test fixture that enables x64.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>A function is first used as a branch of <code>lax.cond</code>, then jitted and
+# called on the same array. Is the jitted call a cache hit?</p></div>
+
+
+# %%
+def negate(x):
+    return -x
+
+
+with jax_log() as log, jax.explain_cache_misses(True):
+    jax.lax.cond(True, negate, negate, a3)  # traces negate as a branch
+    with jitlab.count_compiles(negate, explain=False) as jitted_negate:
+        jax.jit(negate)(a3)
+
+about_negate = [line for line in log.lines if "for negate defined at" in line]
+print(reason(about_negate[-1]))
+print(jitted_negate)
+assert len(about_negate) == 1 and "Debug info doesn't match." in about_negate[0]
+assert jitted_negate.traces == 1 and jitted_negate.compiles == 1
+
+# %% [markdown]
+# **"Debug info doesn't match."**: JAX keeps one tracing cache per Python function,
+# shared by `jit` and by the transformations that trace functions (`lax.cond`,
+# `jax.checkpoint`, ...). The key includes *debug info*: what the trace was for, and the
+# argument names. Here `negate` had been traced for `cond`, so the `jit` call is a miss,
+# explained by the debug info alone. It is rare, and harmless: one extra trace per use.
 #
 # Like the log, explanations have a config form, handy at the top of a script
 # (`JAX_EXPLAIN_CACHE_MISSES=1` in the environment does the same):
@@ -410,47 +540,90 @@ assert len(log.lines) == 1 and "* at x, now f32[4] and before f32[3]" in log.lin
 )
 
 # %% [markdown]
-# An explanation compares the new call with *one* previous key and reports what differs
-# from that one. With many keys in the cache, the key JAX picks can be a surprising one.
+# ### Which earlier key? The closest by kind, not by time
+#
+# An explanation compares the new call with *one* earlier key and reports what differs
+# from that one. JAX's rule, from its source (`diff_tracing_cache_keys` in
+# `jax/_src/interpreters/partial_eval.py`): for each earlier key, look for a difference
+# in this order and stop at the first found: the **tracing context**, then the **input
+# pytree**, then the **debug info**, then the **input types**. Then report the key whose
+# first difference comes earliest in that order (fewer differing items break a tie).
+# "Closest" is a ranking by kind: a key that differs in context beats a key that differs
+# in a shape only.
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p><code>scale_add</code> now holds keys for shapes (3,), (4,), (5,), a keyword call,
-# and two calls under other contexts. Call it on shape (7,), in the default context.
-# What will the explanation blame?</p></div>
+# <p>One function receives a dict. Its cache holds <code>{"x": f32[3]}</code>. A call
+# with shape (5,) comes in; then the dict gains a <code>"mask"</code> key; then a call
+# with shape (7,); then a call under <code>default_matmul_precision</code>; then one
+# with shape (9,). What does each explanation blame?</p></div>
+
 
 # %%
-a7 = jnp.ones(7)
+@jax.jit
+def ranked(batch):
+    return batch["x"].sum()
+
+
+a5, a7, a9 = jnp.ones(5), jnp.ones(7), jnp.ones(9)
 with jax_log() as log, jax.explain_cache_misses(True):
-    scale_add(a7, a7)
-print(reason(log.lines[0]))
-assert len(log.lines) == 1
-assert "Tracing context doesn't match" in log.lines[0]
-assert "f32[7]" not in log.lines[0]  # the new shape, the real change, is not mentioned
+    ranked({"x": a3})  # never seen
+    ranked({"x": a5})  # only shapes to compare with
+    ranked({"x": a3, "mask": a3})  # a second structure enters the cache
+    ranked({"x": a7})  # a new shape; one earlier key differs in structure
+    with jax.default_matmul_precision("highest"):
+        ranked({"x": a3})  # a context enters the cache
+    ranked({"x": a9})  # a new shape; one earlier key differs in context
+
+blamed = [reason(line).splitlines()[0] for line in log.lines if "CACHE MISS" in line]
+jitlab.print_table(
+    [
+        {"call": call, "JAX blames": kind}
+        for call, kind in zip(
+            ["x f32[5]", "x, mask", "x f32[7]", "x f32[3] (precision)", "x f32[9]"],
+            blamed[1:],
+            strict=True,
+        )
+    ]
+)
+assert blamed[1] == "different input types:"
+assert blamed[2] == "different input pytree:"
+assert (
+    blamed[3] == "different input pytree:"
+)  # the shape, the real change, is not named
+assert blamed[4].startswith("Tracing context doesn't match")
+assert blamed[5].startswith("Tracing context doesn't match")  # nor here
+assert not any("f32[9]" in line for line in log.lines if "CACHE MISS" in line)
 
 # %% [markdown]
-# The shape is what changed, yet the explanation blames the matmul precision, because the
-# key it compared with was the one traced under `default_matmul_precision`. Read an
-# explanation as *a* difference, not *the* difference. When it looks odd, check the
-# shapes in the `log_compiles` line for the same call, and check the `* at` line against
-# what the caller actually passes.
+# The calls with shapes (7,) and (9,) changed only a shape. Their explanations blame the
+# structure, then the context, because the cache held a key that differed in that way,
+# and JAX ranks those kinds first. Read an explanation as *a* difference with *some*
+# earlier key, not the change since the last call. When it looks odd, check the shapes in
+# the `log_compiles` line for the same call, and check the `* at` line against what the
+# caller actually passes.
 
 # %% [markdown]
 # | the explanation says | what changed | lesson |
 # | --- | --- | --- |
 # | `never seen function`, again and again | a new function object per call | 07 |
+# | `... seen another function defined on the same line` | a call site that keeps meeting new functions | 07 |
 # | `different input types`, a shape | an array's shape | 01 |
 # | `different input types`, a dtype | an array's dtype | 02 |
 # | `different input types`, `weak_type` | a Python scalar against an array | 03 |
 # | `different input pytree` | keys, `None`, list/tuple, keyword/positional, class | 04 |
 # | `cache miss explanation unavailable` | often a static argument's value (JAX gives no reason) | 06 |
 # | `Tracing context doesn't match` | a config option or context manager | 12 |
+# | `Debug info doesn't match.` | the function was traced before for another transformation | 09 |
+#
+# A row higher in JAX's ranking (context, pytree, debug info, types) can hide a row
+# lower in it: fix what the explanation names, run again, and read the next one.
 
 # %% [markdown]
 # ## Guards: make a retrace an error
 #
 # Logs are for looking. In a training loop you want something stronger: once the loop is
 # warm, any retrace is a bug, and should stop the program where it happens.
-# `jax.no_tracing()` does that.
+# `jax.no_tracing()` does that, and a little more, as we will see.
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p>A function is warmed up on shape (8,) outside the guard. Inside the guard it runs
@@ -494,6 +667,16 @@ assert "re-tracing function steady" in str(caught) and "'no_tracing' is set" in 
 
 
 # %%
+def refused(call) -> bool:
+    """Whether `call()` raises RuntimeError inside jax.no_tracing()."""
+    try:
+        with jax.no_tracing():
+            call()
+    except RuntimeError:
+        return True
+    return False
+
+
 @jax.jit
 def cold(x):
     return x + 1
@@ -514,23 +697,235 @@ assert (
 )  # jnp.ones went before steady
 
 # %% [markdown]
-# <div class="admonition warning"><p class="admonition-title">A quirk of 0.10.2</p>
-# <p>Once a call has been refused inside the guard, the same function with the same
-# argument types keeps being refused inside the guard, even after it has been compiled
-# outside. Treat a guard failure as the end of the run: fix the code, restart (or
-# re-define the function), then warm up again.</p></div>
+# ### What the guard really watches: jit's fast path
+#
+# The message says "re-tracing", but the guard does not wait for a trace. Every call of a
+# jitted function first looks up its **argument signature** (types, shapes, shardings,
+# whether each array is committed to a device, static values) in a cache kept in C++.
+# On a hit, C++ runs the compiled executable directly, without any of JAX's Python:
+# this is jit's **fast path**. On a miss, the call goes to Python, which consults the
+# tracing cache, lowers, compiles if it must, runs the program, and, when the program
+# allows it, teaches the C++ cache the new signature. `jax.no_tracing()` raises at the
+# door of that Python path, before JAX knows whether it will trace at all.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Three functions, each warmed up outside the guard. Inside it: the first is called on
+# a <em>committed</em> copy of the array it was warmed with; the second calls
+# <code>jax.debug.print</code>; the third calls the host through
+# <code>jax.pure_callback</code>. Which calls are refused, and how many traces and
+# compilations do they cost?</p></div>
+
 
 # %%
-steady(x9)  # compile shape (9,) outside the guard, after the refusal above
+def host_copy(value):
+    return np.asarray(value, np.float32)
+
+
+@jax.jit
+def doubled(x):
+    return 2 * x
+
+
+@jax.jit
+def doubled_and_said(x):
+    jax.debug.print("doubling, x[0] = {}", x[0])
+    return 2 * x
+
+
+@jax.jit
+def doubled_via_host(x):
+    first = jax.pure_callback(host_copy, jax.ShapeDtypeStruct((), jnp.float32), x[0])
+    return 2 * x + 0 * first
+
+
+on_device = jax.device_put(np.ones(8, np.float32), jax.devices()[0])  # committed
+for fn in (doubled, doubled_and_said, doubled_via_host):
+    fn(x8)  # warm up, outside the guard, on the uncommitted x8
+print("x8 committed:", x8.committed, "| on_device committed:", on_device.committed)
+
+rows = []
+for label, fn, x in [
+    ("debug.print", doubled_and_said, x8),
+    ("pure_callback", doubled_via_host, x8),
+    ("committed array", doubled, on_device),
+]:
+    with jitlab.count_compiles(fn) as inside:
+        verdicts = [refused(lambda: fn(x)) for _ in range(3)]  # noqa: B023
+    rows.append(
+        {
+            "warm function, call": label,
+            "refused (of 3)": sum(verdicts),
+            "traces": inside.traces,
+            "compiles": inside.compiles,
+        }
+    )
+jitlab.print_table(rows)
+assert [row["refused (of 3)"] for row in rows] == [3, 0, 3]
+assert all(row["traces"] == 0 and row["compiles"] == 0 for row in rows)
+
+
+@jax.jit
+def doubled_again(x):  # the committed call again, outside the guard this time
+    return 2 * x
+
+
+doubled_again(x8)
+with jitlab.count_compiles(doubled_again) as committed_call:
+    doubled_again(on_device)
+print("committed array, outside the guard:", committed_call)
+assert committed_call.traces == 0 and committed_call.compiles == 1
+
+# %% [markdown]
+# - **A function with effects** (`jax.debug.print`, `jax.debug.callback`,
+#   `io_callback`) never takes the fast path: JAX gives the C++ cache no entry for a
+#   program with effects (`_get_fastpath_data` in `jax/_src/pjit.py`), so every call
+#   goes through Python. Inside the guard, *every* call is refused, with nothing traced
+#   and nothing compiled. A debug print left in a training step makes the guard useless.
+#   `jax.pure_callback` declares no effect, so it keeps the fast path.
+# - **A committed array** where the function was warmed on an uncommitted one is a
+#   tracing-cache *hit* (0 traces) that still needs a new executable (1 compilation):
+#   committedness is part of the key further down (lessons 10 and 12). The guard refuses
+#   it all the same. With several devices (lesson 12's setting) the same happens to an
+#   array committed to a device the function has not run on yet: 0 traces, 1
+#   compilation, refused. This page runs on one device, so that case is not asserted
+#   here.
+#
+# So the guard is a stricter test than "no retrace": it asks that every call take the
+# fast path. Count with `count_compiles` when you need to know *what* happened.
+#
+# ### The fast path, timed
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>How much does a warm call cost on the fast path, and how much when it has to go
+# through Python every time?</p></div>
+
+
+# %%
+def noop(*args):
+    return None
+
+
+@jax.jit
+def doubled_with_effect(x):
+    jax.debug.callback(noop, x[0])  # an effect, silent
+    return 2 * x
+
+
+def per_call_us(calls: dict, repeats=100, rounds=7) -> dict:
+    """Median time per warm call, in microseconds; the calls take turns each round."""
+    for call in calls.values():
+        jax.block_until_ready(call())
+    times = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            for _ in range(repeats):
+                call()
+            jax.block_until_ready(call())
+            times[name].append(1e6 * (time.perf_counter() - start) / (repeats + 1))
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+dispatch = per_call_us(
+    {
+        "fast path": lambda: doubled(x8),
+        "pure_callback": lambda: doubled_via_host(x8),
+        "effect": lambda: doubled_with_effect(x8),
+    }
+)
+jitlab.print_table([{"warm call": k, "us per call": v} for k, v in dispatch.items()])
+effect_ratio = dispatch["effect"] / dispatch["fast path"]
+print(f"with an effect: {effect_ratio:.0f}x the fast path")
+assert effect_ratio > 3, dispatch  # a wide margin; measured far above it
+effect_record = jitlab.record(
+    "warm call: fast path vs a function with an effect",
+    steady_us=dispatch["fast path"],
+    speedup=effect_ratio,
+)
+
+# %% [markdown]
+# A warm call on the fast path costs a few microseconds. The function with an effect
+# pays for the Python path on every call, and for the trip to the host; the
+# `pure_callback` row pays for a host trip too, but on the fast path, so the gap between
+# the last two rows is roughly the Python path. Keep effects out of hot loops, or behind
+# a flag that is off in production runs.
+#
+# ### A refused call leaves a mark
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>A function warm on shape (8,) is refused on shape (9,) inside the guard, as
+# <code>steady</code> was above. Compile it on (9,) outside the guard, then guard it
+# again. Is it refused? And on shape (8,)?</p></div>
+
+
+# %%
+@jax.jit
+def marked(x):
+    return jnp.cos(x) * 2
+
+
+marked(x8)  # warm on (8,)
+assert refused(lambda: marked(x9))  # a new shape: refused, as steady was
+with jitlab.count_compiles(marked) as late:
+    marked(x9)  # compile shape (9,) outside the guard, after the refusal
+print("outside the guard:", late)
+still_refused = refused(lambda: marked(x9))
+other_shape_refused = refused(lambda: marked(x8))
+print("refused again on (9,):", still_refused, "| on (8,):", other_shape_refused)
+assert late.traces == 1 and late.compiles == 1
+assert still_refused and not other_shape_refused
+
+marks = per_call_us({"(8,)": lambda: marked(x8), "(9,)": lambda: marked(x9)})
+print({k: round(v, 1) for k, v in marks.items()}, "us per call")
+assert marks["(9,)"] > 2 * marks["(8,)"], marks  # a wide margin
+refusal_record = jitlab.record(
+    "warm call: fast path vs a signature refused once",
+    steady_us=marks["(8,)"],
+    speedup=marks["(9,)"] / marks["(8,)"],
+)
+
+marked.clear_cache()
+marked(x9)  # warm again, from an empty cache
+print("after clear_cache and a warm-up, refused on (9,):", refused(lambda: marked(x9)))
+assert not refused(lambda: marked(x9))
+
+# %% [markdown]
+# An exception on the Python path (the guard's `RuntimeError` here) takes that argument
+# signature off the fast path for good: the C++ cache keeps sending it to Python, even
+# once the program is compiled. So the guard keeps refusing shape (9,), while shape
+# (8,) is fine, and every call on (9,) costs the Python path. The cure is
+# `f.clear_cache()`, which empties the function's caches (and compiles again on the
+# next call); no restart is needed. Any exception does it, not only the guard's:
+
+
+# %%
+SETTINGS = {"max_length": 4}
+
+
+@jax.jit
+def checked(x):
+    if x.shape[0] > SETTINGS["max_length"]:  # read while tracing
+        raise ValueError(f"sequence longer than {SETTINGS['max_length']}")
+    return x + 1
+
+
 try:
-    with jax.no_tracing():
-        steady(x9)
-except RuntimeError:
-    still_refused = True
+    checked(x8)
+except ValueError as err:
+    print("first call:", type(err).__name__, err)
 else:
-    still_refused = False
-print("refused again after warming up:", still_refused)
-assert still_refused
+    raise AssertionError("expected ValueError")
+SETTINGS["max_length"] = 16  # the setting is fixed; the same call now succeeds
+checked(x8)
+print("refused after the ValueError:", refused(lambda: checked(x8)))
+assert refused(lambda: checked(x8))  # off the fast path, although it is compiled
+checked.clear_cache()
+checked(x8)
+assert not refused(lambda: checked(x8))
+
+# %% [markdown]
+# A guard failure, or any error in a call, is therefore best treated as the end of a
+# run: fix the code, then `clear_cache()` (or restart) and warm up again.
 
 # %% [markdown]
 # In a test suite, the usual guard is a trace counter. `chex.assert_max_traces(n=...)`
@@ -710,6 +1105,8 @@ class CompileTimes:
         return sorted(rows, key=lambda row: -row["total_ms"])
 
 
+normalise.clear_cache()  # start as a fresh process would, even when re-run
+eval_loss.clear_cache()
 before_listener = CompileTimes()
 monitoring.register_event_duration_secs_listener(before_listener)
 try:
@@ -927,8 +1324,9 @@ chex.clear_trace_counter()
 #    `* at` line, then go to the caller and find where that argument is built.
 # 4. **Confirm** with a one-line experiment (`type(a) is type(b)`, `make_jaxpr`, a dtype
 #    print), fix, and **measure** the same way as before.
-# 5. **Guard it**: `jax.no_tracing()` around the warm loop, `chex.assert_max_traces` in
-#    a test.
+# 5. **Guard it**: `jax.no_tracing()` around the warm loop (it refuses any call that
+#    misses the fast path, so keep effects such as `jax.debug.print` out of the guarded
+#    loop), and `chex.assert_max_traces` in a test.
 
 # %%
 jitlab.outro()

@@ -42,18 +42,23 @@
 # Write three things in the cell marked *your turn*:
 #
 # 1. `bucket_size(n)`: the padded length for a batch of length `n`. It must be at least
-#    `n` and waste less than half (anything up to 16 is fine for small `n`).
-# 2. `train_step`: your jitted step. Its signature is yours to choose; the grader only
-#    counts its compilations.
+#    `n` and waste less than half (anything up to 16 is fine for small `n`), and the
+#    lengths 1 to 48 may use **at most 7** distinct sizes.
+# 2. `train_step`: your jitted step. Its signature is yours to choose.
 # 3. `train_fast(params, batches)`: the same results as `train(params, batches)` (the
-#    final parameters, and the loss at every step), with `train_step` doing the work.
+#    final parameters, and the loss at every step), with `train_step` doing the work:
+#    call it by its name at every step, feed each step the params the previous step
+#    returned, and return its outputs as they come. Do not change the batches you are
+#    given (the caller reads them again).
 #
 # Solved means:
 #
 # - the losses at every step and the final parameters match the original loop, on
-#   fresh random batches;
+#   fresh random parameters and batches (some lengths sit exactly on a bucket size);
+# - they are `train_step`'s own outputs, and it computes each update from the params
+#   it is given (the grader watches its calls);
 # - `train_step` compiles **at most once per bucket** (the grader clears its cache
-#   first);
+#   first), with jit switched on;
 # - a second run, whose lengths fall in buckets already compiled, compiles **nothing
 #   at all**, counted over every function JAX compiles.
 #
