@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "13"
 #     title: A learning-rate sweep over re-created NNX models that compiles once
 #     hints:
 #       - "slow_fit compiles on every call for two reasons. Ask of everything the jitted step receives: is it the same object, or an equal value, as in the last run? optax.sgd(learning_rate) is neither: each call builds a new pair of functions with the rate inside them, and nnx.Optimizer keeps that pair in its GraphDef."
@@ -52,11 +51,10 @@
 # %%
 import jax
 import jax.numpy as jnp
+import jitlab
 import numpy as np
 import optax
 from flax import nnx
-
-import jitlab
 
 
 class Regressor(nnx.Module):

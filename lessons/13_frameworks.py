@@ -24,11 +24,7 @@
 #       - Write an optimizer state whose pytree structure and types are the same before and after every step.
 #       - Measure nnx.jit's per-call overhead against jax.jit of the split/merge form, nnx.cached_partial and nnx.jit_partial.
 #     prerequisites:
-#       - "Lesson 03: Python scalars and weak types"
-#       - "Lesson 04: pytree structure"
-#       - "Lesson 06: static arguments in depth"
-#       - "Lesson 07: functions as arguments"
-#       - "Lesson 08: closures and globals"
+#       lessons: [python_scalars, pytree_structure, static_arguments, functions_as_arguments, closures_and_globals]
 #     minutes: {teaching: 30, exercises: 20}
 #     keypoints:
 #       - eqx.filter_jit traces array leaves and makes every other leaf static. A float field compiles once per value, a lambda or jax.jit object made per instance compiles once per instance. Store hyperparameters as arrays; re-created modules of the same structure share one program.
@@ -39,7 +35,6 @@
 #       - The learning rate belongs in the optimizer state. optax.inject_hyperparams stores it as an array; set it with jnp.asarray(lr, jnp.float32), since a Python float is weakly typed and costs one more trace.
 #       - The state a step returns must have the same structure and types as the state it received. An init that leaves None or Python scalars for the first update to fill retraces at the second step.
 #       - nnx.jit walks the object graph in Python on every call. nnx.jit_partial (tree mode) or jax.jit of the split/merge form remove most of that overhead; nnx.cached_partial removes part of it.
-#     exercise: 13_frameworks
 #     instructor_notes:
 #       - Start from the table at the end. Every row is a lesson the room has done; the frameworks only hide where the Python value lives.
 #       - "The NNX epoch loop is the demo to run live: ask who re-creates the optimizer each epoch, then show that re-creating the model alone is free. The surprise is that the culprit is optax.adam(...), not the model."
@@ -58,6 +53,11 @@
 # framework only hides where the Python value lives. The question to ask each time:
 # **what does this framework put in the static part of the key?**
 
+# %% tags=["remove-input"]
+import jitlab
+
+jitlab.intro()
+
 # %%
 import dataclasses
 import functools
@@ -73,10 +73,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 from flax import nnx
-
-import jitlab
-
-jitlab.intro("13")
 
 # %%
 for library in (eqx, flax, optax):
@@ -180,13 +176,11 @@ assert float_field.compiles == 3, float_field.explanations  # 0.1 again is a cac
 assert array_field.compiles == 1, array_field.explanations
 assert np.allclose(float_losses, array_losses, rtol=1e-6)
 jitlab.record(
-    "13",
     "eqx float field, 4 calls (problem)",
     compiles=float_field.compiles,
     total_s=float_sw.seconds,
 )
 jitlab.record(
-    "13",
     "eqx array field, 4 calls (fix)",
     compiles=array_field.compiles,
     total_s=array_sw.seconds,
@@ -516,13 +510,11 @@ assert per_epoch.compiles == 3, per_epoch.explanations
 assert once.compiles == 1, once.explanations
 assert np.allclose(problem_losses, fixed_losses)
 jitlab.record(
-    "13",
     "nnx: fresh optax.adam each epoch (problem)",
     compiles=per_epoch.compiles,
     total_s=float(problem_seconds.sum()),
 )
 jitlab.record(
-    "13",
     "nnx: optax.adam built once (fix)",
     compiles=once.compiles,
     total_s=float(fixed_seconds.sum()),
@@ -768,7 +760,6 @@ for _ in range(60):
 steady = {label: 1e6 * float(np.median(times)) for label, times in samples.items()}
 for way in calls:
     jitlab.record(
-        "13",
         f"per-call overhead: {way}",
         compiles=compiles[way],
         steady_us=steady[way],
@@ -957,13 +948,11 @@ assert per_rate.compiles == len(learning_rates), per_rate.explanations
 assert injected.compiles == 1, injected.explanations
 assert np.allclose(per_rate_finals, injected_finals, rtol=1e-5)
 jitlab.record(
-    "13",
     "optax.sgd(lr) per learning rate (problem)",
     compiles=per_rate.compiles,
     total_s=rate_sw.seconds,
 )
 jitlab.record(
-    "13",
     "inject_hyperparams sweep (fix)",
     compiles=injected.compiles,
     total_s=inject_sw.seconds,
@@ -1107,12 +1096,10 @@ assert all(jax.typeof(s.count).weak_type for s in lazy_states)  # weak at every 
 assert all(signature(s) == signature(eager_states[0]) for s in eager_states)
 assert np.allclose(lazy_params["w"], eager_params["w"], rtol=1e-6)
 jitlab.record(
-    "13",
     "optimizer state filled by first update (problem)",
     compiles=lazy_count.compiles,
 )
 jitlab.record(
-    "13",
     "optimizer state built by init (fix)",
     compiles=eager_count.compiles,
 )
@@ -1154,4 +1141,4 @@ print("optax.adam state before and after an update:", signature(adam_state)[1][:
 # learning-rate sweep, for two of these reasons at once.
 
 # %%
-jitlab.outro("13")
+jitlab.outro()

@@ -25,9 +25,7 @@
 #       - Make static configuration agree across processes, and check that every process compiled the same program.
 #       - Put every process's compile counts, cache-miss reasons and program fingerprints in one table.
 #     prerequisites:
-#       - "Lesson 01: shapes (padding and masking)"
-#       - "Lesson 10: compiling less (the persistent compilation cache)"
-#       - "Lesson 12: devices, shardings and the tracing context (meshes, NamedSharding)"
+#       lessons: [shapes, compiling_less, devices_and_shardings]
 #     minutes: {teaching: 25, exercises: 20}
 #     keypoints:
 #       - Every process traces and compiles the step for itself. Two processes mean two cold starts, and compile counts must be collected from each process.
@@ -36,7 +34,6 @@
 #       - "Declaring the global shape makes the ragged process raise ValueError while the other waits in the collective: a hang that ends only when jax.distributed's shutdown barrier gives up (shutdown_timeout_seconds, 300 s by default)."
 #       - The fix is one global shape for every process and every step (pad to an agreed number of rows, mask the padding), and configuration that process 0 decides and broadcasts.
 #       - Per-process compile counts do not show a static value that differs between processes. Compare a fingerprint of each process's lowered program (multihost_utils.assert_equal) before the first step.
-#     exercise: 14_processes
 #     instructor_notes:
 #       - Every experiment starts two fresh Python processes (about 3 s each on an idle laptop). Run the cells in order and let each launch finish.
 #       - "The silent disagreement in section 2 is the hook: both processes finish, no error, and neither has the right weights (both sum the gradient over the 7 real rows; one divides by 8, the other by 6). Ask the room which process is right before showing the reference."
@@ -57,6 +54,11 @@
 # processes run *different programs*. This lesson runs two real JAX processes on this
 # machine, on CPU, with JAX's own multi-process runtime.
 
+# %% tags=["remove-input"]
+import jitlab
+
+jitlab.intro()
+
 # %%
 import collections
 import functools
@@ -73,11 +75,7 @@ import numpy as np
 from jax._src import cache_key, compilation_cache, compiler
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
-
-import jitlab
 from jitlab import multiprocess
-
-jitlab.intro("14")
 
 # %% [markdown]
 # ## Two processes on one machine
@@ -361,14 +359,12 @@ cold = {row["process"]: row for row in start_rows if row["job"] == "first"}
 warm = {row["process"]: row for row in start_rows if row["job"] == "second"}
 for p in (0, 1):
     jitlab.record(
-        "14",
         f"process {p}: first step of the job, empty cache",
         compiles=cold[p]["compiles"],
         first_ms=cold[p]["first step ms"],
         steady_us=1e3 * cold[p]["later steps ms"],
     )
     jitlab.record(
-        "14",
         f"process {p}: first step of the job, cache left by the first job",
         compiles=warm[p]["compiles"],
         first_ms=warm[p]["first step ms"],
@@ -483,7 +479,6 @@ else:  # process 0 had what it wanted before process 1 died, and finished the st
     assert len(p0.of("step")) == 4 and p0.of("finished")
 assert crashed.stopped == "stalled" and p0.killed  # either way, it never exited
 jitlab.record(
-    "14",
     "ragged batch, gathered errors: process 1 aborts, the launcher stops process 0",
     total_s=crashed.seconds,
 )
@@ -545,7 +540,6 @@ assert all("Shutdown barrier has failed" in w.log for w in patient.workers)
 initialize = inspect.signature(jax.distributed.initialize).parameters
 assert initialize["shutdown_timeout_seconds"].default == 300
 jitlab.record(
-    "14",
     "ragged batch, declared global shape: both abort at a 2 s shutdown barrier",
     total_s=patient.seconds,
 )
@@ -618,12 +612,10 @@ np.testing.assert_allclose(fixed_w, [want, want], rtol=1e-4, atol=1e-6)
 assert len({w.one("compiles")["program"] for w in silent.workers}) == 2
 for p in (0, 1):
     jitlab.record(
-        "14",
         f"ragged last batch, shape inferred per process: process {p}",
         compiles=silent.workers[p].one("compiles")["compiles"],
     )
     jitlab.record(
-        "14",
         f"ragged last batch, padded to one global shape: process {p}",
         compiles=fixed.workers[p].one("compiles")["compiles"],
     )
@@ -735,7 +727,6 @@ np.testing.assert_allclose(good[0].of("step")[-1]["w"], good[1].of("step")[-1]["
 for job, run in (("read by each process", disagree), ("broadcast", agreed)):
     for w in run.workers:
         jitlab.record(
-            "14",
             f"static value {job}: process {w.process_id}",
             compiles=w.one("compiles")["compiles"],
         )
@@ -815,4 +806,4 @@ assert uneven == {"ragged, shape inferred"}  # counts alone miss the static mism
 
 # %%
 cache_dir.cleanup()
-jitlab.outro("14")
+jitlab.outro()

@@ -10,7 +10,6 @@
 #     language: python
 #     name: python3
 #   jitlab:
-#     lesson: "14"
 #     title: One program on every process
 #     hints:
 #       - "Run processes.show(make_global_batch, train_step) (the snippet under the exercise cell) and read the global batch column: does process 1 build the same shapes as process 0 at every step? Does either process build the same shapes at every step?"
