@@ -13,9 +13,9 @@ PIP_OPTIONS += --no-index --find-links wheelhouse
 endif
 STAMP := $(VENV)/.installed
 export NO_MKDOCS_2_WARNING := 1
-# Every lesson and solution is executed under nbval; the recorder keeps the executed
-# notebooks in _build/executed, where the site picks them up instead of running them again.
-NBVAL := --nbval-lax --nbval-current-env -p jitlab.notebooks.recorder --jitlab-record=_build/executed
+# Every lesson is executed under nbval; the recorder (a pytest plugin of the package)
+# keeps the executed notebooks in _build/executed, where the site picks them up instead of running them again.
+NBVAL := --nbval-lax --nbval-current-env --jitlab-record=_build/executed
 
 .PHONY: course setup site site-offline serve lab test test-fast lint format exercises verify bench matrix \
 	upstream runner-speed wheelhouse clean lock

@@ -1,6 +1,9 @@
 """Checks for graders, and verdicts for the runner (see ``checks`` and ``verdict``)."""
 
 from jitlab.grading.checks import (
+    BUCKETS_FEW,
+    BUCKETS_HOLD,
+    JIT_ON,
     GradingFailure,
     all_passed,
     call_learner,
@@ -19,6 +22,9 @@ from jitlab.grading.checks import (
 )
 
 __all__ = [
+    "BUCKETS_FEW",
+    "BUCKETS_HOLD",
+    "JIT_ON",
     "GradingFailure",
     "all_passed",
     "call_learner",

@@ -324,7 +324,12 @@ BUCKETS_FEW = "lengths share a few buckets"
 
 
 def require_buckets(
-    bucket_size: Callable[[int], int], *, up_to: int, most: int, smallest_allowed: int = 16
+    bucket_size: Callable[[int], int],
+    *,
+    up_to: int,
+    most: int,
+    smallest_allowed: int = 16,
+    lesson: str = "",
 ) -> None:
     """Pass if ``bucket_size`` is a bucketing of the lengths 1..``up_to`` as the exercise
     states it: every bucket holds its length and wastes less than half (anything up to
@@ -333,7 +338,7 @@ def require_buckets(
     nothing but compiles once per length, and only a stated bound can reject it."""
     sizes = set()
     for n in range(1, up_to + 1):
-        size = call_learner(BUCKETS_HOLD, bucket_size, n)
+        size = call_learner(BUCKETS_HOLD, bucket_size, n, lesson=lesson)
         limit = max(2 * n - 1, smallest_allowed)
         if not (isinstance(size, int | np.integer) and n <= size <= limit):
             raise fail(

@@ -2,7 +2,8 @@
 with its outputs, so one execution serves the tests, the site and the release matrix.
 
 nbval checks a notebook cell by cell in one kernel, but keeps nothing once pytest ends.
-With ``-p jitlab.notebooks.recorder --jitlab-record=DIR`` this plugin writes, for each
+The package registers it with pytest, so any nbval run in the course's environment gets
+it; with ``--jitlab-record=DIR`` it also writes, for each
 notebook, ``DIR/<folder>/<stem>.ipynb`` (the executed notebook, outputs included: the
 site renders it and offers it for download) and ``DIR/<folder>/<stem>.json`` (each code
 cell's status, error and the cache-miss explanations JAX printed in it). ``<folder>`` is
