@@ -73,3 +73,18 @@ def test_code_fits_the_page(path):
         if len(line) > 88
     ]
     assert not long, f"code lines over 88 characters: {long[:10]}"
+
+
+@pytest.mark.parametrize("exercise", COURSE.exercises, ids=lambda e: e.slug)
+def test_every_grader_cell_imports_its_own_grader(exercise):
+    """The runner drops every jitlab module at the top of each grader cell (so learner code
+    cannot replace the grader); a second cell that reused the first cell's import would
+    report to a stale channel and never count as complete."""
+    from jitlab.learner.check import code_cells
+
+    graders = [c for c in code_cells(exercise.source.read_text()) if c.is_grader]
+    assert graders
+    for cell in graders:
+        assert re.search(r"^from jitlab\.graders import \w+", cell.source, re.M), (
+            f"{exercise.source.name}:{cell.line}: the grader cell must import its grader"
+        )
