@@ -53,7 +53,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from jitlab.counting import ANY_FUNCTION, count_compiles, miss_reason
+from jitlab.instruments.counting import ANY_FUNCTION, count_compiles, miss_reason
 from jitlab.grading import (
     GradingFailure,
     all_passed,

@@ -244,7 +244,7 @@ def stream(worker: multiprocess.Worker) -> None:
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from jitlab.counting import count_compiles, miss_reason
+    from jitlab.instruments.counting import count_compiles, miss_reason
 
     plan = Plan(**{**worker.options["plan"], "lengths": tuple(worker.options["plan"]["lengths"])})
     try:
@@ -541,7 +541,7 @@ def _compact(shapes: str) -> str:
 def show(make_global_batch: Callable[..., Any], train_step: Callable[..., Any]) -> None:
     """Run the learner's functions on two processes as the grader does, and print what
     each process built, compiled and computed, without judging."""
-    from jitlab.timing import print_table
+    from jitlab.instruments.timing import print_table
 
     plan = Plan.draw(fresh_rng())
     run = launch(make_global_batch, train_step, plan)

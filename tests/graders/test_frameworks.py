@@ -13,7 +13,9 @@ import optax
 import pytest
 from flax import nnx
 
-from jitlab.course import ROOT
+from jitlab.course import load_course
+
+ROOT = load_course().root
 from jitlab.graders import frameworks
 from jitlab.grading import GradingFailure
 
