@@ -48,7 +48,10 @@ import numpy as np
 
 
 def summarise(padded, n):
-    """[mean, std, max] of the first n values of `padded`, in float32. The rest is padding."""
+    """[mean, std, max] of the first n values of `padded`, in float32.
+
+    The rest of `padded` is padding.
+    """
     valid = jnp.arange(padded.shape[0]) < n
     x = jnp.where(valid, padded.astype(jnp.float32), 0.0)
     count = jnp.asarray(n, jnp.float32)

@@ -130,7 +130,8 @@ lengths = rng.integers(1, 513, size=60)
 requests = [rng.normal(size=int(n)).astype(np.float32) for n in lengths]
 buckets_used = sorted({bucket_for(len(x)) for x in requests})
 print(
-    f"{len(requests)} requests, lengths {lengths.min()}..{lengths.max()}, buckets {buckets_used}"
+    f"{len(requests)} requests, lengths {lengths.min()}..{lengths.max()}, "
+    f"buckets {buckets_used}"
 )
 assert buckets_used == list(BUCKETS)
 
@@ -176,7 +177,8 @@ first_of_each_bucket = sorted(
 )
 print(lazy)
 print(
-    f"serving: {lazy_clock.seconds:.2f} s; worst request {1e3 * max(lazy_seconds):.0f} ms, "
+    f"serving: {lazy_clock.seconds:.2f} s; "
+    f"worst request {1e3 * max(lazy_seconds):.0f} ms, "
     f"median {1e6 * statistics.median(lazy_seconds):.0f} us"
 )
 print("requests that compiled:      ", compiling_requests)
@@ -586,7 +588,8 @@ CHILD = (
                 events[name] += 1
         def on_duration(name, seconds, fun_name=None, **kwargs):
             if fun_name in ("score", "jit(score)") and "/core/compile/" in name:
-                events[name.rsplit("/", 1)[-1]] += 1  # traces, lowerings, compile requests
+                # traces, lowerings, compile requests
+                events[name.rsplit("/", 1)[-1]] += 1
         monitoring.register_event_listener(on_event)
         monitoring.register_event_duration_secs_listener(on_duration)
         """
@@ -1054,7 +1057,8 @@ export_rows = [
 ]
 jitlab.print_table(export_rows)
 print(
-    f"exported.call spent {via_export.total_seconds / via_jit.total_seconds:.1f}x the time"
+    "exported.call spent "
+    f"{via_export.total_seconds / via_jit.total_seconds:.1f}x the time"
 )
 for row in export_rows:
     jitlab.record(
@@ -1184,7 +1188,8 @@ seconds = {k: r["trace ms"] + r["lower ms"] + r["compile ms"] for k, r in big.it
 for kind, ms in seconds.items():
     jitlab.record(f"one compilation of 64 layers, {kind}", compiles=1, first_ms=ms)
 print(
-    f"64 layers: the Python loop took {seconds['python for'] / seconds['lax.scan']:.1f}x"
+    "64 layers: the Python loop took "
+    f"{seconds['python for'] / seconds['lax.scan']:.1f}x"
 )
 loop_eqns = {r["layers"]: r["equations"] for r in growth if r["kind"] == "python for"}
 scan_eqns = {r["layers"]: r["equations"] for r in growth if r["kind"] == "lax.scan"}

@@ -48,7 +48,10 @@ import numpy as np
 
 
 def summarise(padded, n):
-    """[mean, std, max] of the first n values of `padded`, in float32. The rest is padding."""
+    """[mean, std, max] of the first n values of `padded`, in float32.
+
+    The rest of `padded` is padding.
+    """
     valid = jnp.arange(padded.shape[0]) < n
     x = jnp.where(valid, padded.astype(jnp.float32), 0.0)
     count = jnp.asarray(n, jnp.float32)
@@ -66,8 +69,9 @@ print(jax.jit(summarise)(example, 3))  # mean, std and max of 1, 2, 4
 # %%
 def warm_up(fn, bucket_sizes, dtype):
     # BEGIN SOLUTION
-    # Shapes and dtypes are all that tracing looks at, so no data is needed: describe a
-    # padded request and the length, trace and lower once per bucket, and let XLA compile.
+    # Shapes and dtypes are all that tracing looks at, so no data is needed: describe
+    # a padded request and the length, trace and lower once per bucket, and let XLA
+    # compile.
     jitted = jax.jit(fn)
     length = jax.ShapeDtypeStruct((), jnp.int32)
     return {

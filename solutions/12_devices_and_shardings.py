@@ -116,11 +116,12 @@ def place(batch, mesh):
     # One sharding for every batch: the first axis is split over "data", the rest kept
     # whole. For y (1-D) that is its only axis; for x the features stay together.
     sharding = NamedSharding(mesh, P("data"))
-    # device_put applies it to every leaf of the dict. It moves host arrays, single-device
-    # arrays and arrays sharded another way alike, never changes a value, and leaves an
-    # array that already has this sharding where it is. (From a single device it compiles
-    # a small slicing program once per source device and shape; that is device_put's cost,
-    # not the step's, and it is why the loaders had better place batches from the host.)
+    # device_put applies it to every leaf of the dict. It moves host arrays,
+    # single-device arrays and arrays sharded another way alike, never changes a value,
+    # and leaves an array that already has this sharding where it is. (From a single
+    # device it compiles a small slicing program once per source device and shape;
+    # that is device_put's cost, not the step's, and it is why the loaders had better
+    # place batches from the host.)
     return jax.device_put(batch, sharding)
     # END SOLUTION
 
