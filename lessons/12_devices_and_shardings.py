@@ -715,11 +715,16 @@ assert keys.compiles == 2
 assert "now u32[2]({}) and before key<fry>[]({})" in keys.explanations[-1]
 np.testing.assert_array_equal(draws[0], draws[1])  # the same key, two programs
 
+with jitlab.count_compiles(sample) as wrapped:  # the fix: typed keys at the boundary
+    sample(jax.random.wrap_key_data(jax.random.PRNGKey(2)))
+print("a raw key wrapped into a typed one:", wrapped)
+assert wrapped.compiles == 0
+
 # %% [markdown]
 # Two compilations, and the same numbers from both: the key's *values* are data, its
 # *kind* is part of the type. Pick one kind for the whole program (`jax.random.key` is
-# the current one; `jax.random.wrap_key_data` turns raw keys into typed ones at the
-# boundary).
+# the current one); a raw key that arrives from older code is turned into a typed one
+# at the boundary with `jax.random.wrap_key_data`, and then hits the typed entry.
 #
 # ### Options of `jax.jit` itself
 #
