@@ -433,7 +433,10 @@ assert helper.compiles >= 3 and numpy_padding.compiles == 0
 # 4. the **compilation cache**: the executable for a lowered module, the compile options
 #    and the device assignment.
 #
-# `count_compiles` hears the last three: `traces`, `lowerings` and `compiles`.
+# `count_compiles` hears the last three: `traces`, `lowerings` and `compiles`. (The
+# trace cache is itself two layers: `jit`'s own, whose misses `traces` counts, and an
+# inner one keyed without `jit`'s options, which can answer such a miss without running
+# your Python again; lesson 12 shows one.)
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p><code>glow</code> is called on a <code>jnp</code> array, again, then on the same
