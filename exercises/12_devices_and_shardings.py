@@ -39,12 +39,14 @@
 #
 # - `place(batch, mesh)`: return the batch on **one** `NamedSharding` of `mesh` that
 #   splits the batch axis over the mesh's `"data"` axis, whatever placement the batch
-#   arrived in. The values, dtypes and keys stay as they are.
+#   arrived in. The values, dtypes and keys stay as they are, and so do the arrays you
+#   were given (return new ones).
 #
 # **Solved** means: the step's numbers match a NumPy reference on every batch, the step
 # **compiles exactly once** over batches from all the loaders, and every placed array
 # (and the step's per-example output) is split over `"data"` on the mesh you were given.
-# The grader builds its own mesh over every device, draws new shapes and data on every
+# The grader builds its own mesh over every device, in an order of its own (use the
+# `mesh` argument, not the `mesh` of this notebook), draws new shapes and data on every
 # run, and counts compilations of its own fresh copy of `step` with
 # `jitlab.count_compiles`.
 

@@ -11,33 +11,38 @@
 #     name: python3
 #   jitlab:
 #     title: Paying for compilation less
-#     fix: AOT warm-up with lower().compile(), the persistent compilation cache, jax.export with symbolic shapes
+#     fix: AOT warm-up with lower().compile(), the persistent compilation cache, lax.scan instead of unrolled loops; what jax.export does and does not save
 #     questions:
 #       - When a compilation cannot be avoided, can it at least happen before the first request?
-#       - Can a second process reuse what the first one compiled?
+#       - Which caches sit in front of XLA, and which step does a hit in each of them skip?
+#       - Can a second process reuse what the first one compiled, and what is never written to disk?
 #       - What does jax.export with a symbolic batch size save, and what does it not?
-#       - Why does a function that misses the tracing cache sometimes compile in a few milliseconds?
+#       - Why does a program with a long Python loop take longer to compile, and what keeps it flat?
 #     objectives:
 #       - Compile ahead of time with jax.jit(f).lower(jax.ShapeDtypeStruct(...)).compile(), with no real data.
 #       - Build a dict of executables, one per bucket, at start-up, and serve a stream of requests with zero compilations.
-#       - Turn on the persistent compilation cache, and show with jax.monitoring events that a second process hits it.
-#       - Tell the tracing cache from the compilation cache by counting events.
-#       - Export a function once for every batch size with jax.export.symbolic_shape, and measure what calling it still costs.
+#       - Tell jit's four in-memory caches (fast path, trace, lowering, compilation) apart by counting traces, lowerings and compilations.
+#       - Turn on the persistent compilation cache, show with jax.monitoring events that a second process hits it, and name what is not written.
+#       - Count what calling a jax.export with a symbolic batch size still traces, lowers and compiles, against plain jax.jit.
+#       - Measure trace and compile time against the number of steps of an unrolled Python loop, and keep it flat with lax.scan.
 #     prerequisites:
 #       lessons: [what_jit_caches, shapes]
-#     minutes: {teaching: 25, exercises: 20}
+#     minutes: {teaching: 35, exercises: 20}
 #     keypoints:
 #       - jax.jit(f).lower(ShapeDtypeStruct...).compile() traces, lowers and compiles for shapes you name, before any data exists; the result is a Compiled executable.
-#       - A Compiled never compiles again; called with another shape or dtype it raises TypeError instead of silently compiling.
+#       - A Compiled never compiles again; called with a type it was not built for (float16, one more element) it raises TypeError instead of compiling. NumPy float64 and Python scalars are canonicalised first, so they run.
 #       - A dict of Compiled, one per bucket, built at start-up moves every compilation out of the serving loop; the total work is the same, the worst request is not.
-#       - The persistent compilation cache (jax_compilation_cache_dir) keeps executables on disk; a second process with the same program, JAX version and device gets a cache hit instead of an XLA compile.
-#       - "The persistent cache only skips the backend compile: tracing and lowering still run, and jitlab's counter still sees one compile request, answered from disk."
-#       - By default only programs that took at least 1 s to compile are written; lower jax_persistent_cache_min_compile_time_secs to cache small ones.
-#       - jax.export with a symbolic batch size traces and lowers once for every size, but each new concrete size is still compiled by XLA when called.
+#       - "jit keeps four caches in memory: the C++ fast path (a miss only costs dispatch time), the trace cache (a hit skips your Python), the lowering cache (keyed on the jaxpr and the shardings, committedness included) and the compilation cache (keyed on the lowered module, the compile options and the device assignment). A trace-cache hit can still lower and compile."
+#       - The persistent compilation cache (jax_compilation_cache_dir) keeps executables on disk; a later process with the same program, devices and jaxlib reads them instead of running XLA. Tracing and lowering still run.
+#       - "Not written to disk: programs that compiled faster than jax_persistent_cache_min_compile_time_secs (1 s by default), and everything compiled by processes other than process 0. Programs with host callbacks are written and read back on this JAX release."
+#       - "jax.export saves running your Python again and makes the program portable; calling the Exported still traces a small wrapper, lowers and compiles once per concrete size: as many compilations as plain jax.jit, each a little slower."
+#       - "A Python for loop inside jit is unrolled: trace, lowering and compile time grow with the number of steps. lax.scan (over steps or over stacked layers) and lax.fori_loop keep the program, and its compile time, the same size. Jitted helpers are inlined, and large captured constants are embedded in the program."
 #     instructor_notes:
 #       - "Start with the latency plot of the serving loop: the spikes are the compilations, and nobody notices them in the total time."
 #       - "Learners expect the warm-up to make the whole run faster. It does not: the same programs are compiled, only earlier. The win is the worst request, and a TypeError instead of a silent compile for a shape nobody planned."
-#       - "The two subprocesses take a few seconds; most of it is importing JAX. Point at the compile times the children report, not at the wall time."
+#       - "The four subprocesses take a few seconds; most of it is importing JAX. Point at the compile times the children report, not at the wall time."
+#       - "Learners read 'a tracing-cache hit' as 'nothing to do'. Run the four-caches table live and ask, row by row, which step ran: the committed array is the surprise (no trace, but a lowering and a compilation)."
+#       - "The unrolled-loop plot depends on the laptop and on what else it runs; the equation counts under it do not. Teach from the counts, show the plot."
 #       - "The persistent cache is a trusted directory: anyone who can write to it can run code in your process. Do not share it with people you do not trust."
 #       - "Exported.serialize() needs the flatbuffers package, which the course does not install; the lesson calls the Exported in the same process."
 # ---
@@ -47,8 +52,10 @@
 #
 # Lessons 01 to 09 removed compilations nobody wanted. Some are wanted: a server with
 # six bucket sizes needs six programs, and a fresh process needs all of them again. This
-# lesson moves those compilations to start-up, keeps them on disk between processes, and
-# tries one export for every batch size, counting each time what is saved and what is not.
+# lesson moves those compilations to start-up, looks at the four caches jit keeps in
+# memory, keeps executables on disk between processes, tries one export for every batch
+# size, and ends with compilations that are slow because the program is big, counting
+# each time what is saved and what is not.
 
 # %% tags=["remove-input"]
 import jitlab
@@ -58,15 +65,18 @@ jitlab.intro()
 # %%
 import collections
 import contextlib
+import functools
 import inspect
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -120,7 +130,8 @@ lengths = rng.integers(1, 513, size=60)
 requests = [rng.normal(size=int(n)).astype(np.float32) for n in lengths]
 buckets_used = sorted({bucket_for(len(x)) for x in requests})
 print(
-    f"{len(requests)} requests, lengths {lengths.min()}..{lengths.max()}, buckets {buckets_used}"
+    f"{len(requests)} requests, lengths {lengths.min()}..{lengths.max()}, "
+    f"buckets {buckets_used}"
 )
 assert buckets_used == list(BUCKETS)
 
@@ -166,7 +177,8 @@ first_of_each_bucket = sorted(
 )
 print(lazy)
 print(
-    f"serving: {lazy_clock.seconds:.2f} s; worst request {1e3 * max(lazy_seconds):.0f} ms, "
+    f"serving: {lazy_clock.seconds:.2f} s; "
+    f"worst request {1e3 * max(lazy_seconds):.0f} ms, "
     f"median {1e6 * statistics.median(lazy_seconds):.0f} us"
 )
 print("requests that compiled:      ", compiling_requests)
@@ -266,9 +278,10 @@ assert "compiled with float32[64] and called with float32[65]" in message
 # the executable says so instead of quietly building another.
 #
 # <div class="admonition info"><p class="admonition-title">The jitted function shares
-# the work</p><p>On jax 0.10.2, <code>lower().compile()</code> on a jitted function also
-# fills that function's own cache: calling <code>fresh_score</code> on
-# <code>float32[64]</code> afterwards compiles nothing. But the jitted function, unlike
+# the work</p><p><code>lower().compile()</code> on a jitted function also fills that
+# function's own caches (the next section shows which): calling
+# <code>fresh_score</code> on <code>float32[64]</code> afterwards traces and compiles
+# nothing. But the jitted function, unlike
 # the <code>Compiled</code>, still compiles silently for a shape nobody planned.</p></div>
 
 # %%
@@ -404,6 +417,143 @@ print("NumPy:  ", numpy_padding)
 assert helper.compiles >= 3 and numpy_padding.compiles == 0
 
 # %% [markdown]
+# ## Four caches in memory
+#
+# "Cached" has meant one thing so far: the call traced nothing. But `jit` keeps four
+# caches in memory, one in front of each step, and a hit in one can be followed by a
+# miss in the next:
+#
+# 1. the **fast path**, in C++: each jitted function remembers the argument signatures
+#    it has run, and calls the executable without entering Python;
+# 2. the **trace cache**: the jaxpr for a function, its `jit` options, the abstract
+#    types and pytree structure of the arguments, the static values and the tracing
+#    context (lesson 12);
+# 3. the **lowering cache**: the StableHLO module for a jaxpr *and the shardings* of
+#    the inputs and outputs, which includes whether an input is committed to a device;
+# 4. the **compilation cache**: the executable for a lowered module, the compile options
+#    and the device assignment.
+#
+# `count_compiles` hears the last three: `traces`, `lowerings` and `compiles`. (The
+# trace cache is itself two layers: `jit`'s own, whose misses `traces` counts, and an
+# inner one keyed without `jit`'s options, which can answer such a miss without running
+# your Python again; lesson 12 shows one.)
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>glow</code> is called on a <code>jnp</code> array, again, then on the same
+# values committed to device 0 with <code>jax.device_put</code>. Then
+# <code>glow.lower</code> for the same type, <code>.compile()</code>, and
+# <code>.compile()</code> twice with a compile option. Which steps run each time?</p>
+# </div>
+
+
+# %%
+@jax.jit
+def glow(v):
+    return jnp.tanh(v) * 2.0 + 1.0
+
+
+FAST_COMPILE = {"xla_backend_optimization_level": 0}  # a compile option XLA:CPU takes
+x16 = jnp.ones(16, jnp.float32)
+glow_rows = []
+
+
+def counted(label, thunk):
+    """Run thunk() and add a row with what glow traced, lowered and compiled."""
+    with jitlab.count_compiles(glow) as n:
+        result = thunk()
+    glow_rows.append(
+        {
+            "call": label,
+            "traces": n.traces,
+            "lowerings": n.lowerings,
+            "compiles": n.compiles,
+        }
+    )
+    return result
+
+
+counted("glow(x)", lambda: glow(x16))
+counted("glow(x) again", lambda: glow(x16))
+counted(
+    "glow(x committed to device 0)", lambda: glow(jax.device_put(x16, jax.devices()[0]))
+)
+lowered_glow = counted(
+    "glow.lower(spec of x)",
+    lambda: glow.lower(jax.ShapeDtypeStruct((16,), jnp.float32)),
+)
+counted(".compile()", lambda: lowered_glow.compile())
+counted(".compile(FAST_COMPILE)", lambda: lowered_glow.compile(FAST_COMPILE))
+counted(".compile(FAST_COMPILE) again", lambda: lowered_glow.compile(FAST_COMPILE))
+jitlab.print_table(glow_rows)
+assert [(r["traces"], r["lowerings"], r["compiles"]) for r in glow_rows] == [
+    (1, 1, 1),  # every cache misses
+    (0, 0, 0),  # the fast path hits
+    (0, 1, 1),  # trace hit; committed is a new sharding: lowered and compiled again
+    (0, 0, 0),  # trace and lowering hits: the same module as the first call
+    (0, 0, 0),  # compilation cache hit: .compile() hands back the first executable
+    (0, 0, 1),  # same module, new compile options: compiled again
+    (0, 0, 0),  # ... and cached under those options
+]
+
+# %% [markdown]
+# Read the third row: the committed array has the same shape, dtype and values, so the
+# trace cache hit and nothing was explained (no explanation is written for a hit). Its
+# sharding is part of the lowering key, so the jaxpr was lowered and compiled again.
+# Lesson 12 shows the other half of the compilation key: the same module on eight
+# devices is one lowering and eight compilations, one executable per device assignment.
+#
+# The fast path is the one cache the counter cannot hear, because a miss there traces
+# nothing: the call just goes through Python. A program with a host callback
+# (`jax.debug.print`, `jax.debug.callback`) never takes the fast path, so every call is
+# slower, and `jax.no_tracing()`, which raises on any fast-path miss, raises although
+# nothing is traced.
+
+
+# %%
+@jax.jit
+def glow_logged(v):
+    jax.debug.callback(lambda: None)  # a host callback, doing nothing
+    return jnp.tanh(v) * 2.0 + 1.0
+
+
+glow_logged(x16)
+with jitlab.count_compiles(glow_logged) as n:
+    try:
+        with jax.no_tracing():
+            glow_logged(x16)
+    except RuntimeError as err:
+        refused = err
+    else:
+        raise AssertionError("expected no_tracing to refuse a call off the fast path")
+    with jax.no_tracing():
+        glow(x16)  # on the fast path: allowed
+
+
+def per_call_us(fn, calls=200):
+    """Median microseconds per warm call, over five batches of calls."""
+    seconds = jitlab.median_seconds(lambda: [fn(x16) for _ in range(calls)], repeats=5)
+    return 1e6 * seconds / calls
+
+
+dispatch = {"glow": per_call_us(glow), "glow_logged": per_call_us(glow_logged)}
+jax.effects_barrier()
+print("no_tracing says:", str(refused).splitlines()[0])
+print(n, f"({n.lowerings} lowerings)")
+print({k: f"{v:.0f} us per call" for k, v in dispatch.items()})
+jitlab.record(
+    "warm call, fast path vs a program with a host callback",
+    steady_us=dispatch["glow"],
+    speedup=dispatch["glow_logged"] / dispatch["glow"],
+)
+assert (n.traces, n.lowerings, n.compiles) == (0, 0, 0)
+assert "re-tracing function glow_logged" in str(refused)
+assert dispatch["glow_logged"] > 2 * dispatch["glow"], dispatch
+
+# %% [markdown]
+# The error says "re-tracing"; the counter says nothing was traced. What `no_tracing`
+# really guards is the fast path. The program with a callback pays for the slow path
+# (and the callback itself) on every call.
+#
 # ## A cache on disk: the next process starts warm
 #
 # Everything so far lives in this process. Restart it and every bucket compiles again.
@@ -441,7 +591,8 @@ CHILD = (
                 events[name] += 1
         def on_duration(name, seconds, fun_name=None, **kwargs):
             if fun_name in ("score", "jit(score)") and "/core/compile/" in name:
-                events[name.rsplit("/", 1)[-1]] += 1  # traces, lowerings, compile requests
+                # traces, lowerings, compile requests
+                events[name.rsplit("/", 1)[-1]] += 1
         monitoring.register_event_listener(on_event)
         monitoring.register_event_duration_secs_listener(on_duration)
         """
@@ -562,13 +713,14 @@ assert warm["import_s"] > warm["compile_s"], "a warm start is dominated by impor
 # <p>A cache entry is an executable. Anyone who can write to the cache directory can make
 # your process run their code: keep it private.</p></div>
 #
-# ## The tracing cache is not the compilation cache
+# ## A trace-cache miss can be a disk hit
 #
-# Back in this process. Two caches sit in front of XLA: jit's in-memory cache, keyed on
-# the function object and the argument types (lessons 01 to 08 were all about missing
-# it), and the persistent cache, keyed on a hash of the lowered program, the compile
-# options and flags, the device and the jaxlib version. A miss in the first can still
-# be a hit in the second. The listener below counts the cache's events around a block.
+# Back in this process. The persistent cache is a fifth cache, behind the four in
+# memory: it is asked only when the in-memory compilation cache misses, and it is keyed
+# on a hash of the lowered program, the compile options and flags, the devices and the
+# jaxlib version, not on the Python function. So a miss in the trace cache (lessons 01
+# to 08 were all about those) can still be a hit on disk. The listener below counts the
+# cache's events around a block.
 
 
 # %%
@@ -694,6 +846,133 @@ assert any(
 # of the lowered module, so it is part of the key. With the cache on and misses
 # explained, JAX logs the persistent miss too, and `count_compiles(None)` keeps it.
 #
+# ## What the disk cache does not keep
+#
+# Three rules decide whether an executable is written. The first was above: a program
+# that compiled faster than `jax_persistent_cache_min_compile_time_secs` is skipped. The
+# second is about host callbacks. Older JAX releases never wrote a program with a
+# callback (`jax.debug.print`, `jax.pure_callback`) to the cache, and advice saying so is
+# still around.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>A program that calls back into Python on every run. Is it written? After
+# <code>jax.clear_caches()</code>, is it read back, and does the callback still run?</p>
+# </div>
+
+# %%
+callback_runs = []
+
+
+def features_logged(v):
+    jax.debug.callback(lambda: callback_runs.append("ran"))
+    return jnp.tanh(v) * 2.0 + 1.0
+
+
+with persistent_cache_events() as first_events:
+    jax.jit(features_logged)(v16)
+jax.clear_caches()
+with persistent_cache_events() as again_events:
+    jax.jit(features_logged)(v16)
+jax.effects_barrier()  # wait for the callbacks
+logged_entries = [e for e in os.listdir(local_cache.name) if "features_logged" in e]
+print("first call:", dict(first_events), "| after clear_caches:", dict(again_events))
+print(
+    "entries:", len(logged_entries), "| the callback ran", len(callback_runs), "times"
+)
+assert first_events["cache_misses"] == 1 and len(logged_entries) == 1  # written
+assert again_events["cache_hits"] == 1  # read back
+assert callback_runs == ["ran", "ran"]  # and the callback still runs
+
+# %% [markdown]
+# On this release it is written, read back, and the callback runs from the executable
+# read from disk: the lowered program refers to its callbacks by position, and JAX hands
+# the current Python functions over when it loads the executable.
+#
+# The third rule is about jobs of several processes ([lesson 14](14_processes.ipynb)
+# runs one): every process compiles, but **only process 0 writes**, so that many
+# processes do not race to write the same file. The cell below starts a job of two
+# processes on this machine with `jax.distributed.initialize`, each with its own cache
+# directory, and each compiles one small program.
+
+# %%
+JOB_CHILD = textwrap.dedent(
+    """
+    import collections, json, os, sys
+    import jax, jax.numpy as jnp
+    from jax import monitoring
+
+    events = collections.Counter()
+    def on_event(name, **kwargs):
+        if name.startswith("/jax/compilation_cache/"):
+            events[name.rsplit("/", 1)[-1]] += 1
+    monitoring.register_event_listener(on_event)
+    port, process_id = sys.argv[1], int(sys.argv[2])
+    jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2,
+                               process_id=process_id)
+    def job_step(v):
+        return jnp.tanh(v) * 2.0 + 1.0
+    jax.jit(job_step).lower(jax.ShapeDtypeStruct((16,), jnp.float32)).compile()
+    written = os.listdir(os.environ["JAX_COMPILATION_CACHE_DIR"])
+    print(json.dumps({"process": jax.process_index(), "events": events,
+                      "written": written}))
+    jax.distributed.shutdown()
+    """
+)
+
+
+def run_job() -> list[dict]:
+    """Two processes of one job, each with its own cache directory: what each wrote."""
+    with socket.socket() as probe:  # a free port for the job's coordinator
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    with contextlib.ExitStack() as stack:
+        children = []
+        for process_id in (0, 1):
+            cache_dir = stack.enter_context(tempfile.TemporaryDirectory())
+            env = {
+                **os.environ,
+                "JAX_PLATFORMS": "cpu",
+                "JAX_COMPILATION_CACHE_DIR": cache_dir,
+                "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
+            }
+            children.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", JOB_CHILD, port, str(process_id)],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
+        reports = []
+        for child in children:
+            out, err = child.communicate(timeout=120)
+            assert child.returncode == 0, err[-2000:]
+            reports.append(json.loads(out.strip().splitlines()[-1]))
+    return reports
+
+
+job = run_job()
+for report in job:
+    print(
+        f"process {report['process']}: {dict(report['events'])}, "
+        f"wrote {sorted(name.split('-')[0] for name in report['written'])}"
+    )
+by_process = {report["process"]: report for report in job}
+for report in job:  # both compiled, and both asked the cache first
+    assert report["events"]["compile_requests_use_cache"] >= 1
+assert any(name.startswith("jit_job_step-") for name in by_process[0]["written"])
+assert by_process[0]["events"]["cache_misses"] >= 1
+assert by_process[1]["written"] == []
+assert by_process[1]["events"].get("cache_misses", 0) == 0
+
+# %% [markdown]
+# Both processes looked in their cache and compiled; only process 0 wrote. With a
+# shared directory the other processes read what process 0 wrote, from the next run on.
+# (In JAX's source, `jax/_src/compiler.py`, the write returns early when the process
+# index is not 0.)
+#
 # Before going on, every setting goes back to where it was, and `reset_cache()` makes
 # JAX forget the directory it had opened.
 
@@ -707,12 +986,20 @@ print("after: ", restored)
 assert restored == saved_settings
 
 # %% [markdown]
-# | | tracing cache | persistent compilation cache |
-# | --- | --- | --- |
-# | lives | in memory, per Python function | on disk, shared by processes |
-# | keyed on | the function object, argument shapes, dtypes, pytree structure, static values, config | a hash of the lowered program (its name included), compile options, XLA flags, device, jaxlib version |
-# | a hit skips | tracing, lowering and compiling | only the XLA compile |
-# | cleared by | `jax.clear_caches()`, `f.clear_cache()`, a new process | deleting the directory |
+# The five caches, in the order a call meets them:
+#
+# | cache | lives | keyed on | a hit skips | a miss shows as |
+# | --- | --- | --- | --- | --- |
+# | fast path (C++) | in memory, per jitted function | the arguments' types, shardings and committedness, static values, configuration | Python: the call goes straight to the executable | nothing counted; a slower call, and `jax.no_tracing()` raises |
+# | trace cache | in memory | the function, `jit`'s options, abstract types and pytree structure of the arguments, static values, tracing context | running your Python | `traces`, with JAX's explanation |
+# | lowering cache | in memory | the jaxpr, input and output shardings (committed or not) | lowering to StableHLO | `lowerings`, never explained |
+# | compilation cache | in memory | the lowered module, compile options, device assignment | XLA | `compiles` |
+# | persistent cache | on disk, shared by processes | a hash of the module (its name included), compile options, XLA flags, devices, jaxlib version | XLA, in a later process | `/jax/compilation_cache/` events; `compiles` still counts the read |
+#
+# `jax.clear_caches()` empties the four in memory; the disk keeps its files until you
+# delete them. Each in-memory cache is keyed on what the one before produced, so a hit
+# in one never guarantees a hit in the next: a new device assignment hits the trace and
+# lowering caches and still compiles (lesson 12).
 #
 # ## One export for every batch size
 #
@@ -722,7 +1009,9 @@ assert restored == saved_settings
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p>The exported function is then called with batches of 3, 5, 7 and 3 rows. How many
-# times is <code>head</code> traced, and how many compilations happen?</p></div>
+# times is <code>head</code> traced, how many traces, lowerings and compilations happen
+# in all, and how does that compare with plain <code>jax.jit(head)</code> on the same
+# batches?</p></div>
 
 
 # %%
@@ -745,32 +1034,61 @@ assert "tensor<?x4xf32>" in signature
 
 # %%
 sizes = (3, 5, 7, 3)
+batches = [np.ones((b, 4), np.float32) for b in sizes]
 with (
     jitlab.count_compiles(head) as head_count,
-    jitlab.count_compiles("call_exported") as wrapper,
-    jitlab.count_compiles(None) as calls,
+    jitlab.count_compiles(None) as via_export,
 ):
-    outputs = [exported.call(np.ones((b, 4), np.float32)) for b in sizes]
-print("head:", head_count)
-print("the wrapper:", wrapper)
-print("everything:", calls)
-jitlab.record(
-    "jax.export, 4 calls over 3 batch sizes",
-    compiles=calls.compiles,
-    total_s=calls.total_seconds,
+    outputs = [exported.call(batch) for batch in batches]
+with jitlab.count_compiles(head) as via_jit:
+    head_jit = jax.jit(head)
+    jit_outputs = [head_jit(batch) for batch in batches]
+
+export_rows = [
+    {
+        "route": route,
+        "traces of head": head_traces,
+        "traces": n.traces,
+        "lowerings": n.lowerings,
+        "compiles": n.compiles,
+        "trace+lower+compile ms": 1e3 * n.total_seconds,
+    }
+    for route, head_traces, n in (
+        ("exported.call", head_count.traces, via_export),
+        ("jax.jit(head)", via_jit.traces, via_jit),
+    )
+]
+jitlab.print_table(export_rows)
+print(
+    "exported.call spent "
+    f"{via_export.total_seconds / via_jit.total_seconds:.1f}x the time"
 )
-assert [o.shape for o in outputs] == [(b,) for b in sizes]
-assert head_count.traces == 0  # the Python function is never traced again
-assert calls.compiles == len(set(sizes))  # but every new concrete size is compiled
-assert wrapper.compiles == calls.compiles  # ... as the jitted wrapper `call_exported`
+for row in export_rows:
+    jitlab.record(
+        f"4 calls over 3 batch sizes, {row['route']}",
+        compiles=row["compiles"],
+        total_s=row["trace+lower+compile ms"] / 1e3,
+    )
+np.testing.assert_allclose(np.concatenate(outputs), np.concatenate(jit_outputs))
+assert head_count.traces == 0  # head's Python never runs again ...
+assert (via_export.traces, via_export.lowerings, via_export.compiles) == (3, 3, 3)
+assert (via_jit.traces, via_jit.lowerings, via_jit.compiles) == (3, 3, 3)  # ... still 3
+assert not via_export.explanations  # the wrapper lives inside jax: never explained
 
 # %% [markdown]
-# `head` is never traced again, yet three sizes cost three compilations. `Exported.call`
-# wraps the stored module in a small jitted function, and XLA compiles for concrete
-# shapes: the `?` is filled in (shape refinement) and compiled per size. So an export
-# saves the trace and the lowering, and lets a program travel without its Python source
-# (`exported.serialize()` gives bytes; it needs the `flatbuffers` package). It does not
-# save the XLA compilation per shape; buckets still matter. A fixed dimension stays fixed:
+# `head` is never traced again, and yet the calls cost exactly what plain `jax.jit`
+# costs: three traces, three lowerings and three compilations for three sizes. What is
+# traced is a small wrapper inside JAX (its events are named `call_exported`): it holds
+# the stored module, and each new concrete size is lowered again (the `?` is filled in,
+# "shape refinement") and compiled by XLA. The time against plain `jit` is printed
+# above as a ratio, not asserted: the wrapper has never been faster where we ran it.
+#
+# So an export does not save the trace, the lowering or the compilation for each size.
+# What it buys is elsewhere: the program no longer needs your Python (another process,
+# or a later JAX release within export's compatibility window, can call it), it can be stored as bytes
+# (`exported.serialize()`, which needs the `flatbuffers` package, not installed here),
+# and the Python that built it cannot drift, since it never runs again. Buckets still
+# matter. A fixed dimension stays fixed:
 
 # %%
 try:
@@ -783,13 +1101,224 @@ print(type(caught).__name__, ":", str(caught).splitlines()[0])
 assert "Shape mismatch" in str(caught)
 
 # %% [markdown]
+# ## Compile time that grows with the program
+#
+# Not every slow compilation is a recompilation. A program can compile once, as it
+# should, and still take seconds, because it is big. The usual cause is a Python loop
+# inside `jit`: tracing runs the loop, so the jaxpr gets one copy of the body for every
+# step. Here is a stack of layers written two ways: a Python `for` over the layers'
+# weights, and `lax.scan` over the same weights stacked on a leading axis.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>1, 16, 32 and 64 layers. How do the number of equations in the jaxpr, the trace
+# time and the compile time grow for each version?</p></div>
+
+
+# %%
+def layer(h, w):
+    return jnp.tanh(h @ w) + 0.5 * h
+
+
+def make_stack(kind: str, layers: int):
+    """A fresh function applying `layers` layers, as a Python loop or as lax.scan."""
+    if kind == "python for":
+
+        def stack(h, ws):
+            for i in range(layers):
+                h = layer(h, ws[i])
+            return h
+
+    else:
+
+        def stack(h, ws):
+            return jax.lax.scan(lambda h, w: (layer(h, w), None), h, ws)[0]
+
+    short = {"python for": "for", "lax.scan": "scan"}[kind]
+    stack.__name__ = f"stack_{short}_{layers}"  # distinct names to count: stack_for_64
+    return stack
+
+
+h0 = np.full((4, 8), 0.1, np.float32)
+growth = []
+for layers in (1, 16, 32, 64):
+    ws = np.random.default_rng(layers).normal(size=(layers, 8, 8)).astype(np.float32)
+    results = {}
+    for kind in ("python for", "lax.scan"):
+        stack = make_stack(kind, layers)
+        with jitlab.count_compiles(stack) as n:
+            traced = jax.jit(stack).trace(h0, ws)  # the three stages, one at a time
+            executable = traced.lower().compile()
+        results[kind] = np.asarray(executable(h0, ws))
+        growth.append(
+            {
+                "layers": layers,
+                "kind": kind,
+                "equations": len(traced.jaxpr.eqns),
+                "compiles": n.compiles,
+                "trace ms": 1e3 * n.trace_seconds,
+                "lower ms": 1e3 * n.lower_seconds,
+                "compile ms": 1e3 * n.compile_seconds,
+            }
+        )
+    np.testing.assert_allclose(results["python for"], results["lax.scan"], rtol=1e-5)
+jitlab.print_table(growth)
+
+# %%
+fig, ax = plt.subplots(figsize=(6.5, 3.4))
+for kind, color in (("python for", "C3"), ("lax.scan", "C2")):
+    rows = [r for r in growth if r["kind"] == kind]
+    x = [r["layers"] for r in rows]
+    ax.plot(
+        x, [r["trace ms"] for r in rows], "o--", color=color, label=f"{kind}: trace"
+    )
+    ax.plot(
+        x,
+        [r["lower ms"] + r["compile ms"] for r in rows],
+        "o-",
+        color=color,
+        label=f"{kind}: lower + compile",
+    )
+ax.set_xlabel("layers")
+ax.set_ylabel("ms (one compilation)")
+ax.set_title("An unrolled loop compiles slower with every step")
+ax.legend()
+ax.grid(alpha=0.3)
+fig.tight_layout()
+plt.show()
+
+big = {r["kind"]: r for r in growth if r["layers"] == 64}
+seconds = {k: r["trace ms"] + r["lower ms"] + r["compile ms"] for k, r in big.items()}
+for kind, ms in seconds.items():
+    jitlab.record(f"one compilation of 64 layers, {kind}", compiles=1, first_ms=ms)
+print(
+    "64 layers: the Python loop took "
+    f"{seconds['python for'] / seconds['lax.scan']:.1f}x"
+)
+loop_eqns = {r["layers"]: r["equations"] for r in growth if r["kind"] == "python for"}
+scan_eqns = {r["layers"]: r["equations"] for r in growth if r["kind"] == "lax.scan"}
+assert all(r["compiles"] == 1 for r in growth)  # one compilation each: no recompiling
+per_layer = (loop_eqns[64] - loop_eqns[32]) // 32
+assert per_layer >= 3  # a slice, a matmul, a tanh, ...
+assert loop_eqns[64] - loop_eqns[32] == 2 * (loop_eqns[32] - loop_eqns[16])  # linear
+assert len(set(scan_eqns.values())) == 1  # the scan's program does not grow
+assert seconds["python for"] > 2 * seconds["lax.scan"], seconds
+
+# %% [markdown]
+# Every version compiled exactly once; nothing here is a cache miss. The Python loop's
+# jaxpr grows by the same number of equations for every layer, and trace, lowering and
+# compile time grow with it. `lax.scan` traces the body once, whatever the number of
+# layers, and its program stays the same size; only the stacked weights get longer.
+# `lax.fori_loop` with a fixed number of steps does the same for a loop over steps:
+
+
+# %%
+def steps_fori(h, w, steps):
+    return jax.lax.fori_loop(0, steps, lambda i, h: layer(h, w), h)
+
+
+w8 = np.eye(8, dtype=np.float32)
+fori_eqns = [
+    len(jax.make_jaxpr(functools.partial(steps_fori, steps=s))(h0, w8).eqns)
+    for s in (1, 256)
+]
+print("fori_loop equations for 1 and 256 steps:", fori_eqns)
+assert fori_eqns[0] == fori_eqns[1]
+
+# %% [markdown]
+# Two more ways a program gets big without a loop in sight.
+#
+# **A jitted helper is inlined.** Calling a jitted function from inside another traces
+# it once (its own trace cache) and puts a call in the jaxpr; the StableHLO holds it as
+# one function called from each place. But there is no separate executable: XLA inlines
+# every call, so the compiled program holds one copy of the helper per call, exactly as
+# if it were not jitted.
+
+# %%
+layer_jit = jax.jit(layer)
+
+
+def stack_of_jitted(h, ws):
+    for i in range(16):
+        h = layer_jit(h, ws[i])
+    return h
+
+
+ws16 = np.random.default_rng(16).normal(size=(16, 8, 8)).astype(np.float32)
+with jitlab.count_compiles(None) as everything:
+    traced = jax.jit(stack_of_jitted).trace(h0, ws16)
+    lowered = traced.lower()
+    compiled = lowered.compile()
+stablehlo, optimised = lowered.as_text(), compiled.as_text()
+calls_in_jaxpr = sum(e.primitive.name == "jit" for e in traced.jaxpr.eqns)
+print(everything)
+print(
+    f"jaxpr: {calls_in_jaxpr} calls of layer | StableHLO: {stablehlo.count('call @')} "
+    f"calls, {stablehlo.count('stablehlo.tanh')} tanh | compiled: "
+    f"{optimised.count(' call(')} calls, {optimised.count('tanh(')} tanh"
+)
+assert everything.compiles == 1  # one executable: layer_jit gets none of its own
+assert calls_in_jaxpr == 16 and stablehlo.count("call @") == 16
+assert stablehlo.count("stablehlo.tanh") == 1  # one shared function in StableHLO ...
+assert optimised.count(" call(") == 0 and optimised.count("tanh(") == 16  # ... inlined
+
+# %% [markdown]
+# **A captured array is embedded.** An array read from a closure or a global (lesson 08)
+# is not an argument: its values are written into the program, so a large one makes
+# the module, the compile and every persistent-cache entry large. JAX warns when the
+# captured constants pass `jax_captured_constants_warn_bytes`, 2 GB by default; the cell
+# lowers the threshold to 1 MB for a 4 MB table, then puts it back.
+
+# %%
+table = np.random.default_rng(2).normal(size=(1024, 1024)).astype(np.float32)  # 4 MB
+query = np.ones(1024, np.float32)
+
+
+def lookup_captured(v):
+    return table @ v
+
+
+def lookup_passed(t, v):
+    return t @ v
+
+
+saved_warn_bytes = jax.config.jax_captured_constants_warn_bytes
+jax.config.update("jax_captured_constants_warn_bytes", 1_000_000)
+try:
+    with warnings.catch_warnings(record=True) as caught_warnings:
+        warnings.simplefilter("always")
+        with jitlab.count_compiles(lookup_captured) as captured:
+            lowered = jax.jit(lookup_captured).lower(query)
+            captured_text = lowered.as_text()
+            lowered.compile()
+        with jitlab.count_compiles(lookup_passed) as passed:
+            lowered = jax.jit(lookup_passed).lower(table, query)
+            passed_text = lowered.as_text()
+            lowered.compile()
+finally:
+    jax.config.update("jax_captured_constants_warn_bytes", saved_warn_bytes)
+warned = [str(w.message) for w in caught_warnings if w.category is UserWarning]
+print(f"captured: {len(captured_text) / 1e3:8.0f} kB of StableHLO text; {captured}")
+print(f"passed:   {len(passed_text) / 1e3:8.1f} kB of StableHLO text; {passed}")
+print(warned[0][:100] + " …")
+assert len(captured_text) > 1000 * len(passed_text)  # the 4 MB are in the program
+assert "func.func public @main(%arg0: tensor<1024xf32>" in captured_text
+assert any("A large amount of constants were captured" in w for w in warned)
+assert jax.config.jax_captured_constants_warn_bytes == saved_warn_bytes
+
+# %% [markdown]
+# The captured table is written into the module, hundreds of times the text of the
+# version that takes it as an argument, and the argument list has one entry. Pass large
+# arrays as arguments: the program stays small, and a new table does not need a new
+# compilation (lesson 08).
+#
 # ## Summary
 #
 # | technique | saves | still costs | fails loudly on an unplanned shape? |
 # | --- | --- | --- | --- |
 # | `lower(ShapeDtypeStruct).compile()` per bucket at start-up | every compilation in the loop | the same compilations, at start-up | yes, `TypeError` |
-# | persistent compilation cache | the XLA compile, in every later process | import, trace and lower; disk reads | no (it is a cache) |
-# | `jax.export` with symbolic shapes | tracing and lowering for each size | one XLA compile per concrete size | yes, for a fixed dimension (`ValueError`) |
+# | persistent compilation cache | the XLA compile, in every later process (written by process 0, for programs above the minimum compile time) | import, trace and lower; disk reads | no (it is a cache) |
+# | `jax.export` with symbolic shapes | running your Python again; the program travels without it | a trace, a lowering and an XLA compile per concrete size, as plain `jax.jit` | yes, for a fixed dimension (`ValueError`) |
+# | `lax.scan` / `lax.fori_loop` instead of a Python loop | trace, lowering and compile time that grow with the steps | one compilation of one loop body | (not about shapes) |
 #
 # They combine: warm up a dict of executables at start-up with the persistent cache on,
 # and from the second start on a server never runs XLA's compiler. The warm child above

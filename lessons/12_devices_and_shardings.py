@@ -16,28 +16,32 @@
 #       - Why does the same array, moved to another device, compile again, and why does JAX not say why?
 #       - Which changes of sharding retrace, which only compile again, and which raise an error?
 #       - Which configuration settings and context managers are part of the cache key?
+#       - "What else changes the key without changing an array's shape: PRNG key kinds, jit's own options, jax_debug_nans?"
 #     objectives:
 #       - Simulate eight devices on a CPU and place arrays with device_put, Mesh and NamedSharding.
 #       - Tell a tracing-cache miss from a compile-only miss, and find the silent one with jax.log_compiles.
 #       - Predict what a jitted function with in_shardings does with an input that arrives sharded another way.
-#       - Name the configuration contexts that are part of the cache key.
+#       - Name the configuration contexts that are part of the cache key, and list them from the running JAX.
+#       - Predict the cost of typed against raw PRNG keys, donate_argnums and compiler_options, and jax_debug_nans.
 #       - Fix a loop by placing every batch on one sharding at the boundary and keeping configuration constant, and measure the difference.
 #     prerequisites:
 #       lessons: [what_jit_caches, pytree_structure, diagnosing]
 #     minutes: {teaching: 25, exercises: 15}
 #     keypoints:
-#       - An array committed to another device reuses the trace but is compiled again, one executable per device. jax_explain_cache_misses stays silent about it; jax.log_compiles shows the compilation (and, the first time, the device in its argument mapping).
+#       - An array committed to another device hits the trace cache but is lowered and compiled again. The compilation cache is keyed on the device assignment, so eight devices of one kind hold eight executables of one lowered program. jax_explain_cache_misses stays silent about it; jax.log_compiles shows the compilation (and, the first time, the device in its argument mapping).
 #       - An uncommitted array (made without naming a device) and a committed one on the same device are two cache entries. Committed arrays on two different devices in one call raise ValueError.
-#       - The mesh is part of an array's traced type, so the first array on a mesh retraces. On a mesh with Auto axes a new PartitionSpec compiles again without a trace and without an explanation. On a mesh with Explicit axes (jax.make_mesh's default in 0.10.2) the spec is part of the type, so each new spec retraces and is explained.
+#       - The mesh is part of an array's traced type, so the first array on a mesh retraces. On a mesh with Auto axes a new PartitionSpec compiles again without a trace and without an explanation. On a mesh with Explicit axes (jax.make_mesh's default on this release) the spec is part of the type, so each new spec retraces and is explained.
 #       - in_shardings moves host and uncommitted inputs onto the given sharding, and raises ValueError for a committed input sharded another way. It turns a silent recompilation into a loud error; it does not make every placement free.
-#       - jax_enable_x64, jax_default_matmul_precision, jax_numpy_rank_promotion and the mesh set by jax.set_mesh are part of the cache key. Each distinct value costs one trace and one compilation ("Tracing context doesn't match"), then it is cached.
+#       - jax_enable_x64, jax_default_matmul_precision, jax_numpy_rank_promotion, jax_numpy_dtype_promotion, jax.default_device and the mesh set by jax.set_mesh are part of the cache key (the tracing context; the full list is printed from the running JAX). Each distinct value costs one trace and one compilation ("Tracing context doesn't match"), then it is cached.
+#       - Typed keys (jax.random.key) and raw keys (jax.random.PRNGKey) are two types, two compilations. Each set of jax.jit options (donate_argnums, compiler_options) is a cache entry of its own, and JAX does not explain those misses.
+#       - jax_debug_nans is not in the key. When a NaN appears it re-runs the function de-optimised and raises FloatingPointError; it turns donation off only in traces made while it is on, and such a trace keeps not donating afterwards.
 #       - Moving an array from one device onto a sharding over several devices compiles a small slicing program (_multi_slice) once per source device and shape; from the host, or from another sharding, it is a plain transfer. Place batches where they leave the host.
 #       - The fix is to device_put every batch (and the state you carry) onto one sharding before the jitted call, and to keep configuration constant for the life of the process, for example by writing the precision into the operation instead of a context.
 #     instructor_notes:
-#       - The first cell must run before anything imports jax. If a learner has already run another cell, restart the kernel; the device count assertion says so.
+#       - "The setup cell restarts JAX's CPU backend with eight devices (clear_backends, then jax_num_cpu_devices). Arrays made before it are gone: if a learner runs cells out of order, restart the kernel and run from the top."
 #       - "Ask for a prediction before the device_put(x, devices[1]) cell. Expect two camps, 'no recompilation, same shape and dtype' and 'full retrace'. The answer (trace reused, compiled again, nothing explained) is the hook of the lesson."
 #       - The 8 devices are threads of one CPU, so there is no speed-up from sharding here; the lesson is about cache keys, not throughput. Say so before anyone asks.
-#       - jax.make_mesh defaults to Explicit axes in 0.10.2, and older tutorials assume Auto. If learners copy examples from older docs, the explicit mode explains more misses, and some operations need out_sharding arguments.
+#       - jax.make_mesh defaults to Explicit axes on the pinned release, and older tutorials assume Auto. If learners copy examples from older docs, the explicit mode explains more misses, and some operations need out_sharding arguments.
 #       - The timing ratio depends on the laptop; the compile counts do not. Teach from the counts.
 # ---
 
@@ -68,21 +72,32 @@ jitlab.intro()
 
 # %%
 import logging
+import textwrap
 
 import jax
+import jax.extend.backend
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+# %% [markdown]
+# JAX's CPU backend makes as many devices as the setting `jax_num_cpu_devices` asks
+# for, once, when it starts. The cell at the top of this page (the lesson's header)
+# already started it with one, so the next cell stops it with
+# `jax.extend.backend.clear_backends()` (every array made before becomes unusable) and
+# starts it again with eight. In a script of your own, call
+# `jax.config.update("jax_num_cpu_devices", 8)` before the first array instead.
+
 # %%
+if jax.default_backend() == "cpu" and len(jax.devices()) != 8:
+    jax.extend.backend.clear_backends()
+    jax.config.update("jax_num_cpu_devices", 8)
 devices = jax.devices()
 print(jax.default_backend(), len(devices), "devices:", devices)
 if jax.default_backend() == "cpu":
-    assert len(devices) == 8, (
-        "jax was imported before XLA_FLAGS was set: restart the kernel"
-    )
+    assert len(devices) == 8
 else:
     assert len(devices) >= 8, (
         "this lesson needs 8 devices; run it with JAX_PLATFORMS=cpu"
@@ -158,11 +173,13 @@ assert moved.explanations == []
 assert y_on_1.devices() == {devices[1]}
 
 # %% [markdown]
-# Something in between. The **tracing cache hit**: shape, dtype and structure match, so
-# the jaxpr is reused and Python never ran `wave` again. But the jaxpr was **lowered and
-# compiled again**, because an XLA executable is built for a fixed device assignment.
-# And `explanations` is empty: `jax_explain_cache_misses` reports misses of the tracing
-# cache only, and this miss happened further down.
+# Something in between. Lesson 10 counted four caches in memory: the fast path, the
+# trace cache, the lowering cache and the compilation cache. The **trace cache hit**:
+# shape, dtype and structure match, so the jaxpr is reused and Python never ran `wave`
+# again. But the jaxpr was **lowered and compiled again**: the lowering cache is keyed
+# on the inputs' shardings, and a committed array on device 1 is a new one. And
+# `explanations` is empty: `jax_explain_cache_misses` reports misses of the trace cache
+# only, and this miss happened further down.
 #
 # `jax.log_compiles` does see it. Its "Compiling" line lists each argument's sharding,
 # so the device is right there:
@@ -194,11 +211,16 @@ with jitlab.count_compiles(ripple) as tour:
             out = ripple(jax.device_put(x, device))
             assert out.devices() == {device}
 print(tour, f"({tour.lowerings} lowering)")
+print("device kinds:", {d.device_kind for d in devices})
 assert (tour.traces, tour.lowerings, tour.compiles) == (1, 1, 8), tour
+assert len({d.device_kind for d in devices}) == 1  # one kind, eight executables
 
 # %% [markdown]
 # One trace, one lowering, eight executables, and the second tour hit all eight. The
-# lowered program for "one committed device" is shared; XLA compiles it once per device.
+# trace and the lowered program for "one committed device" are shared; the compilation
+# cache is keyed on the lowered module *and the device assignment*, so XLA compiles it
+# once per device. An executable belongs to one device assignment, not to a kind of
+# device: these eight devices are all of one kind.
 # (So after the first device, even `jax.log_compiles` prints no "Compiling" line with the
 # device in it, only "Finished XLA compilation".) Committed on device 0 is not the same
 # key as uncommitted on device 0 either:
@@ -334,7 +356,7 @@ assert steps[2]["result sharding"] == str(P(None, "cols"))
 #
 # ## Explicit axes: the sharding becomes part of the type
 #
-# `jax.make_mesh` without `axis_types` does not give `Auto` axes in JAX 0.10.2. It gives
+# `jax.make_mesh` without `axis_types` does not give `Auto` axes on this release. It gives
 # **Explicit** ones, and then the PartitionSpec is written into the type itself.
 
 # %%
@@ -533,12 +555,12 @@ np.testing.assert_allclose(w_host, w_placed, rtol=1e-5, atol=1e-6)
 # ## 5. Configuration is part of the cache key
 #
 # Some settings can change what tracing produces, or whether it succeeds: whether 64-bit
-# types exist, the precision of matrix products, whether rank promotion is allowed,
-# which mesh is in context. JAX puts their current values into the cache key (the
-# *tracing context*).
+# types exist, the precision of matrix products, whether rank or dtype promotion is
+# allowed, which device is the default, which mesh is in context. JAX puts their
+# current values into the cache key (the *tracing context*).
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p><code>project(a, b)</code> has run. Then one call inside each of four context
+# <p><code>project(a, b)</code> has run. Then one call inside each of six context
 # managers, and each context entered a second time. How many compilations?</p></div>
 
 
@@ -558,6 +580,8 @@ contexts = {
         "highest"
     ),
     'jax.numpy_rank_promotion("raise")': lambda: jax.numpy_rank_promotion("raise"),
+    'jax.numpy_dtype_promotion("strict")': lambda: jax.numpy_dtype_promotion("strict"),
+    "jax.default_device(devices[1])": lambda: jax.default_device(devices[1]),
     "jax.set_mesh(data_mesh)": lambda: jax.set_mesh(data_mesh),
 }
 explained = {}
@@ -577,7 +601,9 @@ for label, context in contexts.items():
             "traces": entered.traces,
             "compiles": entered.compiles,
             "second time": again.compiles,
-            "JAX says": entered.explanations[-1].splitlines()[-1].strip()[:60],
+            "JAX says": textwrap.shorten(
+                entered.explanations[-1].splitlines()[-1], 64, placeholder=" …"
+            ),
         }
     )
 jitlab.print_table(context_rows)
@@ -589,15 +615,20 @@ for r in context_rows:
     assert (r["traces"], r["compiles"], r["second time"]) == (1, 1, 0), r
 for text in explained.values():
     assert "Tracing context doesn't match" in text
-x64, precision, rank, in_mesh = explained.values()
+x64, precision, rank, dtype_promotion, default_device, in_mesh = explained.values()
 assert "jax_enable_x64 differs: now True and before False" in x64
 assert "jax_default_matmul_precision differs: now highest and before None" in precision
 assert "jax_numpy_rank_promotion differs: now raise and before allow" in rank
+assert (
+    "jax_numpy_dtype_promotion differs: now strict and before standard"
+    in dtype_promotion
+)
+assert "jax_default_device differs: now cpu:1 and before None" in default_device
 assert "abstract_mesh_context_manager differs" in in_mesh
 
 # %% [markdown]
 # Each context costs one trace and one compilation the first time, and is cached after
-# that; leaving it returns to the old entry. `jax.set_mesh` is the 0.10.2 spelling of
+# that; leaving it returns to the old entry. `jax.set_mesh` is this release's spelling of
 # the mesh context (there is no `jax.sharding.use_mesh` in this release). Two more
 # details:
 
@@ -628,7 +659,213 @@ np.testing.assert_allclose(
 # `"float32"` is a new value even though, on this CPU, it gives the same numbers as the
 # default.
 #
-# ## 6. The problem in a loop, and the fix
+# ## 6. The rest of the cache key
+#
+# Which settings are in the tracing context? JAX has no public list. It keeps one in
+# private code, `jax._src.config.trace_context_names()`, which builds the key, and the
+# cell below prints it from the JAX that runs this page (so the list cannot go stale),
+# then checks it against the experiment above: every setting that cost a trace there
+# must be in it.
+
+# %%
+from jax._src import config as jax_config_internals  # private: JAX has no public list
+
+in_key = jax_config_internals.trace_context_names()
+settings_in_key = sorted(name for name in in_key if name in jax.config.values)
+contexts_in_key = sorted(name for name in in_key if name not in jax.config.values)
+print(f"{len(in_key)} entries in the tracing context on jax {jax.__version__}:")
+print(f"{len(settings_in_key)} settings:", ", ".join(settings_in_key))
+print(f"{len(contexts_in_key)} other contexts:", ", ".join(contexts_in_key))
+seen_in_experiment = {
+    "jax_enable_x64",
+    "jax_default_matmul_precision",
+    "jax_numpy_rank_promotion",
+    "jax_numpy_dtype_promotion",
+    "jax_default_device",
+    "abstract_mesh_context_manager",
+}
+assert seen_in_experiment <= set(in_key), seen_in_experiment - set(in_key)
+assert "jax_debug_nans" not in in_key and "jax_compilation_cache_dir" not in in_key
+
+# %% [markdown]
+# Most of those are settings you will never touch; the ones met in practice are in the
+# experiment above. Two settings that *look* as if they should be in the key are not:
+# `jax_debug_nans` (below) and the persistent cache's settings (lesson 10).
+#
+# ### Typed and raw PRNG keys
+#
+# `jax.random.key(0)` makes a *typed* key, a scalar of the dtype `key<fry>`.
+# `jax.random.PRNGKey(0)` makes the older *raw* key, two `uint32`s. Both work with every
+# `jax.random` function, and they are two types to `jit`.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>A jitted sampler is called with <code>key(0)</code>, <code>PRNGKey(0)</code>,
+# <code>key(1)</code> and <code>PRNGKey(1)</code>. How many compilations?</p></div>
+
+
+# %%
+@jax.jit
+def sample(key):
+    return jax.random.normal(key, (3,))
+
+
+with jitlab.count_compiles(sample) as keys:
+    draws = [
+        sample(jax.random.key(0)),
+        sample(jax.random.PRNGKey(0)),
+        sample(jax.random.key(1)),
+        sample(jax.random.PRNGKey(1)),
+    ]
+print(keys)
+print(keys.last_reason)
+print(
+    "typed:", jax.typeof(jax.random.key(0)), "| raw:", jax.typeof(jax.random.PRNGKey(0))
+)
+assert keys.compiles == 2
+assert "now u32[2]({}) and before key<fry>[]({})" in keys.explanations[-1]
+np.testing.assert_array_equal(draws[0], draws[1])  # the same key, two programs
+
+with jitlab.count_compiles(sample) as wrapped:  # the fix: typed keys at the boundary
+    sample(jax.random.wrap_key_data(jax.random.PRNGKey(2)))
+print("a raw key wrapped into a typed one:", wrapped)
+assert wrapped.compiles == 0
+
+# %% [markdown]
+# Two compilations, and the same numbers from both: the key's *values* are data, its
+# *kind* is part of the type. Pick one kind for the whole program (`jax.random.key` is
+# the current one); a raw key that arrives from older code is turned into a typed one
+# at the boundary with `jax.random.wrap_key_data`, and then hits the typed entry.
+#
+# ### Options of `jax.jit` itself
+#
+# `jax.jit(f, donate_argnums=...)` and `jax.jit(f, compiler_options=...)` wrap the same
+# Python function, but their options are part of jit's key: each combination is a
+# cache entry of its own. (`compiler_options` are passed to XLA; the one here lowers
+# XLA:CPU's optimisation level.) A counter in the body shows how often Python runs.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Three wrappers of <code>scale</code>, each called twice. How many traces,
+# lowerings and compilations, and how many times does the body of <code>scale</code>
+# run?</p></div>
+
+# %%
+scale_body_runs = []
+
+
+def scale(v):
+    scale_body_runs.append("ran")
+    return v * 2.0
+
+
+variants = {
+    "jax.jit(scale)": jax.jit(scale),
+    "donate_argnums=0": jax.jit(scale, donate_argnums=0),
+    "compiler_options": jax.jit(
+        scale, compiler_options={"xla_backend_optimization_level": 0}
+    ),
+}
+v8 = np.arange(8, dtype=np.float32)
+with jitlab.count_compiles(scale) as first_round:
+    for fn in variants.values():
+        fn(jnp.asarray(v8))  # a fresh array each time: donation consumes it
+with jitlab.count_compiles(scale) as second_round:
+    for fn in variants.values():
+        fn(jnp.asarray(v8))
+print("first round: ", first_round, f"({first_round.lowerings} lowerings)")
+print("second round:", second_round)
+print(f"the body of scale ran {len(scale_body_runs)} time(s)")
+print(f"{len(first_round.explanations)} explanation(s):", first_round.last_reason)
+assert (first_round.traces, first_round.lowerings, first_round.compiles) == (3, 2, 3)
+assert len(scale_body_runs) == 1
+assert len(first_round.explanations) == 1  # the two variants' misses: no explanation
+assert (second_round.traces, second_round.compiles) == (0, 0)
+
+# %% [markdown]
+# Three entries, each cached after its first call, and the Python body ran once: each
+# variant missed jit's own cache (the counter's `traces` counts those misses), but the
+# jaxpr for `scale` on `f32[8]` was already in JAX's inner tracing cache. Donation
+# changes the lowered program (the input's buffer is reused for the output), so it was
+# lowered again; the compiler options do not change the program, only how XLA compiles
+# it. And JAX explained only the first miss: the two variants' misses are silent.
+# (An ahead-of-time `lowered.compile(options)` is keyed the same way: lesson 10
+# compiled one lowering twice, once per set of options.)
+#
+# ### `jax_debug_nans`: not in the key, but it changes what runs
+#
+# `jax.debug_nans(True)` checks every jitted result for NaNs. It is not in the tracing
+# context, so switching it on compiles nothing new. When a NaN appears, JAX runs the
+# function again, de-optimised (one operation at a time, each compiled on its own), to
+# find the operation that made it, and raises `FloatingPointError`. And it turns off
+# donation, but only in traces made while it is on.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>A warm jitted function, called inside <code>jax.debug_nans(True)</code>: does it
+# retrace? A function with a callback that produces a NaN: how many times does the
+# callback run?</p></div>
+
+# %%
+callback_runs = []
+
+
+@jax.jit
+def log_of(v):
+    jax.debug.callback(lambda: callback_runs.append("ran"))
+    return jnp.log(v)
+
+
+ok_values = jnp.asarray([1.0, 2.0])
+log_of(ok_values)
+with jitlab.count_compiles(log_of) as checked, jax.debug_nans(True):
+    log_of(ok_values)
+print("warm function under debug_nans:", checked)
+assert (checked.traces, checked.compiles) == (0, 0)  # not part of the key
+
+callback_runs.clear()
+with jitlab.count_compiles(None) as rerun, jax.debug_nans(True):
+    try:
+        log_of(jnp.asarray([1.0, -1.0]))
+    except FloatingPointError as err:
+        nan_error = err
+    else:
+        raise AssertionError("expected FloatingPointError for log(-1)")
+jax.effects_barrier()
+print(type(nan_error).__name__ + ":", str(nan_error).splitlines()[0])
+print(f"the callback ran {len(callback_runs)} times; {rerun}")
+assert type(nan_error) is FloatingPointError
+assert len(callback_runs) == 2  # the compiled run, then the de-optimised re-run
+assert rerun.compiles >= 1  # the re-run compiles operations one by one
+
+
+# %%
+def halve(v):
+    return v / 2.0
+
+
+donating_warm = jax.jit(halve, donate_argnums=0)
+donating_warm(jnp.ones(4))  # traced with debug_nans off
+with jax.debug_nans(True):
+    given = jnp.ones(4)
+    donating_warm(given)
+    donated_while_on = given.is_deleted()
+
+donating_fresh = jax.jit(lambda v: v / 2.0, donate_argnums=0)
+with jax.debug_nans(True):
+    donating_fresh(jnp.ones(4))  # first traced with debug_nans on
+given = jnp.ones(4)
+with jitlab.count_compiles(None) as after:
+    donating_fresh(given)  # debug_nans off again: a cache hit
+print("warm, then debug_nans on: argument donated?", donated_while_on)
+print("traced under debug_nans, later called without: donated?", given.is_deleted())
+assert donated_while_on  # the cached trace still donates
+assert after.traces == 0 and not given.is_deleted()  # the cached trace never donates
+
+# %% [markdown]
+# So `jax_debug_nans` is free until a NaN appears, and then the function runs twice,
+# the second time slowly. Its effect on donation sticks to the traces made while it
+# was on, because it is not part of the key: a function first traced under it keeps
+# not donating after it is switched off, until that cache entry is dropped.
+#
+# ## 7. The problem in a loop, and the fix
 #
 # An evaluation loop scores one model on 24 batches. The batches leave the host as
 # NumPy arrays, and several loaders put them on devices, each its own way: some keep
@@ -666,7 +903,8 @@ stream = [(make_batch(rng), kind, i % 3 == 2) for i, kind in enumerate(kinds)]
 w_eval = np.asarray(w_placed)  # the model to score, as a host array
 distinct_keys = len({(kind, strict) for _, kind, strict in stream})
 print(
-    f"{len(stream)} batches, {len(set(kinds))} loaders, {distinct_keys} (loader, context) pairs"
+    f"{len(stream)} batches, {len(set(kinds))} loaders, "
+    f"{distinct_keys} (loader, context) pairs"
 )
 
 # %% [markdown]
@@ -811,7 +1049,7 @@ plt.show()
 # Every step in the upper curve is a batch that arrived in a way the cache had not seen,
 # or under a context it had not seen.
 #
-# ## 7. Why at the host, and not after arrival
+# ## 8. Why at the host, and not after arrival
 #
 # `place` also accepts a batch that is already on a device, so why not let the loaders
 # do what they like and call `place` afterwards? Because moving an array from **one

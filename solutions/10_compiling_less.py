@@ -13,7 +13,7 @@
 #     title: A server that compiles at start-up and never again
 #     hints:
 #       - "warm_up needs no data at all: jax.ShapeDtypeStruct((size,), dtype) describes a padded request, and jax.ShapeDtypeStruct((), jnp.int32) describes n. What does jax.jit(fn).lower(...) do with them, and what does .compile() hand back?"
-#       - "In serve, the bucket of a request is the smallest key of `compiled` that is at least len(x). The grader's bucket sizes are not powers of two, so read them from the dict."
+#       - "In serve, the bucket of a request is the smallest key of `compiled` that is at least len(x). The grader's bucket sizes are not powers of two and do not arrive sorted, so read them from the dict and take the smallest that fits."
 #       - "Pad in NumPy, in the request's own dtype: np.zeros(size, dtype=x.dtype), then copy x into the front. np.zeros(size) is float64, and jnp.zeros or jnp.pad compile a small program for every new length."
 # ---
 
@@ -26,20 +26,24 @@
 # waits. Move every compilation to start-up:
 #
 # 1. `warm_up(fn, bucket_sizes, dtype)`: return a dict `{size: executable}` with one
-#    `jax.stages.Compiled` per bucket size, for a padded request `dtype[size]` and a
-#    length `n` given as an `int32` scalar. `fn` is a plain Python function such as
-#    `summarise`; no real request exists yet.
-# 2. `serve(requests, compiled)`: for each request (a NumPy array), in order, pick the
-#    **smallest** bucket that holds it, pad it to that size, call that bucket's executable
-#    with the padded array and the real length, and return the list of results.
+#    `jax.stages.Compiled` of `fn` per bucket size, for a padded request `dtype[size]`
+#    and a length `n` given as an `int32` scalar. `fn` is a plain Python function with
+#    `summarise`'s signature; no real request exists yet. The sizes may come in any
+#    order.
+# 2. `serve(requests, compiled)`: for each request (a NumPy array), pick the
+#    **smallest** bucket that holds it (a request as long as a bucket fits in it), pad
+#    it to that size without changing the caller's array, call that bucket's executable
+#    with the padded array and the real length, and return the list of what the
+#    executables returned, one result per request, in request order.
 #
 # Solved means: the right numbers, one compilation per bucket inside `warm_up`, and
 # **zero** traces and compilations of anything inside `serve`.
 #
-# The grader calls `warm_up` with its own copy of `summarise`, fresh bucket sizes and a
-# dtype (float32, then float16), and counts what `serve` compiles with
-# `jitlab.count_compiles(None)`. Run `jitlab check 10` for a verdict, `jitlab hint 10` for
-# a hint.
+# The grader calls `warm_up` with a function of its own (it computes what `summarise`
+# does, then scales and shifts the result by numbers drawn for each run, so only the
+# executables can produce its answers), fresh bucket sizes and a dtype (float32, then
+# float16), and counts what `serve` compiles with `jitlab.count_compiles(None)`. Run
+# `jitlab check 10` for a verdict, `jitlab hint 10` for a hint.
 
 # %%
 import jax
@@ -48,7 +52,10 @@ import numpy as np
 
 
 def summarise(padded, n):
-    """[mean, std, max] of the first n values of `padded`, in float32. The rest is padding."""
+    """[mean, std, max] of the first n values of `padded`, in float32.
+
+    The rest of `padded` is padding.
+    """
     valid = jnp.arange(padded.shape[0]) < n
     x = jnp.where(valid, padded.astype(jnp.float32), 0.0)
     count = jnp.asarray(n, jnp.float32)
@@ -66,8 +73,9 @@ print(jax.jit(summarise)(example, 3))  # mean, std and max of 1, 2, 4
 # %%
 def warm_up(fn, bucket_sizes, dtype):
     # BEGIN SOLUTION
-    # Shapes and dtypes are all that tracing looks at, so no data is needed: describe a
-    # padded request and the length, trace and lower once per bucket, and let XLA compile.
+    # Shapes and dtypes are all that tracing looks at, so no data is needed: describe
+    # a padded request and the length, trace and lower once per bucket, and let XLA
+    # compile.
     jitted = jax.jit(fn)
     length = jax.ShapeDtypeStruct((), jnp.int32)
     return {

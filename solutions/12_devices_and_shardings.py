@@ -39,12 +39,14 @@
 #
 # - `place(batch, mesh)`: return the batch on **one** `NamedSharding` of `mesh` that
 #   splits the batch axis over the mesh's `"data"` axis, whatever placement the batch
-#   arrived in. The values, dtypes and keys stay as they are.
+#   arrived in. The values, dtypes and keys stay as they are, and so do the arrays you
+#   were given (return new ones).
 #
 # **Solved** means: the step's numbers match a NumPy reference on every batch, the step
 # **compiles exactly once** over batches from all the loaders, and every placed array
 # (and the step's per-example output) is split over `"data"` on the mesh you were given.
-# The grader builds its own mesh over every device, draws new shapes and data on every
+# The grader builds its own mesh over every device, in an order of its own (use the
+# `mesh` argument, not the `mesh` of this notebook), draws new shapes and data on every
 # run, and counts compilations of its own fresh copy of `step` with
 # `jitlab.count_compiles`.
 
@@ -116,11 +118,12 @@ def place(batch, mesh):
     # One sharding for every batch: the first axis is split over "data", the rest kept
     # whole. For y (1-D) that is its only axis; for x the features stay together.
     sharding = NamedSharding(mesh, P("data"))
-    # device_put applies it to every leaf of the dict. It moves host arrays, single-device
-    # arrays and arrays sharded another way alike, never changes a value, and leaves an
-    # array that already has this sharding where it is. (From a single device it compiles
-    # a small slicing program once per source device and shape; that is device_put's cost,
-    # not the step's, and it is why the loaders had better place batches from the host.)
+    # device_put applies it to every leaf of the dict. It moves host arrays,
+    # single-device arrays and arrays sharded another way alike, never changes a value,
+    # and leaves an array that already has this sharding where it is. (From a single
+    # device it compiles a small slicing program once per source device and shape;
+    # that is device_put's cost, not the step's, and it is why the loaders had better
+    # place batches from the host.)
     return jax.device_put(batch, sharding)
     # END SOLUTION
 

@@ -4,7 +4,9 @@ The learner writes ``place(batch, mesh)``: it takes a batch (a dict with ``"x"``
 shape (B, F) and ``"y"`` of shape (B,)) in whatever placement a loader produced, and
 returns it on one ``NamedSharding`` of ``mesh`` that splits the batch axis over the
 mesh's ``"data"`` axis. The grader builds the mesh over every device JAX has, draws new
-shapes and data on every run, hands ``place`` batches in seven placements (host NumPy,
+shapes and data on every run, puts the devices in an order of its own (never the
+default one, so a mesh built from ``jax.devices()`` or read from a global is not the
+mesh passed in), hands ``place`` batches in seven placements (host NumPy,
 an uncommitted ``jnp`` array, committed to device 0, committed to another device,
 already sharded over ``"data"``, replicated over the mesh, sharded over a second, 2-D
 mesh), and runs its own freshly made jitted step on what ``place`` returns.
@@ -15,7 +17,14 @@ type of the sharding tells them apart, and a replicated answer cannot be told ap
 all (see ``tests/graders/test_devices_and_shardings.py``, which runs on eight).
 
 What it rejects, and how:
-- an unfinished stub: ``NotImplementedError`` becomes a failed check;
+- an unfinished stub: ``NotImplementedError`` becomes a failed check, with the command
+  ``jitlab hint 12``;
+- jit switched off by ``place`` (``jax.config.update("jax_disable_jit", True)``): checked
+  right after ``place`` ran and by the ``@grader`` canaries, and reported as such (a
+  ``jax.disable_jit()`` block inside ``place`` changes nothing ``place`` returns, so it
+  is not an error);
+- the caller's arrays changed in place: the host batches are compared, by content, with
+  copies taken before ``place`` ran;
 - anything but a dict with the keys ``"x"`` and ``"y"``;
 - changed numbers (a cast to a smaller dtype, reordered rows, hard-coded data): every
   placed array is compared with what went in, and the step's outputs with a float64
@@ -24,8 +33,14 @@ What it rejects, and how:
   ``NamedSharding``, say): more than one compilation of the step, reported with the
   distinct placements ``place`` returned;
 - everything put on one device, kept on the host, replicated, or placed on another mesh
-  or along another axis: the placed arrays must carry a ``NamedSharding`` over the given
-  mesh equivalent to ``P("data")``, and so must the step's per-example output.
+  (one of its own, or a global one, which lists the devices in another order) or along
+  another axis: the placed arrays must carry a ``NamedSharding`` over the given mesh
+  equivalent to ``P("data")``, and so must the step's per-example output.
+
+The reference, the step and the mesh builder are private (leading underscore), made
+fresh inside :func:`grade`; the step's outputs are computed by the grader's own jitted
+step from what ``place`` returned, so nothing ``place`` returns besides the batch can
+reach the numbers.
 """
 
 from __future__ import annotations
@@ -35,10 +50,19 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import AxisType, NamedSharding
+from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jitlab.grading import all_passed, call_learner, fail, fresh_rng, passed, require
+from jitlab.grading import (
+    call_learner,
+    fail,
+    fresh_rng,
+    grader,
+    passed,
+    require,
+    require_jit_on,
+    shorten,
+)
 from jitlab.instruments.counting import count_compiles
 
 KINDS = (
@@ -54,14 +78,48 @@ BATCHES_PER_KIND = 2
 RTOL = 1e-4
 ATOL = 1e-4
 
+PLACE_RUNS = "place runs on batches from every loader"
+DICT_KEYS = "place returns a dict with the keys 'x' and 'y'"
+CALLER_KEPT = "place leaves the caller's arrays as they were"
+VALUES = "place keeps every value and dtype"
+STEP_RUNS = "the step runs on every placed batch"
+NUMBERS = "the step's numbers match the reference on every placed batch"
+COMPILES_ONCE = "the step compiles once for all batches"
+SPLIT = 'every placed array is split along its first axis over the mesh\'s "data" axis'
+OUTPUT_SPLIT = 'the step\'s per-example output stays split over "data"'
 
-def make_mesh(devices: list[Any] | None = None) -> jax.sharding.Mesh:
-    """The mesh the grader hands to ``place``: every device on one axis, ``"data"``."""
-    devices = list(jax.devices() if devices is None else devices)
-    return jax.make_mesh((len(devices),), ("data",), axis_types=(AxisType.Auto,), devices=devices)
+CHECKS = (
+    PLACE_RUNS,
+    DICT_KEYS,
+    CALLER_KEPT,
+    VALUES,
+    STEP_RUNS,
+    NUMBERS,
+    COMPILES_ONCE,
+    SPLIT,
+    OUTPUT_SPLIT,
+)
 
 
-def make_step() -> Callable[..., Any]:
+def _make_mesh(devices: list[Any]) -> jax.sharding.Mesh:
+    """The mesh the grader hands to ``place``: these devices, in this order, on one
+    axis called ``"data"``, with Auto axes as in the exercise."""
+    return Mesh(np.array(devices, dtype=object), ("data",), axis_types=(AxisType.Auto,))
+
+
+def _shuffled_devices(rng: np.random.Generator) -> list[Any]:
+    """Every device, in an order that differs from ``jax.devices()`` when there are two
+    or more (so a mesh built from ``jax.devices()`` is not the one passed in)."""
+    devices = list(jax.devices())
+    if len(devices) < 2:
+        return devices
+    order = list(range(len(devices)))
+    while order == sorted(order):
+        order = [int(i) for i in rng.permutation(len(devices))]
+    return [devices[i] for i in order]
+
+
+def _make_step() -> Callable[..., Any]:
     """A fresh copy of the exercise's step, so every grading run counts from zero."""
 
     @jax.jit
@@ -72,7 +130,7 @@ def make_step() -> Callable[..., Any]:
     return graded_step
 
 
-def reference(w: np.ndarray, batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def _reference(w: np.ndarray, batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Per-example squared errors and the gradient of their mean, in float64."""
     x = np.asarray(batch["x"], np.float64)
     err = x @ np.asarray(w, np.float64) - np.asarray(batch["y"], np.float64)
@@ -85,13 +143,15 @@ def _second_mesh(devices: list[Any]) -> jax.sharding.Mesh:
     return jax.make_mesh(shape, ("a", "b"), axis_types=(AxisType.Auto,) * 2, devices=devices)
 
 
-def _arrive(batch: dict[str, np.ndarray], kind: str, mesh, other_device, second_mesh) -> dict:
+def _arrive(
+    batch: dict[str, np.ndarray], kind: str, first_device, other_device, mesh, second_mesh
+) -> dict:
     if kind == "host NumPy":
         return dict(batch)
     if kind == "uncommitted jnp array":
         return {k: jax.numpy.asarray(v) for k, v in batch.items()}
     if kind == "committed to device 0":
-        return jax.device_put(batch, mesh.devices.flat[0])
+        return jax.device_put(batch, first_device)
     if kind == "committed to another device":
         return jax.device_put(batch, other_device)
     if kind == 'already sharded over "data"':
@@ -129,7 +189,7 @@ def _check_structure(placed: Any) -> None:
     if isinstance(placed, dict) and set(placed) == {"x", "y"}:
         return
     raise fail(
-        "place returns a dict with the keys 'x' and 'y'",
+        DICT_KEYS,
         expected="{'x': ..., 'y': ...}",
         seen=f"{type(placed).__name__}"
         + (f" with keys {sorted(placed)}" if isinstance(placed, dict) else ""),
@@ -146,7 +206,7 @@ def _on_another_mesh(batch: dict, mesh) -> bool:
 
 
 def _check_values(originals: list[dict], placed: list[dict]) -> None:
-    check = "place keeps every value and dtype"
+    check = VALUES
     for number, (before, after) in enumerate(zip(originals, placed, strict=True)):
         for key in ("x", "y"):
             got = np.asarray(after[key])
@@ -170,9 +230,9 @@ def _check_values(originals: list[dict], placed: list[dict]) -> None:
 
 
 def _check_numbers(w: np.ndarray, originals: list[dict], outputs: list[tuple]) -> None:
-    check = "the step's numbers match the reference on every placed batch"
+    check = NUMBERS
     for number, (batch, (losses, grad)) in enumerate(zip(originals, outputs, strict=True)):
-        want_losses, want_grad = reference(w, batch)
+        want_losses, want_grad = _reference(w, batch)
         for name, got, want in (("losses", losses, want_losses), ("gradient", grad, want_grad)):
             got = np.asarray(got)
             if got.shape != want.shape or not np.allclose(got, want, rtol=RTOL, atol=ATOL):
@@ -192,12 +252,12 @@ def _check_compiles(count, placed: list[dict]) -> None:
     why = [ln.strip() for ln in (count.explanations[-1:] or [""])[0].splitlines()]
     said = next((ln for ln in why if ln.startswith("*")), "")
     require(
-        f"the step compiles once for all {len(placed)} batches",
+        COMPILES_ONCE,
         count.compiles == 1,
-        expected="1 compilation",
+        expected=f"1 compilation for all {len(placed)} batches",
         seen=f"{count.compiles} compilations ({count.traces} traced, the rest silent); "
         f"place returned {len(placements)} placement(s): {shown}"
-        + (f"; JAX says: {said[:160]}" if said else ""),
+        + (f"; JAX says: {shorten(said, 160)}" if said else ""),
         hint="each device and each sharding is its own executable: put every batch on the "
         'same NamedSharding(mesh, P("data")), even one that is already on a mesh',
     )
@@ -216,15 +276,19 @@ def _sharding_hint(value: Any, mesh) -> str:
             "across every device"
         )
     if sharding.mesh != mesh:
-        return (
-            "use the mesh passed to place rather than building your own "
-            "(jax.make_mesh defaults to Explicit axes, a different mesh)"
-        )
+        other = sharding.mesh
+        if tuple(other.axis_types) != tuple(mesh.axis_types):
+            why = "its axes are Explicit (jax.make_mesh's default), the given mesh's Auto"
+        elif list(other.devices.flat) != list(mesh.devices.flat):
+            why = "it lists the devices in another order than the mesh passed in"
+        else:
+            why = f"its axes are {other.axis_names}, not {mesh.axis_names}"
+        return f"use the mesh passed to place, not a mesh of your own or a global one: {why}"
     return 'P() copies the whole batch to every device; P("data") splits the batch axis'
 
 
 def _check_sharding(placed: list[dict], mesh, want: NamedSharding) -> None:
-    check = 'every placed array is split along its first axis over the mesh\'s "data" axis'
+    check = SPLIT
     for number, batch in enumerate(placed):
         for key in ("x", "y"):
             value = batch[key]
@@ -248,7 +312,7 @@ def _check_output(outputs: list[tuple], want: NamedSharding) -> None:
     losses = outputs[-1][0]
     sharding = getattr(losses, "sharding", None)
     require(
-        'the step\'s per-example output stays split over "data"',
+        OUTPUT_SPLIT,
         isinstance(sharding, NamedSharding) and sharding.is_equivalent_to(want, 1),
         expected='per-example losses on NamedSharding(mesh, P("data"))',
         seen=describe(losses),
@@ -256,12 +320,13 @@ def _check_output(outputs: list[tuple], want: NamedSharding) -> None:
     )
 
 
+@grader("12 devices and shardings", checks=CHECKS)
 def grade(place: Callable[[dict, Any], dict]) -> None:
     """Check ``place(batch, mesh)`` by numbers, by the step's compile count and by the
     shardings it returns; see the module docstring."""
     rng = fresh_rng()
     devices = list(jax.devices())
-    mesh = make_mesh(devices)
+    mesh = _make_mesh(_shuffled_devices(rng))
     want = NamedSharding(mesh, P("data"))
     other_device = devices[int(rng.integers(1, len(devices)))] if len(devices) > 1 else devices[0]
     second_mesh = _second_mesh(devices)
@@ -277,20 +342,29 @@ def grade(place: Callable[[dict, Any], dict]) -> None:
         y = (x @ w + rng.normal(scale=0.5, size=size)).astype(np.float32)
         originals.append({"x": x, "y": y})
     arrived = [
-        _arrive(batch, kind, mesh, other_device, second_mesh)
+        _arrive(
+            {k: v.copy() for k, v in batch.items()},
+            kind,
+            devices[0],
+            other_device,
+            mesh,
+            second_mesh,
+        )
         for batch, kind in zip(originals, kinds, strict=True)
     ]
 
     placed = []
     for batch in arrived:
-        out = call_learner("place runs on batches from every loader", place, batch, mesh)
+        out = call_learner(PLACE_RUNS, place, batch, mesh, lesson="12")
         _check_structure(out)
         placed.append(out)
-    passed("place runs on batches from every loader")
-    passed("place returns a dict with the keys 'x' and 'y'")
+    passed(PLACE_RUNS)
+    passed(DICT_KEYS)
+    require_jit_on("after your place ran")
+    _check_caller_kept(originals, arrived)
     _check_values(originals, placed)
 
-    step = make_step()
+    step = _make_step()
     outputs = []
     with count_compiles(step) as count:
         for number, batch in enumerate(placed):
@@ -298,21 +372,42 @@ def grade(place: Callable[[dict, Any], dict]) -> None:
                 outputs.append(jax.block_until_ready(step(w, batch)))
             except Exception as err:
                 raise fail(
-                    "the step runs on every placed batch",
+                    STEP_RUNS,
                     expected="the jitted step to accept what place returned",
                     seen=f"batch {number} ({_placement(batch)}): "
-                    + f"{type(err).__name__}: {err}".splitlines()[0][:200],
+                    + shorten(f"{type(err).__name__}: {str(err).splitlines()[0]}", 200),
                     hint=_sharding_hint(batch["x"], mesh)
                     if _on_another_mesh(batch, mesh)
                     else "return the batch as jax.Arrays on one sharding of the mesh "
                     "you were given",
                 ) from err
-    passed("the step runs on every placed batch")
+    passed(STEP_RUNS)
     _check_numbers(w, originals, outputs)
     _check_compiles(count, placed)
     _check_sharding(placed, mesh, want)
     _check_output(outputs, want)
-    all_passed("12 devices and shardings")
 
 
-__all__ = ["KINDS", "describe", "grade", "make_mesh", "make_step", "reference"]
+def _check_caller_kept(originals: list[dict], arrived: list[dict]) -> None:
+    """The batches as the loaders handed them over must hold what they held before."""
+    for number, (before, batch) in enumerate(zip(originals, arrived, strict=True)):
+        for key in ("x", "y"):
+            now = batch.get(key) if isinstance(batch, dict) else None
+            if now is None:
+                continue  # the dict itself was emptied: the values check will say so
+            try:
+                same = np.array_equal(np.asarray(now), before[key])
+            except RuntimeError:  # a donated or deleted jax.Array
+                same = False
+            if not same:
+                raise fail(
+                    CALLER_KEPT,
+                    expected=f"batch {number}'s {key} unchanged after place",
+                    seen=f"{key} of batch {number} changed ({describe(now)})",
+                    hint="build and return new arrays (jax.device_put does); do not write "
+                    "into the arrays you were given",
+                )
+    passed(CALLER_KEPT)
+
+
+__all__ = ["CHECKS", "KINDS", "describe", "grade"]

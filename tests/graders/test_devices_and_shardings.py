@@ -79,13 +79,97 @@ def test_spec_written_out_in_full_passes():
     devices_and_shardings.grade(place)
 
 
+def test_written_into_the_callers_dict_passes():
+    # The contract is about content: replacing the entries of the dict it was given, and
+    # returning that dict, meets it (the arrays the caller held are not changed).
+    def place(batch, mesh):
+        for key in list(batch):
+            batch[key] = jax.device_put(batch[key], NamedSharding(mesh, P("data")))
+        return batch
+
+    devices_and_shardings.grade(place)
+
+
+def test_leaf_by_leaf_passes():
+    # Solved differently: a spec per leaf, built from its rank, placed one leaf at a time.
+    def place(batch, mesh):
+        def put(leaf):
+            spec = P("data", *([None] * (np.ndim(leaf) - 1)))
+            return jax.device_put(leaf, NamedSharding(mesh, spec))
+
+        return jax.tree.map(put, batch)
+
+    devices_and_shardings.grade(place)
+
+
 # --- wrong answers ---------------------------------------------------------------------
+
+
+def test_rejects_jit_switched_off_in_the_config():
+    def place(batch, mesh):
+        jax.config.update("jax_disable_jit", True)
+        return jax.device_put(batch, NamedSharding(mesh, P("data")))
+
+    try:
+        with pytest.raises(GradingFailure, match="jit is on") as info:
+            devices_and_shardings.grade(place)
+    finally:
+        jax.config.update("jax_disable_jit", False)
+    assert "jit is switched off" in info.value.seen
+
+
+def test_rejects_device_put_inside_disable_jit():
+    # On jax 0.12.0.1, inside jax.disable_jit() a device_put from one mesh onto a mesh
+    # with the devices in another order comes back on the old mesh. The answer is
+    # rejected; the verdict cannot name disable_jit (the block has ended by then).
+    needs_several_devices()
+
+    def place(batch, mesh):
+        with jax.disable_jit():
+            return jax.device_put(batch, NamedSharding(mesh, P("data")))
+
+    with pytest.raises(GradingFailure, match="compiles once|split along"):
+        devices_and_shardings.grade(place)
+
+
+def test_rejects_writing_into_the_callers_arrays():
+    # Plausible "free the host copy": zero the NumPy arrays once they are on the devices.
+    def place(batch, mesh):
+        placed = jax.device_put(batch, NamedSharding(mesh, P("data")))
+        jax.block_until_ready(placed)
+        for value in batch.values():
+            if isinstance(value, np.ndarray):
+                value[...] = 0.0
+        return placed
+
+    with pytest.raises(GradingFailure, match="leaves the caller's arrays") as info:
+        devices_and_shardings.grade(place)
+    assert "do not write" in info.value.hint
+
+
+def test_rejects_a_global_mesh_every_time():
+    # The notebook's own mesh (Auto axes, devices in the default order) instead of the
+    # argument: the grader's mesh lists the devices in another order on every run.
+    needs_several_devices()
+    from jax.sharding import AxisType
+
+    notebook_mesh = jax.make_mesh((len(jax.devices()),), ("data",), axis_types=(AxisType.Auto,))
+
+    def place(batch, _mesh):
+        return jax.device_put(batch, NamedSharding(notebook_mesh, P("data")))
+
+    for _ in range(5):
+        with pytest.raises(GradingFailure, match="split along its first axis") as info:
+            devices_and_shardings.grade(place)
+        assert "another order" in info.value.hint
 
 
 def test_rejects_unsolved_stub():
     place = learner_place(ROOT / "exercises" / "12_devices_and_shardings.py")
-    with pytest.raises(GradingFailure, match="not solved yet"):
+    with pytest.raises(GradingFailure, match="place runs") as info:
         devices_and_shardings.grade(place)
+    assert "not solved yet" in info.value.seen
+    assert "jitlab hint 12" in info.value.hint
 
 
 def test_rejects_batches_passed_through_unchanged():
@@ -167,6 +251,7 @@ def test_rejects_a_mesh_of_its_own():
     with pytest.raises(GradingFailure) as info:
         devices_and_shardings.grade(place)
     assert "mesh passed to place" in info.value.hint
+    assert "Explicit" in info.value.hint
 
 
 def test_rejects_a_tuple():
