@@ -38,7 +38,7 @@
 #       - Moving an array from one device onto a sharding over several devices compiles a small slicing program (_multi_slice) once per source device and shape; from the host, or from another sharding, it is a plain transfer. Place batches where they leave the host.
 #       - The fix is to device_put every batch (and the state you carry) onto one sharding before the jitted call, and to keep configuration constant for the life of the process, for example by writing the precision into the operation instead of a context.
 #     instructor_notes:
-#       - "The setup cell restarts JAX's CPU backend with eight devices (clear_backends, then jax_num_cpu_devices). Arrays made before it are gone: if a learner runs cells out of order, restart the kernel and run from the top."
+#       - "The first code cell asks for eight CPU devices (jax_num_cpu_devices) before anything starts JAX's backend; a learner who ran another cell first gets fewer devices: restart the kernel and run from the top."
 #       - "Ask for a prediction before the device_put(x, devices[1]) cell. Expect two camps, 'no recompilation, same shape and dtype' and 'full retrace'. The answer (trace reused, compiled again, nothing explained) is the hook of the lesson."
 #       - The 8 devices are threads of one CPU, so there is no speed-up from sharding here; the lesson is about cache keys, not throughput. Say so before anyone asks.
 #       - jax.make_mesh defaults to Explicit axes on the pinned release, and older tutorials assume Auto. If learners copy examples from older docs, the explicit mode explains more misses, and some operations need out_sharding arguments.
@@ -56,14 +56,12 @@
 # explanations. This lesson runs on eight devices simulated on a CPU.
 
 # %%
-import os
+import jax
 
-# Must happen before JAX starts its CPU backend (the machine report below starts it):
-# XLA reads its flags once. The flag only affects the host (CPU) platform; accelerators
-# are used as they are.
-os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
-).strip()
+# Eight CPU devices, simulated on this one processor. JAX reads the setting once, when
+# its CPU backend starts (the machine report below starts it), so it comes first. It
+# changes only the CPU platform; accelerators are used as they are.
+jax.config.update("jax_num_cpu_devices", 8)
 
 # %% tags=["remove-input"]
 import jitlab
@@ -82,18 +80,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-# %% [markdown]
-# JAX's CPU backend makes as many devices as the setting `jax_num_cpu_devices` asks
-# for, once, when it starts. The cell at the top of this page (the lesson's header)
-# already started it with one, so the next cell stops it with
-# `jax.extend.backend.clear_backends()` (every array made before becomes unusable) and
-# starts it again with eight. In a script of your own, call
-# `jax.config.update("jax_num_cpu_devices", 8)` before the first array instead.
-
 # %%
-if jax.default_backend() == "cpu" and len(jax.devices()) != 8:
-    jax.extend.backend.clear_backends()
-    jax.config.update("jax_num_cpu_devices", 8)
 devices = jax.devices()
 print(jax.default_backend(), len(devices), "devices:", devices)
 if jax.default_backend() == "cpu":

@@ -53,7 +53,6 @@ import numpy as np
 import optax
 from flax import nnx
 
-from jitlab.instruments.counting import ANY_FUNCTION, count_compiles, miss_reason
 from jitlab.grading import (
     GradingFailure,
     all_passed,
@@ -64,6 +63,7 @@ from jitlab.grading import (
     require,
     require_close,
 )
+from jitlab.instruments.counting import ANY_FUNCTION, count_compiles, miss_reason
 
 N_BATCHES = 4
 """Steps per run; the probe expects one compiled execution of the model per step."""

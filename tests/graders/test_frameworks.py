@@ -14,10 +14,10 @@ import pytest
 from flax import nnx
 
 from jitlab.course import load_course
-
-ROOT = load_course().root
 from jitlab.graders import frameworks
 from jitlab.grading import GradingFailure
+
+ROOT = load_course().root
 
 
 def mse(model, x, y):
