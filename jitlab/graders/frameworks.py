@@ -21,11 +21,15 @@ This is how the grader knows that *its own* calls ran through compiled code:
 
 * ``train_step`` must be a jit wrapper (``jax.jit``, ``nnx.jit``, ``eqx.filter_jit``),
   and in the grader's own loop the model must run in a compiled program at every step
-  and never eagerly. This rejects an unjitted step and ``jax_disable_jit``.
+  and never eagerly. This rejects an unjitted step.
 * ``fit`` must run every batch through the model in a compiled program (the callback
   also records each batch's sum), and never call it eagerly. This rejects a loop that
-  never calls the step, a NumPy path plus decoy calls (one, or one per batch on the
-  same batch), and ``jax.disable_jit()`` inside ``fit``.
+  never calls the step, and a NumPy path plus decoy calls (one, or one per batch on the
+  same batch).
+* Jit switched off: before grading, by ``@grader``'s canary; by the learner's code
+  (``jax.disable_jit()`` inside ``fit``, ``jax_disable_jit`` set in ``init`` or ``fit``),
+  by the probe, which notes whether jit was off at each eager call of the model. Both
+  fail the check "jit is on", saying that jit was switched off.
 
 The exercise states the part of the contract this relies on: ``train_step`` rebuilds the
 model and calls it (through ``mse``), and the model never runs outside a compiled
@@ -54,16 +58,49 @@ import optax
 from flax import nnx
 
 from jitlab.grading import (
-    GradingFailure,
-    all_passed,
+    JIT_ON,
     call_learner,
     fail,
     fresh_rng,
+    grader,
     passed,
     require,
     require_close,
 )
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles, miss_reason
+
+LESSON = "13"
+
+INIT_RUNS = "init runs"
+INIT_RETURNS = "init returns (graphdef, params, opt_state)"
+PARAMS_ARRAYS = "params is a pytree of arrays"
+OPT_STATE_ARRAYS = "opt_state is a pytree of arrays"
+STEP_JITTED = "train_step is a jitted function"
+STEP_RUNS = "train_step runs"
+STEP_RETURNS = "train_step returns (params, opt_state, loss)"
+STEP_COMPILED = "train_step runs the model in a compiled program at every step"
+STEP_NUMBERS = "train_step: losses match the reference"
+STEP_ONCE = "new models and learning rates compile nothing"
+FIT_RUNS = "fit runs"
+FIT_COMPILED = "fit runs the model in a compiled program, once per batch"
+FIT_NUMBERS = "fit: losses match the reference"
+FIT_ONCE = "more fits compile nothing"
+CHECKS = (
+    INIT_RUNS,
+    INIT_RETURNS,
+    PARAMS_ARRAYS,
+    OPT_STATE_ARRAYS,
+    STEP_JITTED,
+    STEP_RUNS,
+    STEP_RETURNS,
+    STEP_COMPILED,
+    STEP_NUMBERS,
+    STEP_ONCE,
+    FIT_RUNS,
+    FIT_COMPILED,
+    FIT_NUMBERS,
+    FIT_ONCE,
+)
 
 N_BATCHES = 4
 """Steps per run; the probe expects one compiled execution of the model per step."""
@@ -73,7 +110,7 @@ NUMBERS_HINT = (
     "the params it was given, and params - learning_rate * gradient"
 )
 
-_PROBE: dict[str, Any] = {"compiled": 0, "eager": 0, "sums": []}
+_PROBE: dict[str, Any] = {"compiled": 0, "eager": 0, "jit_off": 0, "sums": []}
 
 
 def _count_execution(batch_sum: Any = 0.0) -> None:
@@ -97,14 +134,18 @@ class Regressor(nnx.Module):
             jax.debug.callback(_count_execution, jnp.sum(x))
         else:
             _PROBE["eager"] += 1
+            # Seen at the call: jax.disable_jit() inside the learner's function is gone
+            # again by the time the grader's own canary runs.
+            _PROBE["jit_off"] += bool(jax.config.jax_disable_jit)
         return self.out(nnx.relu(self.hidden(x)))[:, 0]
 
 
 @contextlib.contextmanager
 def _probe() -> Iterator[dict[str, Any]]:
-    """Count the model's compiled executions (and their batches) and its eager calls."""
+    """Count the model's compiled executions (and their batches) and its eager calls, and
+    how many of those ran with jit switched off."""
     jax.effects_barrier()
-    _PROBE.update(compiled=0, eager=0, sums=[])
+    _PROBE.update(compiled=0, eager=0, jit_off=0, sums=[])
     seen: dict[str, Any] = {}
     try:
         yield seen
@@ -267,15 +308,28 @@ def _static_hint(explanations: list[str]) -> str:
 def _require_compiled_every_step(
     check: str, seen: dict[str, Any], who: str, batches: list[tuple[Any, Any]]
 ) -> None:
-    """Fail unless the model ran in a compiled program on every batch, and never eagerly."""
+    """Fail unless the model ran in a compiled program on every batch, and never eagerly.
+
+    A model that ran eagerly while jit was switched off fails ``JIT_ON``, saying so.
+    """
+    if seen["jit_off"]:
+        raise fail(
+            JIT_ON,
+            expected=f"jit switched on while {who} runs",
+            seen=f"jit was switched off (jax.disable_jit() or jax_disable_jit) while {who} "
+            f"ran: the model ran op by op, outside any compiled program, {seen['jit_off']} "
+            "time(s)",
+            hint="remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) "
+            "from your code: the exercise is about what jit compiles",
+        )
     if seen["eager"]:
         raise fail(
             check,
             expected=f"the model to run inside a compiled program at each of {N_BATCHES} steps",
             seen=f"the model ran outside any compiled program {seen['eager']} time(s) "
             f"({seen['compiled']} compiled execution(s))",
-            hint="jit is switched off (jax.disable_jit() or jax_disable_jit) or the step "
-            f"is not jitted: {who} must call the model only through the jitted train_step",
+            hint=f"{who} must call the model only through the jitted train_step, never "
+            "outside it (not to compute a loss, not to check a result)",
         )
     if seen["compiled"] < N_BATCHES:
         raise fail(
@@ -375,75 +429,65 @@ def _clip(text: str, limit: int = 240) -> str:
     return (text[: cut + 1] if cut > 0 else text[:limit]).rstrip(" ,") + " …"
 
 
+def _static_arrays_error(err: Exception) -> bool:
+    """The error jax.jit raises when an array is passed as a static argument."""
+    text = str(err)
+    return "Non-hashable static arguments" in text or "comparable using __eq__" in text
+
+
 def _call_train_step(train_step: Any, *args: Any) -> Any:
-    """Like call_learner, with a hint for the error that static arrays raise."""
-    check = "train_step runs"
+    """Call train_step; arrays passed as static arguments get a verdict that says so.
+
+    Any other error is left to ``call_learner`` (which calls again and reports it), so an
+    unfinished stub reads "not solved yet" with the full ``jitlab hint`` command.
+    """
     try:
         return train_step(*args)
-    except NotImplementedError:
+    except Exception as err:
+        if not _static_arrays_error(err):
+            return call_learner(STEP_RUNS, train_step, *args, lesson=LESSON)
         raise fail(
-            check,
-            expected="train_step to return a result",
-            seen="NotImplementedError: the exercise is not solved yet",
-            hint="replace the `raise NotImplementedError` in train_step, then run "
-            "`jitlab hint 13` if you are stuck",
-        ) from None
-    except GradingFailure:
-        raise
-    except Exception as err:  # the learner's bug, reported as a verdict
-        seen = _clip(f"{type(err).__name__}: {err}".splitlines()[0])
-        if "Non-hashable static arguments" in seen or "comparable using __eq__" in seen:
-            hint = (
-                "params and opt_state hold arrays, and an array cannot be a static "
-                "argument: pass them as ordinary (traced) arguments; only graphdef, "
-                "which holds no arrays, may be static"
-            )
-        else:
-            hint = "call train_step on what your init returns, on its own, to see the traceback"
-        raise fail(
-            check, expected="the call to finish without an error", seen=seen, hint=hint
+            STEP_RUNS,
+            expected="the call to finish without an error",
+            seen=_clip(f"{type(err).__name__}: {err}".splitlines()[0]),
+            hint="params and opt_state hold arrays, and an array cannot be a static "
+            "argument: pass them as ordinary (traced) arguments; only graphdef, which holds "
+            "no arrays, may be static",
         ) from err
 
 
 def _grader_loop(init: Any, train_step: Any, model: Regressor, rate: float, batches: list):
     """The grader's own training loop: init, then train_step on every batch."""
-    result = call_learner("init runs", init, model, rate)
-    graphdef, params, opt_state = _unpack(
-        "init returns (graphdef, params, opt_state)", result, ("graphdef", "params", "opt_state")
-    )
+    result = call_learner(INIT_RUNS, init, model, rate, lesson=LESSON)
+    graphdef, params, opt_state = _unpack(INIT_RETURNS, result, ("graphdef", "params", "opt_state"))
     losses = []
     for x, y in batches:
         out = _call_train_step(train_step, graphdef, params, opt_state, x, y)
-        params, opt_state, loss = _unpack(
-            "train_step returns (params, opt_state, loss)", out, ("params", "opt_state", "loss")
-        )
+        params, opt_state, loss = _unpack(STEP_RETURNS, out, ("params", "opt_state", "loss"))
         losses.append(np.asarray(loss))
     return np.array(losses)
 
 
+@grader("13 frameworks", checks=CHECKS)
 def grade(init: Any, train_step: Any, fit: Any) -> None:
-    """Grade exercise 13: pytrees of arrays, compiled steps, numbers, and no recompilation."""
-    if jax.config.jax_disable_jit:  # checked quietly: no green tick before the stubs run
-        raise fail(
-            "jit is switched on",
-            expected="jax_disable_jit off, so jitted functions compile",
-            seen="jax_disable_jit is on: every jitted function runs op by op",
-            hint='remove jax.config.update("jax_disable_jit", True) and restart the kernel',
-        )
+    """Grade exercise 13: pytrees of arrays, compiled steps, numbers, and no recompilation.
+
+    Jit switched off before grading is caught by ``@grader``'s canary; switched off by the
+    learner's code, by the probe in the model (see :func:`_require_compiled_every_step`).
+    """
     rng = fresh_rng()
     draw = _draw(rng)
     rates, seeds = draw["rates"], draw["seeds"]
 
     # --- init: what goes into the step -----------------------------------------------
-    result = call_learner("init runs", init, _model(draw, seeds[0]), rates[0])
-    _, params, opt_state = _unpack(
-        "init returns (graphdef, params, opt_state)", result, ("graphdef", "params", "opt_state")
-    )
-    passed("init returns (graphdef, params, opt_state)")
-    require_pytree_of_arrays("params is a pytree of arrays", params, "params")
-    require_pytree_of_arrays("opt_state is a pytree of arrays", opt_state, "opt_state")
+    result = call_learner(INIT_RUNS, init, _model(draw, seeds[0]), rates[0], lesson=LESSON)
+    _, params, opt_state = _unpack(INIT_RETURNS, result, ("graphdef", "params", "opt_state"))
+    passed(INIT_RUNS)
+    passed(INIT_RETURNS)
+    require_pytree_of_arrays(PARAMS_ARRAYS, params, "params")
+    require_pytree_of_arrays(OPT_STATE_ARRAYS, opt_state, "opt_state")
     require(
-        "train_step is a jitted function",
+        STEP_JITTED,
         _is_jit_wrapper(train_step),
         expected="train_step wrapped by jax.jit (or nnx.jit, eqx.filter_jit)",
         seen=f"{type(train_step).__name__} {getattr(train_step, '__name__', '')}".strip(),
@@ -451,42 +495,32 @@ def grade(init: Any, train_step: Any, fit: Any) -> None:
     )
 
     # --- train_step, in the grader's own loop: three runs ------------------------------
-    compiled_check = "train_step runs the model in a compiled program at every step"
-    numbers_check = "train_step: losses match the reference"
-    compiles_check = "new models and learning rates compile nothing"
     for run in range(3):
         model = _model(draw, seeds[run])
         weights = model_weights(model)
         on_device, in_numpy = draw["batches"]()
         with count_compiles(ANY_FUNCTION) as everything, _probe() as seen:
             losses = _grader_loop(init, train_step, model, rates[run], on_device)
-        _require_compiled_every_step(compiled_check, seen, "train_step", on_device)
+        _require_compiled_every_step(STEP_COMPILED, seen, "train_step", on_device)
         want = reference_fit(weights, rates[run], in_numpy)
-        _require_losses(numbers_check, losses, want, STALE_HINT if run else NUMBERS_HINT)
+        _require_losses(STEP_NUMBERS, losses, want, STALE_HINT if run else NUMBERS_HINT)
         if run:
             where = f"in run {run + 1} (init plus {N_BATCHES} steps)"
-            _require_no_compiles(compiles_check, everything, where)
-    passed("train_step returns (params, opt_state, loss)")
-    passed(compiled_check)
-    passed(numbers_check)
-    passed(compiles_check)
+            _require_no_compiles(STEP_ONCE, everything, where)
+    for check in (STEP_RUNS, STEP_RETURNS, STEP_COMPILED, STEP_NUMBERS, STEP_ONCE):
+        passed(check)
 
     # --- fit: three runs -----------------------------------------------------------------
-    compiled_check = "fit runs the model in a compiled program, once per batch"
-    numbers_check = "fit: losses match the reference"
-    compiles_check = "more fits compile nothing"
     for run in range(3, 6):
         model = _model(draw, seeds[run])
         weights = model_weights(model)
         on_device, in_numpy = draw["batches"]()
         with count_compiles(ANY_FUNCTION) as everything, _probe() as seen:
-            losses = call_learner("fit runs", fit, model, rates[run], on_device)
-        _require_compiled_every_step(compiled_check, seen, "fit", on_device)
+            losses = call_learner(FIT_RUNS, fit, model, rates[run], on_device, lesson=LESSON)
+        _require_compiled_every_step(FIT_COMPILED, seen, "fit", on_device)
         want = reference_fit(weights, rates[run], in_numpy)
-        _require_losses(numbers_check, losses, want, STALE_HINT if run > 3 else NUMBERS_HINT)
+        _require_losses(FIT_NUMBERS, losses, want, STALE_HINT if run > 3 else NUMBERS_HINT)
         if run > 3:
-            _require_no_compiles(compiles_check, everything, f"in fit number {run - 2}")
-    passed(compiled_check)
-    passed(numbers_check)
-    passed(compiles_check)
-    all_passed("13 frameworks")
+            _require_no_compiles(FIT_ONCE, everything, f"in fit number {run - 2}")
+    for check in (FIT_RUNS, FIT_COMPILED, FIT_NUMBERS, FIT_ONCE):
+        passed(check)

@@ -102,8 +102,13 @@ def shorten(text: str, limit: int = 240) -> str:
     one_line = " ".join(str(text).split())
     if len(one_line) <= limit:
         return one_line
-    cut = one_line[:limit].rsplit(" ", 1)[0]
-    return cut.rstrip(",;:") + " …"
+    window = one_line[: limit + 1]  # a word that ends exactly at the limit stays whole
+    space = window.rfind(" ")
+    if space > 0:
+        cut = window[:space]
+    else:  # one token longer than the limit: cut after its last punctuation, if any
+        cut = window[: max(window.rfind(c) for c in ",;:([{=") + 1]
+    return (cut.rstrip(",;:") + " …").lstrip()
 
 
 # ----------------------------------------------------------------- calling the learner
@@ -195,24 +200,38 @@ def require_compiles(
 ) -> None:
     """Pass if ``count.compiles`` (a ``CompileCount``) is within the stated bounds.
 
-    ``what`` says what was counted ("compilations of padded_rms over 50 calls");
+    ``what`` says what was counted ("compilations of padded_rms over 50 calls"); after
+    the number 1 its first word reads in the singular ("exactly 1 compilation of ...").
     ``seen_extra`` adds what the grader found out about why (never JAX's closest-key
     guess alone, which can name the wrong cause).
     """
     n = count.compiles
-    bounds = []
+    bounds: list[tuple[str, int]] = []
     ok = True
     if exactly is not None:
-        bounds.append(f"exactly {exactly}")
+        bounds.append(("exactly", exactly))
         ok &= n == exactly
     if at_least is not None:
-        bounds.append(f"at least {at_least}")
+        bounds.append(("at least", at_least))
         ok &= n >= at_least
     if at_most is not None:
-        bounds.append(f"at most {at_most}")
+        bounds.append(("at most", at_most))
         ok &= n <= at_most
-    seen = f"{n} {what}" + (f"; {seen_extra}" if seen_extra else "")
-    require(check, ok, expected=f"{' and '.join(bounds)} {what}", seen=seen, hint=hint)
+    stated = " and ".join(f"{words} {bound}" for words, bound in bounds)
+    expected = f"{stated} {_counted(bounds[-1][1], what) if bounds else what}"
+    seen = f"{n} {_counted(n, what)}" + (f"; {seen_extra}" if seen_extra else "")
+    require(check, ok, expected=expected, seen=seen, hint=hint)
+
+
+_SINGULAR = {"compilations": "compilation", "compilation(s)": "compilation"}
+
+
+def _counted(number: int, what: str) -> str:
+    """``what`` as it reads after ``number``: its first word singular for 1."""
+    first, space, rest = what.partition(" ")
+    if number == 1:
+        first = _SINGULAR.get(first, first)
+    return first + space + rest
 
 
 def fresh_rng() -> np.random.Generator:
@@ -276,13 +295,13 @@ def require_jit_on(moment: str) -> None:
 
 
 def grader(title: str, checks: Sequence[str]) -> Callable[[F], F]:
-    from jitlab.instruments.counting import CounterLost
-
     """Declare a grading function: its title and every check it reports, in order.
 
     The wrapped function runs between two canary compilations, must report every
     declared check, and then reports itself complete to the runner.
     """
+    from jitlab.instruments.counting import CounterLost
+
     declared = (JIT_ON, *checks)
 
     def wrap(fn: F) -> F:
@@ -356,12 +375,3 @@ def require_buckets(
         seen=f"{len(sizes)} distinct sizes (the first: {sorted(sizes)[:8]})",
         hint="a bucket per length compiles once per length; round up to powers of two",
     )
-
-
-def all_passed(title: str) -> None:
-    """Transitional: the closing line of a grader not yet declared with :func:`grader`.
-
-    It reports completion without the canary or the declared-check list; every grader
-    moves to ``@grader`` (a test lists the ones left)."""
-    send_complete(title, ())
-    print(f"\nAll checks passed: {title}")

@@ -15,7 +15,8 @@ from flax import nnx
 
 from jitlab.course import load_course
 from jitlab.graders import frameworks
-from jitlab.grading import GradingFailure
+from jitlab.grading import JIT_ON, GradingFailure
+from jitlab.grading.verdict import Check
 
 ROOT = load_course().root
 
@@ -123,7 +124,9 @@ def test_reference_matches_the_exercise_slow_fit():
 
 def test_solution_passes(capsys):
     frameworks.grade(init, train_step, fit)
-    assert "All checks passed" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "All checks passed" in out
+    assert all(f"✓ {check}" in out for check in frameworks.grade.checks)
 
 
 def test_hand_written_sgd_with_a_static_structure_passes(capsys):
@@ -166,8 +169,24 @@ def test_unsolved_stubs_are_rejected(capsys):
 
     failure = grade_failure(stub, stub, stub)
     assert failure.check == "init runs"
-    assert "NotImplementedError" in failure.seen
-    assert "✓" not in capsys.readouterr().out  # no green tick for an untouched stub
+    assert "not solved yet" in failure.seen
+    assert "`jitlab hint 13`" in failure.hint
+    # The runner shows an untouched stub no green tick (the verdict is "not started"); the
+    # only tick printed here is the frame's own canary, before the learner's code runs.
+    assert Check(failure.check, passed=False, seen=failure.seen).not_started
+    ticks = [line for line in capsys.readouterr().out.splitlines() if "✓" in line]
+    assert ticks == [f"✓ {JIT_ON}"]
+
+
+def test_unsolved_step_is_rejected_with_the_full_hint_command():
+    @jax.jit
+    def stub_step(graphdef, params, opt_state, x, y):
+        raise NotImplementedError
+
+    failure = grade_failure(init, stub_step, loop_with(init, stub_step))
+    assert failure.check == "train_step runs"
+    assert "not solved yet" in failure.seen
+    assert "`jitlab hint 13`" in failure.hint
 
 
 def test_the_inherited_nnx_loop_is_rejected_for_returning_objects():
@@ -294,7 +313,8 @@ def test_disabled_jit_is_rejected():
         failure = grade_failure(init, train_step, fit)
     finally:
         jax.config.update("jax_disable_jit", False)
-    assert failure.check == "jit is switched on"
+    assert failure.check == JIT_ON
+    assert "jit is switched off" in failure.seen
 
 
 def test_jit_disabled_inside_fit_is_rejected():
@@ -303,9 +323,51 @@ def test_jit_disabled_inside_fit_is_rejected():
             return fit(model, learning_rate, batches)
 
     failure = grade_failure(init, train_step, unjitted_fit)
-    assert failure.check == "fit runs the model in a compiled program, once per batch"
-    assert "outside any compiled program" in failure.seen
+    assert failure.check == JIT_ON
+    assert "jit was switched off" in failure.seen and "while fit ran" in failure.seen
     assert "disable_jit" in failure.hint
+
+
+def test_jit_switched_off_by_config_inside_fit_is_rejected():
+    def switching_fit(model, learning_rate, batches):
+        jax.config.update("jax_disable_jit", True)
+        return fit(model, learning_rate, batches)
+
+    try:
+        failure = grade_failure(init, train_step, switching_fit)
+    finally:
+        jax.config.update("jax_disable_jit", False)
+    assert failure.check == JIT_ON
+    assert "jit was switched off" in failure.seen and "while fit ran" in failure.seen
+
+
+def test_jit_switched_off_by_init_is_rejected_in_the_graders_own_loop():
+    """init leaves jit off: the grader's own calls of train_step run op by op."""
+
+    def switching_init(model, learning_rate):
+        jax.config.update("jax_disable_jit", True)
+        return init(model, learning_rate)
+
+    try:
+        failure = grade_failure(switching_init, train_step, loop_with(switching_init, train_step))
+    finally:
+        jax.config.update("jax_disable_jit", False)
+    assert failure.check == JIT_ON
+    assert "while train_step ran" in failure.seen
+
+
+def test_model_called_outside_the_step_is_rejected():
+    """Every batch goes through the step, but fit also calls the model eagerly."""
+
+    def peeking_fit(model, learning_rate, batches):
+        losses = fit(model, learning_rate, batches)
+        mse(model, *batches[0])  # outside any compiled program, jit on
+        return losses
+
+    failure = grade_failure(init, train_step, peeking_fit)
+    assert failure.check == "fit runs the model in a compiled program, once per batch"
+    assert "outside any compiled program 1 time(s)" in failure.seen
+    assert "disable_jit" not in failure.hint  # jit was on: the hint says what happened
 
 
 def test_loop_that_never_calls_the_step_is_rejected():

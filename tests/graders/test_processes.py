@@ -18,7 +18,7 @@ import pytest
 
 from jitlab import multiprocess
 from jitlab.graders import processes
-from jitlab.grading import GradingFailure
+from jitlab.grading import JIT_ON, GradingFailure
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,7 +83,9 @@ def train_step(w, batch, lr):
 
 def test_solution_passes(tmp_path, capsys):
     processes.grade(*exercise_cell(tmp_path, ROOT / "solutions" / "14_processes.py"))
-    assert "All checks passed" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "All checks passed" in out
+    assert all(f"✓ {check}" in out for check in processes.grade.checks)
 
 
 def test_weights_in_a_tuple_and_jit_applied_by_assignment_pass(tmp_path):
@@ -131,9 +133,10 @@ def test_weights_in_a_tuple_and_jit_applied_by_assignment_pass(tmp_path):
 
 
 def test_rejects_unsolved_stub(tmp_path):
-    with pytest.raises(GradingFailure, match="runs in every process") as info:
+    with pytest.raises(GradingFailure, match="make_global_batch runs in every process") as info:
         processes.grade(*exercise_cell(tmp_path, ROOT / "exercises" / "14_processes.py"))
     assert "not solved yet" in info.value.seen
+    assert "`jitlab hint 14`" in info.value.hint
 
 
 def test_rejects_the_global_shape_inferred_per_process(tmp_path):
@@ -373,8 +376,38 @@ def test_rejects_a_decoy_call_to_a_jitted_function(tmp_path):
 
 def test_rejects_jit_disabled_in_the_notebook(tmp_path):
     make_global_batch, train_step = cell(tmp_path, PADDED_BATCH, MASKED_STEP)
-    with jax.disable_jit(), pytest.raises(GradingFailure, match="jit is switched on"):
+    with jax.disable_jit(), pytest.raises(GradingFailure, match=JIT_ON) as info:
         processes.grade(make_global_batch, train_step)
+    assert "jit is switched off" in info.value.seen
+
+
+def test_rejects_jit_disabled_by_config_in_the_notebook(tmp_path):
+    make_global_batch, train_step = cell(tmp_path, PADDED_BATCH, MASKED_STEP)
+    jax.config.update("jax_disable_jit", True)
+    try:
+        with pytest.raises(GradingFailure, match=JIT_ON) as info:
+            processes.grade(make_global_batch, train_step)
+    finally:
+        jax.config.update("jax_disable_jit", False)
+    assert "jit is switched off" in info.value.seen
+
+
+def test_rejects_a_train_step_that_runs_under_disable_jit(tmp_path):
+    # A Python train_step that calls a jitted step inside `with jax.disable_jit():`.
+    make_global_batch, train_step = cell(
+        tmp_path,
+        PADDED_BATCH,
+        MASKED_STEP.replace("def train_step(", "def _jitted_step("),
+        """
+        def train_step(w, batch, lr):
+            with jax.disable_jit():
+                return _jitted_step(w, batch, lr)
+        """,
+    )
+    with pytest.raises(GradingFailure, match=JIT_ON) as info:
+        processes.grade(make_global_batch, train_step)
+    assert "switches jit off" in info.value.seen
+    assert "disable_jit" in info.value.hint
 
 
 def test_rejects_jit_disabled_in_the_workers(tmp_path):
@@ -387,10 +420,59 @@ def test_rejects_jit_disabled_in_the_workers(tmp_path):
         ),
         MASKED_STEP,
     )
-    with pytest.raises(GradingFailure, match="compiles exactly once") as info:
+    with pytest.raises(GradingFailure, match=JIT_ON) as info:
         processes.grade(make_global_batch, train_step)
-    assert info.value.seen.startswith("process 0: 0, process 1: 0")
+    assert "jit is switched off" in info.value.seen and "at step 0" in info.value.seen
     assert "jax_disable_jit" in info.value.hint
+
+
+def test_rejects_jit_disabled_on_one_process_at_one_step(tmp_path):
+    # Process 1 leaves a jax.disable_jit() context open at step 3 only and closes it at
+    # the next call: one compilation per process, and the numbers still match, but step
+    # 3 ran op by op there. The processes stop together: no hang, and the verdict names
+    # the process and the step.
+    make_global_batch, train_step = cell(
+        tmp_path,
+        """
+        _calls = []
+        _open = []
+        """,
+        PADDED_BATCH.replace(
+            "    n = len(y)\n",
+            "    n = len(y)\n"
+            "    _calls.append(n)\n"
+            "    if _open:\n"
+            "        _open.pop().__exit__(None, None, None)\n"
+            "    if len(_calls) == 4 and jax.process_index() == 1:\n"
+            "        _open.append(jax.disable_jit())\n"
+            "        _open[-1].__enter__()\n",
+        ),
+        MASKED_STEP,
+    )
+    with pytest.raises(GradingFailure, match=JIT_ON) as info:
+        processes.grade(make_global_batch, train_step)
+    assert "(process 1, at step 3," in info.value.seen
+    assert "jit is switched off" in info.value.seen
+
+
+def test_rejects_monitoring_listeners_emptied_in_the_workers(tmp_path):
+    # Only in the workers (more than one process), while the steps run: the notebook's
+    # canary cannot see it; the workers' counter and canary do.
+    make_global_batch, train_step = cell(
+        tmp_path,
+        PADDED_BATCH.replace(
+            "    n = len(y)\n",
+            "    n = len(y)\n"
+            "    if jax.process_count() > 1:\n"
+            "        from jax._src import monitoring\n"
+            "\n"
+            "        monitoring._event_duration_secs_listeners.clear()\n",
+        ),
+        MASKED_STEP,
+    )
+    with pytest.raises(GradingFailure, match=JIT_ON) as info:
+        processes.grade(make_global_batch, train_step)
+    assert "monitoring listeners were removed" in info.value.seen
 
 
 def test_rejects_a_cell_that_uses_the_notebooks_variables(tmp_path):

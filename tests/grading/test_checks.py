@@ -1,0 +1,256 @@
+"""The building blocks of the graders: the ``@grader`` frame every grader uses, its canary,
+the compile-count check and the shortening of JAX's text."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import re
+import types
+
+import jax
+import pytest
+
+import jitlab.graders
+import jitlab.grading
+from jitlab.course import load_course
+from jitlab.grading import (
+    JIT_ON,
+    GradingFailure,
+    grader,
+    passed,
+    require_compiles,
+    require_jit_on,
+    shorten,
+)
+from jitlab.learner.check import code_cells
+
+COURSE = load_course()
+GRADER_MODULES = sorted(
+    info.name for info in pkgutil.iter_modules(jitlab.graders.__path__) if not info.ispkg
+)
+PUBLIC_GRADER_MODULES = [name for name in GRADER_MODULES if not name.startswith("_")]
+
+
+def _module(name: str) -> types.ModuleType:
+    return importlib.import_module(f"jitlab.graders.{name}")
+
+
+def _grading_functions(module: types.ModuleType) -> dict[str, object]:
+    """The module's own public ``grade`` and ``grade_*`` functions."""
+    return {
+        name: value
+        for name, value in vars(module).items()
+        if re.fullmatch(r"grade(_\w+)?", name)
+        and callable(value)
+        and getattr(value, "__module__", "") == module.__name__
+    }
+
+
+# --- every grader is declared with @grader -------------------------------------------
+
+
+@pytest.mark.parametrize("name", PUBLIC_GRADER_MODULES)
+def test_every_grading_function_is_declared_with_grader(name):
+    """``@grader`` runs the canaries, requires every declared check, and reports the run
+    complete: a grading function without it would do none of that."""
+    functions = _grading_functions(_module(name))
+    assert functions, f"jitlab.graders.{name} has no grade* function"
+    for function_name, function in functions.items():
+        checks = getattr(function, "checks", None)
+        assert checks is not None, f"{name}.{function_name} is not decorated with @grader"
+        assert isinstance(checks, tuple) and checks[0] == JIT_ON
+
+
+@pytest.mark.parametrize("name", PUBLIC_GRADER_MODULES)
+def test_check_names_are_fixed_strings_without_numbers(name):
+    """Numbers belong in expected/seen: a check's name is the same in every run."""
+    for function_name, function in _grading_functions(_module(name)).items():
+        checks = function.checks
+        assert all(isinstance(check, str) and check for check in checks)
+        assert len(set(checks)) == len(checks), f"{name}.{function_name} repeats a check"
+        numbered = [check for check in checks if re.search(r"\d", check)]
+        assert not numbered, f"{name}.{function_name}: numbers in check names {numbered}"
+
+
+@pytest.mark.parametrize("exercise", COURSE.exercises, ids=lambda e: e.slug)
+def test_grader_cells_call_only_declared_graders(exercise):
+    """What a grader cell calls on its grader module is a function declared with @grader."""
+    for cell in (c for c in code_cells(exercise.source.read_text()) if c.is_grader):
+        (module_name,) = re.findall(r"^from jitlab\.graders import (\w+)", cell.source, re.M)
+        module = _module(module_name)
+        called = re.findall(rf"\b{module_name}\.(\w+)\(", cell.source)
+        assert called, f"{exercise.source.name}:{cell.line} calls no grader"
+        for function_name in called:
+            function = getattr(module, function_name)
+            assert hasattr(function, "checks"), (
+                f"{exercise.source.name}:{cell.line}: {module_name}.{function_name} is not "
+                "declared with @grader"
+            )
+
+
+def test_the_transitional_all_passed_is_gone():
+    assert not hasattr(jitlab.grading, "all_passed")
+    assert not hasattr(importlib.import_module("jitlab.grading.checks"), "all_passed")
+    for name in GRADER_MODULES:
+        assert "all_passed" not in inspect.getsource(_module(name)), name
+
+
+# --- the frame ----------------------------------------------------------------------
+
+
+def test_a_grader_that_skips_a_declared_check_does_not_complete(capsys):
+    @grader("toy", checks=("first", "second"))
+    def grade_toy() -> None:
+        passed("first")
+
+    with pytest.raises(TypeError, match="never reported \\['second'\\]"):
+        grade_toy()
+    assert "All checks passed" not in capsys.readouterr().out
+
+
+def test_a_grader_that_reports_an_undeclared_check_fails_loudly():
+    @grader("toy", checks=("first",))
+    def grade_toy() -> None:
+        passed("first")
+        passed("something else")
+
+    with pytest.raises(TypeError, match="undeclared check 'something else'"):
+        grade_toy()
+
+
+def test_a_grader_that_reports_every_check_completes(capsys):
+    @grader("toy", checks=("first",))
+    def grade_toy() -> None:
+        passed("first")
+
+    grade_toy()
+    out = capsys.readouterr().out
+    assert f"✓ {JIT_ON}" in out and "✓ first" in out and "All checks passed: toy" in out
+    assert grade_toy.checks == (JIT_ON, "first")
+
+
+# --- the canary ---------------------------------------------------------------------
+
+
+def test_canary_passes_with_jit_on(capsys):
+    require_jit_on("now")
+    assert f"✓ {JIT_ON}" in capsys.readouterr().out
+
+
+def test_canary_fails_under_disable_jit_and_says_jit_is_off():
+    with jax.disable_jit(), pytest.raises(GradingFailure) as caught:
+        require_jit_on("now")
+    assert caught.value.check == JIT_ON
+    assert "jit is switched off" in caught.value.seen
+    assert "disable_jit" in caught.value.hint
+
+
+def test_canary_fails_with_jit_switched_off_by_config():
+    jax.config.update("jax_disable_jit", True)
+    try:
+        with pytest.raises(GradingFailure) as caught:
+            require_jit_on("now")
+    finally:
+        jax.config.update("jax_disable_jit", False)
+    assert caught.value.check == JIT_ON
+    assert "jit is switched off" in caught.value.seen
+
+
+def test_canary_fails_when_jax_jit_was_replaced(monkeypatch):
+    monkeypatch.setattr(jax, "jit", lambda fn, **_: fn)  # "jit" that compiles nothing
+    with pytest.raises(GradingFailure) as caught:
+        require_jit_on("now")
+    assert caught.value.check == JIT_ON
+    assert "0 trace(s) and 0 compilation(s)" in caught.value.seen
+
+
+def test_a_grader_run_with_jit_off_fails_before_the_learners_code_runs():
+    ran = []
+
+    @grader("toy", checks=("first",))
+    def grade_toy() -> None:
+        ran.append(True)
+        passed("first")
+
+    with jax.disable_jit(), pytest.raises(GradingFailure, match=JIT_ON):
+        grade_toy()
+    assert not ran
+
+
+# --- require_compiles ---------------------------------------------------------------
+
+
+def _count(compiles: int) -> types.SimpleNamespace:
+    return types.SimpleNamespace(compiles=compiles)
+
+
+def test_require_compiles_reads_well_for_one():
+    with pytest.raises(GradingFailure) as caught:
+        require_compiles(
+            "once", _count(2), exactly=1, what="compilations of f over 5 calls", hint="h"
+        )
+    assert caught.value.expected == "exactly 1 compilation of f over 5 calls"
+    assert caught.value.seen == "2 compilations of f over 5 calls"
+
+
+def test_require_compiles_reads_well_for_one_seen_and_for_the_hedged_noun():
+    with pytest.raises(GradingFailure) as caught:
+        require_compiles(
+            "twice", _count(1), at_least=2, what="compilation(s) for 3 calls", hint="h"
+        )
+    assert caught.value.expected == "at least 2 compilation(s) for 3 calls"
+    assert caught.value.seen == "1 compilation for 3 calls"
+    with pytest.raises(GradingFailure) as caught:
+        require_compiles("none", _count(3), at_most=1, what="compilation(s) for 3 calls", hint="h")
+    assert caught.value.expected == "at most 1 compilation for 3 calls"
+
+
+def test_require_compiles_combines_bounds_and_adds_what_was_found(capsys):
+    with pytest.raises(GradingFailure) as caught:
+        require_compiles(
+            "some",
+            _count(5),
+            at_least=1,
+            at_most=3,
+            what="compilations of g",
+            hint="h",
+            seen_extra="each new length compiled",
+        )
+    assert caught.value.expected == "at least 1 and at most 3 compilations of g"
+    assert caught.value.seen == "5 compilations of g; each new length compiled"
+    require_compiles("some", _count(2), at_least=1, at_most=3, what="compilations", hint="h")
+    assert "✓ some" in capsys.readouterr().out
+
+
+# --- shorten ------------------------------------------------------------------------
+
+EXPLANATION = (
+    "TRACING CACHE MISS at f:12 because:\n  for call at g:3 the static argument "
+    "config differs: was Static(val=0.001234) and now Static(val=0.002468), "
+    "and the key of the closest earlier call differs in 2 more places"
+)
+
+
+def test_shorten_keeps_short_text_whole_on_one_line():
+    assert shorten("a  b\n  c") == "a b c"
+    assert shorten(EXPLANATION, 1000) == " ".join(EXPLANATION.split())
+
+
+@pytest.mark.parametrize("limit", range(20, len(EXPLANATION), 3))
+def test_shorten_cuts_at_a_word_boundary_never_inside_a_number(limit):
+    one_line = " ".join(EXPLANATION.split())
+    short = shorten(EXPLANATION, limit)
+    assert short.endswith(" …") and len(short) <= limit + 2
+    words, kept = one_line.split(" "), short.removesuffix(" …").split(" ")
+    # Every word kept is a whole word of the text (the last one without a trailing comma),
+    # so no value is cut short, as "Static(val=0.00" would be.
+    assert kept[:-1] == words[: len(kept) - 1]
+    assert kept[-1] == words[len(kept) - 1].rstrip(",;:")
+
+
+def test_shorten_never_cuts_one_long_token_mid_number():
+    short = shorten("Static(val=0.0012345678901234567890)", 20)
+    assert short == "Static(val= …"
+    assert shorten("1234567890" * 5, 20) == "…"
