@@ -25,6 +25,7 @@ _EXPORTS = {
     "ANY_FUNCTION": "jitlab.instruments.counting",
     "CompileCount": "jitlab.instruments.counting",
     "count_compiles": "jitlab.instruments.counting",
+    "miss_reason": "jitlab.instruments.counting",
     "CallTimes": "jitlab.instruments.timing",
     "format_table": "jitlab.instruments.timing",
     "median_seconds": "jitlab.instruments.timing",

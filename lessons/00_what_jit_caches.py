@@ -48,7 +48,7 @@
 #         jax.disable_jit() runs a jitted function that way too, so it still compiles.
 #       - Count compilations for the function under study only (helpers such as
 #         jnp.ones compile too), and know the counter's blind spots (inner jitted
-#         functions, transforms of a jitted function, pmap, silenced explanations).
+#         functions, transforms of a jitted function, pmap, functions defined inside JAX).
 #       - JAX dispatches asynchronously; time with jax.block_until_ready on the output,
 #         or you time the queue, not the work.
 #     instructor_notes:
@@ -610,9 +610,10 @@ assert off_all.compiles >= 3, "disable_jit still compiles each operation"
 #    recompiled in the sense of this course.
 # 4. **`jax.pmap`** compiles under the name `_fun`, so counting the mapped function by
 #    name sees nothing.
-# 5. **Explanations can be missing**: JAX writes them to the `"jax"` logger, so an
-#    application that silences it gets none; and JAX never explains misses of functions
-#    defined inside JAX itself or Python's standard library.
+# 5. **Explanations can be missing**: JAX never explains misses of functions defined
+#    inside JAX itself or Python's standard library. (JAX writes explanations to the
+#    `"jax"` logger; an application that silences it would lose them, so the counter
+#    lowers that logger to WARNING while it counts, and puts it back afterwards.)
 
 # %%
 body_runs = []
@@ -703,7 +704,8 @@ blind["5. explanations"] = (
     f"silenced: {n_quiet.traces} traces, {len(n_quiet.explanations)} explanations; "
     f"jnp.maximum: {n_maximum.traces} traces, {len(n_maximum.explanations)}"
 )
-assert n_quiet.traces == 2 and n_quiet.explanations == []
+assert n_quiet.traces == 2 and len(n_quiet.explanations) == 2  # kept while counting
+assert jax_logger.level == level  # and the application's setting is back
 assert n_maximum.traces == 2 and n_maximum.explanations == []
 
 jitlab.print_table(

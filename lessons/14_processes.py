@@ -162,7 +162,7 @@ def train(worker, step_fn, make_batch, check=False, **static):
         traces=n.traces,
         compiles=n.compiles,
         compile_s=n.total_seconds,
-        reasons=[jitlab.counting.miss_reason(e) for e in n.explanations],
+        reasons=[jitlab.miss_reason(e) for e in n.explanations],
         program=program_id(step_fn, w, *batch, **static),
     )
 

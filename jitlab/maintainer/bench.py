@@ -13,24 +13,36 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from jitlab.course.manifest import Course
-from jitlab.instruments.environment import environment, machine_id
 from jitlab.instruments.measurements import MEASUREMENTS_ENV
 from jitlab.notebooks.pipeline import execute
 
 CELL_TIMEOUT_S = 300
 
 
-def results_name() -> str:
-    """``<machine>-jax-<release>``: one results file per machine and JAX release."""
-    release = str(environment()["jax"]).replace(".", "_")
-    return f"{machine_id()}-jax-{release}"
+def measured_environment(python: str) -> tuple[dict[str, Any], str]:
+    """The machine report and the results file's name, as the interpreter that runs the
+    lessons sees them (its JAX release, its devices)."""
+    probe = (
+        "import json; from jitlab.instruments.environment import environment, machine_id; "
+        "print(json.dumps({'environment': environment(), 'machine': machine_id()}))"
+    )
+    done = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True)
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    release = str(found["environment"]["jax"]).replace(".", "_")
+    return found["environment"], f"{found['machine']}-jax-{release}"
 
 
-def run_bench(course: Course, keys: list[str], out_dir: Path) -> int:
+def run_bench(course: Course, keys: list[str], out_dir: Path, *, python: str | None = None) -> int:
+    """Run the lessons (with ``python``, e.g. a release environment of ``make matrix``)."""
+    python = python or sys.executable
+    env_report, name = measured_environment(python)
     chosen = [course.lesson(key) for key in keys] if keys else list(course.lessons)
     with tempfile.TemporaryDirectory(prefix="jitlab-bench-") as scratch:
         measurements = Path(scratch) / "measurements.jsonl"
@@ -43,6 +55,7 @@ def run_bench(course: Course, keys: list[str], out_dir: Path) -> int:
             course=course,
             cell_timeout_s=CELL_TIMEOUT_S,
             env={MEASUREMENTS_ENV: str(measurements)},
+            python=python,
         )
         records = [json.loads(line) for line in measurements.read_text().splitlines() if line]
     failures = {
@@ -51,9 +64,9 @@ def run_bench(course: Course, keys: list[str], out_dir: Path) -> int:
         if (run := done.runs.get(item.path)) is not None
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / f"{results_name()}.json"
+    target = out_dir / f"{name}.json"
     payload = {
-        "environment": environment(),
+        "environment": env_report,
         "generated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "lessons": [item.slug for item in chosen],
         "failed_cells": {slug: cells for slug, cells in failures.items() if cells},

@@ -93,7 +93,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     course = load_course()
     out = Path(args.out) if args.out else course.root / "results" / "machines"
-    return run_bench(course, args.lesson, out)
+    python = None
+    if args.release:
+        from jitlab.maintainer.matrix import release_python
+
+        python = release_python(args.release, course.build_dir, echo=_say)
+    return run_bench(course, args.lesson, out, python=python)
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
@@ -144,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="re-run every lesson's timed experiments")
     bench.add_argument("lesson", nargs="*", help="lesson slugs or numbers (default: all)")
     bench.add_argument("--out", default=None, help="folder (default results/machines)")
+    bench.add_argument("--release", default=None, help="run under this JAX release instead")
 
     matrix = sub.add_parser("matrix", help="run lessons and solutions under several JAX releases")
     matrix.add_argument("--release", action="append", help="a JAX release (repeatable)")
