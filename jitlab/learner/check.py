@@ -172,8 +172,10 @@ def check_file(
     *,
     course: Course | None = None,
     cell_timeout_s: int = DEFAULT_CELL_TIMEOUT_S,
+    in_process: bool = False,
 ) -> Verdict:
-    """Run one exercise (or solution) file and return its verdict."""
+    """Run one exercise (or solution) file and return its verdict (``in_process``: run
+    pytest in this process, as the command-line runner does to answer sooner)."""
     course = course or load_course()
     path = Path(path).resolve()
     shown = relative(path, course)
@@ -206,6 +208,7 @@ def check_file(
             stop_at_first_failure=True,
             transform=add_preamble,
             forget_notebooks=True,
+            in_process=in_process,
         )
         reports: dict[int, GraderRun] = {}
         for index, token in tokens.items():

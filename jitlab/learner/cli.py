@@ -131,7 +131,10 @@ def cmd_check(args: argparse.Namespace, course: Course) -> int:
         _say(f"no file {args.exercise}")
         return BAD_INPUT
     _say(f"checking {path.name} ...")
-    verdict = check_file(path, course=course, cell_timeout_s=args.timeout)
+    # pytest runs in this process (one Python start-up fewer), except under a test
+    # session of our own, where a nested pytest would share its plugins.
+    nested = "PYTEST_CURRENT_TEST" in os.environ
+    verdict = check_file(path, course=course, cell_timeout_s=args.timeout, in_process=not nested)
     if verdict.passed:
         verdict = dataclasses.replace(verdict, next_step=_next_step(course, exercise))
     _say(format_verdict(verdict, width=_width(), color=_color()))

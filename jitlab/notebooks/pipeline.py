@@ -217,11 +217,13 @@ def execute(
     forget_notebooks: bool = False,
     env: dict[str, str] | None = None,
     python: str | None = None,
+    in_process: bool = False,
 ) -> Execution:
     """Convert ``sources`` into ``work`` and run them under nbval; records go to ``record``.
 
     ``python`` runs pytest with another interpreter (the release matrix does, with an
     older JAX); the kernels use that interpreter too (``--nbval-current-env``).
+    ``in_process`` runs pytest in this process instead of a new one (the runner does).
     """
     course = course or load_course()
     notebooks = convert(sources, work, course=course, transform=transform)
@@ -240,20 +242,48 @@ def execute(
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",  # only nbval and the recorder: faster start
         **(env or {}),
     }
-    completed = subprocess.run(
-        command,
-        cwd=course.root,
-        env=run_env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    if python is None and in_process:
+        returncode, output = _pytest_here(command[3:], course.root, run_env)
+    else:
+        completed = subprocess.run(
+            command,
+            cwd=course.root,
+            env=run_env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        returncode, output = completed.returncode, completed.stdout
     runs = {}
     for source in sources:
         found = record / source.parent.name / f"{source.stem}.json"
         if found.exists():
             runs[source] = read_run(found)
-    return Execution(runs=runs, returncode=completed.returncode, output=completed.stdout)
+    return Execution(runs=runs, returncode=returncode, output=output)
+
+
+def _pytest_here(arguments: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
+    """Run pytest in this process: the learner's runner saves a Python start-up and the
+    imports it already made (jupytext, nbformat). The kernel is still a fresh process,
+    so the learner's code runs exactly as under CI."""
+    import contextlib
+    import io
+
+    import pytest
+
+    saved_env, saved_cwd = dict(os.environ), Path.cwd()
+    output = io.StringIO()
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+            code = int(pytest.main(arguments))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        os.chdir(saved_cwd)
+    return code, output.getvalue()
 
 
 EXECUTED = "executed"

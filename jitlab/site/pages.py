@@ -327,8 +327,8 @@ def quote(arguments: str) -> str:
             text = output.get("text") or output.get("data", {}).get("text/plain", "")
             for line in ("".join(text) if isinstance(text, list) else text).splitlines():
                 if wanted in line:
-                    shown = " ".join(line.strip().lstrip("*").split())
-                    return "`" + shown.replace("`", "'") + "`"
+                    shown = " ".join(line.split("https://")[0].strip().lstrip("*").split())
+                    return "`" + shown.replace("`", "'").replace("|", "\\|") + "`"
     raise ValueError(f"cheat sheet: no output line of lesson {slug!r} contains {wanted!r}")
 
 
