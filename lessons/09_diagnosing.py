@@ -1413,7 +1413,7 @@ def split_report(params, splits, bundle=make_batch):
     return report
 
 
-# --- our data --------------------------------------------------------------------------
+# --- our data ------------------------------------------------------------------------
 SPLITS = {"validation": (XS[:200], YS[:200]), "held_out": (XS[200:300], YS[200:300])}
 CALLS = [  # (rows, the weight's Python type) of each call split_report makes
     (len(batch.x), type(split_weight(name)).__name__)

@@ -548,7 +548,11 @@ def differences(new: Signature, old: Signature) -> list[Difference]:
             continue
         sig, other = (new, old) if in_new else (old, new)
         parent = sig.nodes[path][0]
-        if parent is None or (parent in other.nodes and other.nodes[parent][1] != "leaf"):
+        # a child is named when its parent is the same kind of node in both (a key
+        # missing from a dict); under a parent that changed kind, the parent says it all
+        if parent is None or (
+            parent in other.nodes and other.nodes[parent][1] == sig.nodes[parent][1]
+        ):
             if parent is None and path in new.statics.keys() | old.statics.keys():
                 continue  # an argument that went from static to traced: named above
             if in_new:

@@ -267,3 +267,18 @@ def test_two_classes_with_one_name_are_two_structures():
     assert [m.causes for m in record.recompiles] == [["pytree"], ["pytree"]]
     (difference,) = record.recompiles[-1].differences
     assert difference.where == "batch" and "another class, same name" in difference.now
+
+
+def test_a_subtree_that_replaces_none_is_one_difference():
+    """None, then a dict of three arrays: one structure difference at the node, not one
+    more per new leaf (lesson 11's momentum state)."""
+    with watch() as doctor:
+
+        @jax.jit
+        def carry(state):
+            return state["avg"] + 1
+
+        carry({"avg": jnp.zeros(()), "velocity": None})
+        carry({"avg": jnp.zeros(()), "velocity": {"a": jnp.ones(2), "b": jnp.ones(3)}})
+    (miss,) = doctor.report().function("carry").recompiles
+    assert [(d.part, d.where) for d in miss.differences] == [("structure", "state['velocity']")]
