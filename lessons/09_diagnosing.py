@@ -1450,6 +1450,8 @@ for miss in record.recompiles:
     assert ("shape" in miss.causes) == (rows not in {r for r, _ in earlier})
     assert ("weak_type" in miss.causes) == (weight_type not in {t for _, t in earlier})
     assert miss.jax_causes == ["pytree"]  # JAX names the structure, and only that
+    assert miss.call_site.endswith("in split_report")  # where their code made the call
+assert "tree          o" + "t" * (len(CALLS) - 1) in str(report)  # the timeline's row
 (weight_change,) = [
     d for m in record.recompiles for d in m.differences if d.where == "weight"
 ]

@@ -994,6 +994,8 @@ assert "re-tracing function train_step" in str(caught)
 
 # %%
 print(fix1["doctor"].text(timelines=1))
+fix1_misses = fix1["doctor"].function("train_step").recompiles
+assert all(m.jax_causes == ["pytree"] for m in fix1_misses)  # JAX: the pytree only
 
 # %% [markdown]
 # Three causes, each with its lesson, where JAX's explanations named only the pytree
@@ -1042,6 +1044,8 @@ for label, (report, count) in DOCTOR_RUNS.items():
         lessons.add("08 closures_and_globals")
     assert report.lessons(record.name) == lessons, (label, report.lessons(record.name))
 jitlab.print_table(doctor_rows)
+fix5_causes = fix5["doctor"].causes("train_step")
+assert fix5_causes == {"shape": len(buckets_used) - 1}  # one program per bucket
 
 # %% [markdown]
 # Every cause that made the step compile again is named, with the lesson that fixes
