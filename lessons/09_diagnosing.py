@@ -11,7 +11,7 @@
 #     name: python3
 #   jitlab:
 #     title: Diagnosing a recompilation in code you did not write
-#     fix: "log_compiles, explain_cache_misses, no_tracing, trace-count guards in tests"
+#     fix: "log_compiles, explain_cache_misses, no_tracing, trace-count guards in tests, jitlab doctor"
 #     questions:
 #       - A program compiles more often than it should. Which function, and why?
 #       - How do I read JAX's cache-miss explanations, and when do they mislead?
@@ -27,9 +27,11 @@
 #         fast path rather than tracing, and a test with chex.assert_max_traces.
 #       - Compare two traces with jax.make_jaxpr.
 #       - Record compile time per function in a long job with a jax.monitoring listener.
+#       - Run jitlab doctor on code you did not write, read each cause and lesson it
+#         names, and set a compile budget that fails with the reasons.
 #     prerequisites:
 #       lessons: [what_jit_caches, shapes, dtypes, python_scalars, pytree_structure, control_flow, static_arguments, functions_as_arguments, closures_and_globals]
-#     minutes: {teaching: 30, exercises: 15}
+#     minutes: {teaching: 35, exercises: 15}
 #     keypoints:
 #       - jax.log_compiles says that a function compiled, and with which shapes and
 #         types. The tracing, lowering and XLA lines carry a time; the "Compiling" line
@@ -64,6 +66,16 @@
 #         the function that compiles too often in a long job.
 #       - Two classes with the same name are different pytree node types; define
 #         containers once, at module level.
+#       - jitlab doctor (jitlab doctor -- python train.py, or jitlab.doctor.watch()
+#         around a block) names, for every miss of every jitted function, each part of
+#         the cache key that changed, the call site and the lesson with the fix. JAX's
+#         explanation names one kind of difference; the doctor names them all.
+#       - The doctor explains only functions jitted while it watches, because it wraps
+#         jax.jit; it counts the others by name. In a notebook, call
+#         jitlab.doctor.install() (or %load_ext jitlab) before the code is defined.
+#       - A compile budget (--max-compiles NAME=N, watch(["NAME=N"]) then
+#         doctor.check(), or @pytest.mark.max_compiles) turns an extra compilation into
+#         a failure that says why.
 #     instructor_notes:
 #       - Run the worked diagnosis live, and ask the room to predict the cause from the
 #         code before showing any tool; almost nobody spots the class defined inside
@@ -80,6 +92,12 @@
 #         which depends on what the process has run before; the cell says so.
 #       - The timings of the fast-path cells move a lot on a busy laptop; the assertions
 #         are on the guard's behaviour and on ratios with a wide margin.
+#       - Before running the doctor on split_report, ask the room for its causes. Most
+#         find the namedtuple (they have just seen it) and the short batches; few see
+#         the int 2 against the float 1.0. Then read one "JAX says" line aloud, where
+#         JAX names only the pytree, next to the doctor's verdict.
+#       - "jitlab.doctor.install() is counted: running its cell twice needs two
+#         uninstall() calls. Run the doctor section from its first cell to its last."
 # ---
 # %% [markdown]
 # # 09 · Diagnosing a recompilation in code you did not write
@@ -107,6 +125,7 @@ import time
 import chex
 import jax
 import jax.numpy as jnp
+import jitlab.doctor
 import matplotlib.pyplot as plt
 import numpy as np
 from jax import monitoring
@@ -1313,11 +1332,194 @@ else:
 chex.clear_trace_counter()
 
 # %% [markdown]
+# ## The doctor on code you did not write
+#
+# Steps 1 to 4 took four tools and some careful reading, and each explanation named one
+# difference per miss. The course's own tool, `jitlab doctor`, does the first three
+# steps in one run. For every jitted function it reports the calls, traces and
+# compilations, and the seconds they cost. For every miss it names **every** part of
+# the cache key that changed, the line that made the call, and the lesson that teaches
+# the fix. It decides from its own record of each call's arguments; JAX's explanation
+# is shown next to its verdict, as a second opinion. On a script, from a terminal:
+#
+# ```console
+# $ jitlab doctor -- python evaluate.py
+# $ jitlab doctor --max-compiles eval_loss=1 -- python evaluate.py
+# ```
+#
+# The second form exits with code 1 when `eval_loss` compiles more than once, which is
+# what a CI job needs. From Python, put `with jitlab.doctor.watch() as doctor:` around
+# the job and read `doctor.report()`.
+#
+# One rule decides what it can explain. The doctor learns each call's arguments by
+# wrapping `jax.jit`, so it explains only functions that were jitted while it watched.
+# The command watches from the program's first line. In this notebook, `eval_loss` was
+# jitted long before:
+
+# %%
+with jitlab.doctor.watch() as doctor:
+    evaluate(PARAMS, XS[:FEW], YS[:FEW])
+too_late = doctor.report()
+(counted,) = [other for other in too_late.unwatched if other.name == "eval_loss"]
+print(f"eval_loss: {counted.compiles} compilations, counted by name")
+print("functions it can explain:", [record.name for record in too_late.functions])
+assert counted.compiles == FEW // 64  # one per batch, as in step 2
+assert too_late.functions == []  # jitted before the watch: no causes
+
+# %% [markdown]
+# The doctor still counts `eval_loss`'s compilations, from JAX's events, but it never
+# saw the arguments, so it cannot say why. To explain a notebook's code, start the
+# doctor *before* the cells that define it: `jitlab.doctor.install()` wraps `jax.jit`
+# from then on, and `jitlab.doctor.uninstall()` puts it back. (`%load_ext jitlab` does
+# the same, and adds a cell magic, `%%jitlab_doctor`, that prints the report for one
+# cell.)
+#
+# The colleague now sends their next script: the loss on each split of the data. The
+# held-out split counts double, and every example is used, the short last batch
+# included. It still bundles batches with their `make_batch`.
+
+# %%
+jitlab.doctor.install()  # from here on, jax.jit is watched
+
+
+# --- their code, version 2 -----------------------------------------------------------
+def all_batches(xs, ys, size=64, bundle=make_batch):
+    """Every example: the short last batch too."""
+    for start in range(0, len(xs), size):
+        yield bundle(xs[start : start + size], ys[start : start + size])
+
+
+def split_weight(name):
+    """The held-out split counts double."""
+    return 2 if name == "held_out" else 1.0
+
+
+@jax.jit
+def split_loss(params, batch, weight):
+    hidden = jnp.tanh(batch.x @ params["w1"])
+    return weight * jnp.mean((hidden @ params["w2"] - batch.y) ** 2)
+
+
+def split_report(params, splits, bundle=make_batch):
+    """Weighted mean loss per split."""
+    report = {}
+    for name, (xs, ys) in splits.items():
+        weight = split_weight(name)
+        losses = [
+            split_loss(params, batch, weight)
+            for batch in all_batches(xs, ys, bundle=bundle)
+        ]
+        report[name] = float(jnp.mean(jnp.stack(losses)))
+    return report
+
+
+# --- our data ------------------------------------------------------------------------
+SPLITS = {"validation": (XS[:200], YS[:200]), "held_out": (XS[200:300], YS[200:300])}
+CALLS = [  # (rows, the weight's Python type) of each call split_report makes
+    (len(batch.x), type(split_weight(name)).__name__)
+    for name, (xs, ys) in SPLITS.items()
+    for batch in all_batches(xs, ys)
+]
+print(CALLS)
+
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Six calls of <code>split_loss</code>. How many compilations? Which causes should
+# the doctor name, with which lessons? And what will JAX's own explanation name?</p>
+# </div>
+
+# %%
+with jitlab.doctor.watch() as doctor:
+    split_losses = split_report(PARAMS, SPLITS)
+report = doctor.report()
+print(report)
+print(report.causes("split_loss"))
+
+record = report.function("split_loss")
+assert record.calls == record.compiles == len(CALLS)  # every call compiled
+assert set(report.causes("split_loss")) == {"shape", "weak_type", "pytree"}
+assert report.lessons("split_loss") == {
+    "01 shapes",
+    "03 python_scalars",
+    "04 pytree_structure",
+}
+for miss in record.recompiles:
+    rows, weight_type = CALLS[miss.number - 1]
+    earlier = CALLS[: miss.number - 1]
+    assert "pytree" in miss.causes  # a new Batch class at every call
+    assert ("shape" in miss.causes) == (rows not in {r for r, _ in earlier})
+    assert ("weak_type" in miss.causes) == (weight_type not in {t for _, t in earlier})
+    assert miss.jax_causes == ["pytree"]  # JAX names the structure, and only that
+    assert miss.call_site.endswith("in split_report")  # where their code made the call
+assert "tree          o" + "t" * (len(CALLS) - 1) in str(report)  # the timeline's row
+(weight_change,) = [
+    d for m in record.recompiles for d in m.differences if d.where == "weight"
+]
+print(weight_change)
+assert "(Python int)" in weight_change.now and "(Python float)" in weight_change.before
+
+# %% [markdown]
+# Six calls, six compilations, and three causes, each with its lesson:
+#
+# - **pytree structure** at every miss (lesson 04): `batch` is a `Batch` of another
+#   class each time, the bug of the worked diagnosis, found without reading a line of
+#   their code;
+# - **shape** at the two short batches, 8 and 36 rows (lesson 01);
+# - **weak type / Python scalar** at the first held-out call (lesson 03): the weight is
+#   the Python int `2` there, and the Python float `1.0` for validation.
+#
+# Each paragraph gives the call site and the source line. Now read the "JAX says"
+# lines: on every miss JAX names the pytree, and nothing else. It compares a call with
+# one earlier key, and a structure difference ranks before a type difference, so the
+# new class hides the shapes and the weight. The doctor compares the call with every
+# earlier compilation and names every part that changed from the closest. The
+# timeline shows it at a glance: a `t` in every column, an `s` or a `w` on top.
+#
+# The first fix is ours to make at the boundary: the class defined once, as in step 5.
+# Run it again with a **budget**: `watch(["split_loss=1"])` allows one compilation,
+# and `doctor.check()` raises `BudgetExceeded`, an `AssertionError` with the reasons,
+# when the run used more. In a test that is a failure with an explanation; in pytest,
+# `@pytest.mark.max_compiles(split_loss=1)` does the same.
+
+# %%
+split_loss.clear_cache()  # so JAX's explanations compare with this run only
+with jitlab.doctor.watch(["split_loss=1"]) as doctor:
+    fixed_split_losses = split_report(PARAMS, SPLITS, bundle=make_batch_once)
+try:
+    doctor.check()
+except jitlab.doctor.BudgetExceeded as err:
+    over_budget = err
+else:
+    raise AssertionError("expected the budget to be exceeded")
+print(over_budget)
+assert type(over_budget) is jitlab.doctor.BudgetExceeded
+assert isinstance(over_budget, AssertionError)  # what pytest reports as a failure
+left = doctor.report()
+assert left.function("split_loss").compiles == len(set(CALLS))  # one per signature
+assert set(left.causes("split_loss")) == {"shape", "weak_type"}
+shape_misses = left.causes("split_loss")["shape"]
+why = f"why: shape {shape_misses} (lesson 01); weak type / Python scalar"
+assert why in " ".join(str(over_budget).split())  # the message names both causes
+for name in SPLITS:  # same numbers, fewer compilations
+    assert np.isclose(fixed_split_losses[name], split_losses[name], rtol=1e-6)
+jitlab.doctor.uninstall()  # jax.jit is the real one again
+
+# %% [markdown]
+# With the class defined once, `split_loss` compiles once per distinct signature, and
+# the budget's message names the two causes that remain, both in their code: pad the
+# short batch and mask it (lesson 01), and write the weight as `2.0` (lesson 03). That
+# message is the bug report to send them.
+
+# %% [markdown]
 # ## The procedure, in short
 #
-# 1. **Find the function.** A `jax.monitoring` listener on `backend_compile_duration`
-#    (or `count_compiles(None)`), grouped by `fun_name`: which function compiles more
-#    often than it has distinct inputs?
+# 1. **Find the function.** `jitlab doctor -- python train.py` (or
+#    `jitlab.doctor.watch()` around the job) lists every jitted function with its
+#    compilations, and names the causes and the lessons. Without it: a
+#    `jax.monitoring` listener on `backend_compile_duration` (or
+#    `count_compiles(None)`), grouped by `fun_name`. Which function compiles more
+#    often than it has distinct inputs? Whatever the doctor names, steps 2 to 4 check
+#    it against the code.
 # 2. **Look at what it compiles with.** `jax.log_compiles()`: do the shapes and dtypes
 #    in the "Compiling" lines change? If they are identical, the cause is not the arrays.
 # 3. **Ask why.** `jax.explain_cache_misses(True)`: read the kind of difference and the

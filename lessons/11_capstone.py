@@ -27,6 +27,8 @@
 #       - Check that the state a loop carries keeps its signature from one step to the
 #         next, with jax.tree.map(jax.typeof, state) before and after one step.
 #       - Warm up once per bucket, then guard the steady state with jax.no_tracing.
+#       - Check the diagnosis of every version against jitlab doctor's report, and name
+#         the planted cause it cannot see.
 #     prerequisites:
 #       lessons: [what_jit_caches, shapes, python_scalars, pytree_structure, functions_as_arguments, closures_and_globals, diagnosing]
 #     minutes: {teaching: 30, exercises: 30}
@@ -53,6 +55,10 @@
 #         loop under jax.no_tracing so that a regression raises instead of slowing down;
 #         the guard refuses any call off jit's fast path, so keep jax.debug.print out
 #         of the guarded step.
+#       - jitlab doctor, watching each version, names every cause that made the step
+#         compile again, with its lesson, and both differences of the carried state where
+#         JAX's explanation named one. It cannot see the stale global, which never
+#         compiles again; only comparing the losses finds it.
 #     instructor_notes:
 #       - Before running anything, ask the room to list every cause they can see in
 #         train_naive and to predict the count. Most find the lambda and the lengths;
@@ -70,6 +76,12 @@
 #         asserted exactly from the data and do not depend on either.
 #       - The slowest cells are the first four runs (about 10 compilations each). If
 #         time is short, run the lesson before the session and teach from the output.
+#       - "The doctor's section adds no run: every measure() had its own watch(). Ask
+#         for the table before showing it; the row nobody expects is the one missing,
+#         the stale global."
+#       - jitlab.doctor.install() in the measuring cell is counted; running that cell
+#         twice needs two uninstall() calls (the doctor's section makes one). Restart
+#         the kernel rather than re-running it.
 # ---
 
 # %% [markdown]
@@ -94,6 +106,7 @@ import logging
 
 import jax
 import jax.numpy as jnp
+import jitlab.doctor
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -238,11 +251,20 @@ assert len(set(lengths)) == 5  # the six batches of an epoch have five lengths
 # Every version below is measured the same way. The jitted step is built fresh, so its
 # cache starts cold. The whole loop runs once, timed from the first step to the last
 # loss. `count_compiles` counts the step alone and keeps JAX's explanations (it
-# switches on `jax.explain_cache_misses` for the block). `jax.log_compiles` records the "Compiling" lines, caught from the `"jax"` logger as in
-# lesson 09.
+# switches on `jax.explain_cache_misses` for the block). `jax.log_compiles` records the
+# "Compiling" lines, caught from the `"jax"` logger as in lesson 09.
+#
+# Lesson 09's doctor watches every run as well, so that at the end we can check what it
+# would have told us. `jitlab.doctor.install()` wraps `jax.jit` before any step is
+# built, and each run gets a `watch()` of its own, hence a report of its own. (One
+# watch over several versions would merge the versions that come from one factory into
+# one row: the doctor files a function under the line that defines it.)
 
 
 # %%
+jitlab.doctor.install()  # jax.jit is watched until the doctor's section uninstalls it
+
+
 class Collect(logging.Handler):
     def __init__(self):
         super().__init__(level=logging.DEBUG)
@@ -266,6 +288,7 @@ def jax_log():
 def measure(label, run, counted):
     """Run one version of the whole loop once; keep its counts, time, log and losses."""
     with (
+        jitlab.doctor.watch() as doctor,
         jax_log() as lines,
         jax.log_compiles(),
         jitlab.count_compiles(counted) as count,
@@ -281,6 +304,7 @@ def measure(label, run, counted):
         "losses": losses,
         "params": params,
         "compiling": compiling,
+        "doctor": doctor.report(),
     }
 
 
@@ -818,7 +842,10 @@ def train_carrying(step_fn, init_state, params, batches):
 
 
 momentum_step = make_momentum_step()
-with jitlab.count_compiles(momentum_step) as carried:
+with (
+    jitlab.doctor.watch() as carried_doctor,
+    jitlab.count_compiles(momentum_step) as carried,
+):
     _, carried_losses = train_carrying(
         momentum_step, init_state_as_written, init_params(), batches
     )
@@ -877,7 +904,10 @@ one_step, _ = probe_step(fixed_state, *prepare_v5(0, batches[0]))
 assert jax.tree.map(jax.typeof, fixed_state) == jax.tree.map(jax.typeof, one_step)
 
 momentum_fixed = make_momentum_step()
-with jitlab.count_compiles(momentum_fixed) as carried_fixed:
+with (
+    jitlab.doctor.watch() as carried_fixed_doctor,
+    jitlab.count_compiles(momentum_fixed) as carried_fixed,
+):
     _, carried_fixed_losses = train_carrying(
         momentum_fixed, init_state, init_params(), batches
     )
@@ -955,19 +985,109 @@ print(type(caught).__name__, ":", str(caught).splitlines()[0][:110])
 assert "re-tracing function train_step" in str(caught)
 
 # %% [markdown]
+# ## What the doctor saw
+#
+# Lesson 09's doctor watched every run above, each in a `watch()` of its own, so its
+# verdicts cost no extra run. Here is its report on the loop after fix 1, the version
+# with the most causes at once: one step, defined once, and everything else as the
+# script had it.
+
+# %%
+print(fix1["doctor"].text(timelines=1))
+fix1_misses = fix1["doctor"].function("train_step").recompiles
+assert all(m.jax_causes == ["pytree"] for m in fix1_misses)  # JAX: the pytree only
+
+# %% [markdown]
+# Three causes, each with its lesson, where JAX's explanations named only the pytree
+# (compare the "JAX says" lines with the doctor's examples). The doctor compares each
+# miss with every earlier compilation and names every part that differs from the
+# closest, so the shapes and the learning rate's weak type show from the start, not
+# one fix at a time.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Which causes, and which lessons, will the doctor name for each version, from the
+# naive loop to fix 5, and for the two momentum states? Which planted cause will it
+# not name at all?</p></div>
+
+# %%
+DOCTOR_RUNS = {stage["label"]: (stage["doctor"], stage["count"]) for stage in stages}
+DOCTOR_RUNS["momentum, init as written"] = (carried_doctor.report(), carried)
+DOCTOR_RUNS["momentum, init matching"] = (carried_fixed_doctor.report(), carried_fixed)
+PLANTED = {  # the causes each version still has, by construction
+    "naive": {"new_function"},  # a lambda per step (and all else hidden behind it)
+    "1: one step function": {"pytree", "shape", "weak_type"},  # + the stale global
+    "2: config as argument": {"pytree", "shape", "weak_type"},
+    "3: one batch structure": {"shape", "weak_type"},
+    "4: buckets + mask": {"shape", "weak_type"},  # shape: one program per bucket
+    "5: float32 learning rate": {"shape"},
+    "momentum, init as written": {"pytree", "shape", "weak_type"},
+    "momentum, init matching": {"shape"},
+}
+doctor_rows = []
+for label, (report, count) in DOCTOR_RUNS.items():
+    (record,) = report.functions  # one jitted function per run: the step
+    causes = record.cause_counts()
+    doctor_rows.append(
+        {
+            "version": label,
+            "compiles": record.compiles,
+            "the doctor names": ", ".join(
+                f"{jitlab.doctor.CAUSES[c].title} ({jitlab.doctor.CAUSES[c].lesson})"
+                for c in causes
+            ),
+        }
+    )
+    assert record.compiles == count.compiles, label  # it counts what count_compiles did
+    assert set(causes) == PLANTED[label], (label, causes)
+    lessons = {jitlab.doctor.CAUSES[c].lesson_name for c in PLANTED[label]}
+    if "new_function" in causes:  # the lambda closes over the batch: lesson 08 too
+        lessons.add("08 closures_and_globals")
+    assert report.lessons(record.name) == lessons, (label, report.lessons(record.name))
+jitlab.print_table(doctor_rows)
+fix5_causes = fix5["doctor"].causes("train_step")
+assert fix5_causes == {"shape": len(buckets_used) - 1}  # one program per bucket
+
+# %% [markdown]
+# Every cause that made the step compile again is named, with the lesson that fixes
+# it, version after version. The naive loop shows only the new function object: the
+# batch is not an argument there (the lambda closes over it, which is why lesson 08 is
+# named too), so nothing else about it reaches the cache key, for JAX or for the
+# doctor. Fix 5's two remaining misses are the buckets, one program each, as planned.
+#
+# One planted cause is in no row: the stale weight decay of fix 1. It never made the
+# step compile again (that was the bug), so no tool that watches compilations can see
+# it; only comparing the losses did. And for the carried state, where JAX's
+# explanation named the velocity alone, the doctor names both differences:
+
+# %%
+carried_record = carried_doctor.report().function("train_step")
+second = carried_record.misses[1]  # the first step run on the state the step returned
+for difference in second.differences:
+    print(difference)
+parts = {(d.part, d.where) for d in second.differences}
+assert ("structure", "state['velocity']") in parts  # None, then three arrays: 04
+assert ("weak_type", "state['avg_loss']") in parts  # 0.0, then a float32: 03
+assert {"pytree", "weak_type"} <= set(second.causes)
+assert second.jax_causes == ["pytree"]  # JAX: the velocity only
+assert wrong.any()  # fix 1's losses were wrong ...
+assert "08 closures_and_globals" not in fix1["doctor"].lessons("train_step")  # silent
+jitlab.doctor.uninstall()  # jax.jit is the real one again
+
+# %% [markdown]
 # ## The causes, in the order they were found
 #
-# | cause | how it showed | fix, at the boundary or in the step | lesson |
-# | --- | --- | --- | --- |
-# | `jax.jit(value_and_grad(lambda ...))` per step | `never seen function … re-defined repeatedly`, one identical "Compiling" line per step | one step, defined once; everything that changes is an argument | 07 |
-# | weight decay read from a global | no diagnostic; only the losses were wrong, once the function was stable | read the config at the boundary and pass it as a float32 argument | 08 |
-# | `weights` array, `None` or absent | `different input pytree` at `[0][1]`, symmetric difference `{'weights'}` | fixed keys, ones when missing | 04 |
-# | one length per batch | `different input types` at `batch['x']` | pad to a power of two, traced length, mask | 01 |
-# | Python float and NumPy float64 learning rates | `different input types` at `lr`, `weak_type` | `np.float32(lr)` | 03, 09 |
-# | `init_state` with `None` and a Python `0.0` (the momentum version) | one compilation more than buckets; the explanation names the velocity only | build the initial state as the step returns it; compare `jax.tree.map(jax.typeof, state)` before and after one step | 03, 04 |
+# | cause | how it showed | the doctor | fix, at the boundary or in the step | lesson |
+# | --- | --- | --- | --- | --- |
+# | `jax.jit(value_and_grad(lambda ...))` per step | `never seen function … re-defined repeatedly`, one identical "Compiling" line per step | new function object (07; 08, a closure) | one step, defined once; everything that changes is an argument | 07 |
+# | weight decay read from a global | no diagnostic; only the losses were wrong, once the function was stable | nothing: it never compiles again | read the config at the boundary and pass it as a float32 argument | 08 |
+# | `weights` array, `None` or absent | `different input pytree` at `[0][1]`, symmetric difference `{'weights'}` | pytree structure (04), from fix 1 on | fixed keys, ones when missing | 04 |
+# | one length per batch | `different input types` at `batch['x']` | shape (01), from fix 1 on | pad to a power of two, traced length, mask | 01 |
+# | Python float and NumPy float64 learning rates | `different input types` at `lr`, `weak_type` | weak type / Python scalar (03), from fix 1 on | `np.float32(lr)` | 03, 09 |
+# | `init_state` with `None` and a Python `0.0` (the momentum version) | one compilation more than buckets; the explanation names the velocity only | pytree structure at `velocity` (04) and weak type at `avg_loss` (03) | build the initial state as the step returns it; compare `jax.tree.map(jax.typeof, state)` before and after one step | 03, 04 |
 #
 # The method is the same as in lesson 09, done several times. Count, read the log and
-# the explanations, fix the cause they name, check the numbers, and measure again. When
+# the explanations (or run `jitlab doctor -- python train.py` and read every cause at
+# once), fix the cause they name, check the numbers, and measure again. When
 # the count reaches what you can justify (here, one per bucket), guard it. If the
 # compilations that remain still hurt, lesson 10 shows how to pay for them less.
 

@@ -1,4 +1,4 @@
-"""``python -m jitlab.doctor -- python train.py``: the doctor until ``jitlab doctor`` is wired."""
+"""``python -m jitlab.doctor -- python train.py``: the same as ``jitlab doctor -- ...``."""
 
 import sys
 

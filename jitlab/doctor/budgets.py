@@ -70,7 +70,7 @@ def check(
         ]
         if budget.pattern != "*":
             counts += [
-                (u.name, "(not watched)", u.compiles) for u in unwatched if budget.matches(u.name)
+                (u.name, "not watched", u.compiles) for u in unwatched if budget.matches(u.name)
             ]
         if not counts:
             status = "unused"

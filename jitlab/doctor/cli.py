@@ -1,5 +1,8 @@
 """``jitlab doctor [--max-compiles NAME=N ...] [--json FILE] -- python script.py args``
 
+The program may also follow the options without ``--``, with or without ``python``:
+``jitlab doctor train.py args``, ``jitlab doctor -m pkg.train args``.
+
 Exit codes: the program's own when it fails (1 for an uncaught exception, its
 ``sys.exit`` code, 130 for Ctrl-C); otherwise 1 when a budget is exceeded or names a
 function that never ran, 0 when all is well; 2 for bad input (no such script or module,
@@ -23,6 +26,8 @@ OK, FAIL, BAD_INPUT, INTERRUPTED = 0, 1, 2, 130
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jitlab doctor",
+        usage=USAGE,
+        allow_abbrev=False,  # _split must know every option word the parser accepts
         description=(
             "Run a JAX program and report which jitted functions traced and compiled, why "
             "each recompilation happened, where, what it cost, and the lesson that fixes it."
@@ -53,11 +58,35 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+USAGE = (
+    "jitlab doctor [--max-compiles NAME=N ...] [--json FILE] [--timelines N] "
+    "[--] [python] script.py [args] | -m module [args]"
+)
+_TAKES_VALUE = ("--max-compiles", "--json", "--timelines")
+
+
 def _split(argv: list[str]) -> tuple[list[str], list[str] | None]:
-    if "--" in argv:
-        i = argv.index("--")
+    """The doctor's options, and the program's words (None when there are none).
+
+    The program starts at ``--``, at ``-m``, or at the first word that is not one of the
+    doctor's options; a ``--`` after that belongs to the program. Any other word that
+    starts with ``-`` stays with the options, for the parser to refuse."""
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word in _TAKES_VALUE:
+            i += 2
+        elif word.split("=", 1)[0] in _TAKES_VALUE or word in ("-h", "--help"):
+            i += 1
+        elif word.startswith("-") and word not in ("--", "-m"):
+            i += 1  # not ours: the parser says so
+        else:
+            break
+    if i >= len(argv):
+        return argv, None
+    if argv[i] == "--":
         return argv[:i], argv[i + 1 :]
-    return argv, None
+    return argv[:i], argv[i:]
 
 
 def _say(text: str) -> None:

@@ -248,11 +248,9 @@ def _timeline(record: FunctionRecord, width: int = WIDTH) -> list[str]:
     shown = columns[:room]
     ruler = [" "] * len(shown)  # column numbers 1, 10, 20, ... written from their column
     for i in range(1, len(shown) + 1):
-        if i == 1 or i % 10 == 0:
-            label = str(i)
-            for j, ch in enumerate(label):
-                if i - 1 + j < len(ruler):
-                    ruler[i - 1 + j] = ch
+        label = str(i)
+        if (i == 1 or i % 10 == 0) and i - 1 + len(label) <= len(ruler):  # whole or not
+            ruler[i - 1 : i - 1 + len(label)] = label
     header = "".join(ruler)
     rows = {row: [] for row in classify.TIMELINE_ROWS}
     for m in shown:

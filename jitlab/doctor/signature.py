@@ -103,27 +103,34 @@ class FunctionInfo:
         return f"{self.file}:{self.line}"
 
 
-_serials: dict[int, tuple[Any, int]] = {}
-_next_serial = [0]
-
-
-def _serial_of(fun: Any) -> int:
+class _Serials:
     """A number that is the same for the same object and new for a new one (``id`` alone
-    is reused once an object dies, and a lambda made per step dies every step)."""
-    entry = _serials.get(id(fun))
-    if entry is not None:
-        ref, serial = entry
-        if ref() is fun:
+    is reused once an object dies, and a lambda made per step dies every step). Objects
+    are held weakly, so numbering them keeps nothing alive."""
+
+    def __init__(self) -> None:
+        self._table: dict[int, tuple[Any, int]] = {}
+        self._next = 0
+
+    def __call__(self, obj: Any) -> int:
+        entry = self._table.get(id(obj))
+        if entry is not None:
+            ref, serial = entry
+            if ref() is obj:
+                return serial
+        self._next += 1
+        serial = self._next
+        key, table = id(obj), self._table
+        try:
+            ref = weakref.ref(obj, lambda _, key=key: table.pop(key, None))
+        except TypeError:  # jit needs weak references, so this is rare; never the same again
             return serial
-    _next_serial[0] += 1
-    serial = _next_serial[0]
-    key = id(fun)
-    try:
-        ref = weakref.ref(fun, lambda _, key=key: _serials.pop(key, None))
-    except TypeError:  # jit needs weak references, so this is rare; never the same again
+        table[key] = (ref, serial)
         return serial
-    _serials[key] = (ref, serial)
-    return serial
+
+
+_serial_of = _Serials()  # function objects
+_class_serial = _Serials()  # pytree node classes: two classes may share one name
 
 
 def jax_name(fun: Any) -> str:
@@ -330,6 +337,8 @@ class Signature:
     leaves: dict[str, Leaf]
     statics: dict[str, Static]
     context: dict[str, str]
+    # path -> serial of the node's class, for nodes that are not dict, list, tuple or None
+    classes: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def describe(self) -> str:
         args = ", ".join(f"{path}: {leaf.type}" for path, leaf in self.leaves.items())
@@ -392,7 +401,17 @@ def _children(value: Any) -> tuple[str, list[tuple[str, Any]]] | None:
     return kind, [(jax.tree_util.keystr(path), child) for path, child in flat]
 
 
-def _walk(path: str, parent: str | None, value: Any, sig_nodes: dict, sig_leaves: dict) -> None:
+_BUILTIN_NODES = (dict, list, tuple, type(None))
+
+
+def _walk(
+    path: str,
+    parent: str | None,
+    value: Any,
+    sig_nodes: dict,
+    sig_leaves: dict,
+    sig_classes: dict,
+) -> None:
     found = _children(value)
     if found is None:
         sig_nodes[path] = (parent, "leaf")
@@ -400,8 +419,12 @@ def _walk(path: str, parent: str | None, value: Any, sig_nodes: dict, sig_leaves
         return
     kind, children = found
     sig_nodes[path] = (parent, kind)
+    if type(value) not in _BUILTIN_NODES:
+        # jit compares node types by identity: a namedtuple class made per call has the
+        # same name every time, and is another type every time
+        sig_classes[path] = _class_serial(type(value))
     for key, child in children:
-        _walk(path + key, path, child, sig_nodes, sig_leaves)
+        _walk(path + key, path, child, sig_nodes, sig_leaves, sig_classes)
 
 
 def take(
@@ -411,6 +434,7 @@ def take(
     passing: dict[str, str] = {}
     nodes: dict[str, tuple[str | None, str]] = {}
     leaves: dict[str, Leaf] = {}
+    classes: dict[str, int] = {}
     statics: dict[str, Static] = {}
     n_named = len(spec.parameters)
     for i, value in enumerate(args):
@@ -424,15 +448,15 @@ def take(
         if i in spec.positions or (i - len(args)) in spec.positions:
             statics[label] = describe_static(value)
         else:
-            _walk(label, None, value, nodes, leaves)
+            _walk(label, None, value, nodes, leaves, classes)
     for name, value in kwargs.items():
         passing[name] = "keyword"
         position = spec.parameters.index(name) if name in spec.parameters else None
         if name in spec.names or (position is not None and position in spec.positions):
             statics[name] = describe_static(value)
         else:
-            _walk(name, None, value, nodes, leaves)
-    return Signature(function, passing, nodes, leaves, statics, context_snapshot())
+            _walk(name, None, value, nodes, leaves, classes)
+    return Signature(function, passing, nodes, leaves, statics, context_snapshot(), classes)
 
 
 # ---------------------------------------------------------------------------------------
@@ -511,10 +535,24 @@ def differences(new: Signature, old: Signature) -> list[Difference]:
                 found.append(
                     Difference(STRUCTURE, path, _kind_text(new, path), _kind_text(old, path))
                 )
+            elif new.classes.get(path) != old.classes.get(path):
+                kind = _kind_text(new, path)
+                found.append(
+                    Difference(
+                        STRUCTURE,
+                        path,
+                        f"{kind} (class #{new.classes.get(path)}: another class, same name)",
+                        f"{kind} (class #{old.classes.get(path)})",
+                    )
+                )
             continue
         sig, other = (new, old) if in_new else (old, new)
         parent = sig.nodes[path][0]
-        if parent is None or (parent in other.nodes and other.nodes[parent][1] != "leaf"):
+        # a child is named when its parent is the same kind of node in both (a key
+        # missing from a dict); under a parent that changed kind, the parent says it all
+        if parent is None or (
+            parent in other.nodes and other.nodes[parent][1] == sig.nodes[parent][1]
+        ):
             if parent is None and path in new.statics.keys() | old.statics.keys():
                 continue  # an argument that went from static to traced: named above
             if in_new:

@@ -243,10 +243,12 @@ def cmd_preflight(args: argparse.Namespace, course: Course) -> int:
     return run_preflight(course, echo=_say)
 
 
-def cmd_doctor(args: argparse.Namespace, course: Course) -> int:
+def cmd_doctor(rest: Sequence[str]) -> int:
+    """``jitlab doctor ...``: the doctor's own command line, unchanged. It runs the
+    learner's own program, anywhere, so it does not need the course's files to load."""
     from jitlab.doctor import main as doctor_main
 
-    return doctor_main(args.rest)
+    return doctor_main(list(rest))
 
 
 def cmd_dev(args: argparse.Namespace, course: Course) -> int:
@@ -297,14 +299,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("env", help="the environment report")
     sub.add_parser("preflight", help="is this machine ready for the course? (under a minute)")
 
-    doctor = sub.add_parser(
+    # Both hand the rest of the command line to a parser of their own (see PASS_THROUGH):
+    # listed here for `jitlab --help` only.
+    sub.add_parser(
         "doctor",
-        help="find and explain recompilations in your own program",
+        help="find and explain recompilations in your own program "
+        "(jitlab doctor -- python train.py)",
         add_help=False,
     )
-    doctor.add_argument("rest", nargs=argparse.REMAINDER)
-    dev = sub.add_parser("dev", help="course maintainers' commands", add_help=False)
-    dev.add_argument("rest", nargs=argparse.REMAINDER)
+    sub.add_parser("dev", help="course maintainers' commands", add_help=False)
     return parser
 
 
@@ -316,13 +319,23 @@ COMMANDS = {
     "watch": cmd_watch,
     "env": cmd_env,
     "preflight": cmd_preflight,
-    "doctor": cmd_doctor,
     "dev": cmd_dev,
 }
 
+# Commands whose arguments go, untouched, to a parser of their own. argparse cannot pass
+# them through: a REMAINDER positional drops an option that comes first (`jitlab doctor
+# --help` and `jitlab doctor --max-compiles f=1 -- ...` were "unrecognized arguments").
+PASS_THROUGH = ("doctor", "dev")
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["doctor"]:
+        return cmd_doctor(argv[1:])
+    if argv[:1] and argv[0] in PASS_THROUGH:
+        args = argparse.Namespace(command=argv[0], rest=argv[1:])
+    else:
+        args = build_parser().parse_args(argv)
     try:
         course = load_course()
         return COMMANDS[args.command](args, course)

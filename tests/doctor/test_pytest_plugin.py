@@ -74,7 +74,7 @@ def test_marker_without_the_option_counts_by_name_and_says_how_to_learn_why(pyte
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*EXCEEDED: train_step=1: train_step ((not watched)) compiled 2 times*",
+            "*EXCEEDED: train_step=1: train_step (not watched) compiled 2 times*",
             "*run pytest with --jitlab to watch jax.jit and name the causes*",
         ]
     )

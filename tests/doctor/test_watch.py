@@ -240,3 +240,45 @@ def test_a_function_jitted_under_watch_can_be_freed():
         jax.jit(scratch)(jnp.ones(3))
         del scratch
         assert ref() is None  # freed by reference counting, no garbage collection needed
+
+
+def test_two_classes_with_one_name_are_two_structures():
+    """A namedtuple class made per call: the same name every time, another type every
+    time. JAX compares node types by identity; so must the doctor."""
+    import collections
+
+    Once = collections.namedtuple("Once", ["x"])
+
+    def per_call(x):
+        return collections.namedtuple("PerCall", ["x"])(x)
+
+    with watch() as doctor:
+
+        @jax.jit
+        def read_x(batch):
+            return batch.x + 1
+
+        for _ in range(2):
+            read_x(Once(jnp.ones(2)))  # one class: one compilation
+        for _ in range(2):
+            read_x(per_call(jnp.ones(2)))  # a new class each call
+    record = doctor.report().function("read_x")
+    assert record.compiles == 3
+    assert [m.causes for m in record.recompiles] == [["pytree"], ["pytree"]]
+    (difference,) = record.recompiles[-1].differences
+    assert difference.where == "batch" and "another class, same name" in difference.now
+
+
+def test_a_subtree_that_replaces_none_is_one_difference():
+    """None, then a dict of three arrays: one structure difference at the node, not one
+    more per new leaf (lesson 11's momentum state)."""
+    with watch() as doctor:
+
+        @jax.jit
+        def carry(state):
+            return state["avg"] + 1
+
+        carry({"avg": jnp.zeros(()), "velocity": None})
+        carry({"avg": jnp.zeros(()), "velocity": {"a": jnp.ones(2), "b": jnp.ones(3)}})
+    (miss,) = doctor.report().function("carry").recompiles
+    assert [(d.part, d.where) for d in miss.differences] == [("structure", "state['velocity']")]
