@@ -1,26 +1,28 @@
 # ---
 # jupyter:
+#   jitlab:
+#     hints:
+#     - 'For every function that gets jitted in slow_fit, ask: is it the same object
+#       as on the previous batch? A lambda, a functools.partial or jax.value_and_grad(...)
+#       built inside the loop never is.'
+#     - Do the whole step (loss, gradient, update) in one function defined once at top
+#       level and decorated with @jax.jit. Everything that changes between calls (params,
+#       x, y, weight_decay) comes in as an argument.
+#     - 'Keep weight_decay an ordinary traced argument: in static_argnames it would
+#       compile once per value. Inside sgd_step, jax.value_and_grad(loss) differentiates
+#       with respect to the first argument (params) only.'
+#     title: A weight-decay sweep whose training loop compiles once
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: A weight-decay sweep whose training loop compiles once
-#     hints:
-#       - "For every function that gets jitted in slow_fit, ask: is it the same object as on
-#         the previous batch? A lambda, a functools.partial or jax.value_and_grad(...)
-#         built inside the loop never is."
-#       - "Do the whole step (loss, gradient, update) in one function defined once at top
-#         level and decorated with @jax.jit. Everything that changes between calls
-#         (params, x, y, weight_decay) comes in as an argument."
-#       - "Keep weight_decay an ordinary traced argument: in static_argnames it would
-#         compile once per value. Inside sgd_step, jax.value_and_grad(loss) differentiates
-#         with respect to the first argument (params) only."
 # ---
 
 # %% [markdown]

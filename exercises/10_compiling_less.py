@@ -1,20 +1,28 @@
 # ---
 # jupyter:
+#   jitlab:
+#     hints:
+#     - 'warm_up needs no data at all: jax.ShapeDtypeStruct((size,), dtype) describes
+#       a padded request, and jax.ShapeDtypeStruct((), jnp.int32) describes n. What
+#       does jax.jit(fn).lower(...) do with them, and what does .compile() hand back?'
+#     - In serve, the bucket of a request is the smallest key of `compiled` that is
+#       at least len(x). The grader's bucket sizes are not powers of two and do not
+#       arrive sorted, so read them from the dict and take the smallest that fits.
+#     - 'Pad in NumPy, in the request''s own dtype: np.zeros(size, dtype=x.dtype), then
+#       copy x into the front. np.zeros(size) is float64, and jnp.zeros or jnp.pad compile
+#       a small program for every new length.'
+#     title: A server that compiles at start-up and never again
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: A server that compiles at start-up and never again
-#     hints:
-#       - "warm_up needs no data at all: jax.ShapeDtypeStruct((size,), dtype) describes a padded request, and jax.ShapeDtypeStruct((), jnp.int32) describes n. What does jax.jit(fn).lower(...) do with them, and what does .compile() hand back?"
-#       - "In serve, the bucket of a request is the smallest key of `compiled` that is at least len(x). The grader's bucket sizes are not powers of two and do not arrive sorted, so read them from the dict and take the smallest that fits."
-#       - "Pad in NumPy, in the request's own dtype: np.zeros(size, dtype=x.dtype), then copy x into the front. np.zeros(size) is float64, and jnp.zeros or jnp.pad compile a small program for every new length."
 # ---
 
 # %% [markdown]

@@ -1,20 +1,30 @@
 # ---
 # jupyter:
+#   jitlab:
+#     hints:
+#     - 'Run processes.show(make_global_batch, train_step) (the snippet under the exercise
+#       cell) and read the global batch column: does process 1 build the same shapes
+#       as process 0 at every step? Does either process build the same shapes at every
+#       step?'
+#     - max_rows is the same number on every process and at every step, whatever the
+#       data. Pad x and y to max_rows rows, and add a third array that is 1 for a real
+#       row and 0 for padding.
+#     - 'jax.make_array_from_process_local_data(NamedSharding(mesh, P(''data'')), local,
+#       global_shape) takes the global shape as its third argument: max_rows * jax.process_count()
+#       rows. In train_step, multiply the errors by the mask and divide by the mask''s
+#       sum, not by the number of rows.'
+#     title: One program on every process
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: One program on every process
-#     hints:
-#       - "Run processes.show(make_global_batch, train_step) (the snippet under the exercise cell) and read the global batch column: does process 1 build the same shapes as process 0 at every step? Does either process build the same shapes at every step?"
-#       - "max_rows is the same number on every process and at every step, whatever the data. Pad x and y to max_rows rows, and add a third array that is 1 for a real row and 0 for padding."
-#       - "jax.make_array_from_process_local_data(NamedSharding(mesh, P('data')), local, global_shape) takes the global shape as its third argument: max_rows * jax.process_count() rows. In train_step, multiply the errors by the mask and divide by the mask's sum, not by the number of rows."
 # ---
 
 # %% [markdown]

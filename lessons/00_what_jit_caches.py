@@ -1,68 +1,72 @@
 # ---
 # jupyter:
+#   jitlab:
+#     fix: the measuring instruments (count compilations, time honestly)
+#     instructor_notes:
+#     - 'Re-running a cell that defines a jitted function defines a new function object,
+#       so its first call traces and compiles again. Run the first-call cell twice live:
+#       the ''first'' call stays slow (a little faster the second time only because
+#       the process is warm). The re-run cell in the lesson pins this.'
+#     - Learners often believe jit compiles at decoration time. Point at the decorator
+#       row of the stage table, which takes microseconds.
+#     - If a laptop shows a smaller first/cached ratio, that is fine; the assertion
+#       only needs 10x.
+#     - The fast-path section uses JAX's private _cache_miss only as a stopwatch target;
+#       say so if someone asks. jax.no_tracing is the public way to see a fast-path
+#       miss, and lesson 09 uses it as a guard.
+#     keypoints:
+#     - The first call traces the Python function into a jaxpr, lowers it to StableHLO
+#       and compiles it with XLA; later calls with the same key run the executable,
+#       most of them through jit's fast path in C++ (10x or more cheaper per call than
+#       its Python path).
+#     - The key is the function object, the shapes and dtypes (after canonicalisation)
+#       and weak types of the arguments, their pytree structure, the static values and
+#       the configuration context; where the arrays live (committed or not, on which
+#       devices) decides the compilation too. The values inside traced arrays are never
+#       part of it.
+#     - A compiled executable checks only the pytree and each argument's shape and dtype
+#       after canonicalisation; it ignores weak types and converts nothing.
+#     - Python side effects (print, appending to a list) run only while tracing.
+#     - Outside jit every operation is compiled on its own, once per shape and dtype;
+#       jax.disable_jit() runs a jitted function that way too, so it still compiles.
+#     - Count compilations for the function under study only (helpers such as jnp.ones
+#       compile too), and know the counter's blind spots (inner jitted functions, transforms
+#       of a jitted function, pmap, functions defined inside JAX).
+#     - JAX dispatches asynchronously; time with jax.block_until_ready on the output,
+#       or you time the queue, not the work.
+#     minutes:
+#       exercises: 0
+#       teaching: 30
+#     objectives:
+#     - Name the four stages of a first call (trace to a jaxpr, lower to StableHLO,
+#       compile to an executable, execute) and time each one.
+#     - Measure a first call against a cached call, and a cached call on jit's fast
+#       path against one on its Python path.
+#     - List what goes into the cache key, and say which cache each part belongs to.
+#     - Count the compilations of one function only, and know what the counter cannot
+#       see.
+#     - Time honestly with block_until_ready.
+#     prerequisites:
+#       other:
+#       - NumPy arrays and Python functions
+#       - Calling `jax.jit` on a function (the JAX quickstart)
+#     questions:
+#     - What happens, step by step, the first time a jitted function is called?
+#     - What does a second call skip, and what decides whether it can?
+#     - What does JAX compile when nothing is jitted?
+#     - How do you time and count compilations without fooling yourself?
+#     title: What jit caches
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: What jit caches
-#     fix: the measuring instruments (count compilations, time honestly)
-#     questions:
-#       - What happens, step by step, the first time a jitted function is called?
-#       - What does a second call skip, and what decides whether it can?
-#       - What does JAX compile when nothing is jitted?
-#       - How do you time and count compilations without fooling yourself?
-#     objectives:
-#       - Name the four stages of a first call (trace to a jaxpr, lower to StableHLO,
-#         compile to an executable, execute) and time each one.
-#       - Measure a first call against a cached call, and a cached call on jit's fast
-#         path against one on its Python path.
-#       - List what goes into the cache key, and say which cache each part belongs to.
-#       - Count the compilations of one function only, and know what the counter
-#         cannot see.
-#       - Time honestly with block_until_ready.
-#     prerequisites:
-#       other:
-#         - "NumPy arrays and Python functions"
-#         - "Calling `jax.jit` on a function (the JAX quickstart)"
-#     minutes: {teaching: 30, exercises: 0}
-#     keypoints:
-#       - The first call traces the Python function into a jaxpr, lowers it to StableHLO
-#         and compiles it with XLA; later calls with the same key run the executable,
-#         most of them through jit's fast path in C++ (10x or more cheaper per call than
-#         its Python path).
-#       - The key is the function object, the shapes and dtypes (after
-#         canonicalisation) and weak types of the arguments, their pytree structure,
-#         the static values and the configuration context; where the arrays live
-#         (committed or not, on which devices) decides the compilation too. The values
-#         inside traced arrays are never part of it.
-#       - A compiled executable checks only the pytree and each argument's shape and
-#         dtype after canonicalisation; it ignores weak types and converts nothing.
-#       - Python side effects (print, appending to a list) run only while tracing.
-#       - Outside jit every operation is compiled on its own, once per shape and dtype;
-#         jax.disable_jit() runs a jitted function that way too, so it still compiles.
-#       - Count compilations for the function under study only (helpers such as
-#         jnp.ones compile too), and know the counter's blind spots (inner jitted
-#         functions, transforms of a jitted function, pmap, functions defined inside JAX).
-#       - JAX dispatches asynchronously; time with jax.block_until_ready on the output,
-#         or you time the queue, not the work.
-#     instructor_notes:
-#       - "Re-running a cell that defines a jitted function defines a new function
-#         object, so its first call traces and compiles again. Run the first-call cell
-#         twice live: the 'first' call stays slow (a little faster the second time only
-#         because the process is warm). The re-run cell in the lesson pins this."
-#       - Learners often believe jit compiles at decoration time. Point at the decorator
-#         row of the stage table, which takes microseconds.
-#       - If a laptop shows a smaller first/cached ratio, that is fine; the assertion only
-#         needs 10x.
-#       - The fast-path section uses JAX's private _cache_miss only as a stopwatch
-#         target; say so if someone asks. jax.no_tracing is the public way to see a
-#         fast-path miss, and lesson 09 uses it as a guard.
 # ---
 
 # %% [markdown]

@@ -1,46 +1,62 @@
 # ---
 # jupyter:
+#   jitlab:
+#     fix: padding, masking, bucketing
+#     instructor_notes:
+#     - Before the first experiment, ask the room to predict the compilation count;
+#       most say 1.
+#     - Learners often divide by the padded length instead of n. The exercise's grader
+#       feeds garbage in the padding to catch exactly that.
+#     - The timing ratio depends on the laptop; the compile counts do not. Teach from
+#       the counts.
+#     - The static-size nonzero is the tempting fix for the ConcretizationTypeError;
+#       ask the room how many programs it costs before running the cell.
+#     keypoints:
+#     - Every new shape is a new cache key, so it costs a full trace and compilation.
+#     - The cost of a loop grows with the number of distinct shapes, not the number
+#       of calls.
+#     - Padding to one fixed length compiles once but computes on the padding; a mask
+#       keeps the answer right.
+#     - Bucketing to powers of two bounds compilations to about log2(max length) while
+#       wasting less than half.
+#     - Count the compilations and the padded elements side by side; which strategy
+#       wins depends on how often each program runs.
+#     - The batch size is a shape too, under vmap as anywhere else; pad batches to buckets
+#       and drop the extra outputs (no mask is needed for per-example work).
+#     - Under jit, jnp.nonzero, jnp.argwhere and jnp.unique need size= and fill_value=;
+#       a fixed size keeps one program, a static size computed from the data compiles
+#       one per size.
+#     minutes:
+#       exercises: 25
+#       teaching: 30
+#     objectives:
+#     - Measure the cost of many distinct shapes against the number of compilations.
+#     - Pad variable-length data to a fixed length and mask the padding out.
+#     - Bucket lengths to powers of two and weigh wasted work against compilations.
+#     - Bucket the batch size of a jitted vmap.
+#     - Give data-dependent sizes a fixed size= and fill_value=, and measure it against
+#       a static size.
+#     prerequisites:
+#       lessons:
+#       - what_jit_caches
+#     questions:
+#     - Why does a jitted function slow down when its inputs change length?
+#     - How do padding and masking make many lengths share one program?
+#     - How many buckets should you have?
+#     - Why does a jitted vmap compile again when the batch size changes?
+#     - How do jnp.nonzero, jnp.argwhere and jnp.unique work under jit?
+#     title: Shapes
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: Shapes
-#     fix: padding, masking, bucketing
-#     questions:
-#       - Why does a jitted function slow down when its inputs change length?
-#       - How do padding and masking make many lengths share one program?
-#       - How many buckets should you have?
-#       - Why does a jitted vmap compile again when the batch size changes?
-#       - How do jnp.nonzero, jnp.argwhere and jnp.unique work under jit?
-#     objectives:
-#       - Measure the cost of many distinct shapes against the number of compilations.
-#       - Pad variable-length data to a fixed length and mask the padding out.
-#       - Bucket lengths to powers of two and weigh wasted work against compilations.
-#       - Bucket the batch size of a jitted vmap.
-#       - Give data-dependent sizes a fixed size= and fill_value=, and measure it against
-#         a static size.
-#     prerequisites:
-#       lessons: [what_jit_caches]
-#     minutes: {teaching: 30, exercises: 25}
-#     keypoints:
-#       - Every new shape is a new cache key, so it costs a full trace and compilation.
-#       - The cost of a loop grows with the number of distinct shapes, not the number of calls.
-#       - Padding to one fixed length compiles once but computes on the padding; a mask keeps the answer right.
-#       - Bucketing to powers of two bounds compilations to about log2(max length) while wasting less than half.
-#       - Count the compilations and the padded elements side by side; which strategy wins depends on how often each program runs.
-#       - The batch size is a shape too, under vmap as anywhere else; pad batches to buckets and drop the extra outputs (no mask is needed for per-example work).
-#       - Under jit, jnp.nonzero, jnp.argwhere and jnp.unique need size= and fill_value=; a fixed size keeps one program, a static size computed from the data compiles one per size.
-#     instructor_notes:
-#       - "Before the first experiment, ask the room to predict the compilation count; most say 1."
-#       - "Learners often divide by the padded length instead of n. The exercise's grader feeds garbage in the padding to catch exactly that."
-#       - The timing ratio depends on the laptop; the compile counts do not. Teach from the counts.
-#       - "The static-size nonzero is the tempting fix for the ConcretizationTypeError; ask the room how many programs it costs before running the cell."
 # ---
 
 # %% [markdown]

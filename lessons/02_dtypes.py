@@ -1,53 +1,58 @@
 # ---
 # jupyter:
+#   jitlab:
+#     fix: cast once at the boundary, explicitly
+#     instructor_notes:
+#     - Ask for a show of hands before the first experiment; most people expect float64
+#       to compile a second program. It does not, with default settings, and that is
+#       the surprise worth pausing on.
+#     - The 2**24 + 1 example is the one to do live; it shows that canonicalisation
+#       is a silent loss of precision, not only a cache detail.
+#     - Learners who know the fix tend to put the cast inside the jitted function. Run
+#       the "cast inside" cell live and let the compile count speak.
+#     - Recommend setting x64 once, at start-up (JAX_ENABLE_X64=1 or jax.config.update
+#       at the top of the program), never per call.
+#     keypoints:
+#     - The cache key holds each input's dtype after canonicalisation; every new dtype
+#       costs a trace and a compilation.
+#     - With x64 off (the default), float64 becomes float32 and int64 becomes int32
+#       before the lookup, so they share an entry, and the lost precision is silent.
+#     - With jax_enable_x64 on, float64 is a real dtype; the flag is part of the tracing
+#       context, so flipping it retraces even inputs whose dtype did not change.
+#     - An int32 and a float32 array of the same shape are two programs, even when the
+#       numbers that come out are equal.
+#     - Cast once, explicitly, before the jitted call (jnp.asarray(x, jnp.float32));
+#       a cast inside the jitted function runs after the cache lookup and saves nothing.
+#     minutes:
+#       exercises: 10
+#       teaching: 15
+#     objectives:
+#     - Predict the dtype an input reaches the cache with, after JAX canonicalises it.
+#     - Show with compile counts that the dtype, and the x64 flag itself, are part of
+#       the cache key.
+#     - Cast once at the boundary, before the jitted call, and measure the difference.
+#     prerequisites:
+#       lessons:
+#       - what_jit_caches
+#       other:
+#       - NumPy dtypes (float32, float64, int32, uint8)
+#     questions:
+#     - Does a NumPy float64 array compile a second program next to a float32 one?
+#     - What does turning on jax_enable_x64 change, for the answer and for the cache?
+#     - Why do an int32 array and a float32 array of the same shape cost two compilations?
+#     - Where should a dtype cast go so that a loop fed mixed dtypes compiles once?
+#     title: Dtypes
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: Dtypes
-#     fix: "cast once at the boundary, explicitly"
-#     questions:
-#       - Does a NumPy float64 array compile a second program next to a float32 one?
-#       - What does turning on jax_enable_x64 change, for the answer and for the cache?
-#       - Why do an int32 array and a float32 array of the same shape cost two compilations?
-#       - Where should a dtype cast go so that a loop fed mixed dtypes compiles once?
-#     objectives:
-#       - Predict the dtype an input reaches the cache with, after JAX canonicalises it.
-#       - Show with compile counts that the dtype, and the x64 flag itself, are part of
-#         the cache key.
-#       - Cast once at the boundary, before the jitted call, and measure the difference.
-#     prerequisites:
-#       lessons: [what_jit_caches]
-#       other:
-#         - "NumPy dtypes (float32, float64, int32, uint8)"
-#     minutes: {teaching: 15, exercises: 10}
-#     keypoints:
-#       - The cache key holds each input's dtype after canonicalisation; every new dtype
-#         costs a trace and a compilation.
-#       - With x64 off (the default), float64 becomes float32 and int64 becomes int32
-#         before the lookup, so they share an entry, and the lost precision is silent.
-#       - With jax_enable_x64 on, float64 is a real dtype; the flag is part of the tracing
-#         context, so flipping it retraces even inputs whose dtype did not change.
-#       - An int32 and a float32 array of the same shape are two programs, even when the
-#         numbers that come out are equal.
-#       - Cast once, explicitly, before the jitted call (jnp.asarray(x, jnp.float32)); a
-#         cast inside the jitted function runs after the cache lookup and saves nothing.
-#     instructor_notes:
-#       - Ask for a show of hands before the first experiment; most people expect float64
-#         to compile a second program. It does not, with default settings, and that is
-#         the surprise worth pausing on.
-#       - The 2**24 + 1 example is the one to do live; it shows that canonicalisation is a
-#         silent loss of precision, not only a cache detail.
-#       - Learners who know the fix tend to put the cast inside the jitted function. Run
-#         the "cast inside" cell live and let the compile count speak.
-#       - Recommend setting x64 once, at start-up (JAX_ENABLE_X64=1 or jax.config.update
-#         at the top of the program), never per call.
 # ---
 
 # %% [markdown]

@@ -1,62 +1,73 @@
 # ---
 # jupyter:
+#   jitlab:
+#     fix: arrays with an explicit dtype, or static where the value selects a program
+#     instructor_notes:
+#     - Learners arrive believing Python scalars are static (the source chapter says
+#       so). Start with the 3-then-4 experiment and ask for a prediction before running
+#       it.
+#     - '`jax.typeof(v)` is the fastest live demo: type a few values, read the `~`.'
+#     - Learners often expect `jnp.asarray(0.1)` to be strong; it is weak. Only an explicit
+#       dtype (or a NumPy scalar) makes it strong.
+#     - The static-lr variant is the slowest cell (14 compilations, one per distinct
+#       learning-rate value of the 30-step schedule; the lesson asserts both numbers);
+#       it is the point, do not shorten it away.
+#     - The init/step mismatch is the one learners meet in their own code. Have them
+#       print `jax.tree.map(jax.typeof, state)` before and after one step of their own
+#       loop.
+#     keypoints:
+#     - A Python int, float or bool passed to a jitted function is traced, not static;
+#       its value can change without a retrace.
+#     - An int or a float is traced as a weakly typed 0-d array (`~int32[]`, `~float32[]`),
+#       a bool as a plain `bool[]`; dtype and weak flag are both part of the cache key.
+#     - int then float, or Python scalar then NumPy/jnp scalar, is a new cache key and
+#       a new compilation.
+#     - 'Promotion joins the two types in JAX''s lattice, where a Python scalar is a
+#       weak kind (`int*`, `float*`) just below the narrowest dtype of its kind: with
+#       an array of the same kind it takes the array''s dtype (`float32 * 2.0` is float32),
+#       with an integer or bool array it gives a weak float or int at the default width
+#       (`int32 * 2.0` is `~float32`). A strong float64 scalar widens a float32 array
+#       (with x64 on).'
+#     - State carried from step to step must keep its types. An `init` that returns
+#       Python scalars or `jnp.asarray(0.0)` (weak) where the step returns strong float32
+#       makes step 2 compile again; compare `jax.tree.map(jax.typeof, state)` before
+#       and after one step.
+#     - Convert scalar hyperparameters once, at the boundary, with an explicit dtype
+#       (`jnp.asarray(lr, jnp.float32)`); make a value static only when it selects a
+#       different program.
+#     minutes:
+#       exercises: 20
+#       teaching: 20
+#     objectives:
+#     - Read a traced abstract value and tell a weak type (`~float32[]`) from a strong
+#       one.
+#     - Predict which changes in the type of a scalar argument cost a compilation.
+#     - Explain how weak types promote, and why a strong float64 scalar widens a float32
+#       array.
+#     - Check that an `init` function returns the state types that a step returns, with
+#       `jax.tree.map(jax.typeof, state)` before and after one step.
+#     - Pass scalar hyperparameters as arrays with an explicit dtype, and keep static
+#       arguments for values that select a different program.
+#     prerequisites:
+#       lessons:
+#       - what_jit_caches
+#       - dtypes
+#     questions:
+#     - Is a Python number passed to a jitted function static?
+#     - Why do `3` and `3.0`, or `3` and `jnp.int32(3)`, compile two programs?
+#     - Why can a learning-rate schedule cost a compilation per phase, or per step?
+#     title: Python scalars and weak types
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: Python scalars and weak types
-#     fix: "arrays with an explicit dtype, or static where the value selects a program"
-#     questions:
-#       - Is a Python number passed to a jitted function static?
-#       - Why do `3` and `3.0`, or `3` and `jnp.int32(3)`, compile two programs?
-#       - Why can a learning-rate schedule cost a compilation per phase, or per step?
-#     objectives:
-#       - Read a traced abstract value and tell a weak type (`~float32[]`) from a strong one.
-#       - Predict which changes in the type of a scalar argument cost a compilation.
-#       - Explain how weak types promote, and why a strong float64 scalar widens a float32 array.
-#       - Check that an `init` function returns the state types that a step returns, with
-#         `jax.tree.map(jax.typeof, state)` before and after one step.
-#       - Pass scalar hyperparameters as arrays with an explicit dtype, and keep static arguments
-#         for values that select a different program.
-#     prerequisites:
-#       lessons: [what_jit_caches, dtypes]
-#     minutes: {teaching: 20, exercises: 20}
-#     keypoints:
-#       - A Python int, float or bool passed to a jitted function is traced, not static; its
-#         value can change without a retrace.
-#       - An int or a float is traced as a weakly typed 0-d array (`~int32[]`, `~float32[]`), a
-#         bool as a plain `bool[]`; dtype and weak flag are both part of the cache key.
-#       - int then float, or Python scalar then NumPy/jnp scalar, is a new cache key and a new
-#         compilation.
-#       - "Promotion joins the two types in JAX's lattice, where a Python scalar is a weak kind
-#         (`int*`, `float*`) just below the narrowest dtype of its kind: with an array of the
-#         same kind it takes the array's dtype (`float32 * 2.0` is float32), with an integer or
-#         bool array it gives a weak float or int at the default width (`int32 * 2.0` is
-#         `~float32`). A strong float64 scalar widens a float32 array (with x64 on)."
-#       - State carried from step to step must keep its types. An `init` that returns Python
-#         scalars or `jnp.asarray(0.0)` (weak) where the step returns strong float32 makes
-#         step 2 compile again; compare `jax.tree.map(jax.typeof, state)` before and after
-#         one step.
-#       - Convert scalar hyperparameters once, at the boundary, with an explicit dtype
-#         (`jnp.asarray(lr, jnp.float32)`); make a value static only when it selects a different
-#         program.
-#     instructor_notes:
-#       - Learners arrive believing Python scalars are static (the source chapter says so). Start
-#         with the 3-then-4 experiment and ask for a prediction before running it.
-#       - "`jax.typeof(v)` is the fastest live demo: type a few values, read the `~`."
-#       - Learners often expect `jnp.asarray(0.1)` to be strong; it is weak. Only an explicit
-#         dtype (or a NumPy scalar) makes it strong.
-#       - The static-lr variant is the slowest cell (14 compilations, one per distinct
-#         learning-rate value of the 30-step schedule; the lesson asserts both numbers); it
-#         is the point, do not shorten it away.
-#       - The init/step mismatch is the one learners meet in their own code. Have them print
-#         `jax.tree.map(jax.typeof, state)` before and after one step of their own loop.
 # ---
 
 # %% [markdown]

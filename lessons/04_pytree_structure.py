@@ -1,65 +1,76 @@
 # ---
 # jupyter:
+#   jitlab:
+#     fix: stable containers (arrays plus flags), one calling convention
+#     instructor_notes:
+#     - Ask for a prediction before the None cell; most learners expect None to be free
+#       because the function never does arithmetic on it.
+#     - The dict-order result surprises in the other direction; show the two PyTreeDefs
+#       printing identically.
+#     - In an explanation, input path [0] is the tuple of positional arguments and [1]
+#       the dict of keyword arguments, so [0][1]['weights'] is the weights entry of
+#       the second positional argument.
+#     - Live demo, print jax.tree_util.tree_structure of two batches from a real data
+#       loader side by side.
+#     - The timed comparison is compile-bound, so its ratio varies between laptops;
+#       the compile counts do not.
+#     - Learners read `jax.no_tracing()` as "no retrace". Run the `jax.debug.print`
+#       cell and ask why a warm call with the same arguments raises.
+#     keypoints:
+#     - jit flattens all arguments, positional and keyword, into leaves and a tree structure;
+#       the structure is part of the cache key.
+#     - A new dict key (even one the function never reads), None where an array was,
+#       a list for a tuple, a NamedTuple for a tuple, or a new static field of a registered
+#       dataclass is a new structure, and costs a new compilation.
+#     - Dict insertion order does not matter; dicts are flattened in sorted key order.
+#     - f(x) and f(x=x) are two signatures; pick one calling convention.
+#     - Fix it at the boundary; build the pytree you pass with fixed keys and types,
+#       fill optional fields with a neutral value or with a value and a flag, and call
+#       positionally.
+#     - A state slot that `init` leaves `None` and the first step fills is a new structure
+#       at step 2. Build it in `init` (zeros shaped like the parameters) and compare
+#       `jax.tree.structure` and `jax.tree.map(jax.typeof, state)` before and after
+#       one step.
+#     - '`jax.no_tracing()` raises on any miss of jit''s C++ fast path, not only on
+#       a trace: a JAX array where only NumPy arrays were seen, or any call of a warm
+#       function that has a host callback (`jax.debug.print`), raises with 0 traces
+#       and 0 compilations.'
+#     minutes:
+#       exercises: 15
+#       teaching: 25
+#     objectives:
+#     - Say what jit flattens its arguments into, and which part of that is in the cache
+#       key.
+#     - Predict which changes of keys, None, container type and calling style cost a
+#       compilation.
+#     - Read JAX's "different input pytree" explanation and find the argument it names.
+#     - Build a stable container at the boundary and call a jitted function one way
+#       only.
+#     - Make `init` build the state structure that a training step returns, and check
+#       it.
+#     - Say what `jax.no_tracing()` checks (jit's fast path), and when it raises without
+#       a trace.
+#     prerequisites:
+#       lessons:
+#       - what_jit_caches
+#       other:
+#       - 'Pytrees: dicts, lists and tuples of arrays (JAX docs, ''Pytrees'')'
+#     questions:
+#     - Why does a dict with one more key, or a None where an array was, compile again?
+#     - Does the order of a dict's keys matter? Does a list differ from a tuple?
+#     - Why does f(x=x) compile again after f(x)?
+#     title: Pytree structure and the call signature
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: Pytree structure and the call signature
-#     fix: "stable containers (arrays plus flags), one calling convention"
-#     questions:
-#       - Why does a dict with one more key, or a None where an array was, compile again?
-#       - Does the order of a dict's keys matter? Does a list differ from a tuple?
-#       - Why does f(x=x) compile again after f(x)?
-#     objectives:
-#       - Say what jit flattens its arguments into, and which part of that is in the cache key.
-#       - Predict which changes of keys, None, container type and calling style cost a compilation.
-#       - Read JAX's "different input pytree" explanation and find the argument it names.
-#       - Build a stable container at the boundary and call a jitted function one way only.
-#       - Make `init` build the state structure that a training step returns, and check it.
-#       - Say what `jax.no_tracing()` checks (jit's fast path), and when it raises without a
-#         trace.
-#     prerequisites:
-#       lessons: [what_jit_caches]
-#       other:
-#         - "Pytrees: dicts, lists and tuples of arrays (JAX docs, 'Pytrees')"
-#     minutes: {teaching: 25, exercises: 15}
-#     keypoints:
-#       - jit flattens all arguments, positional and keyword, into leaves and a tree
-#         structure; the structure is part of the cache key.
-#       - A new dict key (even one the function never reads), None where an array was, a
-#         list for a tuple, a NamedTuple for a tuple, or a new static field of a registered
-#         dataclass is a new structure, and costs a new compilation.
-#       - Dict insertion order does not matter; dicts are flattened in sorted key order.
-#       - f(x) and f(x=x) are two signatures; pick one calling convention.
-#       - Fix it at the boundary; build the pytree you pass with fixed keys and types, fill
-#         optional fields with a neutral value or with a value and a flag, and call
-#         positionally.
-#       - A state slot that `init` leaves `None` and the first step fills is a new structure at
-#         step 2. Build it in `init` (zeros shaped like the parameters) and compare
-#         `jax.tree.structure` and `jax.tree.map(jax.typeof, state)` before and after one step.
-#       - "`jax.no_tracing()` raises on any miss of jit's C++ fast path, not only on a trace: a
-#         JAX array where only NumPy arrays were seen, or any call of a warm function that has
-#         a host callback (`jax.debug.print`), raises with 0 traces and 0 compilations."
-#     instructor_notes:
-#       - Ask for a prediction before the None cell; most learners expect None to be free
-#         because the function never does arithmetic on it.
-#       - The dict-order result surprises in the other direction; show the two PyTreeDefs
-#         printing identically.
-#       - In an explanation, input path [0] is the tuple of positional arguments and [1]
-#         the dict of keyword arguments, so [0][1]['weights'] is the weights entry of the
-#         second positional argument.
-#       - Live demo, print jax.tree_util.tree_structure of two batches from a real data
-#         loader side by side.
-#       - The timed comparison is compile-bound, so its ratio varies between laptops; the
-#         compile counts do not.
-#       - Learners read `jax.no_tracing()` as "no retrace". Run the `jax.debug.print` cell and
-#         ask why a warm call with the same arguments raises.
 # ---
 
 # %% [markdown]

@@ -1,64 +1,71 @@
 # ---
 # jupyter:
+#   jitlab:
+#     fix: static_argnames, or jnp.where / lax.cond / lax.switch / lax.fori_loop / lax.scan
+#     instructor_notes:
+#     - Start live with the chapter's claim and let the room predict two compilations;
+#       the error is the surprise, and reading its message together is the first skill.
+#     - Learners reach for static_argnames on values that come from data (an epoch,
+#       a threshold, a tolerance). Ask how many distinct values it will see in one run.
+#     - lax.cond and lax.switch branches must return the same shapes and dtypes; expect
+#       the TypeError "cond branches must have equal output types" during the exercise.
+#     - The vmap and unrolling timings vary by machine. The vmap cell times the two
+#       calls in alternation and compares the median per-pair ratio; the jaxpr (select_n
+#       present, cond gone) is the claim, and the compile counts elsewhere.
+#     - For a changed static value JAX 0.12 writes "cache miss explanation unavailable";
+#       point learners at the count and at which arguments are static.
+#     keypoints:
+#     - A Python if, while, range() or list index on a traced value does not recompile
+#       - tracing stops with TracerBoolConversionError or TracerIntegerConversionError,
+#       and the message names the argument.
+#     - An output shape that depends on values fails while tracing too - x[x > 0] raises
+#       NonConcreteBooleanIndexError (an IndexError), jnp.arange(n) with a traced n
+#       a ConcretizationTypeError. Keep the size fixed - a mask, or size= and fill_value=.
+#     - static_argnames / static_argnums make the value part of the cache key - one
+#       compilation per distinct value, right for a few modes, ruinous for values that
+#       come from data.
+#     - jnp.where, lax.cond, lax.switch, lax.fori_loop, lax.while_loop and lax.scan
+#       keep the decision inside one program - one compilation for every value (of the
+#       same type).
+#     - lax.cond runs one branch, but under vmap with a batched predicate it becomes
+#       select_n and runs both.
+#     - A Python loop over a static count is unrolled - compile time grows with the
+#       count; lax.fori_loop and lax.scan keep it flat.
+#     minutes:
+#       exercises: 15
+#       teaching: 25
+#     objectives:
+#     - Recognise TracerBoolConversionError and TracerIntegerConversionError, and read
+#       which argument they name.
+#     - Recognise the errors of a shape that depends on values (NonConcreteBooleanIndexError,
+#       ConcretizationTypeError from jnp.arange) and keep the size fixed instead.
+#     - Choose between a static argument (one compilation per value) and a decision
+#       kept inside the program (one compilation for every value).
+#     - Rewrite a Python if, for or while on a traced value with jnp.where, lax.cond,
+#       lax.switch, lax.fori_loop, lax.while_loop or lax.scan
+#     - Weigh the costs - compilations per value, both branches under vmap, compile
+#       time of unrolled loops.
+#     prerequisites:
+#       lessons:
+#       - what_jit_caches
+#       - python_scalars
+#     questions:
+#     - Does a Python `if` on an argument's value make jit compile one program per value?
+#     - How do I branch or loop on a value inside a jitted function?
+#     - What does each fix cost, in compilations, in compile time and in work at run
+#       time?
+#     title: Value-dependent Python control flow
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: Value-dependent Python control flow
-#     fix: "static_argnames, or jnp.where / lax.cond / lax.switch / lax.fori_loop / lax.scan"
-#     questions:
-#       - Does a Python `if` on an argument's value make jit compile one program per value?
-#       - How do I branch or loop on a value inside a jitted function?
-#       - What does each fix cost, in compilations, in compile time and in work at run time?
-#     objectives:
-#       - Recognise TracerBoolConversionError and TracerIntegerConversionError, and read
-#         which argument they name.
-#       - Recognise the errors of a shape that depends on values (NonConcreteBooleanIndexError,
-#         ConcretizationTypeError from jnp.arange) and keep the size fixed instead.
-#       - Choose between a static argument (one compilation per value) and a decision kept
-#         inside the program (one compilation for every value).
-#       - Rewrite a Python if, for or while on a traced value with jnp.where, lax.cond,
-#         lax.switch, lax.fori_loop, lax.while_loop or lax.scan
-#       - Weigh the costs - compilations per value, both branches under vmap, compile time
-#         of unrolled loops.
-#     prerequisites:
-#       lessons: [what_jit_caches, python_scalars]
-#     minutes: {teaching: 25, exercises: 15}
-#     keypoints:
-#       - A Python if, while, range() or list index on a traced value does not recompile -
-#         tracing stops with TracerBoolConversionError or TracerIntegerConversionError, and
-#         the message names the argument.
-#       - An output shape that depends on values fails while tracing too - x[x > 0] raises
-#         NonConcreteBooleanIndexError (an IndexError), jnp.arange(n) with a traced n a
-#         ConcretizationTypeError. Keep the size fixed - a mask, or size= and fill_value=.
-#       - static_argnames / static_argnums make the value part of the cache key - one
-#         compilation per distinct value, right for a few modes, ruinous for values that
-#         come from data.
-#       - jnp.where, lax.cond, lax.switch, lax.fori_loop, lax.while_loop and lax.scan keep
-#         the decision inside one program - one compilation for every value (of the same
-#         type).
-#       - lax.cond runs one branch, but under vmap with a batched predicate it becomes
-#         select_n and runs both.
-#       - A Python loop over a static count is unrolled - compile time grows with the count;
-#         lax.fori_loop and lax.scan keep it flat.
-#     instructor_notes:
-#       - Start live with the chapter's claim and let the room predict two compilations; the
-#         error is the surprise, and reading its message together is the first skill.
-#       - Learners reach for static_argnames on values that come from data (an epoch, a
-#         threshold, a tolerance). Ask how many distinct values it will see in one run.
-#       - lax.cond and lax.switch branches must return the same shapes and dtypes; expect the
-#         TypeError "cond branches must have equal output types" during the exercise.
-#       - The vmap and unrolling timings vary by machine. The vmap cell times the two
-#         calls in alternation and compares the median per-pair ratio; the jaxpr (select_n
-#         present, cond gone) is the claim, and the compile counts elsewhere.
-#       - For a changed static value JAX 0.12 writes "cache miss explanation unavailable";
-#         point learners at the count and at which arguments are static.
 # ---
 
 # %% [markdown]

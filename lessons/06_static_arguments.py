@@ -1,65 +1,71 @@
 # ---
 # jupyter:
+#   jitlab:
+#     fix: few static values, hashable and equal by value, immutable
+#     instructor_notes:
+#     - Learners often think "static" means "cached once". Run the section 1 loop live
+#       and ask for a count before you run it. Then ask what 1 vs 1.0 vs True will cost.
+#     - The stale-result cells (section 4) are the ones to demo live. The number is
+#       wrong, nothing is printed, and the counter shows zero traces. Ask the room where
+#       the 10x went.
+#     - People bring up `jax.tree_util.register_dataclass` and equinox Modules. Both
+#       are the other way round, making the object a pytree whose array leaves are traced.
+#       They fit weights. A frozen dataclass as a static argument fits hyper-parameters.
+#     - The memory column needs Linux with glibc (it calls malloc_trim). On macOS the
+#       lesson says so and skips the memory checks. The compile counts hold everywhere.
+#     keypoints:
+#     - A static argument's value is part of the cache key. JAX hashes it and looks
+#       for a compiled entry whose value has the same type and compares equal with ==.
+#     - JAX 0.12 does not say which static value changed - its explanation reads "cache
+#       miss explanation unavailable". Count compilations, and know which arguments
+#       are static.
+#     - Lists, dicts, NumPy arrays and jax.Arrays are unhashable. As static arguments
+#       they raise ValueError ("Non-hashable static arguments are not supported") at
+#       call time. Pass a tuple, or pass the array as a traced argument.
+#     - A class with the default identity hash compiles once per instance. A frozen
+#       dataclass hashes and compares by its fields, so equal instances share one executable.
+#     - Whatever the function reads from a static argument is baked into the executable.
+#       If == ignores a field, the cached program returns stale numbers and never retraces.
+#       Changing a static object after use is worse - stale numbers with an identity
+#       hash, undefined behaviour with a hash that changes (unsafe_hash).
+#     - Every distinct static value costs a compilation, a cache entry and memory. f.clear_cache()
+#       drops f's executables and traces (the memory comes back, the next call compiles
+#       again) and also empties a cache shared by every function.
+#     - Make static only what has few values and shapes the program (modes, flags, sizes).
+#       Numbers that change from call to call stay traced.
+#     minutes:
+#       exercises: 15
+#       teaching: 20
+#     objectives:
+#     - Predict whether a static argument hits the cache from its type, its hash and
+#       its equality.
+#     - Recognise the error JAX raises for an unhashable static argument, and pick the
+#       fix.
+#     - Write a configuration class that is hashable by value and immutable, and use
+#       it as a static argument or as a static `self`.
+#     - Measure what one executable per static value costs (compilations, compile time,
+#       cache entries, memory) and decide what should not be static at all.
+#     prerequisites:
+#       lessons:
+#       - what_jit_caches
+#       - control_flow
+#     questions:
+#     - What makes a value a good static argument, and what happens with a bad one?
+#     - Why does an equal-looking object compile again, and when does a static argument
+#       return a stale result?
+#     - What do many distinct static values cost, and how do you get the memory back?
+#     title: Static arguments in depth
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: Static arguments in depth
-#     fix: "few static values, hashable and equal by value, immutable"
-#     questions:
-#       - What makes a value a good static argument, and what happens with a bad one?
-#       - Why does an equal-looking object compile again, and when does a static argument
-#         return a stale result?
-#       - What do many distinct static values cost, and how do you get the memory back?
-#     objectives:
-#       - Predict whether a static argument hits the cache from its type, its hash and its
-#         equality.
-#       - Recognise the error JAX raises for an unhashable static argument, and pick the fix.
-#       - Write a configuration class that is hashable by value and immutable, and use it as
-#         a static argument or as a static `self`.
-#       - Measure what one executable per static value costs (compilations, compile time,
-#         cache entries, memory) and decide what should not be static at all.
-#     prerequisites:
-#       lessons: [what_jit_caches, control_flow]
-#     minutes: {teaching: 20, exercises: 15}
-#     keypoints:
-#       - A static argument's value is part of the cache key. JAX hashes it and looks for a
-#         compiled entry whose value has the same type and compares equal with ==.
-#       - JAX 0.12 does not say which static value changed - its explanation reads "cache
-#         miss explanation unavailable". Count compilations, and know which arguments are
-#         static.
-#       - Lists, dicts, NumPy arrays and jax.Arrays are unhashable. As static arguments they
-#         raise ValueError ("Non-hashable static arguments are not supported") at call time.
-#         Pass a tuple, or pass the array as a traced argument.
-#       - A class with the default identity hash compiles once per instance. A frozen
-#         dataclass hashes and compares by its fields, so equal instances share one
-#         executable.
-#       - Whatever the function reads from a static argument is baked into the executable.
-#         If == ignores a field, the cached program returns stale numbers and never
-#         retraces. Changing a static object after use is worse - stale numbers with an
-#         identity hash, undefined behaviour with a hash that changes (unsafe_hash).
-#       - Every distinct static value costs a compilation, a cache entry and memory.
-#         f.clear_cache() drops f's executables and traces (the memory comes back, the
-#         next call compiles again) and also empties a cache shared by every function.
-#       - Make static only what has few values and shapes the program (modes, flags, sizes).
-#         Numbers that change from call to call stay traced.
-#     instructor_notes:
-#       - Learners often think "static" means "cached once". Run the section 1 loop live and
-#         ask for a count before you run it. Then ask what 1 vs 1.0 vs True will cost.
-#       - The stale-result cells (section 4) are the ones to demo live. The number is wrong,
-#         nothing is printed, and the counter shows zero traces. Ask the room where the 10x
-#         went.
-#       - People bring up `jax.tree_util.register_dataclass` and equinox Modules. Both are
-#         the other way round, making the object a pytree whose array leaves are traced.
-#         They fit weights. A frozen dataclass as a static argument fits hyper-parameters.
-#       - The memory column needs Linux with glibc (it calls malloc_trim). On macOS the
-#         lesson says so and skips the memory checks. The compile counts hold everywhere.
 # ---
 
 # %% [markdown]

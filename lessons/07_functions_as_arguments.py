@@ -1,68 +1,74 @@
 # ---
 # jupyter:
+#   jitlab:
+#     fix: define functions once, reuse one partial, pass data instead of functions
+#     instructor_notes:
+#     - 'The one question to drill: is this the same object as last time? Ask it aloud
+#       before every Predict cell.'
+#     - Learners expect two identical lambdas to share a compilation because they "are
+#       the same function". Run the equality cell before the static-argument demo.
+#     - The bound-method section surprises people twice, first with one compilation
+#       per instance, then with the stale attribute. Demo the stale value live; it is
+#       the bug that ships.
+#     - The "same line" hint depends on what ran before in the kernel - re-running a
+#       cell moves it. The lesson asserts it only where a second function is certain
+#       to meet a call site that already traced one.
+#     - jax.jit(jax.grad(loss)) inside a training loop is a common real-world form of
+#       this bug, and the exercise is built on it. Point at it in the first section.
+#     - Timings vary by laptop; the compile counts do not. Ask the room to compare counts,
+#       not milliseconds.
+#     keypoints:
+#     - jit's cache is keyed on the function object, not its source code. A lambda,
+#       a nested def, a fresh functools.partial or jax.grad(f) built in a loop is a
+#       new object each time, so it retraces each time.
+#     - Re-wrapping the same top-level function with jax.jit is harmless; building a
+#       new function to wrap is what costs.
+#     - A callable passed as a static argument costs one compilation per distinct object;
+#       the same lambda written twice is two objects.
+#     - jax.jit(self.method) in __init__ compiles once per instance and bakes in the
+#       attributes it reads; changing them later silently returns old results.
+#     - jit's caches hold the function weakly - jax.jit(self.method)(x) on every call
+#       compiles every time because the temporary bound method, and its cache entries,
+#       die after the call (equal bound methods kept alive share one entry).
+#     - jax.jit(jax.grad(f)) is one program; jax.grad(jax.jit(f)) compiles a forward
+#       and a backward program and runs grad's machinery in Python on every call.
+#     - '"seen another function defined on the same line" names the call site - any
+#       never-seen function traced from a line that traced one before gets it.'
+#     - Define functions once at top level, build partials once and reuse them, and
+#       pass data (an index for lax.switch, an array of coefficients) rather than functions.
+#     minutes:
+#       exercises: 15
+#       teaching: 20
+#     objectives:
+#     - Predict whether a loop that builds jitted functions retraces, by asking "is
+#       this the same function object as last time?"
+#     - Read JAX's cache-miss explanation for a function re-defined on every iteration.
+#     - Keep jitted methods cheap and correct by passing the object's state as arguments.
+#     - Replace "pass a different function" with "pass different data" (an index with
+#       lax.switch, coefficients as an array, a jax.tree_util.Partial).
+#     prerequisites:
+#       lessons:
+#       - what_jit_caches
+#       - static_arguments
+#     questions:
+#     - Why does jax.jit(lambda ...) inside a loop compile on every iteration?
+#     - When is a functools.partial a stable function, and when is it a new one?
+#     - What does jit cost when a class jits its own methods, and what happens to attributes
+#       read from self?
+#     - How do I choose between functions (activations, losses) without one compilation
+#       each?
+#     title: Functions as arguments
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: Functions as arguments
-#     fix: "define functions once, reuse one partial, pass data instead of functions"
-#     questions:
-#       - Why does jax.jit(lambda ...) inside a loop compile on every iteration?
-#       - When is a functools.partial a stable function, and when is it a new one?
-#       - What does jit cost when a class jits its own methods, and what happens to
-#         attributes read from self?
-#       - How do I choose between functions (activations, losses) without one
-#         compilation each?
-#     objectives:
-#       - Predict whether a loop that builds jitted functions retraces, by asking
-#         "is this the same function object as last time?"
-#       - Read JAX's cache-miss explanation for a function re-defined on every iteration.
-#       - Keep jitted methods cheap and correct by passing the object's state as arguments.
-#       - Replace "pass a different function" with "pass different data" (an index with
-#         lax.switch, coefficients as an array, a jax.tree_util.Partial).
-#     prerequisites:
-#       lessons: [what_jit_caches, static_arguments]
-#     minutes: {teaching: 20, exercises: 15}
-#     keypoints:
-#       - jit's cache is keyed on the function object, not its source code. A lambda, a
-#         nested def, a fresh functools.partial or jax.grad(f) built in a loop is a new
-#         object each time, so it retraces each time.
-#       - Re-wrapping the same top-level function with jax.jit is harmless; building a new
-#         function to wrap is what costs.
-#       - A callable passed as a static argument costs one compilation per distinct object;
-#         the same lambda written twice is two objects.
-#       - jax.jit(self.method) in __init__ compiles once per instance and bakes in the
-#         attributes it reads; changing them later silently returns old results.
-#       - jit's caches hold the function weakly - jax.jit(self.method)(x) on every call
-#         compiles every time because the temporary bound method, and its cache entries,
-#         die after the call (equal bound methods kept alive share one entry).
-#       - jax.jit(jax.grad(f)) is one program; jax.grad(jax.jit(f)) compiles a forward and
-#         a backward program and runs grad's machinery in Python on every call.
-#       - '"seen another function defined on the same line" names the call site - any
-#         never-seen function traced from a line that traced one before gets it.'
-#       - Define functions once at top level, build partials once and reuse them, and pass
-#         data (an index for lax.switch, an array of coefficients) rather than functions.
-#     instructor_notes:
-#       - "The one question to drill: is this the same object as last time? Ask it aloud
-#         before every Predict cell."
-#       - Learners expect two identical lambdas to share a compilation because they "are
-#         the same function". Run the equality cell before the static-argument demo.
-#       - The bound-method section surprises people twice, first with one compilation per
-#         instance, then with the stale attribute. Demo the stale value live; it is the
-#         bug that ships.
-#       - The "same line" hint depends on what ran before in the kernel - re-running a cell
-#         moves it. The lesson asserts it only where a second function is certain to meet
-#         a call site that already traced one.
-#       - jax.jit(jax.grad(loss)) inside a training loop is a common real-world form of
-#         this bug, and the exercise is built on it. Point at it in the first section.
-#       - Timings vary by laptop; the compile counts do not. Ask the room to compare
-#         counts, not milliseconds.
 # ---
 
 # %% [markdown]

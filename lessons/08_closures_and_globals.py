@@ -1,57 +1,63 @@
 # ---
 # jupyter:
+#   jitlab:
+#     fix: pass what changes as an argument (traced, or static if it selects a program)
+#     instructor_notes:
+#     - Learners expect either a recompilation or an error. Have them write down the
+#       predicted result of the stale-global cell before running it; the silent wrong
+#       answer is the moment of the lesson.
+#     - 'The shape-dependent staleness is the one to demo live: call with the old shape
+#       again after the new one and ask why two calls of the same function disagree.'
+#     - 'If asked about `jax.clear_caches()` (or `f.clear_cache()`): it does drop the
+#       stale program, but it is a workaround that throws away compilations; the fix
+#       is an argument.'
+#     - The transitional flag `jax_use_simplified_jaxpr_constants` changes where large
+#       constants go; it must be set before JAX starts (environment variable), and the
+#       lesson asserts its default.
+#     keypoints:
+#     - A global or closed-over value is read once, while tracing, and frozen into the
+#       program as a constant.
+#     - Changing it later does not retrace; the cached program silently returns the
+#       old answer.
+#     - The new value appears only when something else forces a retrace, and only for
+#       that cache entry, so the bug comes and goes.
+#     - A closed-over array is embedded in the compiled program (the JAX 0.12 default),
+#       so the program and its compile time grow with the array.
+#     - A jitted closure built anew on every call is a new function every time, so it
+#       traces and compiles every time.
+#     - 'The fix: pass what changes as an argument: traced for values (one compilation
+#       for all of them), static only for choices that select a different program.'
+#     minutes:
+#       exercises: 15
+#       teaching: 20
+#     objectives:
+#     - Predict what a jitted function returns after a global it reads has changed.
+#     - Explain why a stale global shows up only for some input shapes.
+#     - Measure the program size and compile time of a closed-over array against an
+#       argument.
+#     - Count the compilations of a jitted closure that is rebuilt on every call.
+#     - Rewrite such code so every changing value is an argument, traced or static.
+#     prerequisites:
+#       lessons:
+#       - what_jit_caches
+#       - static_arguments
+#       - functions_as_arguments
+#     questions:
+#     - If a jitted function reads a global and the global changes, does JAX recompile?
+#     - What does it cost to close over a large array instead of passing it in?
+#     - Why does a jitted function built by a factory compile on every call?
+#     title: Closures and globals
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: Closures and globals
-#     fix: "pass what changes as an argument (traced, or static if it selects a program)"
-#     questions:
-#       - If a jitted function reads a global and the global changes, does JAX recompile?
-#       - What does it cost to close over a large array instead of passing it in?
-#       - Why does a jitted function built by a factory compile on every call?
-#     objectives:
-#       - Predict what a jitted function returns after a global it reads has changed.
-#       - Explain why a stale global shows up only for some input shapes.
-#       - Measure the program size and compile time of a closed-over array against an argument.
-#       - Count the compilations of a jitted closure that is rebuilt on every call.
-#       - Rewrite such code so every changing value is an argument, traced or static.
-#     prerequisites:
-#       lessons: [what_jit_caches, static_arguments, functions_as_arguments]
-#     minutes: {teaching: 20, exercises: 15}
-#     keypoints:
-#       - A global or closed-over value is read once, while tracing, and frozen into
-#         the program as a constant.
-#       - Changing it later does not retrace; the cached program silently returns the
-#         old answer.
-#       - The new value appears only when something else forces a retrace, and only
-#         for that cache entry, so the bug comes and goes.
-#       - A closed-over array is embedded in the compiled program (the JAX 0.12
-#         default), so the program and its compile time grow with the array.
-#       - A jitted closure built anew on every call is a new function every time, so
-#         it traces and compiles every time.
-#       - "The fix: pass what changes as an argument: traced for values (one
-#         compilation for all of them), static only for choices that select a
-#         different program."
-#     instructor_notes:
-#       - Learners expect either a recompilation or an error. Have them write down the
-#         predicted result of the stale-global cell before running it; the silent
-#         wrong answer is the moment of the lesson.
-#       - "The shape-dependent staleness is the one to demo live: call with the old
-#         shape again after the new one and ask why two calls of the same function
-#         disagree."
-#       - "If asked about `jax.clear_caches()` (or `f.clear_cache()`): it does drop
-#         the stale program, but it is a workaround that throws away compilations;
-#         the fix is an argument."
-#       - The transitional flag `jax_use_simplified_jaxpr_constants` changes where
-#         large constants go; it must be set before JAX starts (environment
-#         variable), and the lesson asserts its default.
 # ---
 
 # %% [markdown]

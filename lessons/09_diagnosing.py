@@ -1,104 +1,118 @@
 # ---
 # jupyter:
+#   jitlab:
+#     fix: log_compiles, explain_cache_misses, no_tracing, trace-count guards in tests,
+#       jitlab doctor
+#     instructor_notes:
+#     - Run the worked diagnosis live, and ask the room to predict the cause from the
+#       code before showing any tool; almost nobody spots the class defined inside make_batch.
+#     - The log lines are long; read one explanation aloud, top to bottom, and point
+#       at the call site, the function, the closest previous key, and the '* at' line.
+#     - Learners often create inputs (jnp.ones) inside a no_tracing block and are surprised
+#       that broadcast_in_dim is the function that 'retraced'.
+#     - A changed static argument gets no reason at all on JAX 0.12 ('cache miss explanation
+#       unavailable'); 0.10.2 showed it as 'different input pytree' with Static(val=...).
+#       Worth saying out loud, since the count is the evidence.
+#     - Every experiment cell defines the functions it studies, so it can be run again
+#       on its own. The one exception is by design, the 'defined on the same line' hint,
+#       which depends on what the process has run before; the cell says so.
+#     - The timings of the fast-path cells move a lot on a busy laptop; the assertions
+#       are on the guard's behaviour and on ratios with a wide margin.
+#     - Before running the doctor on split_report, ask the room for its causes. Most
+#       find the namedtuple (they have just seen it) and the short batches; few see
+#       the int 2 against the float 1.0. Then read one "JAX says" line aloud, where
+#       JAX names only the pytree, next to the doctor's verdict.
+#     - 'jitlab.doctor.install() is counted: running its cell twice needs two uninstall()
+#       calls. Run the doctor section from its first cell to its last.'
+#     keypoints:
+#     - jax.log_compiles says that a function compiled, and with which shapes and types.
+#       The tracing, lowering and XLA lines carry a time; the "Compiling" line does
+#       not.
+#     - jax_explain_cache_misses says why. The line after 'For the closest previous
+#       key' names the part of the cache key that differed; the '* at' line names the
+#       argument.
+#     - '''different input types'' is a shape, a dtype or a weak type; ''different input
+#       pytree'' is a container, a keyword or a class; ''Tracing context doesn''t match''
+#       is a config option or context manager; ''Debug info doesn''t match'' is the
+#       same function traced before by another transformation; ''never seen function''
+#       is a new function object; ''cache miss explanation unavailable'' is often a
+#       changed static value.'
+#     - JAX compares a call with one earlier key. For each key it finds the first kind
+#       of difference in the order context, pytree, debug info, types, and it reports
+#       the key whose difference comes earliest in that order. A context or structure
+#       difference with any earlier key hides a change of shape.
+#     - '''seen another function defined on the same line'' is about the call site:
+#       JAX remembers, for the whole process, each line from which a function it had
+#       never seen was called.'
+#     - jax.no_tracing() raises RuntimeError on any miss of jit's C++ fast path, before
+#       JAX knows whether it must trace. A retrace raises; so do a new executable for
+#       a committed array, every call of a warm function with effects (jax.debug.print,
+#       io_callback), and every call with an argument signature that once failed in
+#       the slow path, until f.clear_cache().
+#     - The fast path runs a warm call without any of JAX's Python. A function with
+#       effects never takes it, and a call through the Python path costs several times
+#       more.
+#     - chex.assert_max_traces raises AssertionError when a function traces too often,
+#       which turns a retrace into a failing test.
+#     - A jax.monitoring listener on backend_compile_duration, keyed by fun_name, finds
+#       the function that compiles too often in a long job.
+#     - Two classes with the same name are different pytree node types; define containers
+#       once, at module level.
+#     - jitlab doctor (jitlab doctor -- python train.py, or jitlab.doctor.watch() around
+#       a block) names, for every miss of every jitted function, each part of the cache
+#       key that changed, the call site and the lesson with the fix. JAX's explanation
+#       names one kind of difference; the doctor names them all.
+#     - The doctor explains only functions jitted while it watches, because it wraps
+#       jax.jit; it counts the others by name. In a notebook, call jitlab.doctor.install()
+#       (or %load_ext jitlab) before the code is defined.
+#     - A compile budget (--max-compiles NAME=N, watch(["NAME=N"]) then doctor.check(),
+#       or @pytest.mark.max_compiles) turns an extra compilation into a failure that
+#       says why.
+#     minutes:
+#       exercises: 15
+#       teaching: 35
+#     objectives:
+#     - Turn on jax.log_compiles and jax_explain_cache_misses and read what they print.
+#     - Name the part of the cache key that changed from one explanation (tracing context,
+#       input pytree, debug info, input types, or a function never seen before), and
+#       recognise the explanation that gives no reason.
+#     - Predict which earlier key an explanation compares with, and check its claim
+#       against what the caller passed.
+#     - Guard a steady-state loop with jax.no_tracing, knowing that it watches jit's
+#       fast path rather than tracing, and a test with chex.assert_max_traces.
+#     - Compare two traces with jax.make_jaxpr.
+#     - Record compile time per function in a long job with a jax.monitoring listener.
+#     - Run jitlab doctor on code you did not write, read each cause and lesson it names,
+#       and set a compile budget that fails with the reasons.
+#     prerequisites:
+#       lessons:
+#       - what_jit_caches
+#       - shapes
+#       - dtypes
+#       - python_scalars
+#       - pytree_structure
+#       - control_flow
+#       - static_arguments
+#       - functions_as_arguments
+#       - closures_and_globals
+#     questions:
+#     - A program compiles more often than it should. Which function, and why?
+#     - How do I read JAX's cache-miss explanations, and when do they mislead?
+#     - How do I make a test fail when a function starts to retrace?
+#     title: Diagnosing a recompilation in code you did not write
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: Diagnosing a recompilation in code you did not write
-#     fix: "log_compiles, explain_cache_misses, no_tracing, trace-count guards in tests, jitlab doctor"
-#     questions:
-#       - A program compiles more often than it should. Which function, and why?
-#       - How do I read JAX's cache-miss explanations, and when do they mislead?
-#       - How do I make a test fail when a function starts to retrace?
-#     objectives:
-#       - Turn on jax.log_compiles and jax_explain_cache_misses and read what they print.
-#       - Name the part of the cache key that changed from one explanation (tracing
-#         context, input pytree, debug info, input types, or a function never seen
-#         before), and recognise the explanation that gives no reason.
-#       - Predict which earlier key an explanation compares with, and check its claim
-#         against what the caller passed.
-#       - Guard a steady-state loop with jax.no_tracing, knowing that it watches jit's
-#         fast path rather than tracing, and a test with chex.assert_max_traces.
-#       - Compare two traces with jax.make_jaxpr.
-#       - Record compile time per function in a long job with a jax.monitoring listener.
-#       - Run jitlab doctor on code you did not write, read each cause and lesson it
-#         names, and set a compile budget that fails with the reasons.
-#     prerequisites:
-#       lessons: [what_jit_caches, shapes, dtypes, python_scalars, pytree_structure, control_flow, static_arguments, functions_as_arguments, closures_and_globals]
-#     minutes: {teaching: 35, exercises: 15}
-#     keypoints:
-#       - jax.log_compiles says that a function compiled, and with which shapes and
-#         types. The tracing, lowering and XLA lines carry a time; the "Compiling" line
-#         does not.
-#       - jax_explain_cache_misses says why. The line after 'For the closest previous key'
-#         names the part of the cache key that differed; the '* at' line names the
-#         argument.
-#       - "'different input types' is a shape, a dtype or a weak type; 'different input
-#         pytree' is a container, a keyword or a class; 'Tracing context doesn't match'
-#         is a config option or context manager; 'Debug info doesn't match' is the same
-#         function traced before by another transformation; 'never seen function' is a
-#         new function object; 'cache miss explanation unavailable' is often a changed
-#         static value."
-#       - JAX compares a call with one earlier key. For each key it finds the first kind
-#         of difference in the order context, pytree, debug info, types, and it reports
-#         the key whose difference comes earliest in that order. A context or structure
-#         difference with any earlier key hides a change of shape.
-#       - "'seen another function defined on the same line' is about the call site: JAX
-#         remembers, for the whole process, each line from which a function it had never
-#         seen was called."
-#       - jax.no_tracing() raises RuntimeError on any miss of jit's C++ fast path, before
-#         JAX knows whether it must trace. A retrace raises; so do a new executable for a
-#         committed array, every call of a warm function with effects
-#         (jax.debug.print, io_callback), and every call with an argument signature that
-#         once failed in the slow path, until f.clear_cache().
-#       - The fast path runs a warm call without any of JAX's Python. A function with
-#         effects never takes it, and a call through the Python path costs several times
-#         more.
-#       - chex.assert_max_traces raises AssertionError when a function traces too often,
-#         which turns a retrace into a failing test.
-#       - A jax.monitoring listener on backend_compile_duration, keyed by fun_name, finds
-#         the function that compiles too often in a long job.
-#       - Two classes with the same name are different pytree node types; define
-#         containers once, at module level.
-#       - jitlab doctor (jitlab doctor -- python train.py, or jitlab.doctor.watch()
-#         around a block) names, for every miss of every jitted function, each part of
-#         the cache key that changed, the call site and the lesson with the fix. JAX's
-#         explanation names one kind of difference; the doctor names them all.
-#       - The doctor explains only functions jitted while it watches, because it wraps
-#         jax.jit; it counts the others by name. In a notebook, call
-#         jitlab.doctor.install() (or %load_ext jitlab) before the code is defined.
-#       - A compile budget (--max-compiles NAME=N, watch(["NAME=N"]) then
-#         doctor.check(), or @pytest.mark.max_compiles) turns an extra compilation into
-#         a failure that says why.
-#     instructor_notes:
-#       - Run the worked diagnosis live, and ask the room to predict the cause from the
-#         code before showing any tool; almost nobody spots the class defined inside
-#         make_batch.
-#       - The log lines are long; read one explanation aloud, top to bottom, and point at
-#         the call site, the function, the closest previous key, and the '* at' line.
-#       - Learners often create inputs (jnp.ones) inside a no_tracing block and are
-#         surprised that broadcast_in_dim is the function that 'retraced'.
-#       - "A changed static argument gets no reason at all on JAX 0.12 ('cache miss
-#         explanation unavailable'); 0.10.2 showed it as 'different input pytree' with
-#         Static(val=...). Worth saying out loud, since the count is the evidence."
-#       - Every experiment cell defines the functions it studies, so it can be run again
-#         on its own. The one exception is by design, the 'defined on the same line' hint,
-#         which depends on what the process has run before; the cell says so.
-#       - The timings of the fast-path cells move a lot on a busy laptop; the assertions
-#         are on the guard's behaviour and on ratios with a wide margin.
-#       - Before running the doctor on split_report, ask the room for its causes. Most
-#         find the namedtuple (they have just seen it) and the short batches; few see
-#         the int 2 against the float 1.0. Then read one "JAX says" line aloud, where
-#         JAX names only the pytree, next to the doctor's verdict.
-#       - "jitlab.doctor.install() is counted: running its cell twice needs two
-#         uninstall() calls. Run the doctor section from its first cell to its last."
 # ---
+
 # %% [markdown]
 # # 09 · Diagnosing a recompilation in code you did not write
 #

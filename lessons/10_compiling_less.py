@@ -1,50 +1,93 @@
 # ---
 # jupyter:
+#   jitlab:
+#     fix: AOT warm-up with lower().compile(), the persistent compilation cache, lax.scan
+#       instead of unrolled loops; what jax.export does and does not save
+#     instructor_notes:
+#     - 'Start with the latency plot of the serving loop: the spikes are the compilations,
+#       and nobody notices them in the total time.'
+#     - 'Learners expect the warm-up to make the whole run faster. It does not: the
+#       same programs are compiled, only earlier. The win is the worst request, and
+#       a TypeError instead of a silent compile for a shape nobody planned.'
+#     - The four subprocesses take a few seconds; most of it is importing JAX. Point
+#       at the compile times the children report, not at the wall time.
+#     - 'Learners read ''a tracing-cache hit'' as ''nothing to do''. Run the four-caches
+#       table live and ask, row by row, which step ran: the committed array is the surprise
+#       (no trace, but a lowering and a compilation).'
+#     - The unrolled-loop plot depends on the laptop and on what else it runs; the equation
+#       counts under it do not. Teach from the counts, show the plot.
+#     - 'The persistent cache is a trusted directory: anyone who can write to it can
+#       run code in your process. Do not share it with people you do not trust.'
+#     - Exported.serialize() needs the flatbuffers package, which the course does not
+#       install; the lesson calls the Exported in the same process.
+#     keypoints:
+#     - jax.jit(f).lower(ShapeDtypeStruct...).compile() traces, lowers and compiles
+#       for shapes you name, before any data exists; the result is a Compiled executable.
+#     - A Compiled never compiles again; called with a type it was not built for (float16,
+#       one more element) it raises TypeError instead of compiling. NumPy float64 and
+#       Python scalars are canonicalised first, so they run.
+#     - A dict of Compiled, one per bucket, built at start-up moves every compilation
+#       out of the serving loop; the total work is the same, the worst request is not.
+#     - 'jit keeps four caches in memory: the C++ fast path (a miss only costs dispatch
+#       time), the trace cache (a hit skips your Python), the lowering cache (keyed
+#       on the jaxpr and the shardings, committedness included) and the compilation
+#       cache (keyed on the lowered module, the compile options and the device assignment).
+#       A trace-cache hit can still lower and compile.'
+#     - The persistent compilation cache (jax_compilation_cache_dir) keeps executables
+#       on disk; a later process with the same program, devices and jaxlib reads them
+#       instead of running XLA. Tracing and lowering still run.
+#     - 'Not written to disk: programs that compiled faster than jax_persistent_cache_min_compile_time_secs
+#       (1 s by default), and everything compiled by processes other than process 0.
+#       Programs with host callbacks are written and read back on this JAX release.'
+#     - 'jax.export saves running your Python again and makes the program portable;
+#       calling the Exported still traces a small wrapper, lowers and compiles once
+#       per concrete size: as many compilations as plain jax.jit, each a little slower.'
+#     - 'A Python for loop inside jit is unrolled: trace, lowering and compile time
+#       grow with the number of steps. lax.scan (over steps or over stacked layers)
+#       and lax.fori_loop keep the program, and its compile time, the same size. Jitted
+#       helpers are inlined, and large captured constants are embedded in the program.'
+#     minutes:
+#       exercises: 20
+#       teaching: 35
+#     objectives:
+#     - Compile ahead of time with jax.jit(f).lower(jax.ShapeDtypeStruct(...)).compile(),
+#       with no real data.
+#     - Build a dict of executables, one per bucket, at start-up, and serve a stream
+#       of requests with zero compilations.
+#     - Tell jit's four in-memory caches (fast path, trace, lowering, compilation) apart
+#       by counting traces, lowerings and compilations.
+#     - Turn on the persistent compilation cache, show with jax.monitoring events that
+#       a second process hits it, and name what is not written.
+#     - Count what calling a jax.export with a symbolic batch size still traces, lowers
+#       and compiles, against plain jax.jit.
+#     - Measure trace and compile time against the number of steps of an unrolled Python
+#       loop, and keep it flat with lax.scan.
+#     prerequisites:
+#       lessons:
+#       - what_jit_caches
+#       - shapes
+#     questions:
+#     - When a compilation cannot be avoided, can it at least happen before the first
+#       request?
+#     - Which caches sit in front of XLA, and which step does a hit in each of them
+#       skip?
+#     - Can a second process reuse what the first one compiled, and what is never written
+#       to disk?
+#     - What does jax.export with a symbolic batch size save, and what does it not?
+#     - Why does a program with a long Python loop take longer to compile, and what
+#       keeps it flat?
+#     title: Paying for compilation less
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: Paying for compilation less
-#     fix: AOT warm-up with lower().compile(), the persistent compilation cache, lax.scan instead of unrolled loops; what jax.export does and does not save
-#     questions:
-#       - When a compilation cannot be avoided, can it at least happen before the first request?
-#       - Which caches sit in front of XLA, and which step does a hit in each of them skip?
-#       - Can a second process reuse what the first one compiled, and what is never written to disk?
-#       - What does jax.export with a symbolic batch size save, and what does it not?
-#       - Why does a program with a long Python loop take longer to compile, and what keeps it flat?
-#     objectives:
-#       - Compile ahead of time with jax.jit(f).lower(jax.ShapeDtypeStruct(...)).compile(), with no real data.
-#       - Build a dict of executables, one per bucket, at start-up, and serve a stream of requests with zero compilations.
-#       - Tell jit's four in-memory caches (fast path, trace, lowering, compilation) apart by counting traces, lowerings and compilations.
-#       - Turn on the persistent compilation cache, show with jax.monitoring events that a second process hits it, and name what is not written.
-#       - Count what calling a jax.export with a symbolic batch size still traces, lowers and compiles, against plain jax.jit.
-#       - Measure trace and compile time against the number of steps of an unrolled Python loop, and keep it flat with lax.scan.
-#     prerequisites:
-#       lessons: [what_jit_caches, shapes]
-#     minutes: {teaching: 35, exercises: 20}
-#     keypoints:
-#       - jax.jit(f).lower(ShapeDtypeStruct...).compile() traces, lowers and compiles for shapes you name, before any data exists; the result is a Compiled executable.
-#       - A Compiled never compiles again; called with a type it was not built for (float16, one more element) it raises TypeError instead of compiling. NumPy float64 and Python scalars are canonicalised first, so they run.
-#       - A dict of Compiled, one per bucket, built at start-up moves every compilation out of the serving loop; the total work is the same, the worst request is not.
-#       - "jit keeps four caches in memory: the C++ fast path (a miss only costs dispatch time), the trace cache (a hit skips your Python), the lowering cache (keyed on the jaxpr and the shardings, committedness included) and the compilation cache (keyed on the lowered module, the compile options and the device assignment). A trace-cache hit can still lower and compile."
-#       - The persistent compilation cache (jax_compilation_cache_dir) keeps executables on disk; a later process with the same program, devices and jaxlib reads them instead of running XLA. Tracing and lowering still run.
-#       - "Not written to disk: programs that compiled faster than jax_persistent_cache_min_compile_time_secs (1 s by default), and everything compiled by processes other than process 0. Programs with host callbacks are written and read back on this JAX release."
-#       - "jax.export saves running your Python again and makes the program portable; calling the Exported still traces a small wrapper, lowers and compiles once per concrete size: as many compilations as plain jax.jit, each a little slower."
-#       - "A Python for loop inside jit is unrolled: trace, lowering and compile time grow with the number of steps. lax.scan (over steps or over stacked layers) and lax.fori_loop keep the program, and its compile time, the same size. Jitted helpers are inlined, and large captured constants are embedded in the program."
-#     instructor_notes:
-#       - "Start with the latency plot of the serving loop: the spikes are the compilations, and nobody notices them in the total time."
-#       - "Learners expect the warm-up to make the whole run faster. It does not: the same programs are compiled, only earlier. The win is the worst request, and a TypeError instead of a silent compile for a shape nobody planned."
-#       - "The four subprocesses take a few seconds; most of it is importing JAX. Point at the compile times the children report, not at the wall time."
-#       - "Learners read 'a tracing-cache hit' as 'nothing to do'. Run the four-caches table live and ask, row by row, which step ran: the committed array is the surprise (no trace, but a lowering and a compilation)."
-#       - "The unrolled-loop plot depends on the laptop and on what else it runs; the equation counts under it do not. Teach from the counts, show the plot."
-#       - "The persistent cache is a trusted directory: anyone who can write to it can run code in your process. Do not share it with people you do not trust."
-#       - "Exported.serialize() needs the flatbuffers package, which the course does not install; the lesson calls the Exported in the same process."
 # ---
 
 # %% [markdown]

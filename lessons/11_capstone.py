@@ -1,87 +1,98 @@
 # ---
 # jupyter:
+#   jitlab:
+#     fix: diagnose, fix one cause at a time, check the numbers, measure end to end
+#     instructor_notes:
+#     - Before running anything, ask the room to list every cause they can see in train_naive
+#       and to predict the count. Most find the lambda and the lengths; few find the
+#       schedule's two types, and almost nobody predicts the stale global.
+#     - The moment of the lesson is fix 1. It is the right fix, it saves few compilations,
+#       and it makes the losses wrong. Stop there and ask why.
+#     - JAX's explanation ranks the earlier keys by the kind of their first difference
+#       (context, pytree, debug info, types), so a pytree difference hides a type difference.
+#       That is why the table changes after each fix. Show the small probe cell if someone
+#       asks why the shapes were not mentioned.
+#     - The 'call site seen before' rows are JAX's 'defined on the same line' hint,
+#       which is about call sites and is remembered for the whole process; re-running
+#       a cell moves it. The assertions do not depend on it.
+#     - The timings depend on the laptop and on what else runs. The compile counts are
+#       asserted exactly from the data and do not depend on either.
+#     - The slowest cells are the first four runs (about 10 compilations each). If time
+#       is short, run the lesson before the session and teach from the output.
+#     - 'The doctor''s section adds no run: every measure() had its own watch(). Ask
+#       for the table before showing it; the row nobody expects is the one missing,
+#       the stale global.'
+#     - jitlab.doctor.install() in the measuring cell is counted; running that cell
+#       twice needs two uninstall() calls (the doctor's section makes one). Restart
+#       the kernel rather than re-running it.
+#     keypoints:
+#     - Causes multiply. A step compiles once per distinct combination of function object,
+#       pytree structure, shapes and scalar types, so one fix alone can leave the count
+#       almost where it was.
+#     - A new function object per step hides every other cause; fix it first, then diagnose
+#       again.
+#     - A stable function can expose a stale global that the per-step retrace was hiding.
+#       Compare the numbers with the original after every fix.
+#     - An explanation names one difference with one earlier key, picked by kind in
+#       the order context, pytree, debug info, types. A structure difference with any
+#       earlier key hides a shape or a weak type. Fix what it names, run again, and
+#       read the next one.
+#     - The fixes meet at one boundary function. It passes config values as arguments,
+#       fills optional fields with neutral values, pads to buckets with a traced length
+#       and a mask, and gives scalars an explicit dtype.
+#     - State carried across steps must come out of the step with the structure and
+#       types it went in with. If init_state differs (None for a buffer made later,
+#       a Python 0.0 that the step turns into a strong float32), the step compiles once
+#       more. Compare jax.tree.map(jax.typeof, state) before and after one step.
+#     - The end state is one compilation per bucket. Warm up each bucket, then run the
+#       loop under jax.no_tracing so that a regression raises instead of slowing down;
+#       the guard refuses any call off jit's fast path, so keep jax.debug.print out
+#       of the guarded step.
+#     - jitlab doctor, watching each version, names every cause that made the step compile
+#       again, with its lesson, and both differences of the carried state where JAX's
+#       explanation named one. It cannot see the stale global, which never compiles
+#       again; only comparing the losses finds it.
+#     minutes:
+#       exercises: 30
+#       teaching: 30
+#     objectives:
+#     - Diagnose a loop with jax.log_compiles and cache-miss explanations, grouped by
+#       kind into a table, and diagnose again after every fix.
+#     - Fix one cause at a time, and check the losses against the original loop after
+#       each fix, not only the compile count.
+#     - Write one boundary function that hands the jitted step a fixed structure, one
+#       shape per bucket and scalars of one type.
+#     - Check that the state a loop carries keeps its signature from one step to the
+#       next, with jax.tree.map(jax.typeof, state) before and after one step.
+#     - Warm up once per bucket, then guard the steady state with jax.no_tracing.
+#     - Check the diagnosis of every version against jitlab doctor's report, and name
+#       the planted cause it cannot see.
+#     prerequisites:
+#       lessons:
+#       - what_jit_caches
+#       - shapes
+#       - python_scalars
+#       - pytree_structure
+#       - functions_as_arguments
+#       - closures_and_globals
+#       - diagnosing
+#     questions:
+#     - A training loop compiles on nearly every step. Which causes are at work, and
+#       in which order should they be fixed?
+#     - Why can fixing one cause barely change the count, or turn right answers wrong?
+#     - What does each fix buy, measured on the whole loop?
+#     title: 'Capstone: a training loop with several causes at once'
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: "Capstone: a training loop with several causes at once"
-#     fix: diagnose, fix one cause at a time, check the numbers, measure end to end
-#     questions:
-#       - A training loop compiles on nearly every step. Which causes are at work, and
-#         in which order should they be fixed?
-#       - Why can fixing one cause barely change the count, or turn right answers wrong?
-#       - What does each fix buy, measured on the whole loop?
-#     objectives:
-#       - Diagnose a loop with jax.log_compiles and cache-miss explanations, grouped by
-#         kind into a table, and diagnose again after every fix.
-#       - Fix one cause at a time, and check the losses against the original loop after
-#         each fix, not only the compile count.
-#       - Write one boundary function that hands the jitted step a fixed structure, one
-#         shape per bucket and scalars of one type.
-#       - Check that the state a loop carries keeps its signature from one step to the
-#         next, with jax.tree.map(jax.typeof, state) before and after one step.
-#       - Warm up once per bucket, then guard the steady state with jax.no_tracing.
-#       - Check the diagnosis of every version against jitlab doctor's report, and name
-#         the planted cause it cannot see.
-#     prerequisites:
-#       lessons: [what_jit_caches, shapes, python_scalars, pytree_structure, functions_as_arguments, closures_and_globals, diagnosing]
-#     minutes: {teaching: 30, exercises: 30}
-#     keypoints:
-#       - Causes multiply. A step compiles once per distinct combination of function
-#         object, pytree structure, shapes and scalar types, so one fix alone can
-#         leave the count almost where it was.
-#       - A new function object per step hides every other cause; fix it first, then
-#         diagnose again.
-#       - A stable function can expose a stale global that the per-step retrace was
-#         hiding. Compare the numbers with the original after every fix.
-#       - An explanation names one difference with one earlier key, picked by kind in the
-#         order context, pytree, debug info, types. A structure difference with any
-#         earlier key hides a shape or a weak type. Fix what it names, run again, and
-#         read the next one.
-#       - The fixes meet at one boundary function. It passes config values as arguments,
-#         fills optional fields with neutral values, pads to buckets with a traced length
-#         and a mask, and gives scalars an explicit dtype.
-#       - State carried across steps must come out of the step with the structure and
-#         types it went in with. If init_state differs (None for a buffer made later, a
-#         Python 0.0 that the step turns into a strong float32), the step compiles once
-#         more. Compare jax.tree.map(jax.typeof, state) before and after one step.
-#       - The end state is one compilation per bucket. Warm up each bucket, then run the
-#         loop under jax.no_tracing so that a regression raises instead of slowing down;
-#         the guard refuses any call off jit's fast path, so keep jax.debug.print out
-#         of the guarded step.
-#       - jitlab doctor, watching each version, names every cause that made the step
-#         compile again, with its lesson, and both differences of the carried state where
-#         JAX's explanation named one. It cannot see the stale global, which never
-#         compiles again; only comparing the losses finds it.
-#     instructor_notes:
-#       - Before running anything, ask the room to list every cause they can see in
-#         train_naive and to predict the count. Most find the lambda and the lengths;
-#         few find the schedule's two types, and almost nobody predicts the stale global.
-#       - The moment of the lesson is fix 1. It is the right fix, it saves few
-#         compilations, and it makes the losses wrong. Stop there and ask why.
-#       - JAX's explanation ranks the earlier keys by the kind of their first difference
-#         (context, pytree, debug info, types), so a pytree difference hides a type
-#         difference. That is why the table changes after each fix. Show the small probe
-#         cell if someone asks why the shapes were not mentioned.
-#       - The 'call site seen before' rows are JAX's 'defined on the same line' hint,
-#         which is about call sites and is remembered for the whole process; re-running
-#         a cell moves it. The assertions do not depend on it.
-#       - The timings depend on the laptop and on what else runs. The compile counts are
-#         asserted exactly from the data and do not depend on either.
-#       - The slowest cells are the first four runs (about 10 compilations each). If
-#         time is short, run the lesson before the session and teach from the output.
-#       - "The doctor's section adds no run: every measure() had its own watch(). Ask
-#         for the table before showing it; the row nobody expects is the one missing,
-#         the stale global."
-#       - jitlab.doctor.install() in the measuring cell is counted; running that cell
-#         twice needs two uninstall() calls (the doctor's section makes one). Restart
-#         the kernel rather than re-running it.
 # ---
 
 # %% [markdown]

@@ -1,48 +1,98 @@
 # ---
 # jupyter:
+#   jitlab:
+#     fix: fix shardings at the boundary (device_put or in_shardings); keep configuration
+#       constant
+#     instructor_notes:
+#     - 'The first code cell asks for eight CPU devices (jax_num_cpu_devices) before
+#       anything starts JAX''s backend; a learner who ran another cell first gets fewer
+#       devices: restart the kernel and run from the top.'
+#     - Ask for a prediction before the device_put(x, devices[1]) cell. Expect two camps,
+#       'no recompilation, same shape and dtype' and 'full retrace'. The answer (trace
+#       reused, compiled again, nothing explained) is the hook of the lesson.
+#     - The 8 devices are threads of one CPU, so there is no speed-up from sharding
+#       here; the lesson is about cache keys, not throughput. Say so before anyone asks.
+#     - jax.make_mesh defaults to Explicit axes on the pinned release, and older tutorials
+#       assume Auto. If learners copy examples from older docs, the explicit mode explains
+#       more misses, and some operations need out_sharding arguments.
+#     - The timing ratio depends on the laptop; the compile counts do not. Teach from
+#       the counts.
+#     keypoints:
+#     - An array committed to another device hits the trace cache but is lowered and
+#       compiled again. The compilation cache is keyed on the device assignment, so
+#       eight devices of one kind hold eight executables of one lowered program. jax_explain_cache_misses
+#       stays silent about it; jax.log_compiles shows the compilation (and, the first
+#       time, the device in its argument mapping).
+#     - An uncommitted array (made without naming a device) and a committed one on the
+#       same device are two cache entries. Committed arrays on two different devices
+#       in one call raise ValueError.
+#     - The mesh is part of an array's traced type, so the first array on a mesh retraces.
+#       On a mesh with Auto axes a new PartitionSpec compiles again without a trace
+#       and without an explanation. On a mesh with Explicit axes (jax.make_mesh's default
+#       on this release) the spec is part of the type, so each new spec retraces and
+#       is explained.
+#     - in_shardings moves host and uncommitted inputs onto the given sharding, and
+#       raises ValueError for a committed input sharded another way. It turns a silent
+#       recompilation into a loud error; it does not make every placement free.
+#     - jax_enable_x64, jax_default_matmul_precision, jax_numpy_rank_promotion, jax_numpy_dtype_promotion,
+#       jax.default_device and the mesh set by jax.set_mesh are part of the cache key
+#       (the tracing context; the full list is printed from the running JAX). Each distinct
+#       value costs one trace and one compilation ("Tracing context doesn't match"),
+#       then it is cached.
+#     - Typed keys (jax.random.key) and raw keys (jax.random.PRNGKey) are two types,
+#       two compilations. Each set of jax.jit options (donate_argnums, compiler_options)
+#       is a cache entry of its own, and JAX does not explain those misses.
+#     - jax_debug_nans is not in the key. When a NaN appears it re-runs the function
+#       de-optimised and raises FloatingPointError; it turns donation off only in traces
+#       made while it is on, and such a trace keeps not donating afterwards.
+#     - Moving an array from one device onto a sharding over several devices compiles
+#       a small slicing program (_multi_slice) once per source device and shape; from
+#       the host, or from another sharding, it is a plain transfer. Place batches where
+#       they leave the host.
+#     - The fix is to device_put every batch (and the state you carry) onto one sharding
+#       before the jitted call, and to keep configuration constant for the life of the
+#       process, for example by writing the precision into the operation instead of
+#       a context.
+#     minutes:
+#       exercises: 15
+#       teaching: 25
+#     objectives:
+#     - Simulate eight devices on a CPU and place arrays with device_put, Mesh and NamedSharding.
+#     - Tell a tracing-cache miss from a compile-only miss, and find the silent one
+#       with jax.log_compiles.
+#     - Predict what a jitted function with in_shardings does with an input that arrives
+#       sharded another way.
+#     - Name the configuration contexts that are part of the cache key, and list them
+#       from the running JAX.
+#     - Predict the cost of typed against raw PRNG keys, donate_argnums and compiler_options,
+#       and jax_debug_nans.
+#     - Fix a loop by placing every batch on one sharding at the boundary and keeping
+#       configuration constant, and measure the difference.
+#     prerequisites:
+#       lessons:
+#       - what_jit_caches
+#       - pytree_structure
+#       - diagnosing
+#     questions:
+#     - Why does the same array, moved to another device, compile again, and why does
+#       JAX not say why?
+#     - Which changes of sharding retrace, which only compile again, and which raise
+#       an error?
+#     - Which configuration settings and context managers are part of the cache key?
+#     - 'What else changes the key without changing an array''s shape: PRNG key kinds,
+#       jit''s own options, jax_debug_nans?'
+#     title: Devices, shardings and the tracing context
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: Devices, shardings and the tracing context
-#     fix: fix shardings at the boundary (device_put or in_shardings); keep configuration constant
-#     questions:
-#       - Why does the same array, moved to another device, compile again, and why does JAX not say why?
-#       - Which changes of sharding retrace, which only compile again, and which raise an error?
-#       - Which configuration settings and context managers are part of the cache key?
-#       - "What else changes the key without changing an array's shape: PRNG key kinds, jit's own options, jax_debug_nans?"
-#     objectives:
-#       - Simulate eight devices on a CPU and place arrays with device_put, Mesh and NamedSharding.
-#       - Tell a tracing-cache miss from a compile-only miss, and find the silent one with jax.log_compiles.
-#       - Predict what a jitted function with in_shardings does with an input that arrives sharded another way.
-#       - Name the configuration contexts that are part of the cache key, and list them from the running JAX.
-#       - Predict the cost of typed against raw PRNG keys, donate_argnums and compiler_options, and jax_debug_nans.
-#       - Fix a loop by placing every batch on one sharding at the boundary and keeping configuration constant, and measure the difference.
-#     prerequisites:
-#       lessons: [what_jit_caches, pytree_structure, diagnosing]
-#     minutes: {teaching: 25, exercises: 15}
-#     keypoints:
-#       - An array committed to another device hits the trace cache but is lowered and compiled again. The compilation cache is keyed on the device assignment, so eight devices of one kind hold eight executables of one lowered program. jax_explain_cache_misses stays silent about it; jax.log_compiles shows the compilation (and, the first time, the device in its argument mapping).
-#       - An uncommitted array (made without naming a device) and a committed one on the same device are two cache entries. Committed arrays on two different devices in one call raise ValueError.
-#       - The mesh is part of an array's traced type, so the first array on a mesh retraces. On a mesh with Auto axes a new PartitionSpec compiles again without a trace and without an explanation. On a mesh with Explicit axes (jax.make_mesh's default on this release) the spec is part of the type, so each new spec retraces and is explained.
-#       - in_shardings moves host and uncommitted inputs onto the given sharding, and raises ValueError for a committed input sharded another way. It turns a silent recompilation into a loud error; it does not make every placement free.
-#       - jax_enable_x64, jax_default_matmul_precision, jax_numpy_rank_promotion, jax_numpy_dtype_promotion, jax.default_device and the mesh set by jax.set_mesh are part of the cache key (the tracing context; the full list is printed from the running JAX). Each distinct value costs one trace and one compilation ("Tracing context doesn't match"), then it is cached.
-#       - Typed keys (jax.random.key) and raw keys (jax.random.PRNGKey) are two types, two compilations. Each set of jax.jit options (donate_argnums, compiler_options) is a cache entry of its own, and JAX does not explain those misses.
-#       - jax_debug_nans is not in the key. When a NaN appears it re-runs the function de-optimised and raises FloatingPointError; it turns donation off only in traces made while it is on, and such a trace keeps not donating afterwards.
-#       - Moving an array from one device onto a sharding over several devices compiles a small slicing program (_multi_slice) once per source device and shape; from the host, or from another sharding, it is a plain transfer. Place batches where they leave the host.
-#       - The fix is to device_put every batch (and the state you carry) onto one sharding before the jitted call, and to keep configuration constant for the life of the process, for example by writing the precision into the operation instead of a context.
-#     instructor_notes:
-#       - "The first code cell asks for eight CPU devices (jax_num_cpu_devices) before anything starts JAX's backend; a learner who ran another cell first gets fewer devices: restart the kernel and run from the top."
-#       - "Ask for a prediction before the device_put(x, devices[1]) cell. Expect two camps, 'no recompilation, same shape and dtype' and 'full retrace'. The answer (trace reused, compiled again, nothing explained) is the hook of the lesson."
-#       - The 8 devices are threads of one CPU, so there is no speed-up from sharding here; the lesson is about cache keys, not throughput. Say so before anyone asks.
-#       - jax.make_mesh defaults to Explicit axes on the pinned release, and older tutorials assume Auto. If learners copy examples from older docs, the explicit mode explains more misses, and some operations need out_sharding arguments.
-#       - The timing ratio depends on the laptop; the compile counts do not. Teach from the counts.
 # ---
 
 # %% [markdown]

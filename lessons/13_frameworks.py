@@ -1,46 +1,89 @@
 # ---
 # jupyter:
+#   jitlab:
+#     fix: arrays for hyperparameters, framework objects created once, an optimizer
+#       state whose structure never changes
+#     instructor_notes:
+#     - Start from the table at the end. Every row is a lesson the room has done; the
+#       frameworks only hide where the Python value lives.
+#     - 'The NNX epoch loop is the demo to run live: ask who re-creates the optimizer
+#       each epoch, then show that re-creating the model alone is free. The surprise
+#       is that the culprit is optax.adam(...), not the model.'
+#     - Flax 0.12 has two modes. Graph mode (the default, nnx.jit) supports shared references
+#       and in-place updates; tree mode (graph=False, which nnx.jit_partial uses) treats
+#       modules as ordinary pytrees. Expect questions on which to use; the overhead
+#       table answers with numbers.
+#     - Optax's own docstring for inject_hyperparams assigns a Python float to a hyperparameter.
+#       It works, at the price of one extra trace (weak type). Point at it when someone
+#       copies the example.
+#     - Timings vary with the laptop and the load; compile counts do not. The overhead
+#       ratio is several-fold on any machine.
+#     keypoints:
+#     - eqx.filter_jit traces array leaves and makes every other leaf static. A float
+#       field compiles once per value, a lambda or jax.jit object made per instance
+#       compiles once per instance. Store hyperparameters as arrays; re-created modules
+#       of the same structure share one program.
+#     - eqx.debug.assert_max_traces raises RuntimeError inside the trace that goes over
+#       the limit and names the argument; count_compiles tells you how many traces and
+#       compilations happened.
+#     - nnx.jit puts each module's and optimizer's GraphDef in the cache key. Every
+#       attribute that is not a Variable or an array (a float, a Variable's metadata,
+#       the optimizer's Optax transformation) is part of it, compared with ==.
+#     - nnx.Optimizer(model, optax.adam(lr)) built every epoch compiles every epoch,
+#       because each optax.adam(...) is a new pair of functions. Re-creating the model
+#       is free; create the transformation once.
+#     - An Optax transformation is a pair of closures compared by identity. As a static
+#       argument, or closed over by a step built per run, it compiles once per object;
+#       reassigned as a global, it is silently stale.
+#     - The learning rate belongs in the optimizer state. optax.inject_hyperparams stores
+#       it as an array; set it with jnp.asarray(lr, jnp.float32), since a Python float
+#       is weakly typed and costs one more trace.
+#     - The state a step returns must have the same structure and types as the state
+#       it received. An init that leaves None or Python scalars for the first update
+#       to fill retraces at the second step.
+#     - nnx.jit walks the object graph in Python on every call. nnx.jit_partial (tree
+#       mode) or jax.jit of the split/merge form remove most of that overhead; nnx.cached_partial
+#       removes part of it.
+#     minutes:
+#       exercises: 20
+#       teaching: 30
+#     objectives:
+#     - Predict which fields of an Equinox module eqx.filter_jit treats as static, and
+#       store a hyperparameter so it is traced.
+#     - Read an NNX GraphDef mismatch in JAX's cache-miss explanation and find the attribute
+#       that differs.
+#     - Keep one Optax transformation for a whole sweep, with the learning rate in the
+#       optimizer state (optax.inject_hyperparams).
+#     - Write an optimizer state whose pytree structure and types are the same before
+#       and after every step.
+#     - Measure nnx.jit's per-call overhead against jax.jit of the split/merge form,
+#       nnx.cached_partial and nnx.jit_partial.
+#     prerequisites:
+#       lessons:
+#       - python_scalars
+#       - pytree_structure
+#       - static_arguments
+#       - functions_as_arguments
+#       - closures_and_globals
+#     questions:
+#     - Which parts of an Equinox module, a Flax NNX module or an Optax optimizer end
+#       up in jit's cache key?
+#     - Why does a training loop that re-creates its model and optimizer every epoch
+#       compile every epoch?
+#     - How do I sweep learning rates without one compilation per value?
+#     - What does nnx.jit cost on every call, and how do I get that time back?
+#     title: 'Frameworks: Equinox, Flax NNX and Optax'
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: "Frameworks: Equinox, Flax NNX and Optax"
-#     fix: "arrays for hyperparameters, framework objects created once, an optimizer state whose structure never changes"
-#     questions:
-#       - Which parts of an Equinox module, a Flax NNX module or an Optax optimizer end up in jit's cache key?
-#       - Why does a training loop that re-creates its model and optimizer every epoch compile every epoch?
-#       - How do I sweep learning rates without one compilation per value?
-#       - What does nnx.jit cost on every call, and how do I get that time back?
-#     objectives:
-#       - Predict which fields of an Equinox module eqx.filter_jit treats as static, and store a hyperparameter so it is traced.
-#       - Read an NNX GraphDef mismatch in JAX's cache-miss explanation and find the attribute that differs.
-#       - Keep one Optax transformation for a whole sweep, with the learning rate in the optimizer state (optax.inject_hyperparams).
-#       - Write an optimizer state whose pytree structure and types are the same before and after every step.
-#       - Measure nnx.jit's per-call overhead against jax.jit of the split/merge form, nnx.cached_partial and nnx.jit_partial.
-#     prerequisites:
-#       lessons: [python_scalars, pytree_structure, static_arguments, functions_as_arguments, closures_and_globals]
-#     minutes: {teaching: 30, exercises: 20}
-#     keypoints:
-#       - eqx.filter_jit traces array leaves and makes every other leaf static. A float field compiles once per value, a lambda or jax.jit object made per instance compiles once per instance. Store hyperparameters as arrays; re-created modules of the same structure share one program.
-#       - eqx.debug.assert_max_traces raises RuntimeError inside the trace that goes over the limit and names the argument; count_compiles tells you how many traces and compilations happened.
-#       - nnx.jit puts each module's and optimizer's GraphDef in the cache key. Every attribute that is not a Variable or an array (a float, a Variable's metadata, the optimizer's Optax transformation) is part of it, compared with ==.
-#       - nnx.Optimizer(model, optax.adam(lr)) built every epoch compiles every epoch, because each optax.adam(...) is a new pair of functions. Re-creating the model is free; create the transformation once.
-#       - An Optax transformation is a pair of closures compared by identity. As a static argument, or closed over by a step built per run, it compiles once per object; reassigned as a global, it is silently stale.
-#       - The learning rate belongs in the optimizer state. optax.inject_hyperparams stores it as an array; set it with jnp.asarray(lr, jnp.float32), since a Python float is weakly typed and costs one more trace.
-#       - The state a step returns must have the same structure and types as the state it received. An init that leaves None or Python scalars for the first update to fill retraces at the second step.
-#       - nnx.jit walks the object graph in Python on every call. nnx.jit_partial (tree mode) or jax.jit of the split/merge form remove most of that overhead; nnx.cached_partial removes part of it.
-#     instructor_notes:
-#       - Start from the table at the end. Every row is a lesson the room has done; the frameworks only hide where the Python value lives.
-#       - "The NNX epoch loop is the demo to run live: ask who re-creates the optimizer each epoch, then show that re-creating the model alone is free. The surprise is that the culprit is optax.adam(...), not the model."
-#       - Flax 0.12 has two modes. Graph mode (the default, nnx.jit) supports shared references and in-place updates; tree mode (graph=False, which nnx.jit_partial uses) treats modules as ordinary pytrees. Expect questions on which to use; the overhead table answers with numbers.
-#       - Optax's own docstring for inject_hyperparams assigns a Python float to a hyperparameter. It works, at the price of one extra trace (weak type). Point at it when someone copies the example.
-#       - Timings vary with the laptop and the load; compile counts do not. The overhead ratio is several-fold on any machine.
 # ---
 
 # %% [markdown]

@@ -1,46 +1,85 @@
 # ---
 # jupyter:
+#   jitlab:
+#     fix: one global shape and one configuration on every process, checked before the
+#       first step
+#     instructor_notes:
+#     - Every experiment starts two fresh Python processes (about 3 s each on an idle
+#       laptop). Run the cells in order and let each launch finish.
+#     - 'The silent disagreement in section 2 is the hook: both processes finish, no
+#       error, and neither has the right weights (both sum the gradient over the 7 real
+#       rows; one divides by 8, the other by 6). Ask the room which process is right
+#       before showing the reference.'
+#     - Section 2 has two jobs that end badly on purpose. In the gathered-errors job,
+#       process 1 aborts and the launcher kills process 0 after 3 s of silence; whether
+#       process 0 raised first is a race, and the cell accepts both outcomes. The declared-shape
+#       job runs with shutdown_timeout_seconds=2 so that it ends by itself; mention
+#       that the default is five minutes.
+#     - The persistent-cache result (process 1 never gets a hit) is what this CPU setup
+#       does. Do not promise learners the same on their cluster; teach them to count
+#       cache hits per process.
+#     - jax.distributed catches SIGTERM (its preemption notifier), so a stuck worker
+#       survives a plain kill; the launcher uses SIGKILL (tests/test_multiprocess.py
+#       checks both). Say so if someone tries to stop a runaway worker by hand.
+#     - The exercise's grader starts two processes too; its cell takes about 5 to 10
+#       s.
+#     keypoints:
+#     - Every process traces and compiles the step for itself. Two processes mean two
+#       cold starts, and compile counts must be collected from each process.
+#     - With a shared persistent cache, only process 0 writes (jax/_src/compiler.py,
+#       _cache_write). On this CPU setup process 1's cache key also differs from process
+#       0's (its accelerator_config part), so process 1 compiles again at every start.
+#     - make_array_from_process_local_data infers the global shape from each process's
+#       own rows. A ragged batch on one process gives that process a program of its
+#       own. If the collectives still match in size, nothing fails and the processes
+#       silently disagree; if not, gloo aborts a process (SIGABRT) and the other raises
+#       or finishes, then hangs on its way out.
+#     - 'Declaring the global shape makes the ragged process raise ValueError while
+#       the other waits in the collective: a hang that ends only when jax.distributed''s
+#       shutdown barrier gives up (shutdown_timeout_seconds, 300 s by default).'
+#     - The fix is one global shape for every process and every step (pad to an agreed
+#       number of rows, mask the padding), and configuration that process 0 decides
+#       and broadcasts.
+#     - Per-process compile counts do not show a static value that differs between processes.
+#       Compare a fingerprint of each process's lowered program (multihost_utils.assert_equal)
+#       before the first step.
+#     minutes:
+#       exercises: 20
+#       teaching: 25
+#     objectives:
+#     - Start two JAX processes on one machine with jax.distributed and collect what
+#       each one reports.
+#     - Count compilations per process, and tell which process writes the persistent
+#       compilation cache.
+#     - Predict what a ragged batch on one process does to a data-parallel step, and
+#       fix it with one global shape and a mask.
+#     - Make static configuration agree across processes, and check that every process
+#       compiled the same program.
+#     - Put every process's compile counts, cache-miss reasons and program fingerprints
+#       in one table.
+#     prerequisites:
+#       lessons:
+#       - shapes
+#       - compiling_less
+#       - devices_and_shardings
+#     questions:
+#     - When a job runs as several JAX processes, who traces and compiles, and how often?
+#     - What does the persistent compilation cache do for a job of several processes?
+#     - What happens when one process gets a batch of another shape than the others?
+#     - What happens when a static value differs between processes?
+#     - How do you see that two processes compiled different programs?
+#     title: Many processes
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: Many processes
-#     fix: one global shape and one configuration on every process, checked before the first step
-#     questions:
-#       - When a job runs as several JAX processes, who traces and compiles, and how often?
-#       - What does the persistent compilation cache do for a job of several processes?
-#       - What happens when one process gets a batch of another shape than the others?
-#       - What happens when a static value differs between processes?
-#       - How do you see that two processes compiled different programs?
-#     objectives:
-#       - Start two JAX processes on one machine with jax.distributed and collect what each one reports.
-#       - Count compilations per process, and tell which process writes the persistent compilation cache.
-#       - Predict what a ragged batch on one process does to a data-parallel step, and fix it with one global shape and a mask.
-#       - Make static configuration agree across processes, and check that every process compiled the same program.
-#       - Put every process's compile counts, cache-miss reasons and program fingerprints in one table.
-#     prerequisites:
-#       lessons: [shapes, compiling_less, devices_and_shardings]
-#     minutes: {teaching: 25, exercises: 20}
-#     keypoints:
-#       - Every process traces and compiles the step for itself. Two processes mean two cold starts, and compile counts must be collected from each process.
-#       - "With a shared persistent cache, only process 0 writes (jax/_src/compiler.py, _cache_write). On this CPU setup process 1's cache key also differs from process 0's (its accelerator_config part), so process 1 compiles again at every start."
-#       - "make_array_from_process_local_data infers the global shape from each process's own rows. A ragged batch on one process gives that process a program of its own. If the collectives still match in size, nothing fails and the processes silently disagree; if not, gloo aborts a process (SIGABRT) and the other raises or finishes, then hangs on its way out."
-#       - "Declaring the global shape makes the ragged process raise ValueError while the other waits in the collective: a hang that ends only when jax.distributed's shutdown barrier gives up (shutdown_timeout_seconds, 300 s by default)."
-#       - The fix is one global shape for every process and every step (pad to an agreed number of rows, mask the padding), and configuration that process 0 decides and broadcasts.
-#       - Per-process compile counts do not show a static value that differs between processes. Compare a fingerprint of each process's lowered program (multihost_utils.assert_equal) before the first step.
-#     instructor_notes:
-#       - Every experiment starts two fresh Python processes (about 3 s each on an idle laptop). Run the cells in order and let each launch finish.
-#       - "The silent disagreement in section 2 is the hook: both processes finish, no error, and neither has the right weights (both sum the gradient over the 7 real rows; one divides by 8, the other by 6). Ask the room which process is right before showing the reference."
-#       - "Section 2 has two jobs that end badly on purpose. In the gathered-errors job, process 1 aborts and the launcher kills process 0 after 3 s of silence; whether process 0 raised first is a race, and the cell accepts both outcomes. The declared-shape job runs with shutdown_timeout_seconds=2 so that it ends by itself; mention that the default is five minutes."
-#       - The persistent-cache result (process 1 never gets a hit) is what this CPU setup does. Do not promise learners the same on their cluster; teach them to count cache hits per process.
-#       - jax.distributed catches SIGTERM (its preemption notifier), so a stuck worker survives a plain kill; the launcher uses SIGKILL (tests/test_multiprocess.py checks both). Say so if someone tries to stop a runaway worker by hand.
-#       - The exercise's grader starts two processes too; its cell takes about 5 to 10 s.
 # ---
 
 # %% [markdown]

@@ -1,29 +1,31 @@
 # ---
 # jupyter:
+#   jitlab:
+#     hints:
+#     - 'Run the cell that prints what the loader yields: six dtypes arrive. Which of
+#       them reach the cache as the same key (see the table in lesson 02), and how many
+#       compilations does that make if score passes the batches through untouched?'
+#     - The cache lookup uses the dtype a batch has when it reaches score_core; anything
+#       score_core does to it afterwards (x.astype, for instance) is too late. The conversion
+#       belongs in score, before the call.
+#     - Pick one float dtype for every batch. An integer dtype truncates the float batches,
+#       and float16 keeps only about three significant digits; float32 keeps the numbers
+#       right.
+#     - In score, convert with jnp.asarray(batch, dtype=...) and pass the result on
+#       to score_core. In score_core, x.mean(axis=0) and x.std(axis=0) give each column's
+#       statistics.
+#     title: Score batches of any dtype with one compilation
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: Score batches of any dtype with one compilation
-#     hints:
-#       - "Run the cell that prints what the loader yields: six dtypes arrive. Which of
-#         them reach the cache as the same key (see the table in lesson 02), and how many
-#         compilations does that make if score passes the batches through untouched?"
-#       - "The cache lookup uses the dtype a batch has when it reaches score_core; anything
-#         score_core does to it afterwards (x.astype, for instance) is too late. The
-#         conversion belongs in score, before the call."
-#       - "Pick one float dtype for every batch. An integer dtype truncates the float
-#         batches, and float16 keeps only about three significant digits; float32 keeps the
-#         numbers right."
-#       - "In score, convert with jnp.asarray(batch, dtype=...) and pass the result on to
-#         score_core. In score_core, x.mean(axis=0) and x.std(axis=0) give each column's
-#         statistics."
 # ---
 
 # %% [markdown]

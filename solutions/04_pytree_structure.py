@@ -1,27 +1,29 @@
 # ---
 # jupyter:
+#   jitlab:
+#     hints:
+#     - Print jax.tree_util.tree_structure(batch) for each of the example batches. How
+#       many different structures are there? And loss(params, b) against loss(params,
+#       batch=b) is one more difference, in the call itself.
+#     - Let loss be a plain Python function that builds a new dict with the same keys
+#       every time and calls batch_loss positionally, whichever way loss itself was
+#       called.
+#     - batch.get("weights") gives None both when the key is missing and when it holds
+#       None. Which weight makes a weighted mean equal to the plain mean? (Not 0.)
+#     - Fill missing weights with an array shaped and typed like the real ones, such
+#       as np.ones_like(batch["y"]), and do the arithmetic inside batch_loss.
+#     title: One loss, one compilation, whatever the batch looks like
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: One loss, one compilation, whatever the batch looks like
-#     hints:
-#       - Print jax.tree_util.tree_structure(batch) for each of the example batches. How
-#         many different structures are there? And loss(params, b) against
-#         loss(params, batch=b) is one more difference, in the call itself.
-#       - Let loss be a plain Python function that builds a new dict with the same keys
-#         every time and calls batch_loss positionally, whichever way loss itself was
-#         called.
-#       - batch.get("weights") gives None both when the key is missing and when it holds
-#         None. Which weight makes a weighted mean equal to the plain mean? (Not 0.)
-#       - Fill missing weights with an array shaped and typed like the real ones, such as
-#         np.ones_like(batch["y"]), and do the arithmetic inside batch_loss.
 # ---
 
 # %% [markdown]

@@ -1,31 +1,33 @@
 # ---
 # jupyter:
+#   jitlab:
+#     hints:
+#     - Build BlockConfig('tanh', True, True, 1e-3) twice and compare the two with ==.
+#       An ordinary class says False, so jax.jit treats every new instance as a new
+#       static value and compiles again. What would make two instances with the same
+#       fields equal, and hash alike?
+#     - Everything block reads from cfg is baked into the compiled program, so all four
+#       fields must take part in == and hash, and a config must not change after it
+#       is used. The standard library has a decorator that writes __eq__ and __hash__
+#       over every field and refuses assignment.
+#     - '@dataclasses.dataclass compares instances field by field. With frozen=True
+#       it also writes a matching __hash__ and refuses assignment; without it, the class
+#       gets no hash at all and jax.jit raises ValueError.'
+#     - In make_forward, only cfg decides the program's structure. params and x are
+#       arrays, and temperature changes on every call, so they stay traced. Return jax.jit(block,
+#       static_argnames=...) with cfg alone.
+#     title: A configuration class that compiles once per value
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: A configuration class that compiles once per value
-#     hints:
-#       - "Build BlockConfig('tanh', True, True, 1e-3) twice and compare the two with ==.
-#         An ordinary class says False, so jax.jit treats every new instance as a new
-#         static value and compiles again. What would make two instances with the same
-#         fields equal, and hash alike?"
-#       - "Everything block reads from cfg is baked into the compiled program, so all four
-#         fields must take part in == and hash, and a config must not change after it is
-#         used. The standard library has a decorator that writes __eq__ and __hash__ over
-#         every field and refuses assignment."
-#       - "@dataclasses.dataclass compares instances field by field. With frozen=True
-#         it also writes a matching __hash__ and refuses assignment; without it, the
-#         class gets no hash at all and jax.jit raises ValueError."
-#       - "In make_forward, only cfg decides the program's structure. params and x are
-#         arrays, and temperature changes on every call, so they stay traced. Return
-#         jax.jit(block, static_argnames=...) with cfg alone."
 # ---
 
 # %% [markdown]

@@ -1,27 +1,29 @@
 # ---
 # jupyter:
+#   jitlab:
+#     hints:
+#     - Print describe(b['x']) for each of the example batches below, then count the
+#       step's compilations over them (the snippet under the exercise cell). Almost
+#       every placement is an executable of its own, although all batches have the same
+#       shape and dtype.
+#     - A NamedSharding(mesh, spec) says how to split an array over a mesh. Which PartitionSpec
+#       splits the first (batch) axis over the mesh's 'data' axis and keeps the other
+#       axes whole? Build it on the mesh you are given.
+#     - jax.device_put(tree, sharding) places every leaf of a dict with one sharding,
+#       wherever each leaf was before, without changing a value. An array that is already
+#       there is left alone.
+#     title: One sharding for every batch
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: One sharding for every batch
-#     hints:
-#       - "Print describe(b['x']) for each of the example batches below, then count the
-#         step's compilations over them (the snippet under the exercise cell). Almost every
-#         placement is an executable of its own, although all batches have the same shape
-#         and dtype."
-#       - "A NamedSharding(mesh, spec) says how to split an array over a mesh. Which
-#         PartitionSpec splits the first (batch) axis over the mesh's 'data' axis and keeps
-#         the other axes whole? Build it on the mesh you are given."
-#       - "jax.device_put(tree, sharding) places every leaf of a dict with one sharding,
-#         wherever each leaf was before, without changing a value. An array that is already
-#         there is left alone."
 # ---
 
 # %% [markdown]

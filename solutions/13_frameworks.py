@@ -1,20 +1,31 @@
 # ---
 # jupyter:
+#   jitlab:
+#     hints:
+#     - 'slow_fit compiles on every call for two reasons. Ask of everything the jitted
+#       step receives: is it the same object, or an equal value, as in the last run?
+#       optax.sgd(learning_rate) is neither: each call builds a new pair of functions
+#       with the rate inside them, and nnx.Optimizer keeps that pair in its GraphDef.'
+#     - 'Build one Optax transformation at top level, with the learning rate in its
+#       state: optax.inject_hyperparams(optax.sgd)(learning_rate=0.1). In init, set
+#       opt_state.hyperparams[''learning_rate''] to jnp.asarray(learning_rate, jnp.float32),
+#       an array, never a Python float.'
+#     - In init, graphdef, params = nnx.split(model). In a @jax.jit train_step, write
+#       a loss of params that rebuilds the model with nnx.merge(graphdef, params), take
+#       jax.value_and_grad of it, then OPTIMIZER.update(grads, opt_state, params) and
+#       optax.apply_updates.
+#     title: A learning-rate sweep over re-created NNX models that compiles once
 #   jupytext:
 #     formats: py:percent
+#     notebook_metadata_filter: jitlab,kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
-#   jitlab:
-#     title: A learning-rate sweep over re-created NNX models that compiles once
-#     hints:
-#       - "slow_fit compiles on every call for two reasons. Ask of everything the jitted step receives: is it the same object, or an equal value, as in the last run? optax.sgd(learning_rate) is neither: each call builds a new pair of functions with the rate inside them, and nnx.Optimizer keeps that pair in its GraphDef."
-#       - "Build one Optax transformation at top level, with the learning rate in its state: optax.inject_hyperparams(optax.sgd)(learning_rate=0.1). In init, set opt_state.hyperparams['learning_rate'] to jnp.asarray(learning_rate, jnp.float32), an array, never a Python float."
-#       - "In init, graphdef, params = nnx.split(model). In a @jax.jit train_step, write a loss of params that rebuilds the model with nnx.merge(graphdef, params), take jax.value_and_grad of it, then OPTIMIZER.update(grads, opt_state, params) and optax.apply_updates."
 # ---
 
 # %% [markdown]
