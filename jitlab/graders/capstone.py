@@ -16,9 +16,9 @@ is a bucket size plus one (the most padding); the batch at ``DECAY_FROM`` has th
 batch's length, but another learning-rate type, weights form and weight decay.
 
 While ``train_fast`` runs, every name in its globals, closure cells and defaults that
-refers to ``train_step`` is rebound to a recording proxy (:class:`_Recorder`) that
-forwards each call to the same jitted object (so JAX's caches and counts are unchanged)
-and keeps a copy of what went in and what came out. The checks:
+refers to ``train_step`` is rebound to a recording proxy (:func:`jitlab.grading.recording`)
+that forwards each call to the same jitted object (so JAX's caches and counts are
+unchanged) and keeps a copy of what went in and what came out. The checks:
 
 - the caller's batches are left as they were (content, not identity);
 - jit on: a ``train_fast`` that calls ``train_step`` under ``jax.disable_jit()`` or with
@@ -47,8 +47,6 @@ and keeps a copy of what went in and what came out. The checks:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import inspect
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -59,11 +57,15 @@ import numpy as np
 from jax import monitoring
 
 from jitlab.grading import (
+    Call,
+    Leaf,
+    Recorder,
     call_learner,
     fail,
     fresh_rng,
     grader,
     passed,
+    recording,
     require,
     require_buckets,
     require_close,
@@ -241,147 +243,7 @@ def _same_bucket_lengths(
     return lengths
 
 
-# ------------------------------------------------------------------ watching train_step
-
-
-@dataclasses.dataclass
-class _Call:
-    """One call of the learner's step, as the recorder saw it."""
-
-    inputs: list[tuple[str, Any, str]]  # (argument path, a copy of the leaf, its type)
-    outputs: list[Any]  # copies of the output leaves (None when traced)
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    jit_off: bool
-    traced: bool
-
-
-def _copy(leaf: Any) -> Any:
-    """A copy of one leaf that later mutation by the caller cannot change."""
-    if isinstance(leaf, jax.core.Tracer):
-        return None
-    if isinstance(leaf, np.ndarray | jax.Array | np.generic | float | int | bool):
-        return np.array(leaf)
-    return leaf
-
-
-class _Recorder:
-    """Stands in for the learner's jitted step while the grader runs their loop.
-
-    Every call goes to the very same jitted object, so JAX's caches and compile counts
-    are what they would be without it; the recorder keeps a copy of what went in and
-    what came out, and whether jit was switched off at the time.
-    """
-
-    def __init__(self, jitted: Callable[..., Any]) -> None:
-        self._jitted = jitted
-        self._names = _argument_names(jitted)
-        self.calls: list[_Call] = []
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        jit_off = bool(jax.config.jax_disable_jit)
-        out = self._jitted(*args, **kwargs)
-        paths = jax.tree_util.tree_flatten_with_path((args, kwargs))[0]
-        inputs = [(self._name(path), _copy(leaf), _leaf_type(leaf)) for path, leaf in paths]
-        leaves = jax.tree_util.tree_leaves(out)
-        traced = any(isinstance(leaf, jax.core.Tracer) for leaf in leaves)
-        self.calls.append(
-            _Call(inputs, [_copy(leaf) for leaf in leaves], args, kwargs, jit_off, traced)
-        )
-        return out
-
-    def __getattr__(self, name: str) -> Any:  # lower, clear_cache, ... of the real one
-        return getattr(self._jitted, name)
-
-    def _name(self, path: tuple[Any, ...]) -> str:
-        """'batch['x']' for input path [0][1]['x'] (argument names from the signature)."""
-        where, *rest = path
-        first = rest[0] if rest else None
-        if getattr(where, "idx", None) == 0 and first is not None:
-            index = getattr(first, "idx", 0)
-            name = self._names[index] if index < len(self._names) else f"arg{index}"
-        elif first is not None:
-            name = str(getattr(first, "key", first))
-        else:
-            name = "?"
-        return name + jax.tree_util.keystr(tuple(rest[1:]))
-
-
-def _leaf_type(leaf: Any) -> str:
-    """How JAX sees one argument leaf, as jax.typeof prints it ('~' marks a weak type)."""
-    try:
-        return str(jax.typeof(leaf))
-    except TypeError:
-        return type(leaf).__name__
-
-
-def _argument_names(fn: Callable[..., Any]) -> list[str]:
-    try:
-        return list(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return []
-
-
-def _reachable(wrapper: Callable[..., Any], depth: int = 3) -> list[Any]:
-    """``wrapper`` and the Python functions it holds in closure cells and defaults, down
-    to ``depth`` levels (helpers in the same module share its globals anyway)."""
-    found: list[Any] = []
-    todo = [(inspect.unwrap(wrapper), 0)]
-    while todo:
-        fn, level = todo.pop()
-        if not inspect.isfunction(fn) or any(fn is seen for seen in found):
-            continue
-        found.append(fn)
-        if level == depth:
-            continue
-        held = []
-        for cell in fn.__closure__ or ():
-            try:
-                held.append(cell.cell_contents)
-            except ValueError:  # an empty cell
-                pass
-        held += list(fn.__defaults__ or ()) + list((fn.__kwdefaults__ or {}).values())
-        todo += [(inspect.unwrap(h), level + 1) for h in held if inspect.isfunction(h)]
-    return found
-
-
-@contextlib.contextmanager
-def _recording(jitted: Callable[..., Any], wrapper: Callable[..., Any]) -> Iterator[_Recorder]:
-    """Rebind, for the block, every name through which ``wrapper`` can reach ``jitted``
-    (module globals, closure cells, defaults and keyword defaults of ``wrapper`` and of
-    the functions it holds) to one recorder that forwards to ``jitted``."""
-    recorder = _Recorder(jitted)
-    undo: list[Callable[[], None]] = []
-    namespaces: list[dict[str, Any]] = []
-    for fn in _reachable(wrapper):
-        namespace = fn.__globals__
-        if not any(namespace is seen for seen in namespaces):
-            namespaces.append(namespace)
-            for name, value in list(namespace.items()):
-                if value is jitted:
-                    namespace[name] = recorder
-                    undo.append(lambda ns=namespace, name=name: ns.__setitem__(name, jitted))
-        for cell in fn.__closure__ or ():
-            try:
-                held = cell.cell_contents
-            except ValueError:  # an empty cell
-                continue
-            if held is jitted:
-                cell.cell_contents = recorder
-                undo.append(lambda cell=cell: setattr(cell, "cell_contents", jitted))
-        defaults = fn.__defaults__
-        if defaults and any(d is jitted for d in defaults):
-            fn.__defaults__ = tuple(recorder if d is jitted else d for d in defaults)
-            undo.append(lambda fn=fn, old=defaults: setattr(fn, "__defaults__", old))
-        kwdefaults = fn.__kwdefaults__
-        if kwdefaults and any(d is jitted for d in kwdefaults.values()):
-            fn.__kwdefaults__ = {k: recorder if d is jitted else d for k, d in kwdefaults.items()}
-            undo.append(lambda fn=fn, old=kwdefaults: setattr(fn, "__kwdefaults__", old))
-    try:
-        yield recorder
-    finally:
-        for step in reversed(undo):
-            step()
+# ------------------------------------------------------------------ watching compilations
 
 
 @contextlib.contextmanager
@@ -475,7 +337,7 @@ def _same(a: Any, b: Any) -> bool:
     )
 
 
-def _chain(calls: list[_Call], start_w: np.ndarray, final_w: np.ndarray) -> list[int]:
+def _chain(calls: list[Call], start_w: np.ndarray, final_w: np.ndarray) -> list[int]:
     """Indices of a chain of calls leading from ``start_w`` to ``final_w``, each call fed
     the ``w`` the previous one returned (empty when there is none)."""
     chain: list[int] = []
@@ -502,7 +364,7 @@ def _chain(calls: list[_Call], start_w: np.ndarray, final_w: np.ndarray) -> list
 
 
 def _require_from_step(
-    recorder: _Recorder, params0: dict[str, Any], got_params: dict[str, Any], losses: np.ndarray
+    recorder: Recorder, params0: dict[str, Any], got_params: dict[str, Any], losses: np.ndarray
 ) -> list[int]:
     """Check that the returned losses and params are train_step's own outputs."""
     scalars = {
@@ -542,7 +404,7 @@ def _require_from_step(
     )
 
 
-def _require_real_update(recorder: _Recorder, chain: list[int], rng: np.random.Generator) -> None:
+def _require_real_update(recorder: Recorder, chain: list[int], rng: np.random.Generator) -> None:
     """Fed the same inputs with a perturbed ``w``, the step must return another ``w``."""
     call = recorder.calls[chain[-1]]
     given = next(leaf for _, leaf, _ in call.inputs if _is_w(leaf))
@@ -555,7 +417,7 @@ def _require_real_update(recorder: _Recorder, chain: list[int], rng: np.random.G
         return leaf
 
     args, kwargs = jax.tree.map(swap, (call.args, call.kwargs))
-    out = call_learner(UPDATES, recorder._jitted, *args, **kwargs)
+    out = call_learner(UPDATES, recorder.target, *args, **kwargs)
     new_w = [
         np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(out) if np.shape(leaf) == (F, H)
     ]
@@ -570,10 +432,16 @@ def _require_real_update(recorder: _Recorder, chain: list[int], rng: np.random.G
     )
 
 
-def _why(recorder: _Recorder, buckets: set[int], compiles: int) -> tuple[str, str]:
+def _arrays(call: Call) -> list[Leaf]:
+    """The argument leaves of a call, without the ``None`` ones (a ``None`` shows in the
+    structure as a missing leaf)."""
+    return [leaf for leaf in call.inputs if leaf.type != "None"]
+
+
+def _why(recorder: Recorder, buckets: set[int], compiles: int) -> tuple[str, str]:
     """(what the grader saw reach train_step, a hint that names that cause)."""
-    calls = [c for c in recorder.calls if not c.traced]
-    structures = Counter(tuple(name for name, _, _ in c.inputs) for c in calls)
+    calls = recorder.calls
+    structures = Counter(tuple(leaf.path for leaf in _arrays(c)) for c in calls)
     if len(structures) > 1:
         names = [set(s) for s in structures]
         differ = sorted(set.union(*names) - set.intersection(*names))
@@ -586,7 +454,7 @@ def _why(recorder: _Recorder, buckets: set[int], compiles: int) -> tuple[str, st
     kinds: dict[str, set[str]] = defaultdict(set)
     shapes: dict[str, set[tuple[int, ...]]] = defaultdict(set)
     for call in calls:
-        for name, leaf, kind in call.inputs:
+        for name, leaf, kind in _arrays(call):
             kinds[name].add(kind.split("[")[0])
             shapes[name].add(np.shape(leaf))
     for name, seen in kinds.items():
@@ -604,14 +472,22 @@ def _why(recorder: _Recorder, buckets: set[int], compiles: int) -> tuple[str, st
                 "pad every batch to bucket_size(length) and pass the length as an array",
             )
     # One signature per bucket, yet more compilations: a value is part of the key. The
-    # static argument is the scalar whose (signature, value) pairs match the count.
+    # static argument is the scalar whose (signature, value) pairs match the count. Two
+    # scalars can match it by chance (a static length, and a decay with two values over
+    # as many buckets): the static one is the one whose new pairs are exactly the calls
+    # that compiled.
     pairs: dict[str, set[tuple[Any, ...]]] = defaultdict(set)
+    consistent: dict[str, bool] = {}
     for call in calls:
-        signature = tuple((name, kind) for name, _, kind in call.inputs)
-        for name, leaf, _ in call.inputs:
+        signature = tuple((name, kind) for name, _, kind in _arrays(call))
+        for name, leaf, _ in _arrays(call):
             if np.size(leaf) == 1 and np.ndim(leaf) == 0:
-                pairs[name].add((signature, float(np.asarray(leaf))))
+                pair = (signature, float(np.asarray(leaf)))
+                new = pair not in pairs[name]
+                pairs[name].add(pair)
+                consistent[name] = consistent.get(name, True) and new == call.compiled
     exact = [name for name, seen in pairs.items() if len(seen) == compiles]
+    exact.sort(key=lambda name: not consistent[name])  # consistent ones first, else in order
     if exact:
         return (
             f"the argument types repeat, yet train_step compiled {compiles} times, once "
@@ -650,8 +526,8 @@ def grade(
 
     train_step.clear_cache()  # count from a cold cache, whatever the notebook ran before
     with (
-        _recording(train_step, train_fast) as recorder,
         count_compiles(train_step) as count,
+        recording(train_fast, train_step, lambda: count.compiles) as recorder,
     ):
         result = call_learner(RUNS, train_fast, params, batches, lesson="11")
     passed(RUNS)
@@ -666,7 +542,7 @@ def grade(
         hint="build a new dict at the boundary ({**batch, ...}) and pad into a new array; "
         "never assign into the caller's batch",
     )
-    if any(call.jit_off for call in recorder.calls):
+    if not all(call.jit_on for call in recorder.calls + recorder.traced):
         raise fail(
             JIT_ON,
             expected="jit switched on whenever train_fast calls train_step",
@@ -675,8 +551,8 @@ def grade(
             hint="remove jax.disable_jit() and jax.config.update('jax_disable_jit', True): "
             "the exercise is about what jit compiles",
         )
-    concrete = [call for call in recorder.calls if not call.traced]
-    traced = len(recorder.calls) - len(concrete)
+    concrete = recorder.calls
+    traced = len(recorder.traced)
     require(
         CALLED,
         len(concrete) >= STEPS,

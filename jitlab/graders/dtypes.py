@@ -16,8 +16,8 @@ What is checked, on fresh random inputs every run (so a hard-coded answer cannot
   (the float batches go wrong) and a float16 cast (digits lost) get their own hints;
 - ``score`` leaves the caller's batch and weights as they were (content, not ``id``);
 - every answer ``score`` returns is what ``score_core`` computed during that call:
-  ``score_core`` is watched through :func:`jitlab.graders.shapes.watch_calls`, so a NumPy
-  path with one decoy call, returning some reference, or ``jax.disable_jit()`` inside
+  ``score_core`` is watched through :func:`jitlab.grading.recording`, so a NumPy path
+  with one decoy call, returning some reference, or ``jax.disable_jit()`` inside
   ``score`` (named as such) fails;
 - over one pass of the loader, with ``score_core``'s cache emptied first, ``score_core``
   compiles exactly once. The verdict names the dtypes that reached ``score_core`` (as
@@ -32,21 +32,16 @@ from typing import Any
 
 import numpy as np
 
-from jitlab.graders.shapes import (
-    RecordedCall,
-    describe,
-    require_no_callbacks,
-    same_value,
-    signature,
-    watch_calls,
-)
+from jitlab.graders.shapes import describe, require_no_callbacks, same_value, signature
 from jitlab.grading import (
+    Call,
     call_learner,
     fail,
     fresh_rng,
     grader,
     is_jitted,
     passed,
+    recording,
     require,
     require_jitted,
     shorten,
@@ -180,13 +175,16 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
     batch_copies = [b.copy() for b in batches]
     weight_copy = weights.copy()
     outputs: list[Any] = []
-    calls: list[list[RecordedCall]] = []
+    calls: list[list[Call]] = []
     score_core.clear_cache()
-    with count_compiles(score_core) as counts, watch_calls(score, score_core) as log:
+    with (
+        count_compiles(score_core) as counts,
+        recording(score, score_core, lambda: counts.compiles) as recorder,
+    ):
         for batch in batches:
-            before = len(log)
+            before = len(recorder.calls)
             outputs.append(call_learner(NUMBERS, score, batch, weights, lesson=LESSON))
-            calls.append(log[before:])
+            calls.append(recorder.calls[before:])
 
     reached = sorted({_dtype_of(during[-1]) for during in calls if during})
     errors: dict[str, float] = {}
@@ -223,7 +221,7 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
         hint="work on a converted copy (jnp.asarray makes one); never write into batch",
     )
 
-    if any(call.jit_disabled for during in calls for call in during):
+    if not all(call.jit_on for call in recorder.calls + recorder.traced):
         raise fail(
             JIT_ON,
             expected="score_core to run compiled when score calls it",
@@ -231,18 +229,34 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
             hint="remove jax.disable_jit() from score: the exercise is about what jit compiles",
         )
     never = sum(1 for during in calls if not during)
+    if never and recorder.traced:  # called, but only inside a jax.jit of the learner's
+        seen = (
+            f"{never} of {len(batches)} calls of score did not run score_core itself: "
+            f"score_core was called {len(recorder.traced)} time(s), each while another "
+            "function was being traced (a jax.jit inside score), which inlines it into that "
+            "function's program"
+        )
+        hint = (
+            "call score_core(x, weights) directly in score, not inside a jax.jit of your "
+            "own, and return its result"
+        )
+    else:
+        seen = f"{never} of {len(batches)} calls of score never called score_core"
+        hint = (
+            "score must call score_core by that name and return its result; an answer "
+            "computed in NumPy, or by another function, does not count"
+        )
     require(
         "score returns what score_core computed",
         never == 0,
         expected="every call of score to call score_core and return its result",
-        seen=f"{never} of {len(batches)} calls of score never called score_core",
-        hint="score must call score_core by that name and return its result; an answer "
-        "computed in NumPy, or by another function, does not count",
+        seen=seen,
+        hint=hint,
     )
     elsewhere = sum(
         1
         for out, during in zip(outputs, calls, strict=True)
-        if not any(same_value(out, call.output) for call in during)
+        if not any(same_value(out, call.out) for call in during)
     )
     require(
         "score returns what score_core computed",
@@ -282,7 +296,7 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
     )
 
 
-def _dtype_of(call: RecordedCall) -> str:
+def _dtype_of(call: Call) -> str:
     """The dtype of ``x`` (after JAX canonicalises it) in one call of score_core."""
     import jax
 

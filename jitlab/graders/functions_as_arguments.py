@@ -13,8 +13,9 @@ What is checked, on fresh random data and fresh weight-decay values every run:
   weight-decay values (a static ``weight_decay`` is rejected, and the verdict says that
   only ``weight_decay`` changed between the counted calls);
 * ``fit`` really runs the learner's step: while the grader calls ``fit``, every name in
-  ``fit``'s globals, closure cells and defaults that holds ``sgd_step`` is rebound to a
-  thin recording proxy that forwards to it (JAX's caches and counts are unchanged). The
+  ``fit``'s globals, closure cells and defaults (and its helpers') that holds
+  ``sgd_step`` is rebound to a thin recording proxy that forwards to it
+  (:func:`jitlab.grading.recording`; JAX's caches and counts are unchanged). The
   grader then requires one call per batch, made with jit on, with the params threaded
   from one call to the next, each batch and the given ``weight_decay`` passed in, and
   ``fit``'s losses and final params equal to what those calls returned. A NumPy loop
@@ -33,11 +34,6 @@ What is checked, on fresh random data and fresh weight-decay values every run:
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import functools
-import inspect
-from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -45,12 +41,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from jitlab.grading import (
+    Recorder,
     call_learner,
     fail,
     fresh_rng,
     grader,
     is_jitted,
     passed,
+    recording,
     require,
     require_close,
     require_compiles,
@@ -132,117 +130,6 @@ def _reference_fit(
     return w, b, np.array(losses)
 
 
-# ---------------------------------------------------------- watching fit's calls
-
-
-@dataclasses.dataclass
-class StepCall:
-    """One call that ``fit`` made to ``sgd_step``: its arguments (in the step's order),
-    what it returned, whether jit was on, and whether it ran inside a trace."""
-
-    args: list[Any]
-    out: Any
-    jit_on: bool
-    traced: bool
-
-
-class RecordingStep:
-    """Stands in for the learner's jitted ``sgd_step`` while ``fit`` runs: forwards
-    every call to it unchanged (so JAX's caches and counts are those of the real
-    function) and records the call."""
-
-    def __init__(self, jitted: Any) -> None:
-        self._jitted = jitted
-        self._signature = _signature(jitted)
-        self.calls: list[StepCall] = []
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        jit_on = not jax.config.jax_disable_jit
-        leaves = jax.tree.leaves((args, kwargs))
-        traced = any(isinstance(leaf, jax.core.Tracer) for leaf in leaves)
-        out = self._jitted(*args, **kwargs)
-        self.calls.append(StepCall(self._ordered(args, kwargs), out, jit_on, traced))
-        return out
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._jitted, name)
-
-    def _ordered(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-        if self._signature is None or not kwargs:
-            return list(args)
-        try:
-            return list(self._signature.bind(*args, **kwargs).arguments.values())
-        except TypeError:
-            return list(args) + list(kwargs.values())
-
-
-def _signature(fn: Any) -> inspect.Signature | None:
-    try:
-        return inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-
-
-def _python_function(fn: Any) -> Any:
-    """The plain Python function behind ``fn`` (a jitted function, a partial, a method)."""
-    for _ in range(8):
-        if is_jitted(fn) or (hasattr(fn, "__wrapped__") and not hasattr(fn, "__globals__")):
-            fn = fn.__wrapped__
-        elif isinstance(fn, functools.partial):
-            fn = fn.func
-        elif inspect.ismethod(fn):
-            fn = fn.__func__
-        else:
-            break
-    return fn
-
-
-@contextlib.contextmanager
-def watching(fit: Any, step: Any) -> Iterator[RecordingStep]:
-    """Rebind every name ``fit`` can reach ``step`` through (its globals, closure cells
-    and defaults, and those of functions in its closure) to a recording proxy, for the
-    duration of the block; everything is put back afterwards."""
-    proxy = RecordingStep(step)
-    undo: list[Any] = []
-    seen: set[int] = set()
-
-    def rebind(fn: Any) -> None:
-        fn = _python_function(fn)
-        if id(fn) in seen or not inspect.isfunction(fn):
-            return
-        seen.add(id(fn))
-        namespace = fn.__globals__
-        for name, value in list(namespace.items()):
-            if value is step:
-                namespace[name] = proxy
-                undo.append(functools.partial(namespace.__setitem__, name, value))
-        for cell in fn.__closure__ or ():
-            try:
-                value = cell.cell_contents
-            except ValueError:  # an empty cell
-                continue
-            if value is step:
-                cell.cell_contents = proxy
-                undo.append(functools.partial(setattr, cell, "cell_contents", value))
-            elif inspect.isfunction(value):
-                rebind(value)
-        if fn.__defaults__ and any(d is step for d in fn.__defaults__):
-            old = fn.__defaults__
-            fn.__defaults__ = tuple(proxy if d is step else d for d in old)
-            undo.append(functools.partial(setattr, fn, "__defaults__", old))
-        if fn.__kwdefaults__ and any(d is step for d in fn.__kwdefaults__.values()):
-            old_kw = fn.__kwdefaults__
-            fn.__kwdefaults__ = {k: proxy if d is step else d for k, d in old_kw.items()}
-            undo.append(functools.partial(setattr, fn, "__kwdefaults__", old_kw))
-
-    rebind(fit)
-    try:
-        yield proxy
-    finally:
-        for put_back in reversed(undo):
-            put_back()
-
-
 # ----------------------------------------------------------------- drawing data
 
 
@@ -313,11 +200,9 @@ def _same(a: Any, b: Any) -> bool:
 # ---------------------------------------------------------------- checking a fit
 
 
-def _check_calls(
-    proxy: RecordingStep, fit_is_jitted: bool, fit_number: int, first_run: bool
-) -> None:
-    calls = proxy.calls
-    off = [c for c in calls if not c.jit_on]
+def _check_calls(proxy: Recorder, fit_is_jitted: bool, fit_number: int, first_run: bool) -> None:
+    calls, traced = proxy.calls, proxy.traced
+    off = [c for c in calls + traced if not c.jit_on]
     if off:
         raise fail(
             FIT_CALLS,
@@ -327,16 +212,16 @@ def _check_calls(
             hint="remove jax.disable_jit() from fit: the exercise is about what jit compiles",
         )
     if fit_is_jitted:
-        ok = (len(calls) >= 1 and all(c.traced for c in calls)) if first_run else True
+        ok = (bool(traced) and not calls) if first_run else True
         expected = "sgd_step traced into fit's program when fit compiles"
     else:
-        ok = len(calls) == N_BATCHES and not any(c.traced for c in calls)
+        ok = len(calls) == N_BATCHES and not traced
         expected = f"{N_BATCHES} calls of sgd_step (one per batch) in fit number {fit_number}"
     require(
         FIT_CALLS,
         ok,
         expected=expected,
-        seen=f"{len(calls)} call(s) of sgd_step",
+        seen=f"{len(calls) + len(traced)} call(s) of sgd_step",
         hint="call the jitted sgd_step once per batch inside fit (the grader watches the "
         "name sgd_step in fit's module and closure); a NumPy loop, or another jitted "
         "function, does not count",
@@ -344,18 +229,19 @@ def _check_calls(
 
 
 def _check_threading(
-    proxy: RecordingStep, params: dict[str, Any], batches: list[Any], weight_decay: float
+    proxy: Recorder, params: dict[str, Any], batches: list[Any], weight_decay: float
 ) -> None:
     current = params
     for i, (call, (x, y)) in enumerate(zip(proxy.calls, batches, strict=True)):
-        if len(call.args) != 4:
+        arguments = list(call.arguments.values())  # in the step's order, however passed
+        if len(arguments) != 4:
             raise fail(
                 FIT_THREADS,
                 expected="sgd_step(params, x, y, weight_decay) with four arguments",
-                seen=f"call {i + 1} passed {len(call.args)} argument(s)",
+                seen=f"call {i + 1} passed {len(arguments)} argument(s)",
                 hint="call sgd_step(params, x, y, weight_decay) for each batch",
             )
-        got_params, got_x, got_y, got_wd = call.args
+        got_params, got_x, got_y, got_wd = arguments
         problems = []
         if not _same(got_params, current):
             problems.append("params that are not the previous step's new params")
@@ -377,7 +263,7 @@ def _check_threading(
     passed(FIT_THREADS)
 
 
-def _check_from_step(proxy: RecordingStep, got_params: Any, got_losses: Any) -> None:
+def _check_from_step(proxy: Recorder, got_params: Any, got_losses: Any) -> None:
     outs = [c.out for c in proxy.calls]
     losses = [o[1] for o in outs]
     ok = _same(np.asarray(got_losses).reshape(-1), np.stack([np.asarray(v) for v in losses]))
@@ -461,7 +347,7 @@ def grade(sgd_step: Any, fit: Any) -> None:
     numpy_batches, batches64 = _batches(rng, N_BATCHES, batch_size, features)
     batches = _on_device(numpy_batches)
     wd = first_fit_decay
-    with watching(fit, sgd_step) as proxy:
+    with recording(fit, sgd_step) as proxy:
         result = call_learner(FIT_RUNS, fit, params, batches, wd, lesson=LESSON)
     passed(FIT_RUNS)
     got_params, got_losses = _unpack_pair(FIT_PAIR, result, "(params, losses)")
@@ -491,7 +377,7 @@ def grade(sgd_step: Any, fit: Any) -> None:
             batches = previous
         previous = batches
         # One fit at a time, so a wrong answer fails after one fit, not three.
-        with count_compiles(ANY_FUNCTION) as everything, watching(fit, sgd_step) as proxy:
+        with count_compiles(ANY_FUNCTION) as everything, recording(fit, sgd_step) as proxy:
             result = call_learner(FIT_RUNS, fit, params, batches, wd, lesson=LESSON)
         require(
             FIT_NOTHING,

@@ -12,7 +12,7 @@ twice, in a random order. It checks, in this order:
 2. ``init(params)`` holds these params and a zero average, and one ``sgd_step`` from it
    returns a state with the same structure and abstract values (weak flags included);
 3. ``train`` runs; while it runs, every reference to ``sgd_step`` it holds is rebound
-   to a recorder (:mod:`jitlab.graders._calls`) that forwards to the real function, so
+   to a recorder (:mod:`jitlab.grading.calls`) that forwards to the real function, so
    the grader sees each call: jit must be on at every call, ``sgd_step`` must be called
    once per batch, in order, each time with the state the previous call returned, and
    ``train`` must return the state the last call returned (a NumPy path plus a decoy
@@ -35,25 +35,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.graders._calls import (
-    Signature,
-    bound_arguments,
-    differences,
-    recording,
-    same_content,
-    signature,
-)
 from jitlab.grading import (
+    Call,
+    Signature,
     call_learner,
+    differences,
     fail,
     fresh_rng,
     grader,
     passed,
+    recording,
     require,
     require_close,
     require_compiles,
     require_jitted,
+    same_content,
     shorten,
+    signature,
 )
 from jitlab.instruments.counting import count_compiles
 
@@ -191,12 +189,13 @@ def _types_hint(found: list[str]) -> str:
     return "write each entry in init with the dtype and shape sgd_step returns"
 
 
-def _arguments(call: Any, sgd_step: Any) -> list[Any]:
-    named = bound_arguments(sgd_step, call.args, call.kwargs)
-    return list(named.values()) + [None] * (3 - len(named))
+def _arguments(call: Call) -> list[Any]:
+    """(state, batch, lr) as the call passed them, by name or by position."""
+    named = list(call.arguments.values())
+    return named + [None] * (3 - len(named))
 
 
-def _compile_causes(calls: list[Any], sgd_step: Any) -> tuple[list[str], str]:
+def _compile_causes(calls: list[Call]) -> tuple[list[str], str]:
     """What the recorder saw at each compilation after the first, and the main cause.
 
     A compilation for a signature seen before is a static ``lr`` when only calls with a
@@ -206,9 +205,9 @@ def _compile_causes(calls: list[Any], sgd_step: Any) -> tuple[list[str], str]:
     """
 
     def seen_before(i: int) -> tuple[bool, bool]:
-        value = _value(_arguments(calls[i], sgd_step)[2])
+        value = _value(_arguments(calls[i])[2])
         same = [c for c in calls[:i] if c.signature == calls[i].signature]
-        return bool(same), any(_value(_arguments(c, sgd_step)[2]) == value for c in same)
+        return bool(same), any(_value(_arguments(c)[2]) == value for c in same)
 
     cleared = any(call.compiled and all(seen_before(i)) for i, call in enumerate(calls) if i > 0)
     causes: list[str] = []
@@ -224,7 +223,7 @@ def _compile_causes(calls: list[Any], sgd_step: Any) -> tuple[list[str], str]:
                 same_value += value_seen
                 kinds.append("cleared")
             else:
-                value = _value(_arguments(call, sgd_step)[2])
+                value = _value(_arguments(call)[2])
                 causes.append(f"call {i + 1}: a new lr value ({value:.4g}), same types")
                 kinds.append("static")
             continue
@@ -261,7 +260,7 @@ def _value(lr: Any) -> float:
         return float("nan")
 
 
-def _hint_for(kind: str, calls: list[Any], sgd_step: Any) -> str:
+def _hint_for(kind: str, calls: list[Call]) -> str:
     if kind == "state":
         return (
             "the state's types changed after a step: start train from init(params), "
@@ -364,7 +363,7 @@ def grade(
         "from your code: the exercise is about what jit compiles",
     )
 
-    _require_every_batch(calls, sgd_step, start, batches, count.compiles, recorder.inside_traces)
+    _require_every_batch(calls, start, batches, count.compiles, len(recorder.traced))
     last = calls[-1].out
     require(
         FROM_STEP,
@@ -394,7 +393,7 @@ def grade(
     )
 
     # 5. Compile behaviour, with the causes the recorder saw.
-    causes, kind = _compile_causes(calls, sgd_step)
+    causes, kind = _compile_causes(calls)
     extra = "; ".join(causes[:3]) + (f"; and {len(causes) - 3} more" if len(causes) > 3 else "")
     jax_note = f'JAX\'s note on the last miss: "{shorten(count.last_reason, 160)}"'
     require_compiles(
@@ -402,14 +401,13 @@ def grade(
         count,
         exactly=1,
         what=f"compilations of sgd_step over {STEPS} steps",
-        hint=_hint_for(kind, calls, sgd_step),
+        hint=_hint_for(kind, calls),
         seen_extra="; ".join(part for part in (extra, jax_note) if part),
     )
 
 
 def _require_every_batch(
-    calls: list[Any],
-    sgd_step: Any,
+    calls: list[Call],
     start: Any,
     batches: list,
     compiles: int,
@@ -433,7 +431,7 @@ def _require_every_batch(
         )
     previous = start
     for i, call in enumerate(calls):
-        state, batch, _ = _arguments(call, sgd_step)
+        state, batch, _ = _arguments(call)
         if not same_content(batch, batches[i]):
             raise fail(
                 EVERY_BATCH,

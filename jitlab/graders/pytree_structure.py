@@ -9,7 +9,7 @@ shuffled), including a batch whose keys arrive in another order.
 
 While ``loss`` runs, every reference to ``batch_loss`` it holds (globals, closure cells,
 defaults, and those of the helpers it calls) is rebound to a recorder
-(:mod:`jitlab.graders._calls`) that forwards to the real jitted function and keeps each
+(:mod:`jitlab.grading.calls`) that forwards to the real jitted function and keeps each
 call's signature, output, whether jit was on, and whether it compiled. What it rejects:
 
 - an unfinished stub: ``NotImplementedError`` becomes "not solved yet";
@@ -37,17 +37,20 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.graders._calls import Signature, differences, recording, same_content
 from jitlab.grading import (
+    Signature,
     call_learner,
+    differences,
     fresh_rng,
     grader,
     is_jitted,
     passed,
+    recording,
     require,
     require_close,
     require_compiles,
     require_jitted,
+    same_content,
     shorten,
 )
 from jitlab.instruments.counting import count_compiles
@@ -217,7 +220,7 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
     )
     counts = sorted({len(made) for made in calls_per_loss})
     hint = "loss should tidy the batch and return batch_loss(params, tidy_batch): one call"
-    if not calls and recorder.inside_traces:
+    if not calls and recorder.traced:
         hint += "; batch_loss was only called while another function was being traced"
     elif not calls and count.compiles:
         hint += "; batch_loss compiled, but not through a name loss holds"

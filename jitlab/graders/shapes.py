@@ -10,10 +10,11 @@ rejects, and how:
   also a length that fills its bucket exactly (no padding at all);
 - work moved out of the compiled program: ``rms`` must be a plain function whose every
   answer is what the jitted ``padded_rms`` returned *during the grader's own call*. The
-  grader watches ``padded_rms`` through :func:`watch_calls` (a recording stand-in bound
-  to the names ``rms`` reads), so a NumPy path with one decoy call, or an ``rms`` that
-  never calls the kernel, fails; so does ``jax.disable_jit()`` inside ``rms``, named as
-  such; a ``pure_callback`` to NumPy inside ``padded_rms`` is refused too;
+  grader watches ``padded_rms`` through :func:`jitlab.grading.recording` (a recording
+  stand-in bound to the names ``rms`` reads), so a NumPy path with one decoy call, or an
+  ``rms`` that never calls the kernel, fails; so does ``jax.disable_jit()`` inside
+  ``rms``, named as such; a ``pure_callback`` to NumPy inside ``padded_rms`` is refused
+  too;
 - ``rms`` changing the caller's array in place (content is compared, not ``id``);
 - one compilation per length: ``n`` made static, padding to the wrong size, or ``n``
   passed as different types. The verdict names which, from what the grader saw
@@ -31,23 +32,21 @@ named as the cause).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
-import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import jax
 import numpy as np
 
 from jitlab.grading import (
+    Call,
     call_learner,
     fail,
     fresh_rng,
     grader,
     is_jitted,
     passed,
+    recording,
     require,
     require_buckets,
     require_jitted,
@@ -62,116 +61,7 @@ MOST_BUCKETS = 12  # stated in the exercise: "at most 12 distinct bucket sizes"
 CALLS = 50
 MAX_LENGTH = 1000
 
-# ------------------------------------------------------------ watching a jitted kernel
-
-
-@dataclasses.dataclass(frozen=True)
-class RecordedCall:
-    """One call that the learner's wrapper made to the watched function."""
-
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    output: Any
-    jit_disabled: bool
-
-
-class _Recorder:
-    """Stands in for a jitted function while the grader watches: forwards every call to
-    it unchanged (so JAX's caches and counts are the real ones) and keeps what it got
-    and returned."""
-
-    def __init__(self, target: Any, log: list[RecordedCall]) -> None:
-        self._target = target
-        self._log = log
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        disabled = bool(jax.config.jax_disable_jit)
-        output = self._target(*args, **kwargs)
-        self._log.append(RecordedCall(args, dict(kwargs), output, disabled))
-        return output
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._target, name)
-
-
-def _functions_behind(wrapper: Any, limit: int = 200) -> list[Any]:
-    """The plain Python functions a call of ``wrapper`` can run: the wrapper itself, and
-    the functions it reaches by name, through closure cells and default arguments (a
-    helper that the wrapper calls, which then calls the kernel)."""
-    found, todo, seen = [], [wrapper], set()
-    while todo and len(found) < limit:
-        fn = todo.pop()
-        if fn is None or id(fn) in seen:
-            continue
-        seen.add(id(fn))
-        if isinstance(fn, functools.partial):
-            todo += [fn.func, *fn.args, *fn.keywords.values()]
-            continue
-        if inspect.ismethod(fn):
-            todo.append(fn.__func__)
-            continue
-        if inspect.isfunction(fn):
-            found.append(fn)
-            todo.append(getattr(fn, "__wrapped__", None))
-            todo += [_cell(cell) for cell in fn.__closure__ or ()]
-            todo += list(fn.__defaults__ or ()) + list((fn.__kwdefaults__ or {}).values())
-            names = fn.__code__.co_names
-            todo += [fn.__globals__[name] for name in names if name in fn.__globals__]
-            continue
-        if callable(fn) and not isinstance(fn, type) and not is_jitted(fn):
-            call = inspect.getattr_static(type(fn), "__call__", None)
-            if inspect.isfunction(call):
-                todo.append(call)
-    return found
-
-
-def _cell(cell: Any) -> Any:
-    try:
-        return cell.cell_contents
-    except ValueError:  # an empty cell
-        return None
-
-
-@contextlib.contextmanager
-def watch_calls(wrapper: Any, target: Any) -> Iterator[list[RecordedCall]]:
-    """While the block runs, every name through which ``wrapper`` can reach ``target``
-    (module globals, closure cells, default arguments) refers to a recording stand-in.
-
-    The log lists each call the wrapper made, with the arguments, the output and whether
-    jit was switched off at that moment. Everything is put back when the block ends.
-    Names the wrapper reaches some other way (an attribute of a module) are not
-    rebound: the exercise text asks the learner to call the kernel by its name.
-    """
-    log: list[RecordedCall] = []
-    proxy = _Recorder(target, log)
-    undo: list[Callable[[], None]] = []
-    for fn in _functions_behind(wrapper):
-        namespace = fn.__globals__
-        for name, value in list(namespace.items()):
-            if value is target:
-                namespace[name] = proxy
-                undo.append(functools.partial(namespace.__setitem__, name, target))
-        for cell in fn.__closure__ or ():
-            try:
-                content = cell.cell_contents
-            except ValueError:  # an empty cell
-                continue
-            if content is target:
-                cell.cell_contents = proxy
-                undo.append(functools.partial(setattr, cell, "cell_contents", target))
-        defaults = fn.__defaults__
-        if defaults and any(value is target for value in defaults):
-            fn.__defaults__ = tuple(proxy if value is target else value for value in defaults)
-            undo.append(functools.partial(setattr, fn, "__defaults__", defaults))
-        kwdefaults = fn.__kwdefaults__
-        if kwdefaults and any(value is target for value in kwdefaults.values()):
-            fn.__kwdefaults__ = {k: proxy if v is target else v for k, v in kwdefaults.items()}
-            undo.append(functools.partial(setattr, fn, "__kwdefaults__", kwdefaults))
-    try:
-        yield log
-    finally:
-        for step in reversed(undo):
-            step()
+# ------------------------------------------------------------ what rms passed to the kernel
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -183,7 +73,7 @@ def same_value(a: Any, b: Any) -> bool:
     return left.shape == right.shape and np.array_equal(left, right, equal_nan=True)
 
 
-def signature(call: RecordedCall) -> tuple[Any, ...]:
+def signature(call: Call) -> tuple[Any, ...]:
     """What a call's arguments look like to jit's cache (types, shapes, dtypes)."""
 
     def leaf(value: Any) -> tuple[Any, ...]:
@@ -286,7 +176,7 @@ def _padding_cases(rng: np.random.Generator, bucket_size: Callable[[int], int]) 
 def _too_many_compiles(
     bucket_size: Callable[[int], int],
     lengths: list[int],
-    calls: list[list[RecordedCall]],
+    calls: list[list[Call]],
     compiled: list[int],
 ) -> tuple[str, str]:
     """What the grader saw that explains extra compilations: (seen, hint)."""
@@ -378,14 +268,17 @@ def grade(
     data = [rng.normal(loc=rng.normal(), size=m).astype(np.float32) for m in lengths]
     copies = [x.copy() for x in data]
     results: list[Any] = []
-    calls: list[list[RecordedCall]] = []
+    calls: list[list[Call]] = []
     compiled: list[int] = []
     padded_rms.clear_cache()
-    with count_compiles(padded_rms) as count, watch_calls(rms, padded_rms) as log:
+    with (
+        count_compiles(padded_rms) as count,
+        recording(rms, padded_rms, lambda: count.compiles) as recorder,
+    ):
         for x in data:
-            before_calls, before_compiles = len(log), count.compiles
+            before_calls, before_compiles = len(recorder.calls), count.compiles
             results.append(call_learner("rms matches the reference", rms, x, lesson=LESSON))
-            calls.append(log[before_calls:])
+            calls.append(recorder.calls[before_calls:])
             compiled.append(count.compiles - before_compiles)
 
     for m, x, got in zip(lengths, copies, results, strict=True):
@@ -415,7 +308,7 @@ def grade(
         hint="pad into a new array (np.zeros + assignment, or np.pad); never write into x",
     )
 
-    if any(call.jit_disabled for during in calls for call in during):
+    if not all(call.jit_on for call in recorder.calls + recorder.traced):
         raise fail(
             JIT_ON,
             expected="padded_rms to run compiled when rms calls it",
@@ -423,21 +316,39 @@ def grade(
             hint="remove jax.disable_jit() from rms: the exercise is about what jit compiles",
         )
     never = [m for m, during in zip(lengths, calls, strict=True) if not during]
+    if never and recorder.traced:  # called, but only inside a jax.jit of the learner's
+        seen = (
+            f"{len(never)} of {len(lengths)} calls of rms did not run padded_rms itself: "
+            f"padded_rms was called {len(recorder.traced)} time(s), each while another "
+            "function was being traced (a jax.jit inside rms), which inlines it into that "
+            "function's program"
+        )
+        hint = (
+            "call padded_rms(padded, n) directly in rms, not inside a jax.jit of your own, "
+            "and return its result"
+        )
+    else:
+        seen = (
+            f"{len(never)} of {len(lengths)} calls of rms never called padded_rms "
+            f"(the first for length {never[0]})"
+            if never
+            else ""
+        )
+        hint = (
+            "rms must call padded_rms by that name and return its result; an answer "
+            "computed in NumPy, or by a function other than padded_rms, does not count"
+        )
     require(
         "rms returns what padded_rms computed",
         not never,
         expected="every call of rms to call padded_rms and return its result",
-        seen=f"{len(never)} of {len(lengths)} calls of rms never called padded_rms "
-        f"(the first for length {never[0]})"
-        if never
-        else "",
-        hint="rms must call padded_rms by that name and return its result; an answer "
-        "computed in NumPy, or by a function other than padded_rms, does not count",
+        seen=seen,
+        hint=hint,
     )
     elsewhere = [
         m
         for m, got, during in zip(lengths, results, calls, strict=True)
-        if not any(same_value(got, call.output) for call in during)
+        if not any(same_value(got, call.out) for call in during)
     ]
     require(
         "rms returns what padded_rms computed",

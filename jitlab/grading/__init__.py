@@ -1,5 +1,18 @@
-"""Checks for graders, and verdicts for the runner (see ``checks`` and ``verdict``)."""
+"""Checks for graders, verdicts for the runner, and recording of a learner's calls to a
+jitted function (see ``checks``, ``verdict`` and ``calls``)."""
 
+from jitlab.grading.calls import (
+    Call,
+    Leaf,
+    Recorder,
+    Signature,
+    bound_arguments,
+    differences,
+    reachable_functions,
+    recording,
+    same_content,
+    signature,
+)
 from jitlab.grading.checks import (
     BUCKETS_FEW,
     BUCKETS_HOLD,
@@ -24,18 +37,28 @@ __all__ = [
     "BUCKETS_FEW",
     "BUCKETS_HOLD",
     "JIT_ON",
+    "Call",
     "GradingFailure",
+    "Leaf",
+    "Recorder",
+    "Signature",
+    "bound_arguments",
     "call_learner",
+    "differences",
     "fail",
     "fresh_rng",
     "grader",
     "is_jitted",
     "passed",
+    "reachable_functions",
+    "recording",
     "require",
     "require_buckets",
     "require_close",
     "require_compiles",
     "require_jit_on",
     "require_jitted",
+    "same_content",
     "shorten",
+    "signature",
 ]

@@ -198,6 +198,19 @@ def test_rejects_score_that_bypasses_score_core():
     assert "never called score_core" in failure.value.seen
 
 
+def test_rejects_score_core_called_only_inside_another_jit():
+    _, score_core = make_solution()
+
+    def score_traced(batch, weights):
+        x = jnp.asarray(batch, jnp.float32)
+        return jax.jit(lambda b, w: score_core(b, w))(x, weights)  # score_core is inlined
+
+    with pytest.raises(GradingFailure, match="returns what score_core computed") as failure:
+        dtypes.grade(score_traced, score_core)
+    assert "while another function was being traced" in failure.value.seen
+    assert "not inside a jax.jit of your own" in failure.value.hint
+
+
 def test_rejects_a_numpy_path_with_a_decoy_call():
     _, score_core = make_solution()
 

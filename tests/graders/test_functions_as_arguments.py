@@ -12,7 +12,7 @@ import pytest
 
 from jitlab.course import load_course
 from jitlab.graders import functions_as_arguments
-from jitlab.grading import GradingFailure
+from jitlab.grading import GradingFailure, recording
 
 LEARNING_RATE = functions_as_arguments.LEARNING_RATE
 
@@ -336,7 +336,7 @@ def test_jit_switched_off_around_grading_is_rejected():
 def test_the_watch_puts_every_name_back():
     step = fresh_step()
     fit = _loop(step)
-    with G.watching(fit, step) as proxy:
+    with recording(fit, step) as proxy:
         assert fit.__closure__[0].cell_contents is proxy
     assert fit.__closure__[0].cell_contents is step
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from jitlab.graders import shapes
-from jitlab.grading import GradingFailure
+from jitlab.grading import GradingFailure, recording
 
 # ------------------------------------------------------------------ right answers
 
@@ -245,6 +245,21 @@ def test_rejects_an_answer_from_another_jitted_function():
         shapes.grade(next_power_of_two, kernel, rms)
 
 
+def test_rejects_the_kernel_called_only_inside_another_jit():
+    kernel = make_kernel()
+
+    def rms(x):
+        padded = np.zeros(next_power_of_two(len(x)), dtype=np.float32)
+        padded[: len(x)] = x
+        n = len(x)
+        return jax.jit(lambda p: kernel(p, n))(padded)  # traced: kernel is inlined
+
+    with pytest.raises(GradingFailure, match="rms returns what padded_rms computed") as failure:
+        shapes.grade(next_power_of_two, kernel, rms)
+    assert "while another function was being traced" in failure.value.seen
+    assert "not inside a jax.jit of your own" in failure.value.hint
+
+
 def test_rejects_jit_switched_off_inside_rms():
     kernel = make_kernel()
     honest = make_rms(kernel, next_power_of_two)
@@ -341,11 +356,11 @@ def test_rejects_unfinished_stub():
 def test_watch_calls_puts_every_name_back():
     kernel = make_kernel()
     rms = make_rms(kernel, next_power_of_two)
-    with shapes.watch_calls(rms, kernel) as log:
+    with recording(rms, kernel) as recorder:
         rms(np.ones(5, np.float32))
         assert rms.__closure__ is not None
         assert any(cell.cell_contents is not kernel for cell in rms.__closure__)
-    assert len(log) == 1 and log[0].args[1] == 5
+    assert len(recorder.calls) == 1 and recorder.calls[0].args[1] == 5
     assert any(cell.cell_contents is kernel for cell in rms.__closure__)
 
 
