@@ -931,7 +931,7 @@ assert callback_runs == ["ran", "ran"]  # and the callback still runs
 # read from disk: the lowered program refers to its callbacks by position, and JAX hands
 # the current Python functions over when it loads the executable.
 #
-# The third rule is about jobs of several processes ([lesson 14](14_processes.ipynb)
+# The third rule is about jobs of several processes ([lesson 14](../14_processes/)
 # runs one): every process compiles, but **only process 0 writes**, so that many
 # processes do not race to write the same file. The cell below starts a job of two
 # processes on this machine with `jax.distributed.initialize`, each with its own cache

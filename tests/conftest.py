@@ -5,7 +5,7 @@
   temporary folder and points the tools at it, so the runner's tests never run (or
   write to) the real exercises.
 - ``site`` builds the real site once per session, reusing the lessons that the same
-  ``make test`` run executed under nbval.
+  ``make test`` run executed under nbval; ``offline_site`` builds the file:// copy.
 """
 
 from __future__ import annotations
@@ -42,18 +42,29 @@ def fixture_course(tmp_path, monkeypatch) -> Course:
     return load_course(root)
 
 
-@pytest.fixture(scope="session")
-def site() -> Path:
-    """The real site, built once per test session."""
+def _build_site(target_name: str, **env: str) -> Path:
     course = load_course()
-    target = course.build_dir / "site"
+    target = course.build_dir / target_name
     built = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(target)],
         cwd=course.root,
         capture_output=True,
         text=True,
         check=False,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1", **env},
     )
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-5000:]
     return target
+
+
+@pytest.fixture(scope="session")
+def site() -> Path:
+    """The real site, built once per test session."""
+    return _build_site("site")
+
+
+@pytest.fixture(scope="session")
+def offline_site(site: Path) -> Path:
+    """The copy for a USB stick (`make site-offline`): one file per page, opened over
+    file://. Built after ``site``, so it reuses the lessons that build executed."""
+    return _build_site("site-offline", OFFLINE="true")

@@ -15,8 +15,10 @@
   anchor that does not exist; ids and titles are taken from the headings themselves.
 - nbconvert inlines about 600 kB of JupyterLab CSS into every notebook page; large
   blocks move into one shared stylesheet, so the site fits on a USB stick.
-- nbconvert's template loads MathJax from a CDN; the lessons use no maths, so the
-  script is dropped and the site makes no request outside itself.
+- nbconvert's template and mkdocs-jupyter's loader fetch MathJax from a CDN; the
+  lessons use no maths, so both scripts are dropped and the site makes no request outside itself.
+- Notebook pages link to each other as ``../09_diagnosing/``; the offline build (one
+  file per page, opened over file://) gets those links rewritten to ``09_diagnosing.html``.
 - On a static page the answer to each *Predict* prompt sits right under the question;
   the outputs of the cells that answer it are folded until the reader opens them.
 """
@@ -24,6 +26,7 @@
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import re
 import shutil
 from pathlib import Path
@@ -44,7 +47,8 @@ _EXTERNAL_SCRIPT = re.compile(
 _HEADING = re.compile(r"<h([1-6])[^>]*\bid=\"([^\"]+)\"[^>]*>(.*?)</h\1>", re.DOTALL)
 _ANCHOR_LINK = re.compile(r"<a class=\"anchor-link\".*?</a>", re.DOTALL)
 _MATHJAX_CONFIG = re.compile(
-    r"<script type=\"text/x-mathjax-config\">.*?</script>", re.IGNORECASE | re.DOTALL
+    r"<script (?:type=\"text/x-mathjax-config\"|data-mkdocs-jupyter-mathjax=)[^>]*>.*?</script>",
+    re.IGNORECASE | re.DOTALL,
 )
 _INLINE_STYLE = re.compile(r"<style type=\"text/css\">(.*?)</style>", re.DOTALL)
 SHARED_CSS_MIN_BYTES = 20_000
@@ -54,12 +58,8 @@ NOTEBOOK_PAGE = (".py", ".ipynb")
 def on_config(config: Any) -> Any:
     course = load_course()
     lessons = [{item.label: f"lessons/{item.stem}.ipynb"} for item in course.lessons]
-    exercises = [
-        {f"{e.number} · {e.title}": f"exercises/{e.stem}.py"} for e in course.exercises
-    ]
-    solutions = [
-        {f"{e.number} · {e.title}": f"solutions/{e.stem}.py"} for e in course.exercises
-    ]
+    exercises = [{f"{e.number} · {e.title}": f"exercises/{e.stem}.py"} for e in course.exercises]
+    solutions = [{f"{e.number} · {e.title}": f"solutions/{e.stem}.py"} for e in course.exercises]
     config["nav"] = [
         {"Home": "index.md"},
         {"Setup": "setup.md"},
@@ -161,6 +161,8 @@ def fold_predicted_answers(html: str) -> str:
         output = cell.select_one("div.jp-Cell-outputWrapper")
         if output is None or not output.get_text(strip=True) and not output.find("img"):
             continue
+        if output.find_parent("details") is not None:  # a cell nested in a cell: done
+            continue
         details = soup.new_tag("details", attrs={"class": "jitlab-answer"})
         summary = soup.new_tag("summary")
         summary.string = "Show what happened"
@@ -169,9 +171,32 @@ def fold_predicted_answers(html: str) -> str:
     return str(soup)
 
 
+_RELATIVE_DIRECTORY_HREF = re.compile(r'href="((?:\.\./)+[\w./-]*/)(#[^"]*)?"')
+
+
+def link_without_directory_urls(href: str, src_uri: str) -> str:
+    """Where a link written for directory URLs (``../09_diagnosing/``, as notebook
+    pages spell them, since MkDocs never rewrites a notebook's HTML) points in the
+    offline build, where each page is a file (``09_diagnosing.html``)."""
+    page_dir = posixpath.splitext(src_uri)[0] + "/"  # lessons/01_shapes/ when served
+    target = posixpath.normpath(posixpath.join(page_dir, href))  # lessons/09_diagnosing
+    here = posixpath.dirname(src_uri) or "."  # the offline page is lessons/01_shapes.html
+    return posixpath.relpath(target + ".html", here)
+
+
+def _flatten_directory_links(output: str, page: Any) -> str:
+    def flatten(match: re.Match[str]) -> str:
+        target = link_without_directory_urls(match.group(1), page.file.src_uri)
+        return f'href="{target}{match.group(2) or ""}"'
+
+    return _RELATIVE_DIRECTORY_HREF.sub(flatten, output)
+
+
 def on_post_page(output: str, page: Any, config: Any) -> str:
     output = _EXTERNAL_SCRIPT.sub("", output)
     if page.file.src_uri.endswith(NOTEBOOK_PAGE):
+        if not config["use_directory_urls"]:
+            output = _flatten_directory_links(output, page)
         output = _share_large_styles(output, page, config)
         if page.file.src_uri.startswith("lessons/"):
             output = fold_predicted_answers(output)
