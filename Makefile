@@ -5,6 +5,7 @@ export PYTHON
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
+JOBS ?= logical
 PIP_OPTIONS ?=
 # A wheelhouse/ folder beside the course (see `make wheelhouse`) means: install from it,
 # with no package index at all. That is the workshop's offline recipe.
@@ -63,14 +64,17 @@ site-offline: $(STAMP)
 serve: $(STAMP)
 	@$(BIN)/jitlab dev serve --port $(PORT) --directory site
 
-# Everything CI checks. Lessons first: the site tests reuse the notebooks they executed.
+# Everything CI checks, on every core (pytest-xdist; JOBS=1 for one process). The
+# lessons and the tests first; then the site, which renders the lessons they executed.
 test: $(STAMP) lint
 	$(BIN)/jitlab dev notebooks lessons
-	$(BIN)/pytest _build/notebooks/lessons tests $(NBVAL) --durations=15
+	$(BIN)/pytest -n $(JOBS) --dist loadgroup _build/notebooks/lessons tests -m "not site" \
+	  $(NBVAL) --durations=15
+	$(BIN)/pytest tests -m site --durations=5
 
 # The authors' lane: lint, the course's own tests and the graders; no lessons, no site.
 test-fast: $(STAMP) lint
-	$(BIN)/pytest tests -m "not slow" --durations=10
+	$(BIN)/pytest -n $(JOBS) --dist loadgroup tests -m "not slow" --durations=10
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -2,6 +2,15 @@
 # jupyter:
 #   jitlab:
 #     fix: the measuring instruments (count compilations, time honestly)
+#     half_day:
+#       minutes:
+#         exercises: 0
+#         teaching: 20
+#       skip:
+#       - The fast path
+#       - 'Outside jit: one program per operation'
+#       - What `count_compiles` cannot see
+#       - Where the time goes
 #     instructor_notes:
 #     - 'Re-running a cell that defines a jitted function defines a new function object,
 #       so its first call traces and compiles again. Run the first-call cell twice live:

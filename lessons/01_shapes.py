@@ -2,6 +2,13 @@
 # jupyter:
 #   jitlab:
 #     fix: padding, masking, bucketing
+#     half_day:
+#       minutes:
+#         exercises: 10
+#         teaching: 10
+#       skip:
+#       - Batches of varying size under `vmap`
+#       - Sizes that depend on the data
 #     instructor_notes:
 #     - Before the first experiment, ask the room to predict the compilation count;
 #       most say 1.
@@ -28,7 +35,7 @@
 #       one per size.
 #     minutes:
 #       exercises: 25
-#       teaching: 30
+#       teaching: 20
 #     objectives:
 #     - Measure the cost of many distinct shapes against the number of compilations.
 #     - Pad variable-length data to a fixed length and mask the padding out.

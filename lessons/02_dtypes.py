@@ -25,7 +25,7 @@
 #       a cast inside the jitted function runs after the cache lookup and saves nothing.
 #     minutes:
 #       exercises: 10
-#       teaching: 15
+#       teaching: 25
 #     objectives:
 #     - Predict the dtype an input reaches the cache with, after JAX canonicalises it.
 #     - Show with compile counts that the dtype, and the x64 flag itself, are part of

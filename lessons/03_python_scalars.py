@@ -2,6 +2,14 @@
 # jupyter:
 #   jitlab:
 #     fix: arrays with an explicit dtype, or static where the value selects a program
+#     half_day:
+#       minutes:
+#         exercises: 10
+#         teaching: 25
+#       skip:
+#       - '`3` then `jnp.int32(3)`'
+#       - How weak types promote
+#       - When static is the right call
 #     instructor_notes:
 #     - Learners arrive believing Python scalars are static (the source chapter says
 #       so). Start with the 3-then-4 experiment and ask for a prediction before running
@@ -37,7 +45,7 @@
 #       different program.
 #     minutes:
 #       exercises: 20
-#       teaching: 20
+#       teaching: 35
 #     objectives:
 #     - Read a traced abstract value and tell a weak type (`~float32[]`) from a strong
 #       one.

@@ -2,6 +2,20 @@
 # jupyter:
 #   jitlab:
 #     fix: stable containers (arrays plus flags), one calling convention
+#     half_day:
+#       minutes:
+#         exercises: 0
+#         teaching: 15
+#       skip:
+#       - 'An optional field: array, `None`, absent'
+#       - A list or a tuple of the same arrays
+#       - A NamedTuple or a plain tuple
+#       - A dataclass registered as a pytree
+#       - Keyword or positional
+#       - Keeping it fixed, and what `jax.no_tracing()` really checks
+#       - 'When no value is neutral: a value and a flag'
+#       - Or two functions
+#       - State whose structure changes after one step
 #     instructor_notes:
 #     - Ask for a prediction before the None cell; most learners expect None to be free
 #       because the function never does arithmetic on it.
@@ -37,7 +51,7 @@
 #       and 0 compilations.'
 #     minutes:
 #       exercises: 15
-#       teaching: 25
+#       teaching: 35
 #     objectives:
 #     - Say what jit flattens its arguments into, and which part of that is in the cache
 #       key.

@@ -33,7 +33,7 @@
 #       count; lax.fori_loop and lax.scan keep it flat.
 #     minutes:
 #       exercises: 15
-#       teaching: 25
+#       teaching: 40
 #     objectives:
 #     - Recognise TracerBoolConversionError and TracerIntegerConversionError, and read
 #       which argument they name.

@@ -35,7 +35,7 @@
 #       Numbers that change from call to call stay traced.
 #     minutes:
 #       exercises: 15
-#       teaching: 20
+#       teaching: 40
 #     objectives:
 #     - Predict whether a static argument hits the cache from its type, its hash and
 #       its equality.

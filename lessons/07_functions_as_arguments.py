@@ -38,7 +38,7 @@
 #       pass data (an index for lax.switch, an array of coefficients) rather than functions.
 #     minutes:
 #       exercises: 15
-#       teaching: 20
+#       teaching: 45
 #     objectives:
 #     - Predict whether a loop that builds jitted functions retraces, by asking "is
 #       this the same function object as last time?"

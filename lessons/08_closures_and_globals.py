@@ -29,7 +29,7 @@
 #       for all of them), static only for choices that select a different program.'
 #     minutes:
 #       exercises: 15
-#       teaching: 20
+#       teaching: 25
 #     objectives:
 #     - Predict what a jitted function returns after a global it reads has changed.
 #     - Explain why a stale global shows up only for some input shapes.

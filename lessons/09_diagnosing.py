@@ -3,6 +3,14 @@
 #   jitlab:
 #     fix: log_compiles, explain_cache_misses, no_tracing, trace-count guards in tests,
 #       jitlab doctor
+#     half_day:
+#       minutes:
+#         exercises: 10
+#         teaching: 40
+#       skip:
+#       - 'Guards: make a retrace an error'
+#       - '`jax.make_jaxpr`: compare two traces'
+#       - The doctor on code you did not write
 #     instructor_notes:
 #     - Run the worked diagnosis live, and ask the room to predict the cause from the
 #       code before showing any tool; almost nobody spots the class defined inside make_batch.
@@ -70,7 +78,7 @@
 #       says why.
 #     minutes:
 #       exercises: 15
-#       teaching: 35
+#       teaching: 65
 #     objectives:
 #     - Turn on jax.log_compiles and jax_explain_cache_misses and read what they print.
 #     - Name the part of the cache key that changed from one explanation (tracing context,

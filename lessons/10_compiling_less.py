@@ -48,7 +48,7 @@
 #       helpers are inlined, and large captured constants are embedded in the program.'
 #     minutes:
 #       exercises: 20
-#       teaching: 35
+#       teaching: 50
 #     objectives:
 #     - Compile ahead of time with jax.jit(f).lower(jax.ShapeDtypeStruct(...)).compile(),
 #       with no real data.

@@ -2,6 +2,13 @@
 # jupyter:
 #   jitlab:
 #     fix: diagnose, fix one cause at a time, check the numbers, measure end to end
+#     half_day:
+#       minutes:
+#         exercises: 20
+#         teaching: 35
+#       skip:
+#       - 'One more signature: the state the loop carries'
+#       - What the doctor saw
 #     instructor_notes:
 #     - Before running anything, ask the room to list every cause they can see in train_naive
 #       and to predict the count. Most find the lambda and the lengths; few find the
@@ -54,7 +61,7 @@
 #       again; only comparing the losses finds it.
 #     minutes:
 #       exercises: 30
-#       teaching: 30
+#       teaching: 40
 #     objectives:
 #     - Diagnose a loop with jax.log_compiles and cache-miss explanations, grouped by
 #       kind into a table, and diagnose again after every fix.

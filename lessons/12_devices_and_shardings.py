@@ -55,7 +55,7 @@
 #       a context.
 #     minutes:
 #       exercises: 15
-#       teaching: 25
+#       teaching: 45
 #     objectives:
 #     - Simulate eight devices on a CPU and place arrays with device_put, Mesh and NamedSharding.
 #     - Tell a tracing-cache miss from a compile-only miss, and find the silent one

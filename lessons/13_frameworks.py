@@ -46,7 +46,7 @@
 #       removes part of it.
 #     minutes:
 #       exercises: 20
-#       teaching: 30
+#       teaching: 45
 #     objectives:
 #     - Predict which fields of an Equinox module eqx.filter_jit treats as static, and
 #       store a hyperparameter so it is traced.

@@ -45,7 +45,7 @@
 #       before the first step.
 #     minutes:
 #       exercises: 20
-#       teaching: 25
+#       teaching: 30
 #     objectives:
 #     - Start two JAX processes on one machine with jax.distributed and collect what
 #       each one reports.

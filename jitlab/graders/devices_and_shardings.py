@@ -263,7 +263,20 @@ def _check_compiles(count, placed: list[dict]) -> None:
     )
 
 
-def _sharding_hint(value: Any, mesh) -> str:
+def _sharding_hint(value: Any, mesh, arrived: Any = None) -> str:
+    """What to change, from where ``value`` sits; ``arrived`` is the same array as its
+    loader handed it to ``place``, to tell "placed wrongly" from "never moved"."""
+    if (
+        isinstance(value, jax.Array)
+        and isinstance(arrived, jax.Array)
+        and value.sharding == arrived.sharding
+        and getattr(value.sharding, "mesh", None) != mesh
+    ):
+        return (
+            "this batch is still where its loader put it: place returned it without moving "
+            "it onto the mesh passed in (on this release, a jax.device_put inside "
+            "jax.disable_jit() can leave it there)"
+        )
     if not isinstance(value, jax.Array):
         return (
             "a NumPy array is on no device at all, so every call copies it to one device; "
@@ -287,9 +300,9 @@ def _sharding_hint(value: Any, mesh) -> str:
     return 'P() copies the whole batch to every device; P("data") splits the batch axis'
 
 
-def _check_sharding(placed: list[dict], mesh, want: NamedSharding) -> None:
+def _check_sharding(placed: list[dict], arrived: list[dict], mesh, want: NamedSharding) -> None:
     check = SPLIT
-    for number, batch in enumerate(placed):
+    for number, (batch, before) in enumerate(zip(placed, arrived, strict=True)):
         for key in ("x", "y"):
             value = batch[key]
             ok = (
@@ -303,7 +316,7 @@ def _check_sharding(placed: list[dict], mesh, want: NamedSharding) -> None:
                     check,
                     expected=f'{key}: NamedSharding(mesh, P("data")) on the mesh passed in',
                     seen=f"{key} of batch {number}: {describe(value)}",
-                    hint=_sharding_hint(value, mesh),
+                    hint=_sharding_hint(value, mesh, before.get(key)),
                 )
     passed(check)
 
@@ -376,7 +389,7 @@ def grade(place: Callable[[dict, Any], dict]) -> None:
                     expected="the jitted step to accept what place returned",
                     seen=f"batch {number} ({_placement(batch)}): "
                     + shorten(f"{type(err).__name__}: {str(err).splitlines()[0]}", 200),
-                    hint=_sharding_hint(batch["x"], mesh)
+                    hint=_sharding_hint(batch["x"], mesh, arrived[number].get("x"))
                     if _on_another_mesh(batch, mesh)
                     else "return the batch as jax.Arrays on one sharding of the mesh "
                     "you were given",
@@ -384,7 +397,7 @@ def grade(place: Callable[[dict, Any], dict]) -> None:
     passed(STEP_RUNS)
     _check_numbers(w, originals, outputs)
     _check_compiles(count, placed)
-    _check_sharding(placed, mesh, want)
+    _check_sharding(placed, arrived, mesh, want)
     _check_output(outputs, want)
 
 

@@ -153,20 +153,20 @@ def run_release(
                 notebooks[f"lessons/{lesson.stem}"] = {"cells": _cells(run)}
                 continue
         sources.append(lesson.path)
-    if not lessons_only:
-        sources += [exercise.source for exercise in course.exercises]
-    if sources:
-        echo(f"  jax {release}: running {len(sources)} notebook(s)")
+    # A lesson and its solution share a name (01_shapes): they run as two batches.
+    batches = [sources] if lessons_only else [sources, [e.source for e in course.exercises]]
+    for batch in filter(None, batches):
+        echo(f"  jax {release}: running {len(batch)} notebook(s)")
         with tempfile.TemporaryDirectory(prefix="jitlab-matrix-") as scratch:
             done = execute(
-                sources,
+                batch,
                 work=Path(scratch) / "notebooks",
                 record=Path(scratch) / "record",
                 course=course,
                 cell_timeout_s=CELL_TIMEOUT_S,
                 python=python,
             )
-        for source in sources:
+        for source in batch:
             key = f"{source.parent.name}/{source.stem}"
             run = done.runs.get(source)
             notebooks[key] = {"cells": _cells(run)} if run else {"error": "did not run"}

@@ -78,8 +78,15 @@ def convert(
     course: Course | None = None,
     transform: Callable[[nbformat.NotebookNode], None] | None = None,
 ) -> list[Path]:
-    """Write one ``.ipynb`` per source into ``folder`` (emptied of old notebooks first)."""
+    """Write one ``.ipynb`` per source into ``folder`` (emptied of old notebooks first).
+
+    Sources must have distinct stems: a lesson and its solution share one
+    (``01_shapes``), and one would silently overwrite the other. Run them apart."""
     course = course or load_course()
+    stems = [source.stem for source in sources]
+    shared = sorted({stem for stem in stems if stems.count(stem) > 1})
+    if shared:
+        raise ValueError(f"sources with the same name cannot run together: {shared}")
     folder.mkdir(parents=True, exist_ok=True)
     for stale in folder.glob("*.ipynb"):
         stale.unlink()

@@ -121,15 +121,25 @@ def test_rejects_jit_switched_off_in_the_config():
 def test_rejects_device_put_inside_disable_jit():
     # On jax 0.12.0.1, inside jax.disable_jit() a device_put from one mesh onto a mesh
     # with the devices in another order comes back on the old mesh. The answer is
-    # rejected; the verdict cannot name disable_jit (the block has ended by then).
+    # rejected. Which check sees it first depends on the grader's random batch order
+    # (the step fails on it, compiles again for it, or finds it unsplit); each verdict
+    # says what really happened: the batch was never moved.
     needs_several_devices()
 
     def place(batch, mesh):
         with jax.disable_jit():
             return jax.device_put(batch, NamedSharding(mesh, P("data")))
 
-    with pytest.raises(GradingFailure, match="compiles once|split along"):
+    with pytest.raises(GradingFailure) as info:
         devices_and_shardings.grade(place)
+    if info.value.check == devices_and_shardings.COMPILES_ONCE:
+        assert "placement(s)" in info.value.seen
+    else:
+        assert info.value.check in (
+            devices_and_shardings.STEP_RUNS,
+            devices_and_shardings.SPLIT,
+        ), info.value
+        assert "still where its loader put it" in info.value.hint
 
 
 def test_rejects_writing_into_the_callers_arrays():

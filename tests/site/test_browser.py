@@ -22,7 +22,9 @@ from playwright.sync_api import sync_playwright
 
 from jitlab.course import load_course
 
-pytestmark = pytest.mark.slow  # builds the site: left out of `make test-fast`
+# Builds the site: left out of `make test-fast`, and run after the lessons by `make test`
+# (it renders what they recorded), in one worker.
+pytestmark = [pytest.mark.slow, pytest.mark.site, pytest.mark.xdist_group(name="site")]
 
 COURSE = load_course()
 

@@ -14,7 +14,9 @@ from urllib.parse import unquote, urlsplit
 from jitlab.course import load_course
 from jitlab.site import pages
 
-pytestmark = pytest.mark.slow  # builds the site: left out of `make test-fast`
+# Builds the site: left out of `make test-fast`, and run after the lessons by `make test`
+# (it renders what they recorded), in one worker.
+pytestmark = [pytest.mark.slow, pytest.mark.site, pytest.mark.xdist_group(name="site")]
 
 COURSE = load_course()
 
