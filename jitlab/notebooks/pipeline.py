@@ -120,10 +120,20 @@ class CellRun:
 
     @property
     def one_line(self) -> str:
-        """The error in one line: ``ename: evalue`` or what went wrong."""
+        """The error in one line: ``ename: evalue`` or what went wrong. A bare
+        ``assert`` has no message, so the line that failed stands in for it."""
         if self.ename:
-            return f"{self.ename}: {self.evalue}".strip()
+            message = self.evalue.strip() or _failing_line(self.traceback)
+            return f"{self.ename}: {message}".strip()
         return self.error.strip().splitlines()[-1] if self.error.strip() else self.status
+
+
+def _failing_line(traceback: str) -> str:
+    """The source line IPython marks with an arrow in the last frame of a traceback."""
+    marked = [line for line in traceback.splitlines() if line.lstrip().startswith("---->")]
+    if not marked:
+        return ""
+    return marked[-1].split(maxsplit=2)[-1].strip()
 
 
 @dataclasses.dataclass(frozen=True)

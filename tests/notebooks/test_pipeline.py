@@ -8,7 +8,13 @@ import json
 import nbformat
 
 from jitlab.instruments.measurements import MEASUREMENTS_ENV
-from jitlab.notebooks.pipeline import execute, executed_dir, executed_lessons, execution_key
+from jitlab.notebooks.pipeline import (
+    CellRun,
+    execute,
+    executed_dir,
+    executed_lessons,
+    execution_key,
+)
 
 
 def test_execute_records_cells_outputs_and_measurements(fixture_course, tmp_path):
@@ -57,3 +63,9 @@ def test_executed_lessons_reuses_what_is_current_and_runs_what_is_stale(fixture_
     executed_lessons(fixture_course, echo=said.append)
     assert said == ["executing 1 lesson(s): 01_doubling"]
     assert (executed_dir(fixture_course) / "lessons" / "01_doubling.ipynb").exists()
+
+
+def test_a_bare_assert_is_reported_by_its_line():
+    traceback = "Cell In[4], line 3\n      1 x = 1\n----> 3 assert n.compiles == 2\n"
+    cell = CellRun(0, "failed", ename="AssertionError", evalue="", traceback=traceback)
+    assert cell.one_line == "AssertionError: assert n.compiles == 2"
