@@ -65,16 +65,17 @@ serve: $(STAMP)
 	@$(BIN)/jitlab dev serve --port $(PORT) --directory site
 
 # Everything CI checks, on every core (pytest-xdist; JOBS=1 for one process). The
-# lessons and the tests first; then the site, which renders the lessons they executed.
+# lessons and the tests first, a file to a worker (a notebook's cells share one kernel);
+# then the site, which renders the lessons they executed.
 test: $(STAMP) lint
 	$(BIN)/jitlab dev notebooks lessons
-	$(BIN)/pytest -n $(JOBS) --dist loadgroup _build/notebooks/lessons tests -m "not site" \
+	$(BIN)/pytest -n $(JOBS) --dist loadfile _build/notebooks/lessons tests -m "not site" \
 	  $(NBVAL) --durations=15
 	$(BIN)/pytest tests -m site --durations=5
 
 # The authors' lane: lint, the course's own tests and the graders; no lessons, no site.
 test-fast: $(STAMP) lint
-	$(BIN)/pytest -n $(JOBS) --dist loadgroup tests -m "not slow" --durations=10
+	$(BIN)/pytest -n $(JOBS) --dist loadfile tests -m "not slow" --durations=10
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

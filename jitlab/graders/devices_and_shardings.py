@@ -263,19 +263,30 @@ def _check_compiles(count, placed: list[dict]) -> None:
     )
 
 
+def _same_layout(one: Any, other: Any) -> bool:
+    """Two meshes with the same axis names over the same devices in the same order."""
+    return (
+        tuple(one.axis_names) == tuple(other.axis_names)
+        and one.devices.shape == other.devices.shape
+        and list(one.devices.flat) == list(other.devices.flat)
+    )
+
+
 def _sharding_hint(value: Any, mesh, arrived: Any = None) -> str:
     """What to change, from where ``value`` sits; ``arrived`` is the same array as its
     loader handed it to ``place``, to tell "placed wrongly" from "never moved"."""
+    placed_on = getattr(getattr(value, "sharding", None), "mesh", None)
+    came_on = getattr(getattr(arrived, "sharding", None), "mesh", None)
     if (
-        isinstance(value, jax.Array)
-        and isinstance(arrived, jax.Array)
-        and value.sharding == arrived.sharding
-        and getattr(value.sharding, "mesh", None) != mesh
+        placed_on is not None
+        and came_on is not None
+        and not _same_layout(placed_on, mesh)
+        and _same_layout(placed_on, came_on)
     ):
         return (
-            "this batch is still where its loader put it: place returned it without moving "
-            "it onto the mesh passed in (on this release, a jax.device_put inside "
-            "jax.disable_jit() can leave it there)"
+            "this batch is still on the mesh its loader put it on: place returned it "
+            "without moving it onto the mesh passed in (on this release, a jax.device_put "
+            "inside jax.disable_jit() can leave it there)"
         )
     if not isinstance(value, jax.Array):
         return (
@@ -290,12 +301,14 @@ def _sharding_hint(value: Any, mesh, arrived: Any = None) -> str:
         )
     if sharding.mesh != mesh:
         other = sharding.mesh
-        if tuple(other.axis_types) != tuple(mesh.axis_types):
+        if tuple(other.axis_names) != tuple(mesh.axis_names):
+            why = f"its axes are {other.axis_names}, not {mesh.axis_names}"
+        elif tuple(other.axis_types) != tuple(mesh.axis_types):
             why = "its axes are Explicit (jax.make_mesh's default), the given mesh's Auto"
         elif list(other.devices.flat) != list(mesh.devices.flat):
             why = "it lists the devices in another order than the mesh passed in"
         else:
-            why = f"its axes are {other.axis_names}, not {mesh.axis_names}"
+            why = "it is another mesh object than the one passed in"
         return f"use the mesh passed to place, not a mesh of your own or a global one: {why}"
     return 'P() copies the whole batch to every device; P("data") splits the batch axis'
 

@@ -137,16 +137,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``-n 2 --dist loadgroup``, as ``make test`` runs), the cells of
-    one notebook share one kernel: they go to one worker, in order. Other tests are
-    spread one by one."""
-    for item in items:
-        if _is_cell(item):
-            item.add_marker(pytest.mark.xdist_group(name=f"notebook:{item.fspath}"))
-
-
-@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # The kernel starts in the setup of a notebook's first cell; tell it its source.
     if _is_cell(item) and item.cell_num == 0:  # type: ignore[attr-defined]

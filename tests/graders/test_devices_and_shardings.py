@@ -139,7 +139,7 @@ def test_rejects_device_put_inside_disable_jit():
             devices_and_shardings.STEP_RUNS,
             devices_and_shardings.SPLIT,
         ), info.value
-        assert "still where its loader put it" in info.value.hint
+        assert "still on the mesh its loader put it on" in info.value.hint
 
 
 def test_rejects_writing_into_the_callers_arrays():

@@ -22,9 +22,9 @@ from playwright.sync_api import sync_playwright
 
 from jitlab.course import load_course
 
-# Builds the site: left out of `make test-fast`, and run after the lessons by `make test`
-# (it renders what they recorded), in one worker.
-pytestmark = [pytest.mark.slow, pytest.mark.site, pytest.mark.xdist_group(name="site")]
+# Builds the site: left out of `make test-fast`, and run by `make test` after the lessons
+# (it renders what they recorded).
+pytestmark = [pytest.mark.slow, pytest.mark.site]
 
 COURSE = load_course()
 
