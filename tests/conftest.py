@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from jitlab.course.manifest import ROOT_ENV, Course, load_course
 from jitlab.learner.progress import STATE_ENV
@@ -43,8 +44,23 @@ def fixture_course(tmp_path, monkeypatch) -> Course:
 
 
 def _build_site(target_name: str, **env: str) -> Path:
+    """Build once per test run, even when pytest-xdist's workers each ask for it: the
+    first one builds under a lock, and the others find the build stamped with the run."""
     course = load_course()
     target = course.build_dir / target_name
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")
+    stamp = course.build_dir / f"{target_name}.run"
+    course.build_dir.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(course.build_dir / f"{target_name}.lock")):
+        if run and stamp.exists() and stamp.read_text(encoding="utf-8") == run:
+            return target
+        stamp.unlink(missing_ok=True)
+        _run_mkdocs(course, target, env)
+        stamp.write_text(run, encoding="utf-8")
+    return target
+
+
+def _run_mkdocs(course: Course, target: Path, env: dict[str, str]) -> None:
     built = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(target)],
         cwd=course.root,
@@ -54,7 +70,6 @@ def _build_site(target_name: str, **env: str) -> Path:
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1", **env},
     )
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-5000:]
-    return target
 
 
 @pytest.fixture(scope="session")
