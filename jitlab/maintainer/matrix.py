@@ -6,11 +6,12 @@ solution under each release and records, per release and per notebook, which cel
 assertions hold and which fail (with the failing assertion), and the cache-miss
 explanations JAX printed (their wording changes between releases).
 
-Environments stay cheap: each release gets a small virtualenv under
-``_build/matrix/`` holding only ``jax`` and ``jaxlib`` of that release; everything else
-(nbval, numpy, the course package) comes from the course's own ``.venv`` through a
-``.pth`` line, so a release costs one download the first time and nothing after. The
-pinned release reuses the lessons that ``make test`` just executed.
+Each release's notebooks run on every core (pytest-xdist). Environments stay cheap:
+each release gets a small virtualenv under ``_build/matrix/`` holding only ``jax`` and
+``jaxlib`` of that release; everything else (nbval, numpy, the course package) comes
+from the course's own ``.venv`` through a ``.pth`` line, so a release costs one
+download the first time and nothing after. The pinned release reuses the lessons that
+``make test`` just executed.
 
 Results go to ``results/releases/jax-<release>.json``; the "JAX releases" page renders
 them as a lesson × release table, with each difference and the text that differs.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
 import sysconfig
@@ -165,6 +167,7 @@ def run_release(
                 course=course,
                 cell_timeout_s=CELL_TIMEOUT_S,
                 python=python,
+                workers=os.cpu_count() or 1,
             )
         for source in batch:
             key = f"{source.parent.name}/{source.stem}"

@@ -194,8 +194,11 @@ def pytest_command(
     cell_timeout_s: int,
     stop_at_first_failure: bool = False,
     forget_notebooks: bool = False,
+    workers: int = 1,
 ) -> list[str]:
-    """The pytest command line that runs notebooks under nbval with the recorder."""
+    """The pytest command line that runs notebooks under nbval with the recorder;
+    ``workers`` > 1 spreads the notebooks over that many processes (pytest-xdist, one
+    notebook to a worker, since its cells share one kernel)."""
     command = [
         sys.executable,
         "-m",
@@ -215,6 +218,8 @@ def pytest_command(
         "--rootdir",
         str(Path(notebooks[0]).parent),
     ]
+    if workers > 1:
+        command += ["-p", "xdist", "-n", str(workers), "--dist", "loadfile"]
     if stop_at_first_failure:
         command.append("-x")
     if forget_notebooks:
@@ -235,6 +240,7 @@ def execute(
     env: dict[str, str] | None = None,
     python: str | None = None,
     in_process: bool = False,
+    workers: int = 1,
 ) -> Execution:
     """Convert ``sources`` into ``work`` and run them under nbval; records go to ``record``.
 
@@ -250,6 +256,7 @@ def execute(
         cell_timeout_s=cell_timeout_s,
         stop_at_first_failure=stop_at_first_failure,
         forget_notebooks=forget_notebooks,
+        workers=workers,
     )
     if python is not None:
         command[0] = python
