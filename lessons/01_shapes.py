@@ -30,7 +30,7 @@
 #       wins depends on how often each program runs.
 #     - The batch size is a shape too, under vmap as anywhere else; pad batches to buckets
 #       and drop the extra outputs (no mask is needed for per-example work).
-#     - Under jit, jnp.nonzero, jnp.argwhere and jnp.unique need size= and fill_value=;
+#     - Under jit, `jnp.nonzero`, `jnp.argwhere` and `jnp.unique` need `size=` and `fill_value=`;
 #       a fixed size keeps one program, a static size computed from the data compiles
 #       one per size.
 #     minutes:
@@ -40,9 +40,9 @@
 #     - Measure the cost of many distinct shapes against the number of compilations.
 #     - Pad variable-length data to a fixed length and mask the padding out.
 #     - Bucket lengths to powers of two and weigh wasted work against compilations.
-#     - Bucket the batch size of a jitted vmap.
-#     - Give data-dependent sizes a fixed size= and fill_value=, and measure it against
-#       a static size.
+#     - Bucket the batch size of a jitted `vmap`.
+#     - Give data-dependent sizes a fixed `size=` and `fill_value=`, and measure it
+#       against a static size.
 #     prerequisites:
 #       lessons:
 #       - what_jit_caches
