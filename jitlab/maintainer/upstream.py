@@ -62,6 +62,13 @@ def report_markdown(
             "No lesson was run.",
         ]
         return "\n".join(lines) + "\n"
+    if release == pinned:
+        lines += [
+            f"The newest JAX on the index is the pinned release, {pinned}: there is nothing "
+            "newer to run. `make test` and `make matrix` check every claim on it "
+            f"({len(result.get('notebooks', {}))} notebooks in its recording).",
+        ]
+        return "\n".join(lines) + "\n"
     notebooks = result.get("notebooks", {})
     lines.append(
         f"Pinned release: {pinned}. Notebooks run: {len(notebooks)} "

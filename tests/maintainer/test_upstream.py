@@ -131,3 +131,9 @@ def test_an_unreachable_index_is_one_clear_line_and_exit_2(tmp_path):
     )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "cannot be reached" in done.stdout and "Traceback" not in done.stdout + done.stderr
+
+
+def test_the_pinned_release_as_newest_says_nothing_newer_was_run():
+    recording = {"release": "1.0", "seconds": 5.0, "notebooks": {"lessons/00_a": {"cells": []}}}
+    report = report_markdown("1.0", "1.0", recording, [])
+    assert "nothing newer to run" in report and "behaves on" not in report
