@@ -21,6 +21,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -128,12 +129,13 @@ class CellRun:
         return self.error.strip().splitlines()[-1] if self.error.strip() else self.status
 
 
+_ARROW = re.compile(r"^\s*-+>\s*\d+\s(.*)$", re.MULTILINE)  # "---> 16 assert ..."
+
+
 def _failing_line(traceback: str) -> str:
     """The source line IPython marks with an arrow in the last frame of a traceback."""
-    marked = [line for line in traceback.splitlines() if line.lstrip().startswith("---->")]
-    if not marked:
-        return ""
-    return marked[-1].split(maxsplit=2)[-1].strip()
+    marked = [m.group(1) for m in _ARROW.finditer(traceback)]
+    return marked[-1].strip() if marked else ""
 
 
 @dataclasses.dataclass(frozen=True)
