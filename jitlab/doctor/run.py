@@ -13,9 +13,12 @@ import importlib.util
 import os
 import re
 import runpy
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 
@@ -93,8 +96,37 @@ def _exit_code(code: object) -> int:
     return 1
 
 
+class _CtrlC:
+    """Remembers that Ctrl-C arrived. A KeyboardInterrupt raised while XLA is inside a
+    callback (computing a cache key, say) comes out of JAX as a RuntimeError ("Exception
+    raised in callback"); the run still counts as interrupted, not as a failure."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _CtrlC:
+        in_main = threading.current_thread() is threading.main_thread()
+        if in_main and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._previous = signal.signal(signal.SIGINT, self._on_signal)
+        return self
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.pressed = True
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
 def run(target: Target) -> Outcome:
     """Run the program; never raises (except for a second Ctrl-C while cleaning up)."""
+    with _CtrlC() as ctrl_c:
+        return _run(target, ctrl_c)
+
+
+def _run(target: Target, ctrl_c: _CtrlC) -> Outcome:
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
     if target.kind == "script":
         sys.argv = [target.name, *target.args]
@@ -117,6 +149,8 @@ def run(target: Target) -> Outcome:
     except KeyboardInterrupt as stop:
         return Outcome(130, stop, interrupted=True)
     except BaseException as err:  # the program's own failure: reported after the report
+        if ctrl_c.pressed:  # a Ctrl-C that JAX or the program turned into another error
+            return Outcome(130, err, interrupted=True)
         return Outcome(1, err)
     finally:
         sys.argv = saved_argv

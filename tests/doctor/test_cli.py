@@ -226,3 +226,29 @@ def test_ctrl_c_prints_the_report_so_far(tmp_path):
     assert "interrupted (Ctrl-C): the report so far" in err
     assert "endless" in err and "Lesson 01 shapes" in err
     assert err.rstrip().endswith("jitlab doctor: exit code 130 (interrupted)")
+
+
+def test_ctrl_c_that_jax_turns_into_another_error_still_counts_as_interrupted(tmp_path):
+    # A Ctrl-C that lands while XLA runs a callback comes out of JAX as a RuntimeError
+    # ("Exception raised in callback"); this program does the same on purpose.
+    script = program(
+        tmp_path,
+        """
+        import os, signal, time
+
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        except KeyboardInterrupt as err:
+            raise RuntimeError("Exception raised in callback") from err
+        """,
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "jitlab.doctor", "--", "python", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 130, done.stderr
+    assert "interrupted (Ctrl-C): the report so far" in done.stderr
+    assert done.stderr.rstrip().endswith("jitlab doctor: exit code 130 (interrupted)")
