@@ -21,7 +21,14 @@ from pathlib import Path
 
 import yaml
 
-from jitlab.course.metadata import CourseError, ExerciseMeta, LessonMeta, header_block, parse
+from jitlab.course.metadata import (
+    CourseError,
+    ExerciseMeta,
+    LessonMeta,
+    header_block,
+    load_yaml,
+    parse,
+)
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 ROOT_ENV = "JITLAB_COURSE_ROOT"
@@ -146,7 +153,7 @@ def _read_slugs(manifest: Path) -> list[str]:
     if not manifest.exists():
         raise CourseError(f"{manifest}: missing (it lists the course's lessons in order)")
     try:
-        data = yaml.safe_load(manifest.read_text(encoding="utf-8")) or {}
+        data = load_yaml(manifest.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as err:
         raise CourseError(f"{manifest}: not valid YAML: {err}") from None
     slugs = data.get("lessons") if isinstance(data, dict) else None

@@ -18,6 +18,7 @@ The steps, in order, each of which can end the check with a clear verdict:
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import re
 import tempfile
@@ -30,9 +31,11 @@ import nbformat
 from jitlab.course.exercise_source import generated_text
 from jitlab.course.manifest import Course, Exercise, load_course
 from jitlab.grading.verdict import GraderRun, Verdict, new_token, read_channel
+from jitlab.learner import DEFAULT_CELL_TIMEOUT_S
 from jitlab.notebooks.pipeline import CellRun, execute, relative
+from jitlab.notebooks.spare_kernel import SpareKernel
 
-DEFAULT_CELL_TIMEOUT_S = 60
+SCRATCH = "jitlab-check-"
 GRADER_TAG = "grader"
 _FRAME = re.compile(r"Cell In\[\d+\], line (\d+)[^\n]*\n((?:[^\n]+\n)+)")
 
@@ -173,9 +176,13 @@ def check_file(
     course: Course | None = None,
     cell_timeout_s: int = DEFAULT_CELL_TIMEOUT_S,
     in_process: bool = False,
+    kernel: SpareKernel | None = None,
 ) -> Verdict:
     """Run one exercise (or solution) file and return its verdict (``in_process``: run
-    pytest in this process, as the command-line runner does to answer sooner)."""
+    pytest in this process, as the command-line runner does to answer sooner; ``kernel``:
+    a kernel started beforehand by :func:`jitlab.notebooks.spare_kernel.start` for this
+    file, adopted if the file gets to run; its scratch folder is used, and the caller
+    stops it)."""
     course = course or load_course()
     path = Path(path).resolve()
     shown = relative(path, course)
@@ -190,8 +197,12 @@ def check_file(
 
     cells = code_cells(path.read_text(encoding="utf-8"))
     grader_indices = [c.index for c in cells if c.is_grader]
-    with tempfile.TemporaryDirectory(prefix="jitlab-check-") as scratch:
-        channel = Path(scratch) / "channel.jsonl"
+    with contextlib.ExitStack() as stack:
+        if kernel is not None:
+            scratch = kernel.scratch
+        else:
+            scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=SCRATCH)))
+        channel = scratch / "channel.jsonl"
         tokens = {index: new_token() for index in grader_indices}
 
         def add_preamble(notebook: nbformat.NotebookNode) -> None:
@@ -201,14 +212,15 @@ def check_file(
 
         execution = execute(
             [path],
-            work=Path(scratch) / "notebooks",
-            record=Path(scratch) / "record",
+            work=kernel.cwd if kernel is not None else scratch / "notebooks",
+            record=scratch / "record",
             course=course,
             cell_timeout_s=cell_timeout_s,
             stop_at_first_failure=True,
             transform=add_preamble,
             forget_notebooks=True,
             in_process=in_process,
+            kernel=kernel if in_process else None,
         )
         reports: dict[int, GraderRun] = {}
         for index, token in tokens.items():

@@ -18,10 +18,14 @@ import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jitlab.course.manifest import Course, Exercise, load_course
 from jitlab.course.metadata import CourseError
-from jitlab.learner import progress
+from jitlab.learner import DEFAULT_CELL_TIMEOUT_S, progress
+
+if TYPE_CHECKING:
+    from jitlab.notebooks.spare_kernel import SpareKernel
 
 PASS, FAIL, BAD_INPUT = 0, 1, 2
 
@@ -118,9 +122,26 @@ def _next_step(course: Course, exercise: Exercise) -> str:
     return "That was the last exercise of the course. Well done."
 
 
-def cmd_check(args: argparse.Namespace, course: Course) -> int:
+# Imported by a pytest process (the course's tests call ``main`` directly): a check then
+# runs pytest in a subprocess. Decided once, at import, since the runner itself imports
+# pytest for its first in-process check and ``watch`` goes on checking after it.
+_UNDER_PYTEST = "pytest" in sys.modules
+
+
+def _early_kernel(path: Path) -> SpareKernel | None:
+    """A kernel for ``path`` started now, to be adopted by the check (see
+    :mod:`jitlab.notebooks.spare_kernel`); None inside a pytest process of our own,
+    where the check runs pytest in a subprocess (a nested pytest would share plugins)."""
+    from jitlab.notebooks import spare_kernel
+
+    if _UNDER_PYTEST or not spare_kernel.registered():
+        return None
+    return spare_kernel.start(path.resolve())
+
+
+def cmd_check(args: argparse.Namespace, course: Course, kernel: SpareKernel | None = None) -> int:
+    """``kernel``: one that ``watch`` started for this file while the learner edited it."""
     from jitlab.grading.verdict import format_verdict
-    from jitlab.learner.check import check_file
 
     exercise = _resolve(course, args.exercise)
     if exercise is None:
@@ -131,10 +152,26 @@ def cmd_check(args: argparse.Namespace, course: Course) -> int:
         _say(f"no file {args.exercise}")
         return BAD_INPUT
     _say(f"checking {path.name} ...")
-    # pytest runs in this process (one Python start-up fewer), except under a test
-    # session of our own, where a nested pytest would share its plugins.
-    nested = "PYTEST_CURRENT_TEST" in os.environ
-    verdict = check_file(path, course=course, cell_timeout_s=args.timeout, in_process=not nested)
+    # The kernel starts first, while the file is vetted and pytest starts in this
+    # process (about half a second each, side by side on two cores); it is stopped
+    # here whether or not nbval adopted it.
+    if kernel is None or kernel.notebook != str(path.resolve()):
+        if kernel is not None:
+            kernel.stop()
+        kernel = _early_kernel(path)
+    try:
+        from jitlab.learner.check import check_file
+
+        verdict = check_file(
+            path,
+            course=course,
+            cell_timeout_s=args.timeout,
+            in_process=kernel is not None,
+            kernel=kernel,
+        )
+    finally:
+        if kernel is not None:
+            kernel.stop()
     if verdict.passed:
         verdict = dataclasses.replace(verdict, next_step=_next_step(course, exercise))
     _say(format_verdict(verdict, width=_width(), color=_color()))
@@ -214,6 +251,7 @@ def cmd_watch(args: argparse.Namespace, course: Course) -> int:
     path = _target_path(exercise, args.exercise)
     _say(f"watching {path.name}: save it to re-check (Ctrl-C to stop)")
     checked = None
+    kernel = None
     try:
         # A change is noticed by its content, checked after every file event and every
         # half second, so a save made while a check was running is never missed.
@@ -224,9 +262,15 @@ def cmd_watch(args: argparse.Namespace, course: Course) -> int:
             if checked is not None:
                 _say("\n" + "-" * 60)
             checked = content
-            cmd_check(args, course)
+            cmd_check(args, course, kernel=kernel)
+            # The next check's kernel starts now, while the learner reads and edits: a
+            # fresh one each time (never reused), so every check runs in a new kernel.
+            kernel = _early_kernel(path)
     except KeyboardInterrupt:
         _say("\nstopped watching")
+    finally:
+        if kernel is not None:
+            kernel.stop()
     return PASS
 
 
@@ -272,8 +316,6 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--json", action="store_true", help="for instructors collecting it")
 
     def with_timeout(p: argparse.ArgumentParser) -> None:
-        from jitlab.learner.check import DEFAULT_CELL_TIMEOUT_S
-
         p.add_argument(
             "--timeout",
             type=int,

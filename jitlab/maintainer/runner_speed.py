@@ -10,10 +10,15 @@ These are figures to read, not to assert: no test depends on them.
 
 from __future__ import annotations
 
+import os
+import queue
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +26,7 @@ from pathlib import Path
 from jitlab.course.manifest import Course
 
 Echo = Callable[[str], None]
+GRADER = '# %% tags=["grader"]'  # the first grader cell's marker
 
 
 def _seconds(command: list[str], cwd: Path) -> float:
@@ -54,7 +60,61 @@ def measure_check(course: Course, repeats: int, echo: Echo) -> float:
         )
     ratio = statistics.median(ratios)
     echo(f"median ratio check / import jax {ratio:6.1f}x   (goal: at most 3x)")
+    measure_watch(course, repeats, import_jax, echo)
     return ratio
+
+
+def measure_watch(course: Course, repeats: int, import_jax: float, echo: Echo) -> float:
+    """Median time from saving a solved exercise to ``jitlab watch`` printing its verdict.
+
+    ``watch`` starts the next check's kernel while the learner edits, so a re-check
+    skips the kernel's start as well as Python's. It watches a copy, outside the course,
+    of one solution; each save adds a comment line above the graders."""
+    jitlab = str(Path(sys.executable).with_name("jitlab"))
+    exercise = next((e for e in course.exercises if e.slug == "dtypes"), course.exercises[0])
+    with tempfile.TemporaryDirectory(prefix="jitlab-runner-speed-") as folder:
+        copy = Path(folder) / exercise.source.name
+        shutil.copyfile(exercise.source, copy)
+        process = subprocess.Popen(
+            [jitlab, "watch", str(copy)],
+            cwd=course.root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "NO_COLOR": "1"},
+        )
+        lines: queue.Queue[str] = queue.Queue()
+        assert process.stdout is not None
+        stream = process.stdout
+        threading.Thread(target=lambda: [lines.put(x) for x in stream], daemon=True).start()
+
+        def verdict() -> None:
+            while True:
+                line = lines.get(timeout=120)
+                if line.startswith(("PASS", "FAIL")):
+                    if not line.startswith("PASS"):
+                        raise RuntimeError(f"jitlab watch {copy.name}: {line.strip()}")
+                    return
+
+        try:
+            verdict()  # the first check, when watch starts
+            seconds = []
+            for number in range(repeats):
+                time.sleep(1.5)  # the next kernel is up by now, as while a learner edits
+                start = time.perf_counter()
+                text = copy.read_text(encoding="utf-8")
+                copy.write_text(text.replace(GRADER, f"# edit {number}\n\n{GRADER}", 1))
+                verdict()
+                seconds.append(time.perf_counter() - start)
+        finally:
+            process.send_signal(signal.SIGINT)
+            process.wait(timeout=60)
+    median = statistics.median(seconds)
+    echo(
+        f"jitlab watch {exercise.number}: save -> verdict  median {median:6.2f} s, "
+        f"{median / import_jax:4.1f}x import jax"
+    )
+    return median
 
 
 def measure_site(course: Course, echo: Echo) -> None:

@@ -32,6 +32,8 @@ import jupytext
 import nbformat
 
 from jitlab.course.manifest import Course, load_course
+from jitlab.notebooks import run_env, spare_kernel
+from jitlab.notebooks.spare_kernel import SpareKernel
 
 DEFAULT_CELL_TIMEOUT_S = 120
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -243,12 +245,15 @@ def execute(
     python: str | None = None,
     in_process: bool = False,
     workers: int = 1,
+    kernel: SpareKernel | None = None,
 ) -> Execution:
     """Convert ``sources`` into ``work`` and run them under nbval; records go to ``record``.
 
     ``python`` runs pytest with another interpreter (the release matrix does, with an
     older JAX); the kernels use that interpreter too (``--nbval-current-env``).
-    ``in_process`` runs pytest in this process instead of a new one (the runner does).
+    ``in_process`` runs pytest in this process instead of a new one (the runner does),
+    and then ``kernel``, a kernel started beforehand for the one source, is adopted by
+    nbval instead of starting another (see :mod:`jitlab.notebooks.spare_kernel`).
     """
     course = course or load_course()
     notebooks = convert(sources, work, course=course, transform=transform)
@@ -262,19 +267,14 @@ def execute(
     )
     if python is not None:
         command[0] = python
-    run_env = {
-        **os.environ,
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",  # only nbval and the recorder: faster start
-        **(env or {}),
-    }
+    environment = run_env(env)
     if python is None and in_process:
-        returncode, output = _pytest_here(command[3:], course.root, run_env)
+        returncode, output = _pytest_here(command[3:], course.root, environment, kernel)
     else:
         completed = subprocess.run(
             command,
             cwd=course.root,
-            env=run_env,
+            env=environment,
             capture_output=True,
             text=True,
             check=False,
@@ -288,7 +288,9 @@ def execute(
     return Execution(runs=runs, returncode=returncode, output=output)
 
 
-def _pytest_here(arguments: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
+def _pytest_here(
+    arguments: list[str], cwd: Path, env: dict[str, str], kernel: SpareKernel | None
+) -> tuple[int, str]:
     """Run pytest in this process: the learner's runner saves a Python start-up and the
     imports it already made (jupytext, nbformat). The kernel is still a fresh process,
     so the learner's code runs exactly as under CI."""
@@ -299,6 +301,9 @@ def _pytest_here(arguments: list[str], cwd: Path, env: dict[str, str]) -> tuple[
 
     saved_env, saved_cwd = dict(os.environ), Path.cwd()
     output = io.StringIO()
+    if kernel is not None:
+        spare_kernel.offer(kernel)
+        env = {**env, spare_kernel.PROVISIONER_ENV: spare_kernel.PROVISIONER}
     try:
         os.environ.clear()
         os.environ.update(env)
@@ -306,6 +311,7 @@ def _pytest_here(arguments: list[str], cwd: Path, env: dict[str, str]) -> tuple[
         with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
             code = int(pytest.main(arguments))
     finally:
+        spare_kernel.withdraw()
         os.environ.clear()
         os.environ.update(saved_env)
         os.chdir(saved_cwd)
