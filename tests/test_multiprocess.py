@@ -130,6 +130,7 @@ def test_a_stall_is_stopped_and_every_worker_killed_and_reaped():
         run.check()
 
 
+@pytest.mark.slow  # waits out its 15 s timeout
 def test_the_overall_timeout_stops_a_run_that_keeps_talking():
     run = multiprocess.run(chatter_forever, timeout=15.0, stall_timeout=1.0)
     assert run.stopped == "timed out", run.describe()

@@ -272,6 +272,7 @@ def test_rejects_a_tuple():
 # --- the same tests on eight simulated devices -----------------------------------------
 
 
+@pytest.mark.slow  # re-runs this file in a subprocess with eight devices
 def test_again_on_eight_simulated_devices():
     if os.environ.get(INNER):
         assert len(jax.devices()) == 8 or jax.default_backend() != "cpu"

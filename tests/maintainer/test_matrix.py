@@ -11,6 +11,7 @@ from jitlab.maintainer import matrix
 from jitlab.notebooks.pipeline import convert
 
 
+@pytest.mark.slow  # runs a lesson and a solution under nbval
 def test_a_lesson_and_its_solution_are_both_recorded(fixture_course, monkeypatch):
     monkeypatch.setattr(matrix, "release_python", lambda *args, **kwargs: sys.executable)
     result = matrix.run_release(fixture_course, "9.9.9", echo=lambda line: None)
