@@ -40,6 +40,7 @@ from jitlab.grading import (
     fresh_rng,
     grader,
     is_jitted,
+    missed_calls,
     passed,
     recording,
     require,
@@ -229,23 +230,14 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
             hint="remove jax.disable_jit() from score: the exercise is about what jit compiles",
         )
     never = sum(1 for during in calls if not during)
-    if never and recorder.traced:  # called, but only inside a jax.jit of the learner's
-        seen = (
-            f"{never} of {len(batches)} calls of score did not run score_core itself: "
-            f"score_core was called {len(recorder.traced)} time(s), each while another "
-            "function was being traced (a jax.jit inside score), which inlines it into that "
-            "function's program"
-        )
-        hint = (
-            "call score_core(x, weights) directly in score, not inside a jax.jit of your "
-            "own, and return its result"
-        )
-    else:
-        seen = f"{never} of {len(batches)} calls of score never called score_core"
-        hint = (
-            "score must call score_core by that name and return its result; an answer "
-            "computed in NumPy, or by another function, does not count"
-        )
+    seen, hint = missed_calls(
+        recorder,
+        wrapper="score",
+        target="score_core",
+        missed=never,
+        total=len(batches),
+        direct_call="score_core(x, weights)",
+    )
     require(
         "score returns what score_core computed",
         never == 0,

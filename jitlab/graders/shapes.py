@@ -45,6 +45,7 @@ from jitlab.grading import (
     fresh_rng,
     grader,
     is_jitted,
+    missed_calls,
     passed,
     recording,
     require,
@@ -316,28 +317,15 @@ def grade(
             hint="remove jax.disable_jit() from rms: the exercise is about what jit compiles",
         )
     never = [m for m, during in zip(lengths, calls, strict=True) if not during]
-    if never and recorder.traced:  # called, but only inside a jax.jit of the learner's
-        seen = (
-            f"{len(never)} of {len(lengths)} calls of rms did not run padded_rms itself: "
-            f"padded_rms was called {len(recorder.traced)} time(s), each while another "
-            "function was being traced (a jax.jit inside rms), which inlines it into that "
-            "function's program"
-        )
-        hint = (
-            "call padded_rms(padded, n) directly in rms, not inside a jax.jit of your own, "
-            "and return its result"
-        )
-    else:
-        seen = (
-            f"{len(never)} of {len(lengths)} calls of rms never called padded_rms "
-            f"(the first for length {never[0]})"
-            if never
-            else ""
-        )
-        hint = (
-            "rms must call padded_rms by that name and return its result; an answer "
-            "computed in NumPy, or by a function other than padded_rms, does not count"
-        )
+    seen, hint = missed_calls(
+        recorder,
+        wrapper="rms",
+        target="padded_rms",
+        missed=len(never),
+        total=len(lengths),
+        first=f" (the first for length {never[0]})" if never else "",
+        direct_call="padded_rms(padded, n)",
+    )
     require(
         "rms returns what padded_rms computed",
         not never,

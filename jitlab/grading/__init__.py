@@ -18,6 +18,7 @@ _CALLS = (
     "Signature",
     "bound_arguments",
     "differences",
+    "missed_calls",
     "reachable_functions",
     "recording",
     "same_content",

@@ -473,3 +473,39 @@ def same_content(a: Any, b: Any) -> bool:
         if not equal:
             return False
     return True
+
+
+def missed_calls(
+    recorder: Recorder,
+    *,
+    wrapper: str,
+    target: str,
+    missed: int,
+    total: int,
+    first: str = "",
+    direct_call: str,
+) -> tuple[str, str]:
+    """What a grader says (``seen``, ``hint``) when ``missed`` of ``total`` calls of the
+    learner's ``wrapper`` did not dispatch the jitted ``target``: either it was only
+    called while something else was being traced (a ``jax.jit`` of the learner's own,
+    which inlines it), or never. ``first`` names the first such call (", the first for
+    length 3"); ``direct_call`` is how the wrapper should call it (``"score_core(x, w)"``).
+    """
+    if recorder.traced:
+        seen = (
+            f"{missed} of {total} calls of {wrapper} did not run {target} itself: "
+            f"{target} was called {len(recorder.traced)} time(s), each while another "
+            f"function was being traced (a jax.jit inside {wrapper}), which inlines it "
+            "into that function's program"
+        )
+        hint = (
+            f"call {direct_call} directly in {wrapper}, not inside a jax.jit of your own, "
+            "and return its result"
+        )
+        return seen, hint
+    seen = f"{missed} of {total} calls of {wrapper} never called {target}{first}"
+    hint = (
+        f"{wrapper} must call {target} by that name and return its result; an answer "
+        f"computed in NumPy, or by a function other than {target}, does not count"
+    )
+    return seen, hint
