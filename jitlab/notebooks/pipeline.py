@@ -345,7 +345,11 @@ def executed_lessons(
         stale.append(lesson.path)
     if stale:
         echo(f"executing {len(stale)} lesson(s): {', '.join(p.stem for p in stale)}")
-        done = execute(stale, work=course.build_dir / "notebooks" / "site", record=record)
+        # On every core, one lesson to a worker, as `make test` runs them.
+        workers = min(len(stale), os.cpu_count() or 1)
+        done = execute(
+            stale, work=course.build_dir / "notebooks" / "site", record=record, workers=workers
+        )
         for source in stale:
             run = done.runs.get(source)
             if run is None or not run.passed:
