@@ -32,6 +32,9 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade "pip==26.3" $(PIP_OPTIONS)
 	$(BIN)/python -m pip install --quiet -r requirements.lock $(PIP_OPTIONS)
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . $(PIP_OPTIONS)
+	@# The course's own bytecode, compiled once: an editable install leaves it to the first
+	@# import, and kernels run with PYTHONDONTWRITEBYTECODE, so every check would compile it.
+	$(BIN)/python -m compileall -q jitlab
 	@# JupyterLab opens a lesson's .py as a notebook on double-click (Jupytext's viewer).
 	@mkdir -p $(VENV)/share/jupyter/lab/settings
 	@cp tools/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json

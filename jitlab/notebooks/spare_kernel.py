@@ -1,43 +1,50 @@
 """A kernel started before nbval asks for one, so that starting it overlaps other work.
 
 ``jitlab check`` spends about half a second reading and vetting the learner's file,
-converting it and starting pytest; an IPython kernel takes about as long to start. The
-runner starts the kernel first, in its own process, and hands it over when nbval starts
-"its" kernel, so the two happen side by side on two cores instead of one after the other.
+converting it and starting pytest; an IPython kernel takes longer than that to start.
+The runner starts the kernel first, in its own process, and hands it over when nbval
+starts "its" kernel, so the two happen side by side on two cores instead of one after
+the other.
 
 The hand-over goes through jupyter_client's public extension point, a kernel
-provisioner: :class:`SpareKernelProvisioner` (registered as the ``jitlab-spare`` entry
-point) returns the waiting kernel's connection instead of launching a process. It adopts
-a kernel only when it was started in the folder and for the notebook that nbval is about
-to run; otherwise it launches one as jupyter_client always does. The kernel has run
-nothing when it is adopted and serves that one notebook, so the learner's code runs in
-a kernel just as fresh as before. Nothing here imports JAX, Jupytext or pytest: starting
-the kernel must come before those imports to gain anything.
+provisioner (:mod:`jitlab.notebooks.spare_provisioner`, registered as the
+``jitlab-spare`` entry point), which returns the waiting kernel's connection instead of
+launching a process. It adopts a kernel only when it was started in the folder and for
+the notebook that nbval is about to run; otherwise it launches one as jupyter_client
+always does. The kernel has run nothing when it is adopted and serves that one
+notebook, so the learner's code runs in a kernel just as fresh as under CI.
+
+This module starts the kernel, and so imports nothing heavy: not JAX, Jupytext or
+pytest, and not even jupyter_client (0.12 s, which the kernel would wait for). It writes
+the connection file and runs the command line of nbval's current-environment kernel
+the way jupyter_client's ``write_connection_file`` and ``launch_kernel`` do on POSIX
+(free ports from the system, a new session, ``JPY_PARENT_PID`` so that the kernel ends
+with the runner). Elsewhere the runner starts kernels the usual way.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+import json
 import os
 import secrets
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 from typing import Any
-
-from jupyter_client.connect import write_connection_file
-from jupyter_client.launcher import launch_kernel
-from jupyter_client.provisioning import LocalProvisioner
 
 from jitlab.course.current import NOTEBOOK_ENV
 from jitlab.notebooks import run_env
 
 PROVISIONER = "jitlab-spare"
+PROVISIONER_GROUP = "jupyter_client.kernel_provisioners"
 PROVISIONER_ENV = "JUPYTER_DEFAULT_PROVISIONER_NAME"  # read by jupyter_client's factory
+_LOCALHOST = "127.0.0.1"
 
 
 @dataclasses.dataclass
@@ -48,7 +55,6 @@ class SpareKernel:
     which is where the notebook it is meant for must be written for nbval to adopt it."""
 
     process: subprocess.Popen[bytes]
-    connection_file: Path
     connection: dict[str, Any]
     scratch: Path
     notebook: str  # the $JITLAB_NOTEBOOK it was started with
@@ -67,34 +73,65 @@ class SpareKernel:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
+def available() -> bool:
+    """Whether a spare kernel can be started and adopted here: on POSIX, with the
+    provisioner registered (a copy of the course installed before it existed, and not
+    installed again, starts kernels the usual way). Reads only this package's metadata."""
+    if os.name != "posix":
+        return False
+    try:
+        points = distribution("jitlab").entry_points
+    except PackageNotFoundError:
+        return False
+    return any(p.group == PROVISIONER_GROUP and p.name == PROVISIONER for p in points)
+
+
+def _free_ports(count: int) -> list[int]:
+    """Ports the system has free now, as jupyter_client finds them (bind to port 0)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind((_LOCALHOST, 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
 def start(notebook: Path | str, extra_env: Mapping[str, str] | None = None) -> SpareKernel:
     """Start a kernel for ``notebook`` (its $JITLAB_NOTEBOOK), with the command line of
     nbval's current-environment kernel, in a new scratch folder."""
     scratch = Path(tempfile.mkdtemp(prefix="jitlab-check-")).resolve()
     cwd = scratch / "notebooks"
     cwd.mkdir()
-    connection_file = scratch / "kernel.json"
-    _, info = write_connection_file(
-        str(connection_file), ip="127.0.0.1", key=secrets.token_hex(16).encode()
+    names = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+    connection: dict[str, Any] = dict(zip(names, _free_ports(len(names)), strict=True))
+    connection.update(
+        ip=_LOCALHOST,
+        key=secrets.token_hex(16),
+        transport="tcp",
+        signature_scheme="hmac-sha256",
+        kernel_name="",
     )
-    env = {**run_env(extra_env), NOTEBOOK_ENV: str(notebook)}  # as the recorder sets it
-    command = [sys.executable, "-m", "ipykernel_launcher", "-f", str(connection_file)]
-    # Its own output goes nowhere, as under nbval (which captures it): what the learner's
-    # cells print travels over the kernel's channels, not these streams.
-    quiet = subprocess.DEVNULL
-    process = launch_kernel(command, env=env, cwd=str(cwd), stdout=quiet, stderr=quiet)
-    connection = dict(info)
-    connection["key"] = str(connection["key"]).encode()  # as a KernelManager holds it
-    return SpareKernel(process, connection_file, connection, scratch, str(notebook))
-
-
-def registered() -> bool:
-    """Whether jupyter_client can find the provisioner (the package's entry point; a
-    copy of the course installed without it simply starts kernels the usual way)."""
-    from importlib.metadata import entry_points
-
-    found = entry_points(group="jupyter_client.kernel_provisioners", name=PROVISIONER)
-    return any(e.value.endswith(":SpareKernelProvisioner") for e in found)
+    connection_file = scratch / "kernel.json"
+    connection_file.write_text(json.dumps(connection, indent=2), encoding="utf-8")
+    os.chmod(connection_file, 0o600)  # it holds the key that signs every message
+    env = {**run_env(extra_env), NOTEBOOK_ENV: str(notebook), "JPY_PARENT_PID": str(os.getpid())}
+    # The kernel's own output goes nowhere, as under nbval: what the learner's cells print
+    # travels over the kernel's channels, not these streams.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ipykernel_launcher", "-f", str(connection_file)],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # so that an interrupt reaches the kernel's whole group
+    )
+    connection["key"] = connection["key"].encode()  # as a KernelManager holds it
+    return SpareKernel(process, connection, scratch, str(notebook))
 
 
 _waiting: list[SpareKernel] = []
@@ -111,7 +148,9 @@ def withdraw() -> None:
     _waiting.clear()
 
 
-def _take(cwd: Any, env: Mapping[str, str] | None) -> SpareKernel | None:
+def take(cwd: Any, env: Mapping[str, str] | None) -> SpareKernel | None:
+    """The offered kernel, marked adopted, if it was started in ``cwd`` for the notebook
+    named in ``env`` and is still running; otherwise None (the offer stands)."""
     if not _waiting:
         return None
     kernel = _waiting[0]
@@ -122,27 +161,3 @@ def _take(cwd: Any, env: Mapping[str, str] | None) -> SpareKernel | None:
     _waiting.clear()
     kernel.adopted = True
     return kernel
-
-
-class SpareKernelProvisioner(LocalProvisioner):  # type: ignore[misc]
-    """jupyter_client's local provisioner, except that it adopts the offered spare kernel
-    when it matches the folder and notebook of the kernel being started, and that a
-    killed kernel is waited for at once (jupyter_client checks every 0.1 s, which the
-    learner would wait for at the end of every check)."""
-
-    async def kill(self, restart: bool = False) -> None:
-        await super().kill(restart=restart)
-        if self.process is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=1.0)  # SIGKILL: milliseconds
-
-    async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> dict[str, Any]:
-        kernel = _take(kwargs.get("cwd"), kwargs.get("env"))
-        if kernel is None:
-            return dict(await super().launch_kernel(cmd, **kwargs))
-        self.process = kernel.process
-        self.pid = kernel.process.pid
-        self.pgid = os.getpgid(kernel.process.pid) if hasattr(os, "getpgid") else None
-        self.cwd = str(kernel.cwd)
-        self.connection_info = dict(kernel.connection)
-        return self.connection_info

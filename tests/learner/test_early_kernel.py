@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from jitlab.notebooks import spare_kernel
+from jitlab.notebooks import spare_kernel, spare_provisioner
 
 CHECK_WITH_A_SPARE = """
 import json, sys
@@ -74,8 +74,8 @@ def check(tmp_path: Path, path: Path, meant_for: Path, timeout_s: int = 60) -> d
 
 def test_the_provisioner_is_registered_where_jupyter_client_looks():
     (found,) = entry_points(group="jupyter_client.kernel_provisioners", name="jitlab-spare")
-    assert found.load() is spare_kernel.SpareKernelProvisioner
-    assert spare_kernel.registered()
+    assert found.load() is spare_provisioner.SpareKernelProvisioner
+    assert spare_kernel.available()
 
 
 def test_the_learners_code_runs_in_the_spare_kernel(fixture_course, tmp_path):
@@ -114,3 +114,24 @@ def test_an_endless_loop_in_the_adopted_kernel_is_interrupted(fixture_course, tm
     assert outcome["kind"] == "timeout", outcome["problem"]
     assert "still running after 5 s" in outcome["problem"]
     assert outcome["spare_ended"] and not outcome["scratch_left"]
+
+
+@pytest.mark.parametrize(("body", "code", "verdict"), [("x * 2", 0, "PASS"), ("x * 3", 1, "FAIL")])
+def test_the_jitlab_command_prints_its_whole_verdict_and_exit_code(
+    fixture_course, body, code, verdict
+):
+    # The learner's path end to end: the spare kernel, pytest in the process, and an exit
+    # that skips the interpreter's teardown, with stdout a pipe (block-buffered).
+    answer(fixture_course, f"    return {body}\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    done = subprocess.run(
+        [sys.executable, "-m", "jitlab.learner.cli", "check", "01"],
+        env={**env, "PID_FILE": os.devnull},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == code, done.stdout + done.stderr
+    assert f"{verdict}  exercises/01_doubling.py" in done.stdout
+    assert done.stdout.endswith("\n") and "Traceback" not in done.stderr
