@@ -278,11 +278,8 @@ def cmd_watch(args: argparse.Namespace, course: Course) -> int:
     except KeyboardInterrupt:
         _say("\nstopped watching")
     finally:
-        gc.enable()
         if kernel is not None:
             kernel.stop()
-    global _SKIP_TEARDOWN
-    _SKIP_TEARDOWN = kernel is not None
     return PASS
 
 
