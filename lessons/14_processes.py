@@ -201,6 +201,7 @@ def train(worker, step_fn, make_batch, check=False, **static):
         traces=n.traces,
         compiles=n.compiles,
         compile_s=n.total_seconds,
+        backend_s=n.compile_seconds,  # XLA's compile, or the read of a cached executable
         reasons=[jitlab.miss_reason(e) for e in n.explanations],
         program=program_id(step_fn, w, *batch, **static),
     )
@@ -311,6 +312,7 @@ for job, run in (("first", first_job), ("second", second_job)):
                 "start-up s": worker.one("ready")["startup_s"],
                 "compiles": counts["compiles"],
                 "compile ms": 1e3 * counts["compile_s"],
+                "of which XLA ms": 1e3 * counts["backend_s"],
                 "first step ms": 1e3 * steps[0]["seconds"],
                 "later steps ms": 1e3 * np.median([s["seconds"] for s in steps[1:]]),
                 "cache hits": cache["events"].get("cache_hits", 0),
@@ -407,14 +409,14 @@ for p in (0, 1):
         f"process {p}: first step of the job, cache left by the first job",
         compiles=warm[p]["compiles"],
         first_ms=warm[p]["first step ms"],
-        speedup=cold[p]["compile ms"] / warm[p]["compile ms"],
+        speedup=cold[p]["of which XLA ms"] / warm[p]["of which XLA ms"],
     )
+xla = {p: warm[p]["of which XLA ms"] / cold[p]["of which XLA ms"] for p in (0, 1)}
 print(
-    f"compile time, second job over first: process 0 "
-    f"{warm[0]['compile ms'] / cold[0]['compile ms']:.2f}, "
-    f"process 1 {warm[1]['compile ms'] / cold[1]['compile ms']:.2f}"
+    f"XLA's part, second job over first: process 0 {xla[0]:.2f}, process 1 {xla[1]:.2f}"
 )
-assert warm[0]["compile ms"] < cold[0]["compile ms"] / 2  # read, not compiled
+# Tracing and lowering happen in both jobs; only XLA's part is replaced by the read.
+assert xla[0] < 0.5  # read, not compiled
 
 # %% [markdown]
 # ## 2. A ragged last batch on one process
