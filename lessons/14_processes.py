@@ -201,7 +201,7 @@ def train(worker, step_fn, make_batch, check=False, **static):
         traces=n.traces,
         compiles=n.compiles,
         compile_s=n.total_seconds,
-        backend_s=n.compile_seconds,  # XLA's compile, or the read of a cached executable
+        backend_s=n.compile_seconds,  # XLA compiles, or reads a cached executable
         reasons=[jitlab.miss_reason(e) for e in n.explanations],
         program=program_id(step_fn, w, *batch, **static),
     )
