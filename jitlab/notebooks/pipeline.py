@@ -345,8 +345,9 @@ def executed_lessons(
         stale.append(lesson.path)
     if stale:
         echo(f"executing {len(stale)} lesson(s): {', '.join(p.stem for p in stale)}")
-        # On every core, one lesson to a worker, as `make test` runs them.
-        workers = min(len(stale), os.cpu_count() or 1)
+        # On every core, one lesson to a worker, as `make test` runs them; a worker for
+        # every two lessons at least, since each one starts Python, pytest and nbval.
+        workers = max(1, min(len(stale) // 2, os.cpu_count() or 1))
         done = execute(
             stale, work=course.build_dir / "notebooks" / "site", record=record, workers=workers
         )
