@@ -33,9 +33,8 @@ from jitlab.course.manifest import Course, Exercise, load_course
 from jitlab.grading.verdict import GraderRun, Verdict, new_token, read_channel
 from jitlab.learner import DEFAULT_CELL_TIMEOUT_S
 from jitlab.notebooks.pipeline import CellRun, execute, relative
-from jitlab.notebooks.spare_kernel import SpareKernel
+from jitlab.notebooks.spare_kernel import NOTEBOOKS, SCRATCH_PREFIX, SpareKernel
 
-SCRATCH = "jitlab-check-"
 GRADER_TAG = "grader"
 _FRAME = re.compile(r"Cell In\[\d+\], line (\d+)[^\n]*\n((?:[^\n]+\n)+)")
 
@@ -201,7 +200,7 @@ def check_file(
         if kernel is not None:
             scratch = kernel.scratch
         else:
-            scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=SCRATCH)))
+            scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX)))
         channel = scratch / "channel.jsonl"
         tokens = {index: new_token() for index in grader_indices}
 
@@ -212,7 +211,7 @@ def check_file(
 
         execution = execute(
             [path],
-            work=kernel.cwd if kernel is not None else scratch / "notebooks",
+            work=scratch / NOTEBOOKS,
             record=scratch / "record",
             course=course,
             cell_timeout_s=cell_timeout_s,

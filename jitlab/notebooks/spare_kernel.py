@@ -45,6 +45,8 @@ PROVISIONER = "jitlab-spare"
 PROVISIONER_GROUP = "jupyter_client.kernel_provisioners"
 PROVISIONER_ENV = "JUPYTER_DEFAULT_PROVISIONER_NAME"  # read by jupyter_client's factory
 _LOCALHOST = "127.0.0.1"
+SCRATCH_PREFIX = "jitlab-check-"  # a check's temporary folder, with or without a spare
+NOTEBOOKS = "notebooks"  # the folder in it where the notebook runs (the kernel's cwd)
 
 
 @dataclasses.dataclass
@@ -62,7 +64,7 @@ class SpareKernel:
 
     @property
     def cwd(self) -> Path:
-        return self.scratch / "notebooks"
+        return self.scratch / NOTEBOOKS
 
     def stop(self) -> None:
         """End the kernel unless nbval adopted it (nbval then shut it down) and remove
@@ -103,8 +105,8 @@ def _free_ports(count: int) -> list[int]:
 def start(notebook: Path | str, extra_env: Mapping[str, str] | None = None) -> SpareKernel:
     """Start a kernel for ``notebook`` (its $JITLAB_NOTEBOOK), with the command line of
     nbval's current-environment kernel, in a new scratch folder."""
-    scratch = Path(tempfile.mkdtemp(prefix="jitlab-check-")).resolve()
-    cwd = scratch / "notebooks"
+    scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX)).resolve()
+    cwd = scratch / NOTEBOOKS
     cwd.mkdir()
     names = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
     connection: dict[str, Any] = dict(zip(names, _free_ports(len(names)), strict=True))

@@ -245,6 +245,18 @@ def test_rejects_an_answer_from_another_jitted_function():
         shapes.grade(next_power_of_two, kernel, rms)
 
 
+def test_rejects_rms_that_never_calls_the_kernel_and_names_the_first_length():
+    kernel = make_kernel()
+
+    def rms(x):  # the right number, computed in NumPy: padded_rms is never called
+        return np.float32(np.sqrt(np.mean(np.square(np.asarray(x, np.float32)))))
+
+    with pytest.raises(GradingFailure, match="rms returns what padded_rms computed") as failure:
+        shapes.grade(next_power_of_two, kernel, rms)
+    assert "never called padded_rms (the first for length" in failure.value.seen
+    assert "by that name" in failure.value.hint
+
+
 def test_rejects_the_kernel_called_only_inside_another_jit():
     kernel = make_kernel()
 
