@@ -37,6 +37,12 @@ _EXPORTS = {
     "environment_report": "jitlab.instruments.environment",
     "print_environment": "jitlab.instruments.environment",
     "record": "jitlab.instruments.measurements",
+    "measure": "jitlab.instruments.compare",
+    "compare": "jitlab.instruments.compare",
+    "Run": "jitlab.instruments.compare",
+    "Comparison": "jitlab.instruments.compare",
+    "attempt": "jitlab.instruments.attempt",
+    "Attempt": "jitlab.instruments.attempt",
     "intro": "jitlab.course.boxes",
     "outro": "jitlab.course.boxes",
 }

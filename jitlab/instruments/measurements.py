@@ -26,12 +26,13 @@ def record(
     total_s: float | None = None,
     speedup: float | None = None,
     **extra: Any,
-) -> dict[str, Any]:
+) -> None:
     """Keep one experiment's numbers (the fields the results page shows side by side).
 
     ``compiles``: compilations of the function under study. ``first_ms``: first call.
     ``steady_us``: median cached call. ``total_s``: a whole workload. ``speedup``: the
     fix against the problem, as a ratio. Extra keyword values are kept as they are.
+    Returns nothing, so a ``record`` call at the end of a cell prints nothing on the page.
     """
     row = {
         "experiment": experiment,
@@ -49,4 +50,3 @@ def record(
         row = {"lesson": running_lesson().slug, **row}
         with open(path, "a", encoding="utf-8") as out:
             out.write(json.dumps(row, default=float) + "\n")
-    return row

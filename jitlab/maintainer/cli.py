@@ -10,7 +10,8 @@
 - ``matrix``: run the lessons and solutions under several JAX releases;
 - ``upstream``: the same against the newest JAX on the package index;
 - ``runner-speed``: the runner's speed figures, as ratios measured in one run;
-- ``serve``: serve the built site on localhost.
+- ``serve``: serve the built site on localhost;
+- ``lesson-stats``: how dense each lesson's code is, and where a Predict gives itself away.
 """
 
 from __future__ import annotations
@@ -128,6 +129,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve(port=args.port, directory=Path(args.directory))
 
 
+def cmd_lesson_stats(args: argparse.Namespace) -> int:
+    import json
+
+    from jitlab.course.reading import cell_stats, predict_leaks
+    from jitlab.instruments.timing import format_table
+
+    lessons = load_course().lessons
+    rows = [
+        cell_stats(item.path).row()
+        | {"predicts leaking": len({leak.predict for leak in predict_leaks(item.path)})}
+        for item in lessons
+    ]
+    if args.json:
+        _say(json.dumps(rows, indent=1))
+    else:
+        _say(format_table(rows))
+        total = sum(r["code_lines"] for r in rows)
+        _say(
+            f"{len(rows)} lessons, {total} code lines ({total / len(rows):.0f} a lesson), "
+            f"{sum(r['predicts leaking'] for r in rows)} of {sum(r['predicts'] for r in rows)} "
+            "Predict prompts answered before their fold"
+        )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="jitlab dev", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
@@ -163,6 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
     speed.add_argument("--repeats", type=int, default=5)
     speed.add_argument("--site", action="store_true", help="also time the site builds")
 
+    stats = sub.add_parser("lesson-stats", help="code per cell and Predict leaks, per lesson")
+    stats.add_argument("--json", action="store_true", help="one record per lesson, as JSON")
+
     serve = sub.add_parser("serve", help="serve the built site on localhost")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--directory", default="site")
@@ -180,6 +209,7 @@ COMMANDS = {
     "upstream": cmd_upstream,
     "runner-speed": cmd_runner_speed,
     "serve": cmd_serve,
+    "lesson-stats": cmd_lesson_stats,
 }
 
 

@@ -144,8 +144,12 @@ def on_page_context(context: Any, page: Any, config: Any, nav: Any) -> Any:
 
 
 def fold_predicted_answers(html: str) -> str:
-    """Fold the outputs of the code cells that follow a Predict box (up to the next text
-    cell) into ``<details>``, so the reader predicts before seeing what happened."""
+    """Fold what answers a Predict box, so the reader predicts before seeing it.
+
+    After a Predict box (up to the next text cell), a code cell tagged ``answer`` (the
+    proof: its asserts and the printed result) is folded whole, code and output; any
+    other code cell keeps its code in view, the experiment, and has its output folded.
+    """
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(html, "html.parser")
@@ -158,17 +162,29 @@ def fold_predicted_answers(html: str) -> str:
             continue
         if not answering or "jp-CodeCell" not in classes:
             continue
+        if cell.find_parent("details") is not None:  # a cell nested in a cell: done
+            continue
+        if ANSWER_CLASS in classes:
+            _fold(soup, cell)
+            continue
         output = cell.select_one("div.jp-Cell-outputWrapper")
         if output is None or not output.get_text(strip=True) and not output.find("img"):
             continue
-        if output.find_parent("details") is not None:  # a cell nested in a cell: done
+        if output.find_parent("details") is not None:
             continue
-        details = soup.new_tag("details", attrs={"class": "jitlab-answer"})
-        summary = soup.new_tag("summary")
-        summary.string = "Show what happened"
-        output.wrap(details)
-        details.insert(0, summary)
+        _fold(soup, output)
     return str(soup)
+
+
+ANSWER_CLASS = "celltag_answer"  # nbconvert gives a cell tagged "answer" this class
+
+
+def _fold(soup: Any, element: Any) -> None:
+    details = soup.new_tag("details", attrs={"class": "jitlab-answer"})
+    summary = soup.new_tag("summary")
+    summary.string = "Show what happened"
+    element.wrap(details)
+    details.insert(0, summary)
 
 
 _RELATIVE_DIRECTORY_HREF = re.compile(r'href="((?:\.\./)+[\w./-]*/)(#[^"]*)?"')
