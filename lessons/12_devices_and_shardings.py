@@ -21,8 +21,8 @@
 #     - An array committed to another device hits the trace cache but is lowered and
 #       compiled again. The compilation cache is keyed on the device assignment, so
 #       eight devices of one kind hold eight executables of one lowered program. jax_explain_cache_misses
-#       stays silent about it; jax.log_compiles shows the compilation (and, the first
-#       time, the device in its argument mapping).
+#       stays silent about it; jax.log_compiles shows the compilation, with the device
+#       in its argument mapping.
 #     - An uncommitted array (made without naming a device) and a committed one on the
 #       same device are two cache entries. Committed arrays on two different devices
 #       in one call raise ValueError.
@@ -109,8 +109,7 @@
 import jax
 
 # Eight CPU devices, simulated on this one processor. JAX reads the setting once, when
-# its CPU backend starts (the machine report below starts it), so it comes first. It
-# changes only the CPU platform; accelerators are used as they are.
+# its CPU backend starts (the machine report below starts it), so it comes first.
 jax.config.update("jax_num_cpu_devices", 8)
 
 # %% tags=["remove-input"]
@@ -120,26 +119,18 @@ jitlab.intro()
 
 # %%
 import logging
+import logging.handlers
 import textwrap
 
-import jax
-import jax.extend.backend
 import jax.numpy as jnp
-import matplotlib.pyplot as plt
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 # %%
-devices = jax.devices()
+devices = jax.devices()[:8]
 print(jax.default_backend(), len(devices), "devices:", devices)
-if jax.default_backend() == "cpu":
-    assert len(devices) == 8
-else:
-    assert len(devices) >= 8, (
-        "this lesson needs 8 devices; run it with JAX_PLATFORMS=cpu"
-    )
-devices = devices[:8]
+assert len(devices) == 8, "this lesson needs 8 devices; run it with JAX_PLATFORMS=cpu"
 
 # %% [markdown]
 # Eight CPU "devices" that share one processor. Nothing here gets faster by sharding,
@@ -155,12 +146,24 @@ devices = devices[:8]
 # %%
 x = jnp.linspace(0.0, 1.0, 1024, dtype=jnp.float32)
 x_on_1 = jax.device_put(x, devices[1])
-print("x      :", x.sharding, "committed:", x.committed)
-print("x_on_1 :", x_on_1.sharding, "committed:", x_on_1.committed)
+print("x:", x.sharding, x.committed, "| x_on_1:", x_on_1.sharding, x_on_1.committed)
+
+# %%
 assert not x.committed and x_on_1.committed
 assert x.devices() == {devices[0]} and x_on_1.devices() == {devices[1]}
 assert (x.shape, x.dtype) == (x_on_1.shape, x_on_1.dtype)
 assert not jnp.asarray(np.ones(3)).committed and not (2 * x).committed
+
+
+# %%
+@jax.jit
+def wave(v):
+    return jnp.sin(3.0 * v) * jnp.exp(-v)
+
+
+with jitlab.count_compiles(wave) as first:
+    wave(x)
+assert (first.traces, first.compiles) == (1, 1)
 
 # %% [markdown]
 # <div class="admonition question"><p class="admonition-title">Predict</p>
@@ -169,66 +172,41 @@ assert not jnp.asarray(np.ones(3)).committed and not (2 * x).committed
 # And what will JAX's cache-miss explanation say?</p></div>
 #
 # Besides `count_compiles`, this cell switches on lesson 09's `jax.log_compiles` and
-# keeps JAX's log lines with a small handler.
-
+# keeps JAX's log lines in a standard-library buffer.
 
 # %%
-class Captured(logging.Handler):
-    """Keeps the messages of JAX's loggers while it is attached."""
-
-    def __init__(self):
-        super().__init__(level=logging.DEBUG)
-        self.lines = []
-
-    def emit(self, record):
-        self.lines.append(record.getMessage())
-
-
-@jax.jit
-def wave(v):
-    return jnp.sin(3.0 * v) * jnp.exp(-v)
-
-
-with jitlab.count_compiles(wave) as first:
-    wave(x)
-
-log = Captured()
+log = logging.handlers.BufferingHandler(capacity=10_000)
 logging.getLogger("jax").addHandler(log)
 try:
     with jitlab.count_compiles(wave) as moved, jax.log_compiles(True):
         y_on_1 = wave(x_on_1)
 finally:
     logging.getLogger("jax").removeHandler(log)
+lines = [record.getMessage() for record in log.buffer]
 
-print("first call :", first)
-print("on device 1:", moved, f"({moved.lowerings} lowering)")
-print("explanations for the second call:", moved.explanations)
-print("result lives on", y_on_1.devices())
-assert (first.traces, first.compiles) == (1, 1)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(moved, f"({moved.lowerings} lowering); explained: {moved.explanations}")
 assert (moved.traces, moved.lowerings, moved.compiles) == (0, 1, 1)
 assert moved.explanations == []
 assert y_on_1.devices() == {devices[1]}
 
 # %% [markdown]
-# Something in between. Lesson 10 counted four caches in memory: the fast path, the
-# trace cache, the lowering cache and the compilation cache. The **trace cache hit**:
-# shape, dtype and structure match, so the jaxpr is reused and Python never ran `wave`
-# again. But the jaxpr was **lowered and compiled again**: the lowering cache is keyed
-# on the inputs' shardings, and a committed array on device 1 is a new one. And
-# `explanations` is empty: `jax_explain_cache_misses` reports misses of the trace cache
-# only, and this miss happened further down.
+# Something in between. The **trace cache hit**: shape, dtype and structure match, so
+# the jaxpr is reused and Python never ran `wave` again. But the jaxpr was **lowered
+# and compiled again**: the lowering cache is keyed on the inputs' shardings, and a
+# committed array on device 1 is a new one. And `explanations` is empty:
+# `jax_explain_cache_misses` reports misses of the trace cache only, and this miss
+# happened further down ([lesson 10](../10_compiling_less/) lists the caches).
 #
 # `jax.log_compiles` does see it. Its "Compiling" line lists each argument's sharding,
 # so the device is right there:
 
 # %%
-compiling = [line for line in log.lines if line.startswith("Compiling jit(wave)")]
+compiling = [line for line in lines if line.startswith("Compiling jit(wave)")]
 print(compiling[0])
 assert len(compiling) == 1
 assert "Argument mapping" in compiling[0] and repr(devices[1]) in compiling[0]
-assert any(
-    line.startswith("Finished XLA compilation of jit(wave)") for line in log.lines
-)
+assert any(line.startswith("Finished XLA compilation of jit(wave)") for line in lines)
 
 # %% [markdown]
 # <div class="admonition question"><p class="admonition-title">Predict</p>
@@ -243,24 +221,19 @@ def ripple(v):
 
 
 with jitlab.count_compiles(ripple) as tour:
-    for _ in range(2):
-        for device in devices:
-            out = ripple(jax.device_put(x, device))
-            assert out.devices() == {device}
+    landed = [ripple(jax.device_put(x, d)).devices() for _ in range(2) for d in devices]
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
 print(tour, f"({tour.lowerings} lowering)")
-print("device kinds:", {d.device_kind for d in devices})
 assert (tour.traces, tour.lowerings, tour.compiles) == (1, 1, 8), tour
+assert landed == [{d} for d in devices] * 2
 assert len({d.device_kind for d in devices}) == 1  # one kind, eight executables
 
 # %% [markdown]
 # One trace, one lowering, eight executables, and the second tour hit all eight. The
-# trace and the lowered program for "one committed device" are shared; the compilation
-# cache is keyed on the lowered module *and the device assignment*, so XLA compiles it
-# once per device. An executable belongs to one device assignment, not to a kind of
-# device: these eight devices are all of one kind.
-# (So after the first device, even `jax.log_compiles` prints no "Compiling" line with the
-# device in it, only "Finished XLA compilation".) Committed on device 0 is not the same
-# key as uncommitted on device 0 either:
+# compilation cache is keyed on the lowered module *and the device assignment*, so XLA
+# compiles it once per device, even for eight devices of one kind. Committed on device
+# 0 is not the same key as uncommitted on device 0 either:
 
 # %%
 with jitlab.count_compiles(ripple) as n:
@@ -282,15 +255,10 @@ def add(a, b):
 
 
 assert add(x, x_on_1).devices() == {devices[1]}  # x follows x_on_1
-try:
-    add(x_on_1, jax.device_put(x, devices[2]))
-except ValueError as err:
-    caught = err
-else:
-    raise AssertionError("expected ValueError for arguments on two devices")
-print(type(caught).__name__ + ":", str(caught).splitlines()[0][:110], "...")
-assert type(caught) is ValueError
-assert str(caught).startswith("Received incompatible devices for jitted computation")
+mixed = jitlab.attempt(add, x_on_1, jax.device_put(x, devices[2]))
+print(textwrap.shorten(str(mixed), 120))
+assert type(mixed.error) is ValueError, mixed
+assert str(mixed.error).startswith("Received incompatible devices for jitted")
 
 # %% [markdown]
 # ## 2. Meshes and named shardings
@@ -298,43 +266,32 @@ assert str(caught).startswith("Received incompatible devices for jitted computat
 # A `Mesh` arranges devices in a grid with named axes. A `NamedSharding(mesh, spec)`
 # says how an array is split over that grid: the `PartitionSpec` names a mesh axis for
 # each array dimension, or `None` to keep that dimension whole. Here is a 4 x 2 mesh
-# built two ways, and an 8 x 8 array split by rows and, separately, by columns.
+# built two ways:
 
 # %%
-mesh = jax.make_mesh(
-    (4, 2), ("rows", "cols"), axis_types=(AxisType.Auto, AxisType.Auto)
-)
+mesh = jax.make_mesh((4, 2), ("rows", "cols"), axis_types=(AxisType.Auto,) * 2)
 same_mesh = Mesh(np.array(devices).reshape(4, 2), ("rows", "cols"))
 print(mesh)
 assert same_mesh.axis_types == mesh.axis_types == (AxisType.Auto, AxisType.Auto)
-if jax.default_backend() == "cpu":
-    assert same_mesh == mesh
+assert same_mesh == mesh
 
+# %% [markdown]
+# And an 8 x 8 array split by rows and, separately, by columns:
+
+# %%
 by_rows = NamedSharding(mesh, P("rows", None))
 by_cols = NamedSharding(mesh, P(None, "cols"))
 grid = jnp.arange(64.0, dtype=jnp.float32).reshape(8, 8)
 grid_rows = jax.device_put(grid, by_rows)
 grid_cols = jax.device_put(grid, by_cols)
+jax.debug.visualize_array_sharding(grid_rows)
+jax.debug.visualize_array_sharding(grid_cols)
 
-
-def where(index):
-    return "[" + ", ".join(f"{s.start or 0}:{s.stop or 8}" for s in index) + "]"
-
-
-layout = [
-    {
-        "device": shard.device.id,
-        "P('rows', None) holds": where(shard.index),
-        "P(None, 'cols') holds": where(other.index),
-    }
-    for shard, other in zip(
-        grid_rows.addressable_shards, grid_cols.addressable_shards, strict=True
-    )
-]
-jitlab.print_table(layout)
+# %%
+shards_rows = [s.index for s in grid_rows.addressable_shards]
 assert {s.data.shape for s in grid_rows.addressable_shards} == {(2, 8)}
 assert {s.data.shape for s in grid_cols.addressable_shards} == {(8, 4)}
-assert layout[0]["P('rows', None) holds"] == layout[1]["P('rows', None) holds"]
+assert shards_rows[0] == shards_rows[1]  # neighbours on "cols" share their rows
 np.testing.assert_array_equal(grid_rows, grid_cols)
 
 # %% [markdown]
@@ -353,36 +310,31 @@ def smooth(g):
     return jnp.tanh(g / 64.0) * 2.0
 
 
-calls = [
-    ("single device", grid),
-    ("P('rows', None)", grid_rows),
-    ("P(None, 'cols')", grid_cols),
-    ("P('rows', None), new array", jax.device_put(grid + 1.0, by_rows)),
-]
-steps = []
-for label, arg in calls:
-    with jitlab.count_compiles(smooth) as n:
-        out = smooth(arg)
-    steps.append(
-        {
-            "argument": label,
-            "traces": n.traces,
-            "compiles": n.compiles,
-            "explained": len(n.explanations),
-            "result sharding": str(getattr(out.sharding, "spec", "one device")),
-        }
-    )
-    if label == "P('rows', None)":
-        mesh_arrives = n
-jitlab.print_table(steps)
+calls = {
+    "single device": grid,
+    "P('rows', None)": grid_rows,
+    "P(None, 'cols')": grid_cols,
+    "P('rows', None), new array": jax.device_put(grid + 1.0, by_rows),
+}
+counts, specs = {}, {}
+for label, arg in calls.items():
+    with jitlab.count_compiles(smooth) as counts[label]:
+        specs[label] = getattr(smooth(arg).sharding, "spec", "one device")
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+jitlab.print_table(
+    {"argument": k, "traces": n.traces, "compiles": n.compiles,
+     "explained": len(n.explanations), "result sharding": str(specs[k])}
+    for k, n in counts.items()
+)  # fmt: skip
+mesh_arrives = counts["P('rows', None)"]
 print(mesh_arrives.explanations[-1])
-assert [(s["traces"], s["compiles"]) for s in steps] == [(1, 1), (1, 1), (0, 1), (0, 0)]
-assert [s["explained"] for s in steps] == [1, 1, 0, 0]
-assert (
-    "({Auto: ('rows', 'cols')}) and before f32[8,8]({})"
-    in mesh_arrives.explanations[-1]
-)
-assert steps[2]["result sharding"] == str(P(None, "cols"))
+seen = [(n.traces, n.compiles) for n in counts.values()]
+assert seen == [(1, 1), (1, 1), (0, 1), (0, 0)]
+assert [len(n.explanations) for n in counts.values()] == [1, 1, 0, 0]
+mesh_in_type = "({Auto: ('rows', 'cols')}) and before f32[8,8]({})"
+assert mesh_in_type in mesh_arrives.explanations[-1]
+assert specs["P(None, 'cols')"] == P(None, "cols")
 
 # %% [markdown]
 # Read the explanation: the type of `g` is `f32[8,8]({Auto: ('rows', 'cols')})`. The
@@ -398,12 +350,10 @@ assert steps[2]["result sharding"] == str(P(None, "cols"))
 
 # %%
 explicit_mesh = jax.make_mesh((4, 2), ("rows", "cols"))
-print(explicit_mesh)
-assert explicit_mesh.axis_types == (AxisType.Explicit, AxisType.Explicit)
-
 e_rows = jax.device_put(grid, NamedSharding(explicit_mesh, P("rows", None)))
 e_cols = jax.device_put(grid, NamedSharding(explicit_mesh, P(None, "cols")))
-print(jax.typeof(e_rows), "|", jax.typeof(e_cols))
+print(explicit_mesh.axis_types, "|", jax.typeof(e_rows), "|", jax.typeof(e_cols))
+assert explicit_mesh.axis_types == (AxisType.Explicit, AxisType.Explicit)
 assert str(jax.typeof(e_rows)) == "float32[8@rows,8]"
 
 
@@ -416,13 +366,10 @@ def smooth_explicit(g):
 smooth_explicit(e_rows)
 with jitlab.count_compiles(smooth_explicit) as n:
     smooth_explicit(e_cols)
-print(n)
-print(n.explanations[-1])
+print(n, n.explanations[-1], sep="\n")
 assert (n.traces, n.compiles) == (1, 1)
-assert (
-    "now f32[8,8@cols]" in n.explanations[-1]
-    and "before f32[8@rows,8]" in n.explanations[-1]
-)
+assert "now f32[8,8@cols]" in n.explanations[-1]
+assert "before f32[8@rows,8]" in n.explanations[-1]
 
 # %% [markdown]
 # With explicit axes every new PartitionSpec is a new type: one more trace than with
@@ -434,11 +381,6 @@ assert (
 # `jax.jit(f, in_shardings=..., out_shardings=...)` writes the shardings into the
 # program. Two copies of one normalisation: `follow` leaves the shardings to the
 # inputs, `pinned` fixes them to rows.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>Each is called on a NumPy array, an uncommitted <code>jnp</code> array, the array
-# placed by rows, the array placed by columns, and the array committed to device 3.
-# Where does each result land, how many compilations, and does anything fail?</p></div>
 
 
 # %%
@@ -457,62 +399,53 @@ def pinned(g):
 follow = jax.jit(follow)
 pinned = jax.jit(pinned, in_shardings=by_rows, out_shardings=by_rows)
 
-inputs = [
-    ("NumPy array", np.asarray(grid)),
-    ("uncommitted jnp array", grid),
-    ("placed by rows", grid_rows),
-    ("placed by columns", grid_cols),
-    ("committed to device 3", jax.device_put(grid, devices[3])),
-]
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Each is called on a NumPy array, an uncommitted <code>jnp</code> array, the array
+# placed by rows, the array placed by columns, and the array committed to device 3.
+# Where does each result land, how many compilations, and does anything fail?</p></div>
 
-
-def lands(out):
-    return (
-        str(out.sharding.spec)
-        if hasattr(out.sharding, "spec")
-        else f"device {out.devices()}"
-    )
-
-
-table = []
-errors = {}
-for label, arg in inputs:
-    row = {"input": label}
-    with jitlab.count_compiles(follow) as nf:
-        row["follow: lands"] = lands(follow(arg))
-    row["follow: traces/compiles"] = f"{nf.traces}/{nf.compiles}"
-    try:
-        with jitlab.count_compiles(pinned) as npin:
-            row["pinned: lands"] = lands(pinned(arg))
-        row["pinned: traces/compiles"] = f"{npin.traces}/{npin.compiles}"
-    except ValueError as err:
-        errors[label] = err
-        row["pinned: lands"] = "ValueError"
-        row["pinned: traces/compiles"] = "-"
-    table.append(row)
-jitlab.print_table(table)
 
 # %%
-assert [r["follow: traces/compiles"] for r in table] == [
-    "1/1",
-    "0/0",
-    "1/1",
-    "0/1",
-    "0/1",
-]
-assert [r["follow: lands"] for r in table][2:4] == [
-    str(P("rows", None)),
-    str(P(None, "cols")),
-]
-assert [r["pinned: traces/compiles"] for r in table] == ["1/1", "0/0", "1/1", "-", "-"]
-assert [r["pinned: lands"] for r in table][:3] == [str(P("rows", None))] * 3
-assert sorted(errors) == ["committed to device 3", "placed by columns"]
-for err in errors.values():
+def lands(out):
+    return str(getattr(out.sharding, "spec", f"device {out.devices()}"))
+
+
+def call_counted(fn, arg):
+    with jitlab.count_compiles(fn) as n:
+        tried = jitlab.attempt(fn, arg)
+    where = "-" if tried.raised else lands(tried.value)
+    return {"lands": where, "counts": f"{n.traces}/{n.compiles}", "tried": tried}
+
+
+inputs = {
+    "NumPy array": np.asarray(grid),
+    "uncommitted jnp array": grid,
+    "placed by rows": grid_rows,
+    "placed by columns": grid_cols,
+    "committed to device 3": jax.device_put(grid, devices[3]),
+}
+followed = {label: call_counted(follow, arg) for label, arg in inputs.items()}
+pinning = {label: call_counted(pinned, arg) for label, arg in inputs.items()}
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+jitlab.print_table(
+    {"input": k, "follow": f"{followed[k]['lands']} ({followed[k]['counts']})",
+     "pinned": f"{pinning[k]['lands']} ({pinning[k]['counts']})"}
+    for k in inputs
+)  # fmt: skip
+refused = {k: r["tried"].error for k, r in pinning.items() if r["tried"].raised}
+print(str(refused["placed by columns"]).splitlines()[0])
+rows_spec, cols_spec = str(P("rows", None)), str(P(None, "cols"))
+seen = [r["counts"] for r in followed.values()]
+assert seen == ["1/1", "0/0", "1/1", "0/1", "0/1"]
+assert [r["lands"] for r in followed.values()][2:4] == [rows_spec, cols_spec]
+assert [r["counts"] for r in pinning.values()][:3] == ["1/1", "0/0", "1/1"]
+assert [r["lands"] for r in pinning.values()][:3] == [rows_spec] * 3
+assert sorted(refused) == ["committed to device 3", "placed by columns"]
+for err in refused.values():
     assert type(err) is ValueError
-    assert str(err).startswith(
-        "Sharding passed to jit does not match the sharding on the"
-    )
-print(str(errors["placed by columns"]).splitlines()[0])
+    assert str(err).startswith("Sharding passed to jit does not match the sharding")
 
 # %% [markdown]
 # What `in_shardings` does, measured:
@@ -532,10 +465,6 @@ print(str(errors["placed by columns"]).splitlines()[0])
 #
 # A training step returns the new parameters, and they come back *on the mesh*. If the
 # first parameters came from the host, the second step sees a new type.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>Four SGD steps, batches placed on a data mesh, parameters starting as
-# <code>jnp.zeros(16)</code>. How many compilations?</p></div>
 
 # %%
 data_mesh = jax.make_mesh((8,), ("data",), axis_types=(AxisType.Auto,))
@@ -555,33 +484,35 @@ def make_batch(r):
 train_batches = [jax.device_put(make_batch(rng), batch_sharding) for _ in range(4)]
 
 
-def make_sgd():
+# %%
+def train(w):
     @jax.jit
     def sgd_step(w, batch):
         err = batch["x"] @ w - batch["y"]
         return w - 0.1 * (batch["x"].T @ err) / B
 
-    return sgd_step
-
-
-def train(w):
-    sgd_step = make_sgd()
     with jitlab.count_compiles(sgd_step) as n:
         for batch in train_batches:
             w = sgd_step(w, batch)
     return n, w
 
 
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Four SGD steps, batches placed on a data mesh, parameters starting as
+# <code>jnp.zeros(16)</code>. How many compilations? And with the parameters placed,
+# replicated, before the first step?</p></div>
+
+# %%
 from_host, w_host = train(jnp.zeros(F, jnp.float32))
 placed_once, w_placed = train(jax.device_put(jnp.zeros(F, jnp.float32), replicated))
-print("parameters from the host   :", from_host)
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print("from the host:", from_host, "| placed up front:", placed_once)
 print(from_host.explanations[-1].splitlines()[-1])
-print("parameters placed up front :", placed_once)
 assert from_host.compiles == 2 and placed_once.compiles == 1
-assert (
-    "at w, now f32[16]({Auto: ('data',)}) and before f32[16]({})"
-    in from_host.explanations[-1]
-)
+on_mesh = "at w, now f32[16]({Auto: ('data',)}) and before f32[16]({})"
+assert on_mesh in from_host.explanations[-1]
 assert w_host.sharding.is_equivalent_to(replicated, 1)
 np.testing.assert_allclose(w_host, w_placed, rtol=1e-5, atol=1e-6)
 
@@ -595,10 +526,6 @@ np.testing.assert_allclose(w_host, w_placed, rtol=1e-5, atol=1e-6)
 # types exist, the precision of matrix products, whether rank or dtype promotion is
 # allowed, which device is the default, which mesh is in context. JAX puts their
 # current values into the cache key (the *tracing context*).
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p><code>project(a, b)</code> has run. Then one call inside each of six context
-# managers, and each context entered a second time. How many compilations?</p></div>
 
 
 # %%
@@ -610,91 +537,82 @@ def project(a, b):
 a = jnp.asarray(rng.normal(size=(32, 32)), jnp.float32)
 b = jnp.asarray(rng.normal(size=(32, 8)), jnp.float32)
 project(a, b)
-
 contexts = {
-    "jax.enable_x64(True)": lambda: jax.enable_x64(True),
-    'jax.default_matmul_precision("highest")': lambda: jax.default_matmul_precision(
-        "highest"
-    ),
-    'jax.numpy_rank_promotion("raise")': lambda: jax.numpy_rank_promotion("raise"),
-    'jax.numpy_dtype_promotion("strict")': lambda: jax.numpy_dtype_promotion("strict"),
-    "jax.default_device(devices[1])": lambda: jax.default_device(devices[1]),
-    "jax.set_mesh(data_mesh)": lambda: jax.set_mesh(data_mesh),
+    "x64": lambda: jax.enable_x64(True),
+    "precision": lambda: jax.default_matmul_precision("highest"),
+    "rank promotion": lambda: jax.numpy_rank_promotion("raise"),
+    "dtype promotion": lambda: jax.numpy_dtype_promotion("strict"),
+    "default device": lambda: jax.default_device(devices[1]),
+    "mesh": lambda: jax.set_mesh(data_mesh),
 }
-explained = {}
-context_rows = []
-for label, context in contexts.items():
+
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>project(a, b)</code> has run. Then one call inside each of these six context
+# managers, one call outside again, and each context entered a second time. How many
+# compilations?</p></div>
+
+
+# %%
+def enter_twice(context):
     with jitlab.count_compiles(project) as entered:
         with context():
             project(a, b)
         project(a, b)  # outside again
-    with jitlab.count_compiles(project) as again:
-        with context():
-            project(a, b)
-    explained[label] = entered.explanations[-1]
-    context_rows.append(
-        {
-            "context": label,
-            "traces": entered.traces,
-            "compiles": entered.compiles,
-            "second time": again.compiles,
-            "JAX says": textwrap.shorten(
-                entered.explanations[-1].splitlines()[-1], 64, placeholder=" …"
-            ),
-        }
-    )
-jitlab.print_table(context_rows)
-print()
-print(explained["jax.enable_x64(True)"])
+    with jitlab.count_compiles(project) as again, context():
+        project(a, b)
+    return entered, again
 
-# %%
-for r in context_rows:
-    assert (r["traces"], r["compiles"], r["second time"]) == (1, 1, 0), r
-for text in explained.values():
-    assert "Tracing context doesn't match" in text
-x64, precision, rank, dtype_promotion, default_device, in_mesh = explained.values()
-assert "jax_enable_x64 differs: now True and before False" in x64
-assert "jax_default_matmul_precision differs: now highest and before None" in precision
-assert "jax_numpy_rank_promotion differs: now raise and before allow" in rank
-assert (
-    "jax_numpy_dtype_promotion differs: now strict and before standard"
-    in dtype_promotion
-)
-assert "jax_default_device differs: now cpu:1 and before None" in default_device
-assert "abstract_mesh_context_manager differs" in in_mesh
+
+contexts_seen = {label: enter_twice(context) for label, context in contexts.items()}
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+jitlab.print_table(
+    {"context": k, "traces": n.traces, "compiles": n.compiles,
+     "second time": m.compiles,
+     "JAX says": textwrap.shorten(n.explanations[-1].splitlines()[-1], 60)}
+    for k, (n, m) in contexts_seen.items()
+)  # fmt: skip
+said = {label: n.explanations[-1] for label, (n, _) in contexts_seen.items()}
+print(said["x64"])
+for entered, again in contexts_seen.values():
+    assert (entered.traces, entered.compiles, again.compiles) == (1, 1, 0)
+assert all("Tracing context doesn't match" in text for text in said.values())
+differs = {
+    "x64": "jax_enable_x64 differs: now True and before False",
+    "precision": "jax_default_matmul_precision differs: now highest and before None",
+    "rank promotion": "jax_numpy_rank_promotion differs: now raise and before allow",
+    "dtype promotion": "jax_numpy_dtype_promotion differs: now strict and before stand",
+    "default device": "jax_default_device differs: now cpu:1 and before None",
+    "mesh": "abstract_mesh_context_manager differs",
+}
+for label, text in differs.items():
+    assert text in said[label], said[label]
 
 # %% [markdown]
 # Each context costs one trace and one compilation the first time, and is cached after
 # that; leaving it returns to the old entry. `jax.set_mesh` is this release's spelling of
-# the mesh context (there is no `jax.sharding.use_mesh` in this release). Two more
-# details:
+# the mesh context (there is no `jax.sharding.use_mesh` in this release). Only the
+# *value* counts:
 
 # %%
-with jitlab.count_compiles(project) as unchanged:
-    with jax.enable_x64(False):  # the value it already has
-        project(a, b)
-results = []
+with jitlab.count_compiles(project) as unchanged, jax.enable_x64(False):
+    project(a, b)  # x64 is already off
 with jitlab.count_compiles(project) as toggled:
+    results = []
     for i in range(10):
-        if i % 2:
-            with jax.default_matmul_precision("float32"):
-                results.append(project(a, b))
-        else:
+        with jax.default_matmul_precision("float32" if i % 2 else None):
             results.append(project(a, b))
-print("enable_x64(False) when it is already False:", unchanged)
-print("10 calls, every other one in a new precision context:", toggled)
+print("x64 off when off:", unchanged, "| precision toggled 10 times:", toggled)
 assert hasattr(jax, "set_mesh") and not hasattr(jax.sharding, "use_mesh")
 assert unchanged.compiles == 0
 assert toggled.compiles == 1 and toggled.traces == 1
-np.testing.assert_allclose(
-    results[1], results[0], rtol=1e-6
-)  # same numbers, new program
+np.testing.assert_allclose(results[1], results[0], rtol=1e-6)  # same numbers
 
 # %% [markdown]
-# Only the *value* counts: a context that sets what is already set is free, and a
-# toggling context costs one compilation per distinct value, not per call. And
-# `"float32"` is a new value even though, on this CPU, it gives the same numbers as the
-# default.
+# A context that sets what is already set is free, and a toggling context costs one
+# compilation per distinct value, not per call. And `"float32"` is a new value even
+# though, on this CPU, it gives the same numbers as the default.
 #
 # ## 6. The rest of the cache key
 #
@@ -709,19 +627,14 @@ from jax._src import config as jax_config_internals  # private: JAX has no publi
 
 in_key = jax_config_internals.trace_context_names()
 settings_in_key = sorted(name for name in in_key if name in jax.config.values)
-contexts_in_key = sorted(name for name in in_key if name not in jax.config.values)
+others = sorted(set(in_key) - set(settings_in_key))
 print(f"{len(in_key)} entries in the tracing context on jax {jax.__version__}:")
-print(f"{len(settings_in_key)} settings:", ", ".join(settings_in_key))
-print(f"{len(contexts_in_key)} other contexts:", ", ".join(contexts_in_key))
-seen_in_experiment = {
-    "jax_enable_x64",
-    "jax_default_matmul_precision",
-    "jax_numpy_rank_promotion",
-    "jax_numpy_dtype_promotion",
-    "jax_default_device",
-    "abstract_mesh_context_manager",
-}
-assert seen_in_experiment <= set(in_key), seen_in_experiment - set(in_key)
+print(f"{len(settings_in_key)} settings: {', '.join(settings_in_key)}\nand {others}")
+
+# %%
+said_differs = {text.split(" differs")[0].split()[-1] for text in said.values()}
+print("named in the experiment's explanations:", sorted(said_differs))
+assert said_differs <= set(in_key), said_differs - set(in_key)
 assert "jax_debug_nans" not in in_key and "jax_compilation_cache_dir" not in in_key
 
 # %% [markdown]
@@ -733,7 +646,7 @@ assert "jax_debug_nans" not in in_key and "jax_compilation_cache_dir" not in in_
 #
 # `jax.random.key(0)` makes a *typed* key, a scalar of the dtype `key<fry>`.
 # `jax.random.PRNGKey(0)` makes the older *raw* key, two `uint32`s. Both work with every
-# `jax.random` function, and they are two types to `jit`.
+# `jax.random` function.
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p>A jitted sampler is called with <code>key(0)</code>, <code>PRNGKey(0)</code>,
@@ -746,44 +659,37 @@ def sample(key):
     return jax.random.normal(key, (3,))
 
 
+typed, raw = jax.random.key, jax.random.PRNGKey
+keys_made = [typed(0), raw(0), typed(1), raw(1)]
 with jitlab.count_compiles(sample) as keys:
-    draws = [
-        sample(jax.random.key(0)),
-        sample(jax.random.PRNGKey(0)),
-        sample(jax.random.key(1)),
-        sample(jax.random.PRNGKey(1)),
-    ]
-print(keys)
-print(keys.last_reason)
-print(
-    "typed:", jax.typeof(jax.random.key(0)), "| raw:", jax.typeof(jax.random.PRNGKey(0))
-)
+    draws = [sample(k) for k in keys_made]
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(keys, "|", keys.last_reason)
+print("typed:", jax.typeof(keys_made[0]), "| raw:", jax.typeof(keys_made[1]))
 assert keys.compiles == 2
 assert "now u32[2]({}) and before key<fry>[]({})" in keys.explanations[-1]
 np.testing.assert_array_equal(draws[0], draws[1])  # the same key, two programs
-
-with jitlab.count_compiles(sample) as wrapped:  # the fix: typed keys at the boundary
-    sample(jax.random.wrap_key_data(jax.random.PRNGKey(2)))
-print("a raw key wrapped into a typed one:", wrapped)
-assert wrapped.compiles == 0
 
 # %% [markdown]
 # Two compilations, and the same numbers from both: the key's *values* are data, its
 # *kind* is part of the type. Pick one kind for the whole program (`jax.random.key` is
 # the current one); a raw key that arrives from older code is turned into a typed one
-# at the boundary with `jax.random.wrap_key_data`, and then hits the typed entry.
-#
+# at the boundary with `jax.random.wrap_key_data`, and then hits the typed entry:
+
+# %%
+with jitlab.count_compiles(sample) as wrapped:
+    sample(jax.random.wrap_key_data(jax.random.PRNGKey(2)))
+print("a raw key wrapped into a typed one:", wrapped)
+assert wrapped.compiles == 0
+
+# %% [markdown]
 # ### Options of `jax.jit` itself
 #
 # `jax.jit(f, donate_argnums=...)` and `jax.jit(f, compiler_options=...)` wrap the same
 # Python function, but their options are part of jit's key: each combination is a
 # cache entry of its own. (`compiler_options` are passed to XLA; the one here lowers
 # XLA:CPU's optimisation level.) A counter in the body shows how often Python runs.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>Three wrappers of <code>scale</code>, each called twice. How many traces,
-# lowerings and compilations, and how many times does the body of <code>scale</code>
-# run?</p></div>
 
 # %%
 scale_body_runs = []
@@ -794,24 +700,31 @@ def scale(v):
     return v * 2.0
 
 
-variants = {
-    "jax.jit(scale)": jax.jit(scale),
-    "donate_argnums=0": jax.jit(scale, donate_argnums=0),
-    "compiler_options": jax.jit(
-        scale, compiler_options={"xla_backend_optimization_level": 0}
-    ),
-}
+variants = [
+    jax.jit(scale),
+    jax.jit(scale, donate_argnums=0),
+    jax.jit(scale, compiler_options={"xla_backend_optimization_level": 0}),
+]
 v8 = np.arange(8, dtype=np.float32)
-with jitlab.count_compiles(scale) as first_round:
-    for fn in variants.values():
-        fn(jnp.asarray(v8))  # a fresh array each time: donation consumes it
-with jitlab.count_compiles(scale) as second_round:
-    for fn in variants.values():
-        fn(jnp.asarray(v8))
-print("first round: ", first_round, f"({first_round.lowerings} lowerings)")
-print("second round:", second_round)
-print(f"the body of scale ran {len(scale_body_runs)} time(s)")
-print(f"{len(first_round.explanations)} explanation(s):", first_round.last_reason)
+
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>The three wrappers of <code>scale</code>, each called twice. How many traces,
+# lowerings and compilations, and how many times does the body of <code>scale</code>
+# run?</p></div>
+
+# %%
+rounds = []
+for _ in range(2):
+    with jitlab.count_compiles(scale) as n:
+        for fn in variants:
+            fn(jnp.asarray(v8))  # a fresh array each time: donation consumes it
+    rounds.append(n)
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+first_round, second_round = rounds
+print(first_round, f"({first_round.lowerings} lowerings) | again:", second_round)
+print(f"body ran {len(scale_body_runs)}x; explained: {first_round.explanations}")
 assert (first_round.traces, first_round.lowerings, first_round.compiles) == (3, 2, 3)
 assert len(scale_body_runs) == 1
 assert len(first_round.explanations) == 1  # the two variants' misses: no explanation
@@ -824,21 +737,15 @@ assert (second_round.traces, second_round.compiles) == (0, 0)
 # changes the lowered program (the input's buffer is reused for the output), so it was
 # lowered again; the compiler options do not change the program, only how XLA compiles
 # it. And JAX explained only the first miss: the two variants' misses are silent.
-# (An ahead-of-time `lowered.compile(options)` is keyed the same way: lesson 10
-# compiled one lowering twice, once per set of options.)
 #
 # ### `jax_debug_nans`: not in the key, but it changes what runs
 #
 # `jax.debug_nans(True)` checks every jitted result for NaNs. It is not in the tracing
 # context, so switching it on compiles nothing new. When a NaN appears, JAX runs the
 # function again, de-optimised (one operation at a time, each compiled on its own), to
-# find the operation that made it, and raises `FloatingPointError`. And it turns off
-# donation, but only in traces made while it is on.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>A warm jitted function, called inside <code>jax.debug_nans(True)</code>: does it
-# retrace? A function with a callback that produces a NaN: how many times does the
-# callback run?</p></div>
+# find the operation that made it, and raises an error. And it turns off donation, but
+# only in traces made while it is on.
+
 
 # %%
 callback_runs = []
@@ -852,25 +759,34 @@ def log_of(v):
 
 ok_values = jnp.asarray([1.0, 2.0])
 log_of(ok_values)
+
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>A warm jitted function, called inside <code>jax.debug_nans(True)</code>: does it
+# retrace? A function with a callback that produces a NaN: what happens, and how many
+# times does the callback run?</p></div>
+
+# %%
 with jitlab.count_compiles(log_of) as checked, jax.debug_nans(True):
     log_of(ok_values)
-print("warm function under debug_nans:", checked)
-assert (checked.traces, checked.compiles) == (0, 0)  # not part of the key
-
 callback_runs.clear()
 with jitlab.count_compiles(None) as rerun, jax.debug_nans(True):
-    try:
-        log_of(jnp.asarray([1.0, -1.0]))
-    except FloatingPointError as err:
-        nan_error = err
-    else:
-        raise AssertionError("expected FloatingPointError for log(-1)")
+    with_nan = jitlab.attempt(log_of, jnp.asarray([1.0, -1.0]))
 jax.effects_barrier()
-print(type(nan_error).__name__ + ":", str(nan_error).splitlines()[0])
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print("warm, under debug_nans:", checked, "|", textwrap.shorten(str(with_nan), 80))
 print(f"the callback ran {len(callback_runs)} times; {rerun}")
-assert type(nan_error) is FloatingPointError
+assert (checked.traces, checked.compiles) == (0, 0)  # not part of the key
+assert type(with_nan.error) is FloatingPointError, with_nan
 assert len(callback_runs) == 2  # the compiled run, then the de-optimised re-run
 assert rerun.compiles >= 1  # the re-run compiles operations one by one
+
+# %% [markdown]
+# No retrace, and a `FloatingPointError` that names the operation. The callback ran
+# twice: once in the compiled program, once in the de-optimised re-run. Donation next:
+# a function traced with `debug_nans` off and called with it on, and one first traced
+# with it on and called with it off.
 
 
 # %%
@@ -881,20 +797,22 @@ def halve(v):
 donating_warm = jax.jit(halve, donate_argnums=0)
 donating_warm(jnp.ones(4))  # traced with debug_nans off
 with jax.debug_nans(True):
-    given = jnp.ones(4)
-    donating_warm(given)
-    donated_while_on = given.is_deleted()
+    given_warm = jnp.ones(4)
+    donating_warm(given_warm)
 
 donating_fresh = jax.jit(lambda v: v / 2.0, donate_argnums=0)
 with jax.debug_nans(True):
     donating_fresh(jnp.ones(4))  # first traced with debug_nans on
-given = jnp.ones(4)
+given_fresh = jnp.ones(4)
 with jitlab.count_compiles(None) as after:
-    donating_fresh(given)  # debug_nans off again: a cache hit
-print("warm, then debug_nans on: argument donated?", donated_while_on)
-print("traced under debug_nans, later called without: donated?", given.is_deleted())
-assert donated_while_on  # the cached trace still donates
-assert after.traces == 0 and not given.is_deleted()  # the cached trace never donates
+    donating_fresh(given_fresh)  # debug_nans off again: a cache hit
+
+# %%
+print(
+    "donated:", given_warm.is_deleted(), "(warm)", given_fresh.is_deleted(), "(fresh)"
+)
+assert given_warm.is_deleted()  # the cached trace still donates
+assert after.traces == 0 and not given_fresh.is_deleted()  # this trace never donates
 
 # %% [markdown]
 # So `jax_debug_nans` is free until a NaN appears, and then the function runs twice,
@@ -911,72 +829,56 @@ assert after.traces == 0 and not given.is_deleted()  # the cached trace never do
 # metrics helper wraps every third call in `jax.default_matmul_precision("highest")`.
 
 # %%
-loader_kinds = [
-    "host",
-    "device 1",
-    "device 2",
-    "device 3",
-    "sharded over data",
-    "replicated",
-    "4x2 mesh by rows",
-]
-
-
-def arrive(batch, kind):
-    """What each loader does with a host batch."""
-    if kind == "host":
-        return batch
-    if kind.startswith("device"):
-        return jax.device_put(batch, devices[int(kind.split()[1])])
-    if kind == "sharded over data":
-        return jax.device_put(batch, batch_sharding)
-    if kind == "replicated":
-        return jax.device_put(batch, replicated)
-    return jax.device_put(batch, NamedSharding(mesh, P("rows")))
-
-
-kinds = [loader_kinds[i % len(loader_kinds)] for i in rng.permutation(24)]
+targets = {
+    "host": None,
+    "device 1": devices[1],
+    "device 2": devices[2],
+    "device 3": devices[3],
+    "sharded over data": batch_sharding,
+    "replicated": replicated,
+    "4x2 mesh by rows": NamedSharding(mesh, P("rows")),
+}
+kinds = [list(targets)[i % len(targets)] for i in rng.permutation(24)]
 stream = [(make_batch(rng), kind, i % 3 == 2) for i, kind in enumerate(kinds)]
 w_eval = np.asarray(w_placed)  # the model to score, as a host array
 distinct_keys = len({(kind, strict) for _, kind, strict in stream})
-print(
-    f"{len(stream)} batches, {len(set(kinds))} loaders, "
-    f"{distinct_keys} (loader, context) pairs"
-)
-
-# %% [markdown]
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>How many times does the evaluation function compile over the 24 batches? How many
-# of those misses does JAX explain?</p></div>
+print(f"{len(stream)} batches, {distinct_keys} (loader, context) pairs")
 
 
 # %%
-def run_problem():
-    @jax.jit
-    def eval_loss(w, batch):
-        err = batch["x"] @ w - batch["y"]
-        return jnp.mean(err**2)
-
-    seconds, losses = [], []
-    with jitlab.count_compiles(eval_loss) as n:
-        for host_batch, kind, strict in stream:
-            with jitlab.stopwatch() as sw:
-                batch = arrive(host_batch, kind)
-                if strict:
-                    with jax.default_matmul_precision("highest"):
-                        loss = jax.block_until_ready(eval_loss(w_eval, batch))
-                else:
-                    loss = jax.block_until_ready(eval_loss(w_eval, batch))
-            seconds.append(sw.seconds)
-            losses.append(float(loss))
-    return n, np.array(seconds), np.array(losses)
+@jax.jit
+def eval_loss(w, batch):
+    err = batch["x"] @ w - batch["y"]
+    return jnp.mean(err**2)
 
 
-problem, problem_seconds, problem_losses = run_problem()
-print(problem)
-print(f"{len(problem.explanations)} of {problem.compiles} misses explained")
+def score_each_loader_its_way():
+    losses = []
+    for raw_batch, kind, strict in stream:
+        with jax.default_matmul_precision("highest" if strict else None):
+            batch = (
+                raw_batch
+                if kind == "host"
+                else jax.device_put(raw_batch, targets[kind])
+            )
+            losses.append(eval_loss(w_eval, batch))
+    return losses
+
+
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>How many times does <code>eval_loss</code> compile over the 24 batches? How many
+# of those misses does JAX explain?</p></div>
+
+# %%
+problem = jitlab.measure("each loader its own way, context toggled",
+                         score_each_loader_its_way, count=eval_loss)  # fmt: skip
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(problem.counts)
+print(f"{len(problem.counts.explanations)} of {problem.compiles} misses explained")
 assert problem.compiles == distinct_keys, (problem.compiles, distinct_keys)
-assert len(problem.explanations) == problem.traces < problem.compiles
+assert len(problem.counts.explanations) == problem.traces < problem.compiles
 
 # %% [markdown]
 # One compilation per distinct (loader, context) pair, and most of them silent: only
@@ -997,95 +899,40 @@ def place(batch):
     return jax.device_put(batch, batch_sharding)
 
 
-def run_fix():
-    @jax.jit
-    def eval_loss_fixed(w, batch):
-        pred = jnp.dot(batch["x"], w, precision=jax.lax.Precision.HIGHEST)
-        return jnp.mean((pred - batch["y"]) ** 2)
+@jax.jit
+def eval_loss_fixed(w, batch):
+    pred = jnp.dot(batch["x"], w, precision=jax.lax.Precision.HIGHEST)
+    return jnp.mean((pred - batch["y"]) ** 2)
 
+
+def score_placed():
     w = jax.device_put(w_eval, replicated)
-    seconds, losses = [], []
-    with (
-        jitlab.count_compiles(eval_loss_fixed) as n,
-        jitlab.count_compiles(None) as everything,
-    ):
-        for host_batch, _, _ in stream:
-            with jitlab.stopwatch() as sw:
-                loss = jax.block_until_ready(eval_loss_fixed(w, place(host_batch)))
-            seconds.append(sw.seconds)
-            losses.append(float(loss))
-    return n, everything, np.array(seconds), np.array(losses)
+    return [eval_loss_fixed(w, place(host_batch)) for host_batch, _, _ in stream]
 
 
-fixed, fixed_everything, fixed_seconds, fixed_losses = run_fix()
-print(fixed)
-print("every function:", fixed_everything)
-assert fixed.compiles == 1 and fixed_everything.compiles == 1, fixed_everything
-np.testing.assert_allclose(fixed_losses, problem_losses, rtol=1e-4)
+# %%
+with jitlab.count_compiles(None) as everything:
+    fix = jitlab.measure(
+        "place() + constant config", score_placed, count=eval_loss_fixed
+    )
 placed = place(stream[0][0])
+
+# %%
+print(fix.counts, "| every function:", everything)
+assert fix.compiles == 1 and everything.compiles == 1, everything
+np.testing.assert_allclose(fix.result, problem.result, rtol=1e-4)
 assert place(placed)["x"] is placed["x"]  # already in place: device_put does not copy
 
 # %% [markdown]
-# One compilation in the whole loop, counting every function JAX compiled, and the same
-# 24 numbers. Side by side:
+# One compilation in the whole loop, counting every function JAX compiled
+# (`device_put` from the host compiles nothing), and the same 24 numbers. Side by side:
 
 # %%
-problem_total, fixed_total = problem_seconds.sum(), fixed_seconds.sum()
-speedup = problem_total / fixed_total
-rows = [
-    {
-        "version": "each loader its own way, context toggled",
-        "compiles": problem.compiles,
-        "explained": len(problem.explanations),
-        "first_ms": 1e3 * problem_seconds[0],
-        "total_s": problem_total,
-    },
-    {
-        "version": "place() + constant configuration",
-        "compiles": fixed.compiles,
-        "explained": len(fixed.explanations),
-        "first_ms": 1e3 * fixed_seconds[0],
-        "total_s": fixed_total,
-    },
-]
-jitlab.print_table(rows)
-print(f"the fix runs the stream {speedup:.1f}x faster")
-jitlab.record(
-    "batches placed by each loader its own way, precision context toggled",
-    compiles=problem.compiles,
-    first_ms=rows[0]["first_ms"],
-    total_s=problem_total,
-)
-jitlab.record(
-    "one NamedSharding at the boundary, constant configuration",
-    compiles=fixed.compiles,
-    first_ms=rows[1]["first_ms"],
-    total_s=fixed_total,
-    speedup=speedup,
-)
-assert problem.compiles >= 8 * fixed.compiles
-assert problem_total > 2 * fixed_total, (problem_total, fixed_total)
-
-# %%
-fig, ax = plt.subplots(figsize=(6, 3.2))
-ax.plot(
-    np.cumsum(problem_seconds),
-    label=f"each loader its own way ({problem.compiles} compiles)",
-)
-ax.plot(
-    np.cumsum(fixed_seconds),
-    label=f"place() + constant config ({fixed.compiles} compile)",
-)
-ax.set_xlabel("batch")
-ax.set_ylabel("cumulative seconds")
-ax.legend()
-fig.tight_layout()
-plt.show()
+side_by_side = jitlab.compare(problem, fix)
+assert problem.compiles >= 8 * fix.compiles
+assert side_by_side.speedup > 2, side_by_side.speedup
 
 # %% [markdown]
-# Every step in the upper curve is a batch that arrived in a way the cache had not seen,
-# or under a context it had not seen.
-#
 # ## 8. Why at the host, and not after arrival
 #
 # `place` also accepts a batch that is already on a device, so why not let the loaders
@@ -1108,14 +955,18 @@ sources = {
     "committed to device 5, 96 x 16": lambda: jax.device_put(fresh[:96], devices[5]),
     "4x2 mesh by rows": lambda: jax.device_put(fresh, NamedSharding(mesh, P("rows"))),
 }
-moves = []
+moves = {}
 for label, make in sources.items():
     arrived = jax.block_until_ready(make())
-    with jitlab.count_compiles("_multi_slice") as n, jitlab.stopwatch() as sw:
-        jax.block_until_ready(jax.device_put(arrived, batch_sharding))
-    moves.append({"from": label, "compiles": n.compiles, "ms": 1e3 * sw.seconds})
-jitlab.print_table(moves)
-assert [m["compiles"] for m in moves] == [0, 1, 1, 0, 1, 0]
+    moves[label] = jitlab.measure(
+        label, lambda a=arrived: jax.device_put(a, batch_sharding), count="_multi_slice"
+    )
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+jitlab.print_table(
+    {"from": k, "compiles": m.compiles, "ms": 1e3 * m.seconds} for k, m in moves.items()
+)
+assert [m.compiles for m in moves.values()] == [0, 1, 1, 0, 1, 0]
 
 # %% [markdown]
 # From the host, or from another sharding, the move is a plain transfer. From a single
