@@ -10,14 +10,15 @@
 #       each epoch, then show that re-creating the model alone is free. The surprise
 #       is that the culprit is optax.adam(...), not the model.'
 #     - Flax 0.12 has two modes. Graph mode (the default, nnx.jit) supports shared references
-#       and in-place updates; tree mode (graph=False, which nnx.jit_partial uses) treats
-#       modules as ordinary pytrees. Expect questions on which to use; the overhead
-#       table answers with numbers.
+#       and in-place updates; tree mode (graph=False) treats modules as ordinary pytrees.
+#       nnx.jit_partial refuses graph mode's write-back (graph_updates), so with its
+#       defaults it raises ValueError; it accepts graph=False, or graph=True with graph_updates=False.
+#       Expect questions on which to use; the overhead table answers with numbers.
 #     - Optax's own docstring for inject_hyperparams assigns a Python float to a hyperparameter.
 #       It works, at the price of one extra trace (weak type). Point at it when someone
 #       copies the example.
-#     - Timings vary with the laptop and the load; compile counts do not. The overhead
-#       ratio is several-fold on any machine.
+#     - Timings vary with the laptop and the load; compile counts do not. The lesson
+#       asserts only that graph mode costs more than twice the fastest way per call.
 #     keypoints:
 #     - eqx.filter_jit traces array leaves and makes every other leaf static. A float
 #       field compiles once per value, a lambda or jax.jit object made per instance
@@ -112,27 +113,22 @@ import equinox as eqx
 import flax
 import jax
 import jax.numpy as jnp
-import matplotlib.pyplot as plt
 import numpy as np
 import optax
 from flax import nnx
 
 # %%
-for library in (eqx, flax, optax):
-    print(library.__name__, library.__version__)
-
+print(*(f"{lib.__name__} {lib.__version__}" for lib in (eqx, flax, optax)), sep=", ")
 rng = np.random.default_rng(0)
 features = 4
-x = jnp.asarray(rng.normal(size=(32, features)), jnp.float32)
-y = jnp.asarray(rng.normal(size=(32, 1)), jnp.float32)
-batches = [
-    (
-        jnp.asarray(rng.normal(size=(32, features)), jnp.float32),
-        jnp.asarray(rng.normal(size=(32, 1)), jnp.float32),
-    )
-    for _ in range(4)
-]
-weight = jnp.asarray(rng.normal(size=(features, 1)), jnp.float32)
+
+
+def draw(*shape):
+    return jnp.asarray(rng.normal(size=shape), jnp.float32)
+
+
+x, y, weight = draw(32, features), draw(32, 1), draw(features, 1)
+batches = [(draw(32, features), draw(32, 1)) for _ in range(4)]
 
 # %% [markdown]
 # ## Equinox: `filter_jit` makes every non-array static
@@ -145,11 +141,6 @@ weight = jnp.asarray(rng.normal(size=(features, 1)), jnp.float32)
 # function, by identity).
 #
 # ### A float field compiles once per value
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p><code>Scaled</code> keeps its <code>scale</code> as a Python float. A jitted loss
-# is called with four models whose scales are 0.1, 0.2, 0.3 and 0.1 again. How many
-# compilations? And with the scale stored as a 0-d array?</p></div>
 
 
 # %%
@@ -163,16 +154,13 @@ class Scaled(eqx.Module):
         return self.scale * (v @ self.weight)
 
 
-class ScaledArray(eqx.Module):
+class ScaledArray(Scaled):
     """The same model with the scale stored as a 0-d array: a traced leaf."""
 
-    weight: jax.Array
     scale: jax.Array
 
-    def __call__(self, v):
-        return self.scale * (v @ self.weight)
 
-
+# %%
 @eqx.filter_jit
 def loss_float_field(model, v):
     return jnp.mean(model(v) ** 2)
@@ -185,50 +173,27 @@ def loss_array_field(model, v):
 
 scales = (0.1, 0.2, 0.3, 0.1)
 
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>Scaled</code> keeps its <code>scale</code> as a Python float. A jitted loss
+# is called with four models whose scales are 0.1, 0.2, 0.3 and 0.1 again. How many
+# compilations? And with the scale stored as a 0-d array?</p></div>
 
-def losses_for(loss, make_model):
-    """One call per scale, each with a freshly built model; blocked, for timing."""
-    return [jax.block_until_ready(loss(make_model(s), x)) for s in scales]
+# %%
+float_field = jitlab.measure(
+    "eqx float field, 4 calls",
+    lambda: [loss_float_field(Scaled(weight, s), x) for s in scales],
+    count=loss_float_field)  # fmt: skip
+array_field = jitlab.measure(
+    "eqx array field, 4 calls",
+    lambda: [loss_array_field(ScaledArray(weight, jnp.float32(s)), x) for s in scales],
+    count=loss_array_field)  # fmt: skip
 
-
-with jitlab.count_compiles(loss_float_field) as float_field:
-    with jitlab.stopwatch() as float_sw:
-        float_losses = losses_for(loss_float_field, lambda s: Scaled(weight, s))
-with jitlab.count_compiles(loss_array_field) as array_field:
-    with jitlab.stopwatch() as array_sw:
-        array_losses = losses_for(
-            loss_array_field,
-            lambda s: ScaledArray(weight, jnp.float32(s)),
-        )
-
-jitlab.print_table(
-    [
-        {
-            "scale stored as": "Python float",
-            "compiles": float_field.compiles,
-            "total_s": float_sw.seconds,
-        },
-        {
-            "scale stored as": "0-d float32 array",
-            "compiles": array_field.compiles,
-            "total_s": array_sw.seconds,
-        },
-    ]
-)
-assert float_field.compiles == 3, float_field.explanations  # 0.1 again is a cache hit
-assert array_field.compiles == 1, array_field.explanations
-assert np.allclose(float_losses, array_losses, rtol=1e-6)
-jitlab.record(
-    "eqx float field, 4 calls (problem)",
-    compiles=float_field.compiles,
-    total_s=float_sw.seconds,
-)
-jitlab.record(
-    "eqx array field, 4 calls (fix)",
-    compiles=array_field.compiles,
-    total_s=array_sw.seconds,
-    speedup=float_sw.seconds / array_sw.seconds,
-)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+jitlab.compare(float_field, array_field)
+assert float_field.compiles == 3, float_field.counts.explanations  # 0.1 again: a hit
+assert array_field.compiles == 1, array_field.counts.explanations
+assert np.allclose(float_field.result, array_field.result, rtol=1e-6)
 
 # %% [markdown]
 # Three compilations for three distinct values, and the repeated 0.1 is a cache hit:
@@ -237,21 +202,24 @@ jitlab.record(
 
 # %%
 _, static_half = eqx.partition(Scaled(weight, 0.1), eqx.is_array)
-fixed_model = ScaledArray(weight, jnp.float32(0.1))
-_, static_half_fixed = eqx.partition(fixed_model, eqx.is_array)
-print("static half, float field:", static_half)
-print("static half, array field:", static_half_fixed)
+_, static_half_fixed = eqx.partition(
+    ScaledArray(weight, jnp.float32(0.1)), eqx.is_array
+)
+print("static half, float field:", static_half, "| array field:", static_half_fixed)
 assert static_half.scale == 0.1 and static_half.weight is None
 assert static_half_fixed.scale is None
-print(float_field.explanations[-1].splitlines()[-1].strip())
-assert "explanation unavailable" in float_field.explanations[-1]
 
 # %% [markdown]
 # JAX's explanation is no help here: the miss is in `filter_jit`'s internal static
 # argument, and JAX 0.12 reports static-argument misses as "cache miss explanation
 # unavailable" (lesson 06 met the same text). Look at the module's non-array fields
 # instead.
-#
+
+# %%
+print(float_field.counts.explanations[-1].splitlines()[-1].strip())
+assert "explanation unavailable" in float_field.counts.explanations[-1]
+
+# %% [markdown]
 # ### Re-created modules: same structure, same program
 #
 # Building a fresh module is not a problem in itself. The arrays are new, but the
@@ -261,12 +229,6 @@ assert "explanation unavailable" in float_field.explanations[-1]
 # `TinyMLP` keeps its activation function as a field, as `eqx.nn.MLP` does. (It draws
 # its weights with NumPy only to keep this page fast: `eqx.nn.MLP` would compile its
 # random initialisers first.)
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>Four <code>TinyMLP</code> models with four different seeds, then four with
-# <code>activation=lambda v: ...</code>, then three modules that build
-# <code>jax.jit(lambda ...)</code> in <code>__init__</code>. How many compilations
-# each?</p></div>
 
 
 # %%
@@ -282,25 +244,16 @@ class TinyMLP(eqx.Module):
     activation: Any
 
     def __init__(self, seed, activation):
-        draw = np.random.default_rng(seed)
-        self.hidden = jnp.asarray(draw.normal(size=(features, 8)), jnp.float32)
-        self.out = jnp.asarray(draw.normal(size=(8, 1)), jnp.float32)
+        weights = np.random.default_rng(seed)
+        self.hidden = jnp.asarray(weights.normal(size=(features, 8)), jnp.float32)
+        self.out = jnp.asarray(weights.normal(size=(8, 1)), jnp.float32)
         self.activation = activation
 
     def __call__(self, v):
         return self.activation(v @ self.hidden) @ self.out
 
 
-@eqx.filter_jit
-def mlp_loss_named(model, v):
-    return jnp.mean(model(v) ** 2)
-
-
-@eqx.filter_jit
-def mlp_loss_lambda(model, v):
-    return jnp.mean(model(v) ** 2)
-
-
+# %%
 class Projector(eqx.Module):
     """Keeps a jitted helper as a field, built anew in every instance."""
 
@@ -315,11 +268,30 @@ class Projector(eqx.Module):
         return self.squash(v @ self.weight)
 
 
+# %%
+@eqx.filter_jit
+def mlp_loss_named(model, v):
+    return jnp.mean(model(v) ** 2)
+
+
+@eqx.filter_jit
+def mlp_loss_lambda(model, v):
+    return jnp.mean(model(v) ** 2)
+
+
 @eqx.filter_jit
 def projector_loss(model, v):
     return jnp.mean(model(v) ** 2)
 
 
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Four <code>TinyMLP</code> models with four different seeds, then four with
+# <code>activation=lambda v: ...</code>, then three modules that build
+# <code>jax.jit(lambda ...)</code> in <code>__init__</code>. How many compilations
+# each?</p></div>
+
+# %%
 with jitlab.count_compiles(mlp_loss_named) as named:
     for seed in range(4):
         mlp_loss_named(TinyMLP(seed, activation=leaky), x)
@@ -330,13 +302,8 @@ with jitlab.count_compiles(projector_loss) as projectors:
     for scale in (1.0, 2.0, 3.0):
         projector_loss(Projector(scale * weight), x)
 
-jitlab.print_table(
-    [
-        {"module": "TinyMLP, activation defined once", "compiles": named.compiles},
-        {"module": "TinyMLP, activation=lambda ...", "compiles": lambdas.compiles},
-        {"module": "jax.jit(lambda) in __init__", "compiles": projectors.compiles},
-    ]
-)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(named, lambdas, projectors, sep="\n")
 assert named.compiles == 1, named.explanations
 assert lambdas.compiles == 4, lambdas.explanations
 assert projectors.compiles == 3, projectors.explanations
@@ -353,12 +320,7 @@ assert "activation" in {field.name for field in dataclasses.fields(eqx.nn.MLP)}
 # `count_compiles` tells you how many times a function was traced and compiled. In a test
 # you want the opposite: fail at the first extra trace. Equinox's guard counts how often
 # the Python function runs (which, under `filter_jit`, means how often it is traced) and
-# raises `RuntimeError` past the limit, naming the argument that changed.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>The guarded loss is called with scales 0.1 and then 0.2, stored as floats. Where
-# does it fail, and what do the counters show: how many traces, how many
-# compilations?</p></div>
+# raises past the limit, naming the argument that changed.
 
 
 # %%
@@ -368,22 +330,32 @@ def guarded_loss(model, v):
     return jnp.mean(model(v) ** 2)
 
 
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>The guarded loss is called with scales 0.1 and then 0.2, stored as floats. Where
+# does it fail, with what, and what do the counters show: how many traces, how many
+# compilations?</p></div>
+
+# %%
 with jitlab.count_compiles(guarded_loss) as guard:
     guarded_loss(Scaled(weight, 0.1), x)
-    try:
-        guarded_loss(Scaled(weight, 0.2), x)
-    except RuntimeError as err:
-        caught = err
-    else:
-        raise AssertionError("expected RuntimeError from assert_max_traces")
+    second = jitlab.attempt(guarded_loss, Scaled(weight, 0.2), x)
 
-print(type(caught).__name__, "|", " ".join(str(caught).split()[-12:]))
-print(guard)
-assert "'model' argument is responsible" in str(caught)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(guard, "|", type(second.error).__name__, *str(second.error).split()[-12:])
+assert type(second.error) is RuntimeError, second
+assert "'model' argument is responsible" in str(second.error)
 assert guard.traces == 2 and guard.compiles == 1
 assert eqx.debug.get_num_traces(guarded_loss) == 2
 
+# %% [markdown]
+# The guard raises *inside* the second trace, so JAX never lowers or compiles it: two
+# traces, one compilation. Its message prints the module before and after
+# (`scale=0.1`, `scale=0.2`), which is the diagnosis. With the scale as an array, the
+# same guard stays quiet over all four scales:
 
+
+# %%
 @eqx.filter_jit
 @eqx.debug.assert_max_traces(max_traces=1)
 def guarded_loss_fixed(model, v):
@@ -396,20 +368,13 @@ with jitlab.count_compiles(guarded_loss_fixed) as guard_fixed:
 assert guard_fixed.traces == 1 and eqx.debug.get_num_traces(guarded_loss_fixed) == 1
 
 # %% [markdown]
-# The guard raises *inside* the second trace, so JAX never lowers or compiles it: two
-# traces, one compilation. Its message prints the module before and after
-# (`scale=0.1`, `scale=0.2`), which is the diagnosis. Put the guard on the step function
-# in your tests; keep the counter for measuring.
+# Put the guard on the step function in your tests; keep the counter for measuring.
 #
 # ### Arrays in static fields
 #
 # `eqx.field(static=True)` moves a field into the static half on purpose. It is meant for
 # sizes and flags. An array there is a value JAX must hash and compare with `==`, and
 # comparing two arrays does not give one `True` or `False` (lesson 06).
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>A lookup table is marked static. The first call works. What happens when the
-# same table, rebuilt, comes in again (the next epoch, say)?</p></div>
 
 
 # %%
@@ -425,23 +390,26 @@ def look_up(model, index):
     return model(index)
 
 
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>A lookup table is marked static. The first call works. What happens when the
+# same table, rebuilt, comes in again (the next epoch, say)?</p></div>
+
+# %%
 with warnings.catch_warnings(record=True) as seen:
     warnings.simplefilter("always")
     first_table = Lookup(jnp.arange(5.0))
     rebuilt_table = Lookup(jnp.arange(5.0))  # the same table, built again
-print("warning:", seen[0].category.__name__, "-", seen[0].message)
-assert issubclass(seen[0].category, UserWarning) and "static" in str(seen[0].message)
+first_call = jitlab.attempt(look_up, first_table, jnp.int32(2))
+second_call = jitlab.attempt(look_up, rebuilt_table, jnp.int32(2))
 
-print("first call:", look_up(first_table, jnp.int32(2)))
-try:
-    look_up(rebuilt_table, jnp.int32(2))
-except ValueError as err:
-    caught = err
-else:
-    raise AssertionError("expected ValueError")
-print(type(caught).__name__, "|", str(caught).splitlines()[0].split(".")[0])
-print("  ...", str(caught).splitlines()[-1].split(". ")[-1])
-assert "arrays cannot be passed as metadata fields" in str(caught)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print("warning:", seen[0].category.__name__, "-", seen[0].message)
+print("first call:", first_call, "\nsecond call:", str(second_call).split(".")[0])
+assert issubclass(seen[0].category, UserWarning) and "static" in str(seen[0].message)
+assert not first_call.raised and float(first_call.value) == 2.0
+assert type(second_call.error) is ValueError, second_call
+assert "arrays cannot be passed as metadata fields" in str(second_call.error)
 
 # %% [markdown]
 # Equinox warns when the module is built, the first epoch runs, and the second raises
@@ -450,17 +418,12 @@ assert "arrays cannot be passed as metadata fields" in str(caught)
 # JAX then compares the two with `==`, and arrays cannot answer. Checked directly:
 
 # %%
-first_structure, rebuilt_structure = (
-    jax.tree.structure(first_table),
-    jax.tree.structure(rebuilt_table),
-)
+first_structure = jax.tree.structure(first_table)
+rebuilt_structure = jax.tree.structure(rebuilt_table)
+compared = jitlab.attempt(lambda: first_structure == rebuilt_structure)
+print("equal hashes:", hash(first_structure) == hash(rebuilt_structure), "|", compared)
 assert hash(first_structure) == hash(rebuilt_structure)
-try:
-    first_structure == rebuilt_structure  # noqa: B015  (the comparison is the test)
-except ValueError:
-    print("equal hashes; comparing the structures raises ValueError")
-else:
-    raise AssertionError("expected ValueError")
+assert type(compared.error) is ValueError, compared
 
 # %% [markdown]
 # Keep arrays as ordinary fields; mark static only what is small, hashable and compares
@@ -480,12 +443,6 @@ else:
 # A common pattern, in reports of NNX "recompiling every epoch until memory runs out":
 # a fresh model and a fresh `nnx.Optimizer` per epoch (a new run of a sweep, a restart
 # after divergence), with one `nnx.jit` step at top level.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>Three epochs, each with a new <code>TwoLayer</code> model and a new
-# <code>nnx.Optimizer(model, optax.adam(1e-2))</code>, four steps each. How many
-# compilations? What if <code>optax.adam(1e-2)</code> is built once, before the loop,
-# and only the model and the <code>nnx.Optimizer</code> are re-created?</p></div>
 
 
 # %%
@@ -502,68 +459,49 @@ def mse(model, v, target):
     return jnp.mean((model(v) - target) ** 2)
 
 
-@nnx.jit
-def epoch_step(model, optimizer, v, target):
+def train_step(model, optimizer, v, target):
     loss, grads = nnx.value_and_grad(mse)(model, v, target)
     optimizer.update(model, grads)
     return loss
 
 
-@nnx.jit
-def epoch_step_fixed(model, optimizer, v, target):
-    loss, grads = nnx.value_and_grad(mse)(model, v, target)
-    optimizer.update(model, grads)
-    return loss
+# %%
+epoch_step = nnx.jit(train_step)
+epoch_step_fixed = nnx.jit(train_step)
 
 
 def run_epochs(step, make_transformation, epochs=3):
-    """A fresh model and optimizer per epoch; returns the seconds per epoch, losses."""
-    seconds, losses = [], []
+    """A fresh model and optimizer per epoch, four steps each; the losses."""
+    losses = []
     for epoch in range(epochs):
-        with jitlab.stopwatch() as sw:
-            model = TwoLayer(nnx.Rngs(epoch))
-            optimizer = nnx.Optimizer(model, make_transformation(), wrt=nnx.Param)
-            for v, target in batches:
-                losses.append(jax.block_until_ready(step(model, optimizer, v, target)))
-        seconds.append(sw.seconds)
-    return np.array(seconds), np.array(losses)
+        model = TwoLayer(nnx.Rngs(epoch))
+        optimizer = nnx.Optimizer(model, make_transformation(), wrt=nnx.Param)
+        losses += [step(model, optimizer, v, target) for v, target in batches]
+    return losses
 
 
 ADAM = optax.adam(1e-2)  # built once, shared by every epoch's optimizer
-with jitlab.count_compiles(epoch_step) as per_epoch:
-    problem_seconds, problem_losses = run_epochs(epoch_step, lambda: optax.adam(1e-2))
-with jitlab.count_compiles(epoch_step_fixed) as once:
-    fixed_seconds, fixed_losses = run_epochs(epoch_step_fixed, lambda: ADAM)
 
-jitlab.print_table(
-    [
-        {
-            "each epoch builds": "model, optimizer, optax.adam",
-            "compiles": per_epoch.compiles,
-            "total_s": problem_seconds.sum(),
-        },
-        {
-            "each epoch builds": "model, optimizer (one ADAM)",
-            "compiles": once.compiles,
-            "total_s": fixed_seconds.sum(),
-        },
-    ]
-)
-assert per_epoch.compiles == 3, per_epoch.explanations
-assert once.compiles == 1, once.explanations
-assert np.allclose(problem_losses, fixed_losses)
-jitlab.record(
-    "nnx: fresh optax.adam each epoch (problem)",
-    compiles=per_epoch.compiles,
-    total_s=float(problem_seconds.sum()),
-)
-jitlab.record(
-    "nnx: optax.adam built once (fix)",
-    compiles=once.compiles,
-    total_s=float(fixed_seconds.sum()),
-    speedup=float(problem_seconds.sum() / fixed_seconds.sum()),
-)
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Three epochs, each with a new <code>TwoLayer</code> model and a new
+# <code>nnx.Optimizer(model, optax.adam(1e-2))</code>, four steps each. How many
+# compilations? What if <code>optax.adam(1e-2)</code> is built once, before the loop,
+# and only the model and the <code>nnx.Optimizer</code> are re-created?</p></div>
 
+# %%
+problem = jitlab.measure("nnx: fresh optax.adam each epoch",
+                         lambda: run_epochs(epoch_step, lambda: optax.adam(1e-2)),
+                         count=train_step)  # fmt: skip
+fix = jitlab.measure("nnx: optax.adam built once",
+                     lambda: run_epochs(epoch_step_fixed, lambda: ADAM),
+                     count=train_step)  # fmt: skip
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+jitlab.compare(problem, fix)
+assert problem.compiles == 3, problem.counts.explanations
+assert fix.compiles == 1, fix.counts.explanations
+assert np.allclose(problem.result, fix.result)
 
 # %% [markdown]
 # Re-creating the model is not what costs: the fix re-creates it too. JAX's explanation
@@ -578,9 +516,10 @@ def static_attribute(explanation, name):
     return re.findall(pattern, explanation)
 
 
-miss = per_epoch.explanations[-1]
-where = re.search(r"at input path \S+", miss).group()
-print("JAX:", miss.splitlines()[3].strip(), where)
+miss = problem.counts.explanations[-1]
+print(
+    "JAX:", miss.splitlines()[3].strip(), re.search(r"at input path \S+", miss).group()
+)
 print("tx.init now and before:", static_attribute(miss, "tx"))
 assert "at input path [0][1]._graphdef" in miss  # argument 1: the optimizer
 now, before = static_attribute(miss, "tx")
@@ -592,35 +531,24 @@ assert now != before
 # pair of closures every time it is called, and functions compare by identity. The
 # GraphDefs, checked directly:
 
+
 # %%
+def optimizer_graphdef(model, tx):
+    return nnx.graphdef(nnx.Optimizer(model, tx, wrt=nnx.Param))
+
+
 model_a, model_b = TwoLayer(nnx.Rngs(0)), TwoLayer(nnx.Rngs(1))
 same_model_structure = nnx.graphdef(model_a) == nnx.graphdef(model_b)
 fresh_adam_equal = optax.adam(1e-2) == optax.adam(1e-2)
-fresh_tx_optimizers = nnx.graphdef(
-    nnx.Optimizer(model_a, optax.adam(1e-2), wrt=nnx.Param)
-) == nnx.graphdef(nnx.Optimizer(model_b, optax.adam(1e-2), wrt=nnx.Param))
-shared_tx_optimizers = nnx.graphdef(nnx.Optimizer(model_a, ADAM, wrt=nnx.Param)) == (
-    nnx.graphdef(nnx.Optimizer(model_b, ADAM, wrt=nnx.Param))
-)
-print("two fresh models, equal GraphDefs?         ", same_model_structure)
-print("optax.adam(1e-2) == optax.adam(1e-2)?      ", fresh_adam_equal)
-print("optimizers with fresh adam, equal GraphDefs?", fresh_tx_optimizers)
-print("optimizers sharing ADAM, equal GraphDefs?   ", shared_tx_optimizers)
-assert same_model_structure and shared_tx_optimizers
-assert not fresh_adam_equal and not fresh_tx_optimizers
+fresh_tx = optimizer_graphdef(model_a, optax.adam(1e-2)) == (
+    optimizer_graphdef(model_b, optax.adam(1e-2)))  # fmt: skip
+shared_tx = optimizer_graphdef(model_a, ADAM) == optimizer_graphdef(model_b, ADAM)
 
 # %%
-fig, ax = plt.subplots(figsize=(6, 3))
-epochs = np.arange(1, len(problem_seconds) + 1)
-ax.bar(epochs - 0.2, problem_seconds, width=0.4, label="fresh optax.adam per epoch")
-ax.bar(epochs + 0.2, fixed_seconds, width=0.4, label="one ADAM, fresh model per epoch")
-ax.set_xticks(epochs)
-ax.set_xlabel("epoch")
-ax.set_ylabel("seconds")
-ax.set_title("A new transformation in the GraphDef compiles every epoch")
-ax.legend()
-fig.tight_layout()
-plt.show()
+print(f"models: {same_model_structure}, adam == adam: {fresh_adam_equal}, "
+      f"optimizers with fresh adam: {fresh_tx}, sharing ADAM: {shared_tx}")  # fmt: skip
+assert same_model_structure and shared_tx
+assert not fresh_adam_equal and not fresh_tx
 
 # %% [markdown]
 # Each compilation also stays in the cache: one executable per epoch, kept alive by the
@@ -629,23 +557,12 @@ plt.show()
 # `nnx.jit`, and `_cache_size()` a private method, as in lesson 06.)
 
 # %%
-print(
-    "cache entries:",
-    epoch_step.jitted_fn._cache_size(),
-    "against",
-    epoch_step_fixed.jitted_fn._cache_size(),
-)
-assert epoch_step.jitted_fn._cache_size() == 3
-assert epoch_step_fixed.jitted_fn._cache_size() == 1
+sizes = epoch_step.jitted_fn._cache_size(), epoch_step_fixed.jitted_fn._cache_size()
+print("cache entries:", sizes)
+assert sizes == (3, 1)
 
 # %% [markdown]
 # ### What else lives in the GraphDef
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p><code>Shifted</code> adds a constant <code>shift</code> to its output. Three models
-# with shifts 0.0, 0.5 and 1.0 as Python floats; the same with 0-d arrays; then one
-# model whose kernel gets new metadata (<code>set_metadata(note="frozen")</code>) between
-# two calls. How many compilations each?</p></div>
 
 
 # %%
@@ -658,50 +575,51 @@ class Shifted(nnx.Module):
         return self.linear(v) + self.shift
 
 
-@nnx.jit
-def predict_float_shift(model, v):
+def apply(model, v):
     return model(v)
 
 
-@nnx.jit
-def predict_array_shift(model, v):
-    return model(v)
-
-
-@nnx.jit
-def predict_metadata(model, v):
-    return model(v)
-
-
+predict_float_shift, predict_array_shift = nnx.jit(apply), nnx.jit(apply)
+predict_metadata = nnx.jit(apply)
 shifts = (0.0, 0.5, 1.0)
-with jitlab.count_compiles(predict_float_shift) as float_shift:
-    for s in shifts:
-        predict_float_shift(Shifted(s, nnx.Rngs(0)), x)
-with jitlab.count_compiles(predict_array_shift) as array_shift:
-    for s in shifts:
-        predict_array_shift(Shifted(jnp.float32(s), nnx.Rngs(0)), x)
 
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>Shifted</code> adds a constant <code>shift</code> to its output. Three models
+# with shifts 0.0, 0.5 and 1.0 as Python floats; the same with 0-d arrays; then one
+# model whose kernel gets new metadata (<code>set_metadata(note="frozen")</code>) between
+# two calls. How many compilations each?</p></div>
+
+
+# %%
+def count_calls(step, models):
+    with jitlab.count_compiles(apply) as n:
+        for model in models:
+            step(model, x)
+    return n
+
+
+float_shift = count_calls(
+    predict_float_shift, [Shifted(s, nnx.Rngs(0)) for s in shifts]
+)
+array_models = [Shifted(jnp.float32(s), nnx.Rngs(0)) for s in shifts]
+array_shift = count_calls(predict_array_shift, array_models)
 tagged = Shifted(jnp.float32(0.0), nnx.Rngs(0))
 graphdef_before = nnx.graphdef(tagged)
-with jitlab.count_compiles(predict_metadata) as metadata:
+with jitlab.count_compiles(apply) as metadata:
     predict_metadata(tagged, x)
     tagged.linear.kernel.set_metadata(note="frozen")
     predict_metadata(tagged, x)
 
-jitlab.print_table(
-    [
-        {"change": "shift as Python float, 3 values", "compiles": float_shift.compiles},
-        {"change": "shift as 0-d array, 3 values", "compiles": array_shift.compiles},
-        {"change": "kernel metadata set between calls", "compiles": metadata.compiles},
-    ]
-)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(f"float: {float_shift.compiles}, array: {array_shift.compiles}, "
+      f"metadata: {metadata.compiles} compilations")  # fmt: skip
 assert float_shift.compiles == 3, float_shift.explanations
 assert array_shift.compiles == 1, array_shift.explanations
 assert metadata.compiles == 2, metadata.explanations
 assert graphdef_before != nnx.graphdef(tagged)
 assert "shift" not in nnx.state(Shifted(0.5, nnx.Rngs(0)))
 assert "shift" in nnx.state(Shifted(jnp.float32(0.5), nnx.Rngs(0)))
-print("metadata now:", dict(tagged.linear.kernel.get_metadata()))
 
 # %% [markdown]
 # A float attribute is in the GraphDef (it is not in `nnx.state(model)`), so each value
@@ -721,24 +639,15 @@ print("metadata now:", dict(tagged.linear.kernel.get_metadata()))
 #
 # * `nnx.cached_partial(step, model, optimizer)` (graph mode only): caches the graph
 #   walk for the arguments you bind;
-# * `nnx.jit_partial(step, model, optimizer, graph=False)`, its counterpart for tree
-#   mode (`graph=False`, where modules are treated as plain pytrees): flattens the bound
-#   objects once, when it is built, and passes only their arrays on each call;
+# * `nnx.jit_partial(step, model, optimizer, graph=False)`: flattens the bound objects
+#   once, when it is built, and passes only their arrays on each call (it refuses graph
+#   mode's write-back: the defaults raise `ValueError`, so pass `graph=False`, or
+#   `graph=True, graph_updates=False`);
 # * the functional form: `nnx.split` once, then `jax.jit` a function of the state that
 #   calls `nnx.merge` inside and returns the new state.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>All four run the same step and compile once. Rank them by time per cached
-# call.</p></div>
 
 
 # %%
-def train_step(model, optimizer, v, target):
-    loss, grads = nnx.value_and_grad(mse)(model, v, target)
-    optimizer.update(model, grads)
-    return loss
-
-
 def fresh_pair():
     model = TwoLayer(nnx.Rngs(0))
     return model, nnx.Optimizer(model, ADAM, wrt=nnx.Param)
@@ -751,17 +660,16 @@ def graph_mode():
 
 
 def cached_partial():
-    model, optimizer = fresh_pair()
-    step = nnx.cached_partial(nnx.jit(train_step), model, optimizer)
+    step = nnx.cached_partial(nnx.jit(train_step), *fresh_pair())
     return lambda: step(x, y)
 
 
 def jit_partial():
-    model, optimizer = fresh_pair()
-    step = nnx.jit_partial(train_step, model, optimizer, graph=False)
+    step = nnx.jit_partial(train_step, *fresh_pair(), graph=False)
     return lambda: step(x, y)
 
 
+# %%
 def split_merge():
     graphdef, state = nnx.split(fresh_pair())
 
@@ -787,47 +695,46 @@ ways = {
     "nnx.jit_partial": jit_partial,
     "jax.jit split/merge": split_merge,
 }
+
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>All four run the same step and compile once. Rank them by time per cached
+# call.</p></div>
+
+# %%
 calls, compiles, overhead_losses = {}, {}, {}
 for label, make_call in ways.items():
-    with jitlab.count_compiles(train_step) as counted:
+    with jitlab.count_compiles(train_step) as compiles[label]:
         calls[label] = make_call()
         overhead_losses[label] = [float(calls[label]()) for _ in range(3)]
-    compiles[label] = counted.compiles
-    assert counted.compiles == 1, (label, counted.explanations)
-
 # Time the four in turns, so a burst of load on a shared machine hits them all alike.
 samples = {label: [] for label in calls}
 for _ in range(60):
     for label, call in calls.items():
         samples[label].append(jitlab.time_once(call))
 steady = {label: 1e6 * float(np.median(times)) for label, times in samples.items()}
-for way in calls:
-    jitlab.record(
-        f"per-call overhead: {way}",
-        compiles=compiles[way],
-        steady_us=steady[way],
-    )
 
-rows = [{"way": w, "compiles": compiles[w], "steady_us": steady[w]} for w in calls]
-jitlab.print_table(rows)
-reference_losses = overhead_losses["nnx.jit"]
-for losses in overhead_losses.values():
-    assert np.allclose(losses, reference_losses, rtol=1e-5)
-graph_us = steady["nnx.jit"]
+# %% tags=["answer"] jupyter={"source_hidden": true}
+jitlab.print_table({"way": w, "compiles": compiles[w].compiles, "steady_us": steady[w]}
+                   for w in calls)  # fmt: skip
+for way in calls:
+    jitlab.record(f"per-call overhead: {way}", compiles=1, steady_us=steady[way])
+    assert compiles[way].compiles == 1, (way, compiles[way].explanations)
+    assert np.allclose(overhead_losses[way], overhead_losses["nnx.jit"], rtol=1e-5)
 fastest_fix = min(steady["nnx.jit_partial"], steady["jax.jit split/merge"])
-print(f"nnx.jit (graph mode) / fastest fix: {graph_us / fastest_fix:.1f}x")
-assert graph_us > 2 * fastest_fix, steady
-assert steady["nnx.cached_partial"] < graph_us, steady
+print(f"on this machine, nnx.jit / fastest fix: {steady['nnx.jit'] / fastest_fix:.1f}x")
+assert steady["nnx.jit"] > 2 * fastest_fix, steady
+assert steady["nnx.cached_partial"] < steady["nnx.jit"], steady
 
 # %% [markdown]
-# Same losses, one compilation each, and several-fold differences in the time per call
-# (the exact numbers move with the machine's load). None of this is a recompilation:
+# Same losses, one compilation each, and a difference of two-fold or more in the time per
+# call (the exact numbers move with the machine and its load). None of this is a recompilation:
 # it is Python work on the cache-hit path, paid on every call. For a step this small it
-# is most of the time, since graph mode takes more than twice as long as the fastest
-# way. `nnx.jit_partial` and the split/merge form do the graph walk once, up front, and
-# then hand `jax.jit` only the state (Variables and arrays) on each call, which is why
-# they come out ahead; `nnx.cached_partial` keeps graph mode's features (shared
-# references, in-place updates) and saves part of the walk.
+# is most of the time: graph mode takes more than twice as long as the fastest way.
+# `nnx.jit_partial` and the split/merge form do the graph walk once, up front, and then
+# hand `jax.jit` only the state (Variables and arrays) on each call, which is why they
+# come out ahead; `nnx.cached_partial` keeps graph mode's features (shared references,
+# in-place updates) and saves part of the walk.
 #
 # ## Optax: a transformation is a pair of functions
 #
@@ -850,70 +757,66 @@ assert optax.sgd(0.1) != optax.sgd(0.1)  # same numbers, new closures
 # %% [markdown]
 # ### As a static argument, or closed over and re-created
 #
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>Three runs. In A, each run builds <code>optax.sgd(0.1)</code> and passes it to a
-# jitted step as a static argument. In B, each run builds it and a jitted step that
-# closes over it. In C, one global optimizer is read by the step, and the script
-# reassigns the global to <code>optax.sgd(0.5)</code> between two calls. Compilations,
-# and results?</p></div>
+# Three runs. In A, each run builds `optax.sgd(0.1)` and passes it to a jitted step as a
+# static argument. In B, each run builds it and a jitted step that closes over it. In C,
+# one global optimizer is read by the step, and the script reassigns the global to
+# `optax.sgd(0.5)` between two calls.
 
 
 # %%
-@functools.partial(jax.jit, static_argnames="tx")
-def step_static_tx(p, opt_state, v, target, tx):
+def sgd_update(tx, p, opt_state, v, target):
     grads = jax.grad(linear_loss)(p, v, target)
     updates, opt_state = tx.update(grads, opt_state, p)
     return optax.apply_updates(p, updates), opt_state
 
 
+@functools.partial(jax.jit, static_argnames="tx")
+def step_static_tx(p, opt_state, v, target, tx):
+    return sgd_update(tx, p, opt_state, v, target)
+
+
 def make_closed_step(tx):
     @jax.jit
     def step_closed_tx(p, opt_state, v, target):
-        grads = jax.grad(linear_loss)(p, v, target)
-        updates, opt_state = tx.update(grads, opt_state, p)
-        return optax.apply_updates(p, updates), opt_state
+        return sgd_update(tx, p, opt_state, v, target)
 
     return step_closed_tx
 
 
-with jitlab.count_compiles(step_static_tx) as as_static:
-    for _ in range(3):
-        tx = optax.sgd(0.1)
-        step_static_tx(params, tx.init(params), x, y, tx=tx)
-with jitlab.count_compiles("step_closed_tx") as as_closure:
-    for _ in range(3):
-        tx = optax.sgd(0.1)
-        make_closed_step(tx)(params, tx.init(params), x, y)
-
+# %%
 optimizer = optax.sgd(0.1)
 
 
 @jax.jit
 def step_global_tx(p, opt_state, v, target):
-    grads = jax.grad(linear_loss)(p, v, target)
-    updates, opt_state = optimizer.update(grads, opt_state, p)
-    return optax.apply_updates(p, updates), opt_state
+    return sgd_update(optimizer, p, opt_state, v, target)
 
 
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Compilations for A, B and C, three runs or two calls each? And which learning rate
+# does C's second call use?</p></div>
+
+# %%
+with jitlab.count_compiles(step_static_tx) as as_static:
+    for tx in (optax.sgd(0.1) for _ in range(3)):
+        step_static_tx(params, tx.init(params), x, y, tx=tx)
+with jitlab.count_compiles("step_closed_tx") as as_closure:
+    for tx in (optax.sgd(0.1) for _ in range(3)):
+        make_closed_step(tx)(params, tx.init(params), x, y)
 with jitlab.count_compiles(step_global_tx) as as_global:
     before, _ = step_global_tx(params, optimizer.init(params), x, y)
     optimizer = optax.sgd(0.5)  # the global now names another transformation
     after, _ = step_global_tx(params, optimizer.init(params), x, y)
+at_half, _ = make_closed_step(optax.sgd(0.5))(params, optimizer.init(params), x, y)
 
-half_step = make_closed_step(optax.sgd(0.5))
-expected_at_half, _ = half_step(params, optimizer.init(params), x, y)
-jitlab.print_table(
-    [
-        {"run": "A: fresh sgd as static argument", "compiles": as_static.compiles},
-        {"run": "B: fresh sgd in a fresh closure", "compiles": as_closure.compiles},
-        {"run": "C: global reassigned", "compiles": as_global.compiles},
-    ]
-)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(f"A: {as_static.compiles}, B: {as_closure.compiles}, C: {as_global.compiles}")
 assert as_static.compiles == 3, as_static.explanations
 assert as_closure.compiles == 3 and "never seen function" in as_closure.explanations[-1]
 assert as_global.compiles == 1
 assert np.allclose(after["w"], before["w"]), "still the learning rate 0.1"
-assert not np.allclose(after["w"], expected_at_half["w"])
+assert not np.allclose(after["w"], at_half["w"])
 
 # %% [markdown]
 # A and B compile once per run: the transformation is a new object each time, and a
@@ -929,10 +832,6 @@ assert not np.allclose(after["w"], expected_at_half["w"])
 # a closure. `optax.inject_hyperparams(optax.sgd)(learning_rate=...)` builds one
 # transformation whose hyperparameters are arrays in the optimizer state, so a new rate
 # is new data for the same program.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>Four learning rates, five steps each. How many compilations with
-# <code>optax.sgd(lr)</code> per rate, and with one injected transformation?</p></div>
 
 # %%
 learning_rates = (0.3, 0.1, 0.03, 0.01)
@@ -941,19 +840,17 @@ INJECTED = optax.inject_hyperparams(optax.sgd)(learning_rate=0.1)  # built once
 
 @jax.jit
 def step_injected(p, opt_state, v, target):
-    grads = jax.grad(linear_loss)(p, v, target)
-    updates, opt_state = INJECTED.update(grads, opt_state, p)
-    return optax.apply_updates(p, updates), opt_state
+    return sgd_update(INJECTED, p, opt_state, v, target)
 
 
+# %%
 def sweep_per_rate():
     finals = []
-    for lr in learning_rates:
-        tx = optax.sgd(lr)
+    for tx in map(optax.sgd, learning_rates):
         p, state = params, tx.init(params)
         for _ in range(5):
             p, state = step_static_tx(p, state, x, y, tx=tx)
-        finals.append(jax.block_until_ready(p["w"]))
+        finals.append(p["w"])
     return finals
 
 
@@ -964,44 +861,29 @@ def sweep_injected():
         state.hyperparams["learning_rate"] = jnp.asarray(lr, jnp.float32)
         for _ in range(5):
             p, state = step_injected(p, state, x, y)
-        finals.append(jax.block_until_ready(p["w"]))
+        finals.append(p["w"])
     return finals
 
 
-with jitlab.count_compiles(step_static_tx) as per_rate, jitlab.stopwatch() as rate_sw:
-    per_rate_finals = sweep_per_rate()
-with jitlab.count_compiles(step_injected) as injected, jitlab.stopwatch() as inject_sw:
-    injected_finals = sweep_injected()
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Four learning rates, five steps each. How many compilations with
+# <code>optax.sgd(lr)</code> per rate, and with one injected transformation?</p></div>
 
-jitlab.print_table(
-    [
-        {
-            "sweep": "optax.sgd(lr) per rate",
-            "compiles": per_rate.compiles,
-            "total_s": rate_sw.seconds,
-        },
-        {
-            "sweep": "inject_hyperparams, one transformation",
-            "compiles": injected.compiles,
-            "total_s": inject_sw.seconds,
-        },
-    ]
+# %%
+per_rate = jitlab.measure(
+    "optax.sgd(lr) per rate", sweep_per_rate, count=step_static_tx
 )
-assert per_rate.compiles == len(learning_rates), per_rate.explanations
-assert injected.compiles == 1, injected.explanations
-assert np.allclose(per_rate_finals, injected_finals, rtol=1e-5)
-jitlab.record(
-    "optax.sgd(lr) per learning rate (problem)",
-    compiles=per_rate.compiles,
-    total_s=rate_sw.seconds,
+injected = jitlab.measure(
+    "inject_hyperparams sweep", sweep_injected, count=step_injected
 )
-jitlab.record(
-    "inject_hyperparams sweep (fix)",
-    compiles=injected.compiles,
-    total_s=inject_sw.seconds,
-    speedup=rate_sw.seconds / inject_sw.seconds,
-)
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+jitlab.compare(per_rate, injected)
 print("injected state:", INJECTED.init(params).hyperparams)
+assert per_rate.compiles == len(learning_rates), per_rate.counts.explanations
+assert injected.compiles == 1, injected.counts.explanations
+assert np.allclose(per_rate.result, injected.result, rtol=1e-5)
 
 # %% [markdown]
 # One compilation for the whole sweep, the same final weights. The rate is a float32
@@ -1010,26 +892,27 @@ print("injected state:", INJECTED.init(params).hyperparams)
 # Optax's own docstring for `inject_hyperparams` changes a hyperparameter by assigning a
 # Python float. That works, but a Python float is *weakly typed* (lesson 03), and the
 # state that `init` and `update` produce holds a strongly typed float32.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>A fresh jitted step is called with the state from <code>init</code>, then with
-# <code>hyperparams["learning_rate"] = 0.05</code>. How many traces?</p></div>
 
 
 # %%
 @jax.jit
 def step_injected_float(p, opt_state, v, target):
-    grads = jax.grad(linear_loss)(p, v, target)
-    updates, opt_state = INJECTED.update(grads, opt_state, p)
-    return optax.apply_updates(p, updates), opt_state
+    return sgd_update(INJECTED, p, opt_state, v, target)
 
 
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>A fresh jitted step is called with the state from <code>init</code>, then with
+# <code>hyperparams["learning_rate"] = 0.05</code>. How many traces?</p></div>
+
+# %%
 with jitlab.count_compiles(step_injected_float) as python_float:
     state = INJECTED.init(params)
     p, state = step_injected_float(params, state, x, y)
-    state.hyperparams["learning_rate"] = 0.05  # a Python float: weakly typed
+    state.hyperparams["learning_rate"] = 0.05  # a Python float
     p, state = step_injected_float(p, state, x, y)
 
+# %% tags=["answer"] jupyter={"source_hidden": true}
 print(python_float.last_reason)
 assert "state.hyperparams['b2'] = 0.95" in optax.inject_hyperparams.__doc__
 assert not jax.typeof(INJECTED.init(params).hyperparams["learning_rate"]).weak_type
@@ -1047,11 +930,6 @@ assert "weak_type=True" in python_float.last_reason
 # break it: an `init` that leaves the momentum as `None` until the first update, or
 # starts a counter at the Python int `0`. The state that comes back from the first step
 # then differs from the one that went in.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>Four steps with a momentum whose <code>init</code> returns
-# <code>MomentumState(count=0, velocity=None)</code>, then four with an <code>init</code>
-# that builds zeros of the right shapes. How many traces each?</p></div>
 
 
 # %%
@@ -1067,9 +945,8 @@ def lazy_momentum(learning_rate, decay):
         return MomentumState(count=0, velocity=None)
 
     def update(grads, state, p=None):
-        if state.velocity is None:
-            velocity = grads
-        else:
+        velocity = grads
+        if state.velocity is not None:
             velocity = jax.tree.map(lambda m, g: decay * m + g, state.velocity, grads)
         updates = jax.tree.map(lambda m: -learning_rate * m, velocity)
         return updates, MomentumState(count=state.count + 1, velocity=velocity)
@@ -1077,40 +954,32 @@ def lazy_momentum(learning_rate, decay):
     return optax.GradientTransformation(init, update)
 
 
-def eager_momentum(learning_rate, decay):
-    """The same optimizer, with every leaf created by init, in its final type."""
-    lazy = lazy_momentum(learning_rate, decay)
-
-    def init(p):
-        return MomentumState(
-            count=jnp.zeros([], jnp.int32), velocity=jax.tree.map(jnp.zeros_like, p)
-        )
-
-    return optax.GradientTransformation(init, lazy.update)
+# %%
+def eager_init(p):
+    """The same optimizer's state, every leaf created by init, in its final type."""
+    zeros = jax.tree.map(jnp.zeros_like, p)
+    return MomentumState(count=jnp.zeros([], jnp.int32), velocity=zeros)
 
 
-LAZY, EAGER = lazy_momentum(0.1, 0.9), eager_momentum(0.1, 0.9)  # built once
+LAZY = lazy_momentum(0.1, 0.9)  # built once
+EAGER = optax.GradientTransformation(eager_init, LAZY.update)
 
 
 @jax.jit
 def step_lazy_state(p, opt_state, v, target):
-    grads = jax.grad(linear_loss)(p, v, target)
-    updates, opt_state = LAZY.update(grads, opt_state, p)
-    return optax.apply_updates(p, updates), opt_state
+    return sgd_update(LAZY, p, opt_state, v, target)
 
 
 @jax.jit
 def step_eager_state(p, opt_state, v, target):
-    grads = jax.grad(linear_loss)(p, v, target)
-    updates, opt_state = EAGER.update(grads, opt_state, p)
-    return optax.apply_updates(p, updates), opt_state
+    return sgd_update(EAGER, p, opt_state, v, target)
 
 
+# %%
 def run_momentum(step, tx):
-    p, state = params, tx.init(params)
-    states = [state]
+    p, states = params, [tx.init(params)]
     for v, target in batches:
-        p, state = step(p, state, v, target)
+        p, state = step(p, states[-1], v, target)
         states.append(state)
     return p, states
 
@@ -1121,44 +990,43 @@ def signature(tree):
     return treedef, [str(jax.typeof(leaf)) for leaf in leaves]
 
 
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Four steps with a momentum whose <code>init</code> returns
+# <code>MomentumState(count=0, velocity=None)</code>, then four with an <code>init</code>
+# that builds zeros of the right shapes. How many traces each?</p></div>
+
+# %%
 with jitlab.count_compiles(step_lazy_state) as lazy_count:
     lazy_params, lazy_states = run_momentum(step_lazy_state, LAZY)
 with jitlab.count_compiles(step_eager_state) as eager_count:
     eager_params, eager_states = run_momentum(step_eager_state, EAGER)
 
-jitlab.print_table(
-    [
-        {"init builds": "count=0, velocity=None", "traces": lazy_count.traces},
-        {"init builds": "int32 zero, zeros_like(params)", "traces": eager_count.traces},
-    ]
-)
-print("lazy:", lazy_count.last_reason[:160])
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print("lazy:", lazy_count, "|", lazy_count.last_reason[:120], "\neager:", eager_count)
+jitlab.record("optimizer state filled by first update", compiles=lazy_count.compiles)
+jitlab.record("optimizer state built by init", compiles=eager_count.compiles)
 assert lazy_count.traces == 2 and eager_count.traces == 1
 assert jax.tree.structure(lazy_states[0]) != jax.tree.structure(lazy_states[1])
 assert all(jax.typeof(s.count).weak_type for s in lazy_states)  # weak at every step
 assert all(signature(s) == signature(eager_states[0]) for s in eager_states)
 assert np.allclose(lazy_params["w"], eager_params["w"], rtol=1e-6)
-jitlab.record(
-    "optimizer state filled by first update (problem)",
-    compiles=lazy_count.compiles,
-)
-jitlab.record(
-    "optimizer state built by init (fix)",
-    compiles=eager_count.compiles,
-)
-
-adam_state = ADAM.init(params)
-_, adam_after = ADAM.update(jax.tree.map(jnp.ones_like, params), adam_state, params)
-assert signature(adam_state) == signature(adam_after)
-print("optax.adam state before and after an update:", signature(adam_state)[1][:3])
 
 # %% [markdown]
 # The lazy state retraces once, at the second step (`None` became a dict of arrays, a
 # new pytree structure: lesson 04), then stays put. The Python `0` happens not to cost a
 # trace: `0 + 1` inside jit is still weakly typed (lesson 03), so the count is a weak
 # `int32` at every step. The eager state never changes. `optax.adam` builds its whole
-# state in `init`, with final dtypes (the last check above); copy that habit. The same
-# rule applies to anything you thread through a jitted loop.
+# state in `init`, with final dtypes; copy that habit:
+
+# %%
+adam_state = ADAM.init(params)
+_, adam_after = ADAM.update(jax.tree.map(jnp.ones_like, params), adam_state, params)
+print("optax.adam state before and after an update:", signature(adam_state)[1][:3])
+assert signature(adam_state) == signature(adam_after)
+
+# %% [markdown]
+# The same rule applies to anything you thread through a jitted loop.
 #
 # ## Summary: the causes you know, in disguise
 #
