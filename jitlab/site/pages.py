@@ -10,6 +10,7 @@ from typing import Any
 
 from jitlab.course.manifest import Lesson, load_course
 
+
 def _results_dir() -> Path:
     return load_course().root / "results"
 
@@ -24,8 +25,7 @@ def learning_path() -> str:
     for item in lessons:
         minutes = item.meta.minutes
         rows.append(
-            f"| {_lesson_link(item)} | {item.meta.fix} | "
-            f"{minutes.teaching} + {minutes.exercises} |"
+            f"| {_lesson_link(item)} | {item.meta.fix} | {minutes.teaching} + {minutes.exercises} |"
         )
     total = sum(i.meta.minutes.teaching + i.meta.minutes.exercises for i in lessons)
     rows.append(f"| **all lessons** | | **{total}** |")
@@ -75,7 +75,9 @@ def _plan_days(slots: list[Slot], *, lunch: bool) -> list[list[tuple[int, Slot]]
             while days[-1][-1][1].is_pause:  # no break just before the end of a day
                 days[-1].pop()
             last_clock, last = days[-1][-1]
-            days[-1].append((last_clock + last.teaching + last.exercises, Slot("*end*", 0, is_pause=True)))
+            days[-1].append(
+                (last_clock + last.teaching + last.exercises, Slot("*end*", 0, is_pause=True))
+            )
             days.append([])
             now, since_break, had_lunch = DAY_START, 0, not lunch
             continue
@@ -109,7 +111,9 @@ def _schedule(slots: list[Slot], *, lunch: bool = True) -> str:
 def _lesson_slot(item: Lesson, *, half: bool = False) -> Slot:
     if half and item.meta.half_day is not None:
         minutes = item.meta.half_day.minutes
-        return Slot(_lesson_link(item), minutes.teaching, minutes.exercises, item.meta.half_day.skip)
+        return Slot(
+            _lesson_link(item), minutes.teaching, minutes.exercises, item.meta.half_day.skip
+        )
     return Slot(_lesson_link(item), item.meta.minutes.teaching, item.meta.minutes.exercises)
 
 
@@ -123,9 +127,11 @@ def half_day() -> str:
     left = [item for item in load_course().lessons if item.meta.half_day is None]
     table = _schedule(slots, lunch=False)
     if left:
-        table += "\n\nLeft for self-study after the workshop: " + ", ".join(
-            _lesson_link(item) for item in left
-        ) + "."
+        table += (
+            "\n\nLeft for self-study after the workshop: "
+            + ", ".join(_lesson_link(item) for item in left)
+            + "."
+        )
     return table
 
 
@@ -155,8 +161,13 @@ def _number(value: Any, digits: int = 1) -> str:
 
 
 def load_results(folder: Path | None = None) -> list[dict[str, Any]]:
+    """Every results file in ``folder`` (default ``results/machines``), its lessons named
+    by slug however the file names them (see :func:`jitlab.maintainer.bench.read_results`)."""
+    from jitlab.maintainer.bench import read_results
+
     folder = folder or _results_dir() / "machines"
-    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
+    course = load_course()
+    return [read_results(path, course) for path in sorted(folder.glob("*.json"))]
 
 
 def run_name(run: dict[str, Any]) -> str:
@@ -168,12 +179,6 @@ def run_name(run: dict[str, Any]) -> str:
     else:
         device = f"{str(env.get('platform', '')).upper()} {env.get('device_kind', '')}"
     return f"{device} · {env.get('cpu_cores', '?')} cores · jax {env.get('jax', '?')}"
-
-
-def _lesson_label(key: str) -> str:
-    course = load_course()
-    found = course.find_lesson(str(key))
-    return found.label if found else str(key)
 
 
 def _measure(row: dict[str, Any]) -> str:
@@ -191,10 +196,34 @@ def _measure(row: dict[str, Any]) -> str:
     return " · ".join(parts) or "–"
 
 
-def results() -> str:
-    runs = load_results()
+def _experiments(runs: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Each lesson's experiments, in course order, each named once over all runs."""
+    found: dict[str, list[str]] = {}
+    for run in runs:
+        for row in run["records"]:
+            names = found.setdefault(row["lesson"], [])
+            if row["experiment"] not in names:
+                names.append(row["experiment"])
+    order = [item.slug for item in load_course().lessons]
+    return {slug: found[slug] for slug in order if slug in found}
+
+
+def _record(run: dict[str, Any], lesson: str, experiment: str) -> dict[str, Any] | None:
+    return next(
+        (r for r in run["records"] if r["lesson"] == lesson and r["experiment"] == experiment),
+        None,
+    )
+
+
+def results(folder: Path | None = None) -> str:
+    """The "Measured results" page: one table per lesson, one row per experiment with a
+    column per run (machine and JAX release), and a chart of the ratios, runs side by side."""
+    runs = load_results(folder)
     if not runs:
-        return "*No results yet: run `jitlab dev bench` and commit `results/machines/`.*"
+        return (
+            "*No results yet: run `make bench` (`jitlab dev bench`) and commit "
+            "`results/machines/`.*"
+        )
     names = [run_name(run) for run in runs]
     parts = [
         "## Machines and releases\n",
@@ -209,78 +238,76 @@ def results() -> str:
             f"{env.get('cpu_model')} | {env.get('cpu_cores')} | {env.get('python')} | "
             f"{env.get('jax')} | {str(run.get('generated', ''))[:10]} | {failed} |"
         )
-    experiments: dict[str, list[str]] = {}
-    for run in runs:
-        for row in run["records"]:
-            names_ = experiments.setdefault(str(row["lesson"]), [])
-            if row["experiment"] not in names_:
-                names_.append(row["experiment"])
     parts.append("\n## Experiments\n")
     parts.append(
-        "One column per run. *ratio* is the fix against the problem, or the first call "
-        "against a cached call. Timings differ between machines; compilation counts "
-        "should not.\n"
+        "One row per experiment, one column per run. *ratio* is the fix against the "
+        "problem, or the first call against a cached call. Timings differ between "
+        "machines; compilation counts should not. A dash: that run did not have the "
+        "experiment (an older lesson, or another release).\n"
     )
-    for lesson, rows in experiments.items():
-        parts.append(f"### {_lesson_label(lesson)}\n")
+    course = load_course()
+    for lesson, experiments in _experiments(runs).items():
+        parts.append(f"### {course.lesson(lesson).label}\n")
         parts.append("| experiment | " + " | ".join(names) + " |")
         parts.append("|---" * (len(names) + 1) + "|")
-        for experiment in rows:
-            cells = []
-            for run in runs:
-                match = [
-                    r
-                    for r in run["records"]
-                    if str(r["lesson"]) == lesson and r["experiment"] == experiment
-                ]
-                cells.append(_measure(match[0]) if match else "–")
+        for experiment in experiments:
+            cells = [
+                _measure(row) if (row := _record(run, lesson, experiment)) else "–" for run in runs
+            ]
             parts.append(f"| {experiment} | " + " | ".join(cells) + " |")
-        parts.append("")
-    parts += ["## Ratios, side by side\n", ratio_chart(runs)]
+        parts += ["", ratio_chart(runs, lesson, experiments), ""]
     return "\n".join(parts)
 
 
-def ratio_chart(machines: list[dict[str, Any]]) -> str:
-    """Every recorded ratio (fix against problem, first against cached call) per machine,
-    as an inline SVG: the page needs no image file and no script."""
+CHART_WIDTH_IN, CHART_FONT_PT = 5.0, 10
+"""The results charts' size: 5 inches wide, text at 10 pt, so that shrunk to a phone's
+column (about 350 px of 480) the smallest text is still 9 px high."""
+
+
+def ratio_chart(runs: list[dict[str, Any]], lesson: str, experiments: list[str]) -> str:
+    """One lesson's ratios (fix against problem, first against cached call), a bar per
+    run for each experiment, as an inline SVG: the page needs no image file and no script."""
     import io
+    import textwrap
 
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels: list[str] = []
-    for machine in machines:
-        for row in machine["records"]:
-            label = f"{row['lesson']} {row['experiment']}"
-            if row.get("speedup") and label not in labels:
-                labels.append(label)
+    labels = [
+        e
+        for e in experiments
+        if any((r := _record(run, lesson, e)) and r.get("speedup") for run in runs)
+    ]
     if not labels:
         return ""
-    fig, ax = plt.subplots(figsize=(8, 0.32 * len(labels) * len(machines) + 1.2))
-    height = 0.8 / len(machines)
-    for index, machine in enumerate(machines):
-        ratios = {
-            f"{r['lesson']} {r['experiment']}": r["speedup"]
-            for r in machine["records"]
-            if r.get("speedup")
-        }
-        ax.barh(
-            [i + index * height for i in range(len(labels))],
-            [ratios.get(label, 0) for label in labels],
-            height=height,
-            label=run_name(machine),
+    style = {"font.size": CHART_FONT_PT, "svg.fonttype": "none", "svg.hashsalt": lesson}
+    with plt.rc_context(style):
+        fig, ax = plt.subplots(figsize=(CHART_WIDTH_IN, 0.5 * len(labels) * len(runs) + 1.4))
+        height = 0.8 / len(runs)
+        for index, run in enumerate(runs):
+            ratios = [((_record(run, lesson, label) or {}).get("speedup") or 0) for label in labels]
+            ax.barh(
+                [i + index * height for i in range(len(labels))],
+                ratios,
+                height=height,
+                label=run_name(run),
+            )
+        ax.set_yticks(
+            [i + 0.4 - height / 2 for i in range(len(labels))],
+            [textwrap.fill(label, 24) for label in labels],
         )
-    ax.set_yticks([i + 0.4 - height / 2 for i in range(len(labels))], labels, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xscale("log")
-    ax.set_xlabel("ratio (log scale)")
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", metadata={"Date": None})
-    plt.close(fig)
+        ax.invert_yaxis()
+        ax.set_xscale("log")
+        ax.set_xlabel("ratio (log scale)")
+        ax.legend(
+            loc="upper center", bbox_to_anchor=(0.5, -0.18 - 0.1 / len(labels)), frameon=False
+        )
+        fig.tight_layout()
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", metadata={"Date": None}, bbox_inches="tight")
+        plt.close(fig)
     svg = buffer.getvalue()
     return '<div class="jitlab-chart">' + svg[svg.index("<svg") :] + "</div>"
 
