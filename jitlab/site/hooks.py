@@ -19,6 +19,9 @@
   lessons use no maths, so both scripts are dropped and the site makes no request outside itself.
 - Notebook pages link to each other as ``../09_diagnosing/``; the offline build (one
   file per page, opened over file://) gets those links rewritten to ``09_diagnosing.html``.
+- Exercise pages (online and offline) show the learner's copy as generated from its source
+  in ``solutions/`` (written to ``_build/site-exercises``), never the ``exercises/`` files
+  of whoever builds the site, which may hold their own answers.
 - On a static page the answer to each *Predict* prompt sits right under the question;
   the outputs of the cells that answer it are folded until the reader opens them.
 """
@@ -36,7 +39,8 @@ import jupytext
 from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
 
-from jitlab.course.manifest import load_course
+from jitlab.course.exercise_source import generated_text
+from jitlab.course.manifest import Course, load_course
 from jitlab.notebooks.pipeline import executed_dir, executed_lessons
 from jitlab.site import pages
 
@@ -80,22 +84,40 @@ def on_config(config: Any) -> Any:
     return config
 
 
+SITE_EXERCISES = "site-exercises"
+
+
+def original_exercises(course: Course) -> Path:
+    """Every learner's copy as generated from its source, in ``_build/site-exercises``
+    (a file is rewritten only when its text changes, so the page cache holds)."""
+    root = course.build_dir / SITE_EXERCISES
+    (root / "exercises").mkdir(parents=True, exist_ok=True)
+    for exercise in course.exercises:
+        target = root / "exercises" / f"{exercise.stem}.py"
+        text = generated_text(exercise)
+        if not target.exists() or target.read_text(encoding="utf-8") != text:
+            target.write_text(text, encoding="utf-8")
+    return root
+
+
 @event_priority(50)  # before mkdocs-jupyter wraps the notebook files
 def on_files(files: Files, config: Any) -> Files:
-    """Swap the lesson sources for the executed notebooks (executing stale ones)."""
+    """Swap the lesson sources for the executed notebooks (executing stale ones), and
+    the exercises for the originals generated from their sources."""
     course = load_course()
     executed_lessons(course)
-    root = executed_dir(course)
-    kept = [f for f in files if not f.src_uri.startswith("lessons/")]
-    for item in course.lessons:
-        kept.append(
-            File(
-                f"lessons/{item.stem}.ipynb",
-                str(root),
-                config["site_dir"],
-                config["use_directory_urls"],
+    generated = {
+        "lessons": (executed_dir(course), [f"{item.stem}.ipynb" for item in course.lessons]),
+        "exercises": (original_exercises(course), [f"{e.stem}.py" for e in course.exercises]),
+    }
+    kept = [f for f in files if f.src_uri.split("/")[0] not in generated]
+    for folder, (root, names) in generated.items():
+        for name in names:
+            kept.append(
+                File(
+                    f"{folder}/{name}", str(root), config["site_dir"], config["use_directory_urls"]
+                )
             )
-        )
     return Files(kept)
 
 
@@ -238,8 +260,10 @@ def on_post_build(config: Any) -> None:
             shutil.copyfile(
                 executed / "lessons" / f"{item.stem}.ipynb", page_dir / f"{item.stem}.ipynb"
             )
+    originals = course.build_dir / SITE_EXERCISES / "exercises"
     for exercise in course.exercises:
-        sources = (("exercises", exercise.learner_copy), ("solutions", exercise.source))
+        original = originals / f"{exercise.stem}.py"
+        sources = (("exercises", original), ("solutions", exercise.source))
         for folder, source in sources:
             page_dir = _page_dir(site, folder, exercise.stem, config)
             if page_dir.is_dir():
