@@ -22,6 +22,9 @@
 - Exercise pages (online and offline) show the learner's copy as generated from its source
   in ``solutions/`` (written to ``_build/site-exercises``), never the ``exercises/`` files
   of whoever builds the site, which may hold their own answers.
+- Plots (SVG, with real text: see ``jitlab.course.boxes.plots_as_svg``) shrink with the
+  page, but never below the width at which their smallest text is 9 px high; below
+  that, a plot scrolls in its own box, as wide tables do.
 - On a static page the answer to each *Predict* prompt sits right under the question;
   the outputs of the cells that answer it are folded until the reader opens them.
 """
@@ -29,6 +32,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import posixpath
 import re
 import shutil
@@ -230,8 +234,34 @@ def _flatten_directory_links(output: str, page: Any) -> str:
     return _RELATIVE_DIRECTORY_HREF.sub(flatten, output)
 
 
+MIN_TEXT_PX = 9.5  # on screen; a little above the 9 px the browser test asks for
+_SVG = re.compile(r"<svg\b[^>]*>.*?</svg>", re.DOTALL)
+_VIEWBOX = re.compile(r'\bviewBox="[\d.\-]+ [\d.\-]+ ([\d.]+) [\d.]+"')
+_FONT_SIZE = re.compile(r"font-size:\s*([\d.]+)px")
+
+
+def readable_svgs(html: str) -> str:
+    """Give every SVG with text a ``min-width`` at which its smallest text is
+    ``MIN_TEXT_PX`` high: its font sizes are in its own units (a matplotlib figure's
+    points), so the width on screen, over the viewBox width, is the scale of its text."""
+
+    def fix(match: re.Match[str]) -> str:
+        svg = match.group(0)
+        opening = svg[: svg.index(">") + 1]
+        width = _VIEWBOX.search(opening)
+        sizes = [float(size) for size in _FONT_SIZE.findall(svg)]
+        if width is None or not sizes or "min-width" in opening:
+            return svg
+        min_width = math.ceil(MIN_TEXT_PX * float(width.group(1)) / min(sizes))
+        if ' style="' in opening:
+            return svg.replace(' style="', f' style="min-width: {min_width}px; ', 1)
+        return f'<svg style="min-width: {min_width}px"' + svg[4:]
+
+    return _SVG.sub(fix, html)
+
+
 def on_post_page(output: str, page: Any, config: Any) -> str:
-    output = _EXTERNAL_SCRIPT.sub("", output)
+    output = readable_svgs(_EXTERNAL_SCRIPT.sub("", output))
     if page.file.src_uri.endswith(NOTEBOOK_PAGE):
         if not config["use_directory_urls"]:
             output = _flatten_directory_links(output, page)

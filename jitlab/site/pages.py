@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from jitlab.course.manifest import Lesson, load_course
+from jitlab.course.metadata import CourseError
+from jitlab.course.pace import half_day_problems
 
 
 def _results_dir() -> Path:
@@ -108,22 +110,42 @@ def _schedule(slots: list[Slot], *, lunch: bool = True) -> str:
     return "\n\n".join(f"**Day {n}**\n\n{_table(day)}" for n, day in enumerate(days, 1))
 
 
-def _lesson_slot(item: Lesson, *, half: bool = False) -> Slot:
-    if half and item.meta.half_day is not None:
+def _half_day_title(item: Lesson, planned: set[str]) -> str:
+    """The lesson's link, then what the half day asks beyond it: what to read before (its
+    prerequisites the plan leaves out) and the part of the exercise to do."""
+    plan = item.meta.half_day
+    assert plan is not None
+    title = _lesson_link(item)
+    left_out = [slug for slug in item.meta.prerequisites.lessons if slug not in planned]
+    if left_out and plan.read_before:
+        course = load_course()
+        links = ", ".join(_lesson_link(course.lesson(slug)) for slug in left_out)
+        title += f"<br><small>read before: {links}: {plan.read_before}</small>"
+    if plan.exercise and plan.minutes.exercises:
+        title += f"<br><small>exercise: {plan.exercise}</small>"
+    return title
+
+
+def _lesson_slot(item: Lesson, *, planned: set[str] | None = None) -> Slot:
+    if planned is not None and item.meta.half_day is not None:
         minutes = item.meta.half_day.minutes
-        return Slot(
-            _lesson_link(item), minutes.teaching, minutes.exercises, item.meta.half_day.skip
-        )
+        title = _half_day_title(item, planned)
+        return Slot(title, minutes.teaching, minutes.exercises, item.meta.half_day.skip)
     return Slot(_lesson_link(item), item.meta.minutes.teaching, item.meta.minutes.exercises)
 
 
 def half_day() -> str:
     """Setup, then the lessons whose front matter has a ``half_day`` plan (shorter minutes,
     sections to skip), in course order: a path that reaches the capstone in a morning."""
-    chosen = [item for item in load_course().lessons if item.meta.half_day is not None]
+    course = load_course()
+    chosen = [item for item in course.lessons if item.meta.half_day is not None]
     if not chosen:
         return "*No lesson has a half-day plan yet (`half_day:` in its front matter).*"
-    slots = [SETUP_SLOT, *(_lesson_slot(item, half=True) for item in chosen)]
+    problems = half_day_problems(course)
+    if problems:
+        raise CourseError("the half-day plan does not hold together:\n" + "\n".join(problems))
+    planned = {item.slug for item in chosen}
+    slots = [SETUP_SLOT, *(_lesson_slot(item, planned=planned) for item in chosen)]
     left = [item for item in load_course().lessons if item.meta.half_day is None]
     table = _schedule(slots, lunch=False)
     if left:
