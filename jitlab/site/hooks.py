@@ -36,6 +36,7 @@ import math
 import posixpath
 import re
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +110,7 @@ def on_files(files: Files, config: Any) -> Files:
     """Swap the lesson sources for the executed notebooks (executing stale ones), and
     the exercises for the originals generated from their sources."""
     course = load_course()
-    executed_lessons(course)
+    executed_lessons(course, echo=lambda line: print(line, flush=True))
     generated = {
         "lessons": (executed_dir(course), [f"{item.stem}.ipynb" for item in course.lessons]),
         "exercises": (original_exercises(course), [f"{e.stem}.py" for e in course.exercises]),
@@ -122,6 +123,8 @@ def on_files(files: Files, config: Any) -> Files:
                     f"{folder}/{name}", str(root), config["site_dir"], config["use_directory_urls"]
                 )
             )
+    notebooks = sum(f.src_uri.endswith(NOTEBOOK_PAGE) for f in kept)
+    print(f"rendering {len(kept)} files, {notebooks} of them notebook pages", flush=True)
     return Files(kept)
 
 
@@ -277,9 +280,23 @@ def _page_dir(site: Path, folder: str, stem: str, config: Any) -> Path:
     return site / folder / stem if config["use_directory_urls"] else site / folder
 
 
+_STARTED = [time.monotonic()]
+
+
+def on_startup(command: str, dirty: bool) -> None:
+    _STARTED[0] = time.monotonic()
+
+
 def on_post_build(config: Any) -> None:
-    """Put each notebook page's downloads beside it: the .py source and an .ipynb (the
-    executed notebook for lessons, the converted source for exercises and solutions)."""
+    """Put each notebook page's downloads beside it (see :func:`_put_downloads`), and say
+    how long the build took."""
+    _put_downloads(config)
+    print(f"site built in {time.monotonic() - _STARTED[0]:.0f} s", flush=True)
+
+
+def _put_downloads(config: Any) -> None:
+    """Each notebook page's .py source and an .ipynb (the executed notebook for lessons,
+    the converted source for exercises and solutions), beside the page."""
     course = load_course()
     site = Path(config["site_dir"])
     executed = executed_dir(course)
