@@ -31,6 +31,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import math
 import posixpath
@@ -243,6 +244,23 @@ _VIEWBOX = re.compile(r'\bviewBox="[\d.\-]+ [\d.\-]+ ([\d.]+) [\d.]+"')
 _FONT_SIZE = re.compile(r"font-size:\s*([\d.]+)px")
 
 
+_SVG_IMAGE = re.compile(r'<img\b[^>]*\bsrc="data:image/svg\+xml;base64,([A-Za-z0-9+/=\s]+)"[^>]*>')
+
+
+def inline_svg_images(html: str) -> str:
+    """nbconvert shows a plot's SVG as an ``<img>`` of a data URL; the page gets the SVG
+    itself instead (it is the course's own output, from its executed lessons), so its
+    text is text: sized by :func:`readable_svgs`, selectable, and measured by the
+    browser tests."""
+
+    def inline(match: re.Match[str]) -> str:
+        svg = base64.b64decode(match.group(1)).decode("utf-8")
+        start = svg.find("<svg")
+        return svg[start:] if start >= 0 else match.group(0)
+
+    return _SVG_IMAGE.sub(inline, html)
+
+
 def readable_svgs(html: str) -> str:
     """Give every SVG with text a ``min-width`` at which its smallest text is
     ``MIN_TEXT_PX`` high: its font sizes are in its own units (a matplotlib figure's
@@ -264,7 +282,7 @@ def readable_svgs(html: str) -> str:
 
 
 def on_post_page(output: str, page: Any, config: Any) -> str:
-    output = readable_svgs(_EXTERNAL_SCRIPT.sub("", output))
+    output = readable_svgs(inline_svg_images(_EXTERNAL_SCRIPT.sub("", output)))
     if page.file.src_uri.endswith(NOTEBOOK_PAGE):
         if not config["use_directory_urls"]:
             output = _flatten_directory_links(output, page)
