@@ -206,7 +206,7 @@ def run_name(run: dict[str, Any]) -> str:
 def _measure(row: dict[str, Any]) -> str:
     parts = []
     if row.get("compiles") is not None:
-        parts.append(f"{row['compiles']} compiles")
+        parts.append(f"{row['compiles']} compile" + ("" if row["compiles"] == 1 else "s"))
     if row.get("first_ms") is not None:
         parts.append(f"first {_number(row['first_ms'])} ms")
     if row.get("steady_us") is not None:
