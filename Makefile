@@ -28,13 +28,18 @@ $(STAMP): requirements.lock pyproject.toml
 	@interpreter=$$(tools/find-python) || exit 1; \
 	if [ -x $(BIN)/python ] && ! $(BIN)/python -c 'import sys; sys.exit(sys.version_info[:2] < (3, 12))' 2>/dev/null; then \
 	  echo "$(VENV) was made with an older Python; making it again with $$interpreter"; rm -rf $(VENV); fi; \
-	echo "creating $(VENV) with $$interpreter"; $$interpreter -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade "pip==26.3" $(PIP_OPTIONS)
-	$(BIN)/python -m pip install --quiet -r requirements.lock $(PIP_OPTIONS)
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . $(PIP_OPTIONS)
+	echo "[setup 1/5] creating $(VENV) with $$interpreter"; $$interpreter -m venv $(VENV)
+	@echo "[setup 2/5] pip 26.3"
+	@$(BIN)/python -m pip install --quiet --upgrade "pip==26.3" $(PIP_OPTIONS)
+	@echo "[setup 3/5] $$(grep -c '==' requirements.lock) pinned packages from requirements.lock" \
+	  "(JAX, JupyterLab, MkDocs: the long step, a few minutes the first time)"
+	@$(BIN)/python -m pip install --quiet -r requirements.lock $(PIP_OPTIONS)
+	@echo "[setup 4/5] the course's own package (jitlab), editable"
+	@$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . $(PIP_OPTIONS)
 	@# The course's own bytecode, compiled once: an editable install leaves it to the first
 	@# import, and kernels run with PYTHONDONTWRITEBYTECODE, so every check would compile it.
-	$(BIN)/python -m compileall -q jitlab
+	@echo "[setup 5/5] compiling the course's bytecode, JupyterLab's settings"
+	@$(BIN)/python -m compileall -q jitlab
 	@# JupyterLab opens a lesson's .py as a notebook on double-click (Jupytext's viewer).
 	@mkdir -p $(VENV)/share/jupyter/lab/settings
 	@cp tools/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
@@ -44,6 +49,7 @@ setup: $(STAMP)
 
 # Build the site into site/: lessons executed (only those changed since the last run).
 site: $(STAMP)
+	@echo "building the site: every lesson that changed is executed first (a line each), then the pages"
 	$(BIN)/mkdocs build --strict
 
 # JupyterLab on the course folder: lessons and exercises open as notebooks.

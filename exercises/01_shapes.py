@@ -1,21 +1,6 @@
 # ---
 # jupyter:
 #   jitlab:
-#     hints:
-#     - 'Part 1 has three pieces: a size function, a jitted kernel that sees only bucket
-#       sizes, and a wrapper that pads. Start with bucket_size: what is the smallest
-#       power of two that is at least n?'
-#     - In padded_rms, build a mask with jnp.arange(padded.shape[0]) < n. Both the sum
-#       of squares and the count must ignore positions past n.
-#     - 'n must stay a traced argument: if you make it static, every new length compiles
-#       again. In rms, pad with np.pad (or np.zeros + assignment) to bucket_size(len(x)),
-#       then return padded_rms(padded, len(x)).'
-#     - 'Part 2: jnp.nonzero needs to know the length of its answer when it is traced.
-#       The most positions there can be is len(x), and x.shape[0] is known at trace
-#       time.'
-#     - jnp.nonzero(x > threshold, size=x.shape[0], fill_value=-1) returns a tuple with
-#       one index array; the count is jnp.sum(x > threshold). Keep threshold an ordinary
-#       (traced) argument.
 #     title: Any length, one compilation per bucket; any count, one compilation
 #   jupytext:
 #     formats: py:percent
@@ -32,6 +17,9 @@
 
 # %% [markdown]
 # # Exercise 01 · Shapes
+#
+# Stuck? Run `jitlab hint 01` in a terminal for the next hint, mildest first;
+# the hints are not in this file.
 #
 # ## Part 1: one compilation per bucket
 #

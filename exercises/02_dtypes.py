@@ -1,19 +1,6 @@
 # ---
 # jupyter:
 #   jitlab:
-#     hints:
-#     - 'Run the cell that prints what the loader yields: six dtypes arrive. Which of
-#       them reach the cache as the same key (see the table in lesson 02), and how many
-#       compilations does that make if score passes the batches through untouched?'
-#     - The cache lookup uses the dtype a batch has when it reaches score_core; anything
-#       score_core does to it afterwards (x.astype, for instance) is too late. The conversion
-#       belongs in score, before the call.
-#     - Pick one float dtype for every batch. An integer dtype truncates the float batches,
-#       and float16 keeps only about three significant digits; float32 keeps the numbers
-#       right.
-#     - In score, convert with jnp.asarray(batch, dtype=...) and pass the result on
-#       to score_core. In score_core, x.mean(axis=0) and x.std(axis=0) give each column's
-#       statistics.
 #     title: Score batches of any dtype with one compilation
 #   jupytext:
 #     formats: py:percent
@@ -30,6 +17,9 @@
 
 # %% [markdown]
 # # Exercise 02 · Dtypes
+#
+# Stuck? Run `jitlab hint 02` in a terminal for the next hint, mildest first;
+# the hints are not in this file.
 #
 # A data loader hands you batches of sensor readings, always of shape `(rows, cols)`, but
 # in whatever dtype each source stores: float64 from a CSV read by pandas, float32 from a

@@ -1,20 +1,6 @@
 # ---
 # jupyter:
 #   jitlab:
-#     hints:
-#     - 'Print `jax.typeof(schedule(step))` for every step: how many different abstract
-#       values would `sgd_step` see for `lr`? Then print `jax.tree.map(jax.typeof, state)`
-#       for `init(params0)` and for the state one `sgd_step` returns.'
-#     - The cache key is made from the arguments before the body of `sgd_step` runs,
-#       so converting `lr` inside the jitted function is too late. Convert it in `train`,
-#       just before the call.
-#     - Give every learning rate the same dtype and the same weak flag. An array with
-#       an explicit dtype does it; `jnp.asarray(lr)` alone does not (an int stays an
-#       int), an integer dtype rounds 0.05 to 0, and a static `lr` compiles once per
-#       value.
-#     - '`sgd_step` returns `avg_loss` as a strong `float32[]`, because the loss is
-#       one. A Python `0.0`, or `jnp.asarray(0.0)`, is a weak `~float32[]`: start the
-#       average with an explicit dtype in `init`.'
 #     title: One compilation for a mixed learning-rate schedule
 #   jupytext:
 #     formats: py:percent
@@ -31,6 +17,9 @@
 
 # %% [markdown]
 # # Exercise 03 · One compilation for a mixed learning-rate schedule
+#
+# Stuck? Run `jitlab hint 03` in a terminal for the next hint, mildest first;
+# the hints are not in this file.
 #
 # You are training a linear model `x @ w + b` with plain SGD. The learning rate comes from
 # `schedule(step)`, which belongs to a config library you do not own. Depending on the

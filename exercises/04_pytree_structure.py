@@ -1,17 +1,6 @@
 # ---
 # jupyter:
 #   jitlab:
-#     hints:
-#     - Print jax.tree_util.tree_structure(batch) for each of the example batches. How
-#       many different structures are there? And loss(params, b) against loss(params,
-#       batch=b) is one more difference, in the call itself.
-#     - Let loss be a plain Python function that builds a new dict with the same keys
-#       every time and calls batch_loss positionally, whichever way loss itself was
-#       called.
-#     - batch.get("weights") gives None both when the key is missing and when it holds
-#       None. Which weight makes a weighted mean equal to the plain mean? (Not 0.)
-#     - Fill missing weights with an array shaped and typed like the real ones, such
-#       as np.ones_like(batch["y"]), and do the arithmetic inside batch_loss.
 #     title: One loss, one compilation, whatever the batch looks like
 #   jupytext:
 #     formats: py:percent
@@ -28,6 +17,9 @@
 
 # %% [markdown]
 # # Exercise 04 · One loss, one compilation, whatever the batch looks like
+#
+# Stuck? Run `jitlab hint 04` in a terminal for the next hint, mildest first;
+# the hints are not in this file.
 #
 # A data loader hands over batches as dicts of NumPy arrays: `"x"` (examples by
 # features) and `"y"` (targets). Some batches also carry per-example `"weights"`. The

@@ -1,17 +1,6 @@
 # ---
 # jupyter:
 #   jitlab:
-#     hints:
-#     - 'Try jax.jit on the NumPy versions first and read the error: it names the argument
-#       whose value the Python `if` or `while` needed. That value must stay traced,
-#       so the decision has to move into the program.'
-#     - 'Do not mark max_norm, lr or tol static: they change on every call, and each
-#       new value would compile a new program (the grader counts).'
-#     - 'clip_by_norm is a choice between two numbers: the factor max_norm / norm or
-#       1.0. jnp.where(condition, a, b) picks one without Python ever seeing a bool.'
-#     - descend needs lax.while_loop(cond_fun, body_fun, init). Carry the pair (x, steps)
-#       with steps starting at jnp.int32(0); cond_fun returns (norm > tol) & (steps
-#       < MAX_STEPS); body_fun takes one clipped step and adds 1 to steps.
 #     title: Gradient clipping and early stopping, compiled once for every value
 #   jupytext:
 #     formats: py:percent
@@ -28,6 +17,9 @@
 
 # %% [markdown]
 # # Exercise 05 · Gradient clipping and early stopping
+#
+# Stuck? Run `jitlab hint 05` in a terminal for the next hint, mildest first;
+# the hints are not in this file.
 #
 # A training script has two helpers written for NumPy (below, in the setup cell):
 #

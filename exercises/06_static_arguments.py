@@ -1,21 +1,6 @@
 # ---
 # jupyter:
 #   jitlab:
-#     hints:
-#     - Build BlockConfig('tanh', True, True, 1e-3) twice and compare the two with ==.
-#       An ordinary class says False, so jax.jit treats every new instance as a new
-#       static value and compiles again. What would make two instances with the same
-#       fields equal, and hash alike?
-#     - Everything block reads from cfg is baked into the compiled program, so all four
-#       fields must take part in == and hash, and a config must not change after it
-#       is used. The standard library has a decorator that writes __eq__ and __hash__
-#       over every field and refuses assignment.
-#     - '@dataclasses.dataclass compares instances field by field. With frozen=True
-#       it also writes a matching __hash__ and refuses assignment; without it, the class
-#       gets no hash at all and jax.jit raises ValueError.'
-#     - In make_forward, only cfg decides the program's structure. params and x are
-#       arrays, and temperature changes on every call, so they stay traced. Return jax.jit(block,
-#       static_argnames=...) with cfg alone.
 #     title: A configuration class that compiles once per value
 #   jupytext:
 #     formats: py:percent
@@ -32,6 +17,9 @@
 
 # %% [markdown]
 # # Exercise 06 · A configuration class that compiles once per value
+#
+# Stuck? Run `jitlab hint 06` in a terminal for the next hint, mildest first;
+# the hints are not in this file.
 #
 # `block` below is one residual MLP block with an optional layer norm, followed by a
 # temperature-scaled softmax. Its configuration (which activation, whether to add the

@@ -1,16 +1,6 @@
 # ---
 # jupyter:
 #   jitlab:
-#     hints:
-#     - 'For every function that gets jitted in slow_fit, ask: is it the same object
-#       as on the previous batch? A lambda, a functools.partial or jax.value_and_grad(...)
-#       built inside the loop never is.'
-#     - Do the whole step (loss, gradient, update) in one function defined once at top
-#       level and decorated with @jax.jit. Everything that changes between calls (params,
-#       x, y, weight_decay) comes in as an argument.
-#     - 'Keep weight_decay an ordinary traced argument: in static_argnames it would
-#       compile once per value. Inside sgd_step, jax.value_and_grad(loss) differentiates
-#       with respect to the first argument (params) only.'
 #     title: A weight-decay sweep whose training loop compiles once
 #   jupytext:
 #     formats: py:percent
@@ -27,6 +17,9 @@
 
 # %% [markdown]
 # # Exercise 07 · A training loop that compiles once
+#
+# Stuck? Run `jitlab hint 07` in a terminal for the next hint, mildest first;
+# the hints are not in this file.
 #
 # You inherit a hyperparameter sweep: a small linear model `x @ w + b`, trained with
 # plain SGD on a mean-squared-error loss with an L2 penalty, once per weight-decay value.

@@ -1,19 +1,6 @@
 # ---
 # jupyter:
 #   jitlab:
-#     hints:
-#     - 'Set TEMPERATURE = 3.0, then print `confident_probs_global.trace(demo).jaxpr`
-#       and look for the temperature: the program still divides by the literal 1.0.
-#       JAX read the global once, while tracing, and will not read it again.'
-#     - 'Every value that may change between calls has to come in through the argument
-#       list; then JAX sees the current value on every call. The grader passes `temperature`
-#       and `threshold` to your function explicitly: use them, not the module-level
-#       names.'
-#     - Leave temperature and threshold as ordinary, traced arguments. Marking a float
-#       static makes it part of the cache key, so each new value compiles a new program,
-#       and the grader changes both on every call.
-#     - 'Inside the jitted function the threshold is a tracer, so a Python `if` on it
-#       fails: choose per row with jnp.where.'
 #     title: A confidence score whose temperature and threshold change between calls
 #   jupytext:
 #     formats: py:percent
@@ -30,6 +17,9 @@
 
 # %% [markdown]
 # # Exercise 08 · Closures and globals
+#
+# Stuck? Run `jitlab hint 08` in a terminal for the next hint, mildest first;
+# the hints are not in this file.
 #
 # A classifier's logits are turned into a *calibrated confidence*: divide the logits by a
 # temperature, take the softmax over classes, and keep each row's largest probability.

@@ -1,17 +1,6 @@
 # ---
 # jupyter:
 #   jitlab:
-#     hints:
-#     - 'Use the lesson''s second tool. Run the driver cell again inside `with jax.explain_cache_misses(True):`
-#       (or print `n.explanations` after it), and read the line that starts with `*
-#       at`: which argument differs, and how?'
-#     - '`f32[]{weak_type=True}` and `f32[]{weak_type=False}` are the same float32 scalar,
-#       once as a Python float and once as something JAX treats like an array. Print
-#       `type(learning_rate(step, STEPS))` for every step: what does `np.cos` hand back?'
-#     - 'Give the step the same kind of number at every step, at the boundary: in prepare_batch,
-#       turn lr into one kind of scalar whatever the schedule returned (a NumPy float32
-#       scalar, say). Keep its value, and do not make lr static: that compiles once
-#       per value.'
 #     title: A training step that compiles twice, and nobody knows why
 #   jupytext:
 #     formats: py:percent
@@ -28,6 +17,9 @@
 
 # %% [markdown]
 # # Exercise 09 · Diagnosing
+#
+# Stuck? Run `jitlab hint 09` in a terminal for the next hint, mildest first;
+# the hints are not in this file.
 #
 # A colleague's training loop for a small linear model pauses once, a few steps in, and
 # `sgd_step` turns out to compile **twice** in a run of 20 steps. Every batch has the

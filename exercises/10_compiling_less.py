@@ -1,16 +1,6 @@
 # ---
 # jupyter:
 #   jitlab:
-#     hints:
-#     - 'warm_up needs no data at all: jax.ShapeDtypeStruct((size,), dtype) describes
-#       a padded request, and jax.ShapeDtypeStruct((), jnp.int32) describes n. What
-#       does jax.jit(fn).lower(...) do with them, and what does .compile() hand back?'
-#     - In serve, the bucket of a request is the smallest key of `compiled` that is
-#       at least len(x). The grader's bucket sizes are not powers of two and do not
-#       arrive sorted, so read them from the dict and take the smallest that fits.
-#     - 'Pad in NumPy, in the request''s own dtype: np.zeros(size, dtype=x.dtype), then
-#       copy x into the front. np.zeros(size) is float64, and jnp.zeros or jnp.pad compile
-#       a small program for every new length.'
 #     title: A server that compiles at start-up and never again
 #   jupytext:
 #     formats: py:percent
@@ -27,6 +17,9 @@
 
 # %% [markdown]
 # # Exercise 10 · Compiling less
+#
+# Stuck? Run `jitlab hint 10` in a terminal for the next hint, mildest first;
+# the hints are not in this file.
 #
 # A scoring service receives 1-D requests of any length up to its largest bucket, and
 # answers each with `summarise(padded, n)`: the mean, standard deviation and maximum of

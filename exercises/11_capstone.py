@@ -1,23 +1,6 @@
 # ---
 # jupyter:
 #   jitlab:
-#     hints:
-#     - 'Diagnose before you fix. Run train inside jitlab.count_compiles("<lambda>")
-#       and read the explanations: while a new function is built every step, nothing
-#       else can show. Start with one train_step, defined once with @jax.jit, that takes
-#       everything that changes as an argument.'
-#     - After every change, compare your losses with train(...) on the same batches.
-#       If they go wrong from step DECAY_FROM on, your step reads CONFIG while tracing
-#       and keeps the old value. Read CONFIG in train_fast on every step and pass the
-#       weight decay in as an argument.
-#     - Give train_step the same kind of input on every step, from one boundary function.
-#       Always pass the keys x, y, weights and length, with weights of one when they
-#       are missing or None. Pad x with zeros (in NumPy) to bucket_size(length). Convert
-#       the learning rate with np.float32(...), and do not make it static.
-#     - 'Inside train_step, keep the padding out of the mean. real = jnp.arange(x.shape[1])
-#       < batch[''length''] marks the real time steps; sum tanh(...) where real and
-#       divide by the length, not by the padded size. A zero row is not neutral: tanh(0
-#       @ w + b) is tanh(b).'
 #     title: A training loop that compiles once per bucket, with the same numbers
 #   jupytext:
 #     formats: py:percent
@@ -34,6 +17,9 @@
 
 # %% [markdown]
 # # Exercise 11 · Capstone
+#
+# Stuck? Run `jitlab hint 11` in a terminal for the next hint, mildest first;
+# the hints are not in this file.
 #
 # A colleague's training script trains a small sequence regressor: a `tanh` layer at
 # every time step, mean pooling over time, a linear readout. It gives the right

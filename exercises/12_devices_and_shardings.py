@@ -1,17 +1,6 @@
 # ---
 # jupyter:
 #   jitlab:
-#     hints:
-#     - Print describe(b['x']) for each of the example batches below, then count the
-#       step's compilations over them (the snippet under the exercise cell). Almost
-#       every placement is an executable of its own, although all batches have the same
-#       shape and dtype.
-#     - A NamedSharding(mesh, spec) says how to split an array over a mesh. Which PartitionSpec
-#       splits the first (batch) axis over the mesh's 'data' axis and keeps the other
-#       axes whole? Build it on the mesh you are given.
-#     - jax.device_put(tree, sharding) places every leaf of a dict with one sharding,
-#       wherever each leaf was before, without changing a value. An array that is already
-#       there is left alone.
 #     title: One sharding for every batch
 #   jupytext:
 #     formats: py:percent
@@ -28,6 +17,9 @@
 
 # %% [markdown]
 # # Exercise 12 · One sharding for every batch
+#
+# Stuck? Run `jitlab hint 12` in a terminal for the next hint, mildest first;
+# the hints are not in this file.
 #
 # A training job reads its batches from several loaders, and each loader puts them on
 # devices its own way: some hand over NumPy arrays, some `jnp` arrays on the default

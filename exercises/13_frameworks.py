@@ -1,19 +1,6 @@
 # ---
 # jupyter:
 #   jitlab:
-#     hints:
-#     - 'slow_fit compiles on every call for two reasons. Ask of everything the jitted
-#       step receives: is it the same object, or an equal value, as in the last run?
-#       optax.sgd(learning_rate) is neither: each call builds a new pair of functions
-#       with the rate inside them, and nnx.Optimizer keeps that pair in its GraphDef.'
-#     - 'Build one Optax transformation at top level, with the learning rate in its
-#       state: optax.inject_hyperparams(optax.sgd)(learning_rate=0.1). In init, set
-#       opt_state.hyperparams[''learning_rate''] to jnp.asarray(learning_rate, jnp.float32),
-#       an array, never a Python float.'
-#     - In init, graphdef, params = nnx.split(model). In a @jax.jit train_step, write
-#       a loss of params that rebuilds the model with nnx.merge(graphdef, params), take
-#       jax.value_and_grad of it, then OPTIMIZER.update(grads, opt_state, params) and
-#       optax.apply_updates.
 #     title: A learning-rate sweep over re-created NNX models that compiles once
 #   jupytext:
 #     formats: py:percent
@@ -30,6 +17,9 @@
 
 # %% [markdown]
 # # Exercise 13 · A learning-rate sweep that compiles once
+#
+# Stuck? Run `jitlab hint 13` in a terminal for the next hint, mildest first;
+# the hints are not in this file.
 #
 # You inherit a sweep: a small Flax NNX regressor, trained with plain SGD on a
 # mean-squared error, for several learning rates and several freshly initialised models

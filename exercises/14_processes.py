@@ -1,18 +1,6 @@
 # ---
 # jupyter:
 #   jitlab:
-#     hints:
-#     - 'Run processes.show(make_global_batch, train_step) (the snippet under the exercise
-#       cell) and read the global batch column: does process 1 build the same shapes
-#       as process 0 at every step? Does either process build the same shapes at every
-#       step?'
-#     - max_rows is the same number on every process and at every step, whatever the
-#       data. Pad x and y to max_rows rows, and add a third array that is 1 for a real
-#       row and 0 for padding.
-#     - 'jax.make_array_from_process_local_data(NamedSharding(mesh, P(''data'')), local,
-#       global_shape) takes the global shape as its third argument: max_rows * jax.process_count()
-#       rows. In train_step, multiply the errors by the mask and divide by the mask''s
-#       sum, not by the number of rows.'
 #     title: One program on every process
 #   jupytext:
 #     formats: py:percent
@@ -29,6 +17,9 @@
 
 # %% [markdown]
 # # Exercise 14 · One program on every process
+#
+# Stuck? Run `jitlab hint 14` in a terminal for the next hint, mildest first;
+# the hints are not in this file.
 #
 # Two JAX processes train a linear model together, data-parallel: each reads its own
 # rows, the rows of both processes form one global batch split over the mesh's

@@ -3,6 +3,7 @@
 #   jitlab:
 #     fix: padding, masking, bucketing
 #     half_day:
+#       exercise: 'Part 1: one compilation per bucket'
 #       minutes:
 #         exercises: 10
 #         teaching: 10

@@ -4,8 +4,9 @@
 #     fix: arrays with an explicit dtype, or static where the value selects a program
 #     half_day:
 #       minutes:
-#         exercises: 10
+#         exercises: 0
 #         teaching: 25
+#       read_before: the Key points box at the end of the page, two minutes a lesson
 #       skip:
 #       - '`3` then `jnp.int32(3)`'
 #       - How weak types promote

@@ -5,12 +5,12 @@
 #       jitlab doctor
 #     half_day:
 #       minutes:
-#         exercises: 10
-#         teaching: 40
+#         exercises: 15
+#         teaching: 50
+#       read_before: the Key points box at the end of the page, two minutes a lesson
 #       skip:
 #       - 'Guards: make a retrace an error'
 #       - '`jax.make_jaxpr`: compare two traces'
-#       - The doctor on code you did not write
 #     instructor_notes:
 #     - Run the worked diagnosis live, and ask the room to predict the cause from the
 #       code before showing any tool; almost nobody spots the class defined inside make_batch.

@@ -4,11 +4,11 @@
 #     fix: diagnose, fix one cause at a time, check the numbers, measure end to end
 #     half_day:
 #       minutes:
-#         exercises: 20
+#         exercises: 30
 #         teaching: 35
+#       read_before: the Key points box at the end of the page, two minutes a lesson
 #       skip:
 #       - 'One more signature: the state the loop carries'
-#       - What the doctor saw
 #     instructor_notes:
 #     - Before running anything, ask the room to list every cause they can see in train_naive
 #       and to predict the count. Most find the lambda and the lengths; few find the

@@ -109,9 +109,30 @@ def _prerequisites(item: Lesson) -> str:
     return "<ul>" + "".join(links + others) + "</ul>"
 
 
+def plots_as_svg() -> None:
+    """Plots in a notebook as SVG with real text (not PNG, not glyph outlines): sharp at
+    any zoom, and the site can keep a plot wide enough for its smallest text to stay 9 px
+    high on a phone (``jitlab/site/hooks.py``), scrolling in its own box. Outside IPython
+    (a script, a terminal) nothing changes."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    if get_ipython() is None:
+        return
+    import matplotlib
+    from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+    matplotlib.rcParams["svg.fonttype"] = "none"  # <text> elements, searchable and sized
+    matplotlib.rcParams["svg.hashsalt"] = "jitlab"  # the same ids on every run
+    set_matplotlib_formats("svg")
+
+
 def intro(slug: str | None = None) -> _Html:
     """Questions, objectives, time and prerequisites of the running lesson, then a folded
-    report of the machine and the JAX release, so every timing below has its source."""
+    report of the machine and the JAX release, so every timing below has its source.
+    Plots from here on render as SVG (:func:`plots_as_svg`)."""
+    plots_as_svg()
     item = running_lesson(slug)
     meta = item.meta
     minutes = f"{meta.minutes.teaching} min teaching · {meta.minutes.exercises} min exercises"

@@ -11,6 +11,11 @@ the learner's ``exercises/NN_slug.py`` is generated from it:
 - a line ``# STUB: text`` becomes ``text`` at the same indentation (the learner's
   version of a line, such as a docstring that asks instead of tells).
 
+The learner's copy holds none of the hints: they stay in the source's front matter, where
+``jitlab hint`` reads them one at a time, and the copy says, under its title, how to ask
+for the next one. An editor that shows the header (VS Code, a plain text editor) shows
+no answer, as JupyterLab does not.
+
 The generated copies are committed, because learners edit them; a test fails when one
 is out of date, and ``jitlab reset`` regenerates a learner's file from its source, so it
 works in a downloaded archive as well as in a git clone.
@@ -63,9 +68,55 @@ def learner_copy(source: str, where: str = "<source>") -> str:
     return re.sub(r"\n{4,}", "\n\n\n", text)
 
 
+_HEADER = re.compile(r"\A# ---\n((?:#.*\n)*?)# ---\n")
+_KEY = re.compile(r"^#(?P<indent> *)(?P<key>[A-Za-z_]+):")
+_TITLE = re.compile(r"^# # .*$", re.MULTILINE)
+
+
+def without_hints(text: str, where: str = "<source>") -> str:
+    """``text`` with the ``hints:`` entry of its front matter removed, whatever it holds
+    (a list of strings, or anything nested under it): the lines indented under the key,
+    and list items at the key's own indentation, as YAML allows."""
+    header = _HEADER.match(text)
+    if header is None:
+        return text
+    kept: list[str] = []
+    inside: int | None = None  # the indentation of the hints key while skipping
+    for line in header.group(1).splitlines():
+        indent = len(line) - len(line.lstrip("# ")) if line.startswith("#") else 0
+        if inside is not None:
+            item_here = indent == inside and line[indent:].startswith("- ")
+            if indent > inside or item_here or not line[1:].strip():
+                continue
+            inside = None
+        key = _KEY.match(line)
+        if key and key.group("key") == "hints":
+            inside = len(key.group("indent")) + 1
+            continue
+        kept.append(line)
+    remaining = "# ---\n" + "".join(f"{line}\n" for line in kept) + "# ---\n"
+    if re.search(r"^#\s+hints:", remaining, re.MULTILINE):
+        raise CourseError(f"{where}: the front matter's hints could not be left out")
+    return remaining + text[header.end() :]
+
+
+def with_hint_note(text: str, number: str, where: str = "<source>") -> str:
+    """``text`` with a line under its title saying how to get the hints."""
+    title = _TITLE.search(text)
+    if title is None:
+        raise CourseError(f"{where}: no title line ('# # Exercise ...') to put the hint note under")
+    note = (
+        f"\n#\n# Stuck? Run `jitlab hint {number}` in a terminal for the next hint, mildest "
+        "first;\n# the hints are not in this file."
+    )
+    return text[: title.end()] + note + text[title.end() :]
+
+
 def generated_text(exercise: Exercise) -> str:
     """What ``exercises/NN_slug.py`` must contain, generated from its source."""
-    return learner_copy(exercise.source.read_text(encoding="utf-8"), str(exercise.source))
+    where = str(exercise.source)
+    copy = learner_copy(exercise.source.read_text(encoding="utf-8"), where)
+    return with_hint_note(without_hints(copy, where), exercise.number, where)
 
 
 def stale_copies(course: Course) -> list[Exercise]:

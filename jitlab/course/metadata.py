@@ -42,10 +42,15 @@ class Prerequisites:
 
 @dataclasses.dataclass(frozen=True)
 class HalfDay:
-    """How the lesson fits a half-day workshop: shorter minutes and the sections to skip."""
+    """How the lesson fits a half-day workshop: shorter minutes, the sections to skip, the
+    part of the exercise to do when it gets fewer minutes, and, for prerequisites the half
+    day leaves out, one line saying what to read of them before (checked by
+    ``jitlab.course.pace.half_day_problems``)."""
 
     minutes: Minutes
     skip: tuple[str, ...] = ()
+    exercise: str | None = None
+    read_before: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,6 +16,8 @@ import math
 import re
 from pathlib import Path
 
+from jitlab.course.manifest import Course
+
 WORDS_PER_MINUTE = 130
 CODE_LINES_PER_MINUTE = 60
 MINUTES_PER_PREDICT = 1
@@ -57,3 +59,51 @@ def estimated_teaching_minutes(path: Path, skip: tuple[str, ...] = ()) -> int:
         + predicts * MINUTES_PER_PREDICT
     )
     return 5 * math.ceil(minutes / 5)
+
+
+def _exercise_parts(path: Path) -> list[str]:
+    """An exercise's ``##`` headings (``Part 1: ...``), the parts a plan can name."""
+    return section_titles(path)
+
+
+def half_day_problems(course: Course) -> list[str]:
+    """What makes the half-day plan not hold together, one line per problem, naming the
+    lesson: a prerequisite left out with nothing said about what to read before, a
+    shortened exercise that does not name the part to do, a skipped section that does
+    not exist. Empty when the plan holds (``make test`` and the site require that)."""
+    planned = [item for item in course.lessons if item.meta.half_day is not None]
+    in_plan = {item.slug for item in planned}
+    problems = []
+    for item in planned:
+        plan = item.meta.half_day
+        assert plan is not None
+        where = f"{item.path.name} (half_day)"
+        sections = section_titles(item.path)
+        for title in plan.skip:
+            if title not in sections:
+                problems.append(
+                    f"{where}: skips {title!r}, but the lesson has no '## {title}' section "
+                    f"(its ## sections: {'; '.join(sections)})"
+                )
+        left_out = [slug for slug in item.meta.prerequisites.lessons if slug not in in_plan]
+        if left_out and not plan.read_before:
+            names = ", ".join(course.lesson(slug).label for slug in left_out)
+            problems.append(
+                f"{where}: its prerequisites {names} are not in the half-day plan; add "
+                "them to the plan, or say in half_day.read_before what to read before"
+            )
+        exercise = item.exercise
+        full = item.meta.minutes.exercises
+        if exercise is not None and 0 < plan.minutes.exercises < full:
+            parts = _exercise_parts(exercise.source)
+            if not plan.exercise:
+                problems.append(
+                    f"{where}: the exercise gets {plan.minutes.exercises} of {full} minutes, "
+                    "but half_day.exercise does not name the part to do"
+                )
+            elif parts and not any(part in plan.exercise for part in parts):
+                problems.append(
+                    f"{where}: half_day.exercise {plan.exercise!r} names none of the "
+                    f"exercise's parts ({'; '.join(parts)})"
+                )
+    return problems

@@ -24,7 +24,9 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -344,14 +346,29 @@ def executed_lessons(
                 continue
         stale.append(lesson.path)
     if stale:
-        echo(f"executing {len(stale)} lesson(s): {', '.join(p.stem for p in stale)}")
-        # On every core, one lesson to a worker, as `make test` runs them; a worker for
-        # every two lessons at least, since each one starts Python, pytest and nbval.
+        # On every core, as `make test` runs them; a worker for every two lessons at least,
+        # since each one starts Python, pytest and nbval. Each lesson is its own run, so a
+        # line says when it is done: the site's build is minutes of work, never silent.
         workers = max(1, min(len(stale) // 2, os.cpu_count() or 1))
-        done = execute(
-            stale, work=course.build_dir / "notebooks" / "site", record=record, workers=workers
-        )
+        echo(f"executing {len(stale)} lesson(s): {', '.join(p.stem for p in stale)}")
+        work = course.build_dir / "notebooks" / "site"
+
+        def run_one(source: Path) -> tuple[Path, Execution, float]:
+            started = time.monotonic()
+            done = execute([source], work=work / source.stem, record=record, course=course)
+            return source, done, time.monotonic() - started
+
+        finished: dict[Path, Execution] = {}
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(run_one, source) for source in stale]
+            for count, future in enumerate(as_completed(futures), start=1):
+                source, done, seconds = future.result()
+                finished[source] = done
+                run = done.runs.get(source)
+                verdict = "" if run is not None and run.passed else "  FAILED"
+                echo(f"  [{count}/{len(stale)}] {source.stem}  {seconds:.0f} s{verdict}")
         for source in stale:
+            done = finished[source]
             run = done.runs.get(source)
             if run is None or not run.passed:
                 failure = run.first_failure if run else None

@@ -19,16 +19,25 @@
   lessons use no maths, so both scripts are dropped and the site makes no request outside itself.
 - Notebook pages link to each other as ``../09_diagnosing/``; the offline build (one
   file per page, opened over file://) gets those links rewritten to ``09_diagnosing.html``.
+- Exercise pages (online and offline) show the learner's copy as generated from its source
+  in ``solutions/`` (written to ``_build/site-exercises``), never the ``exercises/`` files
+  of whoever builds the site, which may hold their own answers.
+- Plots (SVG, with real text: see ``jitlab.course.boxes.plots_as_svg``) shrink with the
+  page, but never below the width at which their smallest text is 9 px high; below
+  that, a plot scrolls in its own box, as wide tables do.
 - On a static page the answer to each *Predict* prompt sits right under the question;
   the outputs of the cells that answer it are folded until the reader opens them.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import math
 import posixpath
 import re
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +45,8 @@ import jupytext
 from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
 
-from jitlab.course.manifest import load_course
+from jitlab.course.exercise_source import generated_text
+from jitlab.course.manifest import Course, load_course
 from jitlab.notebooks.pipeline import executed_dir, executed_lessons
 from jitlab.site import pages
 
@@ -80,22 +90,42 @@ def on_config(config: Any) -> Any:
     return config
 
 
+SITE_EXERCISES = "site-exercises"
+
+
+def original_exercises(course: Course) -> Path:
+    """Every learner's copy as generated from its source, in ``_build/site-exercises``
+    (a file is rewritten only when its text changes, so the page cache holds)."""
+    root = course.build_dir / SITE_EXERCISES
+    (root / "exercises").mkdir(parents=True, exist_ok=True)
+    for exercise in course.exercises:
+        target = root / "exercises" / f"{exercise.stem}.py"
+        text = generated_text(exercise)
+        if not target.exists() or target.read_text(encoding="utf-8") != text:
+            target.write_text(text, encoding="utf-8")
+    return root
+
+
 @event_priority(50)  # before mkdocs-jupyter wraps the notebook files
 def on_files(files: Files, config: Any) -> Files:
-    """Swap the lesson sources for the executed notebooks (executing stale ones)."""
+    """Swap the lesson sources for the executed notebooks (executing stale ones), and
+    the exercises for the originals generated from their sources."""
     course = load_course()
-    executed_lessons(course)
-    root = executed_dir(course)
-    kept = [f for f in files if not f.src_uri.startswith("lessons/")]
-    for item in course.lessons:
-        kept.append(
-            File(
-                f"lessons/{item.stem}.ipynb",
-                str(root),
-                config["site_dir"],
-                config["use_directory_urls"],
+    executed_lessons(course, echo=lambda line: print(line, flush=True))
+    generated = {
+        "lessons": (executed_dir(course), [f"{item.stem}.ipynb" for item in course.lessons]),
+        "exercises": (original_exercises(course), [f"{e.stem}.py" for e in course.exercises]),
+    }
+    kept = [f for f in files if f.src_uri.split("/")[0] not in generated]
+    for folder, (root, names) in generated.items():
+        for name in names:
+            kept.append(
+                File(
+                    f"{folder}/{name}", str(root), config["site_dir"], config["use_directory_urls"]
+                )
             )
-        )
+    notebooks = sum(f.src_uri.endswith(NOTEBOOK_PAGE) for f in kept)
+    print(f"rendering {len(kept)} files, {notebooks} of them notebook pages", flush=True)
     return Files(kept)
 
 
@@ -208,8 +238,51 @@ def _flatten_directory_links(output: str, page: Any) -> str:
     return _RELATIVE_DIRECTORY_HREF.sub(flatten, output)
 
 
+MIN_TEXT_PX = 9.5  # on screen; a little above the 9 px the browser test asks for
+_SVG = re.compile(r"<svg\b[^>]*>.*?</svg>", re.DOTALL)
+_VIEWBOX = re.compile(r'\bviewBox="[\d.\-]+ [\d.\-]+ ([\d.]+) [\d.]+"')
+_FONT_SIZE = re.compile(r"font-size:\s*([\d.]+)px")
+
+
+_SVG_IMAGE = re.compile(r'<img\b[^>]*\bsrc="data:image/svg\+xml;base64,([A-Za-z0-9+/=\s]+)"[^>]*>')
+
+
+def inline_svg_images(html: str) -> str:
+    """nbconvert shows a plot's SVG as an ``<img>`` of a data URL; the page gets the SVG
+    itself instead (it is the course's own output, from its executed lessons), so its
+    text is text: sized by :func:`readable_svgs`, selectable, and measured by the
+    browser tests."""
+
+    def inline(match: re.Match[str]) -> str:
+        svg = base64.b64decode(match.group(1)).decode("utf-8")
+        start = svg.find("<svg")
+        return svg[start:] if start >= 0 else match.group(0)
+
+    return _SVG_IMAGE.sub(inline, html)
+
+
+def readable_svgs(html: str) -> str:
+    """Give every SVG with text a ``min-width`` at which its smallest text is
+    ``MIN_TEXT_PX`` high: its font sizes are in its own units (a matplotlib figure's
+    points), so the width on screen, over the viewBox width, is the scale of its text."""
+
+    def fix(match: re.Match[str]) -> str:
+        svg = match.group(0)
+        opening = svg[: svg.index(">") + 1]
+        width = _VIEWBOX.search(opening)
+        sizes = [float(size) for size in _FONT_SIZE.findall(svg)]
+        if width is None or not sizes or "min-width" in opening:
+            return svg
+        min_width = math.ceil(MIN_TEXT_PX * float(width.group(1)) / min(sizes))
+        if ' style="' in opening:
+            return svg.replace(' style="', f' style="min-width: {min_width}px; ', 1)
+        return f'<svg style="min-width: {min_width}px"' + svg[4:]
+
+    return _SVG.sub(fix, html)
+
+
 def on_post_page(output: str, page: Any, config: Any) -> str:
-    output = _EXTERNAL_SCRIPT.sub("", output)
+    output = readable_svgs(inline_svg_images(_EXTERNAL_SCRIPT.sub("", output)))
     if page.file.src_uri.endswith(NOTEBOOK_PAGE):
         if not config["use_directory_urls"]:
             output = _flatten_directory_links(output, page)
@@ -225,9 +298,23 @@ def _page_dir(site: Path, folder: str, stem: str, config: Any) -> Path:
     return site / folder / stem if config["use_directory_urls"] else site / folder
 
 
+_STARTED = [time.monotonic()]
+
+
+def on_startup(command: str, dirty: bool) -> None:
+    _STARTED[0] = time.monotonic()
+
+
 def on_post_build(config: Any) -> None:
-    """Put each notebook page's downloads beside it: the .py source and an .ipynb (the
-    executed notebook for lessons, the converted source for exercises and solutions)."""
+    """Put each notebook page's downloads beside it (see :func:`_put_downloads`), and say
+    how long the build took."""
+    _put_downloads(config)
+    print(f"site built in {time.monotonic() - _STARTED[0]:.0f} s", flush=True)
+
+
+def _put_downloads(config: Any) -> None:
+    """Each notebook page's .py source and an .ipynb (the executed notebook for lessons,
+    the converted source for exercises and solutions), beside the page."""
     course = load_course()
     site = Path(config["site_dir"])
     executed = executed_dir(course)
@@ -238,8 +325,10 @@ def on_post_build(config: Any) -> None:
             shutil.copyfile(
                 executed / "lessons" / f"{item.stem}.ipynb", page_dir / f"{item.stem}.ipynb"
             )
+    originals = course.build_dir / SITE_EXERCISES / "exercises"
     for exercise in course.exercises:
-        sources = (("exercises", exercise.learner_copy), ("solutions", exercise.source))
+        original = originals / f"{exercise.stem}.py"
+        sources = (("exercises", original), ("solutions", exercise.source))
         for folder, source in sources:
             page_dir = _page_dir(site, folder, exercise.stem, config)
             if page_dir.is_dir():

@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from jitlab.course.manifest import Lesson, load_course
+from jitlab.course.metadata import CourseError
+from jitlab.course.pace import half_day_problems
+
 
 def _results_dir() -> Path:
     return load_course().root / "results"
@@ -24,8 +27,7 @@ def learning_path() -> str:
     for item in lessons:
         minutes = item.meta.minutes
         rows.append(
-            f"| {_lesson_link(item)} | {item.meta.fix} | "
-            f"{minutes.teaching} + {minutes.exercises} |"
+            f"| {_lesson_link(item)} | {item.meta.fix} | {minutes.teaching} + {minutes.exercises} |"
         )
     total = sum(i.meta.minutes.teaching + i.meta.minutes.exercises for i in lessons)
     rows.append(f"| **all lessons** | | **{total}** |")
@@ -75,7 +77,9 @@ def _plan_days(slots: list[Slot], *, lunch: bool) -> list[list[tuple[int, Slot]]
             while days[-1][-1][1].is_pause:  # no break just before the end of a day
                 days[-1].pop()
             last_clock, last = days[-1][-1]
-            days[-1].append((last_clock + last.teaching + last.exercises, Slot("*end*", 0, is_pause=True)))
+            days[-1].append(
+                (last_clock + last.teaching + last.exercises, Slot("*end*", 0, is_pause=True))
+            )
             days.append([])
             now, since_break, had_lunch = DAY_START, 0, not lunch
             continue
@@ -106,26 +110,50 @@ def _schedule(slots: list[Slot], *, lunch: bool = True) -> str:
     return "\n\n".join(f"**Day {n}**\n\n{_table(day)}" for n, day in enumerate(days, 1))
 
 
-def _lesson_slot(item: Lesson, *, half: bool = False) -> Slot:
-    if half and item.meta.half_day is not None:
+def _half_day_title(item: Lesson, planned: set[str]) -> str:
+    """The lesson's link, then what the half day asks beyond it: what to read before (its
+    prerequisites the plan leaves out) and the part of the exercise to do."""
+    plan = item.meta.half_day
+    assert plan is not None
+    title = _lesson_link(item)
+    left_out = [slug for slug in item.meta.prerequisites.lessons if slug not in planned]
+    if left_out and plan.read_before:
+        course = load_course()
+        links = ", ".join(_lesson_link(course.lesson(slug)) for slug in left_out)
+        title += f"<br><small>read before: {links}: {plan.read_before}</small>"
+    if plan.exercise and plan.minutes.exercises:
+        title += f"<br><small>exercise: {plan.exercise}</small>"
+    return title
+
+
+def _lesson_slot(item: Lesson, *, planned: set[str] | None = None) -> Slot:
+    if planned is not None and item.meta.half_day is not None:
         minutes = item.meta.half_day.minutes
-        return Slot(_lesson_link(item), minutes.teaching, minutes.exercises, item.meta.half_day.skip)
+        title = _half_day_title(item, planned)
+        return Slot(title, minutes.teaching, minutes.exercises, item.meta.half_day.skip)
     return Slot(_lesson_link(item), item.meta.minutes.teaching, item.meta.minutes.exercises)
 
 
 def half_day() -> str:
     """Setup, then the lessons whose front matter has a ``half_day`` plan (shorter minutes,
     sections to skip), in course order: a path that reaches the capstone in a morning."""
-    chosen = [item for item in load_course().lessons if item.meta.half_day is not None]
+    course = load_course()
+    chosen = [item for item in course.lessons if item.meta.half_day is not None]
     if not chosen:
         return "*No lesson has a half-day plan yet (`half_day:` in its front matter).*"
-    slots = [SETUP_SLOT, *(_lesson_slot(item, half=True) for item in chosen)]
+    problems = half_day_problems(course)
+    if problems:
+        raise CourseError("the half-day plan does not hold together:\n" + "\n".join(problems))
+    planned = {item.slug for item in chosen}
+    slots = [SETUP_SLOT, *(_lesson_slot(item, planned=planned) for item in chosen)]
     left = [item for item in load_course().lessons if item.meta.half_day is None]
     table = _schedule(slots, lunch=False)
     if left:
-        table += "\n\nLeft for self-study after the workshop: " + ", ".join(
-            _lesson_link(item) for item in left
-        ) + "."
+        table += (
+            "\n\nLeft for self-study after the workshop: "
+            + ", ".join(_lesson_link(item) for item in left)
+            + "."
+        )
     return table
 
 
@@ -155,8 +183,13 @@ def _number(value: Any, digits: int = 1) -> str:
 
 
 def load_results(folder: Path | None = None) -> list[dict[str, Any]]:
+    """Every results file in ``folder`` (default ``results/machines``), its lessons named
+    by slug however the file names them (see :func:`jitlab.maintainer.bench.read_results`)."""
+    from jitlab.maintainer.bench import read_results
+
     folder = folder or _results_dir() / "machines"
-    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
+    course = load_course()
+    return [read_results(path, course) for path in sorted(folder.glob("*.json"))]
 
 
 def run_name(run: dict[str, Any]) -> str:
@@ -170,16 +203,10 @@ def run_name(run: dict[str, Any]) -> str:
     return f"{device} · {env.get('cpu_cores', '?')} cores · jax {env.get('jax', '?')}"
 
 
-def _lesson_label(key: str) -> str:
-    course = load_course()
-    found = course.find_lesson(str(key))
-    return found.label if found else str(key)
-
-
 def _measure(row: dict[str, Any]) -> str:
     parts = []
     if row.get("compiles") is not None:
-        parts.append(f"{row['compiles']} compiles")
+        parts.append(f"{row['compiles']} compile" + ("" if row["compiles"] == 1 else "s"))
     if row.get("first_ms") is not None:
         parts.append(f"first {_number(row['first_ms'])} ms")
     if row.get("steady_us") is not None:
@@ -191,10 +218,34 @@ def _measure(row: dict[str, Any]) -> str:
     return " · ".join(parts) or "–"
 
 
-def results() -> str:
-    runs = load_results()
+def _experiments(runs: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Each lesson's experiments, in course order, each named once over all runs."""
+    found: dict[str, list[str]] = {}
+    for run in runs:
+        for row in run["records"]:
+            names = found.setdefault(row["lesson"], [])
+            if row["experiment"] not in names:
+                names.append(row["experiment"])
+    order = [item.slug for item in load_course().lessons]
+    return {slug: found[slug] for slug in order if slug in found}
+
+
+def _record(run: dict[str, Any], lesson: str, experiment: str) -> dict[str, Any] | None:
+    return next(
+        (r for r in run["records"] if r["lesson"] == lesson and r["experiment"] == experiment),
+        None,
+    )
+
+
+def results(folder: Path | None = None) -> str:
+    """The "Measured results" page: one table per lesson, one row per experiment with a
+    column per run (machine and JAX release), and a chart of the ratios, runs side by side."""
+    runs = load_results(folder)
     if not runs:
-        return "*No results yet: run `jitlab dev bench` and commit `results/machines/`.*"
+        return (
+            "*No results yet: run `make bench` (`jitlab dev bench`) and commit "
+            "`results/machines/`.*"
+        )
     names = [run_name(run) for run in runs]
     parts = [
         "## Machines and releases\n",
@@ -209,80 +260,87 @@ def results() -> str:
             f"{env.get('cpu_model')} | {env.get('cpu_cores')} | {env.get('python')} | "
             f"{env.get('jax')} | {str(run.get('generated', ''))[:10]} | {failed} |"
         )
-    experiments: dict[str, list[str]] = {}
-    for run in runs:
-        for row in run["records"]:
-            names_ = experiments.setdefault(str(row["lesson"]), [])
-            if row["experiment"] not in names_:
-                names_.append(row["experiment"])
     parts.append("\n## Experiments\n")
     parts.append(
-        "One column per run. *ratio* is the fix against the problem, or the first call "
-        "against a cached call. Timings differ between machines; compilation counts "
-        "should not.\n"
+        "One row per experiment, one column per run. *ratio* is the fix against the "
+        "problem, or the first call against a cached call. Timings differ between "
+        "machines; compilation counts should not. A dash: that run did not have the "
+        "experiment (an older lesson, or another release).\n"
     )
-    for lesson, rows in experiments.items():
-        parts.append(f"### {_lesson_label(lesson)}\n")
+    course = load_course()
+    for lesson, experiments in _experiments(runs).items():
+        parts.append(f"### {course.lesson(lesson).label}\n")
         parts.append("| experiment | " + " | ".join(names) + " |")
         parts.append("|---" * (len(names) + 1) + "|")
-        for experiment in rows:
-            cells = []
-            for run in runs:
-                match = [
-                    r
-                    for r in run["records"]
-                    if str(r["lesson"]) == lesson and r["experiment"] == experiment
-                ]
-                cells.append(_measure(match[0]) if match else "–")
+        for experiment in experiments:
+            cells = [
+                _measure(row) if (row := _record(run, lesson, experiment)) else "–" for run in runs
+            ]
             parts.append(f"| {experiment} | " + " | ".join(cells) + " |")
-        parts.append("")
-    parts += ["## Ratios, side by side\n", ratio_chart(runs)]
+        parts += ["", ratio_chart(runs, lesson, experiments), ""]
     return "\n".join(parts)
 
 
-def ratio_chart(machines: list[dict[str, Any]]) -> str:
-    """Every recorded ratio (fix against problem, first against cached call) per machine,
-    as an inline SVG: the page needs no image file and no script."""
+CHART_WIDTH_IN, CHART_FONT_PT = 4.6, 10
+"""The results charts' size: under 5 inches wide with every text at 10 pt (no smaller
+superscripts: plain tick labels), so the site's hooks can let a chart shrink into a
+phone's column (about 350 px) with its text still 9 px high or more."""
+
+
+def ratio_chart(runs: list[dict[str, Any]], lesson: str, experiments: list[str]) -> str:
+    """One lesson's ratios (fix against problem, first against cached call), a bar per
+    run for each experiment, each bar labelled with its value, as an inline SVG: the
+    page needs no image file and no script."""
     import io
+    import textwrap
 
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    labels: list[str] = []
-    for machine in machines:
-        for row in machine["records"]:
-            label = f"{row['lesson']} {row['experiment']}"
-            if row.get("speedup") and label not in labels:
-                labels.append(label)
+    def ratio(run: dict[str, Any], experiment: str) -> float:
+        return float((_record(run, lesson, experiment) or {}).get("speedup") or 0)
+
+    labels = [e for e in experiments if any(ratio(run, e) for run in runs)]
     if not labels:
         return ""
-    fig, ax = plt.subplots(figsize=(8, 0.32 * len(labels) * len(machines) + 1.2))
-    height = 0.8 / len(machines)
-    for index, machine in enumerate(machines):
-        ratios = {
-            f"{r['lesson']} {r['experiment']}": r["speedup"]
-            for r in machine["records"]
-            if r.get("speedup")
-        }
-        ax.barh(
-            [i + index * height for i in range(len(labels))],
-            [ratios.get(label, 0) for label in labels],
-            height=height,
-            label=run_name(machine),
+    style = {"font.size": CHART_FONT_PT, "svg.fonttype": "none", "svg.hashsalt": lesson}
+    with plt.rc_context(style):
+        size = (CHART_WIDTH_IN, 0.45 * len(labels) * len(runs) + 1.5)
+        fig, ax = plt.subplots(figsize=size, layout="constrained")
+        height = 0.8 / len(runs)
+        for index, run in enumerate(runs):
+            bars = ax.barh(
+                [i + index * height for i in range(len(labels))],
+                [ratio(run, label) for label in labels],
+                height=height,
+                label=textwrap.fill(run_name(run), 44),
+            )
+            ax.bar_label(bars, labels=[_ratio_text(ratio(run, e)) for e in labels], padding=2)
+        ax.set_yticks(
+            [i + 0.4 - height / 2 for i in range(len(labels))],
+            [textwrap.fill(label, 22) for label in labels],
         )
-    ax.set_yticks([i + 0.4 - height / 2 for i in range(len(labels))], labels, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xscale("log")
-    ax.set_xlabel("ratio (log scale)")
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", metadata={"Date": None})
-    plt.close(fig)
+        ax.invert_yaxis()
+        ax.set_xscale("log")
+        values = [ratio(run, e) for run in runs for e in labels if ratio(run, e)]
+        # Bars start at a ratio of 1 (no change), and leave room for the largest's label.
+        ax.set_xlim(1.0 if min(values) >= 1 else min(values) / 2, max(values) * 6)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("ratio (log scale)")
+        fig.legend(loc="outside lower center", frameon=False)
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", metadata={"Date": None}, bbox_inches="tight")
+        plt.close(fig)
     svg = buffer.getvalue()
     return '<div class="jitlab-chart">' + svg[svg.index("<svg") :] + "</div>"
+
+
+def _ratio_text(value: float) -> str:
+    return "" if not value else f"{value:,.0f}×" if value >= 100 else f"{value:.2g}×"
 
 
 def releases() -> str:

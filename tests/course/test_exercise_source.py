@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from jitlab.course import CourseError, load_course
-from jitlab.course.exercise_source import learner_copy, stale_copies
+from jitlab.course.exercise_source import (
+    learner_copy,
+    stale_copies,
+    with_hint_note,
+    without_hints,
+)
 
 SOURCE = '''import jax
 
@@ -81,3 +86,42 @@ def test_a_stale_copy_is_detected(fixture_course):
         exercise.source.read_text().replace("# %%\nimport jax", "# %%\nimport jax  # the setup")
     )
     assert stale_copies(fixture_course) == [exercise]
+
+
+def _chunks(text: str) -> set[str]:
+    """Every run of ten words of a hint: a part of it shown is caught, not only all of it
+    (six words already meet the task's own wording, "on every process and at every")."""
+    words = text.split()
+    return {" ".join(words[i : i + 10]) for i in range(max(1, len(words) - 9))}
+
+
+@pytest.mark.parametrize("exercise", load_course().exercises, ids=lambda e: e.slug)
+def test_the_learners_copy_holds_no_hint_and_says_how_to_get_them(exercise):
+    copy = exercise.learner_copy.read_text(encoding="utf-8")
+    flat = " ".join(" ".join(line.lstrip("#").split()) for line in copy.splitlines())
+    assert exercise.meta.hints, f"{exercise.slug}: no hints to hide"
+    for number, hint in enumerate(exercise.meta.hints, start=1):
+        shown = [chunk for chunk in _chunks(hint) if chunk in flat]
+        assert not shown, f"{exercise.learner_copy.name} shows hint {number}: {shown[0]!r}"
+    assert f"`jitlab hint {exercise.number}`" in copy
+
+
+def test_hints_nested_any_way_are_left_out_and_the_note_goes_under_the_title():
+    source = (
+        "# ---\n# jupyter:\n#   jitlab:\n#     hints:\n#     - one\n#     - two,\n"
+        "#       continued\n#     other:\n#       part_1: [a]\n#     title: T\n# ---\n\n"
+        "# %% [markdown]\n# # Exercise 07 · T\n#\n# Body.\n"
+    )
+    copy = with_hint_note(without_hints(source), "07")
+    assert "one" not in copy and "continued" not in copy
+    assert "#     other:\n#       part_1: [a]\n#     title: T\n# ---\n" in copy
+    assert copy.index("# # Exercise 07 · T") < copy.index("`jitlab hint 07`") < copy.index("Body.")
+
+
+def test_jitlab_hint_still_reads_the_hints_from_the_source(fixture_course):
+    exercise = fixture_course.lesson("doubling").exercise
+    assert exercise.meta.hints == (
+        "Multiply by two.",
+        "Return x * 2 from inside the jitted function.",
+    )
+    assert "Multiply by two" not in exercise.learner_copy.read_text()

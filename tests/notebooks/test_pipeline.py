@@ -4,6 +4,7 @@ executed notebook, which the site reuses instead of running the lesson again."""
 from __future__ import annotations
 
 import json
+import re
 
 import nbformat
 import pytest
@@ -62,7 +63,8 @@ def test_executed_lessons_reuses_what_is_current_and_runs_what_is_stale(fixture_
     lesson = fixture_course.lesson("doubling")
     lesson.path.write_text(lesson.path.read_text() + "\n# a change\n")
     executed_lessons(fixture_course, echo=said.append)
-    assert said == ["executing 1 lesson(s): 01_doubling"]
+    assert said[0] == "executing 1 lesson(s): 01_doubling"
+    assert re.fullmatch(r"  \[1/1\] 01_doubling  \d+ s", said[1]), said  # name, time, count
     assert (executed_dir(fixture_course) / "lessons" / "01_doubling.ipynb").exists()
 
 

@@ -154,7 +154,8 @@ def test_lesson_page_loads_clean_with_its_plots(browser, base_url, item):
     visit = _visit(browser, base_url, path, screenshot="lesson" if item.number == "01" else None)
     _assert_clean(visit, path)
     if "plt.show()" in item.path.read_text():
-        assert visit.page.locator("img").count() > 0, f"{path}: no plot on the page"
+        plots = visit.page.locator(".jp-OutputArea-output svg, .jp-OutputArea-output img")
+        assert plots.count() > 0, f"{path}: no plot on the page"
     assert visit.page.locator("text=Key points").count() > 0
     assert visit.page.evaluate(SCROLLING_CODE_CELLS) == 0, f"{path}: code scrolls at 1280 px"
     visit.page.close()
@@ -173,6 +174,76 @@ def test_a_phone_shows_pages_without_sideways_scrolling(browser, base_url, path,
         minutes = visit.page.locator("article table th", has_text="minutes").first
         box = minutes.bounding_box()
         assert box is not None and box["x"] + box["width"] <= 390
+    visit.page.close()
+
+
+# The on-screen height of every piece of plot text (SVG <text>: its font size in the
+# plot's own units, times the scale from those units to screen pixels), folds opened.
+PLOT_TEXT_PX = """() => {
+    document.querySelectorAll('details').forEach(d => { d.open = true; });
+    return [...document.querySelectorAll('article svg text')].map(t => {
+        const m = t.getScreenCTM();
+        return m ? parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b) : null;
+    }).filter(px => px !== null);
+}"""
+
+
+@pytest.mark.parametrize(
+    ("path", "name"), [("lessons/01_shapes/", "phone-lesson-plots"), ("results/", "phone-results")]
+)
+def test_plot_text_is_at_least_9_px_on_a_phone(browser, base_url, path, name):
+    visit = _visit(browser, base_url, path, width=390)
+    _assert_clean(visit, path)
+    sizes = visit.page.evaluate(PLOT_TEXT_PX)
+    assert sizes, f"{path}: no plot text found"
+    assert min(sizes) >= 9, f"{path}: plot text {min(sizes):.1f} px high at 390 px"
+    assert visit.page.evaluate(PAGE_WIDTH) <= 390, f"{path} is wider than a phone"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    visit.page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=False)
+    visit.page.close()
+
+
+# Scroll the box that holds the widest table of the page to its end: where its last header
+# cell then lies, and the viewport's width.
+LAST_COLUMN = """() => {
+    const tables = [...document.querySelectorAll('article table')];
+    const table = tables.sort((a, b) => b.scrollWidth - a.scrollWidth)[0];
+    let box = table;
+    while (box && !(['auto', 'scroll'].includes(getComputedStyle(box).overflowX)
+                    && box.scrollWidth > box.clientWidth)) {
+        box = box.parentElement;
+    }
+    if (box) { box.scrollLeft = box.scrollWidth; }
+    const cells = table.rows[0].cells;
+    const last = cells[cells.length - 1].getBoundingClientRect();
+    return {left: last.left, right: last.right, width: window.innerWidth,
+            text: cells[cells.length - 1].innerText, scrolls: !!box,
+            wider: table.getBoundingClientRect().width > window.innerWidth};
+}"""
+
+
+@pytest.mark.parametrize("path", ["cheatsheet/", "releases/", "results/"])
+def test_a_wide_table_scrolls_in_its_box_to_its_last_column_on_a_phone(browser, base_url, path):
+    visit = _visit(browser, base_url, path, width=390)
+    _assert_clean(visit, path)
+    assert visit.page.evaluate(PAGE_WIDTH) <= 390, f"{path} is wider than a phone"
+    last = visit.page.evaluate(LAST_COLUMN)
+    assert last["wider"], f"{path}: the widest table fits the phone: this test tests nothing"
+    assert last["scrolls"], f"{path}: the widest table is wider than the phone, and nothing scrolls"
+    visit.page.screenshot(path=str(SCREENSHOTS / f"phone-{path.strip('/')}-scrolled.png"))
+    assert 0 <= last["left"] and last["right"] <= last["width"] + 1, (path, last)
+    visit.page.close()
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+@pytest.mark.parametrize("path", ["results/", "lessons/01_shapes/", "cheatsheet/"])
+def test_screenshots_of_the_pages_a_reader_compares(browser, base_url, path, width):
+    """Screenshots for a person to look at (results, a lesson, the cheat sheet)."""
+    visit = _visit(browser, base_url, path, width=width)
+    _assert_clean(visit, path)
+    name = path.strip("/").replace("/", "-")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    visit.page.screenshot(path=str(SCREENSHOTS / f"{name}-{width}.png"), full_page=True)
     visit.page.close()
 
 

@@ -11,13 +11,13 @@
 #     name: python3
 #   jitlab:
 #     title: Double an array, compiled once
-#     hints:
-#       - Multiply by two.
-#       - "Return x * 2 from inside the jitted function."
 # ---
 
 # %% [markdown]
 # # Exercise 01 · Doubling
+#
+# Stuck? Run `jitlab hint 01` in a terminal for the next hint, mildest first;
+# the hints are not in this file.
 #
 # Write `double(x)`: `2 * x`, jitted.
 
