@@ -1,4 +1,4 @@
-"""``jitlab doctor [--max-compiles NAME=N ...] [--json FILE] -- python script.py args``
+"""``jitlab doctor [--max-compiles NAME=N ...] [--json FILE] [--html FILE] -- python train.py``
 
 The program may also follow the options without ``--``, with or without ``python``:
 ``jitlab doctor train.py args``, ``jitlab doctor -m pkg.train args``.
@@ -44,6 +44,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
     parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write the report as one self-contained HTML page to FILE",
+    )
+    parser.add_argument(
         "--timelines",
         type=int,
         default=3,
@@ -59,10 +64,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 USAGE = (
-    "jitlab doctor [--max-compiles NAME=N ...] [--json FILE] [--timelines N] "
+    "jitlab doctor [--max-compiles NAME=N ...] [--json FILE] [--html FILE] [--timelines N] "
     "[--] [python] script.py [args] | -m module [args]"
 )
-_TAKES_VALUE = ("--max-compiles", "--json", "--timelines")
+_TAKES_VALUE = ("--max-compiles", "--json", "--html", "--timelines")
 
 
 def _split(argv: list[str]) -> tuple[list[str], list[str] | None]:
@@ -134,6 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 report.write_json(args.json)
             except OSError as err:
                 _say(f"jitlab doctor: cannot write {args.json}: {err}")
+        html_failed = bool(args.html) and not _write_html(report, args.html)
+        if html_failed:
+            code = BAD_INPUT
         if outcome.interrupted:
             _say("KeyboardInterrupt")
         elif outcome.error is not None:
@@ -141,11 +149,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             _say("The program failed:")
             run_mod.print_traceback(outcome.error)
         if code != OK:
-            _say(f"jitlab doctor: exit code {code}" + _why(report, outcome))
+            why = " (cannot write the HTML report)" if html_failed else _why(report, outcome)
+            _say(f"jitlab doctor: exit code {code}{why}")
         return code
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+
+
+def _write_html(report, path: str) -> bool:
+    from jitlab.doctor import html
+
+    try:
+        html.write(report.to_dict(), path)
+    except OSError as err:
+        _say(f"jitlab doctor: cannot write the HTML report to {path}: {err.strerror or err}")
+        return False
+    return True
 
 
 def _why(report, outcome: run_mod.Outcome) -> str:
