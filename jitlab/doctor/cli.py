@@ -6,7 +6,11 @@ The program may also follow the options without ``--``, with or without ``python
 Exit codes: the program's own when it fails (1 for an uncaught exception, its
 ``sys.exit`` code, 130 for Ctrl-C); otherwise 1 when a budget is exceeded or names a
 function that never ran, 0 when all is well; 2 for bad input (no such script or module,
-a malformed budget).
+a malformed budget or ``[tool.jitlab.doctor]`` in pyproject.toml, an HTML report that
+cannot be written).
+
+Budgets also come from ``[tool.jitlab.doctor]`` in the project's ``pyproject.toml``
+(:mod:`jitlab.doctor.config`); ``--max-compiles`` replaces the file's budget for a name.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import sys
 from collections.abc import Sequence
 
 from jitlab.doctor import budgets as budgets_mod
+from jitlab.doctor import config as config_mod
 from jitlab.doctor import run as run_mod
 from jitlab.doctor.session import watch
 
@@ -109,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = command if command is not None else args.command
     try:
         budgets = [budgets_mod.parse(text) for text in args.max_compiles]
+        # [tool.jitlab.doctor] in the project's pyproject.toml; the command line wins
+        budgets = config_mod.merged(config_mod.load(config_mod.find_pyproject()), budgets)
         target = run_mod.parse_command(words)
     except ValueError as err:
         _say(f"jitlab doctor: {err}")
