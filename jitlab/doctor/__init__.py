@@ -8,6 +8,8 @@
 - ``with jitlab.doctor.watch() as doctor: ...`` from Python.
 - ``with jitlab.doctor.no_recompiles(train_step): ...`` (or as a decorator) raises
   :class:`Recompiled` at the first recompilation, with the doctor's cause.
+- ``with jitlab.doctor.record_process("report.json"): ...`` in every process of a
+  ``jax.distributed`` job, then ``jitlab doctor --merge report.p*.json``.
 
 To see each call's arguments the doctor replaces ``jax.jit`` with a thin wrapper while it
 runs (see :mod:`jitlab.doctor.wrap`). Everything else it learns from JAX's public hooks:
@@ -19,6 +21,7 @@ from jitlab.doctor.classify import CAUSES, Cause
 from jitlab.doctor.cli import main
 from jitlab.doctor.guard import Recompiled, no_recompiles
 from jitlab.doctor.ipython import load_ipython_extension, unload_ipython_extension
+from jitlab.doctor.processes import record_process
 from jitlab.doctor.report import Report
 from jitlab.doctor.session import Doctor, install, uninstall, watch
 
@@ -34,6 +37,7 @@ __all__ = [
     "load_ipython_extension",
     "main",
     "no_recompiles",
+    "record_process",
     "uninstall",
     "unload_ipython_extension",
     "watch",

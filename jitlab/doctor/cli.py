@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from jitlab.doctor import budgets as budgets_mod
 from jitlab.doctor import config as config_mod
+from jitlab.doctor import processes
 from jitlab.doctor import run as run_mod
 from jitlab.doctor.session import watch
 
@@ -70,7 +71,8 @@ def _parser() -> argparse.ArgumentParser:
 
 USAGE = (
     "jitlab doctor [--max-compiles NAME=N ...] [--json FILE] [--html FILE] [--timelines N] "
-    "[--] [python] script.py [args] | -m module [args]"
+    "[--] [python] script.py [args] | -m module [args]\n"
+    "       jitlab doctor --merge REPORT.p0.json REPORT.p1.json ..."
 )
 _TAKES_VALUE = ("--max-compiles", "--json", "--html", "--timelines")
 
@@ -103,8 +105,23 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+def merge_main(paths: Sequence[str]) -> int:
+    """``jitlab doctor --merge report.p0.json report.p1.json ...``: 1 on a divergence."""
+    from jitlab.doctor import merge
+
+    try:
+        reports = merge.load(list(paths))
+    except merge.MergeError as err:
+        _say(f"jitlab doctor: {err}")
+        return BAD_INPUT
+    print(merge.render(reports), flush=True)
+    return FAIL if merge.divergences(reports) else OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--merge"]:
+        return merge_main(argv[1:])
     options, command = _split(argv)
     parser = _parser()
     try:
@@ -122,7 +139,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return BAD_INPUT
 
     with watch(budgets, command=target.words()) as doctor:
-        outcome = run_mod.run(target)
+        # --json: the report is kept up to date as the program runs (one file per process
+        # under jax.distributed), so a process that dies leaves a partial one
+        keeper = (
+            processes.ProcessRecorder(args.json, target.words(), budgets) if args.json else None
+        )
+        if keeper is not None:
+            keeper.start()
+        try:
+            outcome = run_mod.run(target)
+        finally:
+            if keeper is not None:
+                keeper.stop()
     sys.stdout.flush()
 
     previous = signal.getsignal(signal.SIGINT)
@@ -141,11 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         report.exit_code = code
         _say("")
         _say(report.text(timelines=args.timelines))
-        if args.json:
-            try:
-                report.write_json(args.json)
-            except OSError as err:
-                _say(f"jitlab doctor: cannot write {args.json}: {err}")
+        if keeper is not None and keeper.write(partial=False, report=report) is None:
+            _say(f"jitlab doctor: cannot write {keeper.write_errors[-1]}")
         html_failed = bool(args.html) and not _write_html(report, args.html)
         if html_failed:
             code = BAD_INPUT
