@@ -245,8 +245,8 @@ def render(reports: list[ProcessReport]) -> str:
             + (f"; the program failed: {failed}" if failed else ""),
             "   ",
         )
-    if len(folders) == 1:
-        out += _wrap(f"(in {folders.pop()})", "   ")
+    if len(folders) == 1 and (folder := folders.pop()) != Path("."):
+        out += _wrap(f"(in {folder})", "   ")
     absent = sorted(set(range(count)) - {r.index for r in reports})
     if absent:
         out += _wrap(f"no report from process {', '.join(map(str, absent))}", "   ")
