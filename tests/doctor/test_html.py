@@ -79,6 +79,7 @@ def test_an_unwritable_path_is_one_line_and_exit_2(tmp_path):
 SIDEWAYS = "() => document.documentElement.scrollWidth - window.innerWidth"
 
 
+@pytest.mark.slow  # Chromium, as the site's browser tests
 @pytest.mark.parametrize("width", [1280, 390])
 def test_the_page_in_a_browser(browser, capstone_report, width):
     page_file, data = capstone_report
