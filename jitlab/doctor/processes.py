@@ -92,12 +92,14 @@ class ProcessRecorder(Recorder):
         self._calls: dict[tuple[tuple[str, int, str, str], int], int] = {}
         self._where: tuple[int, int] | None = None
         self._writes = 0
+        self._calls_before: dict[tuple[str, int, str, str], int] = {}
         # Compilations of known functions whose call has not returned yet: a process
         # that dies in that call (a collective that does not match) still reports them.
         self._unfinished: list[dict[str, Any]] = []
         self.write_errors: list[str] = []
 
     def start(self) -> ProcessRecorder:
+        self._calls_before = {k: c.calls for k, c in COUNTERS.items()}
         super().start()
         monitoring.register_event_duration_secs_listener(self._on_duration)
         return self
@@ -111,7 +113,7 @@ class ProcessRecorder(Recorder):
         counter = COUNTERS.get(key)
         if counter is None:
             return None
-        return counter.calls - self._calls_at_start.get(key, 0)
+        return counter.calls - self._calls_before.get(key, 0)
 
     def _on_duration(self, event: str, seconds: float, **kwargs: Any) -> None:
         """A backend compilation of a function seen before: written down before the

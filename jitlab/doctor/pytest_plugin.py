@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +34,7 @@ from jitlab.doctor.session import Doctor, budget_failure_text
 _SESSION = pytest.StashKey[Recorder]()
 _BUDGETS = pytest.StashKey[list[budgets_mod.Budget]]()
 _REPORT = pytest.StashKey[Report]()
+_UNCHECKED = pytest.StashKey[Path]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -57,8 +60,13 @@ def pytest_configure(config: pytest.Config) -> None:
         "max_compiles(name=N, ...): fail the test if the jitted function `name` compiles "
         "more than N times during it; max_compiles(N) budgets every watched function",
     )
-    if _enabled(config):
-        pyproject = config.rootpath / "pyproject.toml"
+    pyproject = config.rootpath / "pyproject.toml"
+    if not _enabled(config):
+        # budgets in the file, and the doctor not asked for: say so, never skip them silently
+        with contextlib.suppress(OSError):
+            if pyproject.is_file() and config_mod.SECTION in pyproject.read_text("utf-8"):
+                config.stash[_UNCHECKED] = pyproject
+    else:
         try:
             settings = config_mod.load(pyproject if pyproject.is_file() else None)
         except config_mod.ConfigError as err:
@@ -123,6 +131,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    unchecked = config.stash.get(_UNCHECKED, None)
+    if unchecked is not None:
+        terminalreporter.write_line(
+            f"jitlab doctor: the budgets in {unchecked} ({config_mod.SECTION}) are checked "
+            "only with pytest --jitlab (or jitlab_doctor = true)"
+        )
     recorder = config.stash.get(_SESSION, None)
     if recorder is None:
         return

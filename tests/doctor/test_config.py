@@ -137,6 +137,14 @@ def test_pytest_checks_the_session_against_the_budgets(pytester):
     result.stdout.fnmatch_lines(["*ok: train_step=2*"])
 
 
+def test_pytest_without_jitlab_says_the_budgets_are_not_checked(pytester):
+    pytester.makepyfile(test_train=TESTS)
+    pytester.makefile(".toml", pyproject="[tool.jitlab.doctor]\nmax_compiles = {train_step = 1}\n")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["jitlab doctor: the budgets in *pyproject.toml*--jitlab*"])
+
+
 def test_pytest_stops_at_a_malformed_table_with_one_line(pytester):
     pytester.makepyfile(test_train=TESTS)
     pytester.makefile(".toml", pyproject="[tool.jitlab.doctor]\nmax_compiles = {train_step = -1}\n")
