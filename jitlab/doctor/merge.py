@@ -256,20 +256,23 @@ def render(reports: list[ProcessReport]) -> str:
     if found:
         for d in found:
             began = f", from its call {d.call}" if d.call else ""
+            where = ", ".join(map(str, d.on))
+            if d.missing:
+                what = f"happened on process {where}, not on {', '.join(map(str, d.missing))}"
+            else:
+                what = f"differs between processes {where}"
             out += _wrap(
                 f"DIVERGENCE: {d.function} ({d.defined_at}) compiled {d.kind}{began}: "
-                f"compilation {d.compilation} happened on process "
-                f"{', '.join(map(str, d.on))}"
-                + (f", not on {', '.join(map(str, d.missing))}" if d.missing else "")
-                + ".",
+                f"compilation {d.compilation} {what}."
             )
             for line in d.lines:
                 out += _wrap(line, "   ")
         out += _wrap(
             "Processes that compile different programs do not run the same collectives: the "
             "job can hang, crash, or compute different results on each process. Give every "
-            f"process the same global shapes (the course's lesson {LESSON}: pad the last "
-            "batch, declare the global shape).",
+            "process the same global shapes and static values (the course's lesson "
+            f"{LESSON}: pad the last batch, declare the global shape, decide a setting once "
+            "and broadcast it).",
         )
     else:
         out += _wrap("No divergence: every function compiled the same programs on every process.")

@@ -35,7 +35,13 @@ FUNCTIONS = (
     "ragged_inferred",
     "sgd_with_errors",
     "ragged_gathered",
+    "padded_batch",
+    "decayed_step",
+    "assert_same_program",
+    "report_same_program",
+    "from_environment",
 )
+SETTINGS = ("ragged", "even", "stale")  # the jobs' sizes, and per-process environments
 
 TASK = '''
 import jitlab.doctor
@@ -51,37 +57,40 @@ def doctor_task(worker):
 
 
 def _lesson():
-    """The lesson's functions (decorators included) and its ragged job's sizes."""
+    """The lesson's functions (decorators included) and its jobs' settings."""
     text = LESSON.read_text()
     lines = text.splitlines()
-    sources, ragged = {}, None
+    sources, settings = {}, {}
     for node in ast.parse(text).body:
         if isinstance(node, ast.FunctionDef) and node.name in FUNCTIONS:
             start = min([d.lineno for d in node.decorator_list] + [node.lineno])
             sources[node.name] = "\n".join(lines[start - 1 : node.end_lineno])
-        elif isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == [
-            "ragged"
-        ]:
-            ragged = ast.literal_eval(node.value)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            name = getattr(node.targets[0], "id", "")
+            if name in SETTINGS:
+                settings[name] = ast.literal_eval(node.value)
     assert set(sources) == set(FUNCTIONS), set(FUNCTIONS) - set(sources)
-    return [sources[name] for name in FUNCTIONS], ragged
+    assert set(settings) == set(SETTINGS), set(SETTINGS) - set(settings)
+    return [sources[name] for name in FUNCTIONS], settings
 
 
 @pytest.fixture(scope="module")
 def program(tmp_path_factory) -> tuple[Path, dict]:
-    sources, ragged = _lesson()
+    sources, settings = _lesson()
     # install() before the lesson's @jax.jit runs, as `jitlab doctor` would: every call
     # of sgd_step is watched
     prelude = multiprocess.PRELUDE + "\nimport jitlab.doctor\n\njitlab.doctor.install()\n"
     path = tmp_path_factory.mktemp("job") / "lesson_job.py"
     path.write_text("\n\n\n".join([prelude, *sources, TASK]))
-    return path, ragged
+    return path, settings
 
 
-def _job(program, folder: Path, task: str, **limits) -> tuple[multiprocess.Run, list[Path]]:
-    path, ragged = program
+def _job(
+    program, folder: Path, task: str, sizes: str = "ragged", **limits
+) -> tuple[multiprocess.Run, list[Path]]:
+    path, settings = program
     folder.mkdir()
-    options = {**ragged, "task": task, "reports": str(folder)}
+    options = {**settings[sizes], "task": task, "reports": str(folder), "agree": False}
     run = multiprocess.run(f"{path}:doctor_task", options=options, **limits)
     return run, sorted(folder.glob("doctor.p*.json"))
 
@@ -149,6 +158,31 @@ def test_a_process_that_dies_mid_run_is_merged_as_partial(gathered, capsys):
         [0],
     )
     assert "f32[6,3]" in " ".join(d.lines)  # what changed, from the doctor or from JAX
+
+
+def test_a_static_value_read_per_process_diverges_with_equal_counts(program, tmp_path, capsys):
+    # The lesson's third job: each process reads the weight decay from its own
+    # environment (0 on process 0, 0.1 on process 1). One compilation on each: the
+    # counts look healthy, the signatures do not.
+    _, settings = program
+    run, files = _job(program, tmp_path / "env", "from_environment", "even", env=settings["stale"])
+    run.check()
+    assert cli.main(["--merge", *map(str, files)]) == 1
+    out = capsys.readouterr().out
+    print(out)
+    (d,) = merge.divergences(merge.load(files))
+    assert (d.function, d.compilation, d.call, d.on, d.missing) == (
+        "decayed_step",
+        1,
+        1,
+        [0, 1],
+        [],
+    )
+    assert d.kind == "with different signatures"
+    signatures = [line for line in d.lines if line.strip().startswith("with ")]
+    assert [line.split("; ")[-1] for line in signatures] == ["decay=0.0", "decay=0.1"]
+    table = next(line for line in out.splitlines() if line.startswith("   decayed_step"))
+    assert table.split() == ["decayed_step", "1", "1", "<-", "diverges"]
 
 
 def test_reports_of_different_runs_are_refused_naming_the_files(
