@@ -19,7 +19,7 @@ export NO_MKDOCS_2_WARNING := 1
 NBVAL := --nbval-lax --nbval-current-env --jitlab-record=_build/executed
 
 .PHONY: course setup site site-offline serve lab test test-fast lint format exercises verify bench matrix \
-	upstream runner-speed wheelhouse clean lock
+	upstream runner-speed wheelhouse dist clean lock
 
 course: site serve
 
@@ -64,6 +64,15 @@ wheelhouse: $(STAMP)
 	  $(if $(WHEEL_PLATFORM),$(WHEEL_PLATFORM) --python-version 3.12,) \
 	  -r requirements.lock "pip==26.3"
 	@echo "wheelhouse/: $$(ls wheelhouse | wc -l) files"
+
+# The course's package as a wheel, for a team that wants `jitlab doctor` and `pytest --jitlab`
+# in its own project: `pip install _build/dist/jitlab-*.whl` there needs JAX only (the course's
+# toolchain is the `course` extra, which `make setup` installs from the lock).
+dist: $(STAMP)
+	rm -rf _build/dist _build/dist-source && mkdir -p _build/dist-source
+	cp -r jitlab pyproject.toml README.md _build/dist-source/
+	$(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation -w _build/dist _build/dist-source
+	@ls _build/dist/*.whl
 
 # A copy of the site that works opened from its folder (file://), search included: for a
 # USB stick in a room with no network. Open site-offline/index.html.

@@ -1,4 +1,4 @@
-"""``jitlab doctor [--max-compiles NAME=N ...] [--json FILE] -- python script.py args``
+"""``jitlab doctor [--max-compiles NAME=N ...] [--json FILE] [--html FILE] -- python train.py``
 
 The program may also follow the options without ``--``, with or without ``python``:
 ``jitlab doctor train.py args``, ``jitlab doctor -m pkg.train args``.
@@ -6,7 +6,11 @@ The program may also follow the options without ``--``, with or without ``python
 Exit codes: the program's own when it fails (1 for an uncaught exception, its
 ``sys.exit`` code, 130 for Ctrl-C); otherwise 1 when a budget is exceeded or names a
 function that never ran, 0 when all is well; 2 for bad input (no such script or module,
-a malformed budget).
+a malformed budget or ``[tool.jitlab.doctor]`` in pyproject.toml, an HTML report that
+cannot be written).
+
+Budgets also come from ``[tool.jitlab.doctor]`` in the project's ``pyproject.toml``
+(:mod:`jitlab.doctor.config`); ``--max-compiles`` replaces the file's budget for a name.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import sys
 from collections.abc import Sequence
 
 from jitlab.doctor import budgets as budgets_mod
+from jitlab.doctor import config as config_mod
+from jitlab.doctor import processes
 from jitlab.doctor import run as run_mod
 from jitlab.doctor.session import watch
 
@@ -44,6 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
     parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write the report as one self-contained HTML page to FILE",
+    )
+    parser.add_argument(
         "--timelines",
         type=int,
         default=3,
@@ -59,10 +70,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 USAGE = (
-    "jitlab doctor [--max-compiles NAME=N ...] [--json FILE] [--timelines N] "
-    "[--] [python] script.py [args] | -m module [args]"
+    "jitlab doctor [--max-compiles NAME=N ...] [--json FILE] [--html FILE] [--timelines N] "
+    "[--] [python] script.py [args] | -m module [args]\n"
+    "       jitlab doctor --merge REPORT.p0.json REPORT.p1.json ..."
 )
-_TAKES_VALUE = ("--max-compiles", "--json", "--timelines")
+_TAKES_VALUE = ("--max-compiles", "--json", "--html", "--timelines")
 
 
 def _split(argv: list[str]) -> tuple[list[str], list[str] | None]:
@@ -93,8 +105,23 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+def merge_main(paths: Sequence[str]) -> int:
+    """``jitlab doctor --merge report.p0.json report.p1.json ...``: 1 on a divergence."""
+    from jitlab.doctor import merge
+
+    try:
+        reports = merge.load(list(paths))
+    except merge.MergeError as err:
+        _say(f"jitlab doctor: {err}")
+        return BAD_INPUT
+    print(merge.render(reports), flush=True)
+    return FAIL if merge.divergences(reports) else OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--merge"]:
+        return merge_main(argv[1:])
     options, command = _split(argv)
     parser = _parser()
     try:
@@ -104,13 +131,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = command if command is not None else args.command
     try:
         budgets = [budgets_mod.parse(text) for text in args.max_compiles]
+        # [tool.jitlab.doctor] in the project's pyproject.toml; the command line wins
+        budgets = config_mod.merged(config_mod.load(config_mod.find_pyproject()), budgets)
         target = run_mod.parse_command(words)
     except ValueError as err:
         _say(f"jitlab doctor: {err}")
         return BAD_INPUT
 
     with watch(budgets, command=target.words()) as doctor:
-        outcome = run_mod.run(target)
+        # --json: the report is kept up to date as the program runs (one file per process
+        # under jax.distributed), so a process that dies leaves a partial one
+        keeper = (
+            processes.ProcessRecorder(args.json, target.words(), budgets) if args.json else None
+        )
+        if keeper is not None:
+            keeper.start()
+        try:
+            outcome = run_mod.run(target)
+        finally:
+            if keeper is not None:
+                keeper.stop()
     sys.stdout.flush()
 
     previous = signal.getsignal(signal.SIGINT)
@@ -129,11 +169,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         report.exit_code = code
         _say("")
         _say(report.text(timelines=args.timelines))
-        if args.json:
-            try:
-                report.write_json(args.json)
-            except OSError as err:
-                _say(f"jitlab doctor: cannot write {args.json}: {err}")
+        if keeper is not None and keeper.write(partial=False, report=report) is None:
+            _say(f"jitlab doctor: cannot write {keeper.write_errors[-1]}")
+        html_failed = bool(args.html) and not _write_html(report, args.html)
+        if html_failed:
+            code = BAD_INPUT
         if outcome.interrupted:
             _say("KeyboardInterrupt")
         elif outcome.error is not None:
@@ -141,11 +181,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             _say("The program failed:")
             run_mod.print_traceback(outcome.error)
         if code != OK:
-            _say(f"jitlab doctor: exit code {code}" + _why(report, outcome))
+            why = " (cannot write the HTML report)" if html_failed else _why(report, outcome)
+            _say(f"jitlab doctor: exit code {code}{why}")
         return code
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+
+
+def _write_html(report, path: str) -> bool:
+    from jitlab.doctor import html
+
+    try:
+        html.write(report.to_dict(), path)
+    except OSError as err:
+        _say(f"jitlab doctor: cannot write the HTML report to {path}: {err.strerror or err}")
+        return False
+    return True
 
 
 def _why(report, outcome: run_mod.Outcome) -> str:

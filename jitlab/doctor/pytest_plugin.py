@@ -10,21 +10,31 @@
   test's call phase is counted, so a fixture may warm functions up. Without ``--jitlab``
   the marker still counts compilations by name, but functions jitted at import time are
   not watched, so it cannot name a cause: run with ``--jitlab`` for that.
+- ``max_compiles = {train_step = 1, "*" = 3}`` under ``[tool.jitlab.doctor]`` in the
+  ``pyproject.toml`` of pytest's root folder budgets the whole session under ``--jitlab``:
+  a broken or unused budget fails the run (exit code 1) and the summary says why. A
+  malformed table stops pytest at the start with one line naming the key (exit code 2).
 """
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from jitlab.doctor import budgets as budgets_mod
+from jitlab.doctor import config as config_mod
 from jitlab.doctor import wrap
 from jitlab.doctor.recorder import Recorder
 from jitlab.doctor.report import Report
 from jitlab.doctor.session import Doctor, budget_failure_text
 
 _SESSION = pytest.StashKey[Recorder]()
+_BUDGETS = pytest.StashKey[list[budgets_mod.Budget]]()
+_REPORT = pytest.StashKey[Report]()
+_UNCHECKED = pytest.StashKey[Path]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -50,7 +60,18 @@ def pytest_configure(config: pytest.Config) -> None:
         "max_compiles(name=N, ...): fail the test if the jitted function `name` compiles "
         "more than N times during it; max_compiles(N) budgets every watched function",
     )
-    if _enabled(config):
+    pyproject = config.rootpath / "pyproject.toml"
+    if not _enabled(config):
+        # budgets in the file, and the doctor not asked for: say so, never skip them silently
+        with contextlib.suppress(OSError):
+            if pyproject.is_file() and config_mod.SECTION in pyproject.read_text("utf-8"):
+                config.stash[_UNCHECKED] = pyproject
+    else:
+        try:
+            settings = config_mod.load(pyproject if pyproject.is_file() else None)
+        except config_mod.ConfigError as err:
+            pytest.exit(f"jitlab doctor: {err}", returncode=2)
+        config.stash[_BUDGETS] = list(settings.budgets)
         wrap.install()
         config.stash[_SESSION] = Recorder().start()
 
@@ -96,11 +117,30 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     return result
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The session's report, with the pyproject.toml budgets checked: a broken one fails
+    a run that would otherwise pass."""
+    recorder = session.config.stash.get(_SESSION, None)
+    if recorder is None:
+        return
+    budgets = session.config.stash.get(_BUDGETS, [])
+    report = Report.from_recorder(recorder, budgets, command=["pytest"])
+    session.config.stash[_REPORT] = report
+    if not report.budgets_passed and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    unchecked = config.stash.get(_UNCHECKED, None)
+    if unchecked is not None:
+        terminalreporter.write_line(
+            f"jitlab doctor: the budgets in {unchecked} ({config_mod.SECTION}) are checked "
+            "only with pytest --jitlab (or jitlab_doctor = true)"
+        )
     recorder = config.stash.get(_SESSION, None)
     if recorder is None:
         return
-    report = Report.from_recorder(recorder, command=["pytest"])
+    report = config.stash.get(_REPORT, None) or Report.from_recorder(recorder, command=["pytest"])
     terminalreporter.section("jitlab doctor")
     for line in report.text().splitlines()[1:]:
         terminalreporter.write_line(line)

@@ -23,10 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
-
-from jitlab.course.current import NOTEBOOK_ENV
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _TIMEOUT = re.compile(r"Timeout of ([\d.]+) seconds exceeded")
@@ -67,6 +64,8 @@ class _Recorder:
     def write(self) -> None:
         if self.folder is None:
             return
+        import nbformat  # here: the plugin loads in every pytest run, even without the course
+
         for path, notebook in self.notebooks.items():
             source = _source_of(notebook)
             kind = Path(source).parent.name or "notebooks"
@@ -140,6 +139,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # The kernel starts in the setup of a notebook's first cell; tell it its source.
     if _is_cell(item) and item.cell_num == 0:  # type: ignore[attr-defined]
+        from jitlab.course.current import NOTEBOOK_ENV
+
         source = _source_of(item.parent.nb)  # type: ignore[attr-defined]
         if source:
             os.environ[NOTEBOOK_ENV] = source

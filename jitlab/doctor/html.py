@@ -1,0 +1,430 @@
+"""The doctor's report as one HTML file to attach to a bug report or a CI run:
+``jitlab doctor --html report.html -- python train.py``.
+
+It is drawn from the JSON report (:func:`jitlab.doctor.report.to_dict`), so a report
+read back from a file renders the same. Everything is inline (styles, a few lines of
+script, the timelines as SVG): the file makes no request and opens from ``file://``.
+
+- the table of functions, sortable by any column (click a heading);
+- one section per function: its causes with the lesson for each, the cache-key timeline
+  drawn as a graphic (one column per compilation, a coloured cell where a part of the key
+  changed; a click opens that miss), and each miss folded: call site, source line, what
+  differed, and JAX's own explanation folded inside it as a second opinion.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from jitlab.doctor import classify
+from jitlab.doctor import signature as sig
+
+_COLUMNS = (
+    ("function", "text"),
+    ("defined at", "text"),
+    ("calls", "num"),
+    ("traces", "num"),
+    ("compiles", "num"),
+    ("trace s", "num"),
+    ("lower s", "num"),
+    ("compile s", "num"),
+    ("total s", "num"),
+    ("causes", "text"),
+)
+
+# One colour per row of the timeline (the part of jit's cache key that changed).
+_ROW_COLOURS = {
+    "function": "#b5179e",
+    "tree": "#f77f00",
+    "input types": "#d62828",
+    "static values": "#6a4c93",
+    "device": "#1d7874",
+    "context": "#3a86ff",
+}
+
+_STYLE = """
+:root { color-scheme: light; --ink: #1b1b1f; --muted: #5c5c66; --line: #d9d9e0; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 15px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif;
+  color: var(--ink); background: #fbfbfd; }
+main { max-width: 1180px; margin: 0 auto; padding: 16px; }
+h1 { font-size: 1.5rem; margin: 0 0 4px; }
+h2 { font-size: 1.2rem; margin: 0 0 6px; overflow-wrap: anywhere; }
+h3 { font-size: 1rem; margin: 14px 0 4px; }
+code, pre { font: 13px/1.45 ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
+pre { background: #f0f0f4; padding: 6px 8px; border-radius: 4px; margin: 4px 0;
+  white-space: pre-wrap; overflow-wrap: anywhere; }
+.command, code { overflow-wrap: anywhere; }
+p, li, summary { overflow-wrap: anywhere; }
+.muted { color: var(--muted); }
+.scroll { overflow-x: auto; max-width: 100%; }
+table { border-collapse: collapse; font-size: 14px; }
+#functions { width: 100%; }
+#functions td:nth-child(2) { max-width: 22em; }
+#functions td:last-child { min-width: 14em; }
+th, td { border-bottom: 1px solid var(--line); padding: 4px 8px; text-align: left;
+  vertical-align: top; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+#functions th { cursor: pointer; user-select: none; white-space: nowrap; background: #eef; }
+#functions th[aria-sort="ascending"]::after { content: " \\25B2"; }
+#functions th[aria-sort="descending"]::after { content: " \\25BC"; }
+section.function { background: #fff; border: 1px solid var(--line); border-radius: 6px;
+  padding: 12px; margin: 16px 0; }
+details { margin: 6px 0; }
+details.miss { border-left: 3px solid #d62828; padding-left: 8px; }
+details.miss > summary { cursor: pointer; overflow-wrap: anywhere; }
+details.jax > summary { cursor: pointer; color: var(--muted); }
+.bad { color: #b00020; font-weight: 600; }
+.ok { color: #1d7a35; }
+svg.timeline a:hover rect + rect, svg.timeline a:focus rect + rect {
+  stroke: #000; stroke-width: 1; }
+.legend span { display: inline-block; margin-right: 10px; white-space: nowrap; }
+.legend i { display: inline-block; width: 11px; height: 11px; margin-right: 3px;
+  vertical-align: -1px; border-radius: 2px; }
+@media (max-width: 600px) {
+  main { padding: 8px; }
+  body { font-size: 14px; }
+  th, td { padding: 3px 5px; }
+}
+"""
+
+# Sorting the table, and opening a miss when a link (a timeline column) points to it.
+_SCRIPT = """
+(function () {
+  var table = document.getElementById("functions");
+  if (table) {
+    table.querySelectorAll("th").forEach(function (th, column) {
+      th.addEventListener("click", function () {
+        var descending = th.getAttribute("aria-sort") !== "descending";
+        table.querySelectorAll("th").forEach(function (h) { h.removeAttribute("aria-sort"); });
+        th.setAttribute("aria-sort", descending ? "descending" : "ascending");
+        var numeric = th.dataset.type === "num";
+        var body = table.tBodies[0];
+        var rows = Array.prototype.slice.call(body.rows);
+        rows.sort(function (a, b) {
+          var x = a.cells[column].dataset.value, y = b.cells[column].dataset.value;
+          var order = numeric ? parseFloat(x) - parseFloat(y) : x.localeCompare(y);
+          return descending ? -order : order;
+        });
+        rows.forEach(function (row) { body.appendChild(row); });
+      });
+    });
+  }
+  function openTarget() {
+    var id = decodeURIComponent(location.hash.slice(1));
+    var target = id && document.getElementById(id);
+    for (var node = target; node; node = node.parentElement) {
+      if (node.tagName === "DETAILS") { node.open = true; }
+    }
+    if (target) { target.scrollIntoView({block: "start"}); }
+  }
+  window.addEventListener("hashchange", openTarget);
+  openTarget();
+})();
+"""
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _plural(n: int, word: str) -> str:
+    if n == 1:
+        return f"{n} {word}"
+    return f"{n} {word}es" if word.endswith("s") else f"{n} {word}s"
+
+
+def _cause_text(causes: dict[str, int]) -> str:
+    return ", ".join(
+        f"{classify.CAUSES[c].title} {n} ({classify.CAUSES[c].lesson})" for c, n in causes.items()
+    )
+
+
+def _differences(miss: dict[str, Any]) -> list[sig.Difference]:
+    return [sig.Difference(**d) for d in miss.get("differences", [])]
+
+
+def _function_id(i: int) -> str:
+    return f"f{i}"
+
+
+def _miss_id(i: int, number: int) -> str:
+    return f"f{i}-miss-{number}"
+
+
+def _table(functions: list[dict[str, Any]]) -> str:
+    head = "".join(
+        f'<th data-type="{kind}" class="{kind}" scope="col">{_e(name)}</th>'
+        for name, kind in _COLUMNS
+    )
+    rows = []
+    for i, f in enumerate(functions, 1):
+        s = f["seconds"]
+        causes = _cause_text(f["causes"]) or (
+            "no recompilation" if f["compiles"] <= 1 else "traced inside other jits"
+        )
+        cells = [
+            (f["name"], f'<a href="#{_function_id(i)}">{_e(f["name"])}</a>', "text"),
+            (f["defined_at"], f"<code>{_e(f['defined_at'])}</code>", "text"),
+            (f["calls"], f["calls"], "num"),
+            (f["traces"], f["traces"], "num"),
+            (f["compiles"], f["compiles"], "num"),
+            (s["trace"], f"{s['trace']:.3f}", "num"),
+            (s["lower"], f"{s['lower']:.3f}", "num"),
+            (s["compile"], f"{s['compile']:.3f}", "num"),
+            (s["total"], f"{s['total']:.3f}", "num"),
+            (causes, _e(causes), "text"),
+        ]
+        tds = "".join(
+            f'<td class="{kind}" data-value="{_e(value)}">{shown}</td>'
+            for value, shown, kind in cells
+        )
+        rows.append(f'<tr id="row-{i}">{tds}</tr>')
+    return (
+        f'<div class="scroll"><table id="functions"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def _timeline(i: int, misses: list[dict[str, Any]]) -> str:
+    """The cache-key timeline as SVG: one column per compilation, one row per part of the
+    key; a column links to its miss."""
+    columns = [m for m in misses if m["kind"] in ("first", "miss")]
+    if len(columns) < 2:
+        return ""
+    cell, gap, label = 16, 2, 96
+    width = label + len(columns) * (cell + gap)
+    height = 18 + len(classify.TIMELINE_ROWS) * (cell + gap)
+    parts = [
+        f'<svg class="timeline" role="img" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">',
+        f"<title>cache-key timeline: {len(columns)} compilations</title>",
+    ]
+    for r, row in enumerate(classify.TIMELINE_ROWS):
+        y = 18 + r * (cell + gap) + cell - 4
+        parts.append(f'<text x="0" y="{y}" font-size="12" fill="#333">{_e(row)}</text>')
+    for c, m in enumerate(columns):
+        x = label + c * (cell + gap)
+        if c == 0 or (c + 1) % 5 == 0:
+            parts.append(f'<text x="{x}" y="12" font-size="10" fill="#555">{m["number"]}</text>')
+        marks = classify.timeline_marks(_differences(m)) if m["kind"] == "miss" else {}
+        unknown = m["kind"] == "miss" and not m.get("differences")
+        what = (
+            "first compilation"
+            if m["kind"] == "first"
+            else ", ".join(m.get("causes", [])) or "nothing recorded changed"
+        )
+        parts.append(
+            f'<a href="#{_miss_id(i, m["number"])}"><title>compilation {m["number"]}: '
+            f"{_e(what)}</title>"
+            # the whole column takes the click, gaps between its cells included
+            f'<rect x="{x}" y="18" width="{cell}" height="{height - 18}" fill="#fff" '
+            'fill-opacity="0"/>'
+        )
+        for r, row in enumerate(classify.TIMELINE_ROWS):
+            y = 18 + r * (cell + gap)
+            mark = marks.get(row)
+            if m["kind"] == "first":
+                fill, text = "#c9c9d3", ""
+            elif unknown:
+                fill, text = "#ffd166", "?"
+            elif mark:
+                fill, text = _ROW_COLOURS[row], mark
+            else:
+                fill, text = "#ececf1", ""
+            parts.append(
+                f'<rect x="{x}" y="{y}" width="{cell}" height="{cell}" rx="2" fill="{fill}"/>'
+            )
+            if text:
+                parts.append(
+                    f'<text x="{x + cell / 2}" y="{y + cell - 4}" font-size="11" '
+                    f'text-anchor="middle" fill="#fff">{_e(text)}</text>'
+                )
+        parts.append("</a>")
+    parts.append("</svg>")
+    legend = "".join(
+        f'<span><i style="background:{colour}"></i>{_e(row)}</span>'
+        for row, colour in _ROW_COLOURS.items()
+    )
+    return (
+        '<figure class="timeline"><div class="scroll">' + "".join(parts) + "</div>"
+        '<figcaption class="legend muted">Cache-key timeline: one column per compilation '
+        "(grey: the first), a coloured cell where that part of jit's cache key changed "
+        "(s shape, d dtype, w weak type, * several; t structure, k keyword; ? nothing the "
+        f"doctor records changed). Click a column to open its miss.<br>{legend}</figcaption>"
+        "</figure>"
+    )
+
+
+def _jax_verdict(miss: dict[str, Any]) -> str:
+    named = ", ".join(classify.CAUSES[c].title for c in miss.get("jax_causes", []))
+    if miss.get("jax_agrees"):
+        return "agrees"
+    if not named:
+        return "names no cause"
+    if set(miss["jax_causes"]) <= set(miss.get("causes", [])):
+        return f"names {named} only"
+    return f"names {named}: a different cause"
+
+
+def _miss(i: int, m: dict[str, Any]) -> str:
+    causes = ", ".join(classify.CAUSES[c].title for c in m.get("causes", [])) or "first"
+    if m["kind"] == "first":
+        causes = "first compilation"
+    seconds = sum(m["seconds"].values())
+    out = [
+        f'<details class="miss" id="{_miss_id(i, m["number"])}"><summary>'
+        f"compilation {m['number']}: <b>{_e(causes)}</b> "
+        f'<span class="muted">at {_e(m["call_site"])}, {seconds:.3f} s</span></summary>',
+        f"<p>called at <code>{_e(m['call_site'])}</code>"
+        + (" (inside another jit)" if m.get("inside_jit") else "")
+        + "</p>",
+    ]
+    if m.get("source"):
+        out.append(f"<pre>{_e(m['source'])}</pre>")
+    if m["kind"] == "miss":
+        if m.get("lessons"):
+            out.append(f"<p>lesson {_e(', '.join(m['lessons']))}</p>")
+        if m.get("compared_with"):
+            out.append(f"<p>against compilation {m['compared_with']}, the closest earlier:</p>")
+        if m.get("differences"):
+            rows = "".join(
+                f"<tr><td><code>{_e(d['where'])}</code></td><td>{_e(d['part'])}</td>"
+                f"<td><code>{_e(d['now'])}</code></td><td><code>{_e(d['before'])}</code></td></tr>"
+                for d in m["differences"]
+            )
+            out.append(
+                '<div class="scroll"><table class="diffs"><thead><tr><th>where</th>'
+                "<th>part</th><th>now</th><th>before</th></tr></thead>"
+                f"<tbody>{rows}</tbody></table></div>"
+            )
+        else:
+            out.append("<p>nothing in the signature differs from an earlier compilation</p>")
+        for close in m.get("equally_close", [])[-2:]:
+            what = "; ".join(
+                f"{d['where']}: {d['now']} now, {d['before']} before"
+                for d in close["differences"][:2]
+            )
+            out.append(
+                f'<p class="muted">equally close to {close["compilation"]}: '
+                f"{_e(what or 'nothing')}</p>"
+            )
+        text = m.get("jax_explanation")
+        out.append(
+            f'<details class="jax"><summary>JAX says ({_e(_jax_verdict(m))}): '
+            f"{_e(classify.jax_summary(text))}</summary>"
+            + (f"<pre>{_e(text)}</pre>" if text else "")
+            + "</details>"
+        )
+    out.append("</details>")
+    return "".join(out)
+
+
+def _section(i: int, f: dict[str, Any]) -> str:
+    misses = [m for m in f["misses"] if m["kind"] != "transform"]
+    head = (
+        f"{_plural(f['compiles'], 'compilation')}, "
+        f"{_plural(f['recompiles'], 'cache miss')} after the first, "
+        f"{f['seconds']['total']:.3f} s"
+    )
+    if f["compiles"] == 0 and f["traces"]:
+        head = f"traced {f['traces']} times inside other jits, {f['seconds']['total']:.3f} s"
+    out = [
+        f'<section class="function" id="{_function_id(i)}">'
+        f'<h2>{i}. {_e(f["name"])} <small class="muted"><code>{_e(f["defined_at"])}</code>'
+        f"</small></h2><p>{_e(head)}; {f['calls']} calls"
+        + (
+            f"; +{f['transformed_compiles']} for jax.grad/vmap of it (not recompiles)"
+            if f.get("transformed_compiles")
+            else ""
+        )
+        + "</p>"
+    ]
+    if f["causes"]:
+        items = "".join(
+            f"<li><b>{_e(classify.CAUSES[c].title)}</b>: {_plural(n, 'miss')}. Lesson "
+            f"{_e(classify.CAUSES[c].lesson_name)}: {_e(classify.CAUSES[c].fix)}</li>"
+            for c, n in f["causes"].items()
+        )
+        out.append(f"<ul>{items}</ul>")
+    out.append(_timeline(i, misses))
+    if misses:
+        out.append("<h3>Compilations</h3>")
+        out += [_miss(i, m) for m in misses]
+    out.append("</section>")
+    return "".join(out)
+
+
+def _budgets(data: dict[str, Any]) -> str:
+    if not data.get("budgets"):
+        return ""
+    items = []
+    for b in data["budgets"]:
+        if b["status"] == "ok":
+            items.append(f'<li class="ok">ok: {_e(b["budget"])}</li>')
+        elif b["status"] == "unused":
+            items.append(
+                f'<li class="bad">{_e(b["budget"])}: no jitted function by that name ran, so '
+                "this budget was not checked (not a pass)</li>"
+            )
+        else:
+            over = ", ".join(
+                f"{c['name']} ({c['defined_at']}) compiled {c['compiles']} times"
+                for c in b["counts"]
+            )
+            items.append(f'<li class="bad">EXCEEDED: {_e(b["budget"])}: {_e(over)}</li>')
+    return f"<h2>Budgets</h2><ul>{''.join(items)}</ul>"
+
+
+def render(data: dict[str, Any]) -> str:
+    """The whole page, from a report's JSON form."""
+    functions = data["functions"]
+    command = " ".join(data.get("command") or [])
+    compiles = sum(f["compiles"] for f in functions)
+    misses = sum(f["recompiles"] for f in functions)
+    seconds = sum(f["seconds"]["total"] for f in functions)
+    summary = (
+        f"{_plural(len(functions), 'watched function')}, {_plural(compiles, 'compilation')}, "
+        f"{_plural(misses, 'cache miss')} after each function's first call, {seconds:.2f} s "
+        f"tracing+lowering+compiling in a {data.get('wall_seconds', 0.0):.2f} s run."
+    )
+    status = []
+    if data.get("interrupted"):
+        status.append("interrupted (Ctrl-C): the report so far")
+    if data.get("program_failed"):
+        status.append(f"the program failed: {data['program_failed']}")
+    unwatched = [o for o in data.get("unwatched", []) if o["compiles"] or o["traces"]]
+    others = ""
+    if unwatched:
+        names = ", ".join(f"{o['name']} {o['compiles']}" for o in unwatched[:12])
+        others = (
+            f'<p class="muted">Not watched ({_plural(len(unwatched), "function")}: JAX\'s own '
+            f"helpers, or jitted before the doctor started): "
+            f"{_plural(sum(o['compiles'] for o in unwatched), 'compilation')}: {_e(names)}</p>"
+        )
+    body = [
+        "<h1>jitlab doctor</h1>",
+        f'<p class="command"><code>{_e(command)}</code></p>' if command else "",
+        f"<p>{_e(summary)} Worst first; click a heading to sort.</p>",
+        "".join(f'<p class="bad">{_e(s)}</p>' for s in status),
+        _table(functions) if functions else "<p>no jitted function was called</p>",
+        others,
+        _budgets(data),
+        "".join(_section(i, f) for i, f in enumerate(functions, 1)),
+    ]
+    title = "jitlab doctor" + (f": {command}" if command else "")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(title[:120])}</title><style>{_STYLE}</style></head>"
+        f"<body><main>{''.join(body)}</main><script>{_SCRIPT}</script></body></html>\n"
+    )
+
+
+def write(data: dict[str, Any], path: str | Path) -> int:
+    """Write the page; returns its size in bytes. Raises OSError when it cannot."""
+    page = render(data).encode("utf-8")
+    Path(path).write_bytes(page)
+    return len(page)
