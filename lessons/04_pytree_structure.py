@@ -645,6 +645,7 @@ with jitlab.count_compiles(centred_targets) as python_placeholder:
 print(
     "Python bool flag:", python_flag, "\nPython float placeholder:", python_placeholder
 )
+print(why(python_placeholder))
 assert python_flag.compiles == 0, python_flag.explanations  # same key as jnp.bool_
 assert python_placeholder.compiles == 1, python_placeholder.explanations
 assert "weak_type=True" in python_placeholder.explanations[-1]
