@@ -550,7 +550,8 @@ def under_guard(loss):
         return run_stream(loss)
 
 
-loss_naive.clear_cache(), loss_naive(params, stream[0][0])  # warm, one structure
+loss_naive.clear_cache()
+loss_naive(params, stream[0][0])  # warm for one structure only
 with jitlab.count_compiles(loss_core) as guarded:
     fixed_guarded = jitlab.attempt(under_guard, loss)
 naive_guarded = jitlab.attempt(under_guard, loss_naive)
@@ -570,7 +571,8 @@ assert "loss_naive" in str(naive_guarded.error)
 # %%
 tidy_batch = tidy(stream[0][0])
 as_jax = {key: jnp.asarray(value) for key, value in tidy_batch.items()}
-loss_core.clear_cache(), loss_core(params, tidy_batch)  # warm-up on NumPy leaves
+loss_core.clear_cache()
+loss_core(params, tidy_batch)  # warm-up on NumPy leaves
 with jax.no_tracing():
     jax_leaves = jitlab.attempt(loss_core, params, as_jax)
 with jitlab.count_compiles(loss_core) as unguarded:
