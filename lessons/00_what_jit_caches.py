@@ -16,8 +16,8 @@
 #       so its first call traces and compiles again. Run the first-call cell twice live:
 #       the ''first'' call stays slow (a little faster the second time only because
 #       the process is warm). The re-run cell in the lesson pins this.'
-#     - Learners often believe jit compiles at decoration time. Point at the decorator
-#       row of the stage table, which takes microseconds.
+#     - Learners often believe jit compiles at decoration time. Point at the jax.jit(f)
+#       row of the stage table, a small fraction of the compile time.
 #     - If a laptop shows a smaller first/cached ratio, that is fine; the assertion
 #       only needs 10x.
 #     - The fast-path section uses JAX's private _cache_miss only as a stopwatch target;
@@ -26,15 +26,16 @@
 #     keypoints:
 #     - The first call traces the Python function into a jaxpr, lowers it to StableHLO
 #       and compiles it with XLA; later calls with the same key run the executable,
-#       most of them through jit's fast path in C++ (10x or more cheaper per call than
-#       its Python path).
+#       most of them through jit's fast path in C++, which skips the bookkeeping of
+#       its Python path (measure how much on your machine).
 #     - The key is the function object, the shapes and dtypes (after canonicalisation)
 #       and weak types of the arguments, their pytree structure, the static values and
 #       the configuration context; where the arrays live (committed or not, on which
 #       devices) decides the compilation too. The values inside traced arrays are never
 #       part of it.
-#     - A compiled executable checks only the pytree and each argument's shape and dtype
-#       after canonicalisation; it ignores weak types and converts nothing.
+#     - A compiled executable checks the pytree and each argument's shape and dtype
+#       after canonicalisation, so a NumPy float64 array runs as float32; it ignores
+#       weak types, and refuses any other change of dtype or shape with a TypeError.
 #     - Python side effects (print, appending to a list) run only while tracing.
 #     - Outside jit every operation is compiled on its own, once per shape and dtype;
 #       jax.disable_jit() runs a jitted function that way too, so it still compiles.
@@ -123,29 +124,28 @@ def scaled_sine(x):
     return jnp.sin(x) * 2.0 + 1.0
 
 
-x = jnp.linspace(0.0, 1.0, 8)
+x, stage_ms = jnp.linspace(0.0, 1.0, 8), {}
 
-with jitlab.stopwatch() as sw_wrap:
-    jitted = jax.jit(scaled_sine)
-with jitlab.stopwatch() as sw_trace:
-    traced = jitted.trace(x)
-with jitlab.stopwatch() as sw_lower:
-    lowered = traced.lower()
-with jitlab.stopwatch() as sw_compile:
-    compiled = lowered.compile()
-with jitlab.stopwatch() as sw_run:
-    result = jax.block_until_ready(compiled(x))
 
-stages = [
-    {"step": "wrap with jax.jit (not a stage)", "ms": 1e3 * sw_wrap.seconds},
-    {"step": "trace -> jaxpr", "ms": 1e3 * sw_trace.seconds},
-    {"step": "lower -> StableHLO", "ms": 1e3 * sw_lower.seconds},
-    {"step": "compile -> executable", "ms": 1e3 * sw_compile.seconds},
-    {"step": "execute", "ms": 1e3 * sw_run.seconds},
-]
-jitlab.print_table(stages)
+def timed(step, thunk):
+    with jitlab.stopwatch() as sw:
+        out = jax.block_until_ready(thunk())
+    stage_ms[step] = 1e3 * sw.seconds
+    return out
+
+
+# %%
+jitted = timed("jax.jit(f), not a stage", lambda: jax.jit(scaled_sine))
+traced = timed("trace -> jaxpr", lambda: jitted.trace(x))
+lowered = timed("lower -> StableHLO", traced.lower)
+compiled = timed("compile -> executable", lowered.compile)
+result = timed("execute", lambda: compiled(x))
+jitlab.print_table([{"step": step, "ms": ms} for step, ms in stage_ms.items()])
+
+# %%
 assert jnp.allclose(result, scaled_sine(x))
-assert sw_compile.seconds > sw_run.seconds, "compiling should cost more than running"
+assert stage_ms["compile -> executable"] > stage_ms["execute"], "compiling costs more"
+assert stage_ms["compile -> executable"] > 10 * stage_ms["jax.jit(f), not a stage"]
 
 # %% [markdown]
 # The trace is a jaxpr: no Python left, only primitives on abstract values `f32[8]`. The
@@ -160,69 +160,51 @@ assert "sin" in str(traced.jaxpr) and "f32[8]" in str(traced.jaxpr)
 # the program's type signature: `tensor<8xf32>`.
 
 # %%
-hlo = lowered.as_text()
-print("\n".join(hlo.splitlines()[:6]))
-assert "tensor<8xf32>" in hlo
+print("\n".join(lowered.as_text().splitlines()[:6]))
+assert "tensor<8xf32>" in lowered.as_text()
 
 # %% [markdown]
 # ## What a compiled executable accepts
 #
 # A `Compiled` object does not adapt: it checks each argument against what it was
-# compiled for and refuses a mismatch with a `TypeError`. But the check is narrower than
-# "exactly the same type". It compares the pytree structure and, for every array, the
-# shape and the dtype *after canonicalisation* (with 64-bit types off, float64 becomes
-# float32 before the check, lesson 02). It ignores weak types (lesson 03), and it never
-# converts a dtype for you.
+# compiled for and refuses a mismatch with a `TypeError`. The check compares the pytree
+# structure and, for every array, the shape and the dtype *after canonicalisation*.
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p><code>compiled</code> was built for <code>f32[8]</code>. Which of these does it run:
-# a NumPy float64 array of 8, an int32 array of 8, a float32 array of 9?</p></div>
+# a NumPy float64 array of 8, an int32 array of 8, a float32 array of 9? And
+# <code>with_int</code>, built for an array and a Python int (a weakly typed int32), on a
+# NumPy int64, a strong <code>jnp.int32</code>, a Python float?</p></div>
 
 
 # %%
-def accepts(executable, *args) -> bool:
-    """True if the executable runs on ``args``; False if it refuses them."""
-    try:
-        executable(*args)
-    except TypeError:
-        return False
-    return True
-
-
-def times_n(v, n):
-    return v * n
-
-
-# A second executable, for an array and a Python int (a weakly typed int32 scalar).
-with_int = jax.jit(times_n).trace(jnp.ones(3), 2).lower().compile()
-
-accepted = {
-    "f32[8] <- NumPy float64[8]": accepts(compiled, np.linspace(0.0, 1.0, 8)),
-    "f32[8] <- int32[8]": accepts(compiled, jnp.arange(8)),
-    "f32[8] <- float32[9]": accepts(compiled, jnp.ones(9)),
-    "f32[8] <- [f32[8]] (a list)": accepts(compiled, [x]),
-    "weak i32 <- NumPy int64": accepts(with_int, jnp.ones(3), np.int64(5)),
-    "weak i32 <- strong jnp.int32": accepts(with_int, jnp.ones(3), jnp.int32(5)),
-    "weak i32 <- Python float": accepts(with_int, jnp.ones(3), 5.0),
+with_int = jax.jit(lambda v, n: v * n).trace(jnp.ones(3), 2).lower().compile()
+tries = {
+    "f32[8] <- NumPy float64[8]": jitlab.attempt(compiled, np.linspace(0.0, 1.0, 8)),
+    "f32[8] <- int32[8]": jitlab.attempt(compiled, jnp.arange(8)),
+    "f32[8] <- float32[9]": jitlab.attempt(compiled, jnp.ones(9)),
+    "f32[8] <- [f32[8]] (a list)": jitlab.attempt(compiled, [x]),
+    "weak i32 <- NumPy int64": jitlab.attempt(with_int, jnp.ones(3), np.int64(5)),
+    "weak i32 <- strong jnp.int32": jitlab.attempt(with_int, jnp.ones(3), jnp.int32(5)),
+    "weak i32 <- Python float": jitlab.attempt(with_int, jnp.ones(3), 5.0),
 }
-jitlab.print_table(
-    [{"compiled for <- called with": k, "runs": v} for k, v in accepted.items()]
-)
-assert list(accepted.values()) == [True, False, False, False, True, True, False]
-print(with_int.in_avals)
-assert with_int.in_avals[0][1].weak_type  # compiled for a weak int32 ...
-assert not jnp.int32(5).weak_type  # ... and ran on a strong one anyway
 
-try:
-    compiled(jnp.ones(9))
-except TypeError as err:
-    refusal = err
-else:
-    raise AssertionError("a Compiled should refuse arguments of another shape")
-print(type(refusal).__name__ + ":", str(refusal).splitlines()[-1])
-assert "compiled with float32[8] and called with float32[9]" in str(refusal)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+for label, t in tries.items():
+    print(f"{label:30}", str(t.error).splitlines()[-1] if t.raised else t.value.dtype)
+ran = [not t.raised for t in tries.values()]
+assert ran == [True, False, False, False, True, True, False], ran
+assert all(type(t.error) is TypeError for t in tries.values() if t.raised)
+assert tries["f32[8] <- NumPy float64[8]"].value.dtype == jnp.float32  # converted
+assert with_int.in_avals[0][1].weak_type and not jnp.int32(5).weak_type
 
 # %% [markdown]
+# The float64 array ran: with 64-bit types off, float64 is canonicalised to float32
+# before the check (lesson 02), and the result is float32. A NumPy int64 likewise became
+# an int32, and a strong int32 ran where a weak one was compiled: the executable ignores
+# weak types (lesson 03). Any other change of dtype, of shape or of container is
+# refused.
+#
 # A jitted function is more forgiving than its `Compiled`: where the executable refuses,
 # `jitted` traces and compiles a new one. That is the whole subject of this course.
 #
@@ -242,19 +224,14 @@ def polynomial(x):
     return 3.0 * x**3 - 2.0 * x**2 + x - 5.0
 
 
-with jitlab.count_compiles(polynomial) as first_and_cached:
-    timing = jitlab.time_calls(polynomial, jnp.arange(16.0), repeats=200)
-print(timing)
-print(first_and_cached)
-jitlab.record(
-    "first call vs cached call",
-    compiles=first_and_cached.compiles,
-    first_ms=1e3 * timing.first_seconds,
-    steady_us=1e6 * timing.median_seconds,
-    speedup=timing.first_over_steady,
-)
-assert first_and_cached.traces == 1 and first_and_cached.compiles == 1
-assert timing.first_over_steady > 10
+xs = jnp.arange(16.0)
+first = jitlab.measure("first call", lambda: polynomial(xs), count=polynomial)
+cached = jitlab.measure("cached call", lambda: polynomial(xs), count=polynomial)
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+first_vs_cached = jitlab.compare(first, cached, bench="first call vs cached call")
+assert first.traces == 1 and first.compiles == 1 and cached.compiles == 0
+assert first_vs_cached.speedup > 10
 
 # %% [markdown]
 # ### Running the cell again
@@ -279,11 +256,10 @@ def run_the_cell_again():
 
 with jitlab.count_compiles("polynomial") as rerun:
     polynomial_again = run_the_cell_again()
-    rerun_timing = jitlab.time_calls(polynomial_again, jnp.arange(16.0), repeats=50)
+    rerun_timing = jitlab.time_calls(polynomial_again, xs, repeats=50)
 
-jitlab.print_table([timing.row(), rerun_timing.row()])
-print("\n".join(rerun.explanations[0].splitlines()[:3]))
-assert polynomial_again is not polynomial
+# %%
+print(rerun_timing, *rerun.explanations[0].splitlines()[:3], sep="\n")
 assert rerun.traces == 1 and rerun.compiles == 1
 assert "never seen function" in rerun.explanations[0]
 assert rerun_timing.first_over_steady > 10, "the second 'first call' is slow again"
@@ -298,17 +274,21 @@ assert rerun_timing.first_over_steady > 10, "the second 'first call' is slow aga
 # A cached call has two ways to reach the executable. jit's **fast path**, written in
 # C++, recognises a call it has seen before and runs the executable without entering
 # Python. When it misses, the call falls back to the **Python path**, which looks in the
-# tracing cache (and traces and compiles only if that misses too). Some programs never
-# get a fast-path entry: any program with a host callback, such as `jax.debug.print` or
-# `jax.debug.callback`, goes through Python on every call, with no trace and no compile.
+# tracing cache. A miss there traces, lowers and compiles; a hit can still lower and
+# compile, when the arguments' placement is new (a committed array, below). Programs
+# with an effect, such as `jax.debug.print`, never take the fast path
+# ([lesson 09](../09_diagnosing/#which-calls-skip-the-fast-path)).
 #
 # `jax.no_tracing()` makes a fast-path miss an error: despite its name, it raises on a
-# call that leaves the fast path, whether or not that call would trace.
+# call that leaves the fast path, whether or not that call would trace. The fast path's
+# key is finer than the tracing cache's: it also holds whether an argument is a NumPy
+# array or a `jax.Array`, and the sharding of every array.
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>A warm function that calls <code>jax.debug.callback</code>, called again inside
-# <code>jax.no_tracing()</code>: does it raise? How many traces and compilations does
-# the counter hear?</p></div>
+# <p>A function warmed on a <code>jax.Array</code>, called inside
+# <code>jax.no_tracing()</code> on a NumPy array of the same shape and dtype: does it
+# raise? How many traces and compilations does the counter hear when it is called on
+# that NumPy array outside <code>no_tracing</code>?</p></div>
 
 
 # %%
@@ -316,75 +296,51 @@ def plain(v):
     return v * 2.0 + 1.0
 
 
-def with_callback(v):
-    jax.debug.callback(lambda: None)  # a host callback that does nothing
-    return v * 2.0 + 1.0
-
-
-plain_jit, callback_jit = jax.jit(plain), jax.jit(with_callback)
+plain_jit = jax.jit(plain)
 v = jnp.arange(16.0)
-plain_jit(v), callback_jit(v)  # both warm now
+host_v = np.arange(16.0, dtype=np.float32)
+plain_jit(v)  # warm for a jax.Array
+
 
 with jax.no_tracing():
-    plain_jit(v)  # a fast-path hit: no error
+    warm_call = jitlab.attempt(plain_jit, v)
+    host_call = jitlab.attempt(plain_jit, host_v)
+with jitlab.count_compiles(plain) as n_host:
+    plain_jit(host_v)
 
-with jitlab.count_compiles(with_callback) as n_callback:
-    callback_jit(v)  # warm: the tracing cache hits
-try:
-    with jax.no_tracing():
-        callback_jit(v)
-except RuntimeError as err:
-    left_fast_path = err
-else:
-    raise AssertionError("a program with a callback should leave the fast path")
-
-print(type(left_fast_path).__name__ + ":", str(left_fast_path).split(" at ")[0], "…")
-print(n_callback)
-assert "'no_tracing' is set" in str(left_fast_path)
-assert n_callback.traces == 0 and n_callback.compiles == 0  # no retrace, yet a miss
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(f"jax.Array: {warm_call}\nNumPy: {host_call}\nNumPy, outside it: {n_host}")
+assert not warm_call.raised, warm_call
+assert type(host_call.error) is RuntimeError, host_call
+assert "'no_tracing' is set" in str(host_call.error)
+assert n_host.traces == 0 and n_host.compiles == 0  # the tracing cache hit
 
 # %% [markdown]
-# What does the Python path cost per call? JAX's private `_cache_miss` is the Python
-# function the fast path falls back to; we call it directly only to time it. Calls
-# alternate between the three, so that a busy machine slows all of them alike.
-
+# A miss of the fast path costs the Python path, not a compilation. What does the Python
+# path cost per call? JAX's private `_cache_miss` is the Python function the fast path
+# falls back to; we call it directly only to time it.
 
 # %%
-def per_call_us(call, calls=300):
-    start = time.perf_counter()
-    for _ in range(calls):
-        call()
-    jax.block_until_ready(call())
-    return 1e6 * (time.perf_counter() - start) / (calls + 1)
-
-
-paths = {
-    "fast path (plain, cached)": lambda: plain_jit(v),
-    "Python path (plain, cached)": lambda: plain_jit._cache_miss(v)[0],
-    "with a callback (always Python)": lambda: callback_jit(v),
-}
-samples = {name: [] for name in paths}
-for _ in range(5):
-    for name, call in paths.items():
-        samples[name].append(per_call_us(call))
-per_call = {name: float(np.median(times)) for name, times in samples.items()}
-jitlab.print_table([{"call": name, "us per call": us} for name, us in per_call.items()])
-fast_us = per_call["fast path (plain, cached)"]
-python_us = per_call["Python path (plain, cached)"]
-jitlab.record(
-    "fast path vs Python path",
-    steady_us=fast_us,
-    python_path_us=python_us,
-    speedup=python_us / fast_us,
+calls = range(2000)
+python_path = jitlab.measure(
+    "Python path", lambda: [plain_jit._cache_miss(v)[0] for _ in calls], count=plain
 )
-np.testing.assert_array_equal(plain_jit._cache_miss(v)[0], plain_jit(v))  # same work
-assert python_us > 3 * fast_us, per_call  # 12x to 23x on this course's test machine
+fast_path = jitlab.measure(
+    "fast path", lambda: [plain_jit(v) for _ in calls], count=plain
+)
+
+# %%
+paths = jitlab.compare(python_path, fast_path, bench="fast path vs Python path")
+extra_us = 1e6 * (python_path.seconds - fast_path.seconds) / len(calls)
+print(f"the Python path adds {extra_us:.0f} us to every call on this machine")
+np.testing.assert_array_equal(python_path.result[0], fast_path.result[0])  # same work
+assert python_path.compiles == fast_path.compiles == 0
+assert paths.speedup > 3, paths.rows()  # 12x to 23x on this course's test machine
 
 # %% [markdown]
-# Same executable, same answer; the Python path adds a hundred microseconds or more of
-# bookkeeping to every call (see the table). For a small function called in a tight
-# loop, that is most of the time, which is why lesson 09 guards a training loop with
-# `jax.no_tracing()`.
+# Same executable, same answer; the Python path adds its bookkeeping to every call. For
+# a small function called in a tight loop, that is most of the time, which is why lesson
+# 09 guards a training loop with `jax.no_tracing()`.
 #
 # ## Python runs only while tracing
 #
@@ -444,9 +400,9 @@ with jitlab.count_compiles(polynomial) as new_context:
     with jax.default_matmul_precision("highest"):
         polynomial(jnp.arange(16.0))
 
-print(same_shape, new_shape, new_context, sep="\n")
-print(new_shape.explanations[0])
-print(new_context.explanations[0])
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(same_shape, new_shape, new_context, *new_shape.explanations, sep="\n")
+print(*new_context.explanations)
 assert same_shape.compiles == 0, "new values, same shape: cache hit"
 assert new_shape.traces == 1 and new_shape.compiles == 1
 assert "f32[17]" in new_shape.explanations[0] and "f32[16]" in new_shape.explanations[0]
@@ -484,7 +440,7 @@ with jitlab.count_compiles(placed) as n_committed:
 with jitlab.count_compiles(placed) as n_committed_again:
     placed(committed)
 
-print(f"uncommitted.committed={uncommitted.committed}, committed.committed=True")
+# %% tags=["answer"] jupyter={"source_hidden": true}
 print(n_committed, "| explanations:", n_committed.explanations)
 assert not uncommitted.committed and committed.committed
 assert n_committed.traces == 0 and n_committed.compiles == 1
@@ -496,37 +452,6 @@ assert n_committed_again.compiles == 0
 # tracing cache, and this was a hit there. The committed array's sharding is part of the
 # key of the compiled program.
 #
-# The fast path has a key of its own, finer still: it also holds whether an argument is
-# a NumPy array or a `jax.Array`, and the sharding of every array, committed or not. A
-# miss there costs the Python path, not a compilation. A NumPy array after a `jax.Array`
-# shows it below. An uncommitted array on another device misses the fast path the same
-# way, also without compiling; this lesson runs on one device, so that case is stated
-# here, not checked.
-
-
-# %%
-@jax.jit
-def landing(v):
-    return v + 1.0
-
-
-landing(jnp.arange(8.0))  # warm for a jax.Array
-host_array = np.arange(8.0, dtype=np.float32)
-try:
-    with jax.no_tracing():
-        landing(host_array)
-except RuntimeError:
-    numpy_left_fast_path = True
-else:
-    numpy_left_fast_path = False
-with jitlab.count_compiles(landing) as n_host:
-    landing(host_array)
-
-print(f"NumPy array left the fast path: {numpy_left_fast_path}; then {n_host}")
-assert numpy_left_fast_path
-assert n_host.traces == 0 and n_host.compiles == 0  # the tracing cache hit
-
-# %% [markdown]
 # ## Count the function under study, and only it
 #
 # `jnp.ones(n)` is itself a tiny jitted program, compiled once per new `n`. Count every
@@ -547,8 +472,8 @@ with jitlab.count_compiles(total) as scoped, jitlab.count_compiles(None) as ever
     for length in (101, 102, 103):
         total(jnp.ones(length))
 
-print("scoped to total:", scoped)
-print("every function :", everything)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print("scoped to total:", scoped, "\nevery function :", everything)
 assert scoped.compiles == 3
 assert everything.compiles == 6, "jnp.ones compiled a broadcast for each new length"
 
@@ -571,33 +496,26 @@ eager_inputs = [jnp.linspace(0.0, 1.0, n) for n in (37, 37, 41)]
 off_input = jnp.linspace(0.0, 1.0, 43)
 jax.block_until_ready((eager_inputs, off_input))  # built before counting
 
-eager_per_call = []
-with (
-    jitlab.count_compiles(None) as eager_all,
-    jitlab.count_compiles("sin") as eager_sin,
-):
-    for value in eager_inputs:
-        before = eager_all.compiles
-        scaled_sine(value)
-        eager_per_call.append(eager_all.compiles - before)
+eager = [
+    jitlab.measure(f"op by op, {len(e)}", lambda e=e: scaled_sine(e), count=None)
+    for e in eager_inputs
+]
 
+# %%
 with (
     jax.disable_jit(),
-    jitlab.count_compiles(None) as off_all,
     jitlab.count_compiles(scaled_sine) as off_function,
     jitlab.count_compiles("sin") as off_sin,
 ):
-    jitted(off_input)
+    off = jitlab.measure("disable_jit", lambda: jitted(off_input), count=None)
 
-print(
-    "op by op, compilations per call:", eager_per_call, "| of sin:", eager_sin.compiles
-)
-print("disable_jit:", off_function, "|", off_all)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+eager_per_call = [run.compiles for run in eager]
+print("op by op, per call:", eager_per_call, "| disable_jit:", off_function, off.counts)
 assert eager_per_call[0] >= 3 and eager_per_call[1] == 0
 assert eager_per_call[2] == eager_per_call[0], "a new shape compiles every op again"
-assert eager_sin.compiles == 2, "sin compiled once per shape"
 assert off_function.compiles == 0 and off_sin.compiles == 1
-assert off_all.compiles >= 3, "disable_jit still compiles each operation"
+assert off.compiles >= 3, "disable_jit still compiles each operation"
 
 # %% [markdown]
 # Op by op, the first call on a new shape compiles one program per operation, the
@@ -610,23 +528,11 @@ assert off_all.compiles >= 3, "disable_jit still compiles each operation"
 # ## What `count_compiles` cannot see
 #
 # The counter hears JAX's monitoring events and its cache-miss log, nothing else. Five
-# blind spots follow, each shown below:
+# blind spots follow, one cell each.
 #
 # 1. **`traces` counts tracing-cache misses, not runs of your Python.** JAX keeps a
 #    second cache of jaxprs behind the tracing cache, so a miss can be answered without
 #    running the function body again.
-# 2. **A jitted function called inside another one** emits no trace or compile event of
-#    its own (it is inlined into the outer program), though its cache-miss explanation
-#    is still captured.
-# 3. **Transforms of a jitted function** (`jax.grad(f_jit)`, `jax.vmap(f_jit)`) compile
-#    programs named `jit(f)`: the counter adds them to `f`, though `f` was not
-#    recompiled in the sense of this course.
-# 4. **`jax.pmap`** compiles under the name `_fun`, so counting the mapped function by
-#    name sees nothing.
-# 5. **Explanations can be missing**: JAX never explains misses of functions defined
-#    inside JAX itself or Python's standard library. (JAX writes explanations to the
-#    `"jax"` logger; an application that silences it would lose them, so the counter
-#    lowers that logger to WARNING while it counts, and puts it back afterwards.)
 
 # %%
 body_runs = []
@@ -637,14 +543,19 @@ def counted_body(v):
     return v * 3.0
 
 
-blind = {}
 with jitlab.count_compiles(counted_body) as n_body:
     jax.jit(counted_body)(jnp.ones(4))
     jax.jit(counted_body, donate_argnums=0)(jnp.ones(4))  # another jit of the same f
-blind["1. traces vs body runs"] = f"{n_body.traces} traces, {len(body_runs)} body run"
+print(f"{n_body.traces} tracing-cache misses, {len(body_runs)} run of the body")
 assert n_body.traces == 2 and len(body_runs) == 1
 
+# %% [markdown]
+# 2. **A jitted function called inside another one** emits no trace or compile event of
+#    its own (it is inlined into the outer program), though its cache-miss explanation
+#    is still captured.
 
+
+# %%
 @jax.jit
 def inner_step(v):
     return jnp.sin(v)
@@ -655,19 +566,20 @@ def outer_step(v):
     return inner_step(v) * 2.0
 
 
-with (
-    jitlab.count_compiles(inner_step) as n_inner,
-    jitlab.count_compiles(outer_step) as n_outer,
-):
-    outer_step(jnp.ones(4))
-blind["2. inner jitted function"] = (
-    f"inner: {n_inner.traces} traces, {n_inner.compiles} compiles, "
-    f"{len(n_inner.explanations)} explanation; outer: {n_outer.compiles} compile"
-)
+with jitlab.count_compiles(inner_step) as n_inner:
+    with jitlab.count_compiles(outer_step) as n_outer:
+        outer_step(jnp.ones(4))
+print("inner:", n_inner, f"({len(n_inner.explanations)} explanation) | outer:", n_outer)
 assert n_inner.traces == n_inner.compiles == 0 and len(n_inner.explanations) == 1
 assert n_outer.traces == n_outer.compiles == 1
 
+# %% [markdown]
+# 3. **Transforms of a jitted function** (`jax.grad(f_jit)`, `jax.vmap(f_jit)`) compile
+#    programs named `jit(f)`: the counter adds them to `f`, though `f` was not
+#    recompiled in the sense of this course.
 
+
+# %%
 @jax.jit
 def loss(v):
     return jnp.sum(v**2)
@@ -678,52 +590,52 @@ with jitlab.count_compiles(loss) as n_grad:
     jax.grad(loss)(jnp.ones(4))
 with jitlab.count_compiles(loss) as n_grad_again:
     jax.grad(loss)(jnp.ones(4))
-blind["3. jax.grad of a jitted function"] = (
-    f"{n_grad.compiles} compiles named jit(loss), then {n_grad_again.compiles}"
-)
+print("jax.grad(loss):", n_grad, "| again:", n_grad_again)
 assert n_grad.traces == 0 and n_grad.compiles == 2 and n_grad_again.compiles == 0
 
+# %% [markdown]
+# 4. **`jax.pmap`** compiles under the name `_fun`, so counting the mapped function by
+#    name sees nothing.
 
+
+# %%
 def per_device(v):
     return v * 2.0
 
 
-with (
-    jitlab.count_compiles(per_device) as n_pmap,
-    jitlab.count_compiles("_fun") as n_pmap_fun,
-):
+with jitlab.count_compiles(per_device) as n_map, jitlab.count_compiles("_fun") as n_fun:
     jax.pmap(per_device)(jnp.ones((1, 4)))
-blind["4. jax.pmap"] = f"per_device: {n_pmap.compiles}, '_fun': {n_pmap_fun.compiles}"
-assert n_pmap.compiles == 0 and n_pmap_fun.compiles == 1
+print("per_device:", n_map, "| '_fun':", n_fun)
+assert n_map.compiles == 0 and n_fun.compiles == 1
+
+# %% [markdown]
+# 5. **Explanations can be missing**: JAX does not explain the misses of a function
+#    defined inside JAX itself, such as `jnp.maximum`. JAX writes explanations to the
+#    `"jax"` logger; an application that silences it would lose them, so the counter
+#    lowers that logger to WARNING while it counts, and puts it back afterwards.
 
 
+# %%
 @jax.jit
 def quiet(v):
     return v - 1.0
 
 
 jax_logger = logging.getLogger("jax")
-level = jax_logger.level
 jax_logger.setLevel(logging.ERROR)  # what some applications do to silence JAX
-try:
-    with jitlab.count_compiles(quiet) as n_quiet:
-        quiet(jnp.ones(4)), quiet(jnp.ones(5))
-finally:
-    jax_logger.setLevel(level)
+with jitlab.count_compiles(quiet) as n_quiet:
+    quiet(jnp.ones(4)), quiet(jnp.ones(5))
+print(n_quiet, f"and {len(n_quiet.explanations)} explanations while silenced")
+assert n_quiet.traces == 2 and len(n_quiet.explanations) == 2  # kept while counting
+assert jax_logger.level == logging.ERROR  # and the application's setting is back
+jax_logger.setLevel(logging.NOTSET)  # JAX's default, back
+
+# %%
 jax_maximum = jax.jit(jnp.maximum)  # a function defined inside JAX
 with jitlab.count_compiles(jax_maximum) as n_maximum:
     jax_maximum(jnp.ones(4), 0.0), jax_maximum(jnp.ones(5), 0.0)
-blind["5. explanations"] = (
-    f"silenced: {n_quiet.traces} traces, {len(n_quiet.explanations)} explanations; "
-    f"jnp.maximum: {n_maximum.traces} traces, {len(n_maximum.explanations)}"
-)
-assert n_quiet.traces == 2 and len(n_quiet.explanations) == 2  # kept while counting
-assert jax_logger.level == level  # and the application's setting is back
+print("jnp.maximum:", n_maximum, "| explanations:", n_maximum.explanations)
 assert n_maximum.traces == 2 and n_maximum.explanations == []
-
-jitlab.print_table(
-    [{"blind spot": k, "what the counter saw": s} for k, s in blind.items()]
-)
 
 # %% [markdown]
 # So read `traces` as "tracing-cache misses", count the outer function when jitted
@@ -758,8 +670,8 @@ returned = time.perf_counter() - start
 jax.block_until_ready(out)
 finished = time.perf_counter() - start
 
-print(f"call returned after {1e3 * returned:8.2f} ms")
-print(f"work finished after {1e3 * finished:8.2f} ms")
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(f"returned after {1e3 * returned:.2f} ms, finished after {1e3 * finished:.2f} ms")
 jitlab.record("asynchronous dispatch", total_s=finished, speedup=finished / returned)
 assert finished > 5 * returned, "the call returns long before the work is done"
 
@@ -776,12 +688,11 @@ assert finished > 5 * returned, "the call returns long before the work is done"
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 2.6))
-ax.barh([row["step"] for row in stages][::-1], [row["ms"] for row in stages][::-1])
+ax.barh(list(stage_ms)[::-1], list(stage_ms.values())[::-1])
 ax.set_xscale("log")
 ax.set_xlabel("milliseconds (log scale)")
-ax.set_title(
-    f"One jitted call, stage by stage ({jitlab.environment()['cpu_model'][:40]})"
-)
+cpu = jitlab.environment()["cpu_model"][:40]
+ax.set_title(f"One jitted call, stage by stage ({cpu})")
 fig.tight_layout()
 plt.show()
 

@@ -31,9 +31,9 @@
 #       wins depends on how often each program runs.
 #     - The batch size is a shape too, under vmap as anywhere else; pad batches to buckets
 #       and drop the extra outputs (no mask is needed for per-example work).
-#     - Under jit, `jnp.nonzero`, `jnp.argwhere` and `jnp.unique` need `size=` and `fill_value=`;
-#       a fixed size keeps one program, a static size computed from the data compiles
-#       one per size.
+#     - Under jit, `jnp.nonzero`, `jnp.argwhere` and `jnp.unique` need `size=` (a `fill_value=`
+#       only marks the unused slots); a fixed size keeps one program, a static size
+#       computed from the data compiles one per size.
 #     minutes:
 #       exercises: 25
 #       teaching: 20
@@ -42,8 +42,7 @@
 #     - Pad variable-length data to a fixed length and mask the padding out.
 #     - Bucket lengths to powers of two and weigh wasted work against compilations.
 #     - Bucket the batch size of a jitted `vmap`.
-#     - Give data-dependent sizes a fixed `size=` and `fill_value=`, and measure it
-#       against a static size.
+#     - Give data-dependent sizes a fixed `size=`, and measure it against a static size.
 #     prerequisites:
 #       lessons:
 #       - what_jit_caches
@@ -102,6 +101,7 @@ def similarity(x):
 
 similarity_jit = jax.jit(similarity)
 
+# %%
 rng = np.random.default_rng(0)
 lengths = rng.integers(1, 513, size=64)  # a stream of 64 arrays of random length
 stream = [rng.normal(size=int(n)).astype(np.float32) for n in lengths]
@@ -113,13 +113,16 @@ print(f"{len(stream)} arrays, {distinct} distinct lengths, longest {lengths.max(
 # <p>How many times will <code>similarity_jit</code> compile over this stream of 64 arrays?</p></div>
 
 # %%
-with jitlab.count_compiles(similarity_jit) as naive, jitlab.stopwatch() as naive_clock:
-    naive_results = [jax.block_until_ready(similarity_jit(x)) for x in stream]
+naive = jitlab.measure(
+    "one program per length",
+    lambda: [similarity_jit(x) for x in stream],
+    count=similarity_jit,
+)
 
-print(naive)
-print(f"total {naive_clock.seconds:.2f} s for {len(stream)} calls")
-print(naive.explanations[-1])
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(naive.counts, naive.counts.explanations[-1], sep="\n")
 assert naive.compiles == distinct, "one compilation per distinct length"
+assert naive.counts.total_seconds > 0.5 * naive.seconds, "most of the loop compiles"
 
 # %% [markdown]
 # JAX's explanation names the culprit: the same function, a different input type
@@ -136,41 +139,36 @@ assert naive.compiles == distinct, "one compilation per distinct length"
 
 
 # %%
-def run_with_distinct_lengths(k: int, calls: int = 30) -> dict:
+def run_with_distinct_lengths(k: int, calls: int = 30) -> jitlab.Run:
     pool = np.linspace(200, 400, k).astype(int)
     inputs = [np.ones(int(pool[i % k]), np.float32) for i in range(calls)]
     similarity_jit.clear_cache()
-    with jitlab.count_compiles(similarity_jit) as n, jitlab.stopwatch() as clock:
-        for x in inputs:
-            jax.block_until_ready(similarity_jit(x))
-    return {
-        "distinct lengths": k,
-        "calls": calls,
-        "compiles": n.compiles,
-        "total_s": clock.seconds,
-    }
+    work = lambda: [similarity_jit(x) for x in inputs]  # noqa: E731
+    return jitlab.measure(f"{k} lengths", work, count=similarity_jit)
 
 
 sweep = [run_with_distinct_lengths(k) for k in (1, 3, 10, 20, 30)]
-jitlab.print_table(sweep)
-for row in sweep:
-    assert row["compiles"] == row["distinct lengths"]
-assert sweep[-1]["total_s"] > 3 * sweep[0]["total_s"]
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+jitlab.print_table([run.row() for run in sweep])
+assert [run.compiles for run in sweep] == [1, 3, 10, 20, 30]
+assert sweep[-1].seconds > 3 * sweep[0].seconds, "30 compilations cost more than 1"
+
+# %% [markdown]
+# Each run makes the same 30 calls; what changes is how many of them compile. Plotted,
+# the time climbs with the number of distinct lengths. How straight the line is depends
+# on the machine and what else runs on it; the compile counts do not.
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.2))
-ax.plot([r["distinct lengths"] for r in sweep], [r["total_s"] for r in sweep], "o-")
-ax.set_xlabel("distinct input lengths (30 calls each run)")
-ax.set_ylabel("total seconds")
+ax.plot([run.compiles for run in sweep], [run.seconds for run in sweep], "o-")
+ax.set(xlabel="distinct input lengths (30 calls each run)", ylabel="total seconds")
 ax.set_title("Same number of calls, more shapes: more compilations")
 ax.grid(alpha=0.3)
 fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# The line is straight: each new length adds one compilation's worth of time, and the
-# 30 cached calls hardly register.
-#
 # ## Fix one: pad to a fixed length, and mask
 #
 # Pad every array with zeros to the longest length we will ever see, and pass the real
@@ -196,19 +194,15 @@ def masked_similarity(padded, n):
     return jnp.sum(jnp.where(pair_mask, jnp.exp(-(diff**2)), 0.0)) / n**2
 
 
-with (
-    jitlab.count_compiles(masked_similarity) as fixed,
-    jitlab.stopwatch() as fixed_clock,
-):
-    fixed_results = [
-        jax.block_until_ready(masked_similarity(pad_to(x, MAX_LENGTH), len(x)))
-        for x in stream
-    ]
-
-print(fixed)
-print(f"total {fixed_clock.seconds:.2f} s")
+# %%
+fixed = jitlab.measure(
+    "pad to 512 + mask",
+    lambda: [masked_similarity(pad_to(x, MAX_LENGTH), len(x)) for x in stream],
+    count=masked_similarity,
+)
+jitlab.compare(naive, fixed)
 assert fixed.compiles == 1
-np.testing.assert_allclose(fixed_results, naive_results, rtol=1e-4)
+np.testing.assert_allclose(fixed.result, naive.result, rtol=1e-4)
 
 # %% [markdown]
 # One compilation, and the same numbers. The price: every call now computes a
@@ -226,22 +220,23 @@ def next_power_of_two(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-with (
-    jitlab.count_compiles(masked_similarity) as bucketed,
-    jitlab.stopwatch() as bucket_clock,
-):
-    bucket_results = [
-        jax.block_until_ready(
-            masked_similarity(pad_to(x, next_power_of_two(len(x))), len(x))
-        )
-        for x in stream
-    ]
+def bucket(x: np.ndarray) -> np.ndarray:
+    return pad_to(x, next_power_of_two(len(x)))
 
+
+# %%
+masked_similarity.clear_cache()  # count every bucket, 512 included
+bucketed = jitlab.measure(
+    "power-of-two buckets + mask",
+    lambda: [masked_similarity(bucket(x), len(x)) for x in stream],
+    count=masked_similarity,
+)
+naive_vs_buckets = jitlab.compare(naive, bucketed, bench="naive vs buckets")
 buckets_used = {next_power_of_two(int(n)) for n in lengths}
-print(bucketed)
-print(f"total {bucket_clock.seconds:.2f} s, buckets used: {sorted(buckets_used)}")
-assert bucketed.compiles <= len(buckets_used)  # the 512 bucket was compiled by fix one
-np.testing.assert_allclose(bucket_results, naive_results, rtol=1e-4)
+print("buckets used:", sorted(buckets_used))
+assert bucketed.compiles == len(buckets_used) <= 10
+np.testing.assert_allclose(bucketed.result, naive.result, rtol=1e-4)
+assert naive_vs_buckets.speedup > 2, "buckets should win by a wide margin"
 
 # %% [markdown]
 # ## The trade-off, side by side
@@ -253,44 +248,27 @@ np.testing.assert_allclose(bucket_results, naive_results, rtol=1e-4)
 # <p>Which strategy computes the most grid cells, and which compiles the most?</p></div>
 
 # %%
-needed = int(sum(int(n) ** 2 for n in lengths))
-strategies = [
-    {
-        "strategy": "one program per length",
-        "compiles": naive.compiles,
-        "total_s": naive_clock.seconds,
-        "work / needed": 1.0,
-    },
-    {
-        "strategy": "pad to 512 + mask",
-        "compiles": fixed.compiles,
-        "total_s": fixed_clock.seconds,
-        "work / needed": len(lengths) * MAX_LENGTH**2 / needed,
-    },
-    {
-        "strategy": "power-of-two buckets + mask",
-        "compiles": len(buckets_used),
-        "total_s": bucket_clock.seconds,
-        "work / needed": sum(next_power_of_two(int(n)) ** 2 for n in lengths) / needed,
-    },
+needed = sum(int(n) ** 2 for n in lengths)
+runs = [naive, fixed, bucketed]
+work = [
+    1.0,
+    len(lengths) * MAX_LENGTH**2 / needed,
+    sum(next_power_of_two(int(n)) ** 2 for n in lengths) / needed,
 ]
-jitlab.print_table(strategies)
-for row in strategies:
-    jitlab.record(row["strategy"], compiles=row["compiles"], total_s=row["total_s"])
-jitlab.record("naive vs buckets", speedup=naive_clock.seconds / bucket_clock.seconds)
 
-assert strategies[1]["work / needed"] > strategies[2]["work / needed"] > 1
-assert naive.compiles > 5 * len(buckets_used)
-assert naive_clock.seconds > 2 * bucket_clock.seconds, (
-    "buckets should win by a wide margin"
-)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+rows = [{**run.row(), "work / needed": w} for run, w in zip(runs, work, strict=True)]
+jitlab.print_table(rows)
+assert work[1] > work[2] > 1, "padding to the maximum wastes the most"
+assert work[2] < 4, "a bucket is less than twice the length: under 4x for n**2 work"
+assert naive.compiles > 5 * bucketed.compiles > 5 * fixed.compiles
 
 # %%
 fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3))
-names = ["per length", "pad to max", "buckets"]
-left.bar(names, [row["compiles"] for row in strategies], color=["C3", "C0", "C2"])
+names, colors = ["per length", "pad to max", "buckets"], ["C3", "C0", "C2"]
+left.bar(names, [run.compiles for run in runs], color=colors)
 left.set_title("compilations")
-right.bar(names, [row["work / needed"] for row in strategies], color=["C3", "C0", "C2"])
+right.bar(names, work, color=colors)
 right.set_title("work computed / work needed")
 fig.tight_layout()
 plt.show()
@@ -332,53 +310,27 @@ def pad_rows(batch: np.ndarray, rows: int) -> np.ndarray:
 batch_sizes = rng.integers(1, 65, size=20)
 batches = [rng.normal(size=(int(b), 16)).astype(np.float32) for b in batch_sizes]
 
-energy_per_size = jax.jit(jax.vmap(example_energy))
-with (
-    jitlab.count_compiles(energy_per_size) as per_size,
-    jitlab.stopwatch() as per_size_clock,
-):
-    per_size_out = [jax.block_until_ready(energy_per_size(b)) for b in batches]
-
-energy_bucketed = jax.jit(jax.vmap(example_energy))
-with (
-    jitlab.count_compiles(energy_bucketed) as by_bucket,
-    jitlab.stopwatch() as by_bucket_clock,
-):
-    bucketed_out = [
-        energy_bucketed(pad_rows(b, next_power_of_two(len(b))))[: len(b)]
-        for b in batches
-    ]
-    jax.block_until_ready(bucketed_out)
-
-size_buckets = {next_power_of_two(int(b)) for b in batch_sizes}
-jitlab.print_table(
-    [
-        {
-            "batches": "one program per batch size",
-            "compiles": per_size.compiles,
-            "total_s": per_size_clock.seconds,
-        },
-        {
-            "batches": "padded to power-of-two buckets",
-            "compiles": by_bucket.compiles,
-            "total_s": by_bucket_clock.seconds,
-        },
-    ]
-)
-jitlab.record(
+# %%
+per_size_jit = jax.jit(jax.vmap(example_energy))
+per_size = jitlab.measure(
     "vmap, one program per batch size",
-    compiles=per_size.compiles,
-    total_s=per_size_clock.seconds,
+    lambda: [per_size_jit(b) for b in batches],
+    count=per_size_jit,
 )
-jitlab.record(
+bucketed_jit = jax.jit(jax.vmap(example_energy))
+by_bucket = jitlab.measure(
     "vmap, batch sizes in buckets",
-    compiles=by_bucket.compiles,
-    total_s=by_bucket_clock.seconds,
-    speedup=per_size_clock.seconds / by_bucket_clock.seconds,
+    lambda: [
+        bucketed_jit(pad_rows(b, next_power_of_two(len(b))))[: len(b)] for b in batches
+    ],
+    count=bucketed_jit,
 )
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+jitlab.compare(per_size, by_bucket)
 assert per_size.compiles == len(set(batch_sizes.tolist())), "one per batch size"
-assert by_bucket.compiles == len(size_buckets), "one per bucket"
-for got, want in zip(bucketed_out, per_size_out, strict=True):
+assert by_bucket.compiles == len({next_power_of_two(int(b)) for b in batch_sizes})
+for got, want in zip(by_bucket.result, per_size.result, strict=True):
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 # %% [markdown]
@@ -391,22 +343,27 @@ for got, want in zip(bucketed_out, per_size_out, strict=True):
 # Some functions return an array whose *length* depends on the values:
 # `jnp.nonzero`, `jnp.argwhere` and `jnp.unique` as NumPy defines them. Under jit the
 # output shape must be known from the input shapes alone, so these functions need a
-# `size=` argument (and a `fill_value=` for the unused slots). Without it, tracing fails
-# with a `ConcretizationTypeError`. Lesson 05 shows the related errors of boolean
-# indexing (`x[x > 0]`) and of `jnp.arange` on a traced value.
+# `size=` argument. Without it, tracing fails with a `ConcretizationTypeError`. A
+# `fill_value=` is optional: it says what fills the unused slots (`jnp.nonzero` fills
+# them with index 0 otherwise, which looks like a real index). Lesson 05 shows the
+# related errors of boolean indexing (`x[x > 0]`) and of `jnp.arange` on a traced value.
 
 # %%
-for name, without_size in {
+without_size = {
     "nonzero": lambda v: jnp.nonzero(v > 0),
     "argwhere": lambda v: jnp.argwhere(v > 0),
     "unique": lambda v: jnp.unique(v),
-}.items():
-    try:
-        jax.jit(without_size)(jnp.arange(4.0))
-    except jax.errors.ConcretizationTypeError:
-        print(f"jnp.{name} without size=: ConcretizationTypeError")
-    else:
-        raise AssertionError(f"jnp.{name} should need size= under jit")
+}
+for name, fn in without_size.items():
+    tried = jitlab.attempt(jax.jit(fn), jnp.arange(4.0))
+    print(f"jnp.{name} without size=: {type(tried.error).__name__}")
+    assert type(tried.error) is jax.errors.ConcretizationTypeError, tried
+
+size_only = jax.jit(lambda v: jnp.nonzero(v > 0, size=4)[0])(jnp.array([0.0, 3, 0, 5]))
+print("jnp.nonzero with size=4 alone:", size_only)
+assert size_only.tolist() == [1, 3, 0, 0], (
+    "unused slots hold index 0 without fill_value"
+)
 
 # %% [markdown]
 # There are two ways to give the size. A **fixed size** (the largest the answer can be,
@@ -438,6 +395,7 @@ def outliers_static(x, threshold, count):
     return idx
 
 
+# %%
 def with_outliers(k: int) -> np.ndarray:
     """64 values, exactly k of them above the threshold."""
     x = rng.uniform(-1.0, 1.0, size=64).astype(np.float32)
@@ -448,50 +406,29 @@ def with_outliers(k: int) -> np.ndarray:
 outlier_counts = [1, 3, 4, 6, 8, 11] * 2
 signals = [with_outliers(k) for k in outlier_counts]
 
-with (
-    jitlab.count_compiles(outliers_fixed) as n_fixed,
-    jitlab.stopwatch() as fixed_size_clock,
-):
-    fixed_out = jax.block_until_ready([outliers_fixed(x, THRESHOLD) for x in signals])
-with (
-    jitlab.count_compiles(outliers_static) as n_static,
-    jitlab.stopwatch() as static_size_clock,
-):
-    static_out = [
-        outliers_static(x, THRESHOLD, count=int(np.sum(x > THRESHOLD))) for x in signals
-    ]
-    jax.block_until_ready(static_out)
-
-jitlab.print_table(
-    [
-        {
-            "size": "fixed (size=len(x), fill_value=-1)",
-            "compiles": n_fixed.compiles,
-            "total_s": fixed_size_clock.seconds,
-        },
-        {
-            "size": "static (the exact count)",
-            "compiles": n_static.compiles,
-            "total_s": static_size_clock.seconds,
-        },
-    ]
-)
-jitlab.record(
-    "data-dependent size, fixed size=",
-    compiles=n_fixed.compiles,
-    total_s=fixed_size_clock.seconds,
-)
-jitlab.record(
+# %%
+static = jitlab.measure(
     "data-dependent size, static size",
-    compiles=n_static.compiles,
-    total_s=static_size_clock.seconds,
-    speedup=static_size_clock.seconds / fixed_size_clock.seconds,
+    lambda: [
+        outliers_static(x, THRESHOLD, count=int(sum(x > THRESHOLD))) for x in signals
+    ],
+    count=outliers_static,
 )
-assert n_fixed.compiles == 1
-assert n_static.compiles == len(set(outlier_counts)) == 6
-for (idx, count), exact, k in zip(fixed_out, static_out, outlier_counts, strict=True):
-    assert int(count) == k and len(exact) == k
-    np.testing.assert_array_equal(idx[:k], exact)  # the same indices, in order
+fixed_size = jitlab.measure(
+    "data-dependent size, fixed size=",
+    lambda: [outliers_fixed(x, THRESHOLD) for x in signals],
+    count=outliers_fixed,
+)
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+jitlab.compare(static, fixed_size)
+assert fixed_size.compiles == 1
+assert static.compiles == len(set(outlier_counts)) == 6
+for (idx, count), tidy, k in zip(
+    fixed_size.result, static.result, outlier_counts, strict=True
+):
+    assert int(count) == k and len(tidy) == k
+    np.testing.assert_array_equal(idx[:k], tidy)  # the same indices, in order
     assert bool(jnp.all(idx[k:] == -1))  # and the rest is the fill value
 
 # %% [markdown]

@@ -96,14 +96,14 @@ def shift_scale(x):
 
 
 x_f32 = jnp.linspace(0.0, 1.0, 8, dtype=jnp.float32)
-x_f64 = np.linspace(0.0, 1.0, 8)  # NumPy's default dtype: float64
+x_f64 = np.linspace(0.0, 1.0, 8)  # NumPy's default dtype
 
 with jitlab.count_compiles(shift_scale) as n_f64:
     from_f32 = shift_scale(x_f32)
     from_f64 = shift_scale(x_f64)
 
-print(n_f64)
-print(f"input {x_f64.dtype} -> output {from_f64.dtype}")
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(n_f64, f"input {x_f64.dtype} -> output {from_f64.dtype}", sep="\n")
 assert x_f64.dtype == np.float64
 assert n_f64.compiles == 1, n_f64.explanations
 assert from_f32.dtype == from_f64.dtype == jnp.float32
@@ -117,10 +117,11 @@ assert from_f32.dtype == from_f64.dtype == jnp.float32
 
 # %%
 for wide in (np.float64, np.int64, np.complex128):
-    print(f"{np.dtype(wide).name:>10} -> {jax.dtypes.canonicalize_dtype(wide).name}")
-assert jax.dtypes.canonicalize_dtype(np.float64) == np.float32
-assert jax.dtypes.canonicalize_dtype(np.int64) == np.int32
-assert jax.dtypes.canonicalize_dtype(np.complex128) == np.complex64
+    print(np.dtype(wide).name, "->", jax.dtypes.canonicalize_dtype(wide).name)
+narrow = [
+    jax.dtypes.canonicalize_dtype(w) for w in (np.float64, np.int64, np.complex128)
+]
+assert narrow == [np.float32, np.int32, np.complex64]
 assert jnp.asarray(np.arange(3)).dtype == jnp.int32  # NumPy's default int is int64
 
 # %% [markdown]
@@ -141,6 +142,8 @@ def minus_big(x):
 
 big = np.array([2.0**24 + 1.0])  # exact in float64
 rounded = minus_big(big)
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
 print(f"x64 off: {rounded} ({rounded.dtype})")
 assert rounded.dtype == jnp.float32
 assert float(rounded[0]) == 0.0  # the + 1 was lost when float64 became float32
@@ -154,8 +157,8 @@ assert float(rounded[0]) == 0.0  # the + 1 was lost when float64 became float32
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p>Inside the block we call <code>shift_scale</code> on the float64 array, then on the
-# float32 array that is already in the cache. How many compilations? Then, back outside
-# the block, one more call on the float64 array: how many?</p></div>
+# float32 array that is already in the cache. How many compilations? And what does
+# <code>minus_big</code> return now?</p></div>
 
 # %%
 with jax.enable_x64(True):
@@ -164,13 +167,11 @@ with jax.enable_x64(True):
         narrow_out = shift_scale(x_f32)
     exact = minus_big(big)
 
-print(n_x64)
-print(f"float64 input -> {wide_out.dtype}, float32 input -> {narrow_out.dtype}")
-print(f"x64 on:  {exact} ({exact.dtype})")
-print(n_x64.explanations[-1])
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(n_x64, f"float64 in -> {wide_out.dtype}, float32 in -> {narrow_out.dtype}")
+print(f"x64 on: {exact} ({exact.dtype})", n_x64.explanations[-1], sep="\n")
 assert n_x64.compiles == 2, n_x64.explanations
-assert wide_out.dtype == jnp.float64
-assert narrow_out.dtype == jnp.float32
+assert wide_out.dtype == jnp.float64 and narrow_out.dtype == jnp.float32
 assert exact.dtype == jnp.float64 and float(exact[0]) == 1.0  # the answer changes
 assert all("jax_enable_x64" in text for text in n_x64.explanations)
 
@@ -178,19 +179,17 @@ assert all("jax_enable_x64" in text for text in n_x64.explanations)
 # Two compilations, and the second one is the surprise: the float32 input had not changed,
 # yet it was traced again. JAX's explanation says why: the *tracing context* is part of
 # the cache key, and `jax_enable_x64` is part of that context. Flip the flag and no
-# entry in the cache matches any more. The answer changes too: float64 in, float64 out, and the + 1
-# survives.
+# entry in the cache matches any more. The answer changes too: float64 in, float64 out,
+# and the + 1 survives.
 #
 # The old entries are still there, so going back costs nothing:
 
 # %%
 with jitlab.count_compiles(shift_scale) as n_back:
     back_out = shift_scale(x_f64)
-
 print(n_back)
 assert not jax.config.jax_enable_x64  # the with-block restored the default
-assert n_back.compiles == 0, n_back.explanations
-assert back_out.dtype == jnp.float32
+assert n_back.compiles == 0 and back_out.dtype == jnp.float32, n_back.explanations
 
 # %% [markdown]
 # <div class="admonition warning"><p class="admonition-title">What the source chapter gets
@@ -217,16 +216,14 @@ def centre(x):
 
 ints = jnp.arange(8, dtype=jnp.int32)
 floats = jnp.arange(8, dtype=jnp.float32)
-
 with jitlab.count_compiles(centre) as n_int_float:
-    from_ints = centre(ints)
-    from_floats = centre(floats)
+    from_ints, from_floats = centre(ints), centre(floats)
 
-print(n_int_float)
-print(n_int_float.explanations[-1])
+# %% tags=["answer"] jupyter={"source_hidden": true}
+last = n_int_float.explanations[-1]
+print(n_int_float, last, sep="\n")
 assert n_int_float.compiles == 2, n_int_float.explanations
-assert "i32[8]" in n_int_float.explanations[-1]
-assert "f32[8]" in n_int_float.explanations[-1]
+assert "i32[8]" in last and "f32[8]" in last
 assert from_ints.dtype == from_floats.dtype == jnp.float32
 assert bool(jnp.all(from_ints == from_floats))  # same numbers, two programs
 
@@ -258,42 +255,33 @@ def probe(x):
     return x + x
 
 
-inputs = {
-    "jnp float32": jnp.zeros(8, jnp.float32),
-    "NumPy float64": np.zeros(8),
-    "NumPy float32": np.zeros(8, np.float32),
-    "NumPy int64": np.zeros(8, np.int64),
-    "jnp int32": jnp.zeros(8, jnp.int32),
-    "NumPy uint8": np.zeros(8, np.uint8),
-    "NumPy float16": np.zeros(8, np.float16),
-    "jnp bfloat16": jnp.zeros(8, jnp.bfloat16),
-    "NumPy bool": np.zeros(8, bool),
-}
+host_dtypes = ("float64", "float32", "int64", "uint8", "float16", "bool")
+inputs = [jnp.zeros(8, d) for d in ("float32", "int32", "bfloat16")]  # jax.Arrays
+inputs += [np.zeros(8, dtype) for dtype in host_dtypes]  # NumPy arrays
 
-rows = []
+# %%
+compiled_anew = []
 with jitlab.count_compiles(probe) as n_probe:
-    for label, value in inputs.items():
+    for value in inputs:
         before = n_probe.compiles
         probe(value)
-        rows.append(
-            {
-                "input": label,
-                "arrives as": np.dtype(value.dtype).name,
-                "cache key": jax.dtypes.canonicalize_dtype(value.dtype).name,
-                "new compilation": n_probe.compiles > before,
-            }
-        )
-jitlab.print_table(rows)
+        compiled_anew.append(n_probe.compiles > before)
 
-arrived = {row["arrives as"] for row in rows}
-keys = {row["cache key"] for row in rows}
-print(f"{len(arrived)} dtypes arrived, {len(keys)} distinct keys,", end=" ")
-print(f"{n_probe.compiles} compilations")
-assert len(arrived) == 8
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+def key_row(value, new):
+    where = "jnp" if isinstance(value, jax.Array) else "NumPy"
+    key = jax.dtypes.canonicalize_dtype(value.dtype).name
+    return {"input": f"{where} {value.dtype}", "cache key": key, "new compilation": new}
+
+
+jitlab.print_table(
+    [key_row(v, new) for v, new in zip(inputs, compiled_anew, strict=True)]
+)
+assert len({value.dtype for value in inputs}) == 8
+keys = {jax.dtypes.canonicalize_dtype(value.dtype) for value in inputs}
 assert n_probe.compiles == len(keys) == 6, n_probe.explanations
-assert [row["new compilation"] for row in rows] == [
-    True, False, False, True, False, True, True, True, True
-]  # fmt: skip
+assert compiled_anew == [True] * 3 + [False] * 3 + [True] * 3
 
 # %% [markdown]
 # ## The problem in a loop
@@ -317,44 +305,25 @@ def standardise(x):
     return (x - x.mean(axis=0)) / x.std(axis=0)
 
 
-source_dtypes = [
-    np.float64,
-    np.int32,
-    np.float32,
-    np.uint8,
-    np.int64,
-    np.float16,
-    np.int16,
-]
+source_dtypes = ["float64", "int32", "float32", "uint8", "int64", "float16", "int16"]
 rng = np.random.default_rng(2)
-batches = [
-    rng.normal(100.0, 20.0, size=(64, 16)).astype(source_dtypes[i % len(source_dtypes)])
-    for i in range(42)
-]
+batches = [rng.normal(100.0, 20.0, (64, 16)).astype(d) for d in source_dtypes * 6]
 
 
-def naive_loop(batch_list):
-    return [standardise(batch) for batch in batch_list]
+# %%
+def cold_run(label, step):
+    """All 42 batches through ``step``, starting from an empty cache."""
+    standardise.clear_cache()
+    return jitlab.measure(label, lambda: [step(b) for b in batches], count=standardise)
 
 
-def timed_run(loop, batch_list, repeats=3):
-    """Run ``loop`` cold ``repeats`` times; return (median seconds, counts, outputs)."""
-    seconds = []
-    for _ in range(repeats):
-        standardise.clear_cache()
-        with jitlab.count_compiles(standardise) as counts:
-            with jitlab.stopwatch() as watch:
-                outputs = jax.block_until_ready(loop(batch_list))
-        seconds.append(watch.seconds)
-    return float(np.median(seconds)), counts, outputs
+naive = cold_run("mixed dtypes, no cast", standardise)
 
-
-naive_s, n_naive, naive_out = timed_run(naive_loop, batches)
-print(n_naive)
-print(f"naive loop: {naive_s:.3f} s for {len(batches)} batches")
-print("output dtypes:", sorted({out.dtype.name for out in naive_out}))
-assert n_naive.compiles == 5, n_naive.explanations
-assert {out.dtype.name for out in naive_out} == {"float16", "float32"}
+# %% tags=["answer"] jupyter={"source_hidden": true}
+naive_dtypes = {out.dtype.name for out in naive.result}
+print(naive.counts, "| output dtypes:", sorted(naive_dtypes))
+assert naive.compiles == 5, naive.counts.explanations
+assert naive_dtypes == {"float16", "float32"}
 
 # %% [markdown]
 # Five compilations: float64 and int64 collapse onto float32 and int32, which leaves five
@@ -378,32 +347,13 @@ def standardise_any(batch):
     return standardise(jnp.asarray(batch, jnp.float32))
 
 
-def cast_loop(batch_list):
-    return [standardise_any(batch) for batch in batch_list]
+cast = cold_run("mixed dtypes, cast at boundary", standardise_any)
 
-
-cast_s, n_cast, cast_out = timed_run(cast_loop, batches)
-print(n_cast)
-speedup = naive_s / cast_s
-jitlab.print_table(
-    [
-        {"loop": "naive", "compiles": n_naive.compiles, "total_s": naive_s},
-        {"loop": "cast at boundary", "compiles": n_cast.compiles, "total_s": cast_s},
-    ]
-)
-print(f"speedup: {speedup:.1f}x")
-
-jitlab.record("mixed dtypes, no cast", compiles=n_naive.compiles, total_s=naive_s)
-jitlab.record(
-    "mixed dtypes, cast at boundary",
-    compiles=n_cast.compiles,
-    total_s=cast_s,
-    speedup=speedup,
-)
-
-assert n_cast.compiles == 1, n_cast.explanations
-assert {out.dtype.name for out in cast_out} == {"float32"}
-assert naive_s > 2 * cast_s, (naive_s, cast_s)  # wide margin; typically 5x or more here
+# %% tags=["answer"] jupyter={"source_hidden": true}
+boundary = jitlab.compare(naive, cast)
+assert cast.compiles == 1, cast.counts.explanations
+assert {out.dtype.name for out in cast.result} == {"float32"}
+assert boundary.speedup > 2, boundary.rows()  # wide margin; typically 4x or more here
 
 # %% [markdown]
 # The cast also made the numbers uniform. Against a float64 NumPy reference, computed
@@ -412,32 +362,24 @@ assert naive_s > 2 * cast_s, (naive_s, cast_s)  # wide margin; typically 5x or m
 
 
 # %%
-def reference(batch):
-    wide = np.asarray(batch, np.float64)
-    return (wide - wide.mean(axis=0)) / wide.std(axis=0)
-
-
 def worst_error_by_source(outputs):
-    """Largest absolute error against the reference, for each source dtype."""
+    """Largest absolute error against a float64 reference, for each source dtype."""
     worst = {}
     for out, batch in zip(outputs, batches, strict=True):
-        error = float(np.max(np.abs(np.asarray(out, np.float64) - reference(batch))))
+        wide = np.asarray(batch, np.float64)
+        want = (wide - wide.mean(axis=0)) / wide.std(axis=0)
+        error = float(np.max(np.abs(np.asarray(out, np.float64) - want)))
         worst[batch.dtype.name] = max(error, worst.get(batch.dtype.name, 0.0))
     return worst
 
 
-naive_err = worst_error_by_source(naive_out)
-cast_err = worst_error_by_source(cast_out)
-jitlab.print_table(
-    [
-        {
-            "source dtype": name,
-            "naive error": naive_err[name],
-            "cast error": cast_err[name],
-        }
-        for name in naive_err
-    ]
+# %%
+naive_err, cast_err = (
+    worst_error_by_source(naive.result),
+    worst_error_by_source(cast.result),
 )
+for name, error in naive_err.items():
+    print(f"{name:>8}: naive error {error:.1e}, cast error {cast_err[name]:.1e}")
 assert max(naive_err, key=naive_err.get) == "float16"
 assert max(cast_err.values()) < 1e-4
 assert naive_err["float16"] > 100 * max(cast_err.values())
@@ -446,22 +388,17 @@ assert naive_err["float16"] > 100 * max(cast_err.values())
 # Where did the time go? Cumulative wall time, batch by batch, on a cold cache: each step
 # of the naive line is a dtype seen for the first time.
 
+# %%
+curves = {}
+for label, step in [("naive", standardise), ("cast at the boundary", standardise_any)]:
+    standardise.clear_cache()
+    curves[label] = np.cumsum([jitlab.time_once(step, batch) for batch in batches])
 
 # %%
-def per_batch_seconds(step, batch_list):
-    standardise.clear_cache()
-    return np.array([jitlab.time_once(step, batch) for batch in batch_list])
-
-
-naive_steps = per_batch_seconds(standardise, batches)
-cast_steps = per_batch_seconds(standardise_any, batches)
-
 fig, ax = plt.subplots(figsize=(6, 3.2))
-ax.plot(np.cumsum(naive_steps), label="naive: one program per dtype")
-ax.plot(np.cumsum(cast_steps), label="cast at the boundary: one program")
-ax.set_xlabel("batch")
-ax.set_ylabel("cumulative seconds")
-ax.set_title("42 batches, 7 source dtypes, cold cache")
+for label, curve in curves.items():
+    ax.plot(curve, label=label)
+ax.set(xlabel="batch", ylabel="cumulative seconds", title="42 batches, 7 dtypes, cold")
 ax.legend()
 fig.tight_layout()
 plt.show()
@@ -488,11 +425,11 @@ with jitlab.count_compiles(standardise_inside) as n_inside:
     for batch in batches:
         standardise_inside(batch)
 
-print(n_inside)
-print(n_inside.explanations[-1])
+# %% tags=["answer"] jupyter={"source_hidden": true}
 canonical = {jax.dtypes.canonicalize_dtype(batch.dtype) for batch in batches}
-print(f"{len(source_dtypes)} source dtypes, {len(canonical)} after canonicalisation")
-assert n_inside.compiles == n_naive.compiles == 5, n_inside.explanations
+print(n_inside, f"{len(source_dtypes)} source dtypes, {len(canonical)} canonical")
+print(n_inside.explanations[-1])
+assert n_inside.compiles == naive.compiles == 5, n_inside.explanations
 assert len(canonical) == n_inside.compiles < len(source_dtypes)  # keyed after canon.
 
 # %% [markdown]
@@ -512,22 +449,16 @@ assert len(canonical) == n_inside.compiles < len(source_dtypes)  # keyed after c
 # %%
 on_host = [np.ones((64, 16), dtype) for dtype in (np.int16, np.uint8, np.float16)]
 on_device = [jnp.asarray(array) for array in on_host]
-
 with jitlab.count_compiles(None) as n_host_cast:
-    for array in on_host:
-        jnp.asarray(array, jnp.float32)
+    [jnp.asarray(array, jnp.float32) for array in on_host]
 with jitlab.count_compiles("convert_element_type") as n_device_cast:
-    for array in on_device:
-        jnp.asarray(array, jnp.float32)
+    [jnp.asarray(array, jnp.float32) for array in on_device]
 with jitlab.count_compiles("convert_element_type") as n_device_again:
-    for array in on_device:
-        jnp.asarray(array, jnp.float32)
+    [jnp.asarray(array, jnp.float32) for array in on_device]
 
-print(f"cast from NumPy:        {n_host_cast.compiles} compilations (any function)")
-cold = n_device_cast.compiles
-print(f"cast from device, cold: {cold} compilations of convert_element_type")
-print(f"cast from device, warm: {n_device_again.compiles} compilations")
-assert n_host_cast.compiles == 0
+# %%
+print(n_host_cast, n_device_cast, n_device_again, sep="\n")
+assert n_host_cast.compiles == 0, "from NumPy: converted on the host"
 assert n_device_cast.compiles == len(on_device)  # one per source dtype
 assert n_device_again.compiles == 0
 

@@ -122,22 +122,13 @@ def scale(x, s):
 
 x = jnp.arange(3.0)
 with jitlab.count_compiles(scale) as n:
-    three = scale(x, 3)
-    four = scale(x, 4)
-print(n)
-print("s was traced as:", traced_as)
-print("scale(x, 3) =", three, "  scale(x, 4) =", four)
+    three, four = scale(x, 3), scale(x, 4)
 
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(n, f"s was traced as: {traced_as}", f"scale(x, 4) = {four}", sep="\n")
 assert n.traces == 1 and n.compiles == 1, n.explanations
-assert len(traced_as) == 1
-assert (
-    traced_as[0].dtype == jnp.int32
-    and traced_as[0].shape == ()
-    and traced_as[0].weak_type
-)
-assert np.allclose(
-    four, 4 * np.arange(3.0)
-)  # the new value is used: it was not baked in
+assert [str(aval) for aval in traced_as] == ["~int32[]"]  # one trace, a weak int32
+assert np.allclose(four, 4 * np.arange(3.0))  # the new value is used, not baked in
 
 # %% [markdown]
 # One trace, one compilation, and the second call still computes with `4`. The value is
@@ -164,13 +155,9 @@ def times(x, s):
 
 traced = jax.make_jaxpr(times)(x, 3)
 static = jax.make_jaxpr(times, static_argnums=1)(x, 3)
-print("traced:", traced, sep="\n")
-print("in_avals:", traced.in_avals)
-print("static:", static, sep="\n")
-
-assert traced.in_avals[1].weak_type and traced.in_avals[1].dtype == jnp.int32
-assert len(traced.in_avals) == 2  # s is an input of the traced program
-assert len(static.in_avals) == 1  # ...and not an input of the static one
+print("traced:", traced, "in_avals:", traced.in_avals, "static:", static, sep="\n")
+assert [str(aval) for aval in traced.in_avals] == ["float32[3]", "~int32[]"]
+assert len(static.in_avals) == 1  # s is not an input of the static program
 
 # %% [markdown]
 # A traced value is unknown while Python runs the function, so Python cannot decide an
@@ -185,27 +172,19 @@ def scale_if_big(x, s):
     return x
 
 
-try:
-    scale_if_big(x, 3)
-except jax.errors.TracerBoolConversionError as err:
-    caught = err
-else:
-    raise AssertionError("expected TracerBoolConversionError")
-print(type(caught).__name__, "|", str(caught).splitlines()[0])
-assert isinstance(caught, jax.errors.ConcretizationTypeError)
+tried = jitlab.attempt(scale_if_big, x, 3)
+print(tried)
+assert type(tried.error) is jax.errors.TracerBoolConversionError, tried
+assert isinstance(tried.error, jax.errors.ConcretizationTypeError)
 
 # %% [markdown]
 # One more sign that a Python `int` becomes an int32 array: a value that does not fit in
 # int32 is refused at the call. A static argument would have no such limit.
 
 # %%
-try:
-    scale(x, 2**31)
-except OverflowError as err:
-    caught = err
-else:
-    raise AssertionError("expected OverflowError")
-print(type(caught).__name__, "|", str(caught).splitlines()[0])
+too_big = jitlab.attempt(scale, x, 2**31)
+print(too_big)
+assert type(too_big.error) is OverflowError, too_big
 
 # %% [markdown]
 # ## Which scalars are weak?
@@ -230,33 +209,29 @@ scalars = {
     "jnp.asarray(3.0, jnp.float32)": jnp.asarray(3.0, jnp.float32),
     "jnp.exp(-0.5)": jnp.exp(-0.5),
 }
-rows = []
-for label, value in scalars.items():
-    aval = jax.typeof(value)
-    rows.append(
-        {"value": label, "python type": type(value).__name__, "traced as": str(aval)}
-    )
-jitlab.print_table(rows)
 
+# %% tags=["answer"] jupyter={"source_hidden": true}
+traced_types = {label: str(jax.typeof(value)) for label, value in scalars.items()}
+jitlab.print_table([{"value": k, "traced as": t} for k, t in traced_types.items()])
 weak = {label for label, value in scalars.items() if jax.typeof(value).weak_type}
 assert weak == {"3", "3.0", "jnp.asarray(3.0)", "jnp.exp(-0.5)"}, weak
-assert (
-    str(jax.typeof(True)) == "bool[]"
-)  # bool has no weak form, but is traced all the same:
-with jitlab.count_compiles(scale) as n:
-    scale(x, True)
-    scale(x, False)
-assert n.compiles == 1, n.explanations
-assert (
-    jax.typeof(np.float64(3)).dtype == jnp.float32
-)  # x64 is off: float64 becomes float32
-assert jax.typeof(np.int64(3)).dtype == jnp.int32  # ...and int64 becomes int32
+assert traced_types["True"] == "bool[]"  # bool has no weak form
+assert traced_types["np.float64(3)"] == "float32[]"  # x64 off: float64 becomes float32
+assert traced_types["np.int64(3)"] == "int32[]"  # ...and int64 becomes int32
 
 # %% [markdown]
 # Two surprises worth remembering. NumPy scalars are *strong*, like NumPy arrays: they
 # carry a dtype on purpose. And a `jnp` value computed only from Python scalars
 # (`jnp.asarray(3.0)`, `jnp.exp(-0.5)`) stays weak; only an explicit dtype makes it strong.
 # With x64 off (the default), `np.float64` and `np.int64` are canonicalised to 32 bits.
+# A bool has no weak form, but it is traced all the same: `True` then `False` share one
+# program.
+
+# %%
+with jitlab.count_compiles(scale) as n:
+    scale(x, True), scale(x, False)
+print(n)
+assert n.compiles == 1, n.explanations
 
 # %% [markdown]
 # ## `3` then `3.0`
@@ -268,15 +243,12 @@ assert jax.typeof(np.int64(3)).dtype == jnp.int32  # ...and int64 becomes int32
 # %%
 scale.clear_cache()  # start this experiment from an empty cache
 with jitlab.count_compiles(scale) as n:
-    scale(x, 3)
-    scale(x, 3.0)
-    scale(x, 5.0)
-print(n)
-print(n.explanations[-1])
+    scale(x, 3), scale(x, 3.0), scale(x, 5.0)
 
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(n, n.explanations[-1], sep="\n")
 assert n.compiles == 2, n.explanations
-miss = n.explanations[-1]
-assert "now f32[] and before i32[]" in miss, miss
+assert "now f32[] and before i32[]" in n.explanations[-1], n.explanations
 
 # %% [markdown]
 # Two: `~int32[]` and `~float32[]` are different keys, while `3.0` and `5.0` share one.
@@ -291,13 +263,12 @@ assert "now f32[] and before i32[]" in miss, miss
 # %%
 scale.clear_cache()
 with jitlab.count_compiles(scale) as n:
-    scale(x, 3)
-    scale(x, jnp.int32(3))
-print(n)
-print(n.explanations[-1])
+    scale(x, 3), scale(x, jnp.int32(3))
 
-assert n.compiles == 2, n.explanations
+# %% tags=["answer"] jupyter={"source_hidden": true}
 miss = n.explanations[-1]
+print(n, miss, sep="\n")
+assert n.compiles == 2, n.explanations
 assert "i32[]{weak_type=False}" in miss and "i32[]{weak_type=True}" in miss, miss
 
 # %% [markdown]
@@ -309,10 +280,6 @@ assert "i32[]{weak_type=False}" in miss and "i32[]{weak_type=True}" in miss, mis
 # A typical way to meet this: the learning rate starts as a Python float from a config
 # file; after the first epoch it is decayed by a factor someone stored as a `float32`
 # constant. Python does not complain, and the loss goes down as expected.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>Two epochs of four steps each, same shapes throughout. How many compilations of
-# <code>train_step</code>?</p></div>
 
 
 # %%
@@ -328,24 +295,28 @@ def train_step(w, batch, lr):
 
 data_rng = np.random.default_rng(0)
 true_w = data_rng.normal(size=4).astype(np.float32)
-batches = []
-for _ in range(4):
-    inputs = data_rng.normal(size=(32, 4)).astype(np.float32)
-    batches.append((jnp.asarray(inputs), jnp.asarray(inputs @ true_w)))
+inputs = [data_rng.normal(size=(32, 4)).astype(np.float32) for _ in range(4)]
+batches = [(jnp.asarray(a), jnp.asarray(a @ true_w)) for a in inputs]
 
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Two epochs of four steps each, same shapes throughout. How many compilations of
+# <code>train_step</code>?</p></div>
+
+# %%
 DECAY = jnp.float32(0.5)  # "a float32 constant, to be safe"
-w = jnp.zeros(4, jnp.float32)
-lr = 0.1  # from the config file: a Python float
+w, lr, lr_types = jnp.zeros(4, jnp.float32), 0.1, []  # lr from the config file
 with jitlab.count_compiles(train_step) as n:
-    for epoch in range(2):
+    for _ in range(2):  # two epochs
         for batch in batches:
             w = train_step(w, batch, lr)
-        print(f"epoch {epoch}: lr is {type(lr).__name__} {jax.typeof(lr)}")
-        lr = lr * DECAY  # now a strong float32 array
-print(n)
-print(n.explanations[-1])
+        lr_types.append(str(jax.typeof(lr)))
+        lr = lr * DECAY
 
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(n, f"lr per epoch: {lr_types}", n.explanations[-1], sep="\n")
 assert n.compiles == 2, n.explanations
+assert lr_types == ["~float32[]", "float32[]"]
 assert (
     "weak_type=False" in n.explanations[-1] and "weak_type=True" in n.explanations[-1]
 )
@@ -380,33 +351,28 @@ assert (
 # bool <code>b</code>?</p></div>
 
 # %%
-x32 = jnp.ones(3, jnp.float32)
-h = jnp.ones(3, jnp.bfloat16)
-u8 = jnp.ones(3, jnp.uint8)
-i = jnp.ones(3, jnp.int32)
-b = jnp.ones(3, jnp.bool_)
-# expression -> (its value, the abstract value the rule above predicts)
+x32, h = jnp.ones(3, jnp.float32), jnp.ones(3, jnp.bfloat16)
+u8, i, b = jnp.ones(3, jnp.uint8), jnp.ones(3, jnp.int32), jnp.ones(3, jnp.bool_)
 products = {
-    "float32 * 2": (x32 * 2, "float32[3]"),
-    "float32 * 2.0": (x32 * 2.0, "float32[3]"),
-    "bfloat16 * 2.0": (h * 2.0, "bfloat16[3]"),
-    "uint8 + 2": (u8 + 2, "uint8[3]"),
-    "bfloat16 * jnp.float32(2)": (h * jnp.float32(2), "float32[3]"),
-    "int32 * 2.0": (i * 2.0, "~float32[3]"),
-    "uint8 * 2.0": (u8 * 2.0, "~float32[3]"),
-    "bool + 1": (b + 1, "~int32[3]"),
-    "int32 * np.float32(2)": (i * np.float32(2), "float32[3]"),
+    "float32 * 2": x32 * 2,
+    "float32 * 2.0": x32 * 2.0,
+    "bfloat16 * 2.0": h * 2.0,
+    "uint8 + 2": u8 + 2,
+    "bfloat16 * jnp.float32(2)": h * jnp.float32(2),
+    "int32 * 2.0": i * 2.0,
+    "uint8 * 2.0": u8 * 2.0,
+    "bool + 1": b + 1,
+    "int32 * np.float32(2)": i * np.float32(2),
 }
-jitlab.print_table(
-    [
-        {"expression": k, "result": str(jax.typeof(v)), "the rule predicts": want}
-        for k, (v, want) in products.items()
-    ]
-)
-for k, (v, want) in products.items():
-    assert str(jax.typeof(v)) == want, (k, jax.typeof(v))
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+promoted = {expression: str(jax.typeof(v)) for expression, v in products.items()}
+jitlab.print_table([{"expression": k, "result": t} for k, t in promoted.items()])
+assert list(promoted.values()) == [
+    "float32[3]", "float32[3]", "bfloat16[3]", "uint8[3]", "float32[3]",
+    "~float32[3]", "~float32[3]", "~int32[3]", "float32[3]",
+]  # fmt: skip
 # "takes the dtype of the other operand" would say int32 here; the lattice says ~float32
-assert products["int32 * 2.0"][0].dtype != i.dtype
 
 # %% [markdown]
 # The int32 row is worth remembering: an integer array times a Python float is a float32
@@ -443,23 +409,21 @@ assert n.compiles == 2 and "weak_type=True" in n.explanations[-1], n.explanation
 
 # %%
 with jax.enable_x64(True):
-    x32 = jnp.ones(3, jnp.float32)
     wide = {
         "typeof(2.0)": jax.typeof(2.0),
         "float32 * 2.0": jax.typeof(x32 * 2.0),
         "float32 * jnp.ones((), float64)": jax.typeof(x32 * jnp.ones((), jnp.float64)),
         "float32 * np.float64(2.0)": jax.typeof(x32 * np.float64(2.0)),
-        "int32 * 2.0": jax.typeof(jnp.ones(3, jnp.int32) * 2.0),
+        "int32 * 2.0": jax.typeof(i * 2.0),
     }
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
 jitlab.print_table(
     [{"with x64 on": k, "abstract value": str(v)} for k, v in wide.items()]
 )
-
-assert wide["typeof(2.0)"].dtype == jnp.float64 and wide["typeof(2.0)"].weak_type
-assert wide["float32 * 2.0"].dtype == jnp.float32
-assert wide["float32 * jnp.ones((), float64)"].dtype == jnp.float64
-assert wide["float32 * np.float64(2.0)"].dtype == jnp.float64
-assert str(wide["int32 * 2.0"]) == "~float64[3]"  # float* at the x64 default width
+assert [str(aval) for aval in wide.values()] == [
+    "~float64[]", "float32[3]", "float64[3]", "float64[3]", "~float64[3]"
+]  # fmt: skip
 assert not jax.config.jax_enable_x64  # the context manager restored the default
 
 # %% [markdown]
@@ -475,23 +439,23 @@ assert not jax.config.jax_enable_x64  # the context manager restored the default
 # <code>w</code>?</p></div>
 
 # %%
+widened = {}
 with jax.enable_x64(True):
-    runs = {}
     for label, lr in [("np.float64(0.1)", np.float64(0.1)), ("0.1", 0.1)]:
         train_step.clear_cache()
         w = jnp.zeros(4, jnp.float32)
         with jitlab.count_compiles(train_step) as n:
             for step in range(3):
                 w = train_step(w, batches[step], lr)
-        runs[label] = (n, w.dtype)
-        print(f"lr = {label:16s} {n.compiles} compilation(s), w ends as {w.dtype}")
-    print(runs["np.float64(0.1)"][0].explanations[-1])
+        widened[label] = (n, w.dtype)
 
-assert (
-    runs["np.float64(0.1)"][0].compiles == 2
-    and runs["np.float64(0.1)"][1] == jnp.float64
-)
-assert runs["0.1"][0].compiles == 1 and runs["0.1"][1] == jnp.float32
+# %% tags=["answer"] jupyter={"source_hidden": true}
+for label, (n, dtype) in widened.items():
+    print(f"lr = {label:16s} {n.compiles} compilation(s), w ends as {dtype}")
+assert [(n.compiles, dtype) for n, dtype in widened.values()] == [
+    (2, jnp.float64),
+    (1, jnp.float32),
+], widened
 assert not jax.config.jax_enable_x64
 
 # %% [markdown]
@@ -531,15 +495,18 @@ def fit(init, n_steps=8):
     state = init(jnp.zeros(4, jnp.float32))
     for step in range(n_steps):
         state = fit_step(state, batches[step % len(batches)])
-    return jax.block_until_ready(state)
+    return state
 
 
+# %%
 fit_step.clear_cache()
-with jitlab.count_compiles(fit_step) as weak_init, jitlab.stopwatch() as weak_sw:
-    weak_final = fit(init_state)
-print(weak_init)
-print(weak_init.last_reason)
-assert weak_init.compiles == 2, weak_init.explanations
+weak_init = jitlab.measure(
+    "state: init writes a weak 0.0", lambda: fit(init_state), count=fit_step
+)
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(weak_init.counts, weak_init.counts.last_reason, sep="\n")
+assert weak_init.compiles == 2, weak_init.counts.explanations
 
 # %% [markdown]
 # Two compilations for one loop with fixed shapes. JAX's explanation points at
@@ -551,21 +518,11 @@ assert weak_init.compiles == 2, weak_init.explanations
 state = init_state(jnp.zeros(4, jnp.float32))
 before = jax.tree.map(jax.typeof, state)
 after = jax.tree.map(jax.typeof, fit_step(state, batches[0]))
-jitlab.print_table(
-    [
-        {
-            "entry": key,
-            "init returns": str(before[key]),
-            "one step returns": str(after[key]),
-        }
-        for key in before
-    ]
-)
+for key in before:
+    print(f"{key:>8}: init returns {before[key]}, one step returns {after[key]}")
 changed = [key for key in before if before[key] != after[key]]
-print("changes its type:", changed)
-
 assert jax.tree.structure(before) == jax.tree.structure(after)  # same keys
-assert changed == ["avg_loss"]
+assert changed == ["avg_loss"], changed
 assert str(before["avg_loss"]) == "~float32[]" and str(after["avg_loss"]) == "float32[]"
 assert before["steps"].weak_type and after["steps"].weak_type  # weak, but it stays weak
 
@@ -585,41 +542,18 @@ def init_state_typed(w):
 
 
 state = init_state_typed(jnp.zeros(4, jnp.float32))
-assert jax.tree.map(jax.typeof, state) == jax.tree.map(
-    jax.typeof, fit_step(state, batches[0])
-)
+same = jax.tree.map(jax.typeof, fit_step(state, batches[0]))
+assert jax.tree.map(jax.typeof, state) == same
 
+# %%
 fit_step.clear_cache()
-with jitlab.count_compiles(fit_step) as typed_init, jitlab.stopwatch() as typed_sw:
-    typed_final = fit(init_state_typed)
-jitlab.print_table(
-    [
-        {
-            "init": label,
-            "compiles": count.compiles,
-            "compile_ms": 1e3 * count.total_seconds,
-            "loop_total_ms": 1e3 * sw.seconds,
-        }
-        for label, count, sw in [
-            ('"avg_loss": 0.0', weak_init, weak_sw),
-            ('"avg_loss": jnp.zeros((), float32)', typed_init, typed_sw),
-        ]
-    ]
+typed_init = jitlab.measure(
+    "state: init writes the step's types", lambda: fit(init_state_typed), count=fit_step
 )
-assert typed_init.compiles == 1, typed_init.explanations
+jitlab.compare(weak_init, typed_init)
+assert typed_init.compiles == 1, typed_init.counts.explanations
 for key in ("w", "avg_loss", "steps"):  # the same numbers either way
-    np.testing.assert_allclose(weak_final[key], typed_final[key], rtol=1e-6)
-jitlab.record(
-    "state: init writes a weak 0.0",
-    compiles=weak_init.compiles,
-    total_s=weak_sw.seconds,
-)
-jitlab.record(
-    "state: init writes the step's types",
-    compiles=typed_init.compiles,
-    total_s=typed_sw.seconds,
-    speedup=weak_sw.seconds / typed_sw.seconds,
-)
+    np.testing.assert_allclose(weak_init.result[key], typed_init.result[key], rtol=1e-6)
 
 # %% [markdown]
 # One extra compilation of the whole step is the price here, paid at step 2: the first
@@ -632,14 +566,7 @@ jitlab.record(
 # Now a realistic schedule over 30 steps, the kind a config system or a scheduler library
 # hands you: `0` (a Python `int`) while the weights are frozen, Python floats during
 # warm-up, a cosine decay computed with `np.cos` (NumPy `float64` scalars), and a floor
-# stored as `jnp.float32`. Three ways to feed it to the same step:
-#
-# 1. **as it comes**: pass whatever the schedule returns;
-# 2. **static**: `float(lr)` as a static argument, which many people reach for first;
-# 3. **explicit dtype**: `jnp.asarray(lr, jnp.float32)` at the boundary.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>How many compilations does each way cost over the 30 steps?</p></div>
+# stored as `jnp.float32`.
 
 # %%
 STEPS, FROZEN, WARMUP, DECAY_END = 30, 2, 4, 16
@@ -658,30 +585,26 @@ def schedule(step):
     return FLOOR  # jnp float32
 
 
+# %%
 lrs = [schedule(step) for step in range(STEPS)]
-phases = {
-    "frozen": 0,
-    "warm-up": FROZEN,
-    "cosine decay": FROZEN + WARMUP,
-    "floor": DECAY_END,
-}
-jitlab.print_table(
-    [
-        {
-            "phase": phase,
-            "from step": start,
-            "lr": f"{float(lrs[start]):.3f}",
-            "python type": type(lrs[start]).__name__,
-            "traced as": str(jax.typeof(lrs[start])),
-        }
-        for phase, start in phases.items()
-    ]
-)
+phases = {"frozen": 0, "warm-up": FROZEN, "cosine": FROZEN + WARMUP, "floor": DECAY_END}
+for phase, start in phases.items():
+    lr = lrs[start]
+    print(f"{phase:>7} from step {start:2}: {type(lr).__name__:8} {jax.typeof(lr)}")
 
 # %% [markdown]
-# The step is the same function in every variant; only how `lr` reaches it differs.
+# Three ways to feed it to the same step:
+#
+# 1. **as it comes**: pass whatever the schedule returns;
+# 2. **static**: `float(lr)` as a static argument, which many people reach for first;
+# 3. **explicit dtype**: `jnp.asarray(lr, jnp.float32)` at the boundary.
+#
 # `train_step_static` is the same computation with `lr` marked static (the decorator
-# factory form `@jax.jit(static_argnames=...)` works in this JAX version).
+# factory form `@jax.jit(static_argnames=...)` works in this JAX version). Every variant
+# starts from an empty cache, as a fresh process would.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>How many compilations does each way cost over the 30 steps?</p></div>
 
 
 # %%
@@ -690,88 +613,64 @@ def train_step_static(w, batch, lr):
     return w - lr * jax.grad(squared_error)(w, batch)
 
 
-variants = {
-    "as it comes": (train_step, lambda lr: lr),
-    "static float(lr)": (train_step_static, float),
-    "jnp.asarray(lr, float32)": (train_step, lambda lr: jnp.asarray(lr, jnp.float32)),
-}
+def run(label, step_fn, convert):
+    """30 steps from a cold cache, ``lr`` passed through ``convert``."""
+    step_fn.clear_cache()
 
+    def loop():
+        w = jnp.zeros(4, jnp.float32)
+        for step in range(STEPS):
+            w = step_fn(w, batches[step % len(batches)], lr=convert(schedule(step)))
+        return w
 
-def run(step_fn, convert):
-    w = jnp.zeros(4, jnp.float32)
-    for step in range(STEPS):
-        w = step_fn(w, batches[step % len(batches)], lr=convert(schedule(step)))
-    return w
+    return jitlab.measure(f"lr schedule, {label}", loop, count=step_fn)
 
-
-results = {}
-for label, (step_fn, convert) in variants.items():
-    step_fn.clear_cache()  # every variant starts cold, as a fresh process would
-    with jitlab.count_compiles(step_fn) as n, jitlab.stopwatch() as sw:
-        w_final = jax.block_until_ready(run(step_fn, convert))
-    results[label] = {"counts": n, "seconds": sw.seconds, "w": w_final}
-
-table = [
-    {
-        "variant": label,
-        "compiles": r["counts"].compiles,
-        "compile_ms": 1e3 * r["counts"].total_seconds,
-        "loop_total_ms": 1e3 * r["seconds"],
-    }
-    for label, r in results.items()
-]
-jitlab.print_table(table)
 
 # %%
-as_is, static_lr, fixed = (results[k] for k in variants)
-distinct_values = len({float(lr) for lr in lrs})
-print("distinct learning-rate values:", distinct_values)
-
-assert as_is["counts"].compiles == 3, as_is["counts"].explanations  # ~i32, ~f32, f32
-# one program per value: 14 distinct values among the 30 (the instructor notes quote it)
-assert static_lr["counts"].compiles == distinct_values == 14
-assert fixed["counts"].compiles == 1, fixed["counts"].explanations
-# same numbers whichever way lr travelled
-assert np.allclose(as_is["w"], fixed["w"], rtol=1e-5, atol=1e-6)
-assert np.allclose(static_lr["w"], fixed["w"], rtol=1e-5, atol=1e-6)
-# "faster", claimed only where the margin is wide: 14 compilations against one
-assert static_lr["seconds"] > 3 * fixed["seconds"], (
-    static_lr["seconds"],
-    fixed["seconds"],
+as_is = run("as it comes", train_step, lambda lr: lr)
+static_lr = run("static float(lr)", train_step_static, float)
+explicit = run(
+    "jnp.asarray(lr, float32)", train_step, lambda lr: jnp.asarray(lr, jnp.float32)
 )
-for label, r in [("as it comes", as_is), ("static", static_lr)]:
-    print(f"{label} / explicit dtype: {r['seconds'] / fixed['seconds']:.1f}x the time")
 
-for label, r in results.items():
-    jitlab.record(
-        f"lr schedule, {label}",
-        compiles=r["counts"].compiles,
-        total_s=r["seconds"],
-        speedup=r["seconds"] / fixed["seconds"],
-    )
+# %% tags=["answer"] jupyter={"source_hidden": true}
+vs_static = jitlab.compare(static_lr, explicit)
+vs_as_is = jitlab.compare(as_is, explicit)
+assert as_is.compiles == 3, as_is.counts.explanations  # ~i32, ~f32, f32
+assert static_lr.compiles == len({float(lr) for lr in lrs}) == 14  # one per value
+assert explicit.compiles == 1, explicit.counts.explanations
+for other in (as_is, static_lr):  # the same weights whichever way lr travelled
+    np.testing.assert_allclose(other.result, explicit.result, rtol=1e-5, atol=1e-6)
+assert vs_static.speedup > 3, vs_static.rows()  # 14 compilations against one
 
 # %% [markdown]
 # The schedule's three scalar kinds (`~int32[]`, `~float32[]` and `float32[]`: NumPy
 # float64 and `jnp.float32` share the last) cost three compilations. Static costs one per
 # distinct value, and a real schedule has as many values as steps. The explicit dtype
 # costs one, whatever the schedule returns, and computes the same weights.
+#
+# Only the static ratio is asserted, with a wide margin. Three compilations against one
+# shows in the time too, but a 3-to-1 difference in a short loop is what a loaded machine
+# can blur. Where each run's time went says why the ratios follow the compile counts:
+# the 30 steps themselves are cheap, and nearly all of every run is compiling.
 
 # %%
-labels = list(results)
-seconds = [results[k]["seconds"] for k in labels]
+runs = [as_is, static_lr, explicit]
+for r in runs:
+    compiling = f"{r.counts.total_seconds:.2f} s compiling"
+    print(f"{r.label:38} {r.compiles:2} compiles, {compiling} of {r.seconds:.2f} s")
+assert all(r.counts.total_seconds > 0.5 * r.seconds for r in runs), "compiling"
+
+# %%
 fig, ax = plt.subplots(figsize=(7, 2.6))
-bars = ax.barh(labels, seconds, color=["tab:orange", "tab:red", "tab:green"])
-for bar, label in zip(bars, labels, strict=True):
-    ax.text(
-        bar.get_width(),
-        bar.get_y() + bar.get_height() / 2,
-        f"  {results[label]['counts'].compiles} compilation(s)",
-        va="center",
-    )
+ax.barh([r.label for r in runs], [r.seconds for r in runs], color=["C1", "C3", "C2"])
+ax.bar_label(ax.containers[0], [f"  {r.compiles} compilation(s)" for r in runs])
 ax.invert_yaxis()
-ax.set_xlabel(f"seconds for {STEPS} training steps, from a cold cache")
-ax.set_xlim(0, 1.5 * max(seconds))
-ax.set_title("Passing the learning rate three ways")
+ax.set_xlim(0, 1.6 * max(r.seconds for r in runs))
+ax.set(
+    xlabel=f"seconds for {STEPS} steps, cold cache",
+    title="The learning rate, three ways",
+)
 fig.tight_layout()
 plt.show()
 
@@ -803,6 +702,8 @@ with jitlab.count_compiles(train_step_clip) as n:
     for step in range(STEPS):
         lr = jnp.asarray(schedule(step), jnp.float32)
         w = train_step_clip(w, batches[step % len(batches)], lr, clip=step % 2 == 0)
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
 print(n)
 assert n.compiles == 2, n.explanations  # one program per flag value, for all 30 steps
 
@@ -812,14 +713,10 @@ assert n.compiles == 2, n.explanations  # one program per flag value, for all 30
 # the `float(...)` conversion used above.
 
 # %%
-try:
-    train_step_static(w, batches[0], lr=FLOOR)
-except ValueError as err:
-    caught = err
-else:
-    raise AssertionError("expected ValueError")
-print(type(caught).__name__, "|", str(caught).splitlines()[0])
-assert "Non-hashable static arguments" in str(caught)
+unhashable = jitlab.attempt(train_step_static, w, batches[0], lr=FLOOR)
+print(unhashable)
+assert type(unhashable.error) is ValueError, unhashable
+assert "Non-hashable static arguments" in str(unhashable.error)
 
 # %%
 jitlab.outro()

@@ -28,8 +28,8 @@
 #       loader side by side.
 #     - The timed comparison is compile-bound, so its ratio varies between laptops;
 #       the compile counts do not.
-#     - Learners read `jax.no_tracing()` as "no retrace". Run the `jax.debug.print`
-#       cell and ask why a warm call with the same arguments raises.
+#     - Learners read `jax.no_tracing()` as "no retrace". Run the cell that passes JAX
+#       arrays after a NumPy warm-up and ask why a call that needs no trace raises.
 #     keypoints:
 #     - jit flattens all arguments, positional and keyword, into leaves and a tree structure;
 #       the structure is part of the cache key.
@@ -46,9 +46,9 @@
 #       `jax.tree.structure` and `jax.tree.map(jax.typeof, state)` before and after
 #       one step.
 #     - '`jax.no_tracing()` raises on any miss of jit''s C++ fast path, not only on
-#       a trace: a JAX array where only NumPy arrays were seen, or any call of a warm
-#       function that has a host callback (`jax.debug.print`), raises with 0 traces
-#       and 0 compilations.'
+#       a trace: a JAX array where only NumPy arrays were seen raises with 0 traces
+#       and 0 compilations, and so does every warm call of a program with an effect,
+#       such as `jax.debug.print` (lesson 09).'
 #     minutes:
 #       exercises: 15
 #       teaching: 35
@@ -126,20 +126,8 @@ params = {
     "b": jnp.float32(0.1),
 }
 
-findings = []  # one row per experiment, for the summary table at the end
-fixes = []  # one row per fix, measured on the same stream of batches
 
-
-def remember(change, new_compilations):
-    findings.append(
-        {
-            "change between calls": change,
-            "new compilations": new_compilations,
-            "retraces": "yes" if new_compilations else "no",
-        }
-    )
-
-
+# %%
 def why(count):
     """The part of JAX's last cache-miss explanation that says what differed."""
     text = count.explanations[-1]
@@ -154,10 +142,8 @@ def why(count):
 # leaves were. Dict keys, `None`, and the container types live in the `PyTreeDef`.
 
 # %%
-batch = {"x": x, "y": y}
-leaves, treedef = jax.tree_util.tree_flatten(batch)
-print(treedef)
-print([str(jax.typeof(leaf)) for leaf in leaves])
+leaves, treedef = jax.tree_util.tree_flatten({"x": x, "y": y})
+print(treedef, [str(jax.typeof(leaf)) for leaf in leaves])
 assert len(leaves) == 2
 
 # %% [markdown]
@@ -186,12 +172,11 @@ def mse(params, batch):
 with jitlab.count_compiles(mse) as n:
     mse(params, {"x": x, "y": y})
     mse(params, {"x": x, "y": y, "ids": ids})  # "ids" is never read
-print(n)
-print(why(n))
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(n, why(n), sep="\n")
 assert n.compiles == 2, n.explanations
-assert "different input pytree" in n.explanations[-1]
-assert "{'ids'}" in n.explanations[-1]
-remember('dict gains a key ("ids", never read)', n.compiles - 1)
+assert "different input pytree" in n.explanations[-1] and "{'ids'}" in why(n)
 
 # %% [markdown]
 # Two compilations. JAX does not look at which keys the function reads: the key set
@@ -208,27 +193,21 @@ remember('dict gains a key ("ids", never read)', n.compiles - 1)
 # %%
 with jitlab.count_compiles(mse) as n:
     mse(params, {"y": y, "x": x})
-print(n)
 xy = jax.tree_util.tree_structure({"x": x, "y": y})
 yx = jax.tree_util.tree_structure({"y": y, "x": x})
-print(xy, "==", yx, ":", xy == yx)
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(n, f"{xy} == {yx}: {xy == yx}", sep="\n")
 assert n.compiles == 0, n.explanations
 assert xy == yx
-remember("dict keys inserted in another order", n.compiles)
 
 # %% [markdown]
 # No. Flattening sorts a dict's keys, so insertion order never reaches the cache key:
 # only the *set* of keys does. The same sorting means a dict that goes through a jitted
 # function comes back with its keys in sorted order:
 
-
 # %%
-@jax.jit
-def passthrough(batch):
-    return batch
-
-
-returned = passthrough({"y": y, "x": x})
+returned = jax.jit(lambda batch: batch)({"y": y, "x": x})
 print(list(returned))
 assert list(returned) == ["x", "y"]
 
@@ -248,8 +227,7 @@ assert list(returned) == ["x", "y"]
 # %%
 @jax.jit
 def weighted_mse(params, batch):
-    pred = batch["x"] @ params["w"] + params["b"]
-    err = (pred - batch["y"]) ** 2
+    err = (batch["x"] @ params["w"] + params["b"] - batch["y"]) ** 2
     weights = batch.get("weights")
     if weights is None:  # a question about structure, answered at trace time
         return jnp.mean(err)
@@ -260,12 +238,11 @@ with jitlab.count_compiles(weighted_mse) as n:
     weighted_mse(params, {"x": x, "y": y, "weights": w})
     weighted_mse(params, {"x": x, "y": y, "weights": None})
     weighted_mse(params, {"x": x, "y": y})
-print(n)
-for text in n.explanations[1:]:
-    print(text[text.index("different") :])
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(n, *(text[text.index("different") :] for text in n.explanations[1:]), sep="\n")
 assert n.compiles == 3, n.explanations
 assert "now <class 'NoneType'> and before pytree leaf" in n.explanations[1]
-remember("optional field: array, then None, then absent", n.compiles - 1)
 
 # %% [markdown]
 # Three structures, three compilations. `None` is an empty node of the tree, not a leaf:
@@ -273,10 +250,11 @@ remember("optional field: array, then None, then absent", n.compiles - 1)
 # yet its `PyTreeDef` is different from both of the others.
 
 # %%
-with_none = jax.tree_util.tree_flatten({"x": x, "y": y, "weights": None})
-print(with_none[1], "with", len(with_none[0]), "leaves")
-assert len(with_none[0]) == 2
-assert with_none[1] != xy
+none_leaves, none_treedef = jax.tree_util.tree_flatten(
+    {"x": x, "y": y, "weights": None}
+)
+print(none_treedef, "with", len(none_leaves), "leaves")
+assert len(none_leaves) == 2 and none_treedef != xy
 
 # %% [markdown]
 # ## A list or a tuple of the same arrays
@@ -293,14 +271,12 @@ def total_seq(arrays):
 
 
 with jitlab.count_compiles(total_seq) as n:
-    total_seq([x, y])
-    total_seq((x, y))
-    total_seq([x, y])
-print(n)
-print(why(n))
+    total_seq([x, y]), total_seq((x, y)), total_seq([x, y])
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(n, why(n), sep="\n")
 assert n.compiles == 2, n.explanations
 assert "now <class 'tuple'> and before <class 'list'>" in n.explanations[-1]
-remember("list becomes a tuple (same arrays)", n.compiles - 1)
 
 # %% [markdown]
 # Two: the list and the tuple are different structures, and the third call finds the
@@ -329,15 +305,12 @@ def total_pair(arrays):
 
 
 with jitlab.count_compiles(total_pair) as n:
-    total_pair(Pair(x, y))
-    total_pair(Pair(x + 1, y))  # new values, same structure: cached
-    total_pair((x, y))
-print(n)
-print(why(n))
+    total_pair(Pair(x, y)), total_pair(Pair(x + 1, y)), total_pair((x, y))
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(n, why(n), sep="\n")
 assert isinstance(Pair(x, y), tuple)
-assert n.compiles == 2, n.explanations
-assert "Pair" in n.explanations[-1]
-remember("NamedTuple becomes a plain tuple", n.compiles - 1)
+assert n.compiles == 2 and "Pair" in n.explanations[-1], n.explanations
 
 # %% [markdown]
 # ## A dataclass registered as a pytree
@@ -368,22 +341,20 @@ def dense_forward(layer, x):
     return jnp.maximum(h, 0.0) if layer.activation == "relu" else jnp.tanh(h)
 
 
-w1 = jnp.asarray(rng.normal(size=(F, 3)), dtype=jnp.float32)
-w2 = jnp.asarray(rng.normal(size=(F, 3)), dtype=jnp.float32)
+# %%
+w1, w2 = (jnp.asarray(rng.normal(size=(F, 3)), dtype=jnp.float32) for _ in range(2))
 b3 = jnp.zeros(3, dtype=jnp.float32)
 with jitlab.count_compiles(dense_forward) as same:
     dense_forward(Dense(w1, b3), x)
-    dense_forward(Dense(w2, b3 + 1), x)  # new leaves, same structure: cached
+    dense_forward(Dense(w2, b3 + 1), x)  # new leaves
 with jitlab.count_compiles(dense_forward) as n:
     dense_forward(Dense(w1, b3, activation="tanh"), x)  # new metadata
-print(same)
-print(n)
-print(why(n))
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(same, n, why(n), sep="\n")
 assert same.compiles == 1, same.explanations
 assert n.compiles == 1, n.explanations
 assert "pytree node metadata does not match" in n.explanations[-1]
-remember("registered dataclass: new array values", same.compiles - 1)
-remember("registered dataclass: new static field", n.compiles)
 
 # %% [markdown]
 # The leaves (`w`, `b`) can change freely; the static field is structure. That is the
@@ -404,15 +375,12 @@ def scale(v):
 
 
 with jitlab.count_compiles(scale) as n:
-    scale(x)
-    scale(v=x)
-    scale(x)
-    scale(v=x)
-print(n)
-print(why(n))
+    scale(x), scale(v=x), scale(x), scale(v=x)
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(n, why(n), sep="\n")
 assert n.compiles == 2, n.explanations
 assert "tuple of length 0 and before tuple of length 1" in n.explanations[-1]
-remember("f(x) then f(x=x)", n.compiles - 1)
 
 # %% [markdown]
 # Two. `jit` flattens the pair `(args, kwargs)`, so the same array passed positionally
@@ -441,10 +409,8 @@ def loader(n_batches, seed=0):
     r = np.random.default_rng(seed)
     stream = []
     for i in range(n_batches):
-        batch = {
-            "x": r.normal(size=(B, F)).astype(np.float32),
-            "y": r.normal(size=B).astype(np.float32),
-        }
+        batch = {"x": r.normal(size=(B, F)).astype(np.float32)}
+        batch["y"] = r.normal(size=B).astype(np.float32)
         kind = r.integers(4)
         if kind == 1:
             batch["weights"] = r.uniform(0.5, 1.5, size=B).astype(np.float32)
@@ -456,10 +422,10 @@ def loader(n_batches, seed=0):
     return stream
 
 
+# %%
 stream = loader(48)
 signatures = {(jax.tree_util.tree_structure(b), by_kw) for b, by_kw in stream}
-by_keyword_calls = sum(by_kw for _, by_kw in stream)
-print(len(stream), "batches,", by_keyword_calls, "passed by keyword")
+print(len(stream), "batches,", sum(by_kw for _, by_kw in stream), "passed by keyword")
 print(len(signatures), "distinct (structure, calling style) pairs")
 assert len(signatures) == 8
 
@@ -470,40 +436,34 @@ assert len(signatures) == 8
 
 
 # %%
-def make_naive():
-    """A fresh jitted loss each time, so every timed run starts with a cold cache."""
-
-    @jax.jit
-    def loss_naive(params, batch):
-        pred = batch["x"] @ params["w"] + params["b"]
-        err = (pred - batch["y"]) ** 2
-        weights = batch.get("weights")
-        if weights is None:
-            return jnp.mean(err)
-        return jnp.sum(weights * err) / jnp.sum(weights)
-
-    return loss_naive, loss_naive  # (what callers call, what we count)
+@jax.jit
+def loss_naive(params, batch):
+    err = (batch["x"] @ params["w"] + params["b"] - batch["y"]) ** 2
+    weights = batch.get("weights")
+    if weights is None:
+        return jnp.mean(err)
+    return jnp.sum(weights * err) / jnp.sum(weights)
 
 
-def run_stream(make):
-    """Run the stream once with fresh functions: compiles, per-batch seconds, losses."""
-    loss, counted = make()
-    seconds, losses = [], []
-    with jitlab.count_compiles(counted) as count:
-        for batch, by_keyword in stream:
-            with jitlab.stopwatch() as sw:
-                out = loss(params, batch=batch) if by_keyword else loss(params, batch)
-                jax.block_until_ready(out)
-            seconds.append(sw.seconds)
-            losses.append(float(out))
-    return count, np.array(seconds), np.array(losses)
+def run_stream(loss):
+    """Every batch, passed the way its caller likes: (loss, seconds) per batch."""
+    out = []
+    for batch, by_kw in stream:
+        with jitlab.stopwatch() as sw:
+            value = loss(params, batch=batch) if by_kw else loss(params, batch)
+            jax.block_until_ready(value)
+        out.append((float(value), sw.seconds))
+    return out
 
 
-naive_runs = [run_stream(make_naive) for _ in range(3)]
-naive_n, naive_seconds, naive_losses = naive_runs[0]
-print(naive_n)
-assert all(run[0].compiles == len(signatures) for run in naive_runs)
-assert naive_n.compiles == 8
+# %%
+naive = jitlab.measure(
+    "varying batch structure", lambda: run_stream(loss_naive), count=loss_naive
+)
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(naive.counts)
+assert naive.compiles == len(signatures) == 8, naive.counts.explanations
 
 # %% [markdown]
 # One compilation for each distinct pair of structure and calling style: eight, for
@@ -531,93 +491,38 @@ def tidy(batch):
     return {"x": batch["x"], "y": batch["y"], "weights": weights}
 
 
-def make_fixed():
-    @jax.jit
-    def loss_core(params, batch):
-        pred = batch["x"] @ params["w"] + params["b"]
-        err = (pred - batch["y"]) ** 2
-        return jnp.sum(batch["weights"] * err) / jnp.sum(batch["weights"])
-
-    def loss(params, batch):  # callers may pass batch by keyword; we never do
-        return loss_core(params, tidy(batch))
-
-    return loss, loss_core
+@jax.jit
+def loss_core(params, batch):
+    err = (batch["x"] @ params["w"] + params["b"] - batch["y"]) ** 2
+    return jnp.sum(batch["weights"] * err) / jnp.sum(batch["weights"])
 
 
-fixed_runs = [run_stream(make_fixed) for _ in range(3)]
-fixed_n, fixed_seconds, fixed_losses = fixed_runs[0]
-print(fixed_n)
-assert all(run[0].compiles == 1 for run in fixed_runs)
-np.testing.assert_allclose(fixed_losses, naive_losses, rtol=1e-5)
-print("same 48 losses as the naive version")
+def loss(params, batch):  # callers may pass batch by keyword; we never do
+    return loss_core(params, tidy(batch))
 
-# %% [markdown]
-# One compilation, and the same 48 numbers. Side by side, with the median of three
-# cold runs of the whole stream:
 
 # %%
-naive_total = float(np.median([run[1].sum() for run in naive_runs]))
-fixed_total = float(np.median([run[1].sum() for run in fixed_runs]))
-speedup = naive_total / fixed_total
-rows = [
-    {
-        "version": "whatever the batch is",
-        "compilations": naive_n.compiles,
-        "first_ms": 1e3 * naive_seconds[0],
-        "steady_us": 1e6 * float(np.median(naive_seconds[-16:])),
-        "total_s": naive_total,
-    },
-    {
-        "version": "tidy() + positional",
-        "compilations": fixed_n.compiles,
-        "first_ms": 1e3 * fixed_seconds[0],
-        "steady_us": 1e6 * float(np.median(fixed_seconds[-16:])),
-        "total_s": fixed_total,
-    },
-]
-jitlab.print_table(rows)
-print(f"the fix runs the stream {speedup:.1f}x faster")
-for row, name in zip(
-    rows, ["varying batch structure", "stable container, positional"], strict=True
-):
-    jitlab.record(
-        name,
-        compiles=row["compilations"],
-        first_ms=row["first_ms"],
-        steady_us=row["steady_us"],
-        total_s=row["total_s"],
-        speedup=None if row is rows[0] else speedup,
-    )
-assert naive_n.compiles == 8 * fixed_n.compiles
-assert naive_total > 2 * fixed_total, (naive_total, fixed_total)
-fixes.append(
-    {
-        "48 untidy batches through": "the jitted loss as is",
-        "compilations": naive_n.compiles,
-    }
+fixed = jitlab.measure(
+    "stable container, positional", lambda: run_stream(loss), count=loss_core
 )
-fixes.append(
-    {
-        "48 untidy batches through": "tidy() + positional call",
-        "compilations": fixed_n.compiles,
-    }
+jitlab.compare(naive, fixed, bench="varying batch structure vs stable container")
+assert fixed.compiles == 1, fixed.counts.explanations
+np.testing.assert_allclose(
+    [v for v, _ in fixed.result], [v for v, _ in naive.result], rtol=1e-5
 )
+assert naive.seconds > 2 * fixed.seconds, "8 compilations against 1"
 
 # %% [markdown]
-# Where the time goes: the cumulative time of each version over the stream. Each step
-# in the naive curve is a batch with a structure it had not seen yet.
+# One compilation, and the same 48 numbers. Where the time goes: the cumulative time of
+# each version over the stream. Each step in the naive curve is a batch with a structure
+# it had not seen yet.
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.2))
-ax.plot(
-    np.cumsum(naive_seconds),
-    label=f"whatever the batch is ({naive_n.compiles} compiles)",
-)
-ax.plot(
-    np.cumsum(fixed_seconds), label=f"tidy() + positional ({fixed_n.compiles} compile)"
-)
-ax.set_xlabel("batch")
-ax.set_ylabel("cumulative seconds")
+for run in (naive, fixed):
+    label = f"{run.label} ({run.compiles} compilations)"
+    ax.plot(np.cumsum([seconds for _, seconds in run.result]), label=label)
+ax.set(xlabel="batch", ylabel="cumulative seconds")
 ax.legend()
 fig.tight_layout()
 plt.show()
@@ -630,105 +535,69 @@ plt.show()
 # Every call of a jitted function first looks in jit's *fast path*, a C++ cache keyed
 # on the exact call: the structure, the leaves' types, and whether each leaf is a NumPy
 # array or a JAX array on some device. A hit runs the compiled program at once. A miss
-# falls back to Python, which looks in the tracing cache and traces only if that misses
-# too. The guard raises `RuntimeError` at the fallback, before it knows whether a trace
-# is needed. So silence under the guard means no trace and no compilation; an error
-# means that some call left the fast path, which is usually a retrace, but not always.
+# falls back to Python, which looks in the tracing cache. The guard raises
+# `RuntimeError` at the fallback, before it knows whether a trace is needed. So silence
+# under the guard means no trace and no compilation; an error means that some call left
+# the fast path, which is usually a retrace, but not always.
 #
-# First the use it was made for. After one warm-up call, the fixed version runs the
-# whole stream under the guard; the naive version fails at the first batch with a
-# structure it has not seen.
+# First the use it was made for: the warm fixed version runs the whole stream under the
+# guard; the naive version fails at the first batch with a structure it has not seen.
+
 
 # %%
-loss, loss_core = make_fixed()
-loss(params, stream[0][0])  # warm-up: the one compilation
-with jitlab.count_compiles(loss_core) as guarded, jax.no_tracing():
-    for batch, by_keyword in stream:
-        loss(params, batch=batch) if by_keyword else loss(params, batch)
-print("fixed: 48 batches under the guard,", guarded)
-assert guarded.traces == 0 and guarded.compiles == 0
-
-loss_naive, _ = make_naive()
-loss_naive(params, stream[0][0])
-try:
+def under_guard(loss):
     with jax.no_tracing():
-        for batch, by_keyword in stream:
-            loss_naive(params, batch=batch) if by_keyword else loss_naive(params, batch)
-except RuntimeError as err:
-    caught = err
-else:
-    raise AssertionError("expected RuntimeError from jax.no_tracing")
-print("naive:", type(caught).__name__, str(caught).splitlines()[0][:100])
-assert "loss_naive" in str(caught)
+        return run_stream(loss)
+
+
+loss_naive.clear_cache()
+loss_naive(params, stream[0][0])  # warm for one structure only
+with jitlab.count_compiles(loss_core) as guarded:
+    fixed_guarded = jitlab.attempt(under_guard, loss)
+naive_guarded = jitlab.attempt(under_guard, loss_naive)
+print("fixed:", guarded, "| naive:", naive_guarded)
+assert not fixed_guarded.raised and guarded.traces == guarded.compiles == 0
+assert type(naive_guarded.error) is RuntimeError, naive_guarded
+assert "loss_naive" in str(naive_guarded.error)
 
 # %% [markdown]
-# Now two calls that need no trace at all, and still trip the guard.
+# Now a call that needs no trace at all, and still trips the guard.
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p><code>loss_core</code> was warmed up on batches of NumPy arrays (that is what
 # <code>tidy</code> builds). Does the guard let through the same batch as JAX arrays,
-# same shapes and dtypes? And a warm function that calls <code>jax.debug.print</code>,
-# called again with the very same arguments?</p></div>
+# same shapes and dtypes? How many traces does that call cost without the guard?</p></div>
 
 # %%
-loss, loss_core = make_fixed()
 tidy_batch = tidy(stream[0][0])
 as_jax = {key: jnp.asarray(value) for key, value in tidy_batch.items()}
+loss_core.clear_cache()
 loss_core(params, tidy_batch)  # warm-up on NumPy leaves
-try:
-    with jax.no_tracing():
-        loss_core(params, as_jax)
-except RuntimeError:
-    jax_leaves = "raised"
-else:
-    jax_leaves = "passed"
+with jax.no_tracing():
+    jax_leaves = jitlab.attempt(loss_core, params, as_jax)
 with jitlab.count_compiles(loss_core) as unguarded:
     loss_core(params, as_jax)  # the same call, without the guard
-print("JAX leaves after NumPy warm-up, under the guard:", jax_leaves)
-print("the same call without the guard:", unguarded)
-assert jax_leaves == "raised"
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(
+    "JAX leaves after a NumPy warm-up:", jax_leaves, "| without the guard:", unguarded
+)
+assert type(jax_leaves.error) is RuntimeError, jax_leaves
 assert unguarded.traces == 0 and unguarded.compiles == 0  # the tracing cache had it
 
-
-@jax.jit
-def loss_printed(params, batch):
-    value = loss_core(params, batch)
-    jax.debug.print("loss {v:.3f}", v=value)  # a host callback
-    return value
-
-
-loss_printed(params, tidy_batch)
-raised = 0
-with jitlab.count_compiles(loss_printed) as printed:
-    for _ in range(3):
-        try:
-            with jax.no_tracing():
-                loss_printed(params, tidy_batch)  # warm, same arguments
-        except RuntimeError:
-            raised += 1
-        loss_printed(params, tidy_batch)  # and once more without the guard
-print(f"jax.debug.print: the guard raised on {raised} of 3 warm calls;", printed)
-assert raised == 3
-assert printed.traces == 0 and printed.compiles == 0
-
 # %% [markdown]
-# Both calls were cache hits, with no trace and no compilation, and both raised:
+# A cache hit, with no trace and no compilation, and still an error: a JAX array where
+# the fast path has only seen NumPy arrays (or the reverse) is a new fast-path entry,
+# though the abstract value is the same. A committed array on another device than the
+# one the function was warmed up with leaves the fast path too (lesson 12 has several
+# devices), and every warm call of a program with an effect, such as
+# `jax.debug.print`, raises under the guard
+# ([lesson 09](../09_diagnosing/#which-calls-skip-the-fast-path)). To guard a test with
+# `jax.no_tracing()`, warm up with the same kinds of inputs the test passes. To check the
+# number of compilations rather than fast-path misses, count them, with
+# `jitlab.count_compiles` as above or with a trace counter in the test (lesson 09 shows
+# `chex.assert_max_traces`).
 #
-# - a JAX array where the fast path has only seen NumPy arrays (or the reverse) is a
-#   new fast-path entry, though the abstract value is the same;
-# - a program with a host callback (`jax.debug.print`, `jax.debug.callback`,
-#   `jax.pure_callback`) never gets a fast-path entry, so *every* call under the guard
-#   raises.
-#
-# A committed array on another device than the one the function was warmed up with
-# also leaves the fast path; there is one device here, so this lesson does not check
-# it (lesson 12 has several). To guard a test with `jax.no_tracing()`, warm up with the
-# same kinds of inputs the test passes and keep host callbacks out of the guarded
-# function. To check the number of compilations rather than fast-path misses, count
-# them, with `jitlab.count_compiles` as above or with a trace counter in the test
-# (lesson 09 shows `chex.assert_max_traces`).
-
-# %% [markdown]
 # ## When no value is neutral: a value and a flag
 #
 # Weights of one change nothing, so filling them was easy. Some optional inputs have no
@@ -750,9 +619,9 @@ def centre(y, baseline=None):
     return centred_targets(y, jnp.asarray(baseline, dtype=jnp.float32), jnp.bool_(True))
 
 
+# %%
 with jitlab.count_compiles(centred_targets) as n:
-    without = centre(y)
-    with_baseline = centre(y, 0.5)
+    without, with_baseline = centre(y), centre(y, 0.5)
 print(n)
 np.testing.assert_allclose(without, y - jnp.mean(y), rtol=1e-6)
 np.testing.assert_allclose(with_baseline, y - 0.5, rtol=1e-6)
@@ -773,8 +642,11 @@ with jitlab.count_compiles(centred_targets) as python_flag:
     centred_targets(y, jnp.float32(0.0), False)  # a Python bool flag
 with jitlab.count_compiles(centred_targets) as python_placeholder:
     centred_targets(y, 0.0, jnp.bool_(False))  # a Python float placeholder
-print("Python bool flag:       ", python_flag)
-print("Python float placeholder:", python_placeholder)
+
+# %%
+print(
+    "Python bool flag:", python_flag, "\nPython float placeholder:", python_placeholder
+)
 print(why(python_placeholder))
 assert python_flag.compiles == 0, python_flag.explanations  # same key as jnp.bool_
 assert python_placeholder.compiles == 1, python_placeholder.explanations
@@ -807,24 +679,15 @@ def loss_two(params, batch):
     return loss_weighted(params, batch["x"], batch["y"], weights)
 
 
+# %%
 with (
     jitlab.count_compiles(loss_plain) as plain,
     jitlab.count_compiles(loss_weighted) as wtd,
 ):
-    two_losses = [
-        float(loss_two(params, batch=b) if by_kw else loss_two(params, b))
-        for b, by_kw in stream
-    ]
-print(plain)
-print(wtd)
+    two = run_stream(loss_two)
+print(plain, wtd, sep="\n")
 assert plain.compiles == 1 and wtd.compiles == 1
-np.testing.assert_allclose(two_losses, naive_losses, rtol=1e-5)
-fixes.append(
-    {
-        "48 untidy batches through": "two functions",
-        "compilations": plain.compiles + wtd.compiles,
-    }
-)
+np.testing.assert_allclose([v for v, _ in two], [v for v, _ in naive.result], rtol=1e-5)
 
 # %% [markdown]
 # ## State whose structure changes after one step
@@ -859,15 +722,19 @@ def train_momentum(init, n_steps=6):
     state = init(params)
     for _ in range(n_steps):
         state = momentum_step(state, {"x": x, "y": y})
-    return jax.block_until_ready(state)
+    return state
 
 
-with jitlab.count_compiles(momentum_step) as lazy, jitlab.stopwatch() as lazy_sw:
-    lazy_final = train_momentum(init_lazy)
-print(lazy)
-print(why(lazy))
-assert lazy.compiles == 2, lazy.explanations
-remember("state: None from init, an array from the step", lazy.compiles - 1)
+# %%
+lazy = jitlab.measure(
+    "state: momentum None in init",
+    lambda: train_momentum(init_lazy),
+    count=momentum_step,
+)
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(lazy.counts, why(lazy.counts), sep="\n")
+assert lazy.compiles == 2, lazy.counts.explanations
 
 # %% [markdown]
 # Step 1 compiled for a state with `None` in it, step 2 for the state step 1 returned,
@@ -878,9 +745,7 @@ remember("state: None from init, an array from the step", lazy.compiles - 1)
 state = init_lazy(params)
 before = jax.tree.map(jax.typeof, state)
 after = jax.tree.map(jax.typeof, momentum_step(state, {"x": x, "y": y}))
-print("init:    ", jax.tree.structure(before))
-print("one step:", jax.tree.structure(after))
-assert before != after
+print("init:    ", jax.tree.structure(before), "\none step:", jax.tree.structure(after))
 assert before["momentum"] is None and after["momentum"] is not None
 assert before["params"] == after["params"]  # the parameters keep their types
 
@@ -893,10 +758,10 @@ assert before["params"] == after["params"]  # the parameters keep their types
 # %%
 pair_types = jax.tree.map(jax.typeof, Pair(x, y))
 tuple_types = jax.tree.map(jax.typeof, (x, y))
-print("== says", pair_types == tuple_types)
-print("structures equal:", jax.tree.structure(Pair(x, y)) == jax.tree.structure((x, y)))
+same_structure = jax.tree.structure(Pair(x, y)) == jax.tree.structure((x, y))
+print(f"== says {pair_types == tuple_types}; structures equal: {same_structure}")
 assert pair_types == tuple_types  # Python equality misses the difference...
-assert jax.tree.structure(Pair(x, y)) != jax.tree.structure((x, y))  # ...jit does not
+assert not same_structure  # ...jit does not
 
 # %% [markdown]
 # The fix is in `init`: build the slot the step will return, here zeros shaped like the
@@ -910,73 +775,45 @@ def init_zeros(params):
 
 
 state = init_zeros(params)
-same = jax.tree.map(jax.typeof, momentum_step(state, {"x": x, "y": y}))
-assert jax.tree.structure(state) == jax.tree.structure(same)
-assert jax.tree.map(jax.typeof, state) == same
+stepped = momentum_step(state, {"x": x, "y": y})
+assert jax.tree.structure(state) == jax.tree.structure(stepped)
+assert jax.tree.map(jax.typeof, state) == jax.tree.map(jax.typeof, stepped)
 
+# %%
 momentum_step.clear_cache()
-with jitlab.count_compiles(momentum_step) as zeros, jitlab.stopwatch() as zeros_sw:
-    zeros_final = train_momentum(init_zeros)
-print(zeros)
-assert zeros.compiles == 1, zeros.explanations
+zeros = jitlab.measure(
+    "state: momentum zeros in init",
+    lambda: train_momentum(init_zeros),
+    count=momentum_step,
+)
+jitlab.compare(lazy, zeros)
+assert zeros.compiles == 1, zeros.counts.explanations
 for got, want in zip(
-    jax.tree.leaves(zeros_final), jax.tree.leaves(lazy_final), strict=True
+    jax.tree.leaves(zeros.result), jax.tree.leaves(lazy.result), strict=True
 ):
     np.testing.assert_allclose(got, want, rtol=1e-5)
-jitlab.print_table(
-    [
-        {
-            "init": "momentum None",
-            "compiles": lazy.compiles,
-            "total_s": lazy_sw.seconds,
-        },
-        {
-            "init": "momentum zeros",
-            "compiles": zeros.compiles,
-            "total_s": zeros_sw.seconds,
-        },
-    ]
-)
-jitlab.record(
-    "state: momentum None in init", compiles=lazy.compiles, total_s=lazy_sw.seconds
-)
-jitlab.record(
-    "state: momentum zeros in init",
-    compiles=zeros.compiles,
-    total_s=zeros_sw.seconds,
-    speedup=lazy_sw.seconds / zeros_sw.seconds,
-)
 
 # %% [markdown]
 # ## Summary: which change retraces
 #
-# Measured above on this machine's JAX. "New compilations" is what the change cost
-# beyond the first compilation.
-
-# %%
-jitlab.print_table(findings)
-assert [row["retraces"] for row in findings] == [
-    "yes",  # dict gains a key
-    "no",  # insertion order
-    "yes",  # array / None / absent
-    "yes",  # list vs tuple
-    "yes",  # NamedTuple vs tuple
-    "no",  # dataclass, new values
-    "yes",  # dataclass, new static field
-    "yes",  # f(x) then f(x=x)
-    "yes",  # state: None from init, an array from the step
-]
-
-# %% [markdown]
-# And the fixes, on the same 48 batches:
-
-# %%
-jitlab.print_table(fixes)
-assert [row["compilations"] for row in fixes] == [8, 1, 2]
-
-# %% [markdown]
-# Two functions compile once each: a fixed cost you choose, not one that grows with
-# the variety of the data. The value-and-flag pattern compiled once above as well.
+# Each row was measured above, on this machine's JAX.
+#
+# | change between calls | new compilation? |
+# | --- | --- |
+# | a dict gains a key (even one never read) | yes |
+# | the same dict keys, inserted in another order | no |
+# | an optional field: array, then `None`, then absent | yes, each |
+# | a list becomes a tuple of the same arrays | yes |
+# | a NamedTuple becomes a plain tuple | yes |
+# | a registered dataclass with new array values | no |
+# | a registered dataclass with a new static field | yes |
+# | `f(x)` then `f(x=x)` | yes |
+# | a state slot `None` in `init`, an array after one step | yes, at step 2 |
+#
+# And the fixes, on the same 48 batches: the jitted loss as it is compiled 8 times,
+# `tidy()` with a positional call once, and two functions once each, a fixed cost you
+# choose, not one that grows with the variety of the data. The value-and-flag pattern
+# compiled once as well.
 
 # %%
 jitlab.outro()
