@@ -29,8 +29,8 @@
 #       Changing a static object after use is worse - stale numbers with an identity
 #       hash, undefined behaviour with a hash that changes (unsafe_hash).
 #     - Every distinct static value costs a compilation, a cache entry and memory. f.clear_cache()
-#       drops f's executables and traces (the memory comes back, the next call compiles
-#       again) and also empties a cache shared by every function.
+#       drops f's executables and traces (much of the memory comes back, the next call
+#       compiles again) and also empties a cache shared by every function.
 #     - Make static only what has few values and shapes the program (modes, flags, sizes).
 #       Numbers that change from call to call stay traced.
 #     minutes:
@@ -682,7 +682,8 @@ plt.show()
 #
 # A jitted function has a `clear_cache()` method. For that function it drops the
 # compiled executables (its fast-path entries) and the traces (jaxprs) kept in JAX's
-# inner tracing cache, and the memory comes back (we measure it below). It also empties
+# inner tracing cache, and much of the memory comes back (about half here, measured
+# below). It also empties
 # one cache that *every* jitted function shares; the next cells show what that costs.
 # `jax.clear_caches()` empties the caches of every function in the process. Both cost
 # the same thing for the functions they clear: the next call traces and compiles again,
@@ -713,7 +714,7 @@ jitlab.record(
 if MEMORY_MEASURABLE:
     freed = memory_before - memory_after
     print(f"memory given back: {freed:.1f} MiB of {grown_mb:.1f} MiB grown")
-    assert freed > 0.5 * grown_mb, (freed, grown_mb)
+    assert freed > 0.25 * grown_mb, (freed, grown_mb)  # wide margin: about half here
 
 # %% [markdown]
 # "For that function alone" is not quite all of it. JAX looks a call up in three steps:
