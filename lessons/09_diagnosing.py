@@ -835,14 +835,12 @@ def warm_calls(fn, x, calls=500):
 
 
 doubled_with_effect(x8)
-fast = jitlab.measure("fast path", warm_calls(doubled, x8), count=doubled)
+fast = jitlab.measure("no effect: fast path", warm_calls(doubled, x8), count=doubled)
 effect_calls = warm_calls(doubled_with_effect, x8)
 slow = jitlab.measure("an effect", effect_calls, count=doubled_with_effect)
 
 # %% tags=["answer"] jupyter={"source_hidden": true}
-effect = jitlab.compare(
-    slow, fast, bench="warm call: fast path vs a function with an effect"
-)
+effect = jitlab.compare(slow, fast, bench="warm call: fast path vs an effect")
 assert slow.compiles == fast.compiles == 0, (slow, fast)
 assert effect.speedup > 3, effect  # a wide margin; measured far above it
 
@@ -883,8 +881,8 @@ assert again == {"(9,)": True, "(8,)": False}
 # (8,) is fine, and every call on (9,) costs the Python path:
 
 # %%
-refused_once = jitlab.measure("refused once", warm_calls(marked, x9), count=marked)
-fast_again = jitlab.measure("fast path", warm_calls(marked, x8), count=marked)
+refused_once = jitlab.measure("(9,): refused", warm_calls(marked, x9), count=marked)
+fast_again = jitlab.measure("(8,): fast path", warm_calls(marked, x8), count=marked)
 mark = jitlab.compare(
     refused_once, fast_again, bench="warm call: fast path vs a signature refused once"
 )
