@@ -20,7 +20,8 @@
 #       and the message names the argument.
 #     - An output shape that depends on values fails while tracing too - x[x > 0] raises
 #       NonConcreteBooleanIndexError (an IndexError), jnp.arange(n) with a traced n
-#       a ConcretizationTypeError. Keep the size fixed - a mask, or size= and fill_value=.
+#       a ConcretizationTypeError. Keep the size fixed - a mask, or size= (fill_value=
+#       is optional).
 #     - static_argnames / static_argnums make the value part of the cache key - one
 #       compilation per distinct value, right for a few modes, ruinous for values that
 #       come from data.
@@ -33,7 +34,7 @@
 #       count; lax.fori_loop and lax.scan keep it flat.
 #     minutes:
 #       exercises: 15
-#       teaching: 40
+#       teaching: 35
 #     objectives:
 #     - Recognise TracerBoolConversionError and TracerIntegerConversionError, and read
 #       which argument they name.
@@ -119,23 +120,15 @@ w = jnp.linspace(-1.0, 1.0, 8)
 # calls return?</p></div>
 
 # %%
-errors = []
 with jitlab.count_compiles(penalised_loss) as n:
-    for epoch in (3, 7):
-        try:
-            penalised_loss(w, epoch)
-        except jax.errors.TracerBoolConversionError as err:
-            errors.append(err)
-        else:
-            raise AssertionError("expected TracerBoolConversionError")
+    tried = [jitlab.attempt(penalised_loss, w, epoch) for epoch in (3, 7)]
 
-print(n)
-print([type(e).__name__ for e in errors])
-assert len(errors) == 2  # both calls fail: a failed trace is not cached
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(n, *tried, sep="\n")
+bool_error = jax.errors.TracerBoolConversionError
+assert [type(t.error) for t in tried] == [bool_error] * 2  # a failed trace: not cached
 assert n.compiles == 0 and n.lowerings == 0  # nothing ever reached the compiler
-assert issubclass(
-    jax.errors.TracerBoolConversionError, jax.errors.ConcretizationTypeError
-)
+assert issubclass(bool_error, jax.errors.ConcretizationTypeError)
 
 # %% [markdown]
 # <div class="admonition warning"><p class="admonition-title">The source chapter is wrong here</p>
@@ -150,11 +143,9 @@ assert issubclass(
 # Read the message with me. It is the best diagnostic you will get:
 
 # %%
-message = str(errors[0])
+message = str(tried[0].error)
 print(message)
-assert (
-    "bool[]" in message
-)  # what Python asked for: the truth value of a 0-d bool tracer
+assert "bool[]" in message  # what Python asked for: the truth value of a bool tracer
 assert "argument epoch" in message  # and which argument's value it would have needed
 
 # %% [markdown]
@@ -175,8 +166,7 @@ seen_while_tracing = []
 
 @jax.jit
 def peek(w, epoch):
-    seen_while_tracing.append(repr(epoch))
-    seen_while_tracing.append(repr(epoch > 5))
+    seen_while_tracing.extend([repr(epoch), repr(epoch > 5)])
     return w * epoch
 
 
@@ -192,20 +182,20 @@ assert "bool[]" in seen_while_tracing[1]  # a comparison of tracers is a tracer
 # ## Loops and indexes hit the same wall
 #
 # `if` and `while` need a `bool`; `range(n)` and `my_list[i]` need a Python `int`, which
-# they get through `__index__`. On a tracer that raises a sibling error,
-# `TracerIntegerConversionError`.
+# they get through `__index__`.
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p>Three more functions: a <code>for</code> loop over <code>range(window)</code>, a
 # list of learning rates indexed by <code>phase</code>, and a <code>while</code> that
-# halves until a value is small. Which error does each raise?</p></div>
+# halves until a value is small. Which error does each raise, and are they all
+# <code>ConcretizationTypeError</code>s?</p></div>
 
 
 # %%
 @jax.jit
 def window_sum(x, window):
     total = 0.0
-    for i in range(window):  # range() needs a Python int
+    for i in range(window):
         total = total + x[i]
     return total
 
@@ -215,39 +205,31 @@ LEARNING_RATES = [1e-2, 1e-3, 1e-4]
 
 @jax.jit
 def rate_for_phase(phase):
-    return jnp.float32(LEARNING_RATES[phase])  # a list index needs a Python int
+    return jnp.float32(LEARNING_RATES[phase])
 
 
 @jax.jit
 def halvings(x):
     count = 0
-    while x > 1.0:  # `while` needs a bool, like `if`
+    while x > 1.0:
         x = x / 2.0
         count += 1
     return count
 
 
+# %%
 x = jnp.arange(1.0, 9.0)
-cases = [
-    (window_sum, (x, 3), jax.errors.TracerIntegerConversionError),
-    (rate_for_phase, (1,), jax.errors.TracerIntegerConversionError),
-    (halvings, (20.0,), jax.errors.TracerBoolConversionError),
-]
-for fn, args, expected in cases:
-    try:
-        fn(*args)
-    except expected as err:
-        print(f"{fn.__name__:>15}: {type(err).__name__}: {str(err).splitlines()[0]}")
-    else:
-        raise AssertionError(f"expected {expected.__name__} from {fn.__name__}")
+loops = [jitlab.attempt(window_sum, x, 3), jitlab.attempt(rate_for_phase, 1)]
+loops.append(jitlab.attempt(halvings, 20.0))
 
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(*loops, sep="\n")
+int_error = jax.errors.TracerIntegerConversionError
+assert [type(t.error) for t in loops] == [int_error, int_error, bool_error], loops
 # Careful when catching: the integer error is NOT a ConcretizationTypeError (JAX 0.12);
 # both are TypeErrors.
-assert not issubclass(
-    jax.errors.TracerIntegerConversionError, jax.errors.ConcretizationTypeError
-)
-assert issubclass(jax.errors.TracerIntegerConversionError, TypeError)
-assert issubclass(jax.errors.TracerBoolConversionError, TypeError)
+assert not issubclass(int_error, jax.errors.ConcretizationTypeError)
+assert issubclass(int_error, TypeError) and issubclass(bool_error, TypeError)
 
 # %% [markdown]
 # Loops over a *fixed* Python count are fine: `for i in range(3)` inside a jitted
@@ -278,45 +260,36 @@ def first_n(x, n):
     return x[jnp.arange(n)]  # a length that is a traced value
 
 
-shape_errors = {}
-try:
-    positives(x - 4.0)
-except jax.errors.NonConcreteBooleanIndexError as err:
-    shape_errors["x[x > 0]"] = err
-else:
-    raise AssertionError("expected NonConcreteBooleanIndexError")
-try:
-    first_n(x, 3)
-except jax.errors.ConcretizationTypeError as err:
-    shape_errors["jnp.arange(n)"] = err
-else:
-    raise AssertionError("expected ConcretizationTypeError")
+boolean_index, arange_n = (
+    jitlab.attempt(positives, x - 4.0),
+    jitlab.attempt(first_n, x, 3),
+)
 
-for code, err in shape_errors.items():
-    print(f"{code:>14}: {type(err).__name__}: {str(err).splitlines()[0]}")
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(boolean_index, arange_n, sep="\n")
+assert type(boolean_index.error) is jax.errors.NonConcreteBooleanIndexError
 # Boolean indexing raises an IndexError, not a TypeError: `except TypeError` misses it.
-assert issubclass(jax.errors.NonConcreteBooleanIndexError, IndexError)
-assert not issubclass(jax.errors.NonConcreteBooleanIndexError, TypeError)
+assert isinstance(boolean_index.error, IndexError)
+assert not isinstance(boolean_index.error, TypeError)
 # jnp.arange raises the base class itself, and names its argument.
-assert type(shape_errors["jnp.arange(n)"]) is jax.errors.ConcretizationTypeError
-assert "jnp.arange argument 'stop'" in str(shape_errors["jnp.arange(n)"])
+assert type(arange_n.error) is jax.errors.ConcretizationTypeError
+assert "jnp.arange argument 'stop'" in str(arange_n.error)
 
 # %% [markdown]
 # The fix is a **fixed size**: keep the full length and carry a mask (or a count)
 # beside the values. `jnp.where` zeroes what you would have dropped, and
-# `jnp.nonzero`, `jnp.argwhere` and `jnp.unique` take `size=` and `fill_value=` to
-# return a fixed number of entries. A comparison with the static `x.shape[0]` replaces
-# `jnp.arange(n)`.
+# `jnp.nonzero`, `jnp.argwhere` and `jnp.unique` take `size=` to return a fixed number
+# of entries (`fill_value=` chooses the padding; it is optional). A comparison with the
+# static `x.shape[0]` replaces `jnp.arange(n)`.
 
 
 # %%
 @jax.jit
 def positives_fixed(x):
     keep = x > 0
-    count = keep.sum()
-    (index,) = jnp.nonzero(keep, size=x.shape[0], fill_value=0)  # always x.shape[0]
-    packed = jnp.where(jnp.arange(x.shape[0]) < count, x[index], 0.0)
-    return packed, count  # the positives first, then zeros; and how many there are
+    (index,) = jnp.nonzero(keep, size=x.shape[0])  # always x.shape[0] entries
+    packed = jnp.where(jnp.arange(x.shape[0]) < keep.sum(), x[index], 0.0)
+    return packed, keep.sum()  # the positives first, then zeros; and how many
 
 
 @jax.jit
@@ -324,14 +297,16 @@ def first_n_fixed(x, n):
     return jnp.where(jnp.arange(x.shape[0]) < n, x, 0.0)  # a mask, not a length
 
 
+# %%
 samples = [x - 4.0, 4.0 - x, x - 0.5, -x]
 with jitlab.count_compiles(positives_fixed) as n_positives:
     packed = [positives_fixed(v) for v in samples]
 with jitlab.count_compiles(first_n_fixed) as n_first:
     masked = [first_n_fixed(x, k) for k in (1, 3, 8)]
-
 print(n_positives, "|", n_first)
 assert n_positives.compiles == 1 and n_first.compiles == 1  # every value, one program
+
+# %%
 for v, (values, count) in zip(samples, packed, strict=True):
     kept = np.asarray(v)[np.asarray(v) > 0]
     assert int(count) == kept.size
@@ -359,13 +334,7 @@ np.testing.assert_allclose(masked[1], [1.0, 2.0, 3.0, 0, 0, 0, 0, 0])
 
 
 # %%
-def penalised_loss_numpy(w, epoch):
-    w = np.asarray(w, np.float64)
-    loss = np.mean((w - 1.0) ** 2)
-    return loss + 0.1 * np.sum(np.abs(w)) if epoch > 5 else loss
-
-
-@jax.jit(static_argnames="epoch")  # the decorator-factory form (jax >= 0.8.1)
+@jax.jit(static_argnames="epoch")  # the decorator-factory form
 def penalised_loss_static(w, epoch):
     loss = jnp.mean((w - 1.0) ** 2)
     if epoch > 5:  # epoch is a plain Python int here
@@ -373,18 +342,23 @@ def penalised_loss_static(w, epoch):
     return loss
 
 
+def penalised_loss_numpy(w, epoch):
+    loss = np.mean((np.asarray(w, np.float64) - 1.0) ** 2)
+    return loss + 0.1 * np.sum(np.abs(np.asarray(w))) if epoch > 5 else loss
+
+
+# %%
 epochs = [3, 3, 7, 7, 3, 9]
 with jitlab.count_compiles(penalised_loss_static) as n_static:
     static_results = [float(penalised_loss_static(w, epoch=e)) for e in epochs]
 
-print(n_static)
-print(n_static.explanations[-1])
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(n_static, n_static.explanations[-1], sep="\n")
 assert n_static.compiles == len(set(epochs)) == 3  # one per distinct value
 # JAX 0.12 gives no reason for a changed static value (0.10.2 printed both values).
 assert "cache miss explanation unavailable" in n_static.explanations[-1]
-np.testing.assert_allclose(
-    static_results, [penalised_loss_numpy(w, e) for e in epochs], rtol=1e-6
-)
+expected = [penalised_loss_numpy(w, e) for e in epochs]
+np.testing.assert_allclose(static_results, expected, rtol=1e-6)
 
 # %% [markdown]
 # Now the chapter's "compiles for 3, then for 7" is true: the static value is stored in
@@ -409,24 +383,17 @@ def activate(x, kind):
     return jax.nn.gelu(x)
 
 
-kinds = ["relu", "tanh", "gelu"] * 4  # 12 calls, 3 distinct values
 with jitlab.count_compiles(activate) as n_kinds:
-    for kind in kinds:
+    for kind in ["relu", "tanh", "gelu"] * 4:  # 12 calls, 3 distinct values
         activate(x - 4.0, kind=kind)
-
 print(n_kinds)
 assert n_kinds.compiles == 3  # and it stays 3 however long the run
-np.testing.assert_allclose(
-    activate(x - 4.0, kind="relu"), np.maximum(np.asarray(x) - 4.0, 0)
-)
+np.testing.assert_allclose(activate(x - 4.0, kind="relu"), np.maximum(x - 4.0, 0))
 
-# Without static, a string is not a valid argument at all.
-try:
-    jax.jit(activate.__wrapped__)(x, "relu")
-except TypeError as err:
-    print("TypeError:", str(err).splitlines()[0])
-else:
-    raise AssertionError("expected TypeError for a str argument")
+# %%
+as_array = jitlab.attempt(jax.jit(activate.__wrapped__), x, "relu")  # not static
+print(as_array)
+assert type(as_array.error) is TypeError  # a str is not a valid array argument
 
 # %% [markdown]
 # `epoch` is a different story: it takes a new value every epoch, so a static `epoch`
@@ -457,6 +424,7 @@ def penalised_loss_where(w, epoch):
 with jitlab.count_compiles(penalised_loss_where) as n_where:
     where_results = [float(penalised_loss_where(w, e)) for e in epochs]
 
+# %% tags=["answer"] jupyter={"source_hidden": true}
 print(n_where)
 assert n_where.compiles == 1
 np.testing.assert_allclose(where_results, static_results, rtol=1e-6)
@@ -486,9 +454,9 @@ def penalised_loss_cond(w, epoch):
     return lax.cond(epoch > 5, with_penalty, without_penalty, w)
 
 
+# %%
 with jitlab.count_compiles(penalised_loss_cond) as n_cond:
     cond_results = [float(penalised_loss_cond(w, e)) for e in epochs]
-
 print(n_cond)
 assert n_cond.compiles == 1
 np.testing.assert_allclose(cond_results, static_results, rtol=1e-6)
@@ -508,19 +476,23 @@ def activate_switch(x, kind_index):
 
 with jitlab.count_compiles(activate_switch) as n_switch:
     switched = [activate_switch(x - 4.0, i) for i in (0, 1, 2, 0, 1, 2)]
-
 print(n_switch)
 assert n_switch.compiles == 1
 for i, kind in enumerate(["relu", "tanh", "gelu"]):
     np.testing.assert_allclose(switched[i], activate(x - 4.0, kind=kind), rtol=1e-6)
 
-# An out-of-range index does not raise: lax.switch clamps it to the last branch.
+# %% [markdown]
+# An index out of range does not raise: `lax.switch` clamps it, to the last branch above
+# the range and to the first below it.
+
+# %%
 np.testing.assert_allclose(activate_switch(x - 4.0, 7), switched[2], rtol=1e-6)
+np.testing.assert_allclose(activate_switch(x - 4.0, -1), switched[0], rtol=1e-6)
 
 # %% [markdown]
 # The list of learning rates from earlier needs no `lax` at all: make it an array.
 # Indexing a `jnp` array with a traced integer is an ordinary array operation (and an
-# out-of-range index is clamped, not an error).
+# index past the end is clamped, not an error).
 
 
 # %%
@@ -531,7 +503,6 @@ def rate_for_phase_array(phase):
 
 with jitlab.count_compiles(rate_for_phase_array) as n_rate:
     rates = [float(rate_for_phase_array(p)) for p in (0, 1, 2, 1)]
-
 print(n_rate, rates)
 assert n_rate.compiles == 1
 np.testing.assert_allclose(rates, [1e-2, 1e-3, 1e-4, 1e-3], rtol=1e-6)
@@ -551,46 +522,39 @@ def window_sum_fori(x, window):
     return lax.fori_loop(0, window, lambda i, total: total + x[i], 0.0)
 
 
-windows = range(1, 9)
 with jitlab.count_compiles(window_sum_fori) as n_fori:
-    sums = [float(window_sum_fori(x, k)) for k in windows]
+    sums = [float(window_sum_fori(x, k)) for k in range(1, 9)]
 
+# %% tags=["answer"] jupyter={"source_hidden": true}
 print(n_fori, sums)
 assert n_fori.compiles == 1
-np.testing.assert_allclose(sums, np.cumsum(np.asarray(x)), rtol=1e-6)
+np.testing.assert_allclose(sums, np.cumsum(x), rtol=1e-6)
 
-
-def jaxpr_text(fn, *args, **kwargs):
-    """The jaxpr of fn(*args) as plain text (no terminal colours), to assert on."""
-    return jax.make_jaxpr(fn, **kwargs)(*args).pretty_print(use_color=False)
-
-
-# With a traced trip count, fori_loop becomes a `while` in the jaxpr.
-assert "while[" in jaxpr_text(window_sum_fori, x, 3)
 
 # %% [markdown]
-# The price of a traced count: a `while` loop has no fixed length, so reverse-mode
-# differentiation cannot go through it. With Python-int bounds `fori_loop` becomes a
-# `scan`, which it can.
+# With a traced trip count, `fori_loop` becomes a `while` in the jaxpr. The price: a
+# `while` loop has no fixed length, so reverse-mode differentiation cannot go through
+# it. With Python-int bounds `fori_loop` becomes a `scan`, which it can.
 
 
 # %%
+def jaxpr_text(fn, *args):
+    """The jaxpr of fn(*args) as plain text (no terminal colours), to assert on."""
+    return jax.make_jaxpr(fn)(*args).pretty_print(use_color=False)
+
+
 def first_three_sum(x):
     return lax.fori_loop(0, 3, lambda i, t: t + x[i], 0.0)  # Python-int bounds
 
 
+# %%
+assert "while[" in jaxpr_text(window_sum_fori, x, 3)
 static_bounds = jaxpr_text(first_three_sum, x)
 assert "scan[" in static_bounds and "while[" not in static_bounds
 np.testing.assert_allclose(jax.grad(first_three_sum)(x), [1, 1, 1, 0, 0, 0, 0, 0])
-
-try:
-    jax.grad(window_sum_fori)(x, 3)
-except ValueError as err:
-    print("ValueError:", str(err).splitlines()[0])
-else:
-    raise AssertionError(
-        "expected ValueError: no reverse mode through a traced trip count"
-    )
+no_grad = jitlab.attempt(jax.grad(window_sum_fori), x, 3)
+print(no_grad)
+assert type(no_grad.error) is ValueError  # no reverse mode through a traced count
 
 # %% [markdown]
 # ### `lax.while_loop`: stop when the data says so
@@ -614,14 +578,13 @@ def newton_sqrt(a, tol):
     return lax.while_loop(not_done, step, (a, jnp.int32(0)))
 
 
+# %%
 problems = [(2.0, 1e-3), (2.0, 1e-6), (1e4, 1e-6), (0.01, 1e-4), (123.0, 1e-5)]
 with jitlab.count_compiles(newton_sqrt) as n_while:
     answers = [newton_sqrt(a, tol) for a, tol in problems]
-
-steps_taken = [int(s) for _, s in answers]
-print(n_while, "steps:", steps_taken)
+print(n_while, "steps:", [int(s) for _, s in answers])
 assert n_while.compiles == 1
-assert len(set(steps_taken)) > 1  # the loop ran a data-dependent number of times
+assert len({int(s) for _, s in answers}) > 1  # a data-dependent number of steps
 for (a, tol), (root, _) in zip(problems, answers, strict=True):
     assert abs(float(root) ** 2 - a) <= 2 * tol * a, (a, tol, float(root))
 
@@ -638,8 +601,7 @@ def resetting_total_python(xs, limit):
     total, out = 0.0, []
     for v in xs:
         total += v
-        if total > limit:
-            total = 0.0
+        total = 0.0 if total > limit else total
         out.append(total)
     return np.array(out)
 
@@ -647,70 +609,33 @@ def resetting_total_python(xs, limit):
 @jax.jit
 def resetting_total(xs, limit):
     def step(total, v):
-        total = total + v
-        total = jnp.where(total > limit, 0.0, total)
+        total = jnp.where(total + v > limit, 0.0, total + v)
         return total, total  # (new carry, this step's output)
 
-    _, out = lax.scan(step, 0.0, xs)
-    return out
+    return lax.scan(step, 0.0, xs)[1]
 
 
+# %%
 xs = jnp.asarray(np.random.default_rng(5).uniform(0.0, 1.0, size=32), jnp.float32)
 limits = [1.0, 2.5, 4.0, 0.5]
 with jitlab.count_compiles(resetting_total) as n_scan:
     totals = [resetting_total(xs, lim) for lim in limits]
-
 print(n_scan)
 assert n_scan.compiles == 1
 for lim, got in zip(limits, totals, strict=True):
-    np.testing.assert_allclose(
-        got, resetting_total_python(np.asarray(xs), lim), atol=1e-5
-    )
+    np.testing.assert_allclose(got, resetting_total_python(xs, lim), atol=1e-5)
 
 # %% [markdown]
 # All six tools, side by side: each one compiled once, whatever the values.
 
 # %%
-summary = [
-    {
-        "tool": "jnp.where",
-        "function": "penalised_loss_where",
-        "calls": 6,
-        "compiles": n_where.compiles,
-    },
-    {
-        "tool": "lax.cond",
-        "function": "penalised_loss_cond",
-        "calls": 6,
-        "compiles": n_cond.compiles,
-    },
-    {
-        "tool": "lax.switch",
-        "function": "activate_switch",
-        "calls": 6,
-        "compiles": n_switch.compiles,
-    },
-    {
-        "tool": "lax.fori_loop",
-        "function": "window_sum_fori",
-        "calls": 8,
-        "compiles": n_fori.compiles,
-    },
-    {
-        "tool": "lax.while_loop",
-        "function": "newton_sqrt",
-        "calls": 5,
-        "compiles": n_while.compiles,
-    },
-    {
-        "tool": "lax.scan",
-        "function": "resetting_total",
-        "calls": 4,
-        "compiles": n_scan.compiles,
-    },
+tools = {"jnp.where": n_where, "lax.cond": n_cond, "lax.switch": n_switch}
+tools |= {"lax.fori_loop": n_fori, "lax.while_loop": n_while, "lax.scan": n_scan}
+rows = [
+    {"tool": k, "function": n.name, "compiles": n.compiles} for k, n in tools.items()
 ]
-jitlab.print_table(summary)
-assert all(row["compiles"] == 1 for row in summary)
+jitlab.print_table(rows)
+assert all(counted.compiles == 1 for counted in tools.values())
 
 # %% [markdown]
 # "Every value" has a fine print: every value *of the same type*. A Python `3` is a weak
@@ -720,11 +645,8 @@ assert all(row["compiles"] == 1 for row in summary)
 with jitlab.count_compiles(penalised_loss_cond) as n_types:
     penalised_loss_cond(w, 4)  # weak int32: already compiled above
     penalised_loss_cond(w, jnp.int32(4))  # strong int32: a new key
-
-print(n_types)
-print(n_types.explanations[-1])
-assert n_types.compiles == 1
-assert "weak_type" in n_types.explanations[-1]
+print(n_types, n_types.explanations[-1], sep="\n")
+assert n_types.compiles == 1 and "weak_type" in n_types.explanations[-1]
 
 # %% [markdown]
 # ## Trade-offs, measured
@@ -736,53 +658,22 @@ assert "weak_type" in n_types.explanations[-1]
 # compilations for the static version, how many for <code>lax.cond</code>?</p></div>
 
 # %%
-run = list(range(20))
 penalised_loss_static.clear_cache()
 penalised_loss_cond.clear_cache()
-
-with jitlab.count_compiles(penalised_loss_static) as n_run_static:
-    with jitlab.stopwatch() as sw_static:
-        jax.block_until_ready([penalised_loss_static(w, epoch=e) for e in run])
-with jitlab.count_compiles(penalised_loss_cond) as n_run_cond:
-    with jitlab.stopwatch() as sw_cond:
-        jax.block_until_ready([penalised_loss_cond(w, e) for e in run])
-
-steady_static = jitlab.time_calls(
-    penalised_loss_static, w, epoch=7, repeats=30, label="static"
-)
-steady_cond = jitlab.time_calls(penalised_loss_cond, w, 7, repeats=30, label="lax.cond")
-rows = [
-    {
-        "version": "static epoch",
-        "compiles": n_run_static.compiles,
-        "compile_ms": 1e3 * n_run_static.total_seconds,
-        "run_of_20_ms": 1e3 * sw_static.seconds,
-        "cached_call_us": 1e6 * steady_static.median_seconds,
-    },
-    {
-        "version": "lax.cond",
-        "compiles": n_run_cond.compiles,
-        "compile_ms": 1e3 * n_run_cond.total_seconds,
-        "run_of_20_ms": 1e3 * sw_cond.seconds,
-        "cached_call_us": 1e6 * steady_cond.median_seconds,
-    },
-]
-jitlab.record(
+static_run = jitlab.measure(
     "static epoch, 20 epochs: one compilation per value",
-    compiles=n_run_static.compiles,
-    steady_us=1e6 * steady_static.median_seconds,
-    total_s=sw_static.seconds,
+    lambda: [penalised_loss_static(w, epoch=e) for e in range(20)],
+    count=penalised_loss_static,
 )
-jitlab.record(
+cond_run = jitlab.measure(
     "lax.cond epoch, 20 epochs: one compilation",
-    compiles=n_run_cond.compiles,
-    steady_us=1e6 * steady_cond.median_seconds,
-    total_s=sw_cond.seconds,
-    speedup=sw_static.seconds / sw_cond.seconds,
+    lambda: [penalised_loss_cond(w, e) for e in range(20)],
+    count=penalised_loss_cond,
 )
-jitlab.print_table(rows)
-assert n_run_static.compiles == len(run) == 20
-assert n_run_cond.compiles == 1
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+per_epoch = jitlab.compare(static_run, cond_run, bench="static epoch vs lax.cond")
+assert static_run.compiles == 20 and cond_run.compiles == 1, per_epoch.rows()
 
 # %% [markdown]
 # What the static version buys for its compilations: each program holds *only* the
@@ -813,36 +704,29 @@ assert "cond[" in cond_text and "abs" in cond_text  # both branches, one program
 # still contain a <code>cond</code>?</p></div>
 
 # %%
-batched_epochs = jnp.arange(4, 8)
-vmapped_text = jaxpr_text(
-    jax.vmap(penalised_loss_cond, in_axes=(None, 0)), w, batched_epochs
-)
-print(vmapped_text)
-assert "select_n" in vmapped_text  # the selection...
-assert "cond[" not in vmapped_text  # ...replaced the branch
-assert (
-    "abs" in vmapped_text and "reduce_sum" in vmapped_text
-)  # penalty branch, computed anyway
+batched = jax.vmap(penalised_loss_cond, in_axes=(None, 0))
+vmapped_text = jaxpr_text(batched, w, jnp.arange(4, 8))
 
-# Batch only the weights, keep one scalar epoch: the predicate is unbatched, cond stays.
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(vmapped_text)
+assert "select_n" in vmapped_text and "cond[" not in vmapped_text  # select, no branch
+assert "abs" in vmapped_text and "reduce_sum" in vmapped_text  # the penalty, computed
+
+# %% [markdown]
+# Batch only the weights and keep one scalar epoch, and the predicate is unbatched: the
+# `cond` stays.
+
+# %%
 unbatched_pred = jaxpr_text(
     jax.vmap(penalised_loss_cond, in_axes=(0, None)), w[None], 3
 )
 assert "cond[" in unbatched_pred and "select_n" not in unbatched_pred
 
 # %% [markdown]
-# The cost shows in time when one branch is expensive. Every row below takes the
-# *cheap* branch, yet the batched call costs as much as when every row takes the
-# expensive one.
-#
-# Comparing two timings fairly on a busy machine needs some care: we time the two
-# calls in alternation, so that any slowdown of the machine hits both alike, and
-# compare the median of the per-pair ratios.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>Without <code>vmap</code>, the cheap branch is much faster than the costly one.
-# With <code>vmap</code> over 32 rows, is "all rows cheap" faster than "all rows
-# costly"?</p></div>
+# The cost shows in time when one branch is expensive. Comparing two timings fairly on
+# a busy machine needs some care: we time the two calls in alternation, so that any
+# slowdown of the machine hits both alike, and compare the median of the per-pair
+# ratios.
 
 
 # %%
@@ -860,56 +744,41 @@ def one_row(v, take_costly):
 
 
 many_rows = jax.jit(jax.vmap(one_row))
-v = jnp.ones(256)
-batch = jnp.ones((32, 256))
-all_cheap, all_costly = jnp.zeros(32, bool), jnp.ones(32, bool)
 
 
-def interleaved(label, first, second, pairs=15):
-    """Time two calls in alternation (after one warm-up call each): their medians,
-    and the median of the per-pair ratios first / second."""
+# %%
+def alternating_ratio(first, second, pairs=15):
+    """The median, over calls timed in alternation, of first's time over second's
+    (each call warmed up first). `first` and `second` are (fn, *args) tuples."""
     for fn, *args in (first, second):
-        jitlab.time_once(fn, *args)  # compile and warm up, not timed
-    times = np.array(
-        [
-            [jitlab.time_once(fn, *args) for fn, *args in (first, second)]
-            for _ in range(pairs)
-        ]
-    )
-    ratio = float(np.median(times[:, 0] / times[:, 1]))
-    return {
-        "calls": label,
-        "first_us": 1e6 * float(np.median(times[:, 0])),
-        "second_us": 1e6 * float(np.median(times[:, 1])),
-        "median ratio first/second": ratio,
-    }
+        jitlab.time_once(fn, *args)
+    ratios = [
+        jitlab.time_once(*first) / jitlab.time_once(*second) for _ in range(pairs)
+    ]
+    return float(np.median(ratios))
 
 
-single = interleaved(
-    "cond: cheap branch vs costly branch",
-    (one_row, v, False),
-    (one_row, v, True),
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Without <code>vmap</code>, the cheap branch is much faster than the costly one.
+# With <code>vmap</code> over 32 rows, is "all rows cheap" faster than "all rows
+# costly"?</p></div>
+
+# %%
+v, rows32 = jnp.ones(256), jnp.ones((32, 256))
+single = alternating_ratio((one_row, v, False), (one_row, v, True))
+all_cheap, all_costly = jnp.zeros(32, bool), jnp.ones(32, bool)
+batched_ratio = alternating_ratio(
+    (many_rows, rows32, all_cheap), (many_rows, rows32, all_costly)
 )
-batched = interleaved(
-    "vmap: all rows cheap vs all rows costly",
-    (many_rows, batch, all_cheap),
-    (many_rows, batch, all_costly),
-)
-jitlab.print_table([single, batched])
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(f"time cheap / costly: one row {single:.2f}, vmap of 32 rows {batched_ratio:.2f}")
 jitlab.record(
-    "vmap of lax.cond, all rows cheap",
-    steady_us=batched["first_us"],
+    "vmap of lax.cond: all rows costly vs all cheap", speedup=1 / batched_ratio
 )
-jitlab.record(
-    "vmap of lax.cond, all rows costly",
-    steady_us=batched["second_us"],
-    speedup=1 / batched["median ratio first/second"],
-)
-# Unbatched: only the chosen branch runs, so the cheap call is much faster.
-assert single["median ratio first/second"] < 1 / 3, single
-# Batched: both branches run for every row, so "all cheap" costs about the same.
-# (The jaxpr above is the mechanism; this is its price, with a wide margin.)
-assert 2 / 3 < batched["median ratio first/second"] < 3 / 2, batched
+assert single < 1 / 3, single  # unbatched: only the chosen branch runs
+assert 2 / 3 < batched_ratio < 3 / 2, batched_ratio  # batched: both, for every row
 
 # %% [markdown]
 # If the costly branch is rare and the batch is large, take the decision outside the
@@ -920,10 +789,6 @@ assert 2 / 3 < batched["median ratio first/second"] < 3 / 2, batched
 #
 # A Python `for` over a *static* count is legal: tracing simply repeats the body, so
 # the program grows with the count. `lax.fori_loop` puts one copy of the body in a loop.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>From 1 to 240 steps, how does compile time grow for the unrolled loop, and for
-# <code>fori_loop</code> with the same static count?</p></div>
 
 
 # %%
@@ -948,101 +813,60 @@ def fori_walk(v, steps):  # the count traced: one program for every count
     return lax.fori_loop(0, steps, lambda i, u: walk_step(u), v)
 
 
-start = jnp.linspace(0.0, 1.0, 16)
-step_counts = [1, 40, 80, 160, 240]
-loop_rows, unrolled_total, fori_static_total = [], 0, 0
-with jitlab.count_compiles(fori_walk) as n_fori_walk:
-    for count in step_counts:
-        with jitlab.count_compiles(unrolled_walk) as n_unrolled:
-            first_unrolled_s = jitlab.time_once(unrolled_walk, start, steps=count)
-        a = unrolled_walk(start, steps=count)
-        with jitlab.count_compiles(fori_walk_static) as n_fori_static:
-            first_fori_s = jitlab.time_once(fori_walk_static, start, steps=count)
-        b = fori_walk_static(start, steps=count)
-        c = fori_walk(start, count)
-        np.testing.assert_allclose(a, b, atol=1e-5)
-        np.testing.assert_allclose(a, c, atol=1e-5)
-        unrolled_total += n_unrolled.compiles
-        fori_static_total += n_fori_static.compiles
-        loop_rows.append(
-            {
-                "steps": count,
-                "unrolled_compile_ms": 1e3 * n_unrolled.total_seconds,
-                "fori_static_compile_ms": 1e3 * n_fori_static.total_seconds,
-                "unrolled_first_ms": 1e3 * first_unrolled_s,
-                "fori_first_ms": 1e3 * first_fori_s,
-                "unrolled_run_us": 1e6
-                * jitlab.median_seconds(
-                    lambda: unrolled_walk(start, steps=count),  # noqa: B023
-                    repeats=15,
-                ),
-                "fori_run_us": 1e6
-                * jitlab.median_seconds(
-                    lambda: fori_walk(start, count),  # noqa: B023
-                    repeats=15,
-                ),
-            }
-        )
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>From 1 to 240 steps, how does compile time grow for the unrolled loop, and for
+# <code>fori_loop</code> with the same static count?</p></div>
 
-largest = loop_rows[-1]
-jitlab.record(
-    f"unrolled Python loop, {largest['steps']} steps",
-    compiles=1,
-    first_ms=largest["unrolled_first_ms"],
-    steady_us=largest["unrolled_run_us"],
-    compile_ms=largest["unrolled_compile_ms"],
-)
-jitlab.record(
-    f"lax.fori_loop, {largest['steps']} steps",
-    compiles=1,
-    first_ms=largest["fori_first_ms"],
-    steady_us=largest["fori_run_us"],
-    compile_ms=largest["fori_static_compile_ms"],
-    speedup=largest["unrolled_compile_ms"] / largest["fori_static_compile_ms"],
-)
-jitlab.print_table(loop_rows)
-print(
-    f"compilations: unrolled {unrolled_total} (one per count), fori_loop with a static "
-    f"count {fori_static_total} (one per count), fori_loop with a traced count "
-    f"{n_fori_walk.compiles}"
-)
-assert unrolled_total == fori_static_total == len(step_counts)
-assert n_fori_walk.compiles == 1  # one program for every count
-# fori_loop's compile time stays flat: compare the unrolled loop at 240 steps with its
-# typical (median) level, which one noisy measurement cannot move much.
-fori_level_ms = float(np.median([r["fori_static_compile_ms"] for r in loop_rows]))
-assert largest["unrolled_compile_ms"] > 3 * fori_level_ms
-assert (
-    largest["unrolled_compile_ms"] > 3 * loop_rows[0]["unrolled_compile_ms"]
-)  # it grew
+# %%
+start, step_counts = jnp.linspace(0.0, 1.0, 16), [1, 40, 80, 160, 240]
+for fn in (unrolled_walk, fori_walk_static, fori_walk):
+    fn.clear_cache()  # so that a second run of this cell compiles again
+
+
+def first_calls(fn, label):
+    """One measured first call of fn per step count."""
+    call = functools.partial(fn, start)
+    return [
+        jitlab.measure(f"{label}, {k} steps", lambda k=k: call(steps=k), count=fn)
+        for k in step_counts
+    ]
+
+
+unrolled = first_calls(unrolled_walk, "unrolled Python loop")
+fori = first_calls(fori_walk_static, "lax.fori_loop")
+with jitlab.count_compiles(fori_walk) as n_fori_walk:
+    traced = [fori_walk(start, k) for k in step_counts]
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+longest = jitlab.compare(unrolled[-1], fori[-1])
+unrolled_ms = [1e3 * r.counts.total_seconds for r in unrolled]
+fori_ms = [1e3 * r.counts.total_seconds for r in fori]
+assert [r.compiles for r in unrolled + fori] == [1] * 10  # one per static count each
+assert n_fori_walk.compiles == 1  # a traced count: one program for every count
+for u, f, t in zip(unrolled, fori, traced, strict=True):
+    np.testing.assert_allclose(u.result, f.result, atol=1e-5)
+    np.testing.assert_allclose(u.result, t, atol=1e-5)
+# Flat against growing: the unrolled loop at 240 steps against fori_loop's typical
+# (median) level, which one noisy measurement cannot move much.
+assert unrolled_ms[-1] > 3 * float(np.median(fori_ms)), (unrolled_ms, fori_ms)
+assert unrolled_ms[-1] > 3 * unrolled_ms[0], unrolled_ms  # it grew
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.5))
-ax.plot(
-    step_counts,
-    [r["unrolled_compile_ms"] for r in loop_rows],
-    "o-",
-    label="unrolled Python for",
-)
-ax.plot(
-    step_counts,
-    [r["fori_static_compile_ms"] for r in loop_rows],
-    "s-",
-    label="lax.fori_loop",
-)
-ax.set_xlabel("loop steps (static count)")
-ax.set_ylabel("trace + lower + compile (ms)")
+ax.plot(step_counts, unrolled_ms, "o-", label="unrolled Python for")
+ax.plot(step_counts, fori_ms, "s-", label="lax.fori_loop")
+ax.set(xlabel="loop steps (static count)", ylabel="trace + lower + compile (ms)")
 ax.set_title("Compile time against loop length")
 ax.set_ylim(bottom=0)
 ax.legend()
 plt.show()
 
 # %% [markdown]
-# The compile columns are the claim: unrolling makes compile time grow with the count;
-# the loop primitive keeps it flat. The run columns show what unrolling
-# buys at run time on *your* machine; sometimes XLA fuses across the unrolled steps and
-# wins, often it does not. `lax.fori_loop` and `lax.scan` take an `unroll=` argument
-# for the middle ground.
+# The compile times are the claim: unrolling makes compile time grow with the count;
+# the loop primitive keeps it flat. What unrolling buys at run time depends on the
+# machine: sometimes XLA fuses across the unrolled steps and wins, often it does not.
+# `lax.fori_loop` and `lax.scan` take an `unroll=` argument for the middle ground.
 #
 # ## Which fix?
 #

@@ -38,7 +38,7 @@
 #       pass data (an index for lax.switch, an array of coefficients) rather than functions.
 #     minutes:
 #       exercises: 15
-#       teaching: 45
+#       teaching: 40
 #     objectives:
 #     - Predict whether a loop that builds jitted functions retraces, by asking "is
 #       this the same function object as last time?"
@@ -88,11 +88,9 @@ jitlab.intro()
 # %%
 import functools
 import gc
-import time
 
 import jax
 import jax.numpy as jnp
-import matplotlib.pyplot as plt
 import numpy as np
 from jax import lax
 
@@ -119,12 +117,14 @@ with jitlab.count_compiles(scale) as rewrap:
     for _ in range(5):
         jax.jit(scale)(x)
 
+# %% tags=["answer"] jupyter={"source_hidden": true}
 print(rewrap)
 assert rewrap.compiles == 1, rewrap.explanations
 
 # %% [markdown]
 # One. The wrapper objects are different each time, but the cache behind them is keyed
-# on the function they wrap, and `scale` is the same object on every iteration.
+# on the function they wrap (and on jit's options), and `scale` is the same object on
+# every iteration.
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p>Now the loop wraps a <code>lambda</code> that does the same arithmetic.
@@ -135,9 +135,10 @@ with jitlab.count_compiles("<lambda>") as lambdas:
     for _ in range(5):
         jax.jit(lambda v: 2.0 * v)(x)
 
-print(lambdas)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(lambdas, lambdas.explanations[-1], sep="\n")
 assert lambdas.traces == 5 and lambdas.compiles == 5, lambdas.explanations
-print(lambdas.explanations[-1])
+assert "never seen function" in lambdas.explanations[-1]
 
 # %% [markdown]
 # Five. Evaluating a `lambda` expression creates a new function object, so every
@@ -177,23 +178,24 @@ def affine(v, a, b):
     return a * v + b
 
 
-with jitlab.count_compiles(affine) as fresh_partials:
-    for _ in range(5):
-        jax.jit(functools.partial(affine, a=2.0, b=1.0))(x)
+def jit_each(fn, times=5):
+    """Call `jax.jit(fn())` on x `times` times: `fn` makes (or returns) the function."""
+    return lambda: [jax.jit(fn())(x) for _ in range(times)]
 
-kept = functools.partial(affine, a=2.0, b=1.0)
-with jitlab.count_compiles(affine) as kept_partial:
-    for _ in range(5):
-        jax.jit(kept)(x)
 
-jitlab.print_table(
-    [
-        {"loop": "A: fresh partial per iteration", "compiles": fresh_partials.compiles},
-        {"loop": "B: one partial, reused", "compiles": kept_partial.compiles},
-    ]
+one_partial = functools.partial(affine, a=2.0, b=1.0)
+fresh_partials = jitlab.measure(
+    "fresh partial per iteration",
+    jit_each(lambda: functools.partial(affine, a=2.0, b=1.0)),
+    count=affine,
 )
-assert fresh_partials.compiles == 5, fresh_partials.explanations
-assert kept_partial.compiles == 1, kept_partial.explanations
+kept_partial = jitlab.measure(
+    "one partial, reused", jit_each(lambda: one_partial), count=affine
+)
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+partials = jitlab.compare(fresh_partials, kept_partial)
+assert fresh_partials.compiles == 5 and kept_partial.compiles == 1, partials.rows()
 assert functools.partial(affine, a=2.0) != functools.partial(affine, a=2.0)
 
 # %% [markdown]
@@ -213,7 +215,8 @@ assert functools.partial(affine, a=2.0) != functools.partial(affine, a=2.0)
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p><code>shifted(v)</code> defines <code>add_one</code> inside itself and jits it.
 # Calling <code>shifted</code> four times costs how many compilations? And what about
-# <code>jax.jit(jax.grad(loss))</code> built four times in a loop?</p></div>
+# <code>jax.jit(jax.grad(loss))</code> built four times in a loop, against once before
+# it?</p></div>
 
 
 # %%
@@ -224,37 +227,31 @@ def shifted(v):
     return jax.jit(add_one)(v)
 
 
-with jitlab.count_compiles("add_one") as nested:
-    for _ in range(4):
-        shifted(x)
-
-
 def loss(w, v):
     return jnp.sum((w * v - 1.0) ** 2)
 
 
-with jitlab.count_compiles(loss) as grad_in_loop:
+# %%
+with jitlab.count_compiles("add_one") as nested:
     for _ in range(4):
-        jax.jit(jax.grad(loss))(0.5, x)
-
+        shifted(x)
 grad_loss = jax.jit(jax.grad(loss))  # built once, outside the loop
-with jitlab.count_compiles(loss) as grad_hoisted:
-    for _ in range(4):
-        grad_loss(0.5, x)
-
-jitlab.print_table(
-    [
-        {"code": "def inside the called function", "compiles": nested.compiles},
-        {
-            "code": "jax.jit(jax.grad(loss)) in the loop",
-            "compiles": grad_in_loop.compiles,
-        },
-        {"code": "jax.jit(jax.grad(loss)) hoisted", "compiles": grad_hoisted.compiles},
-    ]
+grad_in_loop = jitlab.measure(
+    "jax.jit(jax.grad(loss)) in the loop",
+    lambda: [jax.jit(jax.grad(loss))(0.5, x) for _ in range(4)],
+    count=loss,
 )
+grad_hoisted = jitlab.measure(
+    "jax.jit(jax.grad(loss)) hoisted",
+    lambda: [grad_loss(0.5, x) for _ in range(4)],
+    count=loss,
+)
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print("def inside the called function:", nested)
+hoisting = jitlab.compare(grad_in_loop, grad_hoisted)
 assert nested.compiles == 4, nested.explanations
-assert grad_in_loop.compiles == 4, grad_in_loop.explanations
-assert grad_hoisted.compiles == 1, grad_hoisted.explanations
+assert grad_in_loop.compiles == 4 and grad_hoisted.compiles == 1, hoisting.rows()
 
 # %% [markdown]
 # The rule is the same in all four cases: **jit asks "have I seen this function object
@@ -268,11 +265,6 @@ assert grad_hoisted.compiles == 1, grad_hoisted.explanations
 # runs its machinery in Python and calls two compiled programs, one for the forward
 # pass (which also saves what the backward pass needs) and one for the backward pass.
 # Both are named `jit(loss_order)`, so the counter below sees both.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>Three calls of each version with new values of <code>w</code>: how many programs
-# does each compile? What does a rebuilt <code>jax.grad(jax.jit(f))</code> cost, and
-# which version is faster per call once warm?</p></div>
 
 
 # %%
@@ -283,72 +275,46 @@ def loss_order(w, v):
 jit_of_grad = jax.jit(jax.grad(loss_order))
 grad_of_jit = jax.grad(jax.jit(loss_order))
 ws = (0.5, 0.7, 0.9)
+
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Three calls of each version with new values of <code>w</code>: how many programs
+# does each compile? What does a rebuilt <code>jax.grad(jax.jit(f))</code> cost, and
+# which version is faster per call once warm?</p></div>
+
+# %%
 with jitlab.count_compiles(loss_order) as n_jit_of_grad:
     outer_jit = [jit_of_grad(w, x) for w in ws]
 with jitlab.count_compiles(loss_order) as n_grad_of_jit:
     inner_jit = [grad_of_jit(w, x) for w in ws]
 with jitlab.count_compiles(loss_order) as n_grad_rebuilt:
     rebuilt = [jax.grad(jax.jit(loss_order))(w, x) for w in ws]  # new wrappers
+warm_pairs = [
+    (jitlab.time_once(jit_of_grad, 0.5, x), jitlab.time_once(grad_of_jit, 0.5, x))
+    for _ in range(15)
+]  # timed in alternation, so a busy machine slows both alike
 
-
-def interleaved_us(first, second, pairs=15):
-    """Median microseconds per call of two warm thunks, timed in alternation."""
-    times = np.array(
-        [[jitlab.time_once(first), jitlab.time_once(second)] for _ in range(pairs)]
-    )
-    return 1e6 * np.median(times, axis=0)
-
-
-steady_jit_of_grad, steady_grad_of_jit = interleaved_us(
-    lambda: jit_of_grad(0.5, x), lambda: grad_of_jit(0.5, x)
-)
-order_rows = [
-    {
-        "version": "jax.jit(jax.grad(f))",
-        "programs": n_jit_of_grad.compiles,
-        "traces counted": n_jit_of_grad.traces,
-        "warm call us": steady_jit_of_grad,
-    },
-    {
-        "version": "jax.grad(jax.jit(f))",
-        "programs": n_grad_of_jit.compiles,
-        "traces counted": n_grad_of_jit.traces,
-        "warm call us": steady_grad_of_jit,
-    },
-    {
-        "version": "jax.grad(jax.jit(f)) rebuilt per call",
-        "programs": n_grad_rebuilt.compiles,
-        "traces counted": n_grad_rebuilt.traces,
-        "warm call us": float("nan"),
-    },
-]
-jitlab.print_table(order_rows)
-jitlab.record(
-    "jax.jit(jax.grad(f)), warm call",
-    compiles=n_jit_of_grad.compiles,
-    steady_us=steady_jit_of_grad,
-)
-jitlab.record(
-    "jax.grad(jax.jit(f)), warm call",
-    compiles=n_grad_of_jit.compiles,
-    steady_us=steady_grad_of_jit,
-)
-for a, b, c in zip(outer_jit, inner_jit, rebuilt, strict=True):
-    np.testing.assert_allclose(a, b, rtol=1e-5)
-    np.testing.assert_allclose(a, c, rtol=1e-5)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(n_jit_of_grad, n_grad_of_jit, n_grad_rebuilt, sep="\n")
+per_pair = float(np.median([slow / fast for fast, slow in warm_pairs]))
+print(f"warm call: jax.grad(jax.jit(f)) takes {per_pair:.0f}x jax.jit(jax.grad(f))")
 assert n_jit_of_grad.compiles == 1  # the whole gradient, one program
 assert n_grad_of_jit.compiles == 2  # a forward program and a backward program
 assert n_grad_of_jit.traces == 0  # traced under grad, not at top level: not counted
 assert n_grad_rebuilt.compiles == 0  # the cache belongs to the jitted loss_order
-assert steady_grad_of_jit > 5 * steady_jit_of_grad  # grad's Python runs every call
+assert per_pair > 5, warm_pairs  # grad's Python runs every call (wide margin)
+np.testing.assert_allclose(np.r_[outer_jit], np.r_[inner_jit], rtol=1e-5)
+np.testing.assert_allclose(np.r_[outer_jit], np.r_[rebuilt], rtol=1e-5)
+jitlab.record(
+    "jax.grad(jax.jit(f)) vs jax.jit(jax.grad(f)), warm call", speedup=per_pair
+)
 
 # %% [markdown]
 # `jax.jit(jax.grad(f))` compiles once and then runs at cached speed. `jax.grad(jax.jit(f))`
-# compiles two programs, and every call pays for `grad` working in Python around them,
-# many times the cost of one dispatch on the machine this page was built on. Its one
-# advantage: the cache belongs to the jitted `f`, so rebuilding `jax.grad(...)` around
-# it compiles nothing, where rebuilding `jax.jit(jax.grad(loss))` compiled every time
-# (the table above this one). For a training step, jit the outermost function.
+# compiles two programs, and every call pays for `grad` working in Python around them.
+# Its one advantage: the cache belongs to the jitted `f`, so rebuilding `jax.grad(...)`
+# around it compiles nothing, where rebuilding `jax.jit(jax.grad(loss))` compiled every
+# time (the section above). For a training step, jit the outermost function.
 #
 # `count_compiles` shows one more limit here: it counts a trace only when JAX traces at
 # the top level. Under `grad` the jitted `f` is traced inside grad's own trace, so the
@@ -367,22 +333,13 @@ def activate_traced(act, v):
     return jnp.sum(act(v))
 
 
-try:
-    activate_traced(jnp.tanh, x)
-except TypeError as err:
-    caught = err
-else:
-    raise AssertionError("expected TypeError")
-print(type(caught).__name__, str(caught).splitlines()[0])
+as_array = jitlab.attempt(activate_traced, jnp.tanh, x)
+print(as_array)
+assert type(as_array.error) is TypeError
 
 # %% [markdown]
 # The usual fix is to mark the callable static. A static argument is part of the cache
 # key by hash and equality, and a plain function is hashed and compared by identity.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>Call <code>activate(act, x)</code> with <code>tanh</code>, <code>relu</code>,
-# <code>tanh</code>, <code>relu</code>. How many compilations? Then call it twice with
-# <code>lambda v: v * v</code>, written out twice. How many more?</p></div>
 
 
 # %%
@@ -391,30 +348,30 @@ def activate(act, v):
     return jnp.sum(act(v))
 
 
+square = lambda v: v * v  # noqa: E731  (one object, named, reused)
+
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Call <code>activate(act, x)</code> with <code>tanh</code>, <code>relu</code>,
+# <code>tanh</code>, <code>relu</code>. How many compilations? Then call it twice with
+# <code>lambda v: v * v</code>, written out twice; and twice with <code>square</code>,
+# one lambda kept in a name. How many more?</p></div>
+
+# %%
 with jitlab.count_compiles(activate) as two_named:
     for act in (jnp.tanh, jax.nn.relu, jnp.tanh, jax.nn.relu):
         activate(act, x)
-
 with jitlab.count_compiles(activate) as two_lambdas:
     activate(lambda v: v * v, x)
     activate(lambda v: v * v, x)
-
-square = lambda v: v * v  # noqa: E731  (one object, named, reused)
 with jitlab.count_compiles(activate) as one_lambda:
     activate(square, x)
     activate(square, x)
 
-jitlab.print_table(
-    [
-        {"calls": "tanh, relu, tanh, relu", "compiles": two_named.compiles},
-        {"calls": "lambda written twice", "compiles": two_lambdas.compiles},
-        {"calls": "one lambda object, twice", "compiles": one_lambda.compiles},
-    ]
-)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(two_named, two_lambdas, one_lambda, two_lambdas.explanations[-1], sep="\n")
 assert two_named.compiles == 2, two_named.explanations
-assert two_lambdas.compiles == 2, two_lambdas.explanations
-assert one_lambda.compiles == 1, one_lambda.explanations
-print(two_lambdas.explanations[-1])
+assert two_lambdas.compiles == 2 and one_lambda.compiles == 1
 assert "cache miss explanation unavailable" in two_lambdas.explanations[-1]
 
 # %% [markdown]
@@ -427,11 +384,6 @@ assert "cache miss explanation unavailable" in two_lambdas.explanations[-1]
 #
 # Classes meet jit in two common ways: jit a bound method in `__init__`, or decorate
 # the method in the class body. Each has a surprise.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p><code>Scaler</code> jits <code>self._apply</code> in <code>__init__</code>. Two
-# instances with the <em>same</em> factor each make two calls. How many
-# compilations?</p></div>
 
 
 # %%
@@ -444,15 +396,22 @@ class Scaler:
         return self.factor * v
 
 
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>Scaler</code> jits <code>self._apply</code> in <code>__init__</code>. Two
+# instances with the <em>same</em> factor each make two calls. How many
+# compilations?</p></div>
+
+# %%
 with jitlab.count_compiles("_apply") as per_instance:
     first_scaler, second_scaler = Scaler(3.0), Scaler(3.0)
     for model in (first_scaler, second_scaler):
         model.apply(x)
         model.apply(x)
 
-print(per_instance)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(per_instance, per_instance.explanations[-1], sep="\n")
 assert per_instance.compiles == 2, per_instance.explanations
-print(per_instance.explanations[-1])
 
 # %% [markdown]
 # One compilation per instance. `self._apply` is a *bound method*: a small object that
@@ -467,11 +426,6 @@ print(per_instance.explanations[-1])
 # defined. JAX remembers, in one set for the whole process, every call site where a
 # never-seen function was traced, and adds the guess when a call site comes round
 # again. The next cell shows it with two functions defined on different lines.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p><code>halve</code> and <code>negate</code> are defined on different lines, and
-# one helper jits and calls each of them. Does either explanation say "seen another
-# function defined on the same line"?</p></div>
 
 
 # %%
@@ -487,17 +441,24 @@ def negate(v):
     return -v
 
 
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>halve</code> and <code>negate</code> are defined on different lines, and
+# one helper jits and calls each of them. Does either explanation say "seen another
+# function defined on the same line"?</p></div>
+
+# %%
 with jitlab.count_compiles(halve) as n_halve:
     run_jitted(halve, x)
 with jitlab.count_compiles(negate) as n_negate:
     run_jitted(negate, x)
 
-same_line = "seen another function defined on the same line"
-print(n_halve.explanations[-1])
-print(n_negate.explanations[-1])
-assert "never seen function" in n_negate.explanations[-1]
-assert same_line in n_negate.explanations[-1]  # a different function, another line
-assert "run_jitted" in n_negate.explanations[-1]  # the call site is the helper's line
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(n_halve.explanations[-1], n_negate.explanations[-1], sep="\n")
+explained = n_negate.explanations[-1]
+assert "never seen function" in explained
+assert "seen another function defined on the same line" in explained  # another line
+assert "run_jitted" in explained  # the call site is the helper's line
 
 # %% [markdown]
 # `negate` gets the guess although nothing was re-defined: it is a different function,
@@ -513,22 +474,14 @@ assert "run_jitted" in n_negate.explanations[-1]  # the call site is the helper'
 # again. Does JAX retrace, and what comes back?</p></div>
 
 # %%
-before = first_scaler.apply(x)
 first_scaler.factor = 10.0
 with jitlab.count_compiles("_apply") as after_mutation:
     after = first_scaler.apply(x)
 
-print(
-    "factor is now",
-    first_scaler.factor,
-    "| result:",
-    after[:4],
-    "| retraced:",
-    after_mutation.traces,
-)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print("factor", first_scaler.factor, "| result", after[:4], "|", after_mutation)
 assert after_mutation.traces == 0
 assert np.allclose(after, 3.0 * x), "the old factor 3.0 is baked into the executable"
-assert not np.allclose(after, 10.0 * x)
 
 # %% [markdown]
 # No retrace, and the **old** answer. While tracing, `self.factor` was an ordinary
@@ -538,11 +491,6 @@ assert not np.allclose(after, 10.0 * x)
 #
 # There is a third trap: calling `jax.jit(self._method)` inside a method that runs
 # often.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p><code>Rescaler.__call__</code> runs <code>jax.jit(self._rescale)(v)</code>. Four
-# calls on one instance: how many compilations?</p></div>
-
 
 # %%
 rescale_runs = []  # one entry each time JAX runs the Python of _rescale
@@ -560,11 +508,18 @@ class Rescaler:
         return jax.jit(self._rescale)(v)  # a temporary bound method, every call
 
 
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p><code>Rescaler.__call__</code> runs <code>jax.jit(self._rescale)(v)</code>. Four
+# calls on one instance: how many compilations?</p></div>
+
+# %%
 rescaler = Rescaler(3.0)
 with jitlab.count_compiles("_rescale") as per_call:
     for _ in range(4):
         rescaler(x)
 
+# %% tags=["answer"] jupyter={"source_hidden": true}
 print(per_call, "| Python runs:", len(rescale_runs))
 assert per_call.compiles == 4 and len(rescale_runs) == 4, per_call.explanations
 
@@ -576,25 +531,14 @@ assert per_call.compiles == 4 and len(rescale_runs) == 4, per_call.explanations
 
 # %%
 first_method, second_method = rescaler._rescale, rescaler._rescale
-print(
-    "same object?",
-    first_method is second_method,
-    "| equal?",
-    first_method == second_method,
-    "| same hash?",
-    hash(first_method) == hash(second_method),
-)
 assert first_method is not second_method and first_method == second_method
 assert hash(first_method) == hash(second_method)
 
-kept_alive = []
+kept_alive = [rescaler._rescale for _ in range(4)]  # four new objects, kept
 rescale_runs.clear()
 with jitlab.count_compiles("_rescale") as kept:
-    for _ in range(4):
-        method = rescaler._rescale  # a new bound-method object...
-        kept_alive.append(method)  # ...that stays alive after the call
+    for method in kept_alive:
         jax.jit(method)(x)
-
 print(kept, "| Python runs:", len(rescale_runs))
 assert len({id(m) for m in kept_alive}) == 4  # four distinct objects
 assert kept.compiles == 1 and len(rescale_runs) == 1  # one trace of the Python, reused
@@ -619,7 +563,6 @@ gc.collect()
 rescale_runs.clear()
 with jitlab.count_compiles("_rescale") as after_collect:
     jax.jit(rescaler._rescale)(x)
-
 print(after_collect, "| Python runs:", len(rescale_runs))
 assert after_collect.compiles == 1 and len(rescale_runs) == 1  # compiled from scratch
 
@@ -627,8 +570,7 @@ assert after_collect.compiles == 1 and len(rescale_runs) == 1  # compiled from s
 # The fix is the same as for lambdas: make the jitted callable once and keep it, as
 # `Scaler` does in `__init__` (one compilation per instance), or better, as a top-level
 # function (one compilation for every instance, below).
-
-# %% [markdown]
+#
 # Decorating the method in the class body does not work as is: `self` becomes an
 # argument, and an arbitrary object is not an array.
 
@@ -643,13 +585,9 @@ class ClassLevel:
         return self.factor * v
 
 
-try:
-    ClassLevel(3.0).apply(x)
-except TypeError as err:
-    caught = err
-else:
-    raise AssertionError("expected TypeError")
-print(type(caught).__name__, str(caught).splitlines()[0])
+class_level = jitlab.attempt(ClassLevel(3.0).apply, x)
+print(class_level)
+assert type(class_level.error) is TypeError
 
 # %% [markdown]
 # Making `self` static (`static_argnums=0`) silences the error but brings back both
@@ -674,10 +612,8 @@ with jitlab.count_compiles("apply_static") as static_self:
     two.apply_static(x)
     one.factor = 10.0
     stale = one.apply_static(x)
-
 print(static_self)
-assert static_self.compiles == 2, static_self.explanations
-assert np.allclose(stale, 3.0 * x)
+assert static_self.compiles == 2 and np.allclose(stale, 3.0 * x), static_self
 
 # %% [markdown]
 # **The fix for classes:** keep the jitted function at top level, where it is one
@@ -699,13 +635,13 @@ class GoodScaler:
         return scale_by(self.factor, v)  # state goes in as an argument
 
 
+# %%
 with jitlab.count_compiles(scale_by) as shared:
     good_one, good_two = GoodScaler(3.0), GoodScaler(5.0)
     good_one.apply(x)
     good_two.apply(x)
     good_one.factor = jnp.float32(10.0)
     fresh = good_one.apply(x)
-
 print(shared)
 assert shared.compiles == 1, shared.explanations
 assert np.allclose(fresh, 10.0 * x), "the new factor is used"
@@ -739,16 +675,15 @@ class TreeScaler:
         return self.factor * v
 
 
+# %%
 with jitlab.count_compiles("apply_tree") as as_pytree:
     tree_one, tree_two = TreeScaler(jnp.float32(3.0)), TreeScaler(jnp.float32(5.0))
     tree_one.apply_tree(x)
     tree_two.apply_tree(x)
     tree_one.factor = jnp.float32(10.0)
     tree_fresh = tree_one.apply_tree(x)
-
 print(as_pytree)
-assert as_pytree.compiles == 1, as_pytree.explanations
-assert np.allclose(tree_fresh, 10.0 * x)
+assert as_pytree.compiles == 1 and np.allclose(tree_fresh, 10.0 * x), as_pytree
 
 # %% [markdown]
 # ## The fix, measured: pass data, not functions
@@ -759,10 +694,6 @@ assert np.allclose(tree_fresh, 10.0 * x)
 #   function per polynomial.
 # * **Fix:** one top-level jitted function takes the coefficients as an array argument.
 #   Twenty arrays of the same shape and dtype share one compiled program.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>How many compilations does each loop cost, and roughly how many times longer does
-# the problem loop take?</p></div>
 
 
 # %%
@@ -771,93 +702,37 @@ def polynomial(v, coeffs):
 
 
 polynomial_jit = jax.jit(polynomial)  # built once
-
-rng = np.random.default_rng(7)
-coefficient_sets = rng.normal(size=(20, 4)).astype(np.float32)
+coefficient_sets = np.random.default_rng(7).normal(size=(20, 4)).astype(np.float32)
 points = jnp.linspace(-1.0, 1.0, 64, dtype=jnp.float32)
 
-
-def per_call_times(make_call):
-    """Seconds for each iteration of the sweep, blocked on the result."""
-    times = []
-    for coeffs in coefficient_sets:
-        start = time.perf_counter()
-        jax.block_until_ready(make_call(coeffs))
-        times.append(time.perf_counter() - start)
-    return np.array(times)
-
-
-with jitlab.count_compiles(polynomial) as problem:
-    problem_times = per_call_times(
-        lambda c: jax.jit(functools.partial(polynomial, coeffs=c))(points)
-    )
-with jitlab.count_compiles(polynomial) as fixed:
-    fixed_times = per_call_times(lambda c: polynomial_jit(points, c))
-
-problem_s, fixed_s = problem_times.sum(), fixed_times.sum()
-speedup = problem_s / fixed_s
-jitlab.print_table(
-    [
-        {
-            "loop": "problem: jit(partial(...)) per item",
-            "compiles": problem.compiles,
-            "total_s": problem_s,
-            "median_ms": 1e3 * np.median(problem_times),
-        },
-        {
-            "loop": "fix: coefficients as an argument",
-            "compiles": fixed.compiles,
-            "total_s": fixed_s,
-            "median_ms": 1e3 * np.median(fixed_times),
-        },
-    ]
-)
-print(f"speedup: {speedup:.0f}x")
-assert problem.compiles == 20, problem.explanations
-assert fixed.compiles == 1, fixed.explanations
-assert problem_s > 3 * fixed_s, "the fix should be several times faster (wide margin)"
-jitlab.record(
-    "jit(partial) per polynomial (problem)",
-    compiles=problem.compiles,
-    total_s=float(problem_s),
-)
-jitlab.record(
-    "coefficients as an array (fix)",
-    compiles=fixed.compiles,
-    total_s=float(fixed_s),
-    speedup=float(speedup),
-)
-
-# The two loops compute the same numbers.
-assert np.allclose(
-    jax.jit(functools.partial(polynomial, coeffs=coefficient_sets[5]))(points),
-    polynomial_jit(points, coefficient_sets[5]),
-    rtol=1e-5,
-    atol=1e-6,
-)
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>How many compilations does each loop cost, and roughly how many times longer does
+# the problem loop take?</p></div>
 
 # %%
-fig, ax = plt.subplots(figsize=(6, 3.2))
-sweep = np.arange(1, len(coefficient_sets) + 1)
-ax.plot(
-    sweep, 1e3 * np.cumsum(problem_times), marker="o", label="jit(partial) per item"
+per_item = jitlab.measure(
+    "jit(partial) per polynomial (problem)",
+    lambda: [
+        jax.jit(functools.partial(polynomial, coeffs=c))(points)
+        for c in coefficient_sets
+    ],
+    count=polynomial,
 )
-ax.plot(
-    sweep,
-    1e3 * np.cumsum(fixed_times),
-    marker="o",
-    label="one jit, coefficients as data",
+as_data = jitlab.measure(
+    "coefficients as an array (fix)",
+    lambda: [polynomial_jit(points, c) for c in coefficient_sets],
+    count=polynomial,
 )
-ax.set_xticks(sweep[::2] + 1)
-ax.set_xlabel("polynomials evaluated")
-ax.set_ylabel("cumulative time (ms)")
-ax.set_title("A new function per item pays a compilation per item")
-ax.legend()
-fig.tight_layout()
-plt.show()
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+sweep = jitlab.compare(per_item, as_data)
+assert per_item.compiles == 20 and as_data.compiles == 1, sweep.rows()
+assert sweep.speedup > 3, sweep  # several times faster (wide margin)
+np.testing.assert_allclose(per_item.result, as_data.result, rtol=1e-5, atol=1e-6)
 
 # %% [markdown]
-# The problem loop climbs by one compilation per item; the fix pays once, then runs at
+# The problem loop pays one compilation per item; the fix pays once, then runs at
 # cached speed.
 #
 # ### Choosing a function with data: `lax.switch`
@@ -865,11 +740,6 @@ plt.show()
 # When the choice really is between different functions, a small integer can pick one
 # inside a single compiled program. `lax.switch(index, branches, operand)` traces every
 # branch once and runs the chosen one.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>Twelve calls cycle through three activations. How many compilations with the
-# activation as a static callable, and how many with an index and
-# <code>lax.switch</code>?</p></div>
 
 # %%
 ACTIVATIONS = (jnp.tanh, jax.nn.relu, jax.nn.sigmoid)  # defined once, at top level
@@ -886,54 +756,38 @@ def layer_switch(index, w, v):
 
 
 w = jnp.float32(0.7)
-with (
-    jitlab.count_compiles(layer_static) as by_callable,
-    jitlab.stopwatch() as callable_sw,
-):
-    static_out = [
-        jax.block_until_ready(layer_static(ACTIVATIONS[i % 3], w, x)) for i in range(12)
-    ]
-with jitlab.count_compiles(layer_switch) as by_index, jitlab.stopwatch() as index_sw:
-    switch_out = [jax.block_until_ready(layer_switch(i % 3, w, x)) for i in range(12)]
-
-jitlab.print_table(
-    [
-        {
-            "activation passed as": "static callable",
-            "compiles": by_callable.compiles,
-            "total_s": callable_sw.seconds,
-        },
-        {
-            "activation passed as": "integer + lax.switch",
-            "compiles": by_index.compiles,
-            "total_s": index_sw.seconds,
-        },
-    ]
-)
-jitlab.record(
-    "activation as static callable (problem)",
-    compiles=by_callable.compiles,
-    total_s=callable_sw.seconds,
-)
-jitlab.record(
-    "activation index + lax.switch (fix)",
-    compiles=by_index.compiles,
-    total_s=index_sw.seconds,
-)
-assert by_callable.compiles == 3, by_callable.explanations
-assert by_index.compiles == 1, by_index.explanations
-assert all(
-    np.allclose(a, b, atol=1e-6) for a, b in zip(static_out, switch_out, strict=True)
-)
 
 # %% [markdown]
-# Three compilations against one. Compare the times, though: with only three choices the
-# gap is small, because the single `lax.switch` program holds all three branches and
-# takes longer to compile than any one static version. The count is what scales: with a
-# per-layer choice in a deep network, or a loss picked per task, the static version
-# compiles every combination that ever occurs. The index is traced, so a new choice is a
-# new *value*, not a new program. The price: every branch is compiled into the program,
-# so keep `lax.switch` for a handful of small alternatives.
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Twelve calls cycle through three activations. How many compilations with the
+# activation as a static callable, and how many with an index and
+# <code>lax.switch</code>?</p></div>
+
+# %%
+by_callable = jitlab.measure(
+    "activation as static callable (problem)",
+    lambda: [layer_static(ACTIVATIONS[i % 3], w, x) for i in range(12)],
+    count=layer_static,
+)
+by_index = jitlab.measure(
+    "activation index + lax.switch (fix)",
+    lambda: [layer_switch(i % 3, w, x) for i in range(12)],
+    count=layer_switch,
+)
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+choice = jitlab.compare(by_callable, by_index)
+assert by_callable.compiles == 3 and by_index.compiles == 1, choice.rows()
+np.testing.assert_allclose(by_callable.result, by_index.result, atol=1e-6)
+
+# %% [markdown]
+# Three compilations against one. The times are this machine's: with only three choices
+# the gap is small, because the single `lax.switch` program holds all three branches.
+# The count is what scales: with a per-layer choice in a deep network, or a loss picked
+# per task, the static version compiles every combination that ever occurs. The index
+# is traced, so a new choice is a new *value*, not a new program. The price: every
+# branch is compiled into the program, so keep `lax.switch` for a handful of small
+# alternatives.
 #
 # ### When a function must travel with numbers: `jax.tree_util.Partial`
 #
@@ -941,10 +795,6 @@ assert all(
 # a right-hand side). `jax.tree_util.Partial` is a `functools.partial` that JAX treats as
 # a pytree: the bound arrays are inputs, only the wrapped function is static. It can be
 # passed as an ordinary (non-static) argument.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>Three <em>fresh</em> <code>Partial(affine, a=..., b=...)</code> objects, each with
-# different numbers, go into one jitted function. How many compilations?</p></div>
 
 
 # %%
@@ -953,14 +803,21 @@ def call_with(fn, v):
     return fn(v)
 
 
-with jitlab.count_compiles(call_with) as tree_partials:
-    results = [
-        call_with(
-            jax.tree_util.Partial(affine, a=jnp.float32(a), b=jnp.float32(1.0)), x
-        )
-        for a in (1.0, 2.0, 3.0)
-    ]
+def bound_affine(a):
+    """A fresh Partial each call: `affine` with arrays bound to a and b."""
+    return jax.tree_util.Partial(affine, a=jnp.float32(a), b=jnp.float32(1.0))
 
+
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Three <em>fresh</em> <code>Partial(affine, a=..., b=...)</code> objects, each with
+# different numbers, go into one jitted function. How many compilations?</p></div>
+
+# %%
+with jitlab.count_compiles(call_with) as tree_partials:
+    results = [call_with(bound_affine(a), x) for a in (1.0, 2.0, 3.0)]
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
 print(tree_partials)
 assert tree_partials.compiles == 1, tree_partials.explanations
 assert np.allclose(results[2], 3.0 * x + 1.0)

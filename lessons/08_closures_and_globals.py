@@ -104,13 +104,14 @@ def scale_by_global(x):
 
 x3 = jnp.arange(3.0)
 before = scale_by_global(x3)
-
 SCALE = 10.0
 with jitlab.count_compiles(scale_by_global) as n_after_change:
     after = scale_by_global(x3)
 
-print("before the change:", before)
-print("after SCALE = 10 :", after, " what plain Python gives:", np.arange(3.0) * SCALE)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(
+    "before:", before, "| after SCALE = 10:", after, "| NumPy:", np.arange(3.0) * SCALE
+)
 print(n_after_change)
 assert n_after_change.traces == 0 and n_after_change.compiles == 0, n_after_change
 np.testing.assert_allclose(after, [0.0, 2.0, 4.0])  # the OLD scale, silently
@@ -120,9 +121,9 @@ np.testing.assert_allclose(after, [0.0, 2.0, 4.0])  # the OLD scale, silently
 # <p>The source chapter says that a changed global "can trigger recompilation". With
 # JAX 0.12 it does not: changing the global changes nothing JAX looks at when it
 # decides whether its cache holds a program for this call.
-# The cache key is built from the function, the arguments' shapes, dtypes, weak types and
-# tree structure, the values of static arguments, and a few configuration flags.
-# A global is none of those. The call above hit the cache and returned
+# The cache key is built from the function, the arguments' shapes, dtypes, weak types,
+# shardings and tree structure, the values of static arguments, and a few configuration
+# flags. A global is none of those. The call above hit the cache and returned
 # <code>2 * x</code>, the answer for the old value, with no error and no warning.</p></div>
 #
 # Where did the old value go? Into the program. `.trace(x)` on a jitted function returns
@@ -131,10 +132,10 @@ np.testing.assert_allclose(after, [0.0, 2.0, 4.0])  # the OLD scale, silently
 
 # %%
 with jitlab.count_compiles(scale_by_global) as n_inspect:
-    cached_jaxpr = scale_by_global.trace(x3).jaxpr
+    cached_jaxpr = scale_by_global.trace(x3).jaxpr.pretty_print(use_color=False)
 print(cached_jaxpr)
 assert n_inspect.traces == 0, n_inspect
-assert "2.0" in str(cached_jaxpr) and "10.0" not in str(cached_jaxpr)
+assert "2.0" in cached_jaxpr and "10.0" not in cached_jaxpr
 
 # %% [markdown]
 # The chapter's own example is a global that shapes the program, "determining the size
@@ -153,22 +154,20 @@ def repeat_global(x):
     return jnp.tile(x, REPEATS)
 
 
-print("REPEATS = 2:", repeat_global(x3).shape)
+first_shape = repeat_global(x3).shape
 REPEATS = 3
 with jitlab.count_compiles(repeat_global) as n_repeats:
     tiled = repeat_global(x3)
-print(
-    "REPEATS = 3:", tiled.shape, " what plain Python gives:", np.tile(x3, REPEATS).shape
-)
-print(n_repeats)
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(first_shape, "then", tiled.shape, "| NumPy now:", np.tile(x3, REPEATS).shape)
 assert n_repeats.compiles == 0 and tiled.shape == (6,), (n_repeats, tiled.shape)
 
 # %% [markdown]
 # No. Even a global that decides an output's *shape* is read once; the cached program
 # still produces six elements. Whatever the global controls, a value or the structure,
 # JAX does not notice that it changed.
-
-# %% [markdown]
+#
 # ## When does the new value finally show up?
 #
 # Only when something else makes JAX trace again, for instance an argument of a shape it
@@ -183,21 +182,14 @@ assert n_repeats.compiles == 0 and tiled.shape == (6,), (n_repeats, tiled.shape)
 # %%
 x4 = jnp.arange(4.0)
 with jitlab.count_compiles(scale_by_global) as n_new_shape:
-    out4 = scale_by_global(x4)  # new shape: traced now, with SCALE == 10
-    out3 = scale_by_global(x3)  # old shape: the program traced with SCALE == 2
+    out4 = scale_by_global(x4)  # a new shape: traced now
+    out3 = scale_by_global(x3)  # the old shape: the program traced before
 
-jitlab.print_table(
-    [
-        {"input": "f32[4] (new shape)", "result": str(out4), "scale used": 10.0},
-        {"input": "f32[3] (old shape)", "result": str(out3), "scale used": 2.0},
-    ]
-)
-print(n_new_shape)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print("f32[4]:", out4, "| f32[3]:", out3, "|", n_new_shape)
 print(n_new_shape.explanations[-1])
 assert n_new_shape.compiles == 1, n_new_shape.explanations
-np.testing.assert_allclose(
-    out4, 10.0 * np.arange(4.0)
-)  # the new value, for f32[4] only
+np.testing.assert_allclose(out4, 10.0 * np.arange(4.0))  # the new value, f32[4] only
 np.testing.assert_allclose(out3, 2.0 * np.arange(3.0))  # still the old value for f32[3]
 assert not any("SCALE" in text for text in n_new_shape.explanations)
 
@@ -213,10 +205,6 @@ assert not any("SCALE" in text for text in n_new_shape.explanations)
 # The same mechanism applies to arrays. A function that closes over a weight vector
 # (here built by a small factory, called once) gets the weights as a constant. Its twin
 # takes the weights as an argument. Both compute the same dot product.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>With a million float32 weights (4 MB), how large is each lowered program, and how
-# many bytes of arguments does each compiled executable take?</p></div>
 
 # %%
 N = 1_000_000
@@ -237,36 +225,28 @@ def dot_argument(x, w):
     return jnp.dot(x, w)
 
 
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>With a million float32 weights (4 MB), how large is each lowered program, and how
+# many bytes of arguments does each compiled executable take?</p></div>
+
+# %%
 dot_closure = make_dot_closure(weights)
-lowered_closure = dot_closure.lower(x_big)
-lowered_argument = dot_argument.lower(x_big, weights)
-compiled_closure = lowered_closure.compile()
-compiled_argument = lowered_argument.compile()
+lowered = {"closure": dot_closure.lower(x_big)}
+lowered["argument"] = dot_argument.lower(x_big, weights)
+compiled = {label: program.compile() for label, program in lowered.items()}
 
-rows = []
-for label, lowered, compiled in [
-    ("closure", lowered_closure, compiled_closure),
-    ("argument", lowered_argument, compiled_argument),
-]:
-    rows.append(
-        {
-            "weights passed as": label,
-            "StableHLO chars": len(lowered.as_text()),
-            "executable argument bytes": (
-                compiled.memory_analysis().argument_size_in_bytes
-            ),
-        }
+# %% tags=["answer"] jupyter={"source_hidden": true}
+text = {label: len(program.as_text()) for label, program in lowered.items()}
+in_bytes = {k: c.memory_analysis().argument_size_in_bytes for k, c in compiled.items()}
+for label in lowered:
+    print(
+        f"{label:8}: {text[label]:>10,} StableHLO chars, {in_bytes[label]:,} bytes in"
     )
-jitlab.print_table(rows)
-text_ratio = rows[0]["StableHLO chars"] / rows[1]["StableHLO chars"]
-print(f"the closure's program text is {text_ratio:,.0f}x longer")
-
-assert text_ratio > 1_000, text_ratio  # the 4 MB of weights are written into the module
-assert rows[0]["executable argument bytes"] == x_big.nbytes  # only x goes in
-assert rows[1]["executable argument bytes"] == x_big.nbytes + weights.nbytes
-assert (
-    f"f32[{N}]{{0}} constant(" in compiled_closure.as_text()
-)  # and stays in the executable
+assert text["closure"] > 1_000 * text["argument"], text  # the 4 MB, written out
+assert in_bytes["closure"] == x_big.nbytes  # only x goes in
+assert in_bytes["argument"] == x_big.nbytes + weights.nbytes
+assert f"f32[{N}]{{0}} constant(" in compiled["closure"].as_text()  # kept by XLA
 np.testing.assert_allclose(dot_closure(x_big), dot_argument(x_big, weights), rtol=1e-4)
 
 # %% [markdown]
@@ -277,8 +257,9 @@ np.testing.assert_allclose(dot_closure(x_big), dot_argument(x_big, weights), rto
 #
 # Does JAX hoist big constants out into hidden arguments? JAX 0.12 has the machinery,
 # behind a transitional flag, `jax_use_simplified_jaxpr_constants`, which is off by
-# default and has to be set before JAX starts (`JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=1`).
-# With it on, constants above `jax_embedded_constants_max_bytes` (32 bytes) become extra
+# default and has to be set before JAX starts (`JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=1`;
+# a `jax.config.update` at run time did not change the lowering here). With it on,
+# constants above `jax_embedded_constants_max_bytes` (32 bytes) become extra
 # executable arguments. The flag's own help text says "DO NOT RELY ON THIS FLAG"; the
 # default, measured above, embeds. The next cell pins that default, so CI notices if a
 # JAX release flips it.
@@ -288,9 +269,7 @@ print(
     "jax_use_simplified_jaxpr_constants =",
     jax.config.jax_use_simplified_jaxpr_constants,
 )
-assert not jax.config.jax_use_simplified_jaxpr_constants, (
-    "the default changed: re-measure"
-)
+assert not jax.config.jax_use_simplified_jaxpr_constants, "the default changed"
 
 # %% [markdown]
 # ### What the constant costs at compile time
@@ -301,54 +280,38 @@ assert not jax.config.jax_use_simplified_jaxpr_constants, (
 
 # %%
 sizes = [10_000, 100_000, 400_000, 8_000_000]  # not N: that shape is already compiled
-compile_ms = {"closure": [], "argument": []}
+closure_runs, argument_runs = [], []
 for size in sizes:
     w = jnp.asarray(rng.standard_normal(size), dtype=jnp.float32)
     x = jnp.ones(size, dtype=jnp.float32)
-    closure = make_dot_closure(w)
-    with jitlab.count_compiles(closure) as n_closure:
-        jax.block_until_ready(closure(x))
-    with jitlab.count_compiles(dot_argument) as n_argument:
-        jax.block_until_ready(dot_argument(x, w))
-    assert n_closure.compiles == 1 and n_argument.compiles == 1, (size, n_argument)
-    compile_ms["closure"].append(1e3 * n_closure.compile_seconds)
-    compile_ms["argument"].append(1e3 * n_argument.compile_seconds)
+    closure, label = make_dot_closure(w), f"{4 * size / 1e6:g} MB"
+    run = jitlab.measure(
+        f"closure over {label}", functools.partial(closure, x), count=closure
+    )
+    closure_runs.append(run)
+    run = jitlab.measure(
+        f"{label} as argument",
+        functools.partial(dot_argument, x, w),
+        count=dot_argument,
+    )
+    argument_runs.append(run)
 
-jitlab.print_table(
-    [
-        {
-            "floats": size,
-            "MB": 4 * size / 1e6,
-            "closure compile ms": compile_ms["closure"][i],
-            "argument compile ms": compile_ms["argument"][i],
-        }
-        for i, size in enumerate(sizes)
-    ]
-)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+largest = jitlab.compare(closure_runs[-1], argument_runs[-1])
+closure_ms = [1e3 * run.counts.compile_seconds for run in closure_runs]
+argument_ms = [1e3 * run.counts.compile_seconds for run in argument_runs]
+assert [run.compiles for run in closure_runs + argument_runs] == [1] * 8
 # The argument version's compile time does not depend on the size, so its median over
 # all sizes is the fairest yardstick (and is robust to one noisy measurement).
-flat_ms = statistics.median(compile_ms["argument"])
-ratio = compile_ms["closure"][-1] / flat_ms
-print(f"at {4 * sizes[-1] / 1e6:.0f} MB the closure compiles {ratio:.1f}x slower")
-assert ratio > 3, compile_ms  # wide margin: about 20x where this was written
-jitlab.record(
-    f"closure over {4 * sizes[-1] / 1e6:.0f} MB array: compile time",
-    compiles=1,
-    compile_ms=compile_ms["closure"][-1],
-)
-jitlab.record(
-    "same array as argument: compile time",
-    compiles=1,
-    compile_ms=flat_ms,
-    speedup=ratio,
-)
+ratio = closure_ms[-1] / statistics.median(argument_ms)
+print(f"XLA compile: the closure over 32 MB takes {ratio:.1f}x the argument version")
+assert ratio > 3, (closure_ms, argument_ms)  # wide margin: about 20x where written
 
+# %%
 fig, ax = plt.subplots(figsize=(6, 3.5))
-for label, marker in [("closure", "o"), ("argument", "s")]:
-    ax.plot(sizes, compile_ms[label], marker=marker, label=f"weights as {label}")
-ax.set_xscale("log")
-ax.set_xlabel("number of float32 weights")
-ax.set_ylabel("XLA compile time (ms)")
+ax.plot(sizes, closure_ms, marker="o", label="weights as closure")
+ax.plot(sizes, argument_ms, marker="s", label="weights as argument")
+ax.set(xscale="log", xlabel="number of float32 weights", ylabel="XLA compile time (ms)")
 ax.set_title("Closed-over constants are compiled into the program")
 ax.legend()
 plt.show()
@@ -365,10 +328,6 @@ plt.show()
 # a jitted inner function with `scale` closed over. If the factory is called each time
 # a score is needed, every call creates a new function object, and JAX's cache is keyed on
 # the function.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>Six calls of <code>make_scorer(s)(x)</code>, with <code>s</code> taking only three
-# distinct values. How many compilations?</p></div>
 
 
 # %%
@@ -380,15 +339,22 @@ def make_scorer(scale):
     return scorer_closure
 
 
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Six calls of <code>make_scorer(s)(x)</code>, with <code>s</code> taking only three
+# distinct values. How many compilations?</p></div>
+
+# %%
 x8 = jnp.linspace(0.1, 1.0, 8)
 scales = [0.5, 0.5, 0.5, 1.0, 2.0, 2.0]
 with jitlab.count_compiles("scorer_closure") as n_factory:
     for s in scales:
         make_scorer(s)(x8)
 
+# %% tags=["answer"] jupyter={"source_hidden": true}
 print(n_factory, f"for {len(scales)} calls, {len(set(scales))} distinct scales")
 print(n_factory.explanations[-1])
-assert n_factory.traces == len(scales) and n_factory.compiles == len(scales), n_factory
+assert n_factory.traces == n_factory.compiles == len(scales), n_factory
 # The mechanism: every miss is a function JAX has never seen.
 assert all("never seen function" in text for text in n_factory.explanations)
 # The guess about the call site appears from the second call on (on a re-run of this
@@ -410,12 +376,7 @@ assert all("re-defined repeatedly" in text for text in n_factory.explanations[1:
 #
 # A value that changes between calls belongs in the argument list. Then it is part of
 # what JAX looks at on every call, and nothing can go stale. We run the three designs
-# side by side through the same sequence of scale changes, checking every result
-# against NumPy.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>Eight calls, the scale changing each time. For the global, the per-call closure
-# and the argument: how many compilations, and how many correct results?</p></div>
+# through the same sequence of scale changes, checking every result against NumPy.
 
 # %%
 SCALE = 1.0
@@ -437,66 +398,43 @@ def via_global(x, s):
     return score_global(x)
 
 
-def via_factory(x, s):
-    return make_scorer(s)(x)
-
-
-def via_argument(x, s):
-    return score_argument(x, s)
-
-
-sequence = [1.0, 1.5, 0.25, 3.0, 0.75, 2.0, 0.5, 4.0]
-x_np = np.linspace(0.1, 1.0, 8, dtype=np.float32)
-wanted = [float(np.tanh(x_np * s).sum()) for s in sequence]
-
-comparison = {}
-for label, run, name in [
-    ("global", via_global, score_global),
-    ("closure per call", via_factory, "scorer_closure"),
-    ("argument", via_argument, score_argument),
-]:
-    with jitlab.count_compiles(name) as n, jitlab.stopwatch() as sw:
-        got = [float(jax.block_until_ready(run(x_np, s))) for s in sequence]
-    correct = sum(np.isclose(g, w, rtol=1e-5) for g, w in zip(got, wanted, strict=True))
-    comparison[label] = {
-        "design": label,
-        "compiles": n.compiles,
-        "correct": int(correct),
-    }
-    comparison[label]["total_ms"] = 1e3 * sw.seconds
-
-jitlab.print_table(comparison.values())
-calls = len(sequence)
-assert comparison["global"]["compiles"] == 1
-assert comparison["global"]["correct"] == 1  # only the first call, before any change
-assert comparison["closure per call"]["compiles"] == calls
-assert comparison["closure per call"]["correct"] == calls
-assert comparison["argument"]["compiles"] == 1
-assert comparison["argument"]["correct"] == calls
-speedup = (
-    comparison["closure per call"]["total_ms"] / comparison["argument"]["total_ms"]
-)
-print(f"argument vs closure per call: {speedup:.0f}x faster over {calls} calls")
-assert speedup > 2, comparison  # the compile counts are the claim; this margin is wide
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Eight calls, the scale changing each time. For the global, the per-call closure
+# and the argument: how many compilations, and how many correct results?</p></div>
 
 # %%
-for label in ["global", "closure per call"]:
-    row = comparison[label]
-    jitlab.record(
-        f"changing scale via {label}",
-        compiles=row["compiles"],
-        total_s=row["total_ms"] / 1e3,
-        correct=row["correct"],
-        calls=calls,
+sequence = [1.0, 1.5, 0.25, 3.0, 0.75, 2.0, 0.5, 4.0]
+x_np = np.linspace(0.1, 1.0, 8, dtype=np.float32)
+designs = {
+    "global": (via_global, score_global),
+    "closure per call": (lambda x, s: make_scorer(s)(x), "scorer_closure"),
+    "argument": (score_argument, score_argument),
+}
+
+
+def run_sequence(call):
+    """The eight calls `call(x, s)`, one per scale, as one workload."""
+    return lambda: [call(x_np, s) for s in sequence]
+
+
+runs = {
+    label: jitlab.measure(
+        f"changing scale via {label}", run_sequence(call), count=counted
     )
-fix_row = jitlab.record(  # assigned, so the notebook does not echo the dict
-    "changing scale as a traced argument (fix)",
-    compiles=comparison["argument"]["compiles"],
-    total_s=comparison["argument"]["total_ms"] / 1e3,
-    correct=comparison["argument"]["correct"],
-    calls=calls,
-    speedup=speedup,
-)
+    for label, (call, counted) in designs.items()
+}
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+wanted = [np.tanh(x_np * s).sum() for s in sequence]
+correct = {
+    k: int(np.isclose(r.result, wanted, rtol=1e-5).sum()) for k, r in runs.items()
+}
+print("correct results of 8:", correct, "| global:", runs["global"].counts)
+per_call = jitlab.compare(runs["closure per call"], runs["argument"])
+assert [run.compiles for run in runs.values()] == [1, len(sequence), 1]
+assert correct == {"global": 1, "closure per call": 8, "argument": 8}  # global: 1st
+assert per_call.speedup > 2, per_call  # the counts are the claim; a wide margin
 
 # %% [markdown]
 # The global gives one compilation and seven wrong answers out of eight. The closure
@@ -511,54 +449,39 @@ fix_row = jitlab.record(  # assigned, so the notebook does not echo the dict
 # *static* argument (lesson 06), which gives one cached program per choice, and is never
 # stale either, because static values are part of the cache key. A float that takes a new
 # value on every call is the wrong thing to make static.
-#
+
+
+# %%
+def normalise(x, scale, *, kind):
+    norm = jnp.abs(x).sum() if kind == "l1" else jnp.sqrt((x * x).sum())
+    return scale * x / norm
+
+
+normalise_kind_static = jax.jit(normalise, static_argnames="kind")
+normalise_all_static = jax.jit(normalise, static_argnames=("kind", "scale"))
+kinds = ["l1", "l2"] * (len(sequence) // 2)
+
+# %% [markdown]
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p>Eight calls alternating <code>kind="l1"</code> and <code>kind="l2"</code>, with a
 # different scale each time. How many compilations with <code>kind</code> static and
 # <code>scale</code> traced? And with <code>scale</code> made static as well?</p></div>
 
-
 # %%
-@functools.partial(jax.jit, static_argnames="kind")
-def normalise_kind_static(x, scale, *, kind):
-    norm = jnp.abs(x).sum() if kind == "l1" else jnp.sqrt((x * x).sum())
-    return scale * x / norm
-
-
-@functools.partial(jax.jit, static_argnames=("kind", "scale"))
-def normalise_all_static(x, scale, *, kind):
-    norm = jnp.abs(x).sum() if kind == "l1" else jnp.sqrt((x * x).sum())
-    return scale * x / norm
-
-
-kinds = ["l1", "l2"] * (len(sequence) // 2)
+calls = list(zip(sequence, kinds, strict=True))
 with jitlab.count_compiles(normalise_kind_static) as n_kind:
-    outs_kind = [
-        normalise_kind_static(x_np, s, kind=k)
-        for s, k in zip(sequence, kinds, strict=True)
-    ]
+    outs_kind = [normalise_kind_static(x_np, s, kind=k) for s, k in calls]
 with jitlab.count_compiles(normalise_all_static) as n_all:
-    outs_all = [
-        normalise_all_static(x_np, s, kind=k)
-        for s, k in zip(sequence, kinds, strict=True)
-    ]
+    outs_all = [normalise_all_static(x_np, s, kind=k) for s, k in calls]
 
-for s, k, a, b in zip(sequence, kinds, outs_kind, outs_all, strict=True):
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print("kind static:", n_kind, "| kind and scale static:", n_all)
+assert n_kind.compiles == 2, n_kind.explanations  # one program per kind
+assert n_all.compiles == len(set(calls)) == 8, n_all  # one per value
+for (s, k), a, b in zip(calls, outs_kind, outs_all, strict=True):
     norm = np.abs(x_np).sum() if k == "l1" else np.sqrt((x_np * x_np).sum())
     np.testing.assert_allclose(a, s * x_np / norm, rtol=1e-5)
     np.testing.assert_allclose(b, s * x_np / norm, rtol=1e-5)
-
-jitlab.print_table(
-    [
-        {"static": "kind", "traced": "x, scale", "compiles": n_kind.compiles},
-        {"static": "kind, scale", "traced": "x", "compiles": n_all.compiles},
-    ]
-)
-assert n_kind.compiles == 2, n_kind.explanations  # one program per kind
-assert n_all.compiles == len(set(zip(sequence, kinds, strict=True))), (
-    n_all
-)  # one per value: 8
-print(n_all.explanations[-1].splitlines()[-1])
 
 # %% [markdown]
 # Both are correct; only one is cheap. `kind` picks between two programs, so two

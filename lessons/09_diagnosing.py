@@ -138,19 +138,15 @@ jitlab.intro()
 
 # %%
 import collections
-import contextlib
 import difflib
 import logging
-import statistics
-import time
 
 import chex
 import jax
 import jax.numpy as jnp
 import jitlab.doctor
-import matplotlib.pyplot as plt
 import numpy as np
-from jax import monitoring
+from jax.experimental import io_callback
 
 # %% [markdown]
 # ## The toolbox
@@ -173,41 +169,33 @@ from jax import monitoring
 
 
 # %%
-class Collect(logging.Handler):
-    """Keeps the text and level of every record JAX logs while attached."""
+class JaxLog(logging.Handler):
+    """Inside `with JaxLog() as log:`, keeps every record of the "jax" loggers."""
 
     def __init__(self) -> None:
         super().__init__(level=logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
         self.lines: list[str] = []
-        self.levels: set[str] = set()
-        self.loggers: set[str] = set()
 
     def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
         self.lines.append(record.getMessage())
-        self.levels.add(record.levelname)
-        self.loggers.add(record.name)
+
+    def misses(self, containing: str = "") -> list[str]:
+        return [t for t in self.lines if "CACHE MISS" in t and containing in t]
+
+    def __enter__(self) -> "JaxLog":
+        logging.getLogger("jax").addHandler(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        logging.getLogger("jax").removeHandler(self)
 
 
-@contextlib.contextmanager
-def jax_log():
-    """Attach a Collect handler to the "jax" logger for the duration of the block."""
-    handler = Collect()
-    logger = logging.getLogger("jax")
-    logger.addHandler(handler)
-    try:
-        yield handler
-    finally:
-        logger.removeHandler(handler)
-
-
+# %%
 def reason(explanation: str) -> str:
     """The part of a cache-miss explanation after "For the closest previous key:"."""
     return explanation.split("For the closest previous key:")[-1].strip()
-
-
-def about(lines: list[str], name: str) -> list[str]:
-    """The lines that concern the function `name` (JAX's own helpers compile too)."""
-    return [line for line in lines if f"jit({name})" in line or f" {name} " in line]
 
 
 # %% [markdown]
@@ -230,27 +218,24 @@ def scale_add(x, y):
 a3, b3, a4, b4 = jnp.ones(3), jnp.ones(3), jnp.ones(4), jnp.ones(4)
 i4 = jnp.ones(4, dtype=jnp.int32)
 
-with jax_log() as log, jax.log_compiles():
+# %%
+with JaxLog() as log, jax.log_compiles():
     scale_add(a3, b3)
     scale_add(a3, b3)
     scale_add(a4, b4)
+ours = [line for line in log.lines if "scale_add" in line]  # JAX's helpers log too
 
-ours = about(log.lines, "scale_add")
-for line in ours:
-    print(line)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(*ours, sep="\n")
 compiling = [line for line in ours if line.startswith("Compiling jit(scale_add)")]
-assert len(compiling) == 2, ours
-assert len(ours) == 8  # four lines per compilation, none for the cached call
+assert len(compiling) == 2 and len(ours) == 8, ours  # four lines a compilation
 assert "float32[3]" in compiling[0] and "float32[4]" in compiling[1]
-timed = [line for line in ours if not line.startswith("Compiling")]
-assert len(timed) == 6 and all(line.endswith(" sec") for line in timed)
-assert not any(" sec" in line for line in compiling)  # the Compiling line: no time
-assert any(line.startswith("Finished tracing scale_add") for line in ours)
-assert any(
-    line.startswith("Finished XLA compilation of jit(scale_add)") for line in ours
-)
-assert log.levels == {"WARNING"}  # why they show up without any logging set-up
-assert all(name.startswith("jax.") for name in log.loggers)  # children of "jax"
+stages = ("Finished tracing", "Finished jaxpr to MLIR", "Finished XLA compilation")
+timed = [line for line in ours if line not in compiling]
+assert [line.startswith(stages) and line.endswith(" sec") for line in timed] == [1] * 6
+assert not any(" sec" in line for line in compiling)  # the signature, no time
+assert {record.levelname for record in log.records} == {"WARNING"}  # shown unasked
+assert all(record.name.startswith("jax.") for record in log.records)  # under "jax"
 
 # %% [markdown]
 # Four lines per compilation: tracing, the "Compiling" line with the **global shapes and
@@ -260,28 +245,7 @@ assert all(name.startswith("jax.") for name in log.loggers)  # children of "jax"
 # first thing to switch on: if the "Compiling" lines keep coming, the cache is missing.
 #
 # The same switch exists as a config option, for a whole script or from the environment
-# (`JAX_LOG_COMPILES=1 python train.py`). Set it, and put it back:
-
-
-# %%
-@jax.jit
-def scale_sub(x, y):
-    return 2.0 * x - y
-
-
-jax.config.update("jax_log_compiles", True)
-try:
-    with jax_log() as log:
-        scale_sub(a4, b4)
-finally:
-    jax.config.update("jax_log_compiles", False)
-
-assert jax.config.jax_log_compiles is False
-compiling = [
-    line for line in about(log.lines, "scale_sub") if line.startswith("Compiling")
-]
-assert len(compiling) == 1 and "float32[4]" in compiling[0], log.lines
-print(compiling[0])
+# (`JAX_LOG_COMPILES=1 python train.py`); the next section shows it set and put back.
 
 # %% [markdown]
 # ## `jax_explain_cache_misses`: why did it compile?
@@ -309,29 +273,26 @@ print(compiling[0])
 
 
 # %%
-SAME_LINE = "seen another function defined on the same line"
-
-
 @jax.jit
 def first_timer(x):
     return x - 1
 
 
-with jax_log() as log, jax.explain_cache_misses(True):
+with JaxLog() as log, jax.explain_cache_misses(True):
     first_timer(a3)
-    first_timer(a3)  # cached: nothing to explain
+    first_timer(a3)
     for _ in range(2):
         jax.jit(lambda x: x - 1)(a3)  # a new function object each time round
 
-misses = [line for line in log.lines if "CACHE MISS" in line]
-print(*misses, sep="\n")
-assert len(misses) == 3
-assert all("never seen function" in text for text in misses)
-assert "first_timer id=" in misses[0]
-assert "<lambda> id=" in misses[1] and "<lambda> id=" in misses[2]
-assert SAME_LINE in misses[2]  # the loop's call line was seen one miss earlier
-assert "being re-defined repeatedly, preventing caching?" in misses[2]
-print("first lambda has the hint too (this cell ran before):", SAME_LINE in misses[1])
+# %% tags=["answer"] jupyter={"source_hidden": true}
+SAME_LINE = "seen another function defined on the same line"
+never = log.misses()
+print(*never, sep="\n")
+assert len(never) == 3 and all("never seen function" in text for text in never)
+assert "first_timer id=" in never[0] and all("<lambda> id=" in t for t in never[1:])
+assert SAME_LINE in never[2]  # the loop's call line was seen one miss earlier
+assert "being re-defined repeatedly, preventing caching?" in never[2]
+print("first lambda has the hint too (this cell ran before):", SAME_LINE in never[1])
 
 # %% [markdown]
 # **"never seen function"**: the cache has no entry at all for this function object. Once
@@ -370,15 +331,15 @@ def times_three(x):
     return x * 3
 
 
-with jax_log() as log, jax.explain_cache_misses(True):
+with JaxLog() as log, jax.explain_cache_misses(True):
     call_once(add_one, a3)
     call_once(times_three, a3)
 
-helper_misses = [line for line in log.lines if "CACHE MISS" in line]
-print(helper_misses[-1])
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(log.misses()[-1])
 assert add_one.__code__.co_firstlineno != times_three.__code__.co_firstlineno
-assert "never seen function:\n    times_three" in helper_misses[-1]
-assert SAME_LINE in helper_misses[-1]  # same call site, different definitions
+assert "never seen function:\n    times_three" in log.misses()[-1]
+assert SAME_LINE in log.misses()[-1]  # same call site, different definitions
 
 # %% [markdown]
 # `times_three` is defined on its own line and is called once: nothing is being
@@ -399,18 +360,17 @@ def shift(x, s):
     return x + s
 
 
-with jax_log() as log, jax.explain_cache_misses(True):
+with JaxLog() as log, jax.explain_cache_misses(True):
     shift(a3, 1.0)  # first call: never seen
     shift(a4, 1.0)  # new shape
     shift(i4, 1.0)  # new dtype
     shift(a4, jnp.float32(1.0))  # a strong float32 scalar where a Python float was
     shift(a4, 1)  # a Python int where a Python float was
 
-types = [line for line in log.lines if "CACHE MISS" in line][1:]
-for text in types:
-    print(reason(text))
-assert len(types) == 4
-assert all("different input types" in text for text in types)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+types = log.misses()[1:]
+print(*[reason(text) for text in types], sep="\n")
+assert len(types) == 4 and all("different input types" in t for t in types), types
 assert "* at x, now f32[4] and before f32[3]" in types[0]
 assert "* at x, now i32[4] and before f32[3]" in types[1]
 assert "* at s, now f32[]{weak_type=False} and before f32[]{weak_type=True}" in types[2]
@@ -454,7 +414,8 @@ def powered(x, power):
     return x**power
 
 
-with jax_log() as log, jax.explain_cache_misses(True):
+# %%
+with JaxLog() as log, jax.explain_cache_misses(True):
     total({"x": a3})
     total({"x": a3, "mask": a3})  # one more key
     pair_sum(a3, b3)
@@ -462,18 +423,14 @@ with jax_log() as log, jax.explain_cache_misses(True):
     powered(a3, power=2)
     powered(a3, power=3)  # a new static value
 
-trees = [
-    line for line in log.lines if "CACHE MISS" in line and "never seen" not in line
-]
-for text in trees:
-    print(reason(text), end="\n\n")
-assert len(trees) == 3
-assert all("different input pytree" in text for text in trees[:2])
+# %% tags=["answer"] jupyter={"source_hidden": true}
+trees = [text for text in log.misses() if "never seen" not in text]
+print(*[reason(text) for text in trees], sep="\n\n")
+assert len(trees) == 3 and all("different input pytree" in t for t in trees[:2])
 assert "symmetric difference of key sets: {'mask'}" in trees[0]
 assert "now tuple of length 0 and before tuple of length 2" in trees[1]
-assert "symmetric difference of key sets: {'x' 'y'}" in trees[1].replace(
-    "'y' 'x'", "'x' 'y'"
-)
+keyword_keys = trees[1].replace("'y' 'x'", "'x' 'y'")  # a set: either order
+assert "symmetric difference of key sets: {'x' 'y'}" in keyword_keys
 # A changed static value: JAX 0.12 gives no reason at all (0.10.2 named Static(val=3)).
 assert "cache miss explanation unavailable" in trees[2]
 
@@ -502,22 +459,21 @@ def blend(x, y):
     return 0.5 * x + y
 
 
-with jax_log() as log, jax.explain_cache_misses(True):
+with JaxLog() as log, jax.explain_cache_misses(True):
     blend(a3, b3)  # first call: never seen
-    blend(a3, b3)  # cached: nothing to explain
+    blend(a3, b3)
     with jax.default_matmul_precision("highest"):
         blend(a3, b3)
     with jax.enable_x64(True):
         blend(a3, b3)
 
-contexts = [line for line in log.lines if "CACHE MISS" in line][1:]
-for text in contexts:
-    print(reason(text))
-assert len(contexts) == 2
+# %% tags=["answer"] jupyter={"source_hidden": true}
+contexts = log.misses()[1:]
+print(*[reason(text) for text in contexts], sep="\n")
+assert len(contexts) == 2, contexts
 assert all("Tracing context doesn't match" in text for text in contexts)
-assert (
-    "jax_default_matmul_precision differs: now highest and before None" in contexts[0]
-)
+precision = "jax_default_matmul_precision differs: now highest and before None"
+assert precision in contexts[0]
 assert "jax_enable_x64 differs: now True and before False" in contexts[1]
 assert jax.config.jax_enable_x64 is False  # the context manager put it back
 
@@ -538,15 +494,15 @@ def negate(x):
     return -x
 
 
-with jax_log() as log, jax.explain_cache_misses(True):
+with JaxLog() as log, jax.explain_cache_misses(True):
     jax.lax.cond(True, negate, negate, a3)  # traces negate as a branch
     with jitlab.count_compiles(negate, explain=False) as jitted_negate:
         jax.jit(negate)(a3)
 
-about_negate = [line for line in log.lines if "for negate defined at" in line]
-print(reason(about_negate[-1]))
-print(jitted_negate)
-assert len(about_negate) == 1 and "Debug info doesn't match." in about_negate[0]
+# %% tags=["answer"] jupyter={"source_hidden": true}
+(about_negate,) = log.misses("for negate defined at")
+print(reason(about_negate), jitted_negate, sep="\n")
+assert "Debug info doesn't match." in about_negate
 assert jitted_negate.traces == 1 and jitted_negate.compiles == 1
 
 # %% [markdown]
@@ -554,10 +510,11 @@ assert jitted_negate.traces == 1 and jitted_negate.compiles == 1
 # shared by `jit` and by the transformations that trace functions (`lax.cond`,
 # `jax.checkpoint`, ...). The key includes *debug info*: what the trace was for, and the
 # argument names. Here `negate` had been traced for `cond`, so the `jit` call is a miss,
-# explained by the debug info alone. It is rare, and harmless: one extra trace per use.
+# explained by the debug info alone. It is rare, and costs one extra trace per use.
 #
-# Like the log, explanations have a config form, handy at the top of a script
-# (`JAX_EXPLAIN_CACHE_MISSES=1` in the environment does the same):
+# Both switches have a config form, handy at the top of a script
+# (`JAX_LOG_COMPILES=1` and `JAX_EXPLAIN_CACHE_MISSES=1` in the environment do the same).
+# Set them, and put them back:
 
 
 # %%
@@ -567,18 +524,22 @@ def halve(x):
 
 
 halve(a3)
-jax.config.update("jax_explain_cache_misses", True)
+SWITCHES = ("jax_log_compiles", "jax_explain_cache_misses")
+for switch in SWITCHES:
+    jax.config.update(switch, True)
 try:
-    with jax_log() as log:
+    with JaxLog() as log:
         halve(a4)
 finally:
-    jax.config.update("jax_explain_cache_misses", False)
+    for switch in SWITCHES:
+        jax.config.update(switch, False)
 
-assert jax.config.jax_explain_cache_misses is False
-print(reason(log.lines[0]))
-assert len(log.lines) == 1 and "* at x, now f32[4] and before f32[3]" in log.lines[0], (
-    log.lines
-)
+# %%
+print(*log.lines, sep="\n")
+(compiling,) = [line for line in log.lines if line.startswith("Compiling jit(halve)")]
+assert "float32[4]" in compiling
+assert "* at x, now f32[4] and before f32[3]" in reason(log.misses()[0])
+assert not any(getattr(jax.config, switch) for switch in SWITCHES)
 
 # %% [markdown]
 # ### Which earlier key? The closest by kind, not by time
@@ -588,9 +549,10 @@ assert len(log.lines) == 1 and "* at x, now f32[4] and before f32[3]" in log.lin
 # `jax/_src/interpreters/partial_eval.py`): for each earlier key, look for a difference
 # in this order and stop at the first found: the **tracing context**, then the **input
 # pytree**, then the **debug info**, then the **input types**. Then report the key whose
-# first difference comes earliest in that order (fewer differing items break a tie).
-# "Closest" is a ranking by kind: a key that differs in context beats a key that differs
-# in a shape only.
+# first difference comes earliest in that order. A tie goes to the key with fewer
+# differing items, and then to the explanation that sorts first as text: that is why the
+# int32 array above was compared with `f32[3]`, not `f32[4]`. "Closest" is a ranking by
+# kind: a key that differs in context beats a key that differs in a shape only.
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p>One function receives a dict. Its cache holds <code>{"x": f32[3]}</code>. A call
@@ -606,7 +568,7 @@ def ranked(batch):
 
 
 a5, a7, a9 = jnp.ones(5), jnp.ones(7), jnp.ones(9)
-with jax_log() as log, jax.explain_cache_misses(True):
+with JaxLog() as log, jax.explain_cache_misses(True):
     ranked({"x": a3})  # never seen
     ranked({"x": a5})  # only shapes to compare with
     ranked({"x": a3, "mask": a3})  # a second structure enters the cache
@@ -615,25 +577,13 @@ with jax_log() as log, jax.explain_cache_misses(True):
         ranked({"x": a3})  # a context enters the cache
     ranked({"x": a9})  # a new shape; one earlier key differs in context
 
-blamed = [reason(line).splitlines()[0] for line in log.lines if "CACHE MISS" in line]
-jitlab.print_table(
-    [
-        {"call": call, "JAX blames": kind}
-        for call, kind in zip(
-            ["x f32[5]", "x, mask", "x f32[7]", "x f32[3] (precision)", "x f32[9]"],
-            blamed[1:],
-            strict=True,
-        )
-    ]
-)
-assert blamed[1] == "different input types:"
-assert blamed[2] == "different input pytree:"
-assert (
-    blamed[3] == "different input pytree:"
-)  # the shape, the real change, is not named
-assert blamed[4].startswith("Tracing context doesn't match")
-assert blamed[5].startswith("Tracing context doesn't match")  # nor here
-assert not any("f32[9]" in line for line in log.lines if "CACHE MISS" in line)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+blamed = [reason(text).splitlines()[0] for text in log.misses()[1:]]
+print(*blamed, sep="\n")
+context = "Tracing context doesn't match, e.g. due to config or context manager."
+pytree, types_ = "different input pytree:", "different input types:"
+assert blamed == [types_, pytree, pytree, context, context]  # (7,), (9,): not shapes
+assert not any("f32[9]" in text for text in log.misses())
 
 # %% [markdown]
 # The calls with shapes (7,) and (9,) changed only a shape. Their explanations blame the
@@ -664,8 +614,27 @@ assert not any("f32[9]" in line for line in log.lines if "CACHE MISS" in line)
 #
 # Logs are for looking. In a training loop you want something stronger: once the loop is
 # warm, any retrace is a bug, and should stop the program where it happens.
-# `jax.no_tracing()` does that, and a little more, as we will see.
-#
+# `jax.no_tracing()` does that, and a little more, as the next section shows. The
+# helpers below run a call inside the guard and keep what happened.
+
+
+# %%
+def under_guard(call):
+    with jax.no_tracing():
+        return call()
+
+
+def guarded(call) -> jitlab.Attempt:
+    """Run `call()` inside jax.no_tracing(); keep what it returned or raised."""
+    return jitlab.attempt(under_guard, call)
+
+
+def refused(call) -> bool:
+    """Whether `call()` raises RuntimeError inside jax.no_tracing()."""
+    return type(guarded(call).error) is RuntimeError
+
+
+# %% [markdown]
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p>A function is warmed up on shape (8,) outside the guard. Inside the guard it runs
 # three times on shape (8,), then once on shape (9,). What happens at each call?</p></div>
@@ -679,24 +648,13 @@ def steady(x):
 
 x8, x9 = jnp.ones(8), jnp.ones(9)
 steady(x8)  # warm up outside the guard
+tried = [guarded(lambda: steady(x)) for x in (x8, x8, x8, x9)]  # noqa: B023
 
-calls_done = 0
-try:
-    with jax.no_tracing():
-        for x in (x8, x8, x8, x9):
-            steady(x)
-            calls_done += 1
-except RuntimeError as err:
-    caught = err
-else:
-    raise AssertionError("expected RuntimeError from jax.no_tracing")
-
-print(type(caught).__name__, ":", str(caught).splitlines()[0])
-assert calls_done == 3
-assert type(caught) is RuntimeError
-assert "re-tracing function steady" in str(caught) and "'no_tracing' is set" in str(
-    caught
-)
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(*tried, sep="\n")
+assert [type(attempt.error) for attempt in tried] == [type(None)] * 3 + [RuntimeError]
+assert "re-tracing function steady" in str(tried[-1].error)
+assert "'no_tracing' is set" in str(tried[-1].error)
 
 # %% [markdown]
 # The exception is a plain `RuntimeError` and its message names the function and where
@@ -708,63 +666,81 @@ assert "re-tracing function steady" in str(caught) and "'no_tracing' is set" in 
 
 
 # %%
-def refused(call) -> bool:
-    """Whether `call()` raises RuntimeError inside jax.no_tracing()."""
-    try:
-        with jax.no_tracing():
-            call()
-    except RuntimeError:
-        return True
-    return False
-
-
 @jax.jit
 def cold(x):
     return x + 1
 
 
-refusals = []
-for attempt in (lambda: cold(x8), lambda: steady(jnp.ones(10))):
-    try:
-        with jax.no_tracing():
-            attempt()
-    except RuntimeError as err:
-        refusals.append(str(err).splitlines()[0])
-print(*refusals, sep="\n")
-assert len(refusals) == 2
-assert "re-tracing function cold" in refusals[0]  # a first call is refused too
-assert (
-    "re-tracing function broadcast_in_dim" in refusals[1]
-)  # jnp.ones went before steady
+first_call, new_input = guarded(lambda: cold(x8)), guarded(lambda: steady(jnp.ones(10)))
+print(first_call, new_input, sep="\n")
+assert "re-tracing function cold" in str(first_call.error)  # a first call is refused
+assert "re-tracing function broadcast_in_dim" in str(new_input.error)  # jnp.ones first
 
 # %% [markdown]
-# ### What the guard really watches: jit's fast path
-#
-# The message says "re-tracing", but the guard does not wait for a trace. Every call of a
-# jitted function first looks up its **argument signature** (types, shapes, shardings,
-# whether each array is committed to a device, static values) in a cache kept in C++.
-# On a hit, C++ runs the compiled executable directly, without any of JAX's Python:
-# this is jit's **fast path**. On a miss, the call goes to Python, which consults the
-# tracing cache, lowers, compiles if it must, runs the program, and, when the program
-# allows it, teaches the C++ cache the new signature. `jax.no_tracing()` raises at the
-# door of that Python path, before JAX knows whether it will trace at all.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>Three functions, each warmed up outside the guard. Inside it: the first is called on
-# a <em>committed</em> copy of the array it was warmed with; the second calls
-# <code>jax.debug.print</code>; the third calls the host through
-# <code>jax.pure_callback</code>. Which calls are refused, and how many traces and
-# compilations do they cost?</p></div>
+# In a test suite, the usual guard is a trace counter. `chex.assert_max_traces(n=...)`
+# wraps the Python function (put it *under* `jax.jit`) and counts how often JAX traces it.
 
 
 # %%
-def host_copy(value):
-    return np.asarray(value, np.float32)
-
-
 @jax.jit
-def doubled(x):
-    return 2 * x
+@chex.assert_max_traces(n=1)
+def guarded_step(x):
+    return x * 0.5 + 1.0
+
+
+def test_guarded_step_same_shape():
+    guarded_step(x8)
+    guarded_step(x8)
+
+
+def test_guarded_step_new_shape():
+    guarded_step(x9)
+
+
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>The first test calls the step twice on the same shape, the second once on a new
+# shape, with <code>n=1</code>. Which test fails, and with what exception?</p></div>
+
+# %%
+same_shape = jitlab.attempt(test_guarded_step_same_shape)
+new_shape = jitlab.attempt(test_guarded_step_new_shape)
+chex.clear_trace_counter()  # counters are global: reset between tests
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(same_shape, new_shape, sep="\n")
+assert not same_shape.raised, same_shape
+assert type(new_shape.error) is AssertionError, new_shape
+assert "is traced > 1 times" in str(new_shape.error)
+
+# %% [markdown]
+# An `AssertionError` is exactly what pytest reports as a test failure, so a retrace
+# introduced by a later change breaks a named test instead of slowing a job down. The
+# counters are global to the process; a pytest fixture that calls
+# `chex.clear_trace_counter()` keeps tests independent.
+#
+# ## Which calls skip the fast path
+#
+# The guard's message says "re-tracing", but the guard does not wait for a trace. Every
+# call of a jitted function first looks up its **argument signature** (types, shapes,
+# shardings, whether each array is committed to a device, static values) in a cache
+# kept in C++. On a hit, C++ runs the compiled executable directly, without any of
+# JAX's Python: this is jit's **fast path**. On a miss, the call goes to Python, which
+# consults the tracing cache, lowers, compiles if it must, runs the program, and, when
+# the program allows it, teaches the C++ cache the new signature.
+# `jax.no_tracing()` raises at the door of that Python path, before JAX knows whether
+# it will trace at all.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Four functions, each warmed up outside the guard on an uncommitted array. Inside
+# it: one calls <code>jax.debug.print</code>; one calls the host through
+# <code>io_callback</code>; one through <code>jax.pure_callback</code>; the last is
+# called on a <em>committed</em> copy of the array it was warmed with. Which calls are
+# refused, and how many traces and compilations do they cost?</p></div>
+
+
+# %%
+SCALAR = jax.ShapeDtypeStruct((), jnp.float32)
 
 
 @jax.jit
@@ -774,63 +750,67 @@ def doubled_and_said(x):
 
 
 @jax.jit
-def doubled_via_host(x):
-    first = jax.pure_callback(host_copy, jax.ShapeDtypeStruct((), jnp.float32), x[0])
-    return 2 * x + 0 * first
-
-
-on_device = jax.device_put(np.ones(8, np.float32), jax.devices()[0])  # committed
-for fn in (doubled, doubled_and_said, doubled_via_host):
-    fn(x8)  # warm up, outside the guard, on the uncommitted x8
-print("x8 committed:", x8.committed, "| on_device committed:", on_device.committed)
-
-rows = []
-for label, fn, x in [
-    ("debug.print", doubled_and_said, x8),
-    ("pure_callback", doubled_via_host, x8),
-    ("committed array", doubled, on_device),
-]:
-    with jitlab.count_compiles(fn) as inside:
-        verdicts = [refused(lambda: fn(x)) for _ in range(3)]  # noqa: B023
-    rows.append(
-        {
-            "warm function, call": label,
-            "refused (of 3)": sum(verdicts),
-            "traces": inside.traces,
-            "compiles": inside.compiles,
-        }
-    )
-jitlab.print_table(rows)
-assert [row["refused (of 3)"] for row in rows] == [3, 0, 3]
-assert all(row["traces"] == 0 and row["compiles"] == 0 for row in rows)
+def doubled_via_io(x):
+    return 2 * x + 0 * io_callback(np.asarray, SCALAR, x[0])
 
 
 @jax.jit
-def doubled_again(x):  # the committed call again, outside the guard this time
+def doubled_via_pure(x):
+    return 2 * x + 0 * jax.pure_callback(np.asarray, SCALAR, x[0])
+
+
+@jax.jit
+def doubled(x):
     return 2 * x
 
 
-doubled_again(x8)
-with jitlab.count_compiles(doubled_again) as committed_call:
-    doubled_again(on_device)
+# %%
+on_device = jax.device_put(np.ones(8, np.float32), jax.devices()[0])
+cases = {
+    "debug.print": (doubled_and_said, x8),
+    "io_callback": (doubled_via_io, x8),
+    "pure_callback": (doubled_via_pure, x8),
+    "committed array": (doubled, on_device),
+}
+rows = []
+for label, (fn, x) in cases.items():
+    fn(x8)  # warm up, outside the guard, on the uncommitted x8
+    with jitlab.count_compiles(fn) as inside:
+        refusals = sum(refused(lambda: fn(x)) for _ in range(3))  # noqa: B023
+    rows.append({"call": label, "refused (of 3)": refusals, "traces": inside.traces})
+    rows[-1]["compiles"] = inside.compiles
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+jitlab.print_table(rows)
+assert [row["refused (of 3)"] for row in rows] == [3, 3, 0, 3], rows
+assert all(row["traces"] == row["compiles"] == 0 for row in rows)
+assert not x8.committed and on_device.committed
+
+# %% [markdown]
+# - **A program with effects** never takes the fast path. `jax.debug.print`,
+#   `jax.debug.callback` and `io_callback` (ordered or not) put an effect in the
+#   program, and JAX gives the C++ cache no entry for a program with effects
+#   (`_get_fastpath_data` in `jax/_src/pjit.py`), so every call goes through Python.
+#   Inside the guard, *every* call is refused, with nothing traced and nothing
+#   compiled. A debug print left in a training step makes the guard useless.
+# - **A host callback as such is not the reason.** `jax.pure_callback` declares no
+#   effect, so its program keeps the fast path, although it calls the host every time.
+# - **A committed array** where the function was warmed on an uncommitted one is a
+#   tracing-cache *hit* that still needs a new executable (the next cell): committedness
+#   is part of the key further down (lessons 10 and 12). The guard refuses it all the
+#   same. With several devices (lesson 12's setting), an array committed to a device the
+#   function has not run on yet does the same: 0 traces, 1 compilation, refused. This
+#   page runs on one device, so that case is not asserted here.
+
+# %%
+doubled.clear_cache()
+doubled(x8)  # warm on the uncommitted array, outside the guard
+with jitlab.count_compiles(doubled) as committed_call:
+    doubled(on_device)
 print("committed array, outside the guard:", committed_call)
 assert committed_call.traces == 0 and committed_call.compiles == 1
 
 # %% [markdown]
-# - **A function with effects** (`jax.debug.print`, `jax.debug.callback`,
-#   `io_callback`) never takes the fast path: JAX gives the C++ cache no entry for a
-#   program with effects (`_get_fastpath_data` in `jax/_src/pjit.py`), so every call
-#   goes through Python. Inside the guard, *every* call is refused, with nothing traced
-#   and nothing compiled. A debug print left in a training step makes the guard useless.
-#   `jax.pure_callback` declares no effect, so it keeps the fast path.
-# - **A committed array** where the function was warmed on an uncommitted one is a
-#   tracing-cache *hit* (0 traces) that still needs a new executable (1 compilation):
-#   committedness is part of the key further down (lessons 10 and 12). The guard refuses
-#   it all the same. With several devices (lesson 12's setting) the same happens to an
-#   array committed to a device the function has not run on yet: 0 traces, 1
-#   compilation, refused. This page runs on one device, so that case is not asserted
-#   here.
-#
 # So the guard is a stricter test than "no retrace": it asks that every call take the
 # fast path. Count with `count_compiles` when you need to know *what* happened.
 #
@@ -842,54 +822,32 @@ assert committed_call.traces == 0 and committed_call.compiles == 1
 
 
 # %%
-def noop(*args):
-    return None
-
-
 @jax.jit
 def doubled_with_effect(x):
-    jax.debug.callback(noop, x[0])  # an effect, silent
+    jax.debug.callback(lambda first: None, x[0])  # an effect, silent
     return 2 * x
 
 
-def per_call_us(calls: dict, repeats=100, rounds=7) -> dict:
-    """Median time per warm call, in microseconds; the calls take turns each round."""
-    for call in calls.values():
-        jax.block_until_ready(call())
-    times = {name: [] for name in calls}
-    for _ in range(rounds):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            for _ in range(repeats):
-                call()
-            jax.block_until_ready(call())
-            times[name].append(1e6 * (time.perf_counter() - start) / (repeats + 1))
-    return {name: statistics.median(values) for name, values in times.items()}
+# %%
+def warm_calls(fn, x, calls=500):
+    """Many warm calls of fn on x, as one workload for jitlab.measure."""
+    return lambda: [fn(x) for _ in range(calls)]
 
 
-dispatch = per_call_us(
-    {
-        "fast path": lambda: doubled(x8),
-        "pure_callback": lambda: doubled_via_host(x8),
-        "effect": lambda: doubled_with_effect(x8),
-    }
-)
-jitlab.print_table([{"warm call": k, "us per call": v} for k, v in dispatch.items()])
-effect_ratio = dispatch["effect"] / dispatch["fast path"]
-print(f"with an effect: {effect_ratio:.0f}x the fast path")
-assert effect_ratio > 3, dispatch  # a wide margin; measured far above it
-effect_record = jitlab.record(
-    "warm call: fast path vs a function with an effect",
-    steady_us=dispatch["fast path"],
-    speedup=effect_ratio,
-)
+doubled_with_effect(x8)
+fast = jitlab.measure("no effect: fast path", warm_calls(doubled, x8), count=doubled)
+effect_calls = warm_calls(doubled_with_effect, x8)
+slow = jitlab.measure("an effect", effect_calls, count=doubled_with_effect)
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+effect = jitlab.compare(slow, fast, bench="warm call: fast path vs an effect")
+assert slow.compiles == fast.compiles == 0, (slow, fast)
+assert effect.speedup > 3, effect  # a wide margin; measured far above it
 
 # %% [markdown]
-# A warm call on the fast path costs a few microseconds. The function with an effect
-# pays for the Python path on every call, and for the trip to the host; the
-# `pure_callback` row pays for a host trip too, but on the fast path, so the gap between
-# the last two rows is roughly the Python path. Keep effects out of hot loops, or behind
-# a flag that is off in production runs.
+# A warm call on the fast path costs microseconds (the table shows this machine's). The
+# function with an effect pays for the Python path and for a trip to the host on every
+# call. Keep effects out of hot loops, or behind a flag that is off in production runs.
 #
 # ### A refused call leaves a mark
 #
@@ -906,38 +864,42 @@ def marked(x):
 
 
 marked(x8)  # warm on (8,)
-assert refused(lambda: marked(x9))  # a new shape: refused, as steady was
+first_refusal = refused(lambda: marked(x9))
 with jitlab.count_compiles(marked) as late:
-    marked(x9)  # compile shape (9,) outside the guard, after the refusal
-print("outside the guard:", late)
-still_refused = refused(lambda: marked(x9))
-other_shape_refused = refused(lambda: marked(x8))
-print("refused again on (9,):", still_refused, "| on (8,):", other_shape_refused)
-assert late.traces == 1 and late.compiles == 1
-assert still_refused and not other_shape_refused
+    marked(x9)  # outside the guard, after the refusal
+again = {"(9,)": refused(lambda: marked(x9)), "(8,)": refused(lambda: marked(x8))}
 
-marks = per_call_us({"(8,)": lambda: marked(x8), "(9,)": lambda: marked(x9)})
-print({k: round(v, 1) for k, v in marks.items()}, "us per call")
-assert marks["(9,)"] > 2 * marks["(8,)"], marks  # a wide margin
-refusal_record = jitlab.record(
-    "warm call: fast path vs a signature refused once",
-    steady_us=marks["(8,)"],
-    speedup=marks["(9,)"] / marks["(8,)"],
-)
-
-marked.clear_cache()
-marked(x9)  # warm again, from an empty cache
-print("after clear_cache and a warm-up, refused on (9,):", refused(lambda: marked(x9)))
-assert not refused(lambda: marked(x9))
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print("outside the guard:", late, "| refused again:", again)
+assert first_refusal and late.traces == 1 and late.compiles == 1, late
+assert again == {"(9,)": True, "(8,)": False}
 
 # %% [markdown]
 # An exception on the Python path (the guard's `RuntimeError` here) takes that argument
 # signature off the fast path for good: the C++ cache keeps sending it to Python, even
 # once the program is compiled. So the guard keeps refusing shape (9,), while shape
-# (8,) is fine, and every call on (9,) costs the Python path. The cure is
-# `f.clear_cache()`, which empties the function's caches (and compiles again on the
-# next call); no restart is needed. Any exception does it, not only the guard's:
+# (8,) is fine, and every call on (9,) costs the Python path:
 
+# %%
+refused_once = jitlab.measure("(9,): refused", warm_calls(marked, x9), count=marked)
+fast_again = jitlab.measure("(8,): fast path", warm_calls(marked, x8), count=marked)
+mark = jitlab.compare(
+    refused_once, fast_again, bench="warm call: fast path vs a signature refused once"
+)
+assert mark.speedup > 2, mark  # a wide margin
+
+# %% [markdown]
+# The cure is `f.clear_cache()`, which empties the function's caches (and compiles
+# again on the next call); no restart is needed.
+
+# %%
+marked.clear_cache()
+marked(x9)  # warm again, from an empty cache
+assert not refused(lambda: marked(x9))
+
+# %% [markdown]
+# Any exception does it, not only the guard's. Here the first call fails while
+# tracing, a setting is fixed, and the same call then succeeds:
 
 # %%
 SETTINGS = {"max_length": 4}
@@ -950,16 +912,13 @@ def checked(x):
     return x + 1
 
 
-try:
-    checked(x8)
-except ValueError as err:
-    print("first call:", type(err).__name__, err)
-else:
-    raise AssertionError("expected ValueError")
-SETTINGS["max_length"] = 16  # the setting is fixed; the same call now succeeds
+too_long = jitlab.attempt(checked, x8)
+SETTINGS["max_length"] = 16
 checked(x8)
-print("refused after the ValueError:", refused(lambda: checked(x8)))
-assert refused(lambda: checked(x8))  # off the fast path, although it is compiled
+print(too_long, "| refused after it:", refused(lambda: checked(x8)))
+assert type(too_long.error) is ValueError and refused(lambda: checked(x8))
+
+# %%
 checked.clear_cache()
 checked(x8)
 assert not refused(lambda: checked(x8))
@@ -967,49 +926,6 @@ assert not refused(lambda: checked(x8))
 # %% [markdown]
 # A guard failure, or any error in a call, is therefore best treated as the end of a
 # run: fix the code, then `clear_cache()` (or restart) and warm up again.
-
-# %% [markdown]
-# In a test suite, the usual guard is a trace counter. `chex.assert_max_traces(n=...)`
-# wraps the Python function (put it *under* `jax.jit`) and counts how often JAX traces it.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>A test calls the step twice on the same shapes, then once on a new shape, with
-# <code>n=1</code>. Which call fails, and with what exception?</p></div>
-
-
-# %%
-@jax.jit
-@chex.assert_max_traces(n=1)
-def guarded_step(x):
-    return x * 0.5 + 1.0
-
-
-def test_guarded_step_traces_once():
-    guarded_step(x8)
-    guarded_step(x8)  # cached: no trace
-
-
-def test_guarded_step_new_shape():
-    guarded_step(x9)  # a second trace
-
-
-test_guarded_step_traces_once()
-try:
-    test_guarded_step_new_shape()
-except AssertionError as err:
-    chex_error = err
-else:
-    raise AssertionError("expected chex to raise")
-print(type(chex_error).__name__, ":", str(chex_error).splitlines()[0])
-assert type(chex_error) is AssertionError
-assert "is traced > 1 times" in str(chex_error)
-chex.clear_trace_counter()  # counters are global: reset between tests
-
-# %% [markdown]
-# An `AssertionError` is exactly what pytest reports as a test failure, so a retrace
-# introduced by a later change breaks a named test instead of slowing a job down. The
-# counters are global to the process; a pytest fixture that calls
-# `chex.clear_trace_counter()` keeps tests independent.
 #
 # ## `jax.make_jaxpr`: compare two traces
 #
@@ -1029,21 +945,17 @@ weak = jax.make_jaxpr(times)(a4, 2.0)
 strong = jax.make_jaxpr(times)(a4, jnp.float32(2.0))
 weak_text = weak.pretty_print(use_color=False)  # plain text: no terminal colours
 strong_text = strong.pretty_print(use_color=False)
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
 diff = difflib.unified_diff(
-    weak_text.splitlines(),
-    strong_text.splitlines(),
-    "s=2.0",
-    "s=jnp.float32(2.0)",
-    lineterm="",
+    weak_text.splitlines(), strong_text.splitlines(), "s=2.0", "s=f32", lineterm=""
 )
-print("\n".join(diff))
+print(*diff, sep="\n")
 print("input types:", weak.in_avals, "vs", strong.in_avals)
 assert weak.in_avals[1].weak_type and not strong.in_avals[1].weak_type
 assert "convert_element_type[new_dtype=float32 weak_type=False] b" in weak_text
 assert "convert_element_type" not in strong_text
-assert (
-    "b:f32[]. let" in weak_text and "b:f32[]. let" in strong_text
-)  # inputs print alike
+assert "b:f32[]. let" in weak_text and "b:f32[]. let" in strong_text  # print alike
 
 # %% [markdown]
 # The weakly typed scalar needs one extra instruction (a conversion to a strong float32)
@@ -1066,7 +978,6 @@ assert (
 
 
 # %%
-# --- their code ----------------------------------------------------------------------
 def make_batch(x, y):
     """Bundle inputs and targets so the model can read them by name."""
     Batch = collections.namedtuple("Batch", ["x", "y"])
@@ -1078,6 +989,7 @@ def batches(xs, ys, size=64, bundle=make_batch):
         yield bundle(xs[start : start + size], ys[start : start + size])
 
 
+# %%
 @jax.jit
 def normalise(x):
     return (x - x.mean(axis=1, keepdims=True)) / (x.std(axis=1, keepdims=True) + 1e-6)
@@ -1098,17 +1010,14 @@ def evaluate(params, xs, ys, bundle=make_batch):
     return jnp.mean(jnp.stack(losses))
 
 
-# --- our data ------------------------------------------------------------------------
+# %%
 rng = np.random.default_rng(9)
 XS = rng.normal(size=(6 * 64, 16)).astype(np.float32)
 YS = rng.normal(size=(6 * 64, 4)).astype(np.float32)
-PARAMS = {
-    "w1": jnp.asarray(rng.normal(size=(16, 32)) / 4, jnp.float32),
-    "w2": jnp.asarray(rng.normal(size=(32, 4)) / 6, jnp.float32),
-}
+W1, W2 = rng.normal(size=(16, 32)) / 4, rng.normal(size=(32, 4)) / 6
+PARAMS = {"w1": jnp.asarray(W1, jnp.float32), "w2": jnp.asarray(W2, jnp.float32)}
 N_BATCHES = len(XS) // 64
 FEW = 3 * 64  # the first three batches: enough to read the logs
-print(N_BATCHES, "batches; every x is", XS[:64].shape, "and every y is", YS[:64].shape)
 
 # %% [markdown]
 # ### Step 1: which function compiles? A listener on the whole job
@@ -1123,54 +1032,36 @@ print(N_BATCHES, "batches; every x is", XS[:64].shape, "and every y is", YS[:64]
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
 
 
-class CompileTimes:
-    """Compile time per function, from jax.monitoring events."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, list[float]] = collections.defaultdict(list)
-
-    def __call__(self, event: str, duration: float, **kwargs) -> None:
-        if event == BACKEND_COMPILE:
-            self.seconds[kwargs.get("fun_name", "?")].append(duration)
-
-    def table(self) -> list[dict]:
-        rows = [
-            {
-                "function": name,
-                "compiles": len(times),
-                "total_ms": 1e3 * sum(times),
-                "mean_ms": 1e3 * sum(times) / len(times),
-            }
-            for name, times in self.seconds.items()
-        ]
-        return sorted(rows, key=lambda row: -row["total_ms"])
+compile_seconds: dict[str, list[float]] = collections.defaultdict(list)
 
 
+def listener(event: str, duration: float, **kwargs) -> None:
+    """Files every backend compilation's duration under its function's name."""
+    if event == BACKEND_COMPILE:
+        compile_seconds[kwargs.get("fun_name", "?")].append(duration)
+
+
+# %%
 normalise.clear_cache()  # start as a fresh process would, even when re-run
 eval_loss.clear_cache()
-before_listener = CompileTimes()
-monitoring.register_event_duration_secs_listener(before_listener)
+compile_seconds.clear()
+jax.monitoring.register_event_duration_secs_listener(listener)
 try:
-    with jitlab.stopwatch() as before_watch:
-        before_loss = jax.block_until_ready(evaluate(PARAMS, XS, YS))
+    before_loss = jax.block_until_ready(evaluate(PARAMS, XS, YS))
 finally:
-    monitoring.unregister_event_duration_listener(before_listener)
+    jax.monitoring.unregister_event_duration_listener(listener)
 
-jitlab.print_table(before_listener.table())
-print(f"one pass: {before_watch.seconds:.2f} s, loss {float(before_loss):.4f}")
-assert len(before_listener.seconds["jit(eval_loss)"]) == N_BATCHES
-assert len(before_listener.seconds["jit(normalise)"]) == 1
+# %%
+for name, seconds in compile_seconds.items():
+    print(f"{name:16} {len(seconds)} compilations, {1e3 * sum(seconds):4.0f} ms")
+assert len(compile_seconds["jit(eval_loss)"]) == N_BATCHES
+assert len(compile_seconds["jit(normalise)"]) == 1
 
 # %% [markdown]
 # One line of the table stands out: `eval_loss` compiled once per batch, while
 # `normalise`, fed the very same arrays, compiled once. (The other rows are JAX's own
 # small programs for `jnp.stack` and `jnp.mean`.) The listener is unregistered in a
-# `finally`, so it stops collecting when the job ends, even if the job fails:
-
-# %%
-events_so_far = sum(len(times) for times in before_listener.seconds.values())
-halve(jnp.ones(11))  # compiles, but nobody is listening any more
-assert sum(len(times) for times in before_listener.seconds.values()) == events_so_far
+# `finally`, so it stops collecting when the job ends, even if the job fails.
 
 # %% [markdown]
 # ### Step 2: what does it compile with? `log_compiles`
@@ -1180,14 +1071,14 @@ assert sum(len(times) for times in before_listener.seconds.values()) == events_s
 # the "Compiling jit(eval_loss)" lines say?</p></div>
 
 # %%
-with jax_log() as log, jax.log_compiles():
+with JaxLog() as log, jax.log_compiles():
     evaluate(PARAMS, XS[:FEW], YS[:FEW])
-
 compiling = [line for line in log.lines if line.startswith("Compiling jit(eval_loss)")]
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
 print(compiling[0])
 print(len(compiling), "lines,", len(set(compiling)), "distinct")
-assert len(compiling) == 3
-assert len(set(compiling)) == 1  # the very same shapes and types, three times
+assert len(compiling) == 3 and len(set(compiling)) == 1  # the same, three times
 
 # %% [markdown]
 # Three identical lines: the same shapes and dtypes compile again and again. So this
@@ -1196,13 +1087,13 @@ assert len(set(compiling)) == 1  # the very same shapes and types, three times
 # ### Step 3: why? `explain_cache_misses`
 
 # %%
-with jax_log() as log, jax.explain_cache_misses(True):
+with JaxLog() as log, jax.explain_cache_misses(True):
     evaluate(PARAMS, XS[:FEW], YS[:FEW])
-
-misses = [line for line in log.lines if "for eval_loss defined at" in line]
+misses = log.misses("for eval_loss defined at")
 print(misses[-1])
-assert len(misses) == 3
-assert all("different input pytree" in text for text in misses)
+
+# %%
+assert len(misses) == 3 and all("different input pytree" in t for t in misses)
 assert all("so their Python types differ" in text for text in misses)
 assert "now <class '__main__.Batch'> and before <class '__main__.Batch'>" in misses[-1]
 
@@ -1244,68 +1135,21 @@ def make_batch_once(x, y):
     return Batch(x=x, y=y)
 
 
-def per_batch(bundle):
-    """The evaluation loop again, timing each call of eval_loss on its own."""
-    seconds = []
-    for batch in batches(XS, YS, bundle=bundle):
-        batch = batch._replace(x=normalise(batch.x))
-        seconds.append(jitlab.time_once(eval_loss, PARAMS, batch))
-    return seconds
-
-
-with jitlab.count_compiles(eval_loss) as before:
-    before_seconds = per_batch(make_batch)
-with jitlab.count_compiles(eval_loss) as after:
-    after_seconds = per_batch(make_batch_once)
-
-rows = [
-    {
-        "loader": "make_batch (theirs)",
-        "compiles": before.compiles,
-        "compile_ms": 1e3 * before.compile_seconds,
-        "total_s": sum(before_seconds),
-    },
-    {
-        "loader": "make_batch_once (fixed)",
-        "compiles": after.compiles,
-        "compile_ms": 1e3 * after.compile_seconds,
-        "total_s": sum(after_seconds),
-    },
-]
-jitlab.print_table(rows)
-ratio = sum(before_seconds) / sum(after_seconds)
-print(f"the fixed pass is {ratio:.0f}x faster")
-assert before.compiles == N_BATCHES and after.compiles == 1, (before, after)
-assert sum(before_seconds) > 2 * sum(
-    after_seconds
-)  # a wide margin; the counts are the claim
-
-fixed_loss = evaluate(PARAMS, XS, YS, bundle=make_batch_once)
-assert np.allclose(
-    fixed_loss, before_loss, rtol=1e-6
-)  # same numbers, fewer compilations
-
-problem = jitlab.record(
-    "namedtuple class made per call",
-    compiles=before.compiles,
-    total_s=sum(before_seconds),
-)
-fix = jitlab.record(
-    "namedtuple class defined once",
-    compiles=after.compiles,
-    total_s=sum(after_seconds),
-    speedup=ratio,
-)
-
 # %%
-fig, ax = plt.subplots(figsize=(6, 3))
-ax.plot(np.cumsum(before_seconds) * 1e3, marker="o", label="class made per call")
-ax.plot(np.cumsum(after_seconds) * 1e3, marker="o", label="class defined once")
-ax.set_xlabel("batch")
-ax.set_ylabel("cumulative time in eval_loss (ms)")
-ax.set_title("Every batch pays for a compilation, or only the first")
-ax.legend()
-plt.show()
+theirs = jitlab.measure(
+    "namedtuple class made per call", lambda: evaluate(PARAMS, XS, YS), count=eval_loss
+)
+fixed = jitlab.measure(
+    "namedtuple class defined once",
+    lambda: evaluate(PARAMS, XS, YS, bundle=make_batch_once),
+    count=eval_loss,
+)
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+class_once = jitlab.compare(theirs, fixed)
+assert theirs.compiles == N_BATCHES and fixed.compiles == 1, class_once.rows()
+assert class_once.speedup > 2, class_once  # a wide margin; the counts are the claim
+assert np.allclose(fixed.result, before_loss, rtol=1e-6)  # the same loss
 
 # %% [markdown]
 # ### Step 6: keep it fixed
@@ -1317,41 +1161,25 @@ plt.show()
 # %%
 with jax.no_tracing():
     guarded_loss = evaluate(PARAMS, XS, YS, bundle=make_batch_once)
-assert np.allclose(guarded_loss, fixed_loss)
-
-try:
-    with jax.no_tracing():
-        evaluate(PARAMS, XS, YS)
-except RuntimeError as err:
-    stopped = str(err).splitlines()[0]
-else:
-    raise AssertionError("expected RuntimeError")
-print(stopped)
-assert "re-tracing function eval_loss" in stopped
+their_loader = guarded(lambda: evaluate(PARAMS, XS, YS))
+print(their_loader)
+assert np.allclose(guarded_loss, fixed.result)
+assert "re-tracing function eval_loss" in str(their_loader.error)
 
 
 # %%
-def test_eval_loss_traces_once_per_pass():
+def test_eval_loss_traces_once_per_pass(bundle=make_batch_once):
     counted = jax.jit(chex.assert_max_traces(eval_loss.__wrapped__, n=1))
-    for batch in batches(XS, YS, bundle=make_batch_once):
+    for batch in batches(XS, YS, bundle=bundle):
         counted(PARAMS, batch)
 
 
-def test_their_loader_would_fail():
-    counted = jax.jit(chex.assert_max_traces(eval_loss.__wrapped__, n=1))
-    for batch in batches(XS, YS):
-        counted(PARAMS, batch)
-
-
-test_eval_loss_traces_once_per_pass()
+passed = jitlab.attempt(test_eval_loss_traces_once_per_pass)
 chex.clear_trace_counter()
-try:
-    test_their_loader_would_fail()
-except AssertionError as err:
-    print("the old loader fails the test:", str(err).splitlines()[0])
-else:
-    raise AssertionError("expected chex to raise")
+failed = jitlab.attempt(test_eval_loss_traces_once_per_pass, bundle=make_batch)
 chex.clear_trace_counter()
+print("fixed loader:", passed, "| their loader:", failed)
+assert not passed.raised and type(failed.error) is AssertionError, failed
 
 # %% [markdown]
 # ## The doctor on code you did not write
@@ -1383,10 +1211,9 @@ with jitlab.doctor.watch() as doctor:
     evaluate(PARAMS, XS[:FEW], YS[:FEW])
 too_late = doctor.report()
 (counted,) = [other for other in too_late.unwatched if other.name == "eval_loss"]
-print(f"eval_loss: {counted.compiles} compilations, counted by name")
-print("functions it can explain:", [record.name for record in too_late.functions])
+print("eval_loss:", counted.compiles, "compilations, counted by name")
 assert counted.compiles == FEW // 64  # one per batch, as in step 2
-assert too_late.functions == []  # jitted before the watch: no causes
+assert too_late.functions == []  # jitted before the watch: nothing explained
 
 # %% [markdown]
 # The doctor still counts `eval_loss`'s compilations, from JAX's events, but it never
@@ -1404,7 +1231,6 @@ assert too_late.functions == []  # jitted before the watch: no causes
 jitlab.doctor.install()  # from here on, jax.jit is watched
 
 
-# --- their code, version 2 -----------------------------------------------------------
 def all_batches(xs, ys, size=64, bundle=make_batch):
     """Every example: the short last batch too."""
     for start in range(0, len(xs), size):
@@ -1416,6 +1242,7 @@ def split_weight(name):
     return 2 if name == "held_out" else 1.0
 
 
+# %%
 @jax.jit
 def split_loss(params, batch, weight):
     hidden = jnp.tanh(batch.x @ params["w1"])
@@ -1427,22 +1254,19 @@ def split_report(params, splits, bundle=make_batch):
     report = {}
     for name, (xs, ys) in splits.items():
         weight = split_weight(name)
-        losses = [
-            split_loss(params, batch, weight)
-            for batch in all_batches(xs, ys, bundle=bundle)
-        ]
+        batches_ = all_batches(xs, ys, bundle=bundle)
+        losses = [split_loss(params, batch, weight) for batch in batches_]
         report[name] = float(jnp.mean(jnp.stack(losses)))
     return report
 
 
-# --- our data ------------------------------------------------------------------------
+# %%
 SPLITS = {"validation": (XS[:200], YS[:200]), "held_out": (XS[200:300], YS[200:300])}
 CALLS = [  # (rows, the weight's Python type) of each call split_report makes
     (len(batch.x), type(split_weight(name)).__name__)
     for name, (xs, ys) in SPLITS.items()
     for batch in all_batches(xs, ys)
 ]
-print(CALLS)
 
 # %% [markdown]
 # <div class="admonition question"><p class="admonition-title">Predict</p>
@@ -1454,17 +1278,14 @@ print(CALLS)
 with jitlab.doctor.watch() as doctor:
     split_losses = split_report(PARAMS, SPLITS)
 report = doctor.report()
-print(report)
-print(report.causes("split_loss"))
-
 record = report.function("split_loss")
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+print(report)
 assert record.calls == record.compiles == len(CALLS)  # every call compiled
 assert set(report.causes("split_loss")) == {"shape", "weak_type", "pytree"}
-assert report.lessons("split_loss") == {
-    "01 shapes",
-    "03 python_scalars",
-    "04 pytree_structure",
-}
+lessons = {"01 shapes", "03 python_scalars", "04 pytree_structure"}
+assert report.lessons("split_loss") == lessons
 for miss in record.recompiles:
     rows, weight_type = CALLS[miss.number - 1]
     earlier = CALLS[: miss.number - 1]
@@ -1474,9 +1295,10 @@ for miss in record.recompiles:
     assert miss.jax_causes == ["pytree"]  # JAX names the structure, and only that
     assert miss.call_site.endswith("in split_report")  # where their code made the call
 assert "tree          o" + "t" * (len(CALLS) - 1) in str(report)  # the timeline's row
-(weight_change,) = [
-    d for m in record.recompiles for d in m.differences if d.where == "weight"
-]
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+differences = [d for miss in record.recompiles for d in miss.differences]
+(weight_change,) = [d for d in differences if d.where == "weight"]
 print(weight_change)
 assert "(Python int)" in weight_change.now and "(Python float)" in weight_change.before
 
@@ -1507,16 +1329,13 @@ assert "(Python int)" in weight_change.now and "(Python float)" in weight_change
 split_loss.clear_cache()  # so JAX's explanations compare with this run only
 with jitlab.doctor.watch(["split_loss=1"]) as doctor:
     fixed_split_losses = split_report(PARAMS, SPLITS, bundle=make_batch_once)
-try:
-    doctor.check()
-except jitlab.doctor.BudgetExceeded as err:
-    over_budget = err
-else:
-    raise AssertionError("expected the budget to be exceeded")
-print(over_budget)
-assert type(over_budget) is jitlab.doctor.BudgetExceeded
-assert isinstance(over_budget, AssertionError)  # what pytest reports as a failure
+over_budget = jitlab.attempt(doctor.check).error
 left = doctor.report()
+print(over_budget)
+
+# %%
+assert type(over_budget) is jitlab.doctor.BudgetExceeded
+assert isinstance(over_budget, AssertionError)  # pytest reports it as a failure
 assert left.function("split_loss").compiles == len(set(CALLS))  # one per signature
 assert set(left.causes("split_loss")) == {"shape", "weak_type"}
 shape_misses = left.causes("split_loss")["shape"]
@@ -1550,7 +1369,8 @@ jitlab.doctor.uninstall()  # jax.jit is the real one again
 #    print), fix, and **measure** the same way as before.
 # 5. **Guard it**: `jax.no_tracing()` around the warm loop (it refuses any call that
 #    misses the fast path, so keep effects such as `jax.debug.print` out of the guarded
-#    loop), and `chex.assert_max_traces` in a test.
+#    loop; see [Which calls skip the fast path](#which-calls-skip-the-fast-path)), and
+#    `chex.assert_max_traces` in a test.
 
 # %%
 jitlab.outro()
