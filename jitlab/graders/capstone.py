@@ -1,4 +1,4 @@
-"""Grader for exercise 11 (capstone): a training loop with several causes at once.
+"""Grader for the capstone exercise: a training loop with several causes at once.
 
 The exercise's naive ``train(params, batches)`` recompiles on every step. It builds
 ``jax.jit(jax.value_and_grad(lambda ...))`` per step, and its batches vary in length.
@@ -75,7 +75,7 @@ from jitlab.grading import (
 from jitlab.grading.checks import BUCKETS_FEW, BUCKETS_HOLD, JIT_ON
 from jitlab.instruments.counting import ANY_FUNCTION, COMPILE_EVENT, count_compiles
 
-# These must equal the constants in the setup cell of exercises/11_capstone.py.
+# These must equal the constants in the setup cell of the capstone exercise.
 # tests/graders/test_capstone.py checks the reference against the exercise's own loop.
 B, F, H = 8, 3, 8
 STEPS, WARMUP, DECAY_FROM = 12, 3, 6
@@ -502,13 +502,13 @@ def _why(recorder: Recorder, buckets: set[int], compiles: int) -> tuple[str, str
     )
 
 
-@grader("11 capstone", checks=CHECKS)
+@grader("capstone", checks=CHECKS)
 def grade(
     train_fast: Callable[..., Any],
     train_step: Callable[..., Any],
     bucket_size: Callable[[int], int],
 ) -> None:
-    """Grade exercise 11: the naive loop's numbers, from train_step, once per bucket."""
+    """Grade the exercise: the naive loop's numbers, from train_step, once per bucket."""
     rng = fresh_rng()
     require_buckets(
         bucket_size,
@@ -529,7 +529,7 @@ def grade(
         count_compiles(train_step) as count,
         recording(train_fast, train_step, lambda: count.compiles) as recorder,
     ):
-        result = call_learner(RUNS, train_fast, params, batches, lesson="11")
+        result = call_learner(RUNS, train_fast, params, batches)
     passed(RUNS)
     got_params, got_losses = _unpack(result, RETURNS)
 
@@ -605,7 +605,7 @@ def grade(
     params2 = _make_params(rng)
     batches2 = _make_problem(rng, _same_bucket_lengths(rng, bucket_size, buckets, set(lengths)))
     with count_compiles(ANY_FUNCTION) as everything, _compiled_names() as names:
-        result2 = call_learner(RUNS_AGAIN, train_fast, params2, batches2, lesson="11")
+        result2 = call_learner(RUNS_AGAIN, train_fast, params2, batches2)
     passed(RUNS_AGAIN)
     _, got_losses2 = _unpack(result2, RETURNS_AGAIN)
     _, want_losses2 = _reference_train(params2, batches2)

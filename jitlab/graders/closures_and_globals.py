@@ -1,4 +1,4 @@
-"""Grader for exercise 08 (closures and globals): a calibrated-confidence scorer whose
+"""Grader for the closures and globals exercise: a calibrated-confidence scorer whose
 temperature and threshold change between calls.
 
 The learner writes ``confident_probs(logits, temperature, threshold)``: the top-class
@@ -48,7 +48,6 @@ from jitlab.grading import (
 )
 from jitlab.instruments.counting import count_compiles
 
-LESSON = "08"
 CHANGES = 8
 DEFAULT_TEMPERATURE = 1.0  # the exercise's module-level values, used only to name a failure
 DEFAULT_THRESHOLD = 0.5
@@ -239,23 +238,20 @@ def _recompiled_by(fn: Any, logits: np.ndarray) -> list[str]:
         return []
 
 
-@grader("08 closures and globals", checks=CHECKS)
+@grader("closures_and_globals", checks=CHECKS)
 def grade(confident_probs: Callable[..., Any]) -> None:
-    """Grade ``confident_probs(logits, temperature, threshold)`` of exercise 08."""
+    """Grade ``confident_probs(logits, temperature, threshold)`` of the exercise."""
     rng = fresh_rng()
     batch, classes = int(rng.integers(40, 97)), int(rng.integers(3, 11))
     logits = (rng.normal(size=(batch, classes)) * rng.uniform(1.0, 3.0)).astype(np.float32)
     settings = _draw_settings(rng, logits)
 
     # One call first, so that an unwritten stub reads "not solved yet".
-    call_learner(RUNS, confident_probs, logits, *settings[0], lesson=LESSON)
+    call_learner(RUNS, confident_probs, logits, *settings[0])
     if is_jitted(confident_probs):
         confident_probs.clear_cache()  # count from empty: every compile is seen
     with count_compiles(confident_probs) as count:
-        outputs = [
-            call_learner(RUNS, confident_probs, logits, t, thr, lesson=LESSON)
-            for t, thr in settings
-        ]
+        outputs = [call_learner(RUNS, confident_probs, logits, t, thr) for t, thr in settings]
     passed(RUNS)
     # The values first: a stale global is the lesson's point, whatever else is wrong.
     for index, got in enumerate(outputs):

@@ -1,4 +1,4 @@
-"""Grader for exercise 05 (control flow): gradient clipping and an early-stopping loop,
+"""Grader for the control flow exercise: gradient clipping and an early-stopping loop,
 each compiled once for every value of its data.
 
 The learner turns two NumPy-style functions with a Python ``if`` and ``while`` on
@@ -53,8 +53,6 @@ from jitlab.grading import (
     shorten,
 )
 from jitlab.instruments.counting import count_compiles
-
-LESSON = "05"
 
 MAX_STEPS = 100
 """``descend`` takes at most this many steps (the exercise states the same number)."""
@@ -157,7 +155,7 @@ def _call(check: str, fn: Callable[..., Any], *args: Any) -> Any:
     except _TRACER_ERRORS as err:
         raise _tracer_failure(check, err) from err
     except Exception:
-        return call_learner(check, fn, *args, lesson=LESSON)
+        return call_learner(check, fn, *args)
 
 
 def _tracer_failure(check: str, err: Exception) -> Exception:
@@ -290,7 +288,7 @@ def _clip_cases(rng: np.random.Generator, size: int) -> list[tuple[np.ndarray, f
     return cases
 
 
-@grader("05 control flow: clip_by_norm", checks=CLIP_CHECKS)
+@grader("control_flow", part="clip_by_norm", checks=CLIP_CHECKS)
 def grade_clip(clip_by_norm: Callable[..., Any]) -> None:
     """Grade ``clip_by_norm(g, max_norm)``: numbers on both sides of the limit and for a
     zero vector, one compilation for ten different limits, no host callback."""
@@ -434,7 +432,7 @@ def _steps_hint(
     )
 
 
-@grader("05 control flow: descend", checks=DESCEND_CHECKS)
+@grader("control_flow", part="descend", checks=DESCEND_CHECKS)
 def grade_descend(descend: Callable[..., Any]) -> None:
     """Grade ``descend(x0, curvature, lr, tol)``: iterates and step counts against the
     reference on problems that stop early, start converged or hit ``MAX_STEPS``, and one

@@ -1,4 +1,5 @@
-"""Grader for exercise 07: a weight-decay sweep whose training loop compiles once.
+"""Grader for the functions-as-arguments exercise: a weight-decay sweep whose training
+loop compiles once.
 
 The learner writes ``sgd_step(params, x, y, weight_decay)`` (jitted, returns the new
 parameters and the loss before the update) and ``fit(params, batches, weight_decay)``
@@ -57,7 +58,6 @@ from jitlab.grading import (
 )
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
-LESSON = "07"
 LEARNING_RATE = 0.1
 """Must equal ``LEARNING_RATE`` in the exercise's setup cell."""
 N_BATCHES = 4
@@ -278,9 +278,9 @@ def _check_from_step(proxy: Recorder, got_params: Any, got_losses: Any) -> None:
     )
 
 
-@grader("07 functions as arguments", checks=CHECKS)
+@grader("functions_as_arguments", checks=CHECKS)
 def grade(sgd_step: Any, fit: Any) -> None:
-    """Grade exercise 07: numbers against a NumPy reference, the step's calls inside
+    """Grade the exercise: numbers against a NumPy reference, the step's calls inside
     ``fit``, and compile counts."""
     rng = fresh_rng()
     features = int(rng.integers(3, 9))
@@ -295,15 +295,13 @@ def grade(sgd_step: Any, fit: Any) -> None:
     decays, first_fit_decay, later_decays = all_decays[:3], all_decays[3], all_decays[4:]
 
     # One call first: an unwritten stub says "not solved yet" before anything else.
-    call_learner(STEP_RUNS, sgd_step, params, x, y, decays[0], lesson=LESSON)
+    call_learner(STEP_RUNS, sgd_step, params, x, y, decays[0])
     require_jitted(
         STEP_JITTED, sgd_step, hint="decorate sgd_step with @jax.jit, once, at top level"
     )
     sgd_step.clear_cache()
     with count_compiles(sgd_step) as step_count:
-        steps = [
-            call_learner(STEP_RUNS, sgd_step, params, x, y, wd, lesson=LESSON) for wd in decays
-        ]
+        steps = [call_learner(STEP_RUNS, sgd_step, params, x, y, wd) for wd in decays]
     passed(STEP_RUNS)
     got_values, got_w, got_b, want_values, want_w, want_b = [], [], [], [], [], []
     for wd, result in zip(decays, steps, strict=True):
@@ -348,7 +346,7 @@ def grade(sgd_step: Any, fit: Any) -> None:
     batches = _on_device(numpy_batches)
     wd = first_fit_decay
     with recording(fit, sgd_step) as proxy:
-        result = call_learner(FIT_RUNS, fit, params, batches, wd, lesson=LESSON)
+        result = call_learner(FIT_RUNS, fit, params, batches, wd)
     passed(FIT_RUNS)
     got_params, got_losses = _unpack_pair(FIT_PAIR, result, "(params, losses)")
     passed(FIT_PAIR)
@@ -378,7 +376,7 @@ def grade(sgd_step: Any, fit: Any) -> None:
         previous = batches
         # One fit at a time, so a wrong answer fails after one fit, not three.
         with count_compiles(ANY_FUNCTION) as everything, recording(fit, sgd_step) as proxy:
-            result = call_learner(FIT_RUNS, fit, params, batches, wd, lesson=LESSON)
+            result = call_learner(FIT_RUNS, fit, params, batches, wd)
         require(
             FIT_NOTHING,
             everything.compiles == 0,

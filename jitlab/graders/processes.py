@@ -1,4 +1,4 @@
-"""Grader for exercise 14 (many processes): one program on every process.
+"""Grader for the many processes exercise: one program on every process.
 
 The learner writes two functions in one notebook cell:
 
@@ -87,7 +87,6 @@ ATOL = 1e-5
 LAUNCH_TIMEOUT_S = 50.0
 STALL_TIMEOUT_S = 15.0
 NOT_SOLVED = "NotImplementedError"
-LESSON = "14"
 
 FUNCTIONS = "make_global_batch and train_step are functions"
 JITTED = "train_step is compiled with jax.jit"
@@ -496,7 +495,7 @@ def _check_failures(run: multiprocess.Run) -> None:
             message = (record["message"].splitlines() or [""])[0][:250]
             seen = f"{record['type']}: {message} ({at})"
             if record["type"] == NOT_SOLVED:
-                call_learner(check, _not_solved(where), lesson=LESSON)
+                call_learner(check, _not_solved(where))
             hint = "run your functions on one process first (the snippet under the cell)"
             if where == "your cell" or record["type"] == "NameError":
                 hint = (
@@ -658,9 +657,9 @@ def _switches_jit_off(fn: Any) -> bool:
     return False
 
 
-@grader("14 many processes", checks=CHECKS)
+@grader("processes", checks=CHECKS)
 def grade(make_global_batch: Callable[..., Any], train_step: Callable[..., Any]) -> None:
-    """Grade exercise 14 on two processes; see the module docstring."""
+    """Grade the exercise on two processes; see the module docstring."""
     require(
         FUNCTIONS,
         callable(make_global_batch) and callable(train_step),

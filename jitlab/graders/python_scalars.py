@@ -1,5 +1,5 @@
-"""Grader for exercise 03: an SGD loop whose learning-rate schedule returns mixed scalar
-types, and whose state is built by ``init``.
+"""Grader for the Python scalars exercise: an SGD loop whose learning-rate schedule
+returns mixed scalar types, and whose state is built by ``init``.
 
 The learner writes ``init(params)``, ``sgd_step(state, batch, lr)`` (jitted) and
 ``train(params, batches, schedule)``. The grader draws a fresh linear-regression problem
@@ -55,7 +55,6 @@ from jitlab.grading import (
 )
 from jitlab.instruments.counting import count_compiles
 
-LESSON = "03"
 STEPS = 16
 
 JITTED = "sgd_step is wrapped by jax.jit"
@@ -289,11 +288,11 @@ def _hint_for(kind: str, calls: list[Call]) -> str:
     return "give sgd_step the same abstract arguments at every call"
 
 
-@grader("03 Python scalars and weak types", checks=CHECKS)
+@grader("python_scalars", checks=CHECKS)
 def grade(
     init: Callable[..., Any], sgd_step: Callable[..., Any], train: Callable[..., Any]
 ) -> None:
-    """Grade exercise 03 (see the module docstring for what is checked)."""
+    """Grade the exercise (see the module docstring for what is checked)."""
     rng = fresh_rng()
     problem = _make_problem(rng)
     params, batches, lrs = problem["params"], problem["batches"], problem["lrs"]
@@ -303,7 +302,7 @@ def grade(
     # 1. One step from a state the grader builds, with a plain Python float.
     lr = float(rng.uniform(0.01, 0.15))
     state = {"params": params, "avg_loss": jnp.float32(rng.uniform(0.5, 2.0))}
-    one = call_learner(ONE_STEP, sgd_step, state, batches[0], lr, lesson=LESSON)
+    one = call_learner(ONE_STEP, sgd_step, state, batches[0], lr)
     require_close(
         ONE_STEP,
         _vector(one, ONE_STEP, "sgd_step"),
@@ -315,7 +314,7 @@ def grade(
     )
 
     # 2. init: the right content, and the types one step returns.
-    start = call_learner(INIT, init, params, lesson=LESSON)
+    start = call_learner(INIT, init, params)
     got = _vector(start, INIT, "init")
     want = np.concatenate([np.ravel(params["w"]), np.ravel(params["b"]), [0.0]])
     require_close(
@@ -348,7 +347,7 @@ def grade(
         count_compiles(sgd_step) as count,
         recording(train, sgd_step, lambda: count.compiles) as recorder,
     ):
-        final = call_learner(RUNS, train, params, batches, schedule, lesson=LESSON)
+        final = call_learner(RUNS, train, params, batches, schedule)
     passed(RUNS)
     calls = recorder.calls
 

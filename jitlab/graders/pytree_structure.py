@@ -1,4 +1,4 @@
-"""Grader for exercise 04 (pytree structure): a weighted loss over untidy batches,
+"""Grader for the pytree structure exercise: a weighted loss over untidy batches,
 compiled once.
 
 The learner writes ``batch_loss(params, batch)`` (jitted) and ``loss(params, batch)``
@@ -55,7 +55,6 @@ from jitlab.grading import (
 )
 from jitlab.instruments.counting import count_compiles
 
-LESSON = "04"
 KINDS = ("no weights", "weights", "weights=None", "extra ids", "weights, keys reordered")
 STYLES = ("loss(params, batch)", "loss(params, batch=batch)", "loss(params=..., batch=...)")
 EXTRA_CALLS = 9  # on top of one call for every (kind, style) pair
@@ -100,10 +99,10 @@ def _make_batch(rng: np.random.Generator, kind: str, n: int, f: int, first_id: i
 
 def _call(loss: Callable[..., Any], style: str, params: dict, batch: dict) -> Any:
     if style == STYLES[0]:
-        return call_learner(RUNS, loss, params, batch, lesson=LESSON)
+        return call_learner(RUNS, loss, params, batch)
     if style == STYLES[1]:
-        return call_learner(RUNS, loss, params, batch=batch, lesson=LESSON)
-    return call_learner(RUNS, loss, params=params, batch=batch, lesson=LESSON)
+        return call_learner(RUNS, loss, params, batch=batch)
+    return call_learner(RUNS, loss, params=params, batch=batch)
 
 
 def _copy(batch: dict) -> dict:
@@ -169,9 +168,9 @@ def _compile_causes(signatures: list[Signature], compiled: list[bool]) -> tuple[
     return text, list(dict.fromkeys(kinds))
 
 
-@grader("04 pytree structure", checks=CHECKS)
+@grader("pytree_structure", checks=CHECKS)
 def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
-    """Grade exercise 04: numbers right for every kind of batch, one compilation."""
+    """Grade the exercise: numbers right for every kind of batch, one compilation."""
     rng = fresh_rng()
     require_jitted(JITTED, batch_loss)
     require(

@@ -48,6 +48,7 @@ class GradingFailure(AssertionError):
 class _Session:
     title: str
     declared: tuple[str, ...]
+    slug: str = ""
     passed: list[str] = dataclasses.field(default_factory=list)
 
 
@@ -119,10 +120,14 @@ SOLVE_HINT = "replace the `raise NotImplementedError` in the exercise cell"
 def call_learner(
     check: str, fn: Callable[..., Any], *args: Any, lesson: str = "", **kwargs: Any
 ) -> Any:
-    """Call the learner's function; an unfinished stub or a crash becomes a failed check."""
+    """Call the learner's function; an unfinished stub or a crash becomes a failed check.
+
+    ``lesson`` (a slug) names the exercise whose hints a stub points to; by default the
+    running grader's."""
     try:
         return fn(*args, **kwargs)
     except NotImplementedError:
+        lesson = lesson or (_session.slug if _session else "")
         hint = SOLVE_HINT + (f"; `jitlab hint {lesson}` if you are stuck" if lesson else "")
         raise fail(
             check,
@@ -294,8 +299,21 @@ def require_jit_on(moment: str) -> None:
     passed(JIT_ON)
 
 
-def grader(title: str, checks: Sequence[str]) -> Callable[[F], F]:
-    """Declare a grading function: its title and every check it reports, in order.
+def title_of(slug: str, part: str = "") -> str:
+    """``01 shapes: positions``: the lesson's number from ``course.yml``, its slug, the
+    part. A slug the course does not list (a test's toy grader) stands alone."""
+    from jitlab.course.manifest import CourseError, lesson_number
+
+    try:
+        number = lesson_number(slug) + " "
+    except (CourseError, ValueError):
+        number = ""
+    return f"{number}{slug.replace('_', ' ')}" + (f": {part}" if part else "")
+
+
+def grader(slug: str, checks: Sequence[str], *, part: str = "") -> Callable[[F], F]:
+    """Declare a grading function: its exercise's slug (and ``part`` when it has more
+    than one grader) and every check it reports, in order.
 
     The wrapped function runs between two canary compilations, must report every
     declared check, and then reports itself complete to the runner.
@@ -308,7 +326,8 @@ def grader(title: str, checks: Sequence[str]) -> Callable[[F], F]:
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> None:
             global _session
-            outer, _session = _session, _Session(title=title, declared=declared)
+            title = title_of(slug, part)
+            outer, _session = _session, _Session(title=title, declared=declared, slug=slug)
             session = _session
             try:
                 require_jit_on("before grading")

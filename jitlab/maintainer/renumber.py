@@ -13,14 +13,14 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from jitlab.course.manifest import _read_slugs
+from jitlab.course.manifest import read_slugs
 
 _STEM = re.compile(r"^(\d\d)_([a-z][a-z0-9_]*)\.py$")
 FOLDERS = ("lessons", "solutions", "exercises")
 
 
 def planned_moves(root: Path) -> list[tuple[Path, Path]]:
-    slugs = _read_slugs(root / "course.yml")
+    slugs = read_slugs(root / "course.yml")
     wanted = {slug: f"{position:02d}" for position, slug in enumerate(slugs)}
     moves = []
     for folder in FOLDERS:

@@ -542,4 +542,4 @@ def test_rejects_unfinished_stubs_with_the_full_hint_command():
 
     with pytest.raises(GradingFailure, match="not solved yet") as info:
         grade(stub, train_step)
-    assert "jitlab hint 11" in info.value.hint
+    assert "jitlab hint capstone" in info.value.hint

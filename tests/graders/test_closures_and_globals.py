@@ -74,7 +74,7 @@ def test_rejects_unfinished_stub():
 
     found = failure(confident_probs)
     assert found.check == G.RUNS
-    assert "not solved yet" in found.seen and "jitlab hint 08" in found.hint
+    assert "not solved yet" in found.seen and "jitlab hint closures_and_globals" in found.hint
 
 
 def test_rejects_stale_global_set_by_a_wrapper():

@@ -90,7 +90,7 @@ def test_unsolved_exercise_fails_as_not_solved():
         unsolved["init"], unsolved["sgd_step"], unsolved["train"], "sgd_step matches"
     )
     assert "not solved yet" in failure.seen
-    assert "jitlab hint 03" in failure.hint
+    assert "jitlab hint python_scalars" in failure.hint
 
 
 def test_python_float_lr_and_numpy_init_pass():

@@ -85,7 +85,7 @@ def test_solution_passes(capsys):
 def test_unsolved_exercise_fails_as_not_solved():
     unsolved = learner_namespace(ROOT / "exercises" / "04_pytree_structure.py")
     failure = grade_failure(unsolved["loss"], unsolved["batch_loss"], "runs on every kind")
-    assert "not solved yet" in failure.seen and "jitlab hint 04" in failure.hint
+    assert "not solved yet" in failure.seen and "jitlab hint pytree_structure" in failure.hint
 
 
 def test_a_differently_written_right_answer_passes():

@@ -198,7 +198,7 @@ def test_rejects_unsolved_stubs():
 
     found = failure(Stub, stub_forward)
     assert found.check == static_arguments.BUILT
-    assert "not solved yet" in found.seen and "jitlab hint 06" in found.hint
+    assert "not solved yet" in found.seen and "jitlab hint static_arguments" in found.hint
 
 
 def test_rejects_identity_hash():
