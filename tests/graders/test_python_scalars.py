@@ -388,7 +388,7 @@ def test_unjitted_step_is_rejected():
     def sgd_step(state, batch, lr):
         return update(state, batch, lr)
 
-    grade_failure(good_init, sgd_step, make_train(sgd_step, float), "wrapped by jax.jit")
+    grade_failure(good_init, sgd_step, make_train(sgd_step, float), "compiled with jax.jit")
 
 
 def test_a_look_alike_of_a_jitted_function_is_rejected():
@@ -406,7 +406,7 @@ def test_a_look_alike_of_a_jitted_function_is_rejected():
             pass
 
     fake = LooksJitted()
-    grade_failure(good_init, fake, make_train(fake), "wrapped by jax.jit")
+    grade_failure(good_init, fake, make_train(fake), "compiled with jax.jit")
 
 
 def test_wrong_update_is_rejected():

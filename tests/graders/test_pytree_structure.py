@@ -291,7 +291,7 @@ def test_rejects_unjitted_batch_loss():
         err = (predict(params, batch["x"]) - batch["y"]) ** 2
         return jnp.sum(batch["weights"] * err) / jnp.sum(batch["weights"])
 
-    grade_failure(make_loss(batch_loss), batch_loss, "wrapped by jax.jit")
+    grade_failure(make_loss(batch_loss), batch_loss, "compiled with jax.jit")
 
 
 def test_rejects_a_look_alike_of_a_jitted_function():
@@ -311,7 +311,7 @@ def test_rejects_a_look_alike_of_a_jitted_function():
             pass
 
     fake = LooksJitted()
-    grade_failure(make_loss(fake), fake, "wrapped by jax.jit")
+    grade_failure(make_loss(fake), fake, "compiled with jax.jit")
 
 
 # ------------------------------------------------------------ numbers and the batch
@@ -348,7 +348,7 @@ def test_rejects_editing_the_callers_batch():
         batch.pop("ids", None)
         return batch_loss(params, batch)
 
-    grade_failure(loss, batch_loss, "caller's batch")
+    grade_failure(loss, batch_loss, "caller's arguments")
 
 
 def test_rejects_weights_normalised_in_place():
@@ -361,7 +361,7 @@ def test_rejects_weights_normalised_in_place():
         tidy_batch["weights"] /= tidy_batch["weights"].sum()
         return batch_loss(params, tidy_batch)
 
-    failure = grade_failure(loss, batch_loss, "caller's batch")
+    failure = grade_failure(loss, batch_loss, "caller's arguments")
     assert "weights" in failure.seen and "in place" in failure.hint
 
 
