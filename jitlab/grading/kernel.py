@@ -33,7 +33,14 @@ from typing import Any
 import jax
 import numpy as np
 
-from jitlab.grading.calls import Call, Recorder, missed_calls, recording, same_content
+from jitlab.grading.calls import (
+    Call,
+    Recorder,
+    copy_leaf,
+    missed_calls,
+    recording,
+    same_content,
+)
 from jitlab.grading.checks import (
     call_learner,
     fail,
@@ -116,7 +123,7 @@ class Run:
 
 def _copy(tree: Any) -> Any:
     """A copy of every leaf of ``tree`` that a later in-place change cannot alter."""
-    return jax.tree.map(lambda leaf: np.array(leaf, copy=True), tree)
+    return jax.tree.map(copy_leaf, tree)
 
 
 def same_value(a: Any, b: Any) -> bool:

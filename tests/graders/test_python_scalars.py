@@ -381,7 +381,7 @@ def test_train_that_edits_the_callers_params_is_rejected():
         params.update(state["params"])  # "keep the caller up to date"
         return state
 
-    grade_failure(good_init, sgd_step, train, "caller's params")
+    grade_failure(good_init, sgd_step, train, "caller's arguments")
 
 
 def test_unjitted_step_is_rejected():
