@@ -183,7 +183,7 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
         )
     passed(NUMBERS)
     SCORE.unchanged(run, what=lambda i: f"the {batch_copies[i].dtype.name} batch")
-    SCORE.jit_on(run)
+    SCORE.jit_on(run.recorder)
     SCORE.calls_kernel(run)
     SCORE.returns_kernel_output(run)
 

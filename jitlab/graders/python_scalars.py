@@ -334,7 +334,7 @@ def grade(
     run = TRAIN.run(train, sgd_step, [((params, batches, schedule), {})], check=RUNS)
     passed(RUNS)
     (final,), calls, count = run.outputs, run.kernel_calls, run.count
-    TRAIN.jit_on(run)
+    TRAIN.jit_on(run.recorder)
     _require_every_batch(calls, start, batches, count.compiles, len(run.recorder.traced))
     require(
         FROM_STEP,

@@ -196,7 +196,7 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
     arguments = [_arguments(style, params, b) for (_, style), b in zip(plan, batches, strict=True)]
     run = LOSS.run(loss, batch_loss, arguments, check=RUNS)
     passed(RUNS)
-    LOSS.jit_on(run)
+    LOSS.jit_on(run.recorder)
     calls, count = run.kernel_calls, run.count
     counts = sorted({len(made) for made in run.calls})
     hint = "loss should tidy the batch and return batch_loss(params, tidy_batch): one call"

@@ -235,7 +235,7 @@ def grade(
             )
     passed(NUMBERS)
     RMS.unchanged(run, what=lambda i: f"the array of length {lengths[i]}")
-    RMS.jit_on(run)
+    RMS.jit_on(run.recorder)
     RMS.calls_kernel(run, first=lambda i: f"length {lengths[i]}")
     RMS.returns_kernel_output(run)
     cause, hint = "", "pad to bucket_size(len(x)) and keep n traced"

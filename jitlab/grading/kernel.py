@@ -228,8 +228,10 @@ class KernelExercise:
                 run.compiled.append(count.compiles - compiles)
         return run
 
-    def jit_on(self, run: Run) -> None:
-        every = run.recorder.calls + run.recorder.traced
+    def jit_on(self, recorder: Recorder) -> None:
+        """Jit was on at every call of the kernel (``jax.disable_jit()`` inside the
+        wrapper is over by the time the grader's own canary runs)."""
+        every = recorder.calls + recorder.traced
         off = sum(not call.jit_on for call in every)
         self.require(
             JIT_ON,
