@@ -56,23 +56,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax import monitoring
 
-from jitlab.grading import (
-    Call,
-    Leaf,
-    Recorder,
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    passed,
-    recording,
+from jitlab.grading import Call, Leaf, Recorder, call_learner, fail, fresh_rng, grader, passed
+from jitlab.grading.checks import (
+    BUCKETS_FEW,
+    BUCKETS_HOLD,
     require,
     require_buckets,
     require_close,
-    require_jitted,
     shorten,
 )
-from jitlab.grading.checks import BUCKETS_FEW, BUCKETS_HOLD, JIT_ON
+from jitlab.grading.kernel import JIT_ON, JITTED, UNCHANGED, KernelExercise
 from jitlab.instruments.counting import ANY_FUNCTION, COMPILE_EVENT, count_compiles
 
 # These must equal the constants in the setup cell of the capstone exercise.
@@ -85,10 +78,17 @@ SMALLEST_BUCKET_ALLOWED = 16
 BUCKETS_UP_TO = 2 * MAX_LENGTH
 MOST_BUCKETS = 7  # the exercise text states it: at most 7 sizes for lengths 1 to 48
 
-JITTED = "train_step is compiled with jax.jit"
+STEP = KernelExercise(
+    wrapper="train_fast",
+    kernel="train_step",
+    call="train_step(params, batch, lr, weight_decay)",
+    hints={
+        UNCHANGED.name: "build a new dict at the boundary ({**batch, ...}) and pad into a new "
+        "array; never assign into the caller's batch",
+    },
+)
 RUNS = "train_fast runs on fresh batches"
 RETURNS = "train_fast returns (params, losses)"
-UNTOUCHED = "train_fast leaves the caller's batches as they were"
 CALLED = "train_fast calls train_step at every step"
 LOSSES = "the loss at each step matches the original loop"
 PARAMS = "the final params match the original loop"
@@ -102,10 +102,10 @@ NOTHING_NEW = "a second run in the same buckets compiles nothing"
 CHECKS = (
     BUCKETS_HOLD,
     BUCKETS_FEW,
-    JITTED,
+    STEP.name(JITTED),
     RUNS,
     RETURNS,
-    UNTOUCHED,
+    *STEP.names(UNCHANGED, JIT_ON),
     CALLED,
     LOSSES,
     PARAMS,
@@ -285,10 +285,6 @@ def _unpack(result: Any, check: str) -> tuple[dict[str, Any], np.ndarray]:
         )
     passed(check)
     return params, losses
-
-
-def _snapshot(batches: list[Batch]) -> list[Batch]:
-    return [{k: None if v is None else np.array(v) for k, v in b.items()} for b in batches]
 
 
 def _changes(before: list[Batch], after: list[Batch]) -> list[str]:
@@ -516,41 +512,19 @@ def grade(
         most=MOST_BUCKETS,
         smallest_allowed=SMALLEST_BUCKET_ALLOWED,
     )
-    require_jitted(JITTED, train_step)
+    STEP.jitted(train_step)
 
     params = _make_params(rng)
     batches = _make_problem(rng, edges=_edge_lengths(rng, bucket_size))
-    before = _snapshot(batches)
     lengths = [b["x"].shape[1] for b in batches]
     buckets = {int(bucket_size(n)) for n in lengths}
-
-    train_step.clear_cache()  # count from a cold cache, whatever the notebook ran before
-    with (
-        count_compiles(train_step) as count,
-        recording(train_fast, train_step, lambda: count.compiles) as recorder,
-    ):
-        result = call_learner(RUNS, train_fast, params, batches)
+    run = STEP.run(train_fast, train_step, [((params, batches), {})], check=RUNS)
     passed(RUNS)
-    got_params, got_losses = _unpack(result, RETURNS)
-
-    changes = _changes(before, batches)
-    require(
-        UNTOUCHED,
-        not changes,
-        expected="the batches unchanged after train_fast (the next epoch reads them again)",
-        seen="; ".join(changes[:3]),
-        hint="build a new dict at the boundary ({**batch, ...}) and pad into a new array; "
-        "never assign into the caller's batch",
-    )
-    if not all(call.jit_on for call in recorder.calls + recorder.traced):
-        raise fail(
-            JIT_ON,
-            expected="jit switched on whenever train_fast calls train_step",
-            seen="train_step was called with jit switched off (jax.disable_jit() or "
-            "jax_disable_jit): it ran op by op, uncompiled",
-            hint="remove jax.disable_jit() and jax.config.update('jax_disable_jit', True): "
-            "the exercise is about what jit compiles",
-        )
+    recorder, count = run.recorder, run.count
+    got_params, got_losses = _unpack(run.outputs[0], RETURNS)
+    changes = _changes(run.copies[0][0][1], batches)
+    STEP.require(UNCHANGED, not changes, seen="; ".join(changes[:3]))
+    STEP.jit_on(recorder)
     concrete = recorder.calls
     traced = len(recorder.traced)
     require(
@@ -588,18 +562,17 @@ def grade(
     chain = _require_from_step(recorder, params, got_params, got_losses)
     _require_real_update(recorder, chain, rng)
 
+    saw, hint = ("", "")
     if count.compiles > len(buckets):
         saw, hint = _why(recorder, buckets, count.compiles)
-        saw += f" (JAX's own explanation of the last miss: {shorten(count.last_reason, 160)})"
-    else:
-        saw, hint = "", ""
-    require(
+    STEP.compiles(
         PER_BUCKET,
-        count.compiles <= len(buckets),
-        expected=f"at most {len(buckets)} compilations for {STEPS} steps "
-        f"({len(set(lengths))} distinct lengths, buckets {sorted(buckets)})",
-        seen=f"{count.compiles}; {saw}",
+        count,
+        at_most=len(buckets),
+        what=f"compilations for {STEPS} steps ({len(set(lengths))} distinct lengths, "
+        f"buckets {sorted(buckets)})",
         hint=hint,
+        cause=saw,
     )
 
     params2 = _make_params(rng)

@@ -118,7 +118,8 @@ def test_unsolved_stubs_are_rejected():
 
     failure = grade_failure(stub_step, stub_fit)
     assert failure.check == G.STEP_RUNS
-    assert "NotImplementedError" in failure.seen and "jitlab hint functions_as_arguments" in failure.hint
+    assert "NotImplementedError" in failure.seen
+    assert "jitlab hint functions_as_arguments" in failure.hint
 
 
 @pytest.mark.parametrize(
