@@ -51,7 +51,7 @@
 # training on all the real rows would get.
 #
 # **How the grader runs your code.** It starts two JAX processes joined by
-# `jax.distributed` (as in the lesson, with `jitlab.multiprocess`). In each of them it
+# `jax.distributed` (as in the lesson, with `jitlab.instruments.multiprocess`). In each of them it
 # runs **the whole cell** that defines `make_global_batch` and `train_step`, as you
 # wrote it, with these names already imported: `jax`, `jnp`, `np`, `NamedSharding`,
 # `P`, `functools` (and `os`, `time`, `collections`, `hashlib`, `logging`, `jitlab`).

@@ -10,8 +10,8 @@ The learner writes two functions in one notebook cell:
   is ``w - lr * gradient`` of that loss.
 
 How the learner's code reaches the workers: the grader copies the whole cell (or file)
-in which each function is defined, after :data:`jitlab.multiprocess.PRELUDE`, into a
-module, and starts two JAX processes with :func:`jitlab.multiprocess.run`. Each runs
+in which each function is defined, after :data:`jitlab.instruments.multiprocess.PRELUDE`, into a
+module, and starts two JAX processes with :func:`jitlab.instruments.multiprocess.run`. Each runs
 :func:`stream` (below): it imports that module after ``jax.distributed.initialize``,
 makes the replicated weights, and for each step of its own ragged stream calls
 ``make_global_batch`` and ``train_step``, counting ``train_step``'s compilations with
@@ -64,7 +64,6 @@ from typing import Any
 
 import numpy as np
 
-from jitlab import multiprocess
 from jitlab.grading import (
     JIT_ON,
     GradingFailure,
@@ -78,6 +77,7 @@ from jitlab.grading import (
     require_jit_on,
     require_jitted,
 )
+from jitlab.instruments import multiprocess
 
 STEPS = 8
 FEATURES = (3, 6)  # drawn from [3, 6)

@@ -286,7 +286,7 @@ def ratio_chart(machines: list[dict[str, Any]]) -> str:
 
 
 def releases() -> str:
-    from jitlab.maintainer.matrix import releases_page
+    from jitlab.site.releases import releases_page
 
     return releases_page(_results_dir() / "releases")
 

@@ -16,9 +16,9 @@ import jax
 import jupytext
 import pytest
 
-from jitlab import multiprocess
 from jitlab.graders import processes
 from jitlab.grading import JIT_ON, GradingFailure
+from jitlab.instruments import multiprocess
 
 ROOT = Path(__file__).resolve().parents[2]
 
