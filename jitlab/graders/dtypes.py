@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from jitlab.graders.shapes import describe, signature
 from jitlab.grading import Call, fail, fresh_rng, grader, passed
 from jitlab.grading.checks import shorten
 from jitlab.grading.kernel import (
@@ -187,7 +186,7 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
     SCORE.calls_kernel(run)
     SCORE.returns_kernel_output(run)
 
-    signatures = {signature(during[-1]) for during in run.calls if during}
+    signatures = {during[-1].signature for during in run.calls if during}
     if len(reached) > 1:
         why = (
             f"score_core received x as {len(reached)} dtypes ({', '.join(reached)}): "
@@ -199,7 +198,7 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
             "lookup, which already used the dtype x had when it reached score_core"
         )
     elif len(signatures) > 1:
-        why = "score_core was called with " + " and ".join(sorted(map(describe, signatures)))
+        why = "score_core was called with " + " and ".join(sorted(map(str, signatures)))
         hint = "pass x and weights the same way on every call (same types and dtypes)"
     else:
         why = ""

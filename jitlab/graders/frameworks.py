@@ -68,6 +68,7 @@ from jitlab.grading import (
     require,
     require_close,
 )
+from jitlab.grading.checks import JIT_OFF_HINT
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles, miss_reason
 
 INIT_RUNS = "init runs"
@@ -318,8 +319,7 @@ def _require_compiled_every_step(
             seen=f"jit was switched off (jax.disable_jit() or jax_disable_jit) while {who} "
             f"ran: the model ran op by op, outside any compiled program, {seen['jit_off']} "
             "time(s)",
-            hint="remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) "
-            "from your code: the exercise is about what jit compiles",
+            hint=JIT_OFF_HINT,
         )
     if seen["eager"]:
         raise fail(

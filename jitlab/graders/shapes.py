@@ -38,7 +38,16 @@ from typing import Any
 
 import numpy as np
 
-from jitlab.grading import Call, call_learner, fail, fresh_rng, grader, passed, require_buckets
+from jitlab.grading import (
+    Call,
+    Signature,
+    call_learner,
+    fail,
+    fresh_rng,
+    grader,
+    passed,
+    require_buckets,
+)
 from jitlab.grading.checks import BUCKETS_FEW, BUCKETS_HOLD, shorten
 from jitlab.grading.kernel import (
     FROM_KERNEL,
@@ -75,36 +84,6 @@ CHECKS = (
     *RMS.names(UNCHANGED, JIT_ON, FROM_KERNEL),
     PER_BUCKET,
 )
-
-
-def signature(call: Call) -> tuple[Any, ...]:
-    """What a call's arguments look like to jit's cache (types, shapes, dtypes)."""
-
-    def leaf(value: Any) -> tuple[Any, ...]:
-        dtype = getattr(value, "dtype", None)
-        return (
-            type(value).__name__,
-            tuple(np.shape(value)),
-            str(dtype) if dtype is not None else type(value).__name__,
-        )
-
-    return (
-        tuple(leaf(a) for a in call.args),
-        tuple(sorted((k, leaf(v)) for k, v in call.kwargs.items())),
-    )
-
-
-def describe(sig: tuple[Any, ...]) -> str:
-    """A signature as the learner would write it: (ndarray float32[512], int)."""
-
-    def leaf(kind: str, shape: tuple[int, ...], dtype: str) -> str:
-        if kind == dtype:  # a Python scalar
-            return kind
-        return f"{kind} {dtype}{list(shape) if shape else ''}"
-
-    args, kwargs = sig
-    parts = [leaf(*arg) for arg in args] + [f"{k}={leaf(*arg)}" for k, arg in kwargs]
-    return "(" + ", ".join(parts) + ")"
 
 
 def _reference_rms(x: np.ndarray) -> float:
@@ -154,25 +133,25 @@ def _too_many_compiles(
                 f"but bucket_size({m}) is {bucket_size(m)}",
                 "pad x to bucket_size(len(x)), so that lengths in one bucket share a shape",
             )
-    per_signature: dict[tuple[Any, ...], int] = {}
+    per_signature: dict[Signature, int] = {}
     for during, new in zip(calls, compiled, strict=True):
         if during:
-            key = signature(during[-1])
+            key = during[-1].signature
             per_signature[key] = per_signature.get(key, 0) + new
     again = [sig for sig, n in per_signature.items() if n > 1]
     if again:
         return (
             f"padded_rms compiled {per_signature[again[0]]} times for arguments that "
-            f"all looked like {describe(again[0])}: only n changed between them, so n "
+            f"all looked like {again[0]}: only n changed between them, so n "
             "is part of the cache key (static)",
             "keep n a traced argument: remove it from static_argnums / static_argnames "
             "(and do not close over it); only the padded length should vary",
         )
-    kinds = {sig[0][1:] for sig in per_signature if len(sig[0]) > 1}
+    kinds = sorted({sig.leaves[1][1] for sig in per_signature if len(sig.leaves) > 1})
     if len(kinds) > 1:
-        shown = ", ".join(sorted(describe((k, ())) for k in kinds))
         return (
-            f"n reached padded_rms as {len(kinds)} different types: {shown}",
+            f"n reached padded_rms as {len(kinds)} different types: {', '.join(kinds)} "
+            "('~' marks a weak type: a Python scalar)",
             "pass n the same way on every call (for instance always len(x), a Python int)",
         )
     return "", "pad to bucket_size(len(x)) and keep n traced"

@@ -83,6 +83,10 @@ class Signature:
         """The abstract value at ``path`` ("lr", "batch['x']"), or None when absent."""
         return dict(self.leaves).get(path)
 
+    def __str__(self) -> str:
+        """As a learner would read it: ``(padded: float32[512], n: ~int32[])``."""
+        return "(" + ", ".join(f"{path}: {kind}" for path, kind in self.leaves) + ")"
+
 
 class Leaf(NamedTuple):
     """One leaf of a call's arguments: where it was, a copy of it, and its type."""

@@ -253,6 +253,10 @@ def _short(array: np.ndarray) -> str:
 # ------------------------------------------------------------------- the grader frame
 
 JIT_ON = "jit is on and the compile counter hears JAX"
+JIT_OFF_HINT = (
+    "remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) from your "
+    "code: the exercise is about what jit compiles"
+)
 
 
 def _canary_count() -> tuple[int, int]:
@@ -284,8 +288,7 @@ def require_jit_on(moment: str) -> None:
             expected=f"jit switched on {moment}",
             seen="jit is switched off (jax_disable_jit is True): nothing compiles, so the "
             "compile counts mean nothing",
-            hint="remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) "
-            "from your code: the exercise is about what jit compiles",
+            hint=JIT_OFF_HINT,
         )
     traces, compiles = _canary_count()
     if (traces, compiles) != (1, 1):

@@ -34,11 +34,12 @@ def run_cell(cell: CodeCell, namespace: dict, path: Path) -> None:
     exec(compile("\n" * cell.line + cell.source, str(path), "exec"), namespace)
 
 
-def namespace(slug: str, *, learner_copy: bool = False, until: str = "") -> dict:
+def namespace(slug: str, *, learner_copy: bool = False, until: str = "", skip: str = "") -> dict:
     """The names that the exercise's code cells define, run in order without the grader
     cells: from the solution, or from the learner's copy. ``until``: stop before the
-    first cell whose source contains it. The names live in a module of their own, as a
-    kernel's do in ``__main__`` (a dataclass looks its module up)."""
+    first cell whose source contains it; ``skip``: leave out the cells that contain it.
+    The names live in a module of their own, as a kernel's do in ``__main__`` (a
+    dataclass looks its module up)."""
     module = types.ModuleType(f"exercise_{slug}")
     sys.modules[module.__name__] = module
     names = module.__dict__
@@ -46,7 +47,7 @@ def namespace(slug: str, *, learner_copy: bool = False, until: str = "") -> dict
     for cell in cells(slug, learner_copy=learner_copy):
         if until and until in cell.source:
             break
-        if not cell.is_grader:
+        if not cell.is_grader and not (skip and skip in cell.source):
             run_cell(cell, names, path)
     return names
 

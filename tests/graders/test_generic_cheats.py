@@ -105,7 +105,7 @@ def test_jit_switched_off_inside_the_wrapper_fails(slug):
 
     failure = grade(slug, cheating(slug, cheat))
     assert failure.check == KERNELS[slug][0].name(JIT_ON_IN_WRAPPER), failure
-    assert "switched off" in failure.seen
+    assert "switched off" in failure.seen and not jax.config.jax_disable_jit
 
 
 def _change_in_place(tree: Any) -> bool:
