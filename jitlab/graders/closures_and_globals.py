@@ -33,19 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from jitlab.grading import (
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    is_jitted,
-    passed,
-    require,
-    require_close,
-    require_compiles,
-    require_jitted,
-    shorten,
-)
+from jitlab.grading import call_learner, fail, fresh_rng, grader, is_jitted, passed, require
+from jitlab.grading.checks import require_close, require_compiles, require_jitted, shorten
+from jitlab.grading.kernel import host_callbacks, recompiled_by
 from jitlab.instruments.counting import count_compiles
 
 CHANGES = 8
@@ -54,7 +44,6 @@ DEFAULT_THRESHOLD = 0.5
 RTOL, ATOL = 1e-4, 1e-6
 MARGIN = 2e-3  # no row's top probability lies closer than this to the threshold
 NEAR = 4  # the setting whose temperature is within 2% of the one before it
-_CALLBACKS = ("pure_callback", "io_callback")
 
 JITTED = "confident_probs is itself jitted (the work happens inside jit)"
 RUNS = "confident_probs runs"
@@ -221,21 +210,12 @@ def _check_call(
 def _recompiled_by(fn: Any, logits: np.ndarray) -> list[str]:
     """The arguments whose new value alone compiled ``fn`` again (values never used)."""
     other = np.ascontiguousarray(logits[::-1])
-    try:
-        fn(logits, 0.777, 0.4321)
-        causes = []
-        for name, args in (
-            ("logits", (other, 0.777, 0.4321)),
-            ("temperature", (logits, 0.888, 0.4321)),
-            ("threshold", (logits, 0.777, 0.4567)),
-        ):
-            with count_compiles(fn, explain=False) as count:
-                fn(*args)
-            if count.compiles:
-                causes.append(name)
-        return causes
-    except Exception:
-        return []
+    variants = {
+        "logits": (other, 0.777, 0.4321),
+        "temperature": (logits, 0.888, 0.4321),
+        "threshold": (logits, 0.777, 0.4567),
+    }
+    return recompiled_by(fn, (logits, 0.777, 0.4321), variants)
 
 
 @grader("closures_and_globals", checks=CHECKS)
@@ -282,11 +262,7 @@ def grade(confident_probs: Callable[..., Any]) -> None:
         else "",
     )
 
-    try:
-        text = str(confident_probs.trace(logits, *settings[0]).jaxpr)
-    except Exception:  # it ran above; do not fail on introspection
-        text = ""
-    found = [c for c in _CALLBACKS if c in text]
+    found = host_callbacks(confident_probs, logits, *settings[0])
     require(
         INSIDE,
         not found,

@@ -47,17 +47,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import monitoring
 
-from jitlab.grading import (
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    passed,
-    require,
-    require_jit_on,
-    shorten,
-)
-from jitlab.grading.checks import JIT_ON
+from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, require, require_jit_on
+from jitlab.grading.checks import JIT_ON, shorten
 from jitlab.instruments.counting import COMPILE_EVENT, TRACE_EVENT, count_compiles
 
 ROUNDS = (np.float32, np.float16)

@@ -40,18 +40,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from jitlab.grading import (
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    passed,
-    require,
-    require_close,
-    require_compiles,
-    require_jitted,
-    shorten,
-)
+from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, require, require_close
+from jitlab.grading.checks import require_compiles, require_jitted, shorten
+from jitlab.grading.kernel import host_callbacks, recompiled_by
 from jitlab.instruments.counting import count_compiles
 
 MAX_STEPS = 100
@@ -68,7 +59,6 @@ DESCEND_PROBLEMS = 7
 _STOP_SLACK = 1e-3
 
 _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError)
-_CALLBACKS = ("pure_callback", "io_callback")
 
 CLIP_JITTED = "clip_by_norm is compiled with jax.jit"
 CLIP_RUNS = "clip_by_norm runs under jit"
@@ -193,29 +183,6 @@ def _tracer_failure(check: str, err: Exception) -> Exception:
     )
 
 
-def _recompiled_by(
-    fn: Callable[..., Any], base: Sequence[Any], variants: dict[str, Sequence[Any]]
-) -> list[str]:
-    """The arguments whose new value alone compiled ``fn`` again.
-
-    ``base`` and each variant are argument lists of values never used before; each
-    variant differs from ``base`` in the one argument it is named after. The grader
-    finds the cause of extra compilations by its own calls, because JAX's explanation
-    of a changed static value reads "cache miss explanation unavailable".
-    """
-    try:
-        fn(*base)
-        causes = []
-        for name, args in variants.items():
-            with count_compiles(fn, explain=False) as count:
-                fn(*args)
-            if count.compiles:
-                causes.append(name)
-        return causes
-    except Exception:
-        return []
-
-
 def _compiles_once(
     check: str,
     count: Any,
@@ -253,11 +220,7 @@ def _compiles_once(
 
 
 def _require_no_callback(check: str, fn: Any, args: Sequence[Any], name: str) -> None:
-    try:
-        text = str(fn.trace(*args).jaxpr)
-    except Exception:  # tracing already succeeded above; do not fail on introspection
-        text = ""
-    found = [c for c in _CALLBACKS if c in text]
+    found = host_callbacks(fn, *args)
     require(
         check,
         not found,
@@ -333,7 +296,7 @@ def grade_clip(clip_by_norm: Callable[..., Any]) -> None:
         "jnp.where(norm > max_norm, max_norm / norm, 1.0)",
     )
     fresh = rng.normal(0.0, 2.0, size=(2, size)).astype(np.float32)
-    causes = _recompiled_by(
+    causes = recompiled_by(
         clip_by_norm,
         (fresh[0], 0.37),
         {"g": (fresh[1], 0.37), "max_norm": (fresh[0], 0.41)},
@@ -471,7 +434,7 @@ def grade_descend(descend: Callable[..., Any]) -> None:
     )
 
     x0, curvature, _, _ = problems[0]
-    causes = _recompiled_by(
+    causes = recompiled_by(
         descend,
         (x0 * 1.1, curvature, 0.511, 0.0123),
         {

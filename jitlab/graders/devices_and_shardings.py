@@ -53,16 +53,8 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jitlab.grading import (
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    passed,
-    require,
-    require_jit_on,
-    shorten,
-)
+from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, require, require_jit_on
+from jitlab.grading.checks import shorten
 from jitlab.instruments.counting import count_compiles
 
 KINDS = (

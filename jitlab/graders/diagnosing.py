@@ -36,18 +36,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.grading import (
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    passed,
-    require,
-    require_close,
-    require_jitted,
-    shorten,
-)
+from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, require, require_close
 from jitlab.grading.checks import JIT_ON as JIT_ON_CHECK
+from jitlab.grading.checks import require_jitted, shorten
 from jitlab.instruments.counting import count_compiles
 
 FEATURES = 4

@@ -58,17 +58,8 @@ import numpy as np
 import optax
 from flax import nnx
 
-from jitlab.grading import (
-    JIT_ON,
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    passed,
-    require,
-    require_close,
-)
-from jitlab.grading.checks import JIT_OFF_HINT
+from jitlab.grading import JIT_ON, call_learner, fail, fresh_rng, grader, passed, require
+from jitlab.grading.checks import JIT_OFF_HINT, require_close
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles, miss_reason
 
 INIT_RUNS = "init runs"

@@ -64,19 +64,8 @@ from typing import Any
 
 import numpy as np
 
-from jitlab.grading import (
-    JIT_ON,
-    GradingFailure,
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    is_jitted,
-    passed,
-    require,
-    require_jit_on,
-    require_jitted,
-)
+from jitlab.grading import JIT_ON, GradingFailure, call_learner, fail, fresh_rng, grader, is_jitted
+from jitlab.grading.checks import passed, require, require_jit_on, require_jitted
 from jitlab.instruments import multiprocess
 
 STEPS = 8

@@ -38,17 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from jitlab.grading import (
-    Call,
-    Signature,
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    passed,
-    require_buckets,
-)
-from jitlab.grading.checks import BUCKETS_FEW, BUCKETS_HOLD, shorten
+from jitlab.grading import Call, Signature, call_learner, fail, fresh_rng, grader, passed
+from jitlab.grading.checks import BUCKETS_FEW, BUCKETS_HOLD, require_buckets, shorten
 from jitlab.grading.kernel import (
     FROM_KERNEL,
     JIT_ON,
