@@ -323,6 +323,10 @@ def _numbers_hint(got: np.ndarray, want: np.ndarray) -> str:
     )
 
 
+def _require_losses(check: str, got: np.ndarray, want: np.ndarray) -> None:
+    require_close(check, got, want, rtol=1e-3, atol=1e-5, hint=_numbers_hint(got, want))
+
+
 def _is_w(leaf: Any) -> bool:
     return isinstance(leaf, np.ndarray) and leaf.shape == (F, H)
 
@@ -539,14 +543,7 @@ def grade(
     )
 
     want_params, want_losses = _reference_train(params, batches)
-    require_close(
-        LOSSES,
-        got_losses,
-        want_losses,
-        rtol=1e-3,
-        atol=1e-5,
-        hint=_numbers_hint(got_losses, want_losses),
-    )
+    _require_losses(LOSSES, got_losses, want_losses)
     wrong = [
         name
         for name in ("w", "b", "v")
@@ -581,15 +578,7 @@ def grade(
         result2 = call_learner(RUNS_AGAIN, train_fast, params2, batches2)
     passed(RUNS_AGAIN)
     _, got_losses2 = _unpack(result2, RETURNS_AGAIN)
-    _, want_losses2 = _reference_train(params2, batches2)
-    require_close(
-        LOSSES_AGAIN,
-        got_losses2,
-        want_losses2,
-        rtol=1e-3,
-        atol=1e-5,
-        hint=_numbers_hint(got_losses2, want_losses2),
-    )
+    _require_losses(LOSSES_AGAIN, got_losses2, _reference_train(params2, batches2)[1])
     compiled = ", ".join(f"{name} x{n}" for name, n in names.most_common(4)) or "-"
     require(
         NOTHING_NEW,
