@@ -46,15 +46,13 @@ unchanged) and keeps a copy of what went in and what came out. The checks:
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import monitoring
 
 from jitlab.grading import Call, Leaf, Recorder, call_learner, fail, fresh_rng, grader, passed
 from jitlab.grading.checks import (
@@ -66,7 +64,7 @@ from jitlab.grading.checks import (
     shorten,
 )
 from jitlab.grading.kernel import JIT_ON, JITTED, UNCHANGED, KernelExercise
-from jitlab.instruments.counting import ANY_FUNCTION, COMPILE_EVENT, count_compiles
+from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
 # These must equal the constants in the setup cell of the capstone exercise.
 # tests/graders/test_capstone.py checks the reference against the exercise's own loop.
@@ -241,25 +239,6 @@ def _same_bucket_lengths(
     lengths = [int(n) for n in rng.choice(new, size=STEPS)]
     lengths[0] = int(rng.choice(inside))
     return lengths
-
-
-# ------------------------------------------------------------------ watching compilations
-
-
-@contextlib.contextmanager
-def _compiled_names() -> Iterator[Counter[str]]:
-    """Which functions XLA compiled while the block ran, by the name JAX reports."""
-    names: Counter[str] = Counter()
-
-    def listen(event: str, seconds: float, **kwargs: Any) -> None:
-        if event == COMPILE_EVENT:
-            names[str(kwargs.get("fun_name", "?"))] += 1
-
-    monitoring.register_event_duration_secs_listener(listen)
-    try:
-        yield names
-    finally:
-        monitoring.unregister_event_duration_listener(listen)
 
 
 # ------------------------------------------------------------------ checks
@@ -574,17 +553,17 @@ def grade(
 
     params2 = _make_params(rng)
     batches2 = _make_problem(rng, _same_bucket_lengths(rng, bucket_size, buckets, set(lengths)))
-    with count_compiles(ANY_FUNCTION) as everything, _compiled_names() as names:
+    with count_compiles(ANY_FUNCTION) as everything:
         result2 = call_learner(RUNS_AGAIN, train_fast, params2, batches2)
     passed(RUNS_AGAIN)
     _, got_losses2 = _unpack(result2, RETURNS_AGAIN)
     _require_losses(LOSSES_AGAIN, got_losses2, _reference_train(params2, batches2)[1])
-    compiled = ", ".join(f"{name} x{n}" for name, n in names.most_common(4)) or "-"
+    compiled = ", ".join(f"{name} x{n}" for name, n in everything.compiled.most_common(4))
     require(
         NOTHING_NEW,
         everything.compiles == 0,
         expected="0 compilations of any function: every bucket is already compiled",
-        seen=f"{everything.compiles} compilations: {compiled}",
+        seen=f"{everything.compiles} compilations: {compiled or '-'}",
         hint="pad in NumPy at the boundary (np.zeros, then assign the slice). Eager jnp "
         "calls on arrays of a new length, such as jnp.pad, compile again for each length",
     )

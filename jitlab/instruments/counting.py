@@ -37,6 +37,7 @@ a test in ``tests/instruments/test_counting.py``):
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 from collections.abc import Callable, Iterator
@@ -87,6 +88,9 @@ class CompileCount:
     lower_seconds: float = 0.0
     compile_seconds: float = 0.0
     explanations: list[str] = dataclasses.field(default_factory=list)
+    compiled: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    """How many times each function was compiled, by the name JAX reports (``jit(f)``):
+    with ``count_compiles(None)``, which functions the compilations were."""
 
     @property
     def last_reason(self) -> str:
@@ -185,6 +189,7 @@ def count_compiles(
         elif event == COMPILE_EVENT:
             count.compiles += 1
             count.compile_seconds += seconds
+            count.compiled[str(fun_name or "?")] += 1
 
     def heard(text: str) -> None:
         if count.name is None or explained_function(text) == count.name:
