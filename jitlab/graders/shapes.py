@@ -39,7 +39,14 @@ from typing import Any
 import numpy as np
 
 from jitlab.grading import Call, Signature, call_learner, fail, fresh_rng, grader, passed
-from jitlab.grading.checks import BUCKETS_FEW, BUCKETS_HOLD, require_buckets, shorten
+from jitlab.grading.checks import (
+    BUCKETS_FEW,
+    BUCKETS_HOLD,
+    excerpt,
+    first_difference,
+    require_buckets,
+    shorten,
+)
 from jitlab.grading.kernel import (
     FROM_KERNEL,
     JIT_ON,
@@ -320,11 +327,12 @@ def grade_positions(loud_positions: Callable[..., Any]) -> None:
         got = np.asarray(out[0])
         got_count = np.asarray(out[1])
         if got.shape != want.shape or not np.array_equal(got, want):
+            at = first_difference(got, want) if got.shape == want.shape else 0
             raise fail(
                 POSITIONS_OK,
-                expected=f"{shorten(str(want.tolist()), 100)} for {case.what} "
+                expected=f"{excerpt(want, at, 12)} for {case.what} "
                 f"(threshold {case.threshold:g}, length {length})",
-                seen=shorten(str(got.tolist()), 100) + f" (shape {got.shape})",
+                seen=f"{excerpt(got, at, 12)} (shape {got.shape})",
                 hint=_positions_hint(case, got.reshape(-1), want),
             )
         if got_count.shape != () or int(got_count) != want_count:

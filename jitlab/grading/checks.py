@@ -160,10 +160,12 @@ def require_close(
         )
     if not np.allclose(got_np, want_np, rtol=rtol, atol=atol):
         worst = int(np.argmax(np.abs(got_np - want_np))) if got_np.size else 0
+        first = first_difference(got_np, want_np, rtol=rtol, atol=atol)
         raise fail(
             check,
-            expected=f"{_short(want_np)} (from the reference implementation)",
-            seen=f"{_short(got_np)} (largest error at flat index {worst})",
+            expected=f"{excerpt(want_np, first)} (from the reference implementation)",
+            seen=f"{excerpt(got_np, first)} (first wrong at flat index {first}, largest "
+            f"error at {worst})",
             hint=hint or "compare with the reference on a small input by hand",
         )
     passed(check)
@@ -244,10 +246,23 @@ def fresh_rng() -> np.random.Generator:
     return np.random.default_rng(time.time_ns() % 2**32)
 
 
-def _short(array: np.ndarray) -> str:
-    flat = array.reshape(-1)
-    shown = np.array2string(flat[:6], precision=4, separator=", ")
-    return shown if flat.size <= 6 else shown[:-1] + ", ...]"
+def first_difference(got: Any, want: Any, *, rtol: float = 0.0, atol: float = 0.0) -> int:
+    """The first flat index where two arrays of one shape differ (0 if they do not)."""
+    a, b = np.asarray(got).reshape(-1), np.asarray(want).reshape(-1)
+    differs = ~np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+    return int(np.argmax(differs)) if differs.any() else 0
+
+
+def excerpt(array: Any, at: int = 0, count: int = 6) -> str:
+    """``count`` entries of ``array`` (flattened) from just before flat index ``at``, "…"
+    marking what is left out. Both sides of a verdict cut at the same ``at`` (where they
+    first differ), so the difference is on the screen, not behind the "…"."""
+    flat = np.asarray(array).reshape(-1)
+    start = max(0, min(at - 1, flat.size - count))
+    shown = np.array2string(flat[start : start + count], precision=4, separator=", ")[1:-1]
+    head = f"[… {start} entries, " if start else "["
+    tail = ", …]" if start + count < flat.size else "]"
+    return head + shown + tail
 
 
 # ------------------------------------------------------------------- the grader frame
