@@ -53,7 +53,7 @@
 #    slot, and `count` is how many indices are real. For arrays of one length it must
 #    compile **once**, whatever the data and the threshold.
 #
-# Run `jitlab check 01` for a verdict, `jitlab hint 01` for a hint.
+# Run `jitlab check shapes` for a verdict, `jitlab hint shapes` for a hint.
 
 # %%
 import jax

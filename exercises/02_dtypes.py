@@ -42,7 +42,7 @@
 # The grader draws fresh batches and weights every run, checks that every answer `score`
 # returns was computed by `score_core`, empties `score_core`'s cache, and counts its
 # compilations with `jitlab.count_compiles`.
-# Run `jitlab check 02` for a verdict, `jitlab hint 02` for a hint.
+# Run `jitlab check dtypes` for a verdict, `jitlab hint dtypes` for a hint.
 
 # %%
 import jax

@@ -42,7 +42,7 @@
 # 3. make their decisions inside the compiled program (`jnp` and `lax` operations, no
 #    callback into NumPy).
 #
-# Run `jitlab check 05` for a verdict, `jitlab hint 05` for a hint.
+# Run `jitlab check control_flow` for a verdict, `jitlab hint control_flow` for a hint.
 
 # %%
 import jax

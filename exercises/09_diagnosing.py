@@ -38,7 +38,7 @@
 # compares every step's weights and update with a reference (so the learning rate's
 # value must be kept), and counts compilations of `fixed_step` from a cleared cache: at
 # most one for the whole run, with jit switched on.
-# Run `jitlab check 09` for a verdict, `jitlab hint 09` for a hint.
+# Run `jitlab check diagnosing` for a verdict, `jitlab hint diagnosing` for a hint.
 
 # %%
 import jax

@@ -47,7 +47,7 @@
 # are given. Its models also record where they run: the model must run inside a
 # compiled program on every batch, and never outside one.
 #
-# Run `jitlab check 13` for a verdict, `jitlab hint 13` for a hint.
+# Run `jitlab check frameworks` for a verdict, `jitlab hint frameworks` for a hint.
 
 # %%
 import jax

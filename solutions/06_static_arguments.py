@@ -57,8 +57,8 @@
 # counts are right. Fresh but equal configs compile once, a new temperature compiles
 # nothing, and a changed config compiles exactly once. The grader draws fresh weights,
 # inputs and `eps` values on every run and counts compilations with
-# `jitlab.count_compiles`. Run `jitlab check 06` for a verdict and `jitlab hint 06` for a
-# hint.
+# `jitlab.count_compiles`. Run `jitlab check static_arguments` for a verdict and
+# `jitlab hint static_arguments` for a hint.
 
 # %%
 import jax

@@ -50,7 +50,8 @@
 # values (same shapes) compile **nothing**. The grader counts every function JAX
 # compiles, so renaming a lambda does not hide it.
 #
-# Run `jitlab check 07` for a verdict, `jitlab hint 07` for a hint.
+# Run `jitlab check functions_as_arguments` for a verdict,
+# `jitlab hint functions_as_arguments` for a hint.
 
 # %%
 import jax

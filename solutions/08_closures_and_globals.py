@@ -53,7 +53,8 @@
 # The grader draws fresh logits of a fresh shape, calls your function 8 times with a new
 # temperature and threshold each time, compares every result with a NumPy reference, and
 # counts compilations with `jitlab.count_compiles`.
-# Run `jitlab check 08` for a verdict, `jitlab hint 08` for a hint.
+# Run `jitlab check closures_and_globals` for a verdict, `jitlab hint closures_and_globals`
+# for a hint.
 
 # %%
 import jax

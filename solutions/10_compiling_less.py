@@ -51,7 +51,7 @@
 # does, then scales and shifts the result by numbers drawn for each run, so only the
 # executables can produce its answers), fresh bucket sizes and a dtype (float32, then
 # float16), and counts what `serve` compiles with `jitlab.count_compiles(None)`. Run
-# `jitlab check 10` for a verdict, `jitlab hint 10` for a hint.
+# `jitlab check compiling_less` for a verdict, `jitlab hint compiling_less` for a hint.
 
 # %%
 import jax

@@ -65,8 +65,8 @@
 #
 # Batches always hold `B` examples with `F` features each. Only the length varies
 # (`MIN_LENGTH` to `MAX_LENGTH`), and so do the form of `"weights"` and the schedule.
-# Keep the library cell as it is. Run `jitlab check 11` for a verdict, `jitlab hint 11`
-# for a hint.
+# Keep the library cell as it is. Run `jitlab check capstone` for a verdict,
+# `jitlab hint capstone` for a hint.
 
 # %%
 import jax

@@ -51,8 +51,8 @@
 # training on all the real rows would get.
 #
 # **How the grader runs your code.** It starts two JAX processes joined by
-# `jax.distributed` (as in the lesson, with `jitlab.multiprocess`). In each of them it
-# runs **the whole cell** that defines `make_global_batch` and `train_step`, as you
+# `jax.distributed` (as in the lesson, with `jitlab.instruments.multiprocess`). In each
+# of them it runs **the whole cell** that defines `make_global_batch` and `train_step`, as you
 # wrote it, with these names already imported: `jax`, `jnp`, `np`, `NamedSharding`,
 # `P`, `functools` (and `os`, `time`, `collections`, `hashlib`, `logging`, `jitlab`).
 # So keep everything your functions need in that cell (helpers are fine), and nothing
@@ -62,8 +62,8 @@
 # `train_step`'s compilations with `jitlab.count_compiles`. Before each step the
 # processes compare what they are about to run, and stop together if it differs: a
 # mismatch ends in a verdict, not in the hang or the abort of the lesson. The grader
-# draws new data, `max_rows`, `F` and `lr` on every run. Run `jitlab check 14` for a
-# verdict and `jitlab hint 14` for a hint.
+# draws new data, `max_rows`, `F` and `lr` on every run. Run `jitlab check processes`
+# for a verdict and `jitlab hint processes` for a hint.
 
 # %%
 import jax

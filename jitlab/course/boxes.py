@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from jitlab.course.current import running_lesson
-from jitlab.course.manifest import Lesson, load_course
+from jitlab.course.manifest import Lesson, load_course, pinned_jax
 
 
 def code_spans(text: str) -> str:
@@ -56,16 +56,6 @@ class _Html:
 
     def __repr__(self) -> str:
         return self._text
-
-
-def pinned_jax(root: Path) -> str | None:
-    """The JAX release the course pins in ``requirements.lock`` (what the lessons teach)."""
-    lock = root / "requirements.lock"
-    if lock.exists():
-        for line in lock.read_text(encoding="utf-8").splitlines():
-            if line.lower().startswith("jax=="):
-                return line.split("==", 1)[1].strip()
-    return None
 
 
 def _machine_box() -> tuple[str, str]:

@@ -22,8 +22,7 @@ import sys
 from pathlib import Path
 
 from jitlab.course.manifest import Lesson, load_course
-
-NOTEBOOK_ENV = "JITLAB_NOTEBOOK"
+from jitlab.instruments.measurements import NOTEBOOK_ENV
 
 _current: Lesson | None = None
 

@@ -149,7 +149,9 @@ class Course:
         return None
 
 
-def _read_slugs(manifest: Path) -> list[str]:
+def read_slugs(manifest: Path) -> list[str]:
+    """The lesson slugs of a ``course.yml``, in order, checked (a ``CourseError`` names
+    what is wrong). Reads no lesson: cheap enough for a grader to call."""
     if not manifest.exists():
         raise CourseError(f"{manifest}: missing (it lists the course's lessons in order)")
     try:
@@ -171,6 +173,21 @@ def _read_slugs(manifest: Path) -> list[str]:
     return slugs
 
 
+def lesson_number(slug: str, root: Path | None = None) -> str:
+    """The number (``02``) of the lesson ``slug``: its position in ``course.yml``."""
+    return f"{read_slugs((root or course_root()) / 'course.yml').index(slug):02d}"
+
+
+def pinned_jax(root: Path) -> str | None:
+    """The JAX release the course pins in ``requirements.lock`` (what the lessons teach)."""
+    lock = root / "requirements.lock"
+    if lock.exists():
+        for line in lock.read_text(encoding="utf-8").splitlines():
+            if line.lower().startswith("jax=="):
+                return line.split("==", 1)[1].strip()
+    return None
+
+
 def _stray_files(folder: Path, expected: set[str]) -> list[str]:
     if not folder.is_dir():
         return []
@@ -187,7 +204,7 @@ def load_course(root: Path | None = None) -> Course:
 @cache
 def _load(root: Path) -> Course:
     manifest = root / "course.yml"
-    slugs = _read_slugs(manifest)
+    slugs = read_slugs(manifest)
     lessons = []
     for position, slug in enumerate(slugs):
         stem = f"{position:02d}_{slug}"

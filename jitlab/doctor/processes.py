@@ -41,7 +41,7 @@ from jitlab.doctor.recorder import COUNTERS, TRANSFORM, Recorder
 from jitlab.doctor.report import Report, to_dict
 
 RUN_ENV = "JITLAB_DOCTOR_RUN"
-# The course's own launcher (jitlab.multiprocess) stamps every worker of one launch with
+# The course's own launcher (jitlab.instruments.multiprocess) stamps every worker of one launch with
 # the time it started them: as good a run id as any.
 LAUNCHER_RUN_ENVS = (RUN_ENV, "JITLAB_LAUNCHED_AT")
 # The file is rewritten after each of the first compilations, then after every tenth:

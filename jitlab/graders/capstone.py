@@ -1,4 +1,4 @@
-"""Grader for exercise 11 (capstone): a training loop with several causes at once.
+"""Grader for the capstone exercise: a training loop with several causes at once.
 
 The exercise's naive ``train(params, batches)`` recompiles on every step. It builds
 ``jax.jit(jax.value_and_grad(lambda ...))`` per step, and its batches vary in length.
@@ -46,36 +46,27 @@ unchanged) and keeps a copy of what went in and what came out. The checks:
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import monitoring
 
-from jitlab.grading import (
-    Call,
-    Leaf,
-    Recorder,
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    passed,
-    recording,
+from jitlab.grading import Call, Leaf, Recorder, call_learner, fail, fresh_rng, grader, passed
+from jitlab.grading.checks import (
+    BUCKETS_FEW,
+    BUCKETS_HOLD,
     require,
     require_buckets,
     require_close,
-    require_jitted,
     shorten,
 )
-from jitlab.grading.checks import BUCKETS_FEW, BUCKETS_HOLD, JIT_ON
-from jitlab.instruments.counting import ANY_FUNCTION, COMPILE_EVENT, count_compiles
+from jitlab.grading.kernel import JIT_ON, JITTED, UNCHANGED, KernelExercise
+from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
-# These must equal the constants in the setup cell of exercises/11_capstone.py.
+# These must equal the constants in the setup cell of the capstone exercise.
 # tests/graders/test_capstone.py checks the reference against the exercise's own loop.
 B, F, H = 8, 3, 8
 STEPS, WARMUP, DECAY_FROM = 12, 3, 6
@@ -85,10 +76,17 @@ SMALLEST_BUCKET_ALLOWED = 16
 BUCKETS_UP_TO = 2 * MAX_LENGTH
 MOST_BUCKETS = 7  # the exercise text states it: at most 7 sizes for lengths 1 to 48
 
-JITTED = "train_step is compiled with jax.jit"
+STEP = KernelExercise(
+    wrapper="train_fast",
+    kernel="train_step",
+    call="train_step(params, batch, lr, weight_decay)",
+    hints={
+        UNCHANGED.name: "build a new dict at the boundary ({**batch, ...}) and pad into a new "
+        "array; never assign into the caller's batch",
+    },
+)
 RUNS = "train_fast runs on fresh batches"
 RETURNS = "train_fast returns (params, losses)"
-UNTOUCHED = "train_fast leaves the caller's batches as they were"
 CALLED = "train_fast calls train_step at every step"
 LOSSES = "the loss at each step matches the original loop"
 PARAMS = "the final params match the original loop"
@@ -102,10 +100,10 @@ NOTHING_NEW = "a second run in the same buckets compiles nothing"
 CHECKS = (
     BUCKETS_HOLD,
     BUCKETS_FEW,
-    JITTED,
+    STEP.name(JITTED),
     RUNS,
     RETURNS,
-    UNTOUCHED,
+    *STEP.names(UNCHANGED, JIT_ON),
     CALLED,
     LOSSES,
     PARAMS,
@@ -243,25 +241,6 @@ def _same_bucket_lengths(
     return lengths
 
 
-# ------------------------------------------------------------------ watching compilations
-
-
-@contextlib.contextmanager
-def _compiled_names() -> Iterator[Counter[str]]:
-    """Which functions XLA compiled while the block ran, by the name JAX reports."""
-    names: Counter[str] = Counter()
-
-    def listen(event: str, seconds: float, **kwargs: Any) -> None:
-        if event == COMPILE_EVENT:
-            names[str(kwargs.get("fun_name", "?"))] += 1
-
-    monitoring.register_event_duration_secs_listener(listen)
-    try:
-        yield names
-    finally:
-        monitoring.unregister_event_duration_listener(listen)
-
-
 # ------------------------------------------------------------------ checks
 
 
@@ -285,10 +264,6 @@ def _unpack(result: Any, check: str) -> tuple[dict[str, Any], np.ndarray]:
         )
     passed(check)
     return params, losses
-
-
-def _snapshot(batches: list[Batch]) -> list[Batch]:
-    return [{k: None if v is None else np.array(v) for k, v in b.items()} for b in batches]
 
 
 def _changes(before: list[Batch], after: list[Batch]) -> list[str]:
@@ -325,6 +300,10 @@ def _numbers_hint(got: np.ndarray, want: np.ndarray) -> str:
         "the padded time steps (tanh of a zero row is tanh(b), not 0) and divide by the "
         "true length, not the padded one; weights of one must give the plain mean"
     )
+
+
+def _require_losses(check: str, got: np.ndarray, want: np.ndarray) -> None:
+    require_close(check, got, want, rtol=1e-3, atol=1e-5, hint=_numbers_hint(got, want))
 
 
 def _is_w(leaf: Any) -> bool:
@@ -502,13 +481,13 @@ def _why(recorder: Recorder, buckets: set[int], compiles: int) -> tuple[str, str
     )
 
 
-@grader("11 capstone", checks=CHECKS)
+@grader("capstone", checks=CHECKS)
 def grade(
     train_fast: Callable[..., Any],
     train_step: Callable[..., Any],
     bucket_size: Callable[[int], int],
 ) -> None:
-    """Grade exercise 11: the naive loop's numbers, from train_step, once per bucket."""
+    """Grade the exercise: the naive loop's numbers, from train_step, once per bucket."""
     rng = fresh_rng()
     require_buckets(
         bucket_size,
@@ -516,41 +495,19 @@ def grade(
         most=MOST_BUCKETS,
         smallest_allowed=SMALLEST_BUCKET_ALLOWED,
     )
-    require_jitted(JITTED, train_step)
+    STEP.jitted(train_step)
 
     params = _make_params(rng)
     batches = _make_problem(rng, edges=_edge_lengths(rng, bucket_size))
-    before = _snapshot(batches)
     lengths = [b["x"].shape[1] for b in batches]
     buckets = {int(bucket_size(n)) for n in lengths}
-
-    train_step.clear_cache()  # count from a cold cache, whatever the notebook ran before
-    with (
-        count_compiles(train_step) as count,
-        recording(train_fast, train_step, lambda: count.compiles) as recorder,
-    ):
-        result = call_learner(RUNS, train_fast, params, batches, lesson="11")
+    run = STEP.run(train_fast, train_step, [((params, batches), {})], check=RUNS)
     passed(RUNS)
-    got_params, got_losses = _unpack(result, RETURNS)
-
-    changes = _changes(before, batches)
-    require(
-        UNTOUCHED,
-        not changes,
-        expected="the batches unchanged after train_fast (the next epoch reads them again)",
-        seen="; ".join(changes[:3]),
-        hint="build a new dict at the boundary ({**batch, ...}) and pad into a new array; "
-        "never assign into the caller's batch",
-    )
-    if not all(call.jit_on for call in recorder.calls + recorder.traced):
-        raise fail(
-            JIT_ON,
-            expected="jit switched on whenever train_fast calls train_step",
-            seen="train_step was called with jit switched off (jax.disable_jit() or "
-            "jax_disable_jit): it ran op by op, uncompiled",
-            hint="remove jax.disable_jit() and jax.config.update('jax_disable_jit', True): "
-            "the exercise is about what jit compiles",
-        )
+    recorder, count = run.recorder, run.count
+    got_params, got_losses = _unpack(run.outputs[0], RETURNS)
+    changes = _changes(run.copies[0][0][1], batches)
+    STEP.require(UNCHANGED, not changes, seen="; ".join(changes[:3]))
+    STEP.jit_on(recorder)
     concrete = recorder.calls
     traced = len(recorder.traced)
     require(
@@ -565,14 +522,7 @@ def grade(
     )
 
     want_params, want_losses = _reference_train(params, batches)
-    require_close(
-        LOSSES,
-        got_losses,
-        want_losses,
-        rtol=1e-3,
-        atol=1e-5,
-        hint=_numbers_hint(got_losses, want_losses),
-    )
+    _require_losses(LOSSES, got_losses, want_losses)
     wrong = [
         name
         for name in ("w", "b", "v")
@@ -588,41 +538,32 @@ def grade(
     chain = _require_from_step(recorder, params, got_params, got_losses)
     _require_real_update(recorder, chain, rng)
 
+    saw, hint = ("", "")
     if count.compiles > len(buckets):
         saw, hint = _why(recorder, buckets, count.compiles)
-        saw += f" (JAX's own explanation of the last miss: {shorten(count.last_reason, 160)})"
-    else:
-        saw, hint = "", ""
-    require(
+    STEP.compiles(
         PER_BUCKET,
-        count.compiles <= len(buckets),
-        expected=f"at most {len(buckets)} compilations for {STEPS} steps "
-        f"({len(set(lengths))} distinct lengths, buckets {sorted(buckets)})",
-        seen=f"{count.compiles}; {saw}",
+        count,
+        at_most=len(buckets),
+        what=f"compilations for {STEPS} steps ({len(set(lengths))} distinct lengths, "
+        f"buckets {sorted(buckets)})",
         hint=hint,
+        cause=saw,
     )
 
     params2 = _make_params(rng)
     batches2 = _make_problem(rng, _same_bucket_lengths(rng, bucket_size, buckets, set(lengths)))
-    with count_compiles(ANY_FUNCTION) as everything, _compiled_names() as names:
-        result2 = call_learner(RUNS_AGAIN, train_fast, params2, batches2, lesson="11")
+    with count_compiles(ANY_FUNCTION) as everything:
+        result2 = call_learner(RUNS_AGAIN, train_fast, params2, batches2)
     passed(RUNS_AGAIN)
     _, got_losses2 = _unpack(result2, RETURNS_AGAIN)
-    _, want_losses2 = _reference_train(params2, batches2)
-    require_close(
-        LOSSES_AGAIN,
-        got_losses2,
-        want_losses2,
-        rtol=1e-3,
-        atol=1e-5,
-        hint=_numbers_hint(got_losses2, want_losses2),
-    )
-    compiled = ", ".join(f"{name} x{n}" for name, n in names.most_common(4)) or "-"
+    _require_losses(LOSSES_AGAIN, got_losses2, _reference_train(params2, batches2)[1])
+    compiled = ", ".join(f"{name} x{n}" for name, n in everything.compiled.most_common(4))
     require(
         NOTHING_NEW,
         everything.compiles == 0,
         expected="0 compilations of any function: every bucket is already compiled",
-        seen=f"{everything.compiles} compilations: {compiled}",
+        seen=f"{everything.compiles} compilations: {compiled or '-'}",
         hint="pad in NumPy at the boundary (np.zeros, then assign the slice). Eager jnp "
         "calls on arrays of a new length, such as jnp.pad, compile again for each length",
     )

@@ -1,4 +1,4 @@
-"""Grader for exercise 08 (closures and globals): a calibrated-confidence scorer whose
+"""Grader for the closures and globals exercise: a calibrated-confidence scorer whose
 temperature and threshold change between calls.
 
 The learner writes ``confident_probs(logits, temperature, threshold)``: the top-class
@@ -33,29 +33,17 @@ from typing import Any
 
 import numpy as np
 
-from jitlab.grading import (
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    is_jitted,
-    passed,
-    require,
-    require_close,
-    require_compiles,
-    require_jitted,
-    shorten,
-)
+from jitlab.grading import call_learner, fail, fresh_rng, grader, is_jitted, passed, require
+from jitlab.grading.checks import require_close, require_compiles, require_jitted, shorten
+from jitlab.grading.kernel import host_callbacks, recompiled_by
 from jitlab.instruments.counting import count_compiles
 
-LESSON = "08"
 CHANGES = 8
 DEFAULT_TEMPERATURE = 1.0  # the exercise's module-level values, used only to name a failure
 DEFAULT_THRESHOLD = 0.5
 RTOL, ATOL = 1e-4, 1e-6
 MARGIN = 2e-3  # no row's top probability lies closer than this to the threshold
 NEAR = 4  # the setting whose temperature is within 2% of the one before it
-_CALLBACKS = ("pure_callback", "io_callback")
 
 JITTED = "confident_probs is itself jitted (the work happens inside jit)"
 RUNS = "confident_probs runs"
@@ -222,40 +210,28 @@ def _check_call(
 def _recompiled_by(fn: Any, logits: np.ndarray) -> list[str]:
     """The arguments whose new value alone compiled ``fn`` again (values never used)."""
     other = np.ascontiguousarray(logits[::-1])
-    try:
-        fn(logits, 0.777, 0.4321)
-        causes = []
-        for name, args in (
-            ("logits", (other, 0.777, 0.4321)),
-            ("temperature", (logits, 0.888, 0.4321)),
-            ("threshold", (logits, 0.777, 0.4567)),
-        ):
-            with count_compiles(fn, explain=False) as count:
-                fn(*args)
-            if count.compiles:
-                causes.append(name)
-        return causes
-    except Exception:
-        return []
+    variants = {
+        "logits": (other, 0.777, 0.4321),
+        "temperature": (logits, 0.888, 0.4321),
+        "threshold": (logits, 0.777, 0.4567),
+    }
+    return recompiled_by(fn, (logits, 0.777, 0.4321), variants)
 
 
-@grader("08 closures and globals", checks=CHECKS)
+@grader("closures_and_globals", checks=CHECKS)
 def grade(confident_probs: Callable[..., Any]) -> None:
-    """Grade ``confident_probs(logits, temperature, threshold)`` of exercise 08."""
+    """Grade ``confident_probs(logits, temperature, threshold)`` of the exercise."""
     rng = fresh_rng()
     batch, classes = int(rng.integers(40, 97)), int(rng.integers(3, 11))
     logits = (rng.normal(size=(batch, classes)) * rng.uniform(1.0, 3.0)).astype(np.float32)
     settings = _draw_settings(rng, logits)
 
     # One call first, so that an unwritten stub reads "not solved yet".
-    call_learner(RUNS, confident_probs, logits, *settings[0], lesson=LESSON)
+    call_learner(RUNS, confident_probs, logits, *settings[0])
     if is_jitted(confident_probs):
         confident_probs.clear_cache()  # count from empty: every compile is seen
     with count_compiles(confident_probs) as count:
-        outputs = [
-            call_learner(RUNS, confident_probs, logits, t, thr, lesson=LESSON)
-            for t, thr in settings
-        ]
+        outputs = [call_learner(RUNS, confident_probs, logits, t, thr) for t, thr in settings]
     passed(RUNS)
     # The values first: a stale global is the lesson's point, whatever else is wrong.
     for index, got in enumerate(outputs):
@@ -286,11 +262,7 @@ def grade(confident_probs: Callable[..., Any]) -> None:
         else "",
     )
 
-    try:
-        text = str(confident_probs.trace(logits, *settings[0]).jaxpr)
-    except Exception:  # it ran above; do not fail on introspection
-        text = ""
-    found = [c for c in _CALLBACKS if c in text]
+    found = host_callbacks(confident_probs, logits, *settings[0])
     require(
         INSIDE,
         not found,

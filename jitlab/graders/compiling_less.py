@@ -1,4 +1,4 @@
-"""Grader for exercise 10 (compiling less): executables built at start-up, none in the loop.
+"""Grader for the compiling less exercise: executables built at start-up, none in the loop.
 
 The learner writes ``warm_up(fn, bucket_sizes, dtype)``, returning ``{bucket: Compiled}``,
 and ``serve(requests, compiled)``, which pads each request to its bucket and runs it on
@@ -47,17 +47,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import monitoring
 
-from jitlab.grading import (
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    passed,
-    require,
-    require_jit_on,
-    shorten,
-)
-from jitlab.grading.checks import JIT_ON
+from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, require, require_jit_on
+from jitlab.grading.checks import JIT_ON, shorten
 from jitlab.instruments.counting import COMPILE_EVENT, TRACE_EVENT, count_compiles
 
 ROUNDS = (np.float32, np.float16)
@@ -185,7 +176,7 @@ def _fail_jit_off(where: str, err: BaseException) -> None:
 def _check_warm_up(warm_up: Callable[..., Any], buckets: list[int], dtype: type, kernel) -> dict:
     label = np.dtype(dtype).name
     with count_compiles(kernel, explain=False) as at_start:
-        compiled = call_learner(WARM_UP_RUNS, warm_up, kernel, list(buckets), dtype, lesson="10")
+        compiled = call_learner(WARM_UP_RUNS, warm_up, kernel, list(buckets), dtype)
     passed(WARM_UP_RUNS)
     require_jit_on("after your warm_up ran")
 
@@ -262,7 +253,7 @@ def _run_serve(
     monitoring.register_event_duration_secs_listener(on_duration)
     try:
         with count_compiles(None, explain=False) as serving:
-            results = call_learner(SERVE_RUNS, serve_checked, lesson="10")
+            results = call_learner(SERVE_RUNS, serve_checked)
     finally:
         monitoring.unregister_event_duration_listener(on_duration)
     passed(SERVE_RUNS)
@@ -335,9 +326,9 @@ def _check_results(
     )
 
 
-@grader("10 compiling less", checks=CHECKS)
+@grader("compiling_less", checks=CHECKS)
 def grade(warm_up: Callable[..., Any], serve: Callable[..., Any]) -> None:
-    """Grade exercise 10's ``warm_up`` and ``serve`` on two rounds of fresh requests."""
+    """Grade the exercise's ``warm_up`` and ``serve`` on two rounds of fresh requests."""
     rng = fresh_rng()
     for dtype in ROUNDS:
         label = np.dtype(dtype).name

@@ -1,4 +1,4 @@
-"""Grader for exercise 05 (control flow): gradient clipping and an early-stopping loop,
+"""Grader for the control flow exercise: gradient clipping and an early-stopping loop,
 each compiled once for every value of its data.
 
 The learner turns two NumPy-style functions with a Python ``if`` and ``while`` on
@@ -40,21 +40,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from jitlab.grading import (
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    passed,
-    require,
-    require_close,
-    require_compiles,
-    require_jitted,
-    shorten,
-)
+from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, require, require_close
+from jitlab.grading.checks import require_compiles, require_jitted, shorten
+from jitlab.grading.kernel import host_callbacks, recompiled_by
 from jitlab.instruments.counting import count_compiles
-
-LESSON = "05"
 
 MAX_STEPS = 100
 """``descend`` takes at most this many steps (the exercise states the same number)."""
@@ -70,7 +59,6 @@ DESCEND_PROBLEMS = 7
 _STOP_SLACK = 1e-3
 
 _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError)
-_CALLBACKS = ("pure_callback", "io_callback")
 
 CLIP_JITTED = "clip_by_norm is compiled with jax.jit"
 CLIP_RUNS = "clip_by_norm runs under jit"
@@ -157,7 +145,7 @@ def _call(check: str, fn: Callable[..., Any], *args: Any) -> Any:
     except _TRACER_ERRORS as err:
         raise _tracer_failure(check, err) from err
     except Exception:
-        return call_learner(check, fn, *args, lesson=LESSON)
+        return call_learner(check, fn, *args)
 
 
 def _tracer_failure(check: str, err: Exception) -> Exception:
@@ -193,29 +181,6 @@ def _tracer_failure(check: str, err: Exception) -> Exception:
         seen=seen,
         hint=hint,
     )
-
-
-def _recompiled_by(
-    fn: Callable[..., Any], base: Sequence[Any], variants: dict[str, Sequence[Any]]
-) -> list[str]:
-    """The arguments whose new value alone compiled ``fn`` again.
-
-    ``base`` and each variant are argument lists of values never used before; each
-    variant differs from ``base`` in the one argument it is named after. The grader
-    finds the cause of extra compilations by its own calls, because JAX's explanation
-    of a changed static value reads "cache miss explanation unavailable".
-    """
-    try:
-        fn(*base)
-        causes = []
-        for name, args in variants.items():
-            with count_compiles(fn, explain=False) as count:
-                fn(*args)
-            if count.compiles:
-                causes.append(name)
-        return causes
-    except Exception:
-        return []
 
 
 def _compiles_once(
@@ -255,11 +220,7 @@ def _compiles_once(
 
 
 def _require_no_callback(check: str, fn: Any, args: Sequence[Any], name: str) -> None:
-    try:
-        text = str(fn.trace(*args).jaxpr)
-    except Exception:  # tracing already succeeded above; do not fail on introspection
-        text = ""
-    found = [c for c in _CALLBACKS if c in text]
+    found = host_callbacks(fn, *args)
     require(
         check,
         not found,
@@ -290,7 +251,7 @@ def _clip_cases(rng: np.random.Generator, size: int) -> list[tuple[np.ndarray, f
     return cases
 
 
-@grader("05 control flow: clip_by_norm", checks=CLIP_CHECKS)
+@grader("control_flow", part="clip_by_norm", checks=CLIP_CHECKS)
 def grade_clip(clip_by_norm: Callable[..., Any]) -> None:
     """Grade ``clip_by_norm(g, max_norm)``: numbers on both sides of the limit and for a
     zero vector, one compilation for ten different limits, no host callback."""
@@ -335,7 +296,7 @@ def grade_clip(clip_by_norm: Callable[..., Any]) -> None:
         "jnp.where(norm > max_norm, max_norm / norm, 1.0)",
     )
     fresh = rng.normal(0.0, 2.0, size=(2, size)).astype(np.float32)
-    causes = _recompiled_by(
+    causes = recompiled_by(
         clip_by_norm,
         (fresh[0], 0.37),
         {"g": (fresh[1], 0.37), "max_norm": (fresh[0], 0.41)},
@@ -434,7 +395,7 @@ def _steps_hint(
     )
 
 
-@grader("05 control flow: descend", checks=DESCEND_CHECKS)
+@grader("control_flow", part="descend", checks=DESCEND_CHECKS)
 def grade_descend(descend: Callable[..., Any]) -> None:
     """Grade ``descend(x0, curvature, lr, tol)``: iterates and step counts against the
     reference on problems that stop early, start converged or hit ``MAX_STEPS``, and one
@@ -473,7 +434,7 @@ def grade_descend(descend: Callable[..., Any]) -> None:
     )
 
     x0, curvature, _, _ = problems[0]
-    causes = _recompiled_by(
+    causes = recompiled_by(
         descend,
         (x0 * 1.1, curvature, 0.511, 0.0123),
         {

@@ -1,4 +1,4 @@
-"""Grader for exercise 12 (devices and shardings): one sharding for every batch.
+"""Grader for the devices and shardings exercise: one sharding for every batch.
 
 The learner writes ``place(batch, mesh)``: it takes a batch (a dict with ``"x"`` of
 shape (B, F) and ``"y"`` of shape (B,)) in whatever placement a loader produced, and
@@ -18,7 +18,7 @@ all (see ``tests/graders/test_devices_and_shardings.py``, which runs on eight).
 
 What it rejects, and how:
 - an unfinished stub: ``NotImplementedError`` becomes a failed check, with the command
-  ``jitlab hint 12``;
+  ``jitlab hint devices_and_shardings``;
 - jit switched off by ``place`` (``jax.config.update("jax_disable_jit", True)``): checked
   right after ``place`` ran and by the ``@grader`` canaries, and reported as such (a
   ``jax.disable_jit()`` block inside ``place`` changes nothing ``place`` returns, so it
@@ -53,16 +53,8 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jitlab.grading import (
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    passed,
-    require,
-    require_jit_on,
-    shorten,
-)
+from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, require, require_jit_on
+from jitlab.grading.checks import shorten
 from jitlab.instruments.counting import count_compiles
 
 KINDS = (
@@ -346,7 +338,7 @@ def _check_output(outputs: list[tuple], want: NamedSharding) -> None:
     )
 
 
-@grader("12 devices and shardings", checks=CHECKS)
+@grader("devices_and_shardings", checks=CHECKS)
 def grade(place: Callable[[dict, Any], dict]) -> None:
     """Check ``place(batch, mesh)`` by numbers, by the step's compile count and by the
     shardings it returns; see the module docstring."""
@@ -381,7 +373,7 @@ def grade(place: Callable[[dict, Any], dict]) -> None:
 
     placed = []
     for batch in arrived:
-        out = call_learner(PLACE_RUNS, place, batch, mesh, lesson="12")
+        out = call_learner(PLACE_RUNS, place, batch, mesh)
         _check_structure(out)
         placed.append(out)
     passed(PLACE_RUNS)

@@ -1,4 +1,4 @@
-"""Grader for exercise 09 (diagnosing): a training step that compiles twice, for a hidden reason.
+"""Grader for the diagnosing exercise: a training step that compiles twice, for a hidden reason.
 
 The exercise's learning-rate schedule returns a Python float during warm-up and at its
 floor, and a NumPy ``float64`` (from ``np.cos``) during the cosine decay. JAX traces the
@@ -36,18 +36,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.grading import (
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    passed,
-    require,
-    require_close,
-    require_jitted,
-    shorten,
-)
+from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, require, require_close
 from jitlab.grading.checks import JIT_ON as JIT_ON_CHECK
+from jitlab.grading.checks import require_jitted, shorten
 from jitlab.instruments.counting import count_compiles
 
 FEATURES = 4
@@ -154,7 +145,7 @@ def _run_learner(
     trajectory, signatures, jit_off = [], [], False
     for batch, lr in zip(batches, rates, strict=True):
         fresh = {key: value.copy() for key, value in batch.items()}
-        prepared = call_learner(RUNS, prepare_batch, fresh, lr, lesson="09")
+        prepared = call_learner(RUNS, prepare_batch, fresh, lr)
         if not (isinstance(prepared, tuple) and len(prepared) == 2):
             raise fail(
                 RETURNS,
@@ -164,7 +155,7 @@ def _run_learner(
             )
         signatures.append(_signature(prepared))
         jit_off = jit_off or bool(jax.config.jax_disable_jit)
-        w = call_learner(RUNS, fixed_step, w, *prepared, lesson="09")
+        w = call_learner(RUNS, fixed_step, w, *prepared)
         trajectory.append(np.asarray(w))
     return np.stack(trajectory), signatures, jit_off
 
@@ -217,9 +208,9 @@ def _why(signatures: list[Signature], compiles: int) -> tuple[str, str]:
     )
 
 
-@grader("09 diagnosing", checks=CHECKS)
+@grader("diagnosing", checks=CHECKS)
 def grade(prepare_batch: Callable[..., Any], fixed_step: Callable[..., Any]) -> None:
-    """Grade exercise 09: same numbers as the reference, and one compilation of the step."""
+    """Grade the exercise: same numbers as the reference, and one compilation of the step."""
     rng = fresh_rng()
     require_jitted(JITTED, fixed_step)
     w0, batches, rates = _problem(rng)

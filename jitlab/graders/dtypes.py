@@ -1,4 +1,4 @@
-"""Grader for exercise 02 (dtypes): score batches of any dtype with one compilation.
+"""Grader for the dtypes exercise: score batches of any dtype with one compilation.
 
 The learner writes ``score_core(x, weights)`` (jitted: standardise each column of ``x``
 by its batch mean and standard deviation, then ``z @ weights``) and ``score(batch,
@@ -32,25 +32,18 @@ from typing import Any
 
 import numpy as np
 
-from jitlab.graders.shapes import describe, require_no_callbacks, same_value, signature
-from jitlab.grading import (
-    Call,
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    is_jitted,
-    missed_calls,
-    passed,
-    recording,
-    require,
-    require_jitted,
-    shorten,
+from jitlab.grading import Call, fail, fresh_rng, grader, passed
+from jitlab.grading.checks import shorten
+from jitlab.grading.kernel import (
+    FROM_KERNEL,
+    JIT_ON,
+    JITTED,
+    NO_CALLBACKS,
+    PLAIN,
+    UNCHANGED,
+    KernelExercise,
 )
-from jitlab.grading.checks import JIT_ON
-from jitlab.instruments.counting import count_compiles
 
-LESSON = "02"
 SOURCE_DTYPES: tuple[type, ...] = (
     np.float64,
     np.float32,
@@ -65,16 +58,24 @@ uint8 pixels, int16 sensor readings."""
 BATCHES_PER_DTYPE = 2
 RTOL = ATOL = 1e-4  # float32 accuracy, with room; float16 and integer casts miss by far more
 
-CHECKS = (
-    "score_core is jitted",
-    "score is a plain Python function",
-    "score_core computes inside its compiled program",
-    "score matches the reference for every source dtype",
-    "score leaves the batch and the weights unchanged",
-    "score returns what score_core computed",
-    "score_core compiles once for a pass of the loader",
+SCORE = KernelExercise(
+    wrapper="score",
+    kernel="score_core",
+    call="score_core(x, weights)",
+    hints={
+        PLAIN.name: "remove @jax.jit from score; the cast happens in score, the arithmetic "
+        "in score_core",
+        UNCHANGED.name: "work on a converted copy (jnp.asarray makes one); never write into batch",
+    },
 )
 NUMBERS = "score matches the reference for every source dtype"
+ONCE = "score_core compiles once for a pass of the loader"
+CHECKS = (
+    *SCORE.names(JITTED, PLAIN, NO_CALLBACKS),
+    NUMBERS,
+    *SCORE.names(UNCHANGED, JIT_ON, FROM_KERNEL),
+    ONCE,
+)
 
 
 def _reference(batch: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -144,52 +145,24 @@ def _numbers_hint(wrong: list[str], right: list[str], shape_wrong: bool, reached
     return f"compute every batch in float32; the {', '.join(wrong)} batches come out wrong"
 
 
-@grader("02 dtypes", checks=CHECKS)
+@grader("dtypes", checks=CHECKS)
 def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
-    """Grade exercise 02. Raises ``GradingFailure`` at the first failed check."""
+    """Grade the exercise. Raises ``GradingFailure`` at the first failed check."""
     rng = fresh_rng()
     batches, weights = make_loader(rng)
-
-    require_jitted(
-        "score_core is jitted",
-        score_core,
-        hint="keep @jax.jit on score_core and do the arithmetic there with jnp, not NumPy",
-    )
-    require(
-        "score is a plain Python function",
-        not is_jitted(score),
-        expected="score without @jax.jit: the boundary where batches are cast",
+    SCORE.jitted(score_core)
+    SCORE.plain(
+        score,
         seen="score is wrapped by jax.jit: it compiles once per dtype itself, and "
         "score_core is inlined into it",
-        hint="remove @jax.jit from score; the cast happens in score, the arithmetic in score_core",
     )
-    require_no_callbacks(
-        "score_core computes inside its compiled program",
-        score_core,
-        np.asarray(batches[0], np.float32),
-        weights,
-        lesson=LESSON,
-    )
+    SCORE.no_callbacks(score_core, np.asarray(batches[0], np.float32), weights)
 
-    # Empty score_core's cache so the count below starts cold, whatever the learner ran
-    # before; then one pass of the loader, watching what score passes to score_core.
-    batch_copies = [b.copy() for b in batches]
-    weight_copy = weights.copy()
-    outputs: list[Any] = []
-    calls: list[list[Call]] = []
-    score_core.clear_cache()
-    with (
-        count_compiles(score_core) as counts,
-        recording(score, score_core, lambda: counts.compiles) as recorder,
-    ):
-        for batch in batches:
-            before = len(recorder.calls)
-            outputs.append(call_learner(NUMBERS, score, batch, weights, lesson=LESSON))
-            calls.append(recorder.calls[before:])
-
-    reached = sorted({_dtype_of(during[-1]) for during in calls if during})
+    run = SCORE.run(score, score_core, [((b, weights), {}) for b in batches], check=NUMBERS)
+    batch_copies = [args[0] for args, _ in run.copies]
+    reached = sorted({_dtype_of(during[-1]) for during in run.calls if during})
     errors: dict[str, float] = {}
-    for out, batch in zip(outputs, batch_copies, strict=True):
+    for out, batch in zip(run.outputs, batch_copies, strict=True):
         name = batch.dtype.name
         errors[name] = max(errors.get(name, 0.0), _error(out, _reference(batch, weights)))
     wrong = [name for name, e in errors.items() if e > 0]
@@ -204,63 +177,16 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
             f"{shorten(str(np.round(want, 4).tolist()), 90)} (shape {want.shape})",
             seen=f"wrong for {', '.join(wrong)}"
             + (f"; right for {', '.join(right)}" if right else " (every source dtype)")
-            + f"; for that {wrong[0]} batch: {shorten(repr(outputs[first]), 90)}",
+            + f"; for that {wrong[0]} batch: {shorten(repr(run.outputs[first]), 90)}",
             hint=_numbers_hint(wrong, right, shape_wrong, reached),
         )
     passed(NUMBERS)
+    SCORE.unchanged(run, what=lambda i: f"the {batch_copies[i].dtype.name} batch")
+    SCORE.jit_on(run.recorder)
+    SCORE.calls_kernel(run)
+    SCORE.returns_kernel_output(run)
 
-    changed = [
-        b.dtype.name for b, c in zip(batches, batch_copies, strict=True) if not np.array_equal(b, c)
-    ]
-    if not np.array_equal(weights, weight_copy):
-        changed.append("the weights")
-    require(
-        "score leaves the batch and the weights unchanged",
-        not changed,
-        expected="the caller's arrays as they were",
-        seen=f"score changed the contents of: {', '.join(changed)}" if changed else "",
-        hint="work on a converted copy (jnp.asarray makes one); never write into batch",
-    )
-
-    if not all(call.jit_on for call in recorder.calls + recorder.traced):
-        raise fail(
-            JIT_ON,
-            expected="score_core to run compiled when score calls it",
-            seen="jit was switched off (jax.disable_jit) while score called score_core",
-            hint="remove jax.disable_jit() from score: the exercise is about what jit compiles",
-        )
-    never = sum(1 for during in calls if not during)
-    seen, hint = missed_calls(
-        recorder,
-        wrapper="score",
-        target="score_core",
-        missed=never,
-        total=len(batches),
-        direct_call="score_core(x, weights)",
-    )
-    require(
-        "score returns what score_core computed",
-        never == 0,
-        expected="every call of score to call score_core and return its result",
-        seen=seen,
-        hint=hint,
-    )
-    elsewhere = sum(
-        1
-        for out, during in zip(outputs, calls, strict=True)
-        if not any(same_value(out, call.out) for call in during)
-    )
-    require(
-        "score returns what score_core computed",
-        elsewhere == 0,
-        expected="score to return the scores score_core returned during the same call",
-        seen=f"for {elsewhere} of {len(batches)} batches score returned numbers that "
-        "score_core did not compute",
-        hint="return score_core(x, weights) itself; do not compute the answer another way "
-        "beside a call to score_core",
-    )
-
-    signatures = {signature(during[-1]) for during in calls if during}
+    signatures = {during[-1].signature for during in run.calls if during}
     if len(reached) > 1:
         why = (
             f"score_core received x as {len(reached)} dtypes ({', '.join(reached)}): "
@@ -272,19 +198,18 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
             "lookup, which already used the dtype x had when it reached score_core"
         )
     elif len(signatures) > 1:
-        why = "score_core was called with " + " and ".join(sorted(map(describe, signatures)))
+        why = "score_core was called with " + " and ".join(sorted(map(str, signatures)))
         hint = "pass x and weights the same way on every call (same types and dtypes)"
     else:
         why = ""
         hint = "convert every batch to one float dtype in score, before calling score_core"
-    if counts.compiles > 1:
-        why = "; ".join(p for p in (why, f"JAX's closest-key guess: {counts.last_reason}") if p)
-    require(
-        "score_core compiles once for a pass of the loader",
-        counts.compiles == 1,
-        expected=f"1 compilation for {len(batches)} batches of {len(SOURCE_DTYPES)} source dtypes",
-        seen=f"{counts.compiles} compilations" + (f"; {shorten(why, 300)}" if why else ""),
+    SCORE.compiles(
+        ONCE,
+        run.count,
+        exactly=1,
+        what=f"compilations for {len(batches)} batches of {len(SOURCE_DTYPES)} source dtypes",
         hint=hint,
+        cause=why,
     )
 
 

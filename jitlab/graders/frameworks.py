@@ -1,4 +1,5 @@
-"""Grader for exercise 13: a learning-rate sweep over re-created NNX models, compiled once.
+"""Grader for the frameworks exercise: a learning-rate sweep over re-created NNX models,
+compiled once.
 
 The learner writes three functions around a Flax NNX model and an Optax optimizer:
 
@@ -57,19 +58,9 @@ import numpy as np
 import optax
 from flax import nnx
 
-from jitlab.grading import (
-    JIT_ON,
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    passed,
-    require,
-    require_close,
-)
+from jitlab.grading import JIT_ON, call_learner, fail, fresh_rng, grader, passed, require
+from jitlab.grading.checks import JIT_OFF_HINT, require_close
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles, miss_reason
-
-LESSON = "13"
 
 INIT_RUNS = "init runs"
 INIT_RETURNS = "init returns (graphdef, params, opt_state)"
@@ -319,8 +310,7 @@ def _require_compiled_every_step(
             seen=f"jit was switched off (jax.disable_jit() or jax_disable_jit) while {who} "
             f"ran: the model ran op by op, outside any compiled program, {seen['jit_off']} "
             "time(s)",
-            hint="remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) "
-            "from your code: the exercise is about what jit compiles",
+            hint=JIT_OFF_HINT,
         )
     if seen["eager"]:
         raise fail(
@@ -445,7 +435,7 @@ def _call_train_step(train_step: Any, *args: Any) -> Any:
         return train_step(*args)
     except Exception as err:
         if not _static_arrays_error(err):
-            return call_learner(STEP_RUNS, train_step, *args, lesson=LESSON)
+            return call_learner(STEP_RUNS, train_step, *args)
         raise fail(
             STEP_RUNS,
             expected="the call to finish without an error",
@@ -458,7 +448,7 @@ def _call_train_step(train_step: Any, *args: Any) -> Any:
 
 def _grader_loop(init: Any, train_step: Any, model: Regressor, rate: float, batches: list):
     """The grader's own training loop: init, then train_step on every batch."""
-    result = call_learner(INIT_RUNS, init, model, rate, lesson=LESSON)
+    result = call_learner(INIT_RUNS, init, model, rate)
     graphdef, params, opt_state = _unpack(INIT_RETURNS, result, ("graphdef", "params", "opt_state"))
     losses = []
     for x, y in batches:
@@ -468,9 +458,9 @@ def _grader_loop(init: Any, train_step: Any, model: Regressor, rate: float, batc
     return np.array(losses)
 
 
-@grader("13 frameworks", checks=CHECKS)
+@grader("frameworks", checks=CHECKS)
 def grade(init: Any, train_step: Any, fit: Any) -> None:
-    """Grade exercise 13: pytrees of arrays, compiled steps, numbers, and no recompilation.
+    """Grade the exercise: pytrees of arrays, compiled steps, numbers, and no recompilation.
 
     Jit switched off before grading is caught by ``@grader``'s canary; switched off by the
     learner's code, by the probe in the model (see :func:`_require_compiled_every_step`).
@@ -480,7 +470,7 @@ def grade(init: Any, train_step: Any, fit: Any) -> None:
     rates, seeds = draw["rates"], draw["seeds"]
 
     # --- init: what goes into the step -----------------------------------------------
-    result = call_learner(INIT_RUNS, init, _model(draw, seeds[0]), rates[0], lesson=LESSON)
+    result = call_learner(INIT_RUNS, init, _model(draw, seeds[0]), rates[0])
     _, params, opt_state = _unpack(INIT_RETURNS, result, ("graphdef", "params", "opt_state"))
     passed(INIT_RUNS)
     passed(INIT_RETURNS)
@@ -516,7 +506,7 @@ def grade(init: Any, train_step: Any, fit: Any) -> None:
         weights = model_weights(model)
         on_device, in_numpy = draw["batches"]()
         with count_compiles(ANY_FUNCTION) as everything, _probe() as seen:
-            losses = call_learner(FIT_RUNS, fit, model, rates[run], on_device, lesson=LESSON)
+            losses = call_learner(FIT_RUNS, fit, model, rates[run], on_device)
         _require_compiled_every_step(FIT_COMPILED, seen, "fit", on_device)
         want = reference_fit(weights, rates[run], in_numpy)
         _require_losses(FIT_NUMBERS, losses, want, STALE_HINT if run > 3 else NUMBERS_HINT)

@@ -1,4 +1,5 @@
-"""Grader for exercise 07: a weight-decay sweep whose training loop compiles once.
+"""Grader for the functions-as-arguments exercise: a weight-decay sweep whose training
+loop compiles once.
 
 The learner writes ``sgd_step(params, x, y, weight_decay)`` (jitted, returns the new
 parameters and the loss before the update) and ``fit(params, batches, weight_decay)``
@@ -40,24 +41,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.grading import (
-    Recorder,
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    is_jitted,
-    passed,
-    recording,
-    require,
-    require_close,
-    require_compiles,
-    require_jitted,
-    shorten,
-)
+from jitlab.grading import Recorder, call_learner, fail, fresh_rng, grader, is_jitted, passed
+from jitlab.grading.calls import recording
+from jitlab.grading.checks import require, require_close, shorten
+from jitlab.grading.kernel import FROM_KERNEL, JIT_ON, JITTED, KernelExercise
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
-LESSON = "07"
+FIT = KernelExercise(
+    wrapper="fit",
+    kernel="sgd_step",
+    call="sgd_step(params, x, y, weight_decay)",
+    hints={
+        JITTED.name: "decorate sgd_step with @jax.jit, once, at top level",
+        FROM_KERNEL.name: "return the params and losses that sgd_step computed, not values "
+        "computed again elsewhere",
+    },
+)
 LEARNING_RATE = 0.1
 """Must equal ``LEARNING_RATE`` in the exercise's setup cell."""
 N_BATCHES = 4
@@ -68,7 +67,7 @@ NUMBERS_HINT = (
 )
 
 STEP_RUNS = "sgd_step runs"
-STEP_JITTED = "sgd_step is wrapped by jax.jit"
+STEP_JITTED = FIT.name(JITTED)
 STEP_PAIR = "sgd_step returns (new_params, loss)"
 STEP_LOSS = "sgd_step: loss before the update"
 STEP_W = "sgd_step: new w"
@@ -76,9 +75,10 @@ STEP_B = "sgd_step: new b"
 STEP_ONCE = "sgd_step compiles once for every weight_decay"
 FIT_RUNS = "fit runs"
 FIT_PAIR = "fit returns (params, losses)"
-FIT_CALLS = "fit calls the jitted sgd_step once per batch, with jit on"
+FIT_JIT_ON = FIT.name(JIT_ON)
+FIT_CALLS = "fit calls the jitted sgd_step once per batch"
 FIT_THREADS = "fit passes sgd_step the params, each batch and the weight_decay"
-FIT_FROM_STEP = "fit returns what sgd_step computed"
+FIT_FROM_STEP = FIT.name(FROM_KERNEL)
 FIT_LOSSES = "fit: per-batch losses"
 FIT_W = "fit: final w"
 FIT_B = "fit: final b"
@@ -94,6 +94,7 @@ CHECKS = (
     STEP_ONCE,
     FIT_RUNS,
     FIT_PAIR,
+    FIT_JIT_ON,
     FIT_CALLS,
     FIT_THREADS,
     FIT_FROM_STEP,
@@ -202,15 +203,7 @@ def _same(a: Any, b: Any) -> bool:
 
 def _check_calls(proxy: Recorder, fit_is_jitted: bool, fit_number: int, first_run: bool) -> None:
     calls, traced = proxy.calls, proxy.traced
-    off = [c for c in calls + traced if not c.jit_on]
-    if off:
-        raise fail(
-            FIT_CALLS,
-            expected="every call of sgd_step made with jit on",
-            seen=f"fit number {fit_number} called sgd_step {len(off)} time(s) with jit "
-            "switched off (jax.disable_jit()): the step ran op by op, not compiled",
-            hint="remove jax.disable_jit() from fit: the exercise is about what jit compiles",
-        )
+    FIT.jit_on(proxy)
     if fit_is_jitted:
         ok = (bool(traced) and not calls) if first_run else True
         expected = "sgd_step traced into fit's program when fit compiles"
@@ -268,19 +261,17 @@ def _check_from_step(proxy: Recorder, got_params: Any, got_losses: Any) -> None:
     losses = [o[1] for o in outs]
     ok = _same(np.asarray(got_losses).reshape(-1), np.stack([np.asarray(v) for v in losses]))
     ok = ok and _same(got_params, outs[-1][0])
-    require(
-        FIT_FROM_STEP,
+    FIT.require(
+        FROM_KERNEL,
         ok,
         expected="fit's losses and final params to be the values sgd_step returned",
         seen="they differ from what fit's own calls of sgd_step returned",
-        hint="return the params and losses that sgd_step computed, not values computed "
-        "again elsewhere",
     )
 
 
-@grader("07 functions as arguments", checks=CHECKS)
+@grader("functions_as_arguments", checks=CHECKS)
 def grade(sgd_step: Any, fit: Any) -> None:
-    """Grade exercise 07: numbers against a NumPy reference, the step's calls inside
+    """Grade the exercise: numbers against a NumPy reference, the step's calls inside
     ``fit``, and compile counts."""
     rng = fresh_rng()
     features = int(rng.integers(3, 9))
@@ -295,15 +286,11 @@ def grade(sgd_step: Any, fit: Any) -> None:
     decays, first_fit_decay, later_decays = all_decays[:3], all_decays[3], all_decays[4:]
 
     # One call first: an unwritten stub says "not solved yet" before anything else.
-    call_learner(STEP_RUNS, sgd_step, params, x, y, decays[0], lesson=LESSON)
-    require_jitted(
-        STEP_JITTED, sgd_step, hint="decorate sgd_step with @jax.jit, once, at top level"
-    )
+    call_learner(STEP_RUNS, sgd_step, params, x, y, decays[0])
+    FIT.jitted(sgd_step)
     sgd_step.clear_cache()
     with count_compiles(sgd_step) as step_count:
-        steps = [
-            call_learner(STEP_RUNS, sgd_step, params, x, y, wd, lesson=LESSON) for wd in decays
-        ]
+        steps = [call_learner(STEP_RUNS, sgd_step, params, x, y, wd) for wd in decays]
     passed(STEP_RUNS)
     got_values, got_w, got_b, want_values, want_w, want_b = [], [], [], [], [], []
     for wd, result in zip(decays, steps, strict=True):
@@ -320,7 +307,7 @@ def grade(sgd_step: Any, fit: Any) -> None:
     require_close(STEP_LOSS, got_values, want_values, rtol=1e-4, hint=NUMBERS_HINT)
     require_close(STEP_W, got_w, want_w, rtol=1e-4, hint=NUMBERS_HINT)
     require_close(STEP_B, got_b, want_b, rtol=1e-4, hint=NUMBERS_HINT)
-    require_compiles(
+    FIT.compiles(
         STEP_ONCE,
         step_count,
         exactly=1,
@@ -329,14 +316,7 @@ def grade(sgd_step: Any, fit: Any) -> None:
         hint="only weight_decay changed between these calls: pass it as an ordinary "
         "(traced) argument, not in static_argnums/static_argnames, so every value shares "
         "one program",
-        seen_extra="only weight_decay changed"
-        + (
-            f'; JAX\'s own guess: "{shorten(step_count.last_reason, 160)}"'
-            if step_count.explanations
-            else ""
-        )
-        if step_count.compiles > 1
-        else "",
+        cause="only weight_decay changed",
     )
 
     # --- fit: the numbers, and the calls it makes ---------------------------------
@@ -348,7 +328,7 @@ def grade(sgd_step: Any, fit: Any) -> None:
     batches = _on_device(numpy_batches)
     wd = first_fit_decay
     with recording(fit, sgd_step) as proxy:
-        result = call_learner(FIT_RUNS, fit, params, batches, wd, lesson=LESSON)
+        result = call_learner(FIT_RUNS, fit, params, batches, wd)
     passed(FIT_RUNS)
     got_params, got_losses = _unpack_pair(FIT_PAIR, result, "(params, losses)")
     passed(FIT_PAIR)
@@ -378,7 +358,7 @@ def grade(sgd_step: Any, fit: Any) -> None:
         previous = batches
         # One fit at a time, so a wrong answer fails after one fit, not three.
         with count_compiles(ANY_FUNCTION) as everything, recording(fit, sgd_step) as proxy:
-            result = call_learner(FIT_RUNS, fit, params, batches, wd, lesson=LESSON)
+            result = call_learner(FIT_RUNS, fit, params, batches, wd)
         require(
             FIT_NOTHING,
             everything.compiles == 0,

@@ -1,4 +1,4 @@
-"""Grader for exercise 14 (many processes): one program on every process.
+"""Grader for the many processes exercise: one program on every process.
 
 The learner writes two functions in one notebook cell:
 
@@ -10,8 +10,8 @@ The learner writes two functions in one notebook cell:
   is ``w - lr * gradient`` of that loss.
 
 How the learner's code reaches the workers: the grader copies the whole cell (or file)
-in which each function is defined, after :data:`jitlab.multiprocess.PRELUDE`, into a
-module, and starts two JAX processes with :func:`jitlab.multiprocess.run`. Each runs
+in which each function is defined, after :data:`jitlab.instruments.multiprocess.PRELUDE`, into a
+module, and starts two JAX processes with :func:`jitlab.instruments.multiprocess.run`. Each runs
 :func:`stream` (below): it imports that module after ``jax.distributed.initialize``,
 makes the replicated weights, and for each step of its own ragged stream calls
 ``make_global_batch`` and ``train_step``, counting ``train_step``'s compilations with
@@ -64,20 +64,9 @@ from typing import Any
 
 import numpy as np
 
-from jitlab import multiprocess
-from jitlab.grading import (
-    JIT_ON,
-    GradingFailure,
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    is_jitted,
-    passed,
-    require,
-    require_jit_on,
-    require_jitted,
-)
+from jitlab.grading import JIT_ON, GradingFailure, call_learner, fail, fresh_rng, grader, is_jitted
+from jitlab.grading.checks import passed, require, require_jit_on, require_jitted
+from jitlab.instruments import multiprocess
 
 STEPS = 8
 FEATURES = (3, 6)  # drawn from [3, 6)
@@ -87,7 +76,6 @@ ATOL = 1e-5
 LAUNCH_TIMEOUT_S = 50.0
 STALL_TIMEOUT_S = 15.0
 NOT_SOLVED = "NotImplementedError"
-LESSON = "14"
 
 FUNCTIONS = "make_global_batch and train_step are functions"
 JITTED = "train_step is compiled with jax.jit"
@@ -496,7 +484,7 @@ def _check_failures(run: multiprocess.Run) -> None:
             message = (record["message"].splitlines() or [""])[0][:250]
             seen = f"{record['type']}: {message} ({at})"
             if record["type"] == NOT_SOLVED:
-                call_learner(check, _not_solved(where), lesson=LESSON)
+                call_learner(check, _not_solved(where))
             hint = "run your functions on one process first (the snippet under the cell)"
             if where == "your cell" or record["type"] == "NameError":
                 hint = (
@@ -658,9 +646,9 @@ def _switches_jit_off(fn: Any) -> bool:
     return False
 
 
-@grader("14 many processes", checks=CHECKS)
+@grader("processes", checks=CHECKS)
 def grade(make_global_batch: Callable[..., Any], train_step: Callable[..., Any]) -> None:
-    """Grade exercise 14 on two processes; see the module docstring."""
+    """Grade the exercise on two processes; see the module docstring."""
     require(
         FUNCTIONS,
         callable(make_global_batch) and callable(train_step),

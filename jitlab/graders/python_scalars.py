@@ -1,5 +1,5 @@
-"""Grader for exercise 03: an SGD loop whose learning-rate schedule returns mixed scalar
-types, and whose state is built by ``init``.
+"""Grader for the Python scalars exercise: an SGD loop whose learning-rate schedule
+returns mixed scalar types, and whose state is built by ``init``.
 
 The learner writes ``init(params)``, ``sgd_step(state, batch, lr)`` (jitted) and
 ``train(params, batches, schedule)``. The grader draws a fresh linear-regression problem
@@ -31,54 +31,44 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.grading import (
-    Call,
-    Signature,
-    call_learner,
-    differences,
-    fail,
-    fresh_rng,
-    grader,
-    passed,
-    recording,
-    require,
-    require_close,
-    require_compiles,
-    require_jitted,
-    same_content,
-    shorten,
-    signature,
-)
-from jitlab.instruments.counting import count_compiles
+from jitlab.grading import Call, Signature, call_learner, differences, fail, fresh_rng, grader
+from jitlab.grading.calls import same_content, signature
+from jitlab.grading.checks import passed, require, require_close
+from jitlab.grading.kernel import JIT_ON, JITTED, UNCHANGED, KernelExercise
 
-LESSON = "03"
+TRAIN = KernelExercise(
+    wrapper="train",
+    kernel="sgd_step",
+    call="sgd_step(state, batch, lr)",
+    hints={
+        JITTED.name: "keep the @jax.jit decorator on sgd_step",
+        UNCHANGED.name: "build new dicts for each state; never assign into the params you "
+        "were given",
+    },
+)
 STEPS = 16
 
-JITTED = "sgd_step is wrapped by jax.jit"
 ONE_STEP = "one sgd_step matches the reference"
 INIT = "init holds the params and a zero average"
 SAME_TYPES = "init's state has the types sgd_step returns"
 RUNS = "train runs over the schedule"
-JIT_ON_CALLS = "train calls sgd_step with jit on"
 EVERY_BATCH = "train calls sgd_step once per batch, state to state"
 FROM_STEP = "train returns the state sgd_step returned"
-PARAMS_KEPT = "train leaves the caller's params as they were"
 NUMBERS = "train's final state matches the reference"
 ONCE = "sgd_step compiles once over the schedule"
 CHECKS = (
-    JITTED,
+    TRAIN.name(JITTED),
     ONE_STEP,
     INIT,
     SAME_TYPES,
     RUNS,
-    JIT_ON_CALLS,
+    TRAIN.name(JIT_ON),
     EVERY_BATCH,
     FROM_STEP,
-    PARAMS_KEPT,
+    TRAIN.name(UNCHANGED),
     NUMBERS,
     ONCE,
 )
@@ -289,21 +279,21 @@ def _hint_for(kind: str, calls: list[Call]) -> str:
     return "give sgd_step the same abstract arguments at every call"
 
 
-@grader("03 Python scalars and weak types", checks=CHECKS)
+@grader("python_scalars", checks=CHECKS)
 def grade(
     init: Callable[..., Any], sgd_step: Callable[..., Any], train: Callable[..., Any]
 ) -> None:
-    """Grade exercise 03 (see the module docstring for what is checked)."""
+    """Grade the exercise (see the module docstring for what is checked)."""
     rng = fresh_rng()
     problem = _make_problem(rng)
     params, batches, lrs = problem["params"], problem["batches"], problem["lrs"]
 
-    require_jitted(JITTED, sgd_step, hint="keep the @jax.jit decorator on sgd_step")
+    TRAIN.jitted(sgd_step)
 
     # 1. One step from a state the grader builds, with a plain Python float.
     lr = float(rng.uniform(0.01, 0.15))
     state = {"params": params, "avg_loss": jnp.float32(rng.uniform(0.5, 2.0))}
-    one = call_learner(ONE_STEP, sgd_step, state, batches[0], lr, lesson=LESSON)
+    one = call_learner(ONE_STEP, sgd_step, state, batches[0], lr)
     require_close(
         ONE_STEP,
         _vector(one, ONE_STEP, "sgd_step"),
@@ -315,7 +305,7 @@ def grade(
     )
 
     # 2. init: the right content, and the types one step returns.
-    start = call_learner(INIT, init, params, lesson=LESSON)
+    start = call_learner(INIT, init, params)
     got = _vector(start, INIT, "init")
     want = np.concatenate([np.ravel(params["w"]), np.ravel(params["b"]), [0.0]])
     require_close(
@@ -338,47 +328,22 @@ def grade(
     )
 
     # 3. train, with every call to sgd_step seen by the recorder.
-    snapshot = jax.tree.map(np.array, params)
-
     def schedule(step: int) -> Any:
         return lrs[step]
 
-    sgd_step.clear_cache()  # count from a cold cache, whatever the notebook ran before
-    with (
-        count_compiles(sgd_step) as count,
-        recording(train, sgd_step, lambda: count.compiles) as recorder,
-    ):
-        final = call_learner(RUNS, train, params, batches, schedule, lesson=LESSON)
+    run = TRAIN.run(train, sgd_step, [((params, batches, schedule), {})], check=RUNS)
     passed(RUNS)
-    calls = recorder.calls
-
-    off = [i + 1 for i, call in enumerate(calls) if not call.jit_on]
-    require(
-        JIT_ON_CALLS,
-        not off,
-        expected="jit switched on at every call of sgd_step",
-        seen=f"jit was switched off (jax.disable_jit or jax_disable_jit) at {len(off)} "
-        f"of {len(calls)} calls: nothing compiles, so the counts mean nothing",
-        hint="remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) "
-        "from your code: the exercise is about what jit compiles",
-    )
-
-    _require_every_batch(calls, start, batches, count.compiles, len(recorder.traced))
-    last = calls[-1].out
+    (final,), calls, count = run.outputs, run.kernel_calls, run.count
+    TRAIN.jit_on(run.recorder)
+    _require_every_batch(calls, start, batches, count.compiles, len(run.recorder.traced))
     require(
         FROM_STEP,
-        same_content(final, last),
+        same_content(final, calls[-1].out),
         expected="train to return the state the last sgd_step call returned",
         seen="train's result differs from the output of its last sgd_step call",
         hint="return the state from the loop as it is; the work happens in sgd_step",
     )
-    require(
-        PARAMS_KEPT,
-        same_content(params, snapshot),
-        expected="the params dict passed to train unchanged afterwards (keys and values)",
-        seen="train changed the caller's params",
-        hint="build new dicts for each state; never assign into the params you were given",
-    )
+    TRAIN.unchanged(run, what=lambda i: "params or batches")
 
     reference = {"params": params, "avg_loss": 0.0}
     for batch, value in zip(batches, lrs, strict=True):
@@ -394,15 +359,13 @@ def grade(
 
     # 5. Compile behaviour, with the causes the recorder saw.
     causes, kind = _compile_causes(calls)
-    extra = "; ".join(causes[:3]) + (f"; and {len(causes) - 3} more" if len(causes) > 3 else "")
-    jax_note = f'JAX\'s note on the last miss: "{shorten(count.last_reason, 160)}"'
-    require_compiles(
+    TRAIN.compiles(
         ONCE,
         count,
         exactly=1,
         what=f"compilations of sgd_step over {STEPS} steps",
         hint=_hint_for(kind, calls),
-        seen_extra="; ".join(part for part in (extra, jax_note) if part),
+        cause="; ".join(causes[:3]) + (f"; and {len(causes) - 3} more" if len(causes) > 3 else ""),
     )
 
 

@@ -1,4 +1,4 @@
-"""Grader for exercise 04 (pytree structure): a weighted loss over untidy batches,
+"""Grader for the pytree structure exercise: a weighted loss over untidy batches,
 compiled once.
 
 The learner writes ``batch_loss(params, batch)`` (jitted) and ``loss(params, batch)``
@@ -37,40 +37,52 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.grading import (
-    Signature,
-    call_learner,
-    differences,
-    fresh_rng,
-    grader,
-    is_jitted,
-    passed,
-    recording,
-    require,
-    require_close,
-    require_compiles,
-    require_jitted,
-    same_content,
-    shorten,
+from jitlab.grading import Signature, differences, fresh_rng, grader, passed
+from jitlab.grading.calls import same_content
+from jitlab.grading.checks import require, require_close
+from jitlab.grading.kernel import (
+    FROM_KERNEL,
+    JIT_ON,
+    JITTED,
+    PLAIN,
+    UNCHANGED,
+    KernelExercise,
 )
-from jitlab.instruments.counting import count_compiles
 
-LESSON = "04"
 KINDS = ("no weights", "weights", "weights=None", "extra ids", "weights, keys reordered")
 STYLES = ("loss(params, batch)", "loss(params, batch=batch)", "loss(params=..., batch=...)")
 EXTRA_CALLS = 9  # on top of one call for every (kind, style) pair
 
-JITTED = "batch_loss is wrapped by jax.jit"
-PLAIN = "loss is a plain Python function"
+LOSS = KernelExercise(
+    wrapper="loss",
+    kernel="batch_loss",
+    call="batch_loss(params, tidy_batch)",
+    hints={
+        PLAIN.name: "a jitted loss sees every batch structure and compiles for each one; "
+        "tidy the batch in plain Python first, then call the jitted batch_loss",
+        FROM_KERNEL.name: "return batch_loss(params, tidy_batch) as it is; do the "
+        "arithmetic inside batch_loss, not around it",
+        UNCHANGED.name: "the loader may reuse its dicts and arrays; build a new dict for "
+        "batch_loss (and new arrays) instead of assigning to, popping from, or editing in "
+        "place what you were given",
+    },
+)
 RUNS = "loss runs on every kind of batch and calling style"
-JIT_ON_CALLS = "loss calls batch_loss with jit on"
 ONE_CALL = "loss calls batch_loss once per call"
-FROM_CORE = "loss returns what batch_loss computed"
 SCALAR = "loss returns one number per batch"
 NUMBERS = "the losses match the reference"
-KEPT = "loss leaves the caller's batch as it was"
 ONCE = "batch_loss compiles once for all batches"
-CHECKS = (JITTED, PLAIN, RUNS, JIT_ON_CALLS, ONE_CALL, FROM_CORE, SCALAR, NUMBERS, KEPT, ONCE)
+CHECKS = (
+    *LOSS.names(JITTED, PLAIN),
+    RUNS,
+    LOSS.name(JIT_ON),
+    ONE_CALL,
+    LOSS.name(FROM_KERNEL),
+    SCALAR,
+    NUMBERS,
+    LOSS.name(UNCHANGED),
+    ONCE,
+)
 
 
 def _reference_loss(params: dict[str, Any], batch: dict[str, Any]) -> float:
@@ -98,20 +110,13 @@ def _make_batch(rng: np.random.Generator, kind: str, n: int, f: int, first_id: i
     return {"weights": weights, "y": y, "x": x}
 
 
-def _call(loss: Callable[..., Any], style: str, params: dict, batch: dict) -> Any:
+def _arguments(style: str, params: dict, batch: dict) -> tuple[tuple, dict]:
+    """How a caller in ``style`` passes (params, batch) to loss."""
     if style == STYLES[0]:
-        return call_learner(RUNS, loss, params, batch, lesson=LESSON)
+        return (params, batch), {}
     if style == STYLES[1]:
-        return call_learner(RUNS, loss, params, batch=batch, lesson=LESSON)
-    return call_learner(RUNS, loss, params=params, batch=batch, lesson=LESSON)
-
-
-def _copy(batch: dict) -> dict:
-    return {key: None if v is None else np.array(v, copy=True) for key, v in batch.items()}
-
-
-def _unchanged(batch: dict, copy: dict) -> bool:
-    return set(batch) == set(copy) and all(same_content(batch[key], copy[key]) for key in copy)
+        return (params,), {"batch": batch}
+    return (), {"params": params, "batch": batch}
 
 
 def _category(phrase: str) -> str:
@@ -169,20 +174,15 @@ def _compile_causes(signatures: list[Signature], compiled: list[bool]) -> tuple[
     return text, list(dict.fromkeys(kinds))
 
 
-@grader("04 pytree structure", checks=CHECKS)
+@grader("pytree_structure", checks=CHECKS)
 def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
-    """Grade exercise 04: numbers right for every kind of batch, one compilation."""
+    """Grade the exercise: numbers right for every kind of batch, one compilation."""
     rng = fresh_rng()
-    require_jitted(JITTED, batch_loss)
-    require(
-        PLAIN,
-        not is_jitted(loss),
-        expected="loss to be an ordinary def that tidies the batch, then calls batch_loss",
+    LOSS.jitted(batch_loss)
+    LOSS.plain(
+        loss,
         seen=f"loss is a jitted function ({getattr(loss, '__name__', type(loss).__name__)})",
-        hint="a jitted loss sees every batch structure and compiles for each one; tidy the "
-        "batch in plain Python first, then call the jitted batch_loss",
     )
-
     n, f = int(rng.integers(16, 65)), int(rng.integers(4, 10))
     params = {
         "w": jnp.asarray(rng.normal(size=f), dtype=jnp.float32),
@@ -193,34 +193,14 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
     plan = [plan[i] for i in rng.permutation(len(plan))]
     batches = [_make_batch(rng, kind, n, f, i * n) for i, (kind, _) in enumerate(plan)]
     wanted = [_reference_loss(params, b) for b in batches]
-    copies = [_copy(b) for b in batches]
-
-    batch_loss.clear_cache()  # count from a cold cache, whatever the notebook ran before
-    outputs, calls_per_loss = [], []
-    with (
-        count_compiles(batch_loss) as count,
-        recording(loss, batch_loss, lambda: count.compiles) as recorder,
-    ):
-        for (_, style), batch in zip(plan, batches, strict=True):
-            before = len(recorder.calls)
-            outputs.append(_call(loss, style, params, batch))
-            calls_per_loss.append(recorder.calls[before:])
+    arguments = [_arguments(style, params, b) for (_, style), b in zip(plan, batches, strict=True)]
+    run = LOSS.run(loss, batch_loss, arguments, check=RUNS)
     passed(RUNS)
-    calls = recorder.calls
-
-    off = sum(not call.jit_on for call in calls)
-    require(
-        JIT_ON_CALLS,
-        not off,
-        expected="jit switched on at every call of batch_loss",
-        seen=f"jit was switched off (jax.disable_jit or jax_disable_jit) at {off} of "
-        f"{len(calls)} calls: nothing compiles, so the counts mean nothing",
-        hint="remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) "
-        "from your code: the exercise is about what jit compiles",
-    )
-    counts = sorted({len(made) for made in calls_per_loss})
+    LOSS.jit_on(run.recorder)
+    calls, count = run.kernel_calls, run.count
+    counts = sorted({len(made) for made in run.calls})
     hint = "loss should tidy the batch and return batch_loss(params, tidy_batch): one call"
-    if not calls and recorder.traced:
+    if not calls and run.recorder.traced:
         hint += "; batch_loss was only called while another function was being traced"
     elif not calls and count.compiles:
         hint += "; batch_loss compiled, but not through a name loss holds"
@@ -232,17 +212,8 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
         + ", ".join(str(c) for c in counts),
         hint=hint,
     )
-    differing = [
-        i for i, made in enumerate(calls_per_loss) if not same_content(outputs[i], made[0].out)
-    ]
-    require(
-        FROM_CORE,
-        not differing,
-        expected="each call of loss to return what its batch_loss call returned",
-        seen=f"{len(differing)} of {len(plan)} results differ from batch_loss's output",
-        hint="return batch_loss(params, tidy_batch) as it is; do the arithmetic inside "
-        "batch_loss, not around it",
-    )
+    LOSS.returns_kernel_output(run, same=same_content)
+    outputs = run.outputs
     shapes = sorted({str(np.shape(out)) for out in outputs})
     require(
         SCALAR,
@@ -263,28 +234,17 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
         + "the loss is sum(w * (pred - y)**2) / sum(w), and a batch without weights "
         "counts every example once (weight 1, not 0)",
     )
-    changed = sorted({plan[i][0] for i, b in enumerate(batches) if not _unchanged(b, copies[i])})
-    require(
-        KEPT,
-        not changed,
-        expected="every batch dict, and every array in it, unchanged after the call",
-        seen=f"changed batches of kind: {', '.join(changed)}",
-        hint="the loader may reuse its dicts and arrays; build a new dict for batch_loss "
-        "(and new arrays) instead of assigning to, popping from, or editing in place "
-        "what you were given",
-    )
+    LOSS.unchanged(run, what=lambda i: f"a batch of kind {plan[i][0]}")
     causes, kinds = _compile_causes(
         [call.signature for call in calls], [call.compiled for call in calls]
     )
-    hints = [_HINTS[kind] for kind in kinds[:2]]
-    jax_note = f'JAX\'s note on the last miss: "{shorten(count.last_reason, 160)}"'
-    require_compiles(
+    LOSS.compiles(
         ONCE,
         count,
         exactly=1,
         what=f"compilations of batch_loss for {len(plan)} batches",
-        hint=". Also: ".join(hints)
+        hint=". Also: ".join(_HINTS[kind] for kind in kinds[:2])
         or "give batch_loss the same structure every time (same keys, always arrays) "
         "and call it positionally",
-        seen_extra="; ".join(part for part in (causes, jax_note) if part),
+        cause=causes,
     )

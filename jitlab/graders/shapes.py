@@ -1,4 +1,4 @@
-"""Grader for exercise 01 (shapes).
+"""Grader for the shapes exercise.
 
 Part 1, :func:`grade`: a variable-length RMS that compiles once per bucket. What it
 rejects, and how:
@@ -38,107 +38,49 @@ from typing import Any
 
 import numpy as np
 
-from jitlab.grading import (
-    Call,
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    is_jitted,
-    missed_calls,
-    passed,
-    recording,
-    require,
+from jitlab.grading import Call, Signature, call_learner, fail, fresh_rng, grader, passed
+from jitlab.grading.checks import (
+    BUCKETS_FEW,
+    BUCKETS_HOLD,
+    excerpt,
+    first_difference,
     require_buckets,
-    require_jitted,
     shorten,
 )
-from jitlab.grading.checks import BUCKETS_FEW, BUCKETS_HOLD, JIT_ON
+from jitlab.grading.kernel import (
+    FROM_KERNEL,
+    JIT_ON,
+    JITTED,
+    NO_CALLBACKS,
+    PLAIN,
+    UNCHANGED,
+    KernelExercise,
+)
 from jitlab.instruments.counting import count_compiles
 
-LESSON = "01"
 SMALLEST_BUCKET_ALLOWED = 16
 MOST_BUCKETS = 12  # stated in the exercise: "at most 12 distinct bucket sizes"
 CALLS = 50
 MAX_LENGTH = 1000
 
-# ------------------------------------------------------------ what rms passed to the kernel
-
-
-def same_value(a: Any, b: Any) -> bool:
-    """``a`` and ``b`` hold the same numbers (exactly), whatever their container."""
-    try:
-        left, right = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    except (TypeError, ValueError):
-        return False
-    return left.shape == right.shape and np.array_equal(left, right, equal_nan=True)
-
-
-def signature(call: Call) -> tuple[Any, ...]:
-    """What a call's arguments look like to jit's cache (types, shapes, dtypes)."""
-
-    def leaf(value: Any) -> tuple[Any, ...]:
-        dtype = getattr(value, "dtype", None)
-        return (
-            type(value).__name__,
-            tuple(np.shape(value)),
-            str(dtype) if dtype is not None else type(value).__name__,
-        )
-
-    return (
-        tuple(leaf(a) for a in call.args),
-        tuple(sorted((k, leaf(v)) for k, v in call.kwargs.items())),
-    )
-
-
-def describe(sig: tuple[Any, ...]) -> str:
-    """A signature as the learner would write it: (ndarray float32[512], int)."""
-
-    def leaf(kind: str, shape: tuple[int, ...], dtype: str) -> str:
-        if kind == dtype:  # a Python scalar
-            return kind
-        return f"{kind} {dtype}{list(shape) if shape else ''}"
-
-    args, kwargs = sig
-    parts = [leaf(*arg) for arg in args] + [f"{k}={leaf(*arg)}" for k, arg in kwargs]
-    return "(" + ", ".join(parts) + ")"
-
-
-CALLBACKS = ("pure_callback", "io_callback")
-
-
-def require_no_callbacks(check: str, fn: Any, *args: Any, lesson: str = LESSON) -> None:
-    """Pass if the traced program of ``fn`` has no host callback doing the work."""
-
-    def trace() -> Any:
-        return fn.trace(*args)
-
-    trace.__name__ = getattr(fn, "__name__", "your function")  # for a stub's verdict
-    traced = call_learner(check, trace, lesson=lesson)
-    text = str(traced.jaxpr)
-    found = [name for name in CALLBACKS if name in text]
-    require(
-        check,
-        not found,
-        expected="the whole computation inside the compiled program",
-        seen=f"a {found[0]} in the program: the work runs in Python" if found else "",
-        hint="compute with jax.numpy inside the jitted function, not through a callback",
-    )
-
-
-# ------------------------------------------------------------------- part 1: rms
-
+RMS = KernelExercise(
+    wrapper="rms",
+    kernel="padded_rms",
+    call="padded_rms(padded, n)",
+    hints={PLAIN.name: "remove @jax.jit from rms; only padded_rms is jitted"},
+)
+PADDING = "padded_rms ignores the padding"
+NUMBERS = "rms matches the reference"
+PER_BUCKET = "at most one compilation per bucket"
 CHECKS = (
-    "padded_rms is compiled with jax.jit",
-    "rms is a plain Python function",
+    *RMS.names(JITTED, PLAIN),
     BUCKETS_HOLD,
     BUCKETS_FEW,
-    "padded_rms computes inside its compiled program",
-    "padded_rms ignores the padding",
-    "rms matches the reference",
-    "rms leaves its input unchanged",
-    "rms returns what padded_rms computed",
-    "at most one compilation per bucket",
+    RMS.name(NO_CALLBACKS),
+    PADDING,
+    NUMBERS,
+    *RMS.names(UNCHANGED, JIT_ON, FROM_KERNEL),
+    PER_BUCKET,
 )
 
 
@@ -189,47 +131,41 @@ def _too_many_compiles(
                 f"but bucket_size({m}) is {bucket_size(m)}",
                 "pad x to bucket_size(len(x)), so that lengths in one bucket share a shape",
             )
-    per_signature: dict[tuple[Any, ...], int] = {}
+    per_signature: dict[Signature, int] = {}
     for during, new in zip(calls, compiled, strict=True):
         if during:
-            key = signature(during[-1])
+            key = during[-1].signature
             per_signature[key] = per_signature.get(key, 0) + new
     again = [sig for sig, n in per_signature.items() if n > 1]
     if again:
         return (
             f"padded_rms compiled {per_signature[again[0]]} times for arguments that "
-            f"all looked like {describe(again[0])}: only n changed between them, so n "
+            f"all looked like {again[0]}: only n changed between them, so n "
             "is part of the cache key (static)",
             "keep n a traced argument: remove it from static_argnums / static_argnames "
             "(and do not close over it); only the padded length should vary",
         )
-    kinds = {sig[0][1:] for sig in per_signature if len(sig[0]) > 1}
+    kinds = sorted({sig.leaves[1][1] for sig in per_signature if len(sig.leaves) > 1})
     if len(kinds) > 1:
-        shown = ", ".join(sorted(describe((k, ())) for k in kinds))
         return (
-            f"n reached padded_rms as {len(kinds)} different types: {shown}",
+            f"n reached padded_rms as {len(kinds)} different types: {', '.join(kinds)} "
+            "('~' marks a weak type: a Python scalar)",
             "pass n the same way on every call (for instance always len(x), a Python int)",
         )
     return "", "pad to bucket_size(len(x)) and keep n traced"
 
 
-@grader("01 shapes: one compilation per bucket", checks=CHECKS)
+@grader("shapes", part="one compilation per bucket", checks=CHECKS)
 def grade(
     bucket_size: Callable[[int], int],
     padded_rms: Callable[..., Any],
     rms: Callable[[np.ndarray], Any],
 ) -> None:
-    """Grade part 1 of exercise 01: ``bucket_size``, ``padded_rms`` and ``rms``."""
+    """Grade part 1 of the exercise: ``bucket_size``, ``padded_rms`` and ``rms``."""
     rng = fresh_rng()
-    require_jitted("padded_rms is compiled with jax.jit", padded_rms)
-    require(
-        "rms is a plain Python function",
-        not is_jitted(rms),
-        expected="rms without @jax.jit (it pads in NumPy, where shapes are free)",
-        seen="rms is wrapped by jax.jit: it compiles once per input length",
-        hint="remove @jax.jit from rms; only padded_rms is jitted",
-    )
-    call_learner(BUCKETS_HOLD, bucket_size, 1, lesson=LESSON)  # a stub says so first
+    RMS.jitted(padded_rms)
+    RMS.plain(rms, seen="rms is wrapped by jax.jit: it compiles once per input length")
+    call_learner(BUCKETS_HOLD, bucket_size, 1)  # a stub says so first
     require_buckets(
         bucket_size,
         up_to=MAX_LENGTH,
@@ -239,50 +175,29 @@ def grade(
 
     # Garbage past n must not change the answer; a full bucket has no padding at all.
     cases = _padding_cases(rng, bucket_size)
-    probe = np.ones(int(bucket_size(cases[0])), np.float32)
-    require_no_callbacks("padded_rms computes inside its compiled program", padded_rms, probe, 1)
+    RMS.no_callbacks(padded_rms, np.ones(int(bucket_size(cases[0])), np.float32), 1)
     for n in cases:
         size = int(bucket_size(n))
         x = rng.normal(size=n).astype(np.float32)
         garbage = rng.uniform(100, 1000, size=size - n).astype(np.float32)
-        got = call_learner(
-            "padded_rms ignores the padding",
-            padded_rms,
-            np.concatenate([x, garbage]),
-            n,
-            lesson=LESSON,
-        )
+        got = call_learner(PADDING, padded_rms, np.concatenate([x, garbage]), n)
         want = _reference_rms(x)
         if not np.allclose(np.asarray(got, np.float64), want, rtol=1e-4):
             raise fail(
-                "padded_rms ignores the padding",
+                PADDING,
                 expected=f"{want:.6g} for n={n} in a bucket of {size}",
                 seen=f"{shorten(str(np.asarray(got)), 80)}"
                 + (" (no padding in this call)" if size == n else ""),
                 hint="mask the elements at positions >= n, and divide by n, "
                 "not by the padded length",
             )
-    passed("padded_rms ignores the padding")
+    passed(PADDING)
 
     lengths = _lengths(rng, bucket_size)
     buckets = {int(bucket_size(m)) for m in lengths}
     data = [rng.normal(loc=rng.normal(), size=m).astype(np.float32) for m in lengths]
-    copies = [x.copy() for x in data]
-    results: list[Any] = []
-    calls: list[list[Call]] = []
-    compiled: list[int] = []
-    padded_rms.clear_cache()
-    with (
-        count_compiles(padded_rms) as count,
-        recording(rms, padded_rms, lambda: count.compiles) as recorder,
-    ):
-        for x in data:
-            before_calls, before_compiles = len(recorder.calls), count.compiles
-            results.append(call_learner("rms matches the reference", rms, x, lesson=LESSON))
-            calls.append(recorder.calls[before_calls:])
-            compiled.append(count.compiles - before_compiles)
-
-    for m, x, got in zip(lengths, copies, results, strict=True):
+    run = RMS.run(rms, padded_rms, [((x,), {}) for x in data], check=NUMBERS)
+    for m, ((x,), _), got in zip(lengths, run.copies, run.outputs, strict=True):
         want = _reference_rms(x)
         try:
             value = np.asarray(got, np.float64)
@@ -290,86 +205,35 @@ def grade(
             value = np.array(np.nan)
         if value.shape != () or not np.allclose(value, want, rtol=1e-4):
             raise fail(
-                "rms matches the reference",
+                NUMBERS,
                 expected=f"{want:.6g} for an array of length {m} (bucket {bucket_size(m)})",
                 seen=shorten(repr(got), 120),
                 hint="rms returns one number: the RMS of the real values only",
             )
-    passed("rms matches the reference")
-
-    changed = [m for m, x, c in zip(lengths, data, copies, strict=True) if not np.array_equal(x, c)]
-    require(
-        "rms leaves its input unchanged",
-        not changed,
-        expected="the caller's arrays as they were",
-        seen=f"rms changed the contents of {len(changed)} input array(s) "
-        f"(the first of length {changed[0]})"
-        if changed
-        else "",
-        hint="pad into a new array (np.zeros + assignment, or np.pad); never write into x",
-    )
-
-    if not all(call.jit_on for call in recorder.calls + recorder.traced):
-        raise fail(
-            JIT_ON,
-            expected="padded_rms to run compiled when rms calls it",
-            seen="jit was switched off (jax.disable_jit) while rms called padded_rms",
-            hint="remove jax.disable_jit() from rms: the exercise is about what jit compiles",
-        )
-    never = [m for m, during in zip(lengths, calls, strict=True) if not during]
-    seen, hint = missed_calls(
-        recorder,
-        wrapper="rms",
-        target="padded_rms",
-        missed=len(never),
-        total=len(lengths),
-        first=f" (the first for length {never[0]})" if never else "",
-        direct_call="padded_rms(padded, n)",
-    )
-    require(
-        "rms returns what padded_rms computed",
-        not never,
-        expected="every call of rms to call padded_rms and return its result",
-        seen=seen,
+    passed(NUMBERS)
+    RMS.unchanged(run, what=lambda i: f"the array of length {lengths[i]}")
+    RMS.jit_on(run.recorder)
+    RMS.calls_kernel(run, first=lambda i: f"length {lengths[i]}")
+    RMS.returns_kernel_output(run)
+    cause, hint = "", "pad to bucket_size(len(x)) and keep n traced"
+    if run.count.compiles > len(buckets):
+        cause, hint = _too_many_compiles(bucket_size, lengths, run.calls, run.compiled)
+    RMS.compiles(
+        PER_BUCKET,
+        run.count,
+        at_most=len(buckets),
+        what=f"compilations of padded_rms for {len(lengths)} calls ({len(set(lengths))} "
+        f"distinct lengths in {len(buckets)} buckets)",
         hint=hint,
-    )
-    elsewhere = [
-        m
-        for m, got, during in zip(lengths, results, calls, strict=True)
-        if not any(same_value(got, call.out) for call in during)
-    ]
-    require(
-        "rms returns what padded_rms computed",
-        not elsewhere,
-        expected="rms to return the value padded_rms returned during the same call",
-        seen=f"for {len(elsewhere)} of {len(lengths)} lengths (the first: {elsewhere[0]}) "
-        "rms returned a number that padded_rms did not compute"
-        if elsewhere
-        else "",
-        hint="return padded_rms(padded, n) itself; do not compute the answer another way "
-        "beside a call to padded_rms",
-    )
-
-    extra_seen, hint = ("", "")
-    if count.compiles > len(buckets):
-        extra_seen, hint = _too_many_compiles(bucket_size, lengths, calls, compiled)
-        jax_said = shorten(count.last_reason, 160)
-        extra_seen = "; ".join(p for p in (extra_seen, f"JAX's closest-key guess: {jax_said}") if p)
-    require(
-        "at most one compilation per bucket",
-        count.compiles <= len(buckets),
-        expected=f"at most {len(buckets)} compilations of padded_rms for {len(lengths)} "
-        f"calls ({len(set(lengths))} distinct lengths in {len(buckets)} buckets)",
-        seen=f"{count.compiles} compilations" + (f"; {extra_seen}" if extra_seen else ""),
-        hint=hint,
+        cause=cause,
     )
 
 
 # ------------------------------------------------------------ part 2: loud_positions
 
+POSITIONS = KernelExercise(wrapper="", kernel="loud_positions", call="")
 POSITIONS_CHECKS = (
-    "loud_positions is compiled with jax.jit",
-    "loud_positions computes inside its compiled program",
+    *POSITIONS.names(JITTED, NO_CALLBACKS),
     "loud_positions finds every position above the threshold",
     "loud_positions compiles once for one length",
 )
@@ -434,28 +298,21 @@ def _positions_hint(case: _Case, got: np.ndarray, want: np.ndarray) -> str:
     return "positions are the indices i with x[i] > threshold, then -1 in the unused slots"
 
 
-@grader("01 shapes: positions of any count", checks=POSITIONS_CHECKS)
+@grader("shapes", part="positions of any count", checks=POSITIONS_CHECKS)
 def grade_positions(loud_positions: Callable[..., Any]) -> None:
-    """Grade part 2 of exercise 01: ``loud_positions(x, threshold)``."""
+    """Grade part 2 of the exercise: ``loud_positions(x, threshold)``."""
     rng = fresh_rng()
     length = int(rng.integers(40, 97))
     cases = _positions_cases(rng, length)
-    require_jitted("loud_positions is compiled with jax.jit", loud_positions)
-    require_no_callbacks(
-        "loud_positions computes inside its compiled program",
-        loud_positions,
-        cases[0].x,
-        cases[0].threshold,
-    )
+    POSITIONS.jitted(loud_positions)
+    POSITIONS.no_callbacks(loud_positions, cases[0].x, cases[0].threshold)
 
     loud_positions.clear_cache()
     outputs, compiled = [], []
     with count_compiles(loud_positions) as count:
         for case in cases:
             before = count.compiles
-            outputs.append(
-                call_learner(POSITIONS_OK, loud_positions, case.x, case.threshold, lesson=LESSON)
-            )
+            outputs.append(call_learner(POSITIONS_OK, loud_positions, case.x, case.threshold))
             compiled.append(count.compiles - before)
 
     for case, out in zip(cases, outputs, strict=True):
@@ -470,11 +327,12 @@ def grade_positions(loud_positions: Callable[..., Any]) -> None:
         got = np.asarray(out[0])
         got_count = np.asarray(out[1])
         if got.shape != want.shape or not np.array_equal(got, want):
+            at = first_difference(got, want) if got.shape == want.shape else 0
             raise fail(
                 POSITIONS_OK,
-                expected=f"{shorten(str(want.tolist()), 100)} for {case.what} "
+                expected=f"{excerpt(want, at, 12)} for {case.what} "
                 f"(threshold {case.threshold:g}, length {length})",
-                seen=shorten(str(got.tolist()), 100) + f" (shape {got.shape})",
+                seen=f"{excerpt(got, at, 12)} (shape {got.shape})",
                 hint=_positions_hint(case, got.reshape(-1), want),
             )
         if got_count.shape != () or int(got_count) != want_count:
@@ -488,20 +346,19 @@ def grade_positions(loud_positions: Callable[..., Any]) -> None:
 
     hint = "use a fixed size (size=x.shape[0]) and keep threshold an ordinary argument"
     why = ""
-    if count.compiles > 1:
-        # Case 1 changes only the data, case 2 only the threshold (see _positions_cases).
-        if compiled[1] == 0 and compiled[2] > 0:
-            why = (
-                "it compiled again when only the threshold changed, and not when only the "
-                "data changed: threshold is static"
-            )
-            hint = "remove threshold from static_argnums / static_argnames: keep it traced"
-        why = "; ".join(p for p in (why, f"JAX's closest-key guess: {count.last_reason}") if p)
-    require(
+    # Case 1 changes only the data, case 2 only the threshold (see _positions_cases).
+    if count.compiles > 1 and compiled[1] == 0 and compiled[2] > 0:
+        why = (
+            "it compiled again when only the threshold changed, and not when only the "
+            "data changed: threshold is static"
+        )
+        hint = "remove threshold from static_argnums / static_argnames: keep it traced"
+    POSITIONS.compiles(
         "loud_positions compiles once for one length",
-        count.compiles == 1,
-        expected=f"1 compilation for {len(cases)} calls on arrays of length {length} "
+        count,
+        exactly=1,
+        what=f"compilations for {len(cases)} calls on arrays of length {length} "
         "with different data and thresholds",
-        seen=f"{count.compiles} compilations" + (f"; {shorten(why, 240)}" if why else ""),
         hint=hint,
+        cause=why,
     )

@@ -1,4 +1,4 @@
-"""Grader for exercise 06 (static arguments): a configuration class for a jitted block.
+"""Grader for the static arguments exercise: a configuration class for a jitted block.
 
 The exercise gives ``block(params, x, cfg, temperature)``. It reads ``cfg.activation``,
 ``cfg.residual``, ``cfg.layer_norm`` and ``cfg.eps`` in Python, so ``cfg`` must be
@@ -44,27 +44,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.grading import (
-    GradingFailure,
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    passed,
-    require,
-    require_close,
-    require_compiles,
-    require_jitted,
-    shorten,
-)
+from jitlab.grading import GradingFailure, call_learner, fail, fresh_rng, grader, passed, require
+from jitlab.grading.checks import require_close, require_compiles, require_jitted, shorten
+from jitlab.grading.kernel import host_callbacks
 from jitlab.instruments.counting import count_compiles
 
-LESSON = "06"
 FIELDS = ("activation", "residual", "layer_norm", "eps")
 ACTIVATION_NAMES = ("relu", "tanh", "softplus")
 BATCH, WIDTH, HIDDEN = 16, 8, 24
 RTOL, ATOL = 1e-4, 1e-6  # float32 against float64; a stale eps misses by far more
-_CALLBACKS = ("pure_callback", "io_callback")
 
 BUILT = "a config can be built from its four fields"
 HASHABLE = "a config is hashable"
@@ -133,7 +121,7 @@ def _describe(fields: dict[str, Any]) -> str:
 
 def _build(config_class: Callable[..., Any], fields: dict[str, Any]) -> Any:
     """A fresh config instance, built the way the exercise describes (keywords)."""
-    return call_learner(BUILT, config_class, lesson=LESSON, **fields)
+    return call_learner(BUILT, config_class, **fields)
 
 
 # ---------------------------------------------------------------- calling forward
@@ -157,7 +145,7 @@ def _diagnose(err: Exception) -> GradingFailure:
             expected="make_forward's function to return a result",
             seen="NotImplementedError: the exercise is not solved yet",
             hint="replace the `raise NotImplementedError` in the exercise cell; "
-            f"`jitlab hint {LESSON}` if you are stuck",
+            "`jitlab hint static_arguments` if you are stuck",
         )
     if isinstance(err, ValueError) and "Non-hashable static arguments" in str(err):
         cause = [ln for ln in str(err).splitlines() if ln.startswith("TypeError")]
@@ -267,11 +255,7 @@ def _check_value_semantics(
 
 
 def _require_no_callback(forward: Any, args: tuple[Any, ...]) -> None:
-    try:
-        text = str(forward.trace(*args).jaxpr)
-    except Exception:  # it ran above; do not fail on introspection
-        text = ""
-    found = [c for c in _CALLBACKS if c in text]
+    found = host_callbacks(forward, *args)
     require(
         INSIDE,
         not found,
@@ -308,7 +292,7 @@ def _draw_fields(rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, di
     return base, variants
 
 
-@grader("06 static arguments", checks=CHECKS)
+@grader("static_arguments", checks=CHECKS)
 def grade(config_class: Callable[..., Any], make_forward: Callable[[], Any]) -> None:
     """Check ``BlockConfig`` (value semantics, immutability) and ``make_forward`` (which
     arguments are static) by numbers and by compile counts; see the module docstring."""
@@ -318,7 +302,7 @@ def grade(config_class: Callable[..., Any], make_forward: Callable[[], Any]) -> 
     nearly = dict(base, eps=float(base["eps"] * (1 + 1e-6)))
     _check_value_semantics(config_class, base, {**variants, "eps (slightly)": nearly})
 
-    forward = call_learner(RETURNS, make_forward, lesson=LESSON)
+    forward = call_learner(RETURNS, make_forward)
     passed(RETURNS)
     require_jitted(
         JITTED, forward, hint="return jax.jit(block, ...) so the work stays inside the compiler"

@@ -83,6 +83,10 @@ class Signature:
         """The abstract value at ``path`` ("lr", "batch['x']"), or None when absent."""
         return dict(self.leaves).get(path)
 
+    def __str__(self) -> str:
+        """As a learner would read it: ``(padded: float32[512], n: ~int32[])``."""
+        return "(" + ", ".join(f"{path}: {kind}" for path, kind in self.leaves) + ")"
+
 
 class Leaf(NamedTuple):
     """One leaf of a call's arguments: where it was, a copy of it, and its type."""
@@ -105,7 +109,7 @@ def _abstract(value: Any) -> str:
         return type(value).__name__
 
 
-def _copy(leaf: Any) -> Any:
+def copy_leaf(leaf: Any) -> Any:
     """A copy of one leaf that a later in-place change by the caller cannot alter."""
     if isinstance(leaf, jax.core.Tracer):
         return None
@@ -148,9 +152,8 @@ def _described(
     for name, value in named.items():  # in the order of the parameters
         flat, treedef = jax.tree_util.tree_flatten_with_path(value, is_leaf=lambda v: v is None)
         for path, v in flat:
-            leaves.append(
-                Leaf(name + jax.tree_util.keystr(path), _copy(v) if copies else None, _abstract(v))
-            )
+            kept = copy_leaf(v) if copies else None
+            leaves.append(Leaf(name + jax.tree_util.keystr(path), kept, _abstract(v)))
         structures.append(f"{name}={treedef}")
     sig = Signature(
         style=style,
@@ -275,7 +278,7 @@ class Recorder:
             # Concrete arguments inside another trace still give tracers back.
             call.traced = call.traced or _has_tracer(call.out)
             if not call.traced and not call.raised:
-                call.outputs = tuple(_copy(leaf) for leaf in jax.tree.leaves(call.out))
+                call.outputs = tuple(copy_leaf(leaf) for leaf in jax.tree.leaves(call.out))
             (self.traced if call.traced else self.calls).append(call)
         return call.out
 

@@ -48,6 +48,7 @@ class GradingFailure(AssertionError):
 class _Session:
     title: str
     declared: tuple[str, ...]
+    slug: str = ""
     passed: list[str] = dataclasses.field(default_factory=list)
 
 
@@ -119,10 +120,14 @@ SOLVE_HINT = "replace the `raise NotImplementedError` in the exercise cell"
 def call_learner(
     check: str, fn: Callable[..., Any], *args: Any, lesson: str = "", **kwargs: Any
 ) -> Any:
-    """Call the learner's function; an unfinished stub or a crash becomes a failed check."""
+    """Call the learner's function; an unfinished stub or a crash becomes a failed check.
+
+    ``lesson`` (a slug) names the exercise whose hints a stub points to; by default the
+    running grader's."""
     try:
         return fn(*args, **kwargs)
     except NotImplementedError:
+        lesson = lesson or (_session.slug if _session else "")
         hint = SOLVE_HINT + (f"; `jitlab hint {lesson}` if you are stuck" if lesson else "")
         raise fail(
             check,
@@ -155,10 +160,12 @@ def require_close(
         )
     if not np.allclose(got_np, want_np, rtol=rtol, atol=atol):
         worst = int(np.argmax(np.abs(got_np - want_np))) if got_np.size else 0
+        first = first_difference(got_np, want_np, rtol=rtol, atol=atol)
         raise fail(
             check,
-            expected=f"{_short(want_np)} (from the reference implementation)",
-            seen=f"{_short(got_np)} (largest error at flat index {worst})",
+            expected=f"{excerpt(want_np, first)} (from the reference implementation)",
+            seen=f"{excerpt(got_np, first)} (first wrong at flat index {first}, largest "
+            f"error at {worst})",
             hint=hint or "compare with the reference on a small input by hand",
         )
     passed(check)
@@ -239,15 +246,32 @@ def fresh_rng() -> np.random.Generator:
     return np.random.default_rng(time.time_ns() % 2**32)
 
 
-def _short(array: np.ndarray) -> str:
-    flat = array.reshape(-1)
-    shown = np.array2string(flat[:6], precision=4, separator=", ")
-    return shown if flat.size <= 6 else shown[:-1] + ", ...]"
+def first_difference(got: Any, want: Any, *, rtol: float = 0.0, atol: float = 0.0) -> int:
+    """The first flat index where two arrays of one shape differ (0 if they do not)."""
+    a, b = np.asarray(got).reshape(-1), np.asarray(want).reshape(-1)
+    differs = ~np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+    return int(np.argmax(differs)) if differs.any() else 0
+
+
+def excerpt(array: Any, at: int = 0, count: int = 6) -> str:
+    """``count`` entries of ``array`` (flattened) from just before flat index ``at``, "…"
+    marking what is left out. Both sides of a verdict cut at the same ``at`` (where they
+    first differ), so the difference is on the screen, not behind the "…"."""
+    flat = np.asarray(array).reshape(-1)
+    start = max(0, min(at - 1, flat.size - count))
+    shown = np.array2string(flat[start : start + count], precision=4, separator=", ")[1:-1]
+    head = f"[… {start} entries, " if start else "["
+    tail = ", …]" if start + count < flat.size else "]"
+    return head + shown + tail
 
 
 # ------------------------------------------------------------------- the grader frame
 
 JIT_ON = "jit is on and the compile counter hears JAX"
+JIT_OFF_HINT = (
+    "remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) from your "
+    "code: the exercise is about what jit compiles"
+)
 
 
 def _canary_count() -> tuple[int, int]:
@@ -279,8 +303,7 @@ def require_jit_on(moment: str) -> None:
             expected=f"jit switched on {moment}",
             seen="jit is switched off (jax_disable_jit is True): nothing compiles, so the "
             "compile counts mean nothing",
-            hint="remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) "
-            "from your code: the exercise is about what jit compiles",
+            hint=JIT_OFF_HINT,
         )
     traces, compiles = _canary_count()
     if (traces, compiles) != (1, 1):
@@ -294,8 +317,21 @@ def require_jit_on(moment: str) -> None:
     passed(JIT_ON)
 
 
-def grader(title: str, checks: Sequence[str]) -> Callable[[F], F]:
-    """Declare a grading function: its title and every check it reports, in order.
+def title_of(slug: str, part: str = "") -> str:
+    """``01 shapes: positions``: the lesson's number from ``course.yml``, its slug, the
+    part. A slug the course does not list (a test's toy grader) stands alone."""
+    from jitlab.course.manifest import CourseError, lesson_number
+
+    try:
+        number = lesson_number(slug) + " "
+    except (CourseError, ValueError):
+        number = ""
+    return f"{number}{slug.replace('_', ' ')}" + (f": {part}" if part else "")
+
+
+def grader(slug: str, checks: Sequence[str], *, part: str = "") -> Callable[[F], F]:
+    """Declare a grading function: its exercise's slug (and ``part`` when it has more
+    than one grader) and every check it reports, in order.
 
     The wrapped function runs between two canary compilations, must report every
     declared check, and then reports itself complete to the runner.
@@ -308,7 +344,8 @@ def grader(title: str, checks: Sequence[str]) -> Callable[[F], F]:
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> None:
             global _session
-            outer, _session = _session, _Session(title=title, declared=declared)
+            title = title_of(slug, part)
+            outer, _session = _session, _Session(title=title, declared=declared, slug=slug)
             session = _session
             try:
                 require_jit_on("before grading")

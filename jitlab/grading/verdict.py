@@ -127,7 +127,7 @@ class Verdict:
     passed: bool
     checks: tuple[Check, ...] = ()
     problem: str = ""  # why it failed, when no grader check says so
-    where: str = ""  # "exercises/01_shapes.py:52": the line to look at
+    where: str = ""  # "exercises/NN_shapes.py:52": the line to look at
     kind: str = ""  # "check", "tampered", "syntax", "timeout", "crash", "incomplete"
     next_step: str = ""  # after a pass: what to do next
 

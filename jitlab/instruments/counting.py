@@ -26,8 +26,10 @@ a test in ``tests/instruments/test_counting.py``):
   can answer a miss from an inner cache without running your Python again.
 - **Empty explanations.** Functions defined inside JAX or the standard library never get
   one (JAX explains misses only for user code). An application that silences the
-  ``jax`` logger would get none either, so while it counts, the counter lowers that
-  logger's level to WARNING and puts it back afterwards.
+  ``jax`` logger would get none either, so while it counts, the counter opens JAX's
+  explanation loggers to WARNING, for explanations only, and puts them back afterwards.
+  It hears them through a logging filter, not a handler, so JAX's other warnings still
+  print (:mod:`jitlab.instruments.explanations`).
 - **Callable objects.** A jitted instance of a class with ``__call__`` is reported by
   JAX as ``<unnamed function>``; the counter matches that name, so it counts every
   unnamed callable together. Give such code a named function to count.
@@ -35,16 +37,21 @@ a test in ``tests/instruments/test_counting.py``):
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
-import logging
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import jax
 from jax import monitoring
+
+from jitlab.instruments.explanations import (
+    closest_key_difference,
+    explained_function,
+    hearing_explanations,
+)
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -81,6 +88,9 @@ class CompileCount:
     lower_seconds: float = 0.0
     compile_seconds: float = 0.0
     explanations: list[str] = dataclasses.field(default_factory=list)
+    compiled: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    """How many times each function was compiled, by the name JAX reports (``jit(f)``):
+    with ``count_compiles(None)``, which functions the compilations were."""
 
     @property
     def last_reason(self) -> str:
@@ -110,7 +120,7 @@ def miss_reason(explanation: str) -> str:
     """
     if "never seen function" in explanation:
         return "never seen function (a new function object)"
-    reason = explanation.split("For the closest previous key:")[-1]
+    reason = closest_key_difference(explanation) or explanation
     reason = " ".join(reason.split("https://")[0].split())
     return reason[:300] if reason else explanation.strip().splitlines()[-1]
 
@@ -140,27 +150,6 @@ def function_name(fn: Callable[..., Any] | str | None) -> str | None:
 def _lowered_name_matches(event_name: str, name: str) -> bool:
     # Lowering and compile events name the function "jit(f)"; tracing names it "f".
     return event_name == name or event_name == f"jit({name})"
-
-
-class _ExplanationHandler(logging.Handler):
-    def __init__(self, count: CompileCount) -> None:
-        super().__init__(level=logging.WARNING)
-        self._count = count
-        name = count.name
-        self._about = (
-            None
-            if name is None
-            else re.compile(
-                rf"(for {re.escape(name)} defined at|never seen function:\s+{re.escape(name)} id=)"
-            )
-        )
-
-    def emit(self, record: logging.LogRecord) -> None:
-        text = record.getMessage()
-        if "CACHE MISS" not in text:
-            return
-        if self._about is None or self._about.search(text):
-            self._count.explanations.append(text.strip())
 
 
 @contextmanager
@@ -200,24 +189,24 @@ def count_compiles(
         elif event == COMPILE_EVENT:
             count.compiles += 1
             count.compile_seconds += seconds
+            count.compiled[str(fun_name or "?")] += 1
+
+    def heard(text: str) -> None:
+        if count.name is None or explained_function(text) == count.name:
+            count.explanations.append(text)
 
     monitoring.register_event_duration_secs_listener(on_duration)
-    handler = _ExplanationHandler(count)
-    jax_logger = logging.getLogger("jax")
-    silenced_level = jax_logger.level
-    if explain:
-        jax_logger.addHandler(handler)
-        if jax_logger.getEffectiveLevel() > logging.WARNING:  # the application silenced it
-            jax_logger.setLevel(logging.WARNING)
     try:
         if explain:
-            with jax.explain_cache_misses(True):
+            asked = bool(jax.config.jax_explain_cache_misses)
+            with (
+                hearing_explanations(heard, show=asked),
+                jax.explain_cache_misses(True),
+            ):
                 yield count
         else:
             yield count
     finally:
-        jax_logger.removeHandler(handler)
-        jax_logger.setLevel(silenced_level)
         try:
             monitoring.unregister_event_duration_listener(on_duration)
         except (AssertionError, ValueError):

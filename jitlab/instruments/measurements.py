@@ -4,8 +4,10 @@ Lessons call ``record(...)`` next to the numbers they print. Nothing is written 
 ``$JITLAB_MEASUREMENTS`` names a file, which ``jitlab dev bench`` sets while it re-runs
 every lesson; the bench then writes one file per machine and JAX release under
 ``results/machines/`` (with the environment report inside) for the site's "Measured
-results" page. The lesson is worked out from where the call runs, so a lesson never
-spells its own number.
+results" page. Each record names the notebook it ran in (``$JITLAB_NOTEBOOK``, which the
+course's notebook pipeline sets for every kernel it starts); the bench turns that into
+the lesson's slug, so a lesson never spells its own name and the instruments need
+nothing from the course.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import os
 from typing import Any
 
 MEASUREMENTS_ENV = "JITLAB_MEASUREMENTS"
+NOTEBOOK_ENV = "JITLAB_NOTEBOOK"
+"""The file a kernel runs, set by the notebook pipeline (read by ``course.current``)."""
 
 
 def record(
@@ -45,8 +49,6 @@ def record(
     }
     path = os.environ.get(MEASUREMENTS_ENV)
     if path:
-        from jitlab.course.current import running_lesson
-
-        row = {"lesson": running_lesson().slug, **row}
+        row = {"notebook": os.environ.get(NOTEBOOK_ENV, ""), **row}
         with open(path, "a", encoding="utf-8") as out:
             out.write(json.dumps(row, default=float) + "\n")

@@ -304,12 +304,6 @@ def cmd_doctor(rest: Sequence[str]) -> int:
     return doctor_main(list(rest))
 
 
-def cmd_dev(args: argparse.Namespace, course: Course) -> int:
-    from jitlab.maintainer.cli import main as dev_main
-
-    return dev_main(args.rest)
-
-
 # ---------------------------------------------------------------------- parser
 
 
@@ -370,13 +364,12 @@ COMMANDS = {
     "watch": cmd_watch,
     "env": cmd_env,
     "preflight": cmd_preflight,
-    "dev": cmd_dev,
 }
 
 # Commands whose arguments go, untouched, to a parser of their own. argparse cannot pass
 # them through: a REMAINDER positional drops an option that comes first (`jitlab doctor
 # --help` and `jitlab doctor --max-compiles f=1 -- ...` were "unrecognized arguments").
-PASS_THROUGH = ("doctor", "dev")
+PASS_THROUGH = ("doctor",)  # and "dev", which jitlab/cli.py sends on before this
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -77,6 +77,13 @@ def measured_environment(python: str) -> tuple[dict[str, Any], str]:
     return found["environment"], f"{found['machine']}-jax-{release}"
 
 
+def _named(course: Course, row: dict[str, Any]) -> dict[str, Any]:
+    """A record with its notebook's file name replaced by the lesson's slug."""
+    notebook = str(row.pop("notebook", ""))
+    found = course.lesson_for_path(Path(notebook)) if notebook else None
+    return {"lesson": found.slug if found else notebook or "?", **row}
+
+
 def run_bench(course: Course, keys: list[str], out_dir: Path, *, python: str | None = None) -> int:
     """Run the lessons (with ``python``, e.g. a release environment of ``make matrix``)."""
     python = python or sys.executable
@@ -95,7 +102,11 @@ def run_bench(course: Course, keys: list[str], out_dir: Path, *, python: str | N
             env={MEASUREMENTS_ENV: str(measurements)},
             python=python,
         )
-        records = [json.loads(line) for line in measurements.read_text().splitlines() if line]
+        records = [
+            _named(course, json.loads(line))
+            for line in measurements.read_text().splitlines()
+            if line
+        ]
     failures = {
         item.slug: [f"cell {c.index}: {c.one_line}" for c in run.cells if c.failed]
         for item in chosen

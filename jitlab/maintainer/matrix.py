@@ -19,7 +19,6 @@ them as a lesson × release table, with each difference and the text that differ
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 import os
@@ -31,8 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from jitlab.course.boxes import pinned_jax
-from jitlab.course.manifest import Course
+from jitlab.course.manifest import Course, pinned_jax
 from jitlab.notebooks.pipeline import (
     NotebookRun,
     execute,
@@ -40,6 +38,7 @@ from jitlab.notebooks.pipeline import (
     execution_key,
     read_run,
 )
+from jitlab.site.releases import difference_lines, load_releases
 
 DEFAULT_RELEASES = ("0.10.2", "0.11.2", "0.12.0.1")
 CELL_TIMEOUT_S = 180
@@ -190,171 +189,3 @@ def run_matrix(
     for line in difference_lines(results, pinned_jax(course.root)):
         echo(line)
     return 0
-
-
-# ------------------------------------------------------------------ differences
-
-
-def load_releases(folder: Path) -> list[dict[str, Any]]:
-    found = [json.loads(p.read_text(encoding="utf-8")) for p in folder.glob("jax-*.json")]
-    return sorted(found, key=lambda r: tuple(int(x) for x in r["release"].split(".")))
-
-
-@dataclasses.dataclass(frozen=True)
-class Difference:
-    """One cell that behaves differently on ``release`` than on the pinned release."""
-
-    release: str
-    notebook: str
-    cell: int
-    kind: str  # "assertion" or "explanation"
-    pinned: str
-    other: str
-
-
-def differences(results: list[dict[str, Any]], pinned: str | None) -> list[Difference]:
-    by_release = {r["release"]: r for r in results}
-    base = by_release.get(pinned or "")
-    if base is None or "notebooks" not in base:
-        return []
-    found = []
-    for result in results:
-        if result["release"] == pinned or "notebooks" not in result:
-            continue
-        for name, notebook in result["notebooks"].items():
-            reference = base["notebooks"].get(name, {}).get("cells", [])
-            for cell in notebook.get("cells", []):
-                index = cell["index"]
-                theirs = reference[index] if index < len(reference) else {}
-                if cell["status"] != theirs.get("status"):
-                    found.append(
-                        Difference(
-                            result["release"],
-                            name,
-                            index,
-                            "assertion",
-                            theirs.get("error", theirs.get("status", "")),
-                            cell.get("error", cell["status"]),
-                        )
-                    )
-                mine = cell.get("explanations", [])
-                reference_text = theirs.get("explanations", [])
-                if _wording(mine) != _wording(reference_text):
-                    found.append(
-                        Difference(
-                            result["release"],
-                            name,
-                            index,
-                            "explanation",
-                            "\n\n".join(reference_text),
-                            "\n\n".join(mine),
-                        )
-                    )
-    return found
-
-
-def _wording(explanations: list[str]) -> list[str]:
-    """Explanations without what changes from run to run (object ids, file paths)."""
-    import re
-
-    cleaned = []
-    for text in explanations:
-        text = re.sub(r"id=\d+", "id=…", text)
-        text = re.sub(r"(?:/[^\s:]+)+\.(?:py|ipynb)(?::\d+)*", "<file>", text)
-        cleaned.append(text)
-    return cleaned
-
-
-def difference_lines(results: list[dict[str, Any]], pinned: str | None) -> list[str]:
-    lines = []
-    for result in results:
-        if "unavailable" in result:
-            lines.append(f"jax {result['release']}: not run ({result['unavailable']})")
-    for diff in differences(results, pinned):
-        if diff.kind == "assertion":
-            lines.append(
-                f"jax {diff.release}: {diff.notebook} cell {diff.cell}: {diff.other or 'passes'}"
-                f" (on {pinned}: {diff.pinned or 'passes'})"
-            )
-        else:
-            lines.append(
-                f"jax {diff.release}: {diff.notebook} cell {diff.cell}: explanation differs"
-            )
-    return lines
-
-
-# ------------------------------------------------------------------------ page
-
-
-def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
-
-
-def releases_page(folder: Path) -> str:
-    """Markdown for the "JAX releases" page: a table, then every difference."""
-    from jitlab.course.manifest import load_course
-
-    results = load_releases(folder) if folder.exists() else []
-    if not results:
-        return "*No release matrix yet: run `make matrix`.*"
-    course = load_course()
-    pinned = pinned_jax(course.root)
-    diffs = differences(results, pinned)
-    releases = [r["release"] for r in results]
-    header = (
-        "| notebook | "
-        + " | ".join(f"jax {r}" + (" (taught)" if r == pinned else "") for r in releases)
-        + " |"
-    )
-    rows = [header, "|---" * (len(releases) + 1) + "|"]
-    names = sorted({name for r in results for name in r.get("notebooks", {})})
-    for name in names:
-        cells = []
-        for result in results:
-            if "unavailable" in result:
-                cells.append("not run")
-                continue
-            notebook = result.get("notebooks", {}).get(name)
-            if notebook is None:
-                cells.append("–")
-                continue
-            failed = sum(c["status"] in ("failed", "timeout") for c in notebook.get("cells", []))
-            changed = sum(
-                d.kind == "explanation"
-                for d in diffs
-                if d.release == result["release"] and d.notebook == name
-            )
-            text = "all hold" if not failed else f"**{failed} fail**"
-            if changed:
-                text += f", {changed} explanation(s) worded differently"
-            cells.append(text)
-        rows.append(f"| `{name}` | " + " | ".join(cells) + " |")
-    parts = [
-        f"The lessons teach JAX {pinned}. `make matrix` re-runs every lesson and solution "
-        "under each release below; this page shows where they differ, so a reader on "
-        "another release knows what to expect.\n",
-        *rows,
-        "",
-    ]
-    for result in results:
-        if "unavailable" in result:
-            parts.append(f"- **jax {result['release']}** was not run: {result['unavailable']}")
-    assertion_diffs = [d for d in diffs if d.kind == "assertion"]
-    if assertion_diffs:
-        parts.append("\n## Assertions that differ\n")
-        for d in assertion_diffs:
-            parts.append(
-                f"- **jax {d.release}**, `{d.notebook}`, cell {d.cell}: "
-                f"`{_short(d.other) or 'passes'}` (on {pinned}: `{_short(d.pinned) or 'passes'}`)"
-            )
-    wording = [d for d in diffs if d.kind == "explanation"]
-    if wording:
-        parts.append("\n## Explanations worded differently\n")
-        for d in wording:
-            parts.append(
-                f"<details><summary>jax {d.release}, <code>{d.notebook}</code>, cell {d.cell}"
-                f"</summary>\n\n```text\n# jax {d.release}\n{d.other or '(none)'}\n\n"
-                f"# jax {pinned}\n{d.pinned or '(none)'}\n```\n\n</details>\n"
-            )
-    return "\n".join(parts)

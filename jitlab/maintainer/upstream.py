@@ -22,9 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jitlab.course.boxes import pinned_jax
-from jitlab.course.manifest import Course
-from jitlab.maintainer.matrix import Difference, differences, run_release
+from jitlab.course.manifest import Course, pinned_jax
+from jitlab.maintainer.matrix import run_release
+from jitlab.site.releases import Difference, differences
 
 Echo = Callable[[str], None]
 _VERSION = re.compile(r"jax \(([\d.]+)\)")

@@ -344,7 +344,7 @@ def _ratio_text(value: float) -> str:
 
 
 def releases() -> str:
-    from jitlab.maintainer.matrix import releases_page
+    from jitlab.site.releases import releases_page
 
     return releases_page(_results_dir() / "releases")
 

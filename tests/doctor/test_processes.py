@@ -1,6 +1,6 @@
 """The doctor across the processes of a ``jax.distributed`` job: lesson 14's ragged last
 batch, two CPU processes on 127.0.0.1 with gloo collectives, started the way the lesson
-starts them (``jitlab.multiprocess.run``, with the lesson's time limits).
+starts them (``jitlab.instruments.multiprocess.run``, with the lesson's time limits).
 
 The workers run the lesson's own functions (read from lessons/14_processes.py), each
 process recording its report with ``jitlab.doctor.record_process``; ``jitlab doctor
@@ -19,7 +19,7 @@ from jitlab.doctor import cli, merge
 try:  # the launcher may live among the instruments
     from jitlab.instruments import multiprocess
 except ImportError:
-    from jitlab import multiprocess
+    from jitlab.instruments import multiprocess
 
 pytestmark = pytest.mark.slow  # two jobs of two processes each
 

@@ -4,19 +4,17 @@ wrong answer at the check that names its real cause."""
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
+import exercise_cells
 import jax
 import jax.numpy as jnp
-import jupytext
 import numpy as np
 import pytest
 
 from jitlab.graders import capstone
 from jitlab.grading import GradingFailure
-from jitlab.grading.checks import JIT_ON
 
-SOLUTION = Path(__file__).resolve().parents[2] / "solutions" / "11_capstone.py"
+SOLUTION = exercise_cells.exercise("capstone").source
 
 CONFIG = {"weight_decay": 0.0}
 
@@ -195,10 +193,7 @@ def test_the_step_reached_through_a_default_argument_is_watched():
 def test_grader_reference_is_the_exercise_loop():
     # The grader's float64 reference and constants must agree with the naive `train`
     # of the exercise's setup cell, run on the grader's own kind of batches.
-    notebook = jupytext.read(SOLUTION)
-    setup = next(c.source for c in notebook.cells if "def train(params" in c.source)
-    namespace: dict = {}
-    exec(compile(setup, str(SOLUTION), "exec"), namespace)
+    namespace = exercise_cells.namespace("capstone", until="jitlab.count_compiles")
     for name in ("B", "F", "H", "STEPS", "WARMUP", "DECAY_FROM", "MIN_LENGTH", "MAX_LENGTH"):
         assert namespace[name] == getattr(capstone, name), name
     rng = np.random.default_rng(7)
@@ -488,21 +483,9 @@ def test_rejects_a_boundary_that_changes_the_callers_batches():
             losses.append(float(value))
         return params, np.array(losses)
 
-    with pytest.raises(GradingFailure, match="leaves the caller's batches") as info:
+    with pytest.raises(GradingFailure, match="leaves the caller's arguments") as info:
         grade(in_place, train_step)
     assert "'weights'" in info.value.seen
-
-
-def test_rejects_jit_switched_off_around_the_step_and_says_so():
-    train_fast, train_step = make_learner()
-
-    def without_jit(params, batches):
-        with jax.disable_jit():
-            return train_fast(params, batches)
-
-    with pytest.raises(GradingFailure, match=JIT_ON) as info:
-        grade(without_jit, train_step)
-    assert "switched off" in info.value.seen
 
 
 def test_rejects_jit_switched_off_by_config_and_says_so():
@@ -513,7 +496,7 @@ def test_rejects_jit_switched_off_by_config_and_says_so():
         return train_fast(params, batches)
 
     try:
-        with pytest.raises(GradingFailure, match=JIT_ON) as info:
+        with pytest.raises(GradingFailure, match="calls train_step with jit on") as info:
             grade(switch_off, train_step)
         assert "switched off" in info.value.seen
     finally:
@@ -530,16 +513,3 @@ def test_rejects_a_bucket_per_length():
     train_fast, train_step = make_learner()
     with pytest.raises(GradingFailure, match="lengths share a few buckets"):
         grade(train_fast, train_step, lambda n: n)
-
-
-def test_rejects_unfinished_stubs_with_the_full_hint_command():
-    @jax.jit
-    def train_step(params, batch, lr, weight_decay):
-        raise NotImplementedError
-
-    def stub(*args):
-        raise NotImplementedError
-
-    with pytest.raises(GradingFailure, match="not solved yet") as info:
-        grade(stub, train_step)
-    assert "jitlab hint 11" in info.value.hint

@@ -68,15 +68,6 @@ def test_passes_twice_with_one_function():
 # --- wrong answers ----------------------------------------------------------------------
 
 
-def test_rejects_unfinished_stub():
-    def confident_probs(logits, temperature, threshold):
-        raise NotImplementedError
-
-    found = failure(confident_probs)
-    assert found.check == G.RUNS
-    assert "not solved yet" in found.seen and "jitlab hint 08" in found.hint
-
-
 def test_rejects_stale_global_set_by_a_wrapper():
     global TEMPERATURE, THRESHOLD
 
@@ -209,15 +200,6 @@ def test_rejects_ignored_threshold():
     assert failure(confident_probs).check == G.USES_VALUES
 
 
-def test_rejects_jit_switched_off_by_config():
-    jax.config.update("jax_disable_jit", True)
-    try:
-        found = failure(good())
-    finally:
-        jax.config.update("jax_disable_jit", False)
-    assert found.check == JIT_ON
-
-
 def test_rejects_jit_switched_off_around_the_learners_call():
     inner = good()
 
@@ -226,11 +208,6 @@ def test_rejects_jit_switched_off_around_the_learners_call():
             return inner(logits, temperature, threshold)
 
     assert failure(confident_probs).check == G.JITTED
-
-
-def test_rejects_jit_switched_off_while_grading():
-    with jax.disable_jit():
-        assert failure(good()).check == JIT_ON
 
 
 # --- the drawn settings -----------------------------------------------------------------

@@ -67,20 +67,6 @@ def test_passes_even_when_the_cache_is_already_warm():
     dtypes.grade(score, score_core)
 
 
-def test_rejects_unsolved_stubs():
-    @jax.jit
-    def stub_core(x, weights):
-        raise NotImplementedError
-
-    def stub(batch, weights):
-        raise NotImplementedError
-
-    with pytest.raises(GradingFailure, match="not solved yet|computes inside") as failure:
-        dtypes.grade(stub, stub_core)
-    assert "not solved yet" in failure.value.seen
-    assert "`jitlab hint 02`" in failure.value.hint
-
-
 def test_rejects_no_cast():
     _, score_core = make_solution()
 
@@ -163,7 +149,7 @@ def test_rejects_numpy_work_outside_jit():
     def score_numpy(batch, weights):
         return numpy_core(batch, weights)
 
-    with pytest.raises(GradingFailure, match="is jitted"):
+    with pytest.raises(GradingFailure, match="score_core is compiled with jax.jit"):
         dtypes.grade(score_numpy, numpy_core)
 
 
@@ -236,28 +222,6 @@ def test_rejects_returning_the_graders_reference_with_a_real_call():
         dtypes.grade(score_reference, score_core)
 
 
-def test_rejects_jit_switched_off_inside_score():
-    score, score_core = make_solution()
-
-    def score_without_jit(batch, weights):
-        with jax.disable_jit():
-            return score(batch, weights)
-
-    with pytest.raises(GradingFailure, match="jit is on") as failure:
-        dtypes.grade(score_without_jit, score_core)
-    assert "disable_jit" in failure.value.seen
-
-
-def test_rejects_jit_switched_off_by_the_config():
-    jax.config.update("jax_disable_jit", True)
-    try:
-        with pytest.raises(GradingFailure, match="jit is on") as failure:
-            dtypes.grade(*make_solution())
-        assert "switched off" in failure.value.seen
-    finally:
-        jax.config.update("jax_disable_jit", False)
-
-
 def test_rejects_jitting_the_boundary_too():
     score, score_core = make_solution()
     with pytest.raises(GradingFailure, match="score is a plain Python function"):
@@ -282,7 +246,7 @@ def test_rejects_changing_the_batch_in_place():
         return score_core(x, weights)
 
     for _ in range(5):
-        with pytest.raises(GradingFailure, match="leaves the batch and the weights unchanged"):
+        with pytest.raises(GradingFailure, match="score leaves the caller.s arguments unchanged"):
             dtypes.grade(score_scaling_in_place, score_core)
 
 

@@ -16,9 +16,9 @@ import jax
 import jupytext
 import pytest
 
-from jitlab import multiprocess
 from jitlab.graders import processes
 from jitlab.grading import JIT_ON, GradingFailure
+from jitlab.instruments import multiprocess
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -136,7 +136,7 @@ def test_rejects_unsolved_stub(tmp_path):
     with pytest.raises(GradingFailure, match="make_global_batch runs in every process") as info:
         processes.grade(*exercise_cell(tmp_path, ROOT / "exercises" / "14_processes.py"))
     assert "not solved yet" in info.value.seen
-    assert "`jitlab hint 14`" in info.value.hint
+    assert "`jitlab hint processes`" in info.value.hint
 
 
 def test_rejects_the_global_shape_inferred_per_process(tmp_path):

@@ -7,28 +7,14 @@ grader draws every kind of learning rate at least twice, and a repeated value al
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import jax
 import jax.numpy as jnp
-import jupytext
 import numpy as np
 import pytest
+from exercise_cells import namespace
 
 from jitlab.graders import python_scalars
 from jitlab.grading import GradingFailure
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def learner_namespace(path: Path) -> dict:
-    """Run every code cell of an exercise file except its grader cells; return the names."""
-    notebook = jupytext.read(path)
-    namespace: dict = {}
-    for cell in notebook.cells:
-        if cell.cell_type == "code" and "grader" not in cell.metadata.get("tags", []):
-            exec(compile(cell.source, str(path), "exec"), namespace)
-    return namespace
 
 
 def loss(params, batch):
@@ -79,18 +65,9 @@ def grade_failure(init, sgd_step, train, match: str) -> GradingFailure:
 
 
 def test_solution_passes(capsys):
-    solved = learner_namespace(ROOT / "solutions" / "03_python_scalars.py")
+    solved = namespace("python_scalars")
     python_scalars.grade(solved["init"], solved["sgd_step"], solved["train"])
     assert "All checks passed" in capsys.readouterr().out
-
-
-def test_unsolved_exercise_fails_as_not_solved():
-    unsolved = learner_namespace(ROOT / "exercises" / "03_python_scalars.py")
-    failure = grade_failure(
-        unsolved["init"], unsolved["sgd_step"], unsolved["train"], "sgd_step matches"
-    )
-    assert "not solved yet" in failure.seen
-    assert "jitlab hint 03" in failure.hint
 
 
 def test_python_float_lr_and_numpy_init_pass():
@@ -381,14 +358,14 @@ def test_train_that_edits_the_callers_params_is_rejected():
         params.update(state["params"])  # "keep the caller up to date"
         return state
 
-    grade_failure(good_init, sgd_step, train, "caller's params")
+    grade_failure(good_init, sgd_step, train, "caller's arguments")
 
 
 def test_unjitted_step_is_rejected():
     def sgd_step(state, batch, lr):
         return update(state, batch, lr)
 
-    grade_failure(good_init, sgd_step, make_train(sgd_step, float), "wrapped by jax.jit")
+    grade_failure(good_init, sgd_step, make_train(sgd_step, float), "compiled with jax.jit")
 
 
 def test_a_look_alike_of_a_jitted_function_is_rejected():
@@ -406,7 +383,7 @@ def test_a_look_alike_of_a_jitted_function_is_rejected():
             pass
 
     fake = LooksJitted()
-    grade_failure(good_init, fake, make_train(fake), "wrapped by jax.jit")
+    grade_failure(good_init, fake, make_train(fake), "compiled with jax.jit")
 
 
 def test_wrong_update_is_rejected():
@@ -433,19 +410,6 @@ def test_average_of_the_loss_after_the_update_is_rejected():
 # ------------------------------------------------------------------ jit switched off
 
 
-def test_disable_jit_inside_train_is_named():
-    sgd_step = make_step()
-    real_train = make_train(sgd_step)
-
-    def train(params, batches, schedule):
-        with jax.disable_jit():
-            return real_train(params, batches, schedule)
-
-    failure = grade_failure(good_init, sgd_step, train, "with jit on")
-    assert "switched off" in failure.seen
-    assert not jax.config.jax_disable_jit
-
-
 def test_disable_jit_by_config_inside_train_is_named():
     sgd_step = make_step()
     real_train = make_train(sgd_step)
@@ -456,16 +420,6 @@ def test_disable_jit_by_config_inside_train_is_named():
 
     try:
         failure = grade_failure(good_init, sgd_step, train, "with jit on")
-    finally:
-        jax.config.update("jax_disable_jit", False)
-    assert "switched off" in failure.seen
-
-
-def test_disable_jit_before_grading_is_named():
-    sgd_step = make_step()
-    jax.config.update("jax_disable_jit", True)
-    try:
-        failure = grade_failure(good_init, sgd_step, make_train(sgd_step), "jit is on")
     finally:
         jax.config.update("jax_disable_jit", False)
     assert "switched off" in failure.seen

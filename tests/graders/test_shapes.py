@@ -272,30 +272,6 @@ def test_rejects_the_kernel_called_only_inside_another_jit():
     assert "not inside a jax.jit of your own" in failure.value.hint
 
 
-def test_rejects_jit_switched_off_inside_rms():
-    kernel = make_kernel()
-    honest = make_rms(kernel, next_power_of_two)
-
-    def rms(x):
-        with jax.disable_jit():
-            return honest(x)
-
-    with pytest.raises(GradingFailure, match="jit is on") as failure:
-        shapes.grade(next_power_of_two, kernel, rms)
-    assert "disable_jit" in failure.value.seen
-
-
-def test_rejects_jit_switched_off_by_the_config():
-    kernel = make_kernel()
-    jax.config.update("jax_disable_jit", True)
-    try:
-        with pytest.raises(GradingFailure, match="jit is on") as failure:
-            shapes.grade(next_power_of_two, kernel, make_rms(kernel, next_power_of_two))
-        assert "switched off" in failure.value.seen
-    finally:
-        jax.config.update("jax_disable_jit", False)
-
-
 def test_rejects_a_jitted_wrapper():
     kernel = make_kernel()
     with pytest.raises(GradingFailure, match="rms is a plain Python function"):
@@ -341,7 +317,7 @@ def test_rejects_sorting_the_callers_array_in_place():
         return honest(x)
 
     for _ in range(5):
-        with pytest.raises(GradingFailure, match="rms leaves its input unchanged"):
+        with pytest.raises(GradingFailure, match="rms leaves the caller.s arguments unchanged"):
             shapes.grade(next_power_of_two, kernel, rms)
 
 
@@ -353,16 +329,6 @@ def test_rejects_hard_coded_answer():
 
     with pytest.raises(GradingFailure, match="rms matches the reference"):
         shapes.grade(next_power_of_two, kernel, constant)
-
-
-def test_rejects_unfinished_stub():
-    def stub(*args):
-        raise NotImplementedError
-
-    with pytest.raises(GradingFailure, match="holds n") as failure:
-        shapes.grade(stub, make_kernel(), stub)
-    assert "not solved yet" in failure.value.seen
-    assert "`jitlab hint 01`" in failure.value.hint
 
 
 def test_watch_calls_puts_every_name_back():
@@ -528,4 +494,4 @@ def test_positions_rejects_the_stub():
 
     with pytest.raises(GradingFailure, match="computes inside") as failure:
         shapes.grade_positions(stub)
-    assert "not solved yet" in failure.value.seen and "jitlab hint 01" in failure.value.hint
+    assert "not solved yet" in failure.value.seen and "jitlab hint shapes" in failure.value.hint

@@ -188,19 +188,6 @@ class UnsafeHashConfig:
     eps: float
 
 
-def test_rejects_unsolved_stubs():
-    class Stub:
-        def __init__(self, activation, residual, layer_norm, eps):
-            raise NotImplementedError
-
-    def stub_forward():
-        raise NotImplementedError
-
-    found = failure(Stub, stub_forward)
-    assert found.check == static_arguments.BUILT
-    assert "not solved yet" in found.seen and "jitlab hint 06" in found.hint
-
-
 def test_rejects_identity_hash():
     found = failure(IdentityConfig, make_forward)
     assert found.check == static_arguments.EQUAL
@@ -323,15 +310,6 @@ def test_rejects_numpy_through_a_host_callback():
     assert found.check == static_arguments.INSIDE
 
 
-def test_rejects_jit_switched_off_by_config():
-    jax.config.update("jax_disable_jit", True)
-    try:
-        found = failure(BlockConfig, make_forward)
-    finally:
-        jax.config.update("jax_disable_jit", False)
-    assert found.check == JIT_ON
-
-
 def test_rejects_jit_switched_off_around_the_learners_call():
     jitted = jax.jit(block, static_argnames="cfg")
 
@@ -340,9 +318,3 @@ def test_rejects_jit_switched_off_around_the_learners_call():
             return jitted(params, x, cfg, temperature)
 
     assert failure(BlockConfig, lambda: forward).check == static_arguments.JITTED
-
-
-def test_rejects_jit_switched_off_while_grading():
-    with jax.disable_jit():
-        found = failure(BlockConfig, make_forward)
-    assert found.check == JIT_ON

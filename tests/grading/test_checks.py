@@ -10,6 +10,7 @@ import re
 import types
 
 import jax
+import numpy as np
 import pytest
 
 import jitlab.graders
@@ -20,6 +21,7 @@ from jitlab.grading import (
     GradingFailure,
     grader,
     passed,
+    require_close,
     require_compiles,
     require_jit_on,
     shorten,
@@ -254,3 +256,13 @@ def test_shorten_never_cuts_one_long_token_mid_number():
     short = shorten("Static(val=0.0012345678901234567890)", 20)
     assert short == "Static(val= …"
     assert shorten("1234567890" * 5, 20) == "…"
+
+
+def test_a_wrong_array_verdict_shows_where_the_arrays_differ():
+    want = np.arange(60.0)
+    got = want.copy()
+    got[40] = -7.0
+    with pytest.raises(GradingFailure) as failure:
+        require_close("numbers", got, want)
+    assert "-7." in failure.value.seen and "40." in failure.value.expected
+    assert "first wrong at flat index 40" in failure.value.seen

@@ -224,3 +224,14 @@ def test_functions_defined_inside_jax_get_no_explanation():
         jnp.ones(1013)
     assert n.compiles >= 1  # jnp.ones compiled a program of its own...
     assert n.explanations == []  # ...which JAX does not explain: it is not user code
+
+
+def test_counting_every_function_names_what_was_compiled():
+    @jax.jit
+    def named_in_the_count(x):
+        return x + 1
+
+    with count_compiles(None) as n:
+        named_in_the_count(jnp.ones(5))
+    assert n.compiled["jit(named_in_the_count)"] == 1
+    assert sum(n.compiled.values()) == n.compiles

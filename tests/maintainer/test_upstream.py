@@ -6,8 +6,8 @@ import os
 import subprocess
 import sys
 
-from jitlab.maintainer.matrix import difference_lines, differences, releases_page
 from jitlab.maintainer.upstream import report_markdown
+from jitlab.site.releases import difference_lines, differences, releases_page
 
 PINNED = {
     "release": "0.12.0.1",

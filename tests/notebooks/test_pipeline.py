@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -38,7 +39,8 @@ def test_execute_records_cells_outputs_and_measurements(fixture_course, tmp_path
     code = [c for c in executed.cells if c.cell_type == "code"]
     assert "Key points" in json.dumps(code[-1].outputs)  # jitlab.outro() found its lesson
     row = json.loads(measurements.read_text().splitlines()[0])
-    assert row == {**row, "lesson": "basics", "experiment": "two shapes", "compiles": 2}
+    assert row == {**row, "experiment": "two shapes", "compiles": 2}
+    assert fixture_course.lesson_for_path(Path(row["notebook"])).slug == "basics"
 
 
 def test_a_failing_cell_is_recorded_and_later_cells_still_run(fixture_course, tmp_path):

@@ -22,7 +22,7 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jitlab import multiprocess
+from jitlab.instruments import multiprocess
 
 
 def gone(pid: int, within: float = 5.0) -> bool:
@@ -83,7 +83,7 @@ def shrug_off_sigterm(worker):
 
 
 def launch_from_a_worker(worker):
-    from jitlab import multiprocess
+    from jitlab.instruments import multiprocess
 
     multiprocess.run(global_sum)
 
@@ -185,7 +185,7 @@ def test_workers_die_with_their_parent(tmp_path):
         textwrap.dedent(
             """
             import time
-            from jitlab import multiprocess
+            from jitlab.instruments import multiprocess
 
             def sleep_forever(worker):
                 worker.emit("sleeping")

@@ -370,7 +370,7 @@ if sys.platform == "linux":
     parent = [a for a in sys.argv if a.startswith("--parent=")]
     if parent and os.getppid() != int(parent[0].split("=")[1]):
         os._exit(76)  # the parent is already gone
-from jitlab.multiprocess import _worker_main
+from jitlab.instruments.multiprocess import _worker_main
 sys.exit(_worker_main(sys.argv[1:]))
 """
 
@@ -527,8 +527,9 @@ def run(
     """
     if os.environ.get(WORKER_ENV):
         raise LaunchError(
-            "jitlab.multiprocess.run was called inside a worker process (from code that the "
-            "workers import): keep only definitions in the code you hand to the workers"
+            "jitlab.instruments.multiprocess.run was called inside a worker process (from "
+            "code that the workers import): keep only definitions in the code you hand to "
+            "the workers"
         )
     options = dict(options or {})
     envs = list(env) if isinstance(env, Sequence) else [env or {}] * num_processes

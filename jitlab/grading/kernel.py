@@ -1,0 +1,348 @@
+"""The kernel exercise: a plain Python *wrapper* that calls a jitted *kernel*.
+
+Six exercises share one shape: the learner writes a jitted kernel (``padded_rms``,
+``score_core``, ``batch_loss``, ``sgd_step``, ``train_step``) and a plain function
+around it (``rms``, ``score``, ``loss``, ``train``, ``fit``, ``train_fast``) that
+prepares the kernel's arguments at the boundary. Their graders check the same things
+in the same way; this module declares each of those checks once: its name, what it
+expects, and the hint it gives by default. An exercise's grader supplies its inputs,
+its reference and the hints for the mistakes of its own lesson.
+
+The standard checks, in the order a grader runs them:
+
+- :meth:`KernelExercise.jitted`: the kernel is what ``jax.jit`` returns;
+- :meth:`KernelExercise.plain`: the wrapper is not jitted itself;
+- :meth:`KernelExercise.no_callbacks`: the kernel's program has no host callback;
+- :meth:`KernelExercise.run`: the wrapper's calls, from an emptied kernel cache,
+  counted and recorded (:func:`jitlab.grading.recording`), with copies of the inputs;
+- :meth:`KernelExercise.jit_on`: jit was on at every call of the kernel;
+- :meth:`KernelExercise.calls_kernel`: every call of the wrapper dispatched the kernel;
+- :meth:`KernelExercise.returns_kernel_output`: what the wrapper returned is what the
+  kernel computed during the same call (a NumPy path beside a decoy call fails);
+- :meth:`KernelExercise.unchanged`: the caller's inputs are as they were (content);
+- :meth:`KernelExercise.compiles`: the compile count is within the exercise's bound,
+  with the cause the grader found and JAX's explanation only as a second opinion.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from jitlab.grading.calls import (
+    Call,
+    Recorder,
+    copy_leaf,
+    missed_calls,
+    recording,
+    same_content,
+)
+from jitlab.grading.checks import (
+    JIT_OFF_HINT,
+    call_learner,
+    is_jitted,
+    require,
+    require_compiles,
+    shorten,
+)
+from jitlab.instruments.counting import CompileCount, count_compiles
+
+
+@dataclasses.dataclass(frozen=True)
+class Declared:
+    """One standard check: its name, what it expects and its default hint, as templates
+    over ``{wrapper}``, ``{kernel}`` and ``{call}`` (how the wrapper calls the kernel)."""
+
+    name: str
+    expected: str
+    hint: str
+
+
+JITTED = Declared(
+    "{kernel} is compiled with jax.jit",
+    "a function wrapped by jax.jit",
+    "decorate {kernel} with @jax.jit and do its arithmetic there with jnp, not NumPy",
+)
+PLAIN = Declared(
+    "{wrapper} is a plain Python function",
+    "{wrapper} without @jax.jit: the boundary where the kernel's arguments are prepared",
+    "remove @jax.jit from {wrapper}; only {kernel} is jitted",
+)
+NO_CALLBACKS = Declared(
+    "{kernel} computes inside its compiled program",
+    "the whole computation inside the compiled program",
+    "compute with jax.numpy inside the jitted function, not through a callback",
+)
+JIT_ON = Declared(
+    "{wrapper} calls {kernel} with jit on",
+    "jit switched on at every call of {kernel}",
+    JIT_OFF_HINT,
+)
+FROM_KERNEL = Declared(
+    "{wrapper} returns what {kernel} computed",
+    "every call of {wrapper} to call {kernel} and return its result",
+    "return {call} itself; do not compute the answer another way beside a call to {kernel}",
+)
+UNCHANGED = Declared(
+    "{wrapper} leaves the caller's arguments unchanged",
+    "the caller's arrays and containers as they were",
+    "work on new arrays and a new container; never write into, assign to or pop from "
+    "what you were given",
+)
+CALLBACKS = ("pure_callback", "io_callback")
+
+
+def host_callbacks(fn: Any, *args: Any) -> list[str]:
+    """The host callbacks in the program ``fn.trace(*args)`` builds ([] when it does not
+    trace: the grader's own calls already reported why)."""
+    try:
+        text = str(fn.trace(*args).jaxpr)
+    except Exception:
+        return []
+    return [name for name in CALLBACKS if name in text]
+
+
+def recompiled_by(
+    fn: Callable[..., Any], base: Sequence[Any], variants: Mapping[str, Sequence[Any]]
+) -> list[str]:
+    """The arguments whose new value alone compiled ``fn`` again.
+
+    ``base`` and each variant are argument lists of values never used before; each
+    variant differs from ``base`` in the one argument it is named after. Graders find
+    a static argument this way, by their own calls, because JAX's explanation of a
+    changed static value reads "cache miss explanation unavailable".
+    """
+    try:
+        fn(*base)
+        causes = []
+        for name, args in variants.items():
+            with count_compiles(fn, explain=False) as count:
+                fn(*args)
+            if count.compiles:
+                causes.append(name)
+        return causes
+    except Exception:
+        return []
+
+
+@dataclasses.dataclass
+class Run:
+    """The wrapper's calls during one counted, recorded block.
+
+    ``outputs[i]`` is what call ``i`` of the wrapper returned, ``calls[i]`` the kernel
+    calls it dispatched, ``compiled[i]`` the compilations it caused; ``copies[i]`` is a
+    copy of its arguments taken before it ran, ``given[i]`` the caller's own objects.
+    """
+
+    recorder: Recorder
+    count: CompileCount
+    given: list[tuple[tuple, dict]]
+    copies: list[Any]
+    outputs: list[Any] = dataclasses.field(default_factory=list)
+    calls: list[list[Call]] = dataclasses.field(default_factory=list)
+    compiled: list[int] = dataclasses.field(default_factory=list)
+
+    @property
+    def kernel_calls(self) -> list[Call]:
+        """Every dispatch of the kernel, in order."""
+        return self.recorder.calls
+
+
+def _copy(tree: Any) -> Any:
+    """A copy of every leaf of ``tree`` that a later in-place change cannot alter."""
+    return jax.tree.map(copy_leaf, tree)
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """``a`` and ``b`` hold the same numbers (exactly), whatever their container."""
+    try:
+        left, right = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    except (TypeError, ValueError):
+        return False
+    return left.shape == right.shape and np.array_equal(left, right, equal_nan=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelExercise:
+    """A wrapper-and-kernel exercise, named by its functions.
+
+    ``call`` is how the wrapper should call the kernel (``"padded_rms(padded, n)"``);
+    ``hints`` replaces a standard check's default hint, by the check's
+    :class:`Declared` name template (``{JITTED.name: "keep @jax.jit on sgd_step"}``).
+    """
+
+    wrapper: str
+    kernel: str
+    call: str
+    hints: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def _text(self, template: str) -> str:
+        return template.format(wrapper=self.wrapper, kernel=self.kernel, call=self.call)
+
+    def name(self, check: Declared) -> str:
+        """The check's name for this exercise ("padded_rms is compiled with jax.jit")."""
+        return self._text(check.name)
+
+    def names(self, *checks: Declared) -> tuple[str, ...]:
+        return tuple(self.name(check) for check in checks)
+
+    def require(
+        self, check: Declared, ok: bool, *, seen: str, expected: str = "", hint: str = ""
+    ) -> None:
+        """Pass or fail a standard check, with its declared expectation and hint unless
+        the grader found something more specific to say."""
+        require(
+            self.name(check),
+            ok,
+            expected=expected or self._text(check.expected),
+            seen=seen,
+            hint=hint or self.hints.get(check.name) or self._text(check.hint),
+        )
+
+    # ------------------------------------------------------------ before any call
+
+    def jitted(self, kernel: Any) -> None:
+        seen = f"{type(kernel).__name__} {getattr(kernel, '__name__', '')}".strip()
+        self.require(JITTED, is_jitted(kernel), seen=seen)
+
+    def plain(self, wrapper: Any, *, seen: str = "") -> None:
+        self.require(
+            PLAIN,
+            not is_jitted(wrapper),
+            seen=seen
+            or f"{self.wrapper} is wrapped by jax.jit: it compiles for every "
+            f"new argument signature itself, and {self.kernel} is inlined into it",
+        )
+
+    def no_callbacks(self, kernel: Any, *args: Any) -> None:
+        """Pass if the traced program of ``kernel`` has no host callback doing the work."""
+
+        def trace() -> Any:
+            return kernel.trace(*args)
+
+        trace.__name__ = self.kernel  # for a stub's verdict
+        call_learner(self.name(NO_CALLBACKS), trace)
+        found = host_callbacks(kernel, *args)
+        self.require(
+            NO_CALLBACKS,
+            not found,
+            seen=f"a {found[0]} in the program: the work runs in Python" if found else "",
+        )
+
+    # ------------------------------------------------------------ the counted calls
+
+    def run(
+        self,
+        wrapper: Callable[..., Any],
+        kernel: Any,
+        arguments: Sequence[tuple[tuple, dict]],
+        *,
+        check: str,
+    ) -> Run:
+        """Call ``wrapper(*args, **kwargs)`` for every pair in ``arguments``, from an
+        emptied kernel cache, counting the kernel's compilations and recording its
+        calls. A stub or a crash fails ``check``."""
+        kernel.clear_cache()  # count from a cold cache, whatever the notebook ran before
+        with (
+            count_compiles(kernel) as count,
+            recording(wrapper, kernel, lambda: count.compiles) as recorder,
+        ):
+            run = Run(recorder, count, list(arguments), [_copy(a) for a in arguments])
+            for args, kwargs in arguments:
+                calls, compiles = len(recorder.calls), count.compiles
+                run.outputs.append(call_learner(check, wrapper, *args, **kwargs))
+                run.calls.append(recorder.calls[calls:])
+                run.compiled.append(count.compiles - compiles)
+        return run
+
+    def jit_on(self, recorder: Recorder) -> None:
+        """Jit was on at every call of the kernel (``jax.disable_jit()`` inside the
+        wrapper is over by the time the grader's own canary runs)."""
+        every = recorder.calls + recorder.traced
+        off = sum(not call.jit_on for call in every)
+        self.require(
+            JIT_ON,
+            not off,
+            seen=f"jit was switched off (jax.disable_jit or jax_disable_jit) at {off} of "
+            f"{len(every)} calls of {self.kernel}: nothing compiles, so the counts mean "
+            "nothing",
+        )
+
+    def calls_kernel(self, run: Run, *, first: Callable[[int], str] = str) -> None:
+        """Every call of the wrapper dispatched the kernel (at least once)."""
+        never = [i for i, during in enumerate(run.calls) if not during]
+        seen, hint = missed_calls(
+            run.recorder,
+            wrapper=self.wrapper,
+            target=self.kernel,
+            missed=len(never),
+            total=len(run.calls),
+            first=f" (the first for {first(never[0])})" if never else "",
+            direct_call=self.call,
+        )
+        self.require(FROM_KERNEL, not never, seen=seen, hint=hint)
+
+    def returns_kernel_output(
+        self, run: Run, *, same: Callable[[Any, Any], bool] = same_value
+    ) -> None:
+        """What each call of the wrapper returned is an output of a kernel call it made."""
+        elsewhere = [
+            i
+            for i, (out, during) in enumerate(zip(run.outputs, run.calls, strict=True))
+            if not any(same(out, call.out) for call in during)
+        ]
+        self.require(
+            FROM_KERNEL,
+            not elsewhere,
+            expected=f"{self.wrapper} to return what {self.kernel} returned during the same call",
+            seen=f"for {len(elsewhere)} of {len(run.outputs)} calls {self.wrapper} "
+            f"returned values that {self.kernel} did not compute",
+        )
+
+    def unchanged(self, run: Run, *, what: Callable[[int], str] = str) -> None:
+        """The caller's arguments have the content they had before each call."""
+        changed = [
+            i
+            for i, (given, copy) in enumerate(zip(run.given, run.copies, strict=True))
+            if not same_content(given, copy)
+        ]
+        self.require(
+            UNCHANGED,
+            not changed,
+            seen=f"{self.wrapper} changed the caller's arguments in {len(changed)} of "
+            f"{len(run.given)} calls (the first: {what(changed[0])})"
+            if changed
+            else "",
+        )
+
+    def compiles(
+        self,
+        check: str,
+        count: CompileCount,
+        *,
+        what: str,
+        hint: str,
+        cause: str = "",
+        at_most: int | None = None,
+        exactly: int | None = None,
+    ) -> None:
+        """The compile count within bounds; over them, the grader's ``cause`` first and
+        JAX's explanation of the last miss as a second opinion."""
+        bound = exactly if exactly is not None else at_most
+        extra = ""
+        if bound is not None and count.compiles > bound:
+            guess = f'JAX\'s closest-key guess: "{shorten(count.last_reason, 160)}"'
+            extra = "; ".join(p for p in (cause, guess if count.last_reason else "") if p)
+        require_compiles(
+            check,
+            count,
+            at_most=at_most,
+            exactly=exactly,
+            what=what,
+            hint=hint,
+            seen_extra=shorten(extra, 400),
+        )

@@ -1,0 +1,99 @@
+"""JAX's cache-miss explanations: hearing them without silencing JAX, and reading one.
+
+With ``jax_explain_cache_misses`` on, JAX logs a warning starting ``TRACING CACHE MISS``
+each time jit's tracing cache misses, from the loggers in :data:`EXPLANATION_LOGGERS`
+(JAX 0.12 logs from ``partial_eval``). :func:`hearing_explanations` hears them with a
+logging *filter* on those loggers, never a handler: a handler anywhere on the ``jax``
+chain stops Python's last-resort printing of every other warning JAX logs, so a
+learner would no longer see them. Other records pass the filter untouched.
+
+:func:`closest_key_difference` is the one place that reads the explanation's text: what
+JAX says differs from "the closest previous key" (its guess, not a verdict).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+EXPLANATION_LOGGERS = ("jax._src.interpreters.partial_eval", "jax._src.pjit")
+MISS_MARK = "TRACING CACHE MISS"
+CLOSEST_KEY = "For the closest previous key:"
+
+_NEVER_SEEN = re.compile(r"never seen function:\s*\n\s*(.*?) id=\d+")
+_FOR = re.compile(r"^\s*for (.*?)(?: defined at .*)?$", re.MULTILINE)
+
+
+def closest_key_difference(explanation: str) -> str:
+    """What JAX says differs from the closest earlier cache key (the text after "For the
+    closest previous key:"), or "" when the explanation names none (a new function)."""
+    _, found, body = explanation.partition(CLOSEST_KEY)
+    return body.strip() if found else ""
+
+
+def explained_function(explanation: str) -> str:
+    """The name of the function an explanation is about ("" if it does not say)."""
+    found = _NEVER_SEEN.search(explanation) or _FOR.search(explanation)
+    return found.group(1).strip() if found else ""
+
+
+def _listens(handler: logging.Handler) -> bool:
+    # pytest's log capture hears everything; it is not the program asking for the text
+    return not type(handler).__module__.startswith("_pytest")
+
+
+def reaches_a_handler(logger: logging.Logger) -> bool:
+    """True when a record logged to ``logger`` reaches a handler someone installed."""
+    node: logging.Logger | None = logger
+    while node is not None:
+        if any(_listens(h) for h in node.handlers):
+            return True
+        if not node.propagate:
+            return False
+        node = node.parent
+    return False
+
+
+class _Hear(logging.Filter):
+    """Hands each explanation to ``heard``; passes it on only where it was asked for
+    (``show``, or a handler listens), and every other record as it is, at or above
+    ``level`` (the level the application had set)."""
+
+    def __init__(self, heard: Callable[[str], None], show: bool, level: int) -> None:
+        super().__init__()
+        self._heard, self._show, self._level = heard, show, level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if MISS_MARK not in text:
+            return record.levelno >= self._level
+        self._heard(text.strip())
+        logger = logging.getLogger(record.name)
+        return self._show or reaches_a_handler(logger)
+
+
+@contextmanager
+def hearing_explanations(heard: Callable[[str], None], *, show: bool) -> Iterator[None]:
+    """Call ``heard(text)`` for every cache-miss explanation JAX logs in the block.
+
+    ``show``: the program had asked for explanations itself, so they print as before.
+    A logger the application silenced below WARNING is opened for the block to that
+    level only for explanations; its other records stay as silent as they were.
+    """
+    installed = []
+    for name in EXPLANATION_LOGGERS:
+        logger = logging.getLogger(name)
+        level = logger.getEffectiveLevel()
+        hear = _Hear(heard, show, level)
+        installed.append((logger, hear, logger.level))
+        logger.addFilter(hear)
+        if level > logging.WARNING:
+            logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for logger, hear, level in installed:
+            logger.removeFilter(hear)
+            logger.setLevel(level)

@@ -1,0 +1,56 @@
+"""An exercise's cells, run as its learner runs them: the one loader the grader tests share.
+
+Each code cell is compiled under the file's own name at its own line, so tracebacks and
+``inspect.getsource`` point at the file, as they do in the learner's kernel.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import types
+from pathlib import Path
+
+from jitlab.course.manifest import Exercise, load_course
+from jitlab.learner.check import CodeCell, code_cells
+
+
+@functools.cache
+def exercise(slug: str) -> Exercise:
+    found = load_course().lesson(slug).exercise
+    assert found is not None, f"lesson {slug!r} has no exercise"
+    return found
+
+
+def _path(slug: str, learner_copy: bool) -> Path:
+    return exercise(slug).learner_copy if learner_copy else exercise(slug).source
+
+
+def cells(slug: str, *, learner_copy: bool = False) -> list[CodeCell]:
+    return code_cells(_path(slug, learner_copy).read_text(encoding="utf-8"))
+
+
+def run_cell(cell: CodeCell, namespace: dict, path: Path) -> None:
+    exec(compile("\n" * cell.line + cell.source, str(path), "exec"), namespace)
+
+
+def namespace(slug: str, *, learner_copy: bool = False, until: str = "", skip: str = "") -> dict:
+    """The names that the exercise's code cells define, run in order without the grader
+    cells: from the solution, or from the learner's copy. ``until``: stop before the
+    first cell whose source contains it; ``skip``: leave out the cells that contain it.
+    The names live in a module of their own, as a kernel's do in ``__main__`` (a
+    dataclass looks its module up)."""
+    module = types.ModuleType(f"exercise_{slug}")
+    sys.modules[module.__name__] = module
+    names = module.__dict__
+    path = _path(slug, learner_copy)
+    for cell in cells(slug, learner_copy=learner_copy):
+        if until and until in cell.source:
+            break
+        if not cell.is_grader and not (skip and skip in cell.source):
+            run_cell(cell, names, path)
+    return names
+
+
+def grader_cells(slug: str) -> list[CodeCell]:
+    return [cell for cell in cells(slug) if cell.is_grader]

@@ -1,0 +1,148 @@
+"""The cheats that every exercise must refuse, tested once, over every exercise.
+
+Each exercise's own test file keeps the mistakes of its lesson and its right answers
+written differently; here are the generic ones: the untouched learner's copy, jit
+switched off by the config or around the grader, and, for the exercises whose learner
+writes a plain wrapper around a jitted kernel (:mod:`jitlab.grading.kernel`), jit
+switched off inside the wrapper, a wrapper that changes the caller's arguments, and a
+wrapper that calls a separately jitted copy of the kernel instead of the kernel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+import pytest
+from exercise_cells import exercise, grader_cells, namespace, run_cell
+
+from jitlab.course.manifest import load_course
+from jitlab.graders import (
+    capstone,
+    dtypes,
+    functions_as_arguments,
+    python_scalars,
+    pytree_structure,
+    shapes,
+)
+from jitlab.grading import GradingFailure
+from jitlab.grading.checks import JIT_ON
+from jitlab.grading.kernel import JIT_ON as JIT_ON_IN_WRAPPER
+from jitlab.grading.kernel import UNCHANGED, KernelExercise
+
+# These two run their learner's code elsewhere (eight simulated devices from the start,
+# two worker processes): their own files load it and test these cheats there.
+ELSEWHERE = ("devices_and_shardings", "processes")
+EXERCISES = [item.slug for item in load_course().exercises if item.slug not in ELSEWHERE]
+
+KERNELS: dict[str, tuple[KernelExercise, str]] = {
+    # slug: (the declaration, the check a separately jitted copy of the kernel fails)
+    "shapes": (shapes.RMS, shapes.RMS.name(shapes.FROM_KERNEL)),
+    "dtypes": (dtypes.SCORE, dtypes.SCORE.name(dtypes.FROM_KERNEL)),
+    "python_scalars": (python_scalars.TRAIN, python_scalars.EVERY_BATCH),
+    "pytree_structure": (pytree_structure.LOSS, pytree_structure.ONE_CALL),
+    "functions_as_arguments": (functions_as_arguments.FIT, functions_as_arguments.FIT_CALLS),
+    "capstone": (capstone.STEP, capstone.CALLED),
+}
+
+
+def grade(slug: str, names: dict, *, around: Any = contextlib.nullcontext) -> GradingFailure:
+    """Run the exercise's first grader cell on ``names``; return its failure."""
+    with pytest.raises(GradingFailure) as failure, around():
+        run_cell(grader_cells(slug)[0], names, exercise(slug).source)
+    return failure.value
+
+
+# ------------------------------------------------------------------ every exercise
+
+
+@pytest.mark.parametrize("slug", EXERCISES)
+def test_the_untouched_learner_copy_fails_as_not_solved(slug):
+    failure = grade(slug, namespace(slug, learner_copy=True))
+    assert "not solved yet" in failure.seen, failure
+    assert f"`jitlab hint {slug}`" in failure.hint
+
+
+@pytest.mark.parametrize("slug", EXERCISES)
+def test_jit_switched_off_by_the_config_fails(slug):
+    names = namespace(slug)
+    jax.config.update("jax_disable_jit", True)
+    try:
+        failure = grade(slug, names)
+    finally:
+        jax.config.update("jax_disable_jit", False)
+    assert failure.check == JIT_ON and "switched off" in failure.seen
+
+
+@pytest.mark.parametrize("slug", EXERCISES)
+def test_jit_switched_off_around_the_grader_fails(slug):
+    failure = grade(slug, namespace(slug), around=jax.disable_jit)
+    assert failure.check == JIT_ON and "switched off" in failure.seen
+
+
+# ------------------------------------------------------------ wrapper-and-kernel
+
+
+def cheating(slug: str, cheat: Callable[[Callable[..., Any]], Callable[..., Any]]) -> dict:
+    """The solution's names, with the wrapper replaced by ``cheat(wrapper)``."""
+    names = namespace(slug)
+    wrapper = KERNELS[slug][0].wrapper
+    names[wrapper] = cheat(names[wrapper])
+    return names
+
+
+@pytest.mark.parametrize("slug", KERNELS)
+def test_jit_switched_off_inside_the_wrapper_fails(slug):
+    def cheat(wrapper):
+        def without_jit(*args, **kwargs):
+            with jax.disable_jit():
+                return wrapper(*args, **kwargs)
+
+        return without_jit
+
+    failure = grade(slug, cheating(slug, cheat))
+    assert failure.check == KERNELS[slug][0].name(JIT_ON_IN_WRAPPER), failure
+    assert "switched off" in failure.seen and not jax.config.jax_disable_jit
+
+
+def _change_in_place(tree: Any) -> bool:
+    """Change the first NumPy array in ``tree`` in place, or else add a key to its
+    first dict; False when there is neither."""
+    for leaf in jax.tree.leaves(tree):
+        if isinstance(leaf, np.ndarray) and leaf.flags.writeable and leaf.size:
+            leaf.flat[0] += 1
+            return True
+    found = [node for node in jax.tree.leaves(tree, is_leaf=lambda n: isinstance(n, dict))]
+    for node in found:
+        if isinstance(node, dict):
+            node["changed"] = True
+            return True
+    return False
+
+
+@pytest.mark.parametrize("slug", [slug for slug in KERNELS if slug != "functions_as_arguments"])
+def test_a_wrapper_that_changes_the_callers_arguments_fails(slug):
+    def cheat(wrapper):
+        def in_place(*args, **kwargs):
+            out = wrapper(*args, **kwargs)
+            assert _change_in_place((args, kwargs))
+            return out
+
+        return in_place
+
+    failure = grade(slug, cheating(slug, cheat))
+    assert failure.check == KERNELS[slug][0].name(UNCHANGED), failure
+
+
+@pytest.mark.parametrize("slug", KERNELS)
+def test_a_separately_jitted_copy_of_the_kernel_fails(slug):
+    """The wrapper of a second run of the cells calls that run's kernel: a jitted
+    function with the same name and code, but not the kernel the grader is given."""
+    declared, check = KERNELS[slug]
+    names = namespace(slug)
+    names[declared.wrapper] = namespace(slug)[declared.wrapper]
+    failure = grade(slug, names)
+    assert failure.check == check, failure
