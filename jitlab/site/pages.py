@@ -184,8 +184,8 @@ def _number(value: Any, digits: int = 1) -> str:
 
 def load_results(folder: Path | None = None) -> list[dict[str, Any]]:
     """Every results file in ``folder`` (default ``results/machines``), its lessons named
-    by slug however the file names them (see :func:`jitlab.maintainer.bench.read_results`)."""
-    from jitlab.maintainer.bench import read_results
+    by slug however the file names them (see :func:`jitlab.course.results.read_results`)."""
+    from jitlab.course.results import read_results
 
     folder = folder or _results_dir() / "machines"
     course = load_course()

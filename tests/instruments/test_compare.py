@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jitlab
-from jitlab.instruments.measurements import MEASUREMENTS_ENV
+from jitlab.instruments.measurements import MEASUREMENTS_ENV, NOTEBOOK_ENV
 
 
 def test_measure_counts_the_function_under_study_and_keeps_the_result():
@@ -32,9 +32,7 @@ def test_compare_prints_one_table_records_three_rows_and_returns_the_ratio(
     square = jax.jit(square_sum)
     results = tmp_path / "rows.jsonl"
     monkeypatch.setenv(MEASUREMENTS_ENV, str(results))
-    monkeypatch.setattr(
-        "jitlab.course.current.running_lesson", lambda: type("L", (), {"slug": "shapes"})()
-    )
+    monkeypatch.setenv(NOTEBOOK_ENV, "01_shapes.ipynb")
     problem = jitlab.measure(
         "per length", lambda: [square(jnp.ones(n)) for n in (5, 6)], count=square
     )
@@ -44,7 +42,7 @@ def test_compare_prints_one_table_records_three_rows_and_returns_the_ratio(
     assert "per length" in out and "one length" in out and "on this machine" in out
     rows = [json.loads(line) for line in results.read_text().splitlines()]
     assert [row["experiment"] for row in rows] == ["per length", "one length", "per length vs one"]
-    assert {row["lesson"] for row in rows} == {"shapes"}
+    assert {row["notebook"] for row in rows} == {"01_shapes.ipynb"}
     assert rows[0]["compiles"] == 2 and rows[1]["compiles"] == 1
     assert rows[2]["speedup"] == result.speedup == problem.seconds / fix.seconds
 

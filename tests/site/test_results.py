@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from jitlab.course import CourseError, load_course
-from jitlab.maintainer.bench import read_results
+from jitlab.course.results import read_results
 from jitlab.site import pages
 
 FIXTURES = Path(__file__).parent / "results"
