@@ -24,8 +24,11 @@ from jitlab.doctor import classify, events
 from jitlab.doctor import signature as sig
 
 FIRST = "first"  # the first compilation of a function: a cold cache, not a recompilation
-MISS = "miss"  # a recompilation (or, inside another jit, a retrace)
+MISS = "miss"  # a recompilation (or, for a trace inside another jit, a retrace)
 TRANSFORM = "transform"  # compiled for jax.grad / jax.vmap of it outside jit: not a miss
+RETRACE = "retrace"  # traced again outside jit, and found the compiled program: no compile
+LOWERED = "lowered"  # ``.lower(...)`` ahead of time, not (yet) compiled
+FAILED = "failed"  # tracing (or compiling) raised: the program's error, not a miss
 
 
 @dataclasses.dataclass
@@ -49,6 +52,14 @@ class Miss:
     causes: list[str] = dataclasses.field(default_factory=list)
     also_close: list[tuple[int, list[sig.Difference]]] = dataclasses.field(default_factory=list)
     jax_text: str | None = None
+    aot: bool = False  # compiled ahead of time, by ``.lower(...).compile()``
+    error: str = ""  # for FAILED: what the trace raised
+
+    @property
+    def compiled(self) -> bool:
+        """A compilation the function's count includes (the first or a recompilation,
+        at a call or ahead of time); not a trace inside another jit."""
+        return self.kind in (FIRST, MISS) and not self.inside_jit
 
     @property
     def seconds(self) -> float:
@@ -75,15 +86,39 @@ class Miss:
 @dataclasses.dataclass
 class FunctionRecord:
     """Everything recorded about one jitted function (all objects made from one source
-    location count as one function: a lambda re-made every step is one row)."""
+    location count as one function: a lambda re-made every step is one row).
+
+    Its numbers agree by construction: ``compiles`` is the sum over ``compilations``
+    (the first, then each recompilation); a retrace that found a compiled program, a
+    trace inside another jit, a program for jax.grad of it and a failed trace are each
+    kept apart, and none of them is a compilation of this function."""
 
     name: str
     qualname: str
     location: str
-    calls: int = 0
+    calls: int = 0  # direct calls (not made while another watched jit was tracing)
+    nested_calls: int = 0  # calls made while another watched jit was tracing
     misses: list[Miss] = dataclasses.field(default_factory=list)
     outside_compiles: int = 0  # compile events under its name outside any watched call
     outside_seconds: float = 0.0
+    display: str = ""  # the name the report shows (qualified when two names clash)
+
+    @property
+    def compilations(self) -> list[Miss]:
+        return [m for m in self.misses if m.compiled]
+
+    @property
+    def inside(self) -> list[Miss]:
+        """Traces inside other jits (their compilation is the outer function's)."""
+        return [m for m in self.misses if m.inside_jit]
+
+    @property
+    def retraces(self) -> list[Miss]:
+        return [m for m in self.misses if m.kind == RETRACE]
+
+    @property
+    def failures(self) -> list[Miss]:
+        return [m for m in self.misses if m.kind == FAILED]
 
     @property
     def traces(self) -> int:
@@ -91,7 +126,11 @@ class FunctionRecord:
 
     @property
     def compiles(self) -> int:
-        return sum(m.compiles for m in self.misses if m.kind != TRANSFORM)
+        return sum(m.compiles for m in self.compilations)
+
+    @property
+    def aot_compiles(self) -> int:
+        return sum(m.compiles for m in self.compilations if m.aot)
 
     @property
     def transformed_compiles(self) -> int:
@@ -99,14 +138,21 @@ class FunctionRecord:
         return transformed + self.outside_compiles
 
     @property
+    def columns(self) -> list[Miss]:
+        """What the function's count is about: its compilations, or, for a function that
+        only ever ran inside other jits, its traces there."""
+        return self.compilations or [m for m in self.inside if m.kind in (FIRST, MISS)]
+
+    @property
     def recompiles(self) -> list[Miss]:
-        return [m for m in self.misses if m.kind == MISS]
+        """The misses after the first of :attr:`columns`."""
+        return [m for m in self.columns if m.kind == MISS]
 
     @property
     def builds(self) -> int:
         """What a budget counts: compilations, or traces for a function that only ever
         ran inside another jit (it is compiled as part of that one)."""
-        return self.compiles if self.compiles else self.traces
+        return self.compiles if self.compilations else len(self.columns)
 
     @property
     def seconds(self) -> float:
@@ -137,10 +183,11 @@ class Recorder:
 
     def __init__(self) -> None:
         self.functions: dict[tuple[str, int, str, str], FunctionRecord] = {}
-        self._history: dict[tuple[str, int, str, str], list[Miss]] = {}
+        self._compiled: dict[tuple[str, int, str, str], list[Miss]] = {}
+        self._traced: dict[tuple[str, int, str, str], list[Miss]] = {}
         self._start_mark = 0
         self._stop_mark: int | None = None
-        self._calls_at_start: dict[tuple[str, int, str, str], int] = {}
+        self._calls_at_start: dict[tuple[str, int, str, str], tuple[int, int]] = {}
         self.started = 0.0
         self.stopped: float | None = None
         self.internal_errors: list[str] = []
@@ -150,7 +197,7 @@ class Recorder:
     def start(self) -> Recorder:
         events.start()
         self._start_mark = len(events.STREAM)
-        self._calls_at_start = {k: c.calls for k, c in COUNTERS.items()}
+        self._calls_at_start = {k: (c.calls, c.nested) for k, c in COUNTERS.items()}
         self.started = time.perf_counter()
         with _lock:
             ACTIVE.append(self)
@@ -176,11 +223,13 @@ class Recorder:
         for key, record in self.functions.items():
             counter = COUNTERS.get(key)
             if counter is not None:
-                record.calls = counter.calls - self._calls_at_start.get(key, 0)
+                calls, nested = self._calls_at_start.get(key, (0, 0))
+                record.calls = counter.calls - calls
+                record.nested_calls = counter.nested - nested
 
     # -- recording ----------------------------------------------------------------------
 
-    def add(self, miss_events: list[events.Event], info: Observed) -> None:
+    def add(self, miss_events: list[events.Event], info: Observed) -> Miss:
         key = info.function.key
         record = self.functions.get(key)
         if record is None:
@@ -198,11 +247,20 @@ class Recorder:
                 seconds[e.kind] += e.seconds
         if not any(counts.values()) and text:
             counts["trace"] = 1  # an inner jit retraced inside another's trace (untimed)
-        transformed = info.has_tracers and counts["compile"] > 0
-        numbered = [m for m in record.misses if m.kind != TRANSFORM]
+        compiled = counts["compile"] > 0
+        if info.error:
+            kind = FAILED
+        elif info.has_tracers and compiled:
+            kind = TRANSFORM  # jax.grad / jax.vmap of it, outside jit
+        elif info.stage == "lower":
+            kind = LOWERED
+        elif compiled or info.has_tracers:
+            kind = MISS  # FIRST or MISS once classified
+        else:
+            kind = RETRACE  # traced or lowered again, and the compiled program was found
         miss = Miss(
-            number=0 if transformed else len(numbered) + 1,
-            kind=TRANSFORM if transformed else MISS,
+            number=0,
+            kind=kind,
             call_site=info.call_site,
             source=info.source,
             traces=counts["trace"],
@@ -211,19 +269,58 @@ class Recorder:
             trace_seconds=seconds["trace"],
             lower_seconds=seconds["lower"],
             compile_seconds=seconds["compile"],
-            inside_jit=info.has_tracers and not transformed,
+            inside_jit=info.has_tracers and not compiled and not info.error,
             signature=info.signature,
             jax_text=text,
+            aot=info.stage == "compile",
+            error=info.error,
         )
-        if not transformed:
-            self._classify(key, miss)
         record.misses.append(miss)
+        self._settle(key, record, miss)
+        return miss
 
-    def _classify(self, key: tuple[str, int, str, str], miss: Miss) -> None:
-        history = self._history.setdefault(key, [])
+    def compiled_ahead(self, lowered: Miss, compile_events: list[events.Event]) -> None:
+        """``.compile()`` of a ``.lower(...)`` this recorder saw: the lowering becomes a
+        compilation, classified against the function's earlier compilations."""
+        key = lowered.signature.function.key
+        record = self.functions.get(key)
+        if record is None or lowered not in record.misses:
+            return
+        for e in compile_events:
+            if e.kind == "compile":
+                lowered.compiles += 1
+                lowered.compile_seconds += e.seconds
+        if lowered.compiles:
+            lowered.kind, lowered.aot = MISS, True
+            self._settle(key, record, lowered)
+
+    def _settle(self, key: tuple[str, int, str, str], record: FunctionRecord, miss: Miss) -> None:
+        """Number and classify a miss: a compilation against the function's earlier
+        compilations (at calls or ahead of time), a trace inside another jit or a retrace
+        against every earlier trace of it."""
+        compiled = self._compiled.setdefault(key, [])
+        traced = self._traced.setdefault(key, [])
+        if miss.kind in (FIRST, MISS) and not miss.inside_jit:
+            miss.number = len(compiled) + 1
+            self._classify(miss, compiled)
+            compiled.append(miss)
+            if miss.traces:
+                traced.append(miss)
+        elif miss.inside_jit:
+            miss.number = len(record.inside)
+            self._classify(miss, traced)
+            traced.append(miss)
+        elif miss.kind == RETRACE:
+            miss.number = len(record.retraces)
+            self._classify(miss, compiled or traced)
+            if miss.causes == [classify.UNKNOWN]:
+                miss.causes = []
+            traced.append(miss)
+
+    def _classify(self, miss: Miss, history: list[Miss]) -> None:
         if not history:
-            miss.kind = FIRST
-            history.append(miss)
+            if miss.kind == MISS:
+                miss.kind = FIRST
             return
         serial = miss.signature.function.serial
         own = [m for m in history if m.signature.function.serial == serial]
@@ -241,7 +338,6 @@ class Recorder:
             causes.discard(classify.UNKNOWN)
         miss.causes = [c for c in classify.CAUSES if c in causes]
         miss.also_close = [(m.number, d) for m, d in closest[:-1]][-3:]
-        history.append(miss)
 
     # -- results ------------------------------------------------------------------------
 
@@ -286,10 +382,14 @@ _lock = threading.Lock()
 
 
 class CallCounter:
-    __slots__ = ("calls",)
+    """Calls of one function: direct ones, and those made while another watched jit was
+    tracing (the wrapper tells them apart by a depth it keeps per thread)."""
+
+    __slots__ = ("calls", "nested")
 
     def __init__(self) -> None:
         self.calls = 0
+        self.nested = 0
 
 
 COUNTERS: dict[tuple[str, int, str, str], CallCounter] = {}
@@ -324,6 +424,8 @@ class Observed:
     call_site: str
     source: str
     has_tracers: bool
+    stage: str = ""  # "lower" for ``.lower(...)``, "compile" for its ``.compile()``
+    error: str = ""  # what the call raised, if it did
 
 
 _SKIP_DIRS = tuple(
@@ -376,11 +478,14 @@ def observe(
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any],
     mark: int,
-) -> None:
-    """Called by a watched jitted function after a call during which the event stream
-    grew. Claims the events that are this function's and records the call."""
+    stage: str = "",
+    error: BaseException | None = None,
+) -> list[tuple[Recorder, Miss]]:
+    """Called by a watched jitted function after a call (or a ``.lower``) during which
+    the event stream grew. Claims the events that are this function's and records the
+    call in every active recorder; returns what each recorded."""
     if not ACTIVE:
-        return
+        return []
     try:
         name = function.name
         lowered = f"jit({name})"
@@ -402,21 +507,45 @@ def observe(
             # Inside another jit's trace, JAX 0.12 reports no duration for an inner jit's
             # trace, but it does explain the inner tracing-cache miss: count that.
             if not (about and tracers):
-                return
+                return []
         about = about or explanations[-1:]
         claimed = mine + about[-1:]
         for e in claimed:
             e.owner = function  # not the jitted function: keep no closure alive
-        site, source = call_site(3)
+        site, source = call_site(3 if not stage else 4)
         info = Observed(
             function=function,
             signature=sig.take(function, static_spec(), args, kwargs),
             call_site=site,
             source=source,
             has_tracers=tracers,
+            stage=stage,
+            error=f"{type(error).__name__}: {error}".splitlines()[0][:200] if error else "",
         )
+        return [(recorder, recorder.add(claimed, info)) for recorder in list(ACTIVE)]
+    except Exception as err:  # the doctor must never break the program it watches
         for recorder in list(ACTIVE):
-            recorder.add(claimed, info)
+            recorder.internal_errors.append(f"{type(err).__name__}: {err}")
+        return []
+
+
+def observe_compile(
+    function: sig.FunctionInfo, lowered: list[tuple[Recorder, Miss]], mark: int
+) -> None:
+    """Called after ``.compile()`` of a watched ``.lower(...)`` made the stream grow."""
+    try:
+        name = f"jit({function.name})"
+        thread = threading.get_ident()
+        mine = [
+            e
+            for e in events.STREAM[mark:]
+            if e.owner is None and e.thread == thread and e.kind == "compile" and e.name == name
+        ]
+        for e in mine:
+            e.owner = function
+        for recorder, miss in lowered:
+            if recorder in ACTIVE:
+                recorder.compiled_ahead(miss, mine)
     except Exception as err:  # the doctor must never break the program it watches
         for recorder in list(ACTIVE):
             recorder.internal_errors.append(f"{type(err).__name__}: {err}")

@@ -14,7 +14,15 @@ from typing import Any
 
 from jitlab.doctor import budgets as budgets_mod
 from jitlab.doctor import classify
-from jitlab.doctor.recorder import FIRST, MISS, TRANSFORM, FunctionRecord, Miss, Recorder, Unwatched
+from jitlab.doctor.recorder import (
+    FIRST,
+    MISS,
+    TRANSFORM,
+    FunctionRecord,
+    Miss,
+    Recorder,
+    Unwatched,
+)
 
 WIDTH = 100
 SCHEMA = "jitlab-doctor/1"
@@ -136,7 +144,9 @@ def _plural(n: int, word: str) -> str:
 def _cause_summary(record: FunctionRecord) -> str:
     counts = record.cause_counts()
     if not counts:
-        return "no recompilation" if record.compiles <= 1 else "-"
+        if record.failures and not record.compilations:
+            return "its trace raised: " + record.failures[-1].error
+        return "no recompilation"
     parts = [
         f"{classify.CAUSES[c].title} {n} ({classify.CAUSES[c].lesson})" for c, n in counts.items()
     ]
@@ -153,14 +163,31 @@ def _table(report: Report) -> list[str]:
         lower = sum(m.lower_seconds for m in f.misses)
         comp = sum(m.compile_seconds for m in f.misses) + f.outside_seconds
         out.append(
-            f"{i:>2} {_clip(f.name, 35):<36}{f.calls:>7}{f.traces:>7}{f.compiles:>9}"
+            f"{i:>2} {_clip(f.display or f.name, 35):<36}{f.calls:>7}{f.traces:>7}{f.compiles:>9}"
             f"{trace:>9.3f}{lower:>9.3f}{comp:>10.3f}{f.seconds:>9.3f}"
         )
         extra = []
+        if f.aot_compiles:
+            extra.append(f"{f.aot_compiles} of the compilations ahead of time (.lower().compile())")
+        if f.retraces:
+            seconds = sum(m.seconds for m in f.retraces)
+            extra.append(
+                f"{_plural(len(f.retraces), 'retrace')} that found the compiled program "
+                f"({seconds:.3f} s; not compilations)"
+            )
         if f.transformed_compiles:
             extra.append(f"+{f.transformed_compiles} for jax.grad/vmap of it (not recompiles)")
-        if f.compiles == 0 and f.traces:
-            extra.append("traced inside other jits")
+        inside = [m for m in f.inside if m.kind in (FIRST, MISS)]
+        if inside:
+            where = f"{f.nested_calls} calls" if f.nested_calls else "calls"
+            extra.append(
+                f"{where} inside other jits: traced {_plural(len(inside), 'time')}"
+                + (" (their compilations are the outer functions')" if f.compilations else "")
+            )
+        elif f.nested_calls:
+            extra.append(f"{f.nested_calls} calls inside other jits")
+        if f.failures and f.compilations:
+            extra.append(f"a trace raised {f.failures[-1].error}")
         detail = _cause_summary(f) + ("; " + "; ".join(extra) if extra else "")
         wrapped = textwrap.wrap(detail, width=WIDTH - 39) or [""]
         out.append(f"   {_clip_left(f.location, 34):<36}{wrapped[0]}")
@@ -241,7 +268,7 @@ def cause_lines(record: FunctionRecord) -> list[str]:
 
 
 def _timeline(record: FunctionRecord, width: int = WIDTH) -> list[str]:
-    columns = [m for m in record.misses if m.kind in (FIRST, MISS)]
+    columns = record.columns
     if len(columns) < 2:
         return []
     room = width - 3 - 14
@@ -315,11 +342,18 @@ def render(report: Report, timelines: int = 3) -> str:
     out.append(_clip(title, WIDTH))
     if report.interrupted:
         out.append("interrupted (Ctrl-C): the report so far")
-    misses = sum(len(f.recompiles) for f in report.functions)
+    recompiled = sum(m.compiles for f in report.functions for m in f.compilations if m.kind == MISS)
+    retraces = [m for f in report.functions for m in f.retraces]
+    also = ""
+    if retraces:
+        also = (
+            f", and {_plural(len(retraces), 'retrace')} that found a compiled program "
+            f"({sum(m.seconds for m in retraces):.3f} s, not counted)"
+        )
     out += _lines(
         f"{_plural(len(report.functions), 'watched function')}, "
-        f"{_plural(report.compiles, 'compilation')}, {_plural(misses, 'cache miss')} after "
-        "each function's first call, "
+        f"{_plural(report.compiles, 'compilation')}, {_plural(recompiled, 'cache miss')} "
+        f"after each function's first call{also}, "
         f"{report.seconds:.2f} s tracing+lowering+compiling in a {report.wall_seconds:.2f}"
         " s run. Worst first.",
         "",
@@ -344,14 +378,15 @@ def render(report: Report, timelines: int = 3) -> str:
         if not record.recompiles:
             continue
         out.append("")
+        name = record.display or record.name
         head = (
-            f"{i}. {record.name} ({record.location}): {_plural(record.compiles, 'compilation')}"
+            f"{i}. {name} ({record.location}): {_plural(record.compiles, 'compilation')}"
             f", {_plural(len(record.recompiles), 'cache miss')} after the first, "
             f"{record.seconds:.3f} s"
         )
-        if record.compiles == 0:
+        if not record.compilations:
             head = (
-                f"{i}. {record.name} ({record.location}): traced {record.traces} times inside "
+                f"{i}. {name} ({record.location}): traced {len(record.columns)} times inside "
                 f"other jits, {record.seconds:.3f} s"
             )
         out += _lines(head, "")
@@ -406,7 +441,9 @@ def _miss_dict(m: Miss) -> dict[str, Any]:
         "signature": m.signature.describe(),
         "function_object": m.signature.function.serial,
         "compared_with": m.compared_with,
-        "causes": m.causes if m.kind == MISS else [],
+        "aot": m.aot,
+        "error": m.error,
+        "causes": m.causes if m.kind in (MISS, "retrace") else [],
         "lessons": m.lessons if m.kind == MISS else [],
         "differences": [dataclasses.asdict(d) for d in m.differences],
         "equally_close": [
@@ -436,6 +473,10 @@ def to_dict(report: Report) -> dict[str, Any]:
                 "traces": f.traces,
                 "compiles": f.compiles,
                 "recompiles": len(f.recompiles),
+                "aot_compiles": f.aot_compiles,
+                "retraces": len(f.retraces),
+                "nested_calls": f.nested_calls,
+                "failed_traces": [m.error for m in f.failures],
                 "transformed_compiles": f.transformed_compiles,
                 "seconds": {
                     "trace": sum(m.trace_seconds for m in f.misses),

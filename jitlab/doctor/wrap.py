@@ -35,18 +35,30 @@ _installed = 0
 _original_jit: Callable[..., Any] | None = None
 
 
-_DELEGATED = ("lower", "trace", "eval_shape", "clear_cache", "_cache_size", "_fun")
+_DELEGATED = ("trace", "eval_shape", "clear_cache", "_cache_size", "_fun")
+
+
+class _Depth(threading.local):
+    """How many watched jitted calls are running in this thread: a call made while
+    another is running is made while that one traces (a cache hit runs no Python)."""
+
+    level = 0
+
+
+DEPTH = _Depth()
 
 
 def watch_jitted(jitted: Any, fun: Callable[..., Any], options: dict[str, Any]) -> Any:
     """A function that calls the real jitted function ``jitted`` and tells the doctor when a
-    call traced or compiled. It carries the real one's ``lower``, ``trace``,
-    ``eval_shape`` and ``clear_cache``; stored on a class it binds as a method, as the real
-    one does. (A closure, not an object with ``__call__``: it costs less per call.)"""
+    call traced or compiled. It carries the real one's ``lower`` (watched too: an
+    ahead-of-time compilation is a compilation), ``trace``, ``eval_shape`` and
+    ``clear_cache``; stored on a class it binds as a method, as the real one does. (A
+    closure, not an object with ``__call__``: it costs less per call.)"""
     function = sig.identify(fun)
     counter = recorder.counter_for(function)
     stream = events.STREAM  # the same list for the life of the process
     observe = recorder.observe
+    depth = DEPTH
     spec: list[sig.StaticSpec] = []
 
     def static_spec() -> sig.StaticSpec:
@@ -58,12 +70,34 @@ def watch_jitted(jitted: Any, fun: Callable[..., Any], options: dict[str, Any]) 
     # `fun` and the real jitted function, alive until the garbage collector runs, and
     # jit's caches (keyed on weak references to `fun`) would hit where they should miss.
     def watched(*args: Any, **kwargs: Any) -> Any:
-        counter.calls += 1
+        __tracebackhide__ = True  # pytest: the user's frame, then JAX's
+        if depth.level:
+            counter.nested += 1
+        else:
+            counter.calls += 1
         mark = len(stream)
-        out = jitted(*args, **kwargs)
+        depth.level += 1
+        try:
+            out = jitted(*args, **kwargs)
+        except BaseException as err:
+            depth.level -= 1
+            if len(stream) != mark:
+                observe(function, static_spec, args, kwargs, mark, error=err)
+            raise
+        depth.level -= 1
         if len(stream) != mark:
             observe(function, static_spec, args, kwargs, mark)
         return out
+
+    def lower(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        mark = len(stream)
+        lowered = jitted.lower(*args, **kwargs)
+        seen = []
+        if len(stream) != mark:
+            seen = observe(function, static_spec, args, kwargs, mark, "lower")
+        _watch_compile(lowered, function, static_spec, args, kwargs, seen)
+        return lowered
 
     functools.update_wrapper(watched, fun, updated=())
     watched.__name__ = function.name  # a partial has none: JAX's name for it
@@ -71,9 +105,46 @@ def watch_jitted(jitted: Any, fun: Callable[..., Any], options: dict[str, Any]) 
         value = getattr(jitted, name, None)
         if value is not None:
             setattr(watched, name, value)
+    if getattr(jitted, "lower", None) is not None:
+        functools.update_wrapper(lower, jitted.lower, updated=())
+        watched.lower = lower  # type: ignore[attr-defined]
     watched._jitted = jitted  # type: ignore[attr-defined]
     watched._function = function  # type: ignore[attr-defined]
     return watched
+
+
+def _watch_compile(
+    lowered: Any,
+    function: sig.FunctionInfo,
+    static_spec: Callable[[], sig.StaticSpec],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    seen: list[Any],
+) -> None:
+    """Make ``lowered.compile()`` tell the doctor what it compiled (an instance attribute:
+    ``jax.stages.Lowered`` keeps a ``__dict__``; where it does not, the compilation is
+    counted by name only)."""
+    real = getattr(lowered, "compile", None)
+    if real is None:
+        return
+    stream = events.STREAM
+
+    def compile(*a: Any, **k: Any) -> Any:
+        __tracebackhide__ = True
+        mark = len(stream)
+        out = real(*a, **k)
+        if len(stream) != mark:
+            if seen:
+                recorder.observe_compile(function, seen, mark)
+            else:  # the lowering came from jit's caches: record the compilation now
+                recorder.observe(function, static_spec, args, kwargs, mark, "compile")
+        return out
+
+    functools.update_wrapper(compile, real, updated=())
+    try:
+        lowered.compile = compile
+    except AttributeError:
+        pass
 
 
 def watched_jit(fun: Any = None, /, **options: Any) -> Any:

@@ -14,6 +14,7 @@ Each program states what the doctor must find, in comment lines:
     # doctor-expect: NAME MISS MISS ...   (one cause set per miss after the first, in order;
                                            a set is written a+b, a repeat as a*3)
     # doctor-expect: NAME causes=a,b compiles=N   (the union of causes, and the count)
+    # doctor-expect: NAME retraces=N      (retraces that found a compiled program: apart)
 
 A line with a name and nothing else expects no miss at all.
 """
@@ -30,7 +31,6 @@ from pathlib import Path
 import jax
 
 from jitlab.doctor import watch
-from jitlab.doctor.recorder import MISS
 
 CORPUS = Path(__file__).parent / "corpus"
 
@@ -77,8 +77,9 @@ def problems(path: Path, result: dict) -> list[str]:
             union = set().union(*got) if got else set()
             if union != set(options["causes"].split(",")):
                 found.append(f"{name}: causes {sorted(union)}, expected {options['causes']}")
-        if "compiles" in options and seen["compiles"] != int(options["compiles"]):
-            found.append(f"{name}: {seen['compiles']} compiles, expected {options['compiles']}")
+        for count in ("compiles", "retraces", "calls"):
+            if count in options and seen[count] != int(options[count]):
+                found.append(f"{name}: {seen[count]} {count}, expected {options[count]}")
         if (misses or not options) and got != expected_misses(misses):
             found.append(f"{name}: misses {got}, expected {expected_misses(misses)}")
     return found
@@ -121,11 +122,16 @@ def run_one(path: Path) -> dict:
     report = doctor.report()
     functions = {}
     for f in report.functions:
-        misses = [m for m in f.misses if m.kind == MISS]
-        functions.setdefault(f.name, {"compiles": 0, "builds": 0, "misses": [], "jax": []})
+        misses = f.recompiles
+        functions.setdefault(
+            f.name,
+            {"compiles": 0, "builds": 0, "retraces": 0, "calls": 0, "misses": [], "jax": []},
+        )
         entry = functions[f.name]
         entry["compiles"] += f.compiles
         entry["builds"] += f.builds
+        entry["retraces"] += len(f.retraces)
+        entry["calls"] += f.calls
         entry["misses"] += [m.causes for m in misses]
         entry["jax"] += [m.jax_causes for m in misses]
     return {

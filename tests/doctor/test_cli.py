@@ -19,6 +19,7 @@ from pathlib import Path
 import jax
 import pytest
 
+from jitlab.course.manifest import load_course
 from jitlab.doctor import main, wrap
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -149,7 +150,7 @@ def test_program_that_raises_gets_report_then_traceback_and_exit_1(tmp_path, cap
     assert "ValueError: bad batch" in err and "runpy" not in err[traceback:]
 
 
-def test_control_flow_error_points_to_lesson_05(tmp_path, capsys):
+def test_control_flow_error_points_to_the_control_flow_lesson(tmp_path, capsys):
     script = program(
         tmp_path,
         """
@@ -164,7 +165,16 @@ def test_control_flow_error_points_to_lesson_05(tmp_path, capsys):
     )
     assert main(["--", script]) == 1
     err = capsys.readouterr().err
-    assert "TracerBoolConversionError" in err and "Lesson 05 control_flow" in err
+    lesson = load_course().lesson("control_flow")
+    assert "TracerBoolConversionError" in err
+    assert f"Lesson {lesson.number} control_flow" in err
+    # the function whose trace raised is the program's own, watched, and said to have raised
+    assert "1 watched function, 0 compilations" in err
+    assert "its trace raised: TracerBoolConversionError" in err
+    assert "branch" not in err[err.find("Not watched") : err.index("The program failed")]
+    traceback = err[err.index("Traceback (most recent call last)") :]
+    assert "wrap.py" not in traceback and "jitlab/doctor" not in traceback
+    assert "in branch" in traceback  # the user's frame, where the trace raised
 
 
 def test_program_exit_code_is_kept(tmp_path, capsys):

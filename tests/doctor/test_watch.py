@@ -282,3 +282,43 @@ def test_a_subtree_that_replaces_none_is_one_difference():
         carry({"avg": jnp.zeros(()), "velocity": {"a": jnp.ones(2), "b": jnp.ones(3)}})
     (miss,) = doctor.report().function("carry").recompiles
     assert [(d.part, d.where) for d in miss.differences] == [("structure", "state['velocity']")]
+
+
+def test_a_retrace_that_finds_the_compiled_program_is_not_a_compilation():
+    def bump(x):
+        return x + 1
+
+    with watch(["bump=1"]) as doctor:
+        jax.jit(bump)(3)  # traced and compiled for a weak int32 scalar
+        jax.jit(bump)(jnp.asarray(3))  # traced again; the same program is found
+    report = doctor.report()
+    record = report.function("bump")
+    assert (record.compiles, len(record.retraces), record.recompiles) == (1, 1, [])
+    assert record.retraces[0].compiles == 0 and record.retraces[0].traces == 1
+    assert report.budgets_passed and report.causes("bump") == {}
+    assert "1 retrace that found a compiled program" in " ".join(report.text().split())
+
+
+def test_numbers_agree_for_a_function_also_called_inside_another_jit():
+    with watch() as doctor:
+
+        @jax.jit
+        def inner(x):
+            return x * 2
+
+        @jax.jit
+        def outer(x):
+            for _ in range(10):
+                x = inner(x)
+            return x
+
+        outer(jnp.ones(2, jnp.int32))  # inner traced inside outer (int32), ten calls
+        inner(jnp.ones(3))  # inner's first compilation: a direct call (float32)
+        inner(jnp.ones(4))  # a recompilation: compared with the compilation, not the trace
+    record = doctor.report().function("inner")
+    assert (record.calls, record.nested_calls) == (2, 10)
+    assert record.compiles == 2 and len(record.recompiles) == 1
+    assert record.recompiles[0].causes == ["shape"]  # not "dtype" from the int32 trace
+    text = doctor.report().text()
+    assert "2 compilations, 1 cache miss after the first" in text
+    assert "   timeline      1 \n" in text  # two columns: one per compilation
