@@ -28,6 +28,7 @@ MISS = "miss"  # a recompilation (or, for a trace inside another jit, a retrace)
 TRANSFORM = "transform"  # compiled for jax.grad / jax.vmap of it outside jit: not a miss
 RETRACE = "retrace"  # traced again outside jit, and found the compiled program: no compile
 LOWERED = "lowered"  # ``.lower(...)`` ahead of time, not (yet) compiled
+AOT = "aot"  # compiled ahead of time by ``.lower(...).compile()``: asked for, not a miss
 FAILED = "failed"  # tracing (or compiling) raised: the program's error, not a miss
 
 
@@ -59,7 +60,7 @@ class Miss:
     def compiled(self) -> bool:
         """A compilation the function's count includes (the first or a recompilation,
         at a call or ahead of time); not a trace inside another jit."""
-        return self.kind in (FIRST, MISS) and not self.inside_jit
+        return self.kind in (FIRST, MISS, AOT) and not self.inside_jit
 
     @property
     def seconds(self) -> float:
@@ -130,7 +131,7 @@ class FunctionRecord:
 
     @property
     def aot_compiles(self) -> int:
-        return sum(m.compiles for m in self.compilations if m.aot)
+        return sum(m.compiles for m in self.compilations if m.kind == AOT)
 
     @property
     def transformed_compiles(self) -> int:
@@ -254,6 +255,8 @@ class Recorder:
             kind = TRANSFORM  # jax.grad / jax.vmap of it, outside jit
         elif info.stage == "lower":
             kind = LOWERED
+        elif info.stage == "compile":
+            kind = AOT
         elif compiled or info.has_tracers:
             kind = MISS  # FIRST or MISS once classified
         else:
@@ -291,7 +294,7 @@ class Recorder:
                 lowered.compiles += 1
                 lowered.compile_seconds += e.seconds
         if lowered.compiles:
-            lowered.kind, lowered.aot = MISS, True
+            lowered.kind, lowered.aot = AOT, True
             self._settle(key, record, lowered)
 
     def _settle(self, key: tuple[str, int, str, str], record: FunctionRecord, miss: Miss) -> None:
@@ -300,7 +303,14 @@ class Recorder:
         against every earlier trace of it."""
         compiled = self._compiled.setdefault(key, [])
         traced = self._traced.setdefault(key, [])
-        if miss.kind in (FIRST, MISS) and not miss.inside_jit:
+        if miss.kind == AOT:
+            miss.number = len(compiled) + 1
+            self._classify(miss, compiled)  # what it differs in, for the timeline only
+            miss.causes = []
+            compiled.append(miss)
+            if miss.traces:
+                traced.append(miss)
+        elif miss.kind in (FIRST, MISS) and not miss.inside_jit:
             miss.number = len(compiled) + 1
             self._classify(miss, compiled)
             compiled.append(miss)
@@ -512,7 +522,7 @@ def observe(
         claimed = mine + about[-1:]
         for e in claimed:
             e.owner = function  # not the jitted function: keep no closure alive
-        site, source = call_site(3 if not stage else 4)
+        site, source = call_site(3)
         info = Observed(
             function=function,
             signature=sig.take(function, static_spec(), args, kwargs),

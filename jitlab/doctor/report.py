@@ -15,6 +15,7 @@ from typing import Any
 from jitlab.doctor import budgets as budgets_mod
 from jitlab.doctor import classify
 from jitlab.doctor.recorder import (
+    AOT,
     FIRST,
     MISS,
     TRANSFORM,
@@ -168,7 +169,7 @@ def _table(report: Report) -> list[str]:
         )
         extra = []
         if f.aot_compiles:
-            extra.append(f"{f.aot_compiles} of the compilations ahead of time (.lower().compile())")
+            extra.append(f"{f.aot_compiles} compiled ahead of time (.lower().compile())")
         if f.retraces:
             seconds = sum(m.seconds for m in f.retraces)
             extra.append(
@@ -283,8 +284,8 @@ def _timeline(record: FunctionRecord, width: int = WIDTH) -> list[str]:
     for m in shown:
         marks = classify.timeline_marks(m.differences) if m.kind == MISS else {}
         for row in rows:
-            if m.kind == FIRST:
-                rows[row].append("o")
+            if m.kind in (FIRST, AOT):
+                rows[row].append("o" if m.kind == FIRST else "a")
             else:
                 rows[row].append(marks.get(row, "."))
         if m.kind == MISS and not m.differences:
@@ -350,9 +351,12 @@ def render(report: Report, timelines: int = 3) -> str:
             f", and {_plural(len(retraces), 'retrace')} that found a compiled program "
             f"({sum(m.seconds for m in retraces):.3f} s, not counted)"
         )
+    ahead = sum(f.aot_compiles for f in report.functions)
     out += _lines(
         f"{_plural(len(report.functions), 'watched function')}, "
-        f"{_plural(report.compiles, 'compilation')}, {_plural(recompiled, 'cache miss')} "
+        f"{_plural(report.compiles, 'compilation')}"
+        + (f" ({ahead} ahead of time)" if ahead else "")
+        + f", {_plural(recompiled, 'cache miss')} "
         f"after each function's first call{also}, "
         f"{report.seconds:.2f} s tracing+lowering+compiling in a {report.wall_seconds:.2f}"
         " s run. Worst first.",
@@ -367,9 +371,10 @@ def render(report: Report, timelines: int = 3) -> str:
     shown_timelines = 0
     legend = _lines(
         "Cache-key timeline: one column per compilation, one row per part of jit's cache "
-        "key. o: first compilation; .: same as in the closest earlier compilation; x: "
-        "changed (input types: s shape, d dtype, w weak type, * several; tree: t structure, k "
-        "keyword); ?: nothing the doctor records changed.",
+        "key. o: first compilation; a: compiled ahead of time (.lower().compile()); .: same "
+        "as in the closest earlier compilation; x: changed (input types: s shape, d dtype, "
+        "w weak type, * several; tree: t structure, k keyword); ?: nothing the doctor "
+        "records changed.",
         "",
     )
     if timelines and any(len(f.recompiles) for f in report.functions):

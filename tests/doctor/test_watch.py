@@ -322,3 +322,22 @@ def test_numbers_agree_for_a_function_also_called_inside_another_jit():
     text = doctor.report().text()
     assert "2 compilations, 1 cache miss after the first" in text
     assert "   timeline      1 \n" in text  # two columns: one per compilation
+
+
+def test_ahead_of_time_compilations_are_compilations_and_calls_compare_with_them():
+    with watch(["warm=4"]) as doctor:
+
+        @jax.jit
+        def warm(x):
+            return x * 2
+
+        for n in (2, 3):
+            warm.lower(jax.ShapeDtypeStruct((n,), jnp.int32)).compile()
+        warm(jnp.ones(2, jnp.int32))  # found: compiled ahead of time
+        warm(np.ones(3, np.uint8))  # a miss: uint8 meets the int32 programs
+        lowered_only = warm.lower(jnp.ones(7))  # lowered, never compiled: not a compilation
+    assert "tensor<7xf32>" in lowered_only.as_text()
+    record = doctor.report().function("warm")
+    assert (record.compiles, record.aot_compiles, record.calls) == (3, 2, 2)
+    assert [m.causes for m in record.recompiles] == [["dtype"]]
+    assert doctor.report().budgets_passed
