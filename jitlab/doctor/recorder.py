@@ -338,6 +338,11 @@ class Recorder:
         scored = [(m, sig.differences(miss.signature, m.signature)) for m in candidates]
         fewest = min(len(d) for _, d in scored)
         closest = [(m, d) for m, d in scored if len(d) == fewest]
+        # Of equally close ones, keep those that differ in something no earlier compilation
+        # had (a flag passed by keyword for the first time), not in a value another one
+        # already had (the same flag's value, seen before under the other convention).
+        novel = [(m, d) for m, d in closest if any(not _seen(x, scored) for x in d)]
+        closest = novel or closest
         best, best_diffs = closest[-1]  # the most recent of the closest
         miss.compared_with = best.number
         miss.differences = best_diffs
@@ -385,6 +390,31 @@ class Recorder:
             self._take_calls()
         self.unwatched()  # settles outside_compiles
         return sorted(self.functions.values(), key=lambda r: -r.seconds)
+
+
+_LEAF_PARTS = (sig.SHAPE, sig.DTYPE, sig.WEAK_TYPE, sig.PYTHON_SCALAR, sig.PLACEMENT)
+
+
+def _holds(signature: sig.Signature, d: sig.Difference) -> bool:
+    """Whether ``signature`` has the part that ``d`` is about (an argument passed, a
+    static given, a leaf at that path)."""
+    if d.part == sig.KEYWORD:
+        return d.where in signature.passing
+    if d.part == sig.STATIC:
+        return d.where in signature.statics
+    if d.part in _LEAF_PARTS:
+        return d.where in signature.leaves
+    if d.part == sig.STRUCTURE:
+        return d.where in signature.nodes
+    return True
+
+
+def _seen(d: sig.Difference, scored: list[tuple[Miss, list[sig.Difference]]]) -> bool:
+    """An earlier compilation already had the new call's value of this part."""
+    return any(
+        _holds(m.signature, d) and not any((x.part, x.where) == (d.part, d.where) for x in diffs)
+        for m, diffs in scored
+    )
 
 
 ACTIVE: list[Recorder] = []
