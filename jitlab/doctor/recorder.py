@@ -345,6 +345,20 @@ class Recorder:
         closest = novel or closest
         best, best_diffs = closest[-1]  # the most recent of the closest
         miss.compared_with = best.number
+        if not best_diffs and miss.kind == MISS and not miss.traces and not miss.inside_jit:
+            # Compiled (or lowered) again without a retrace: the types and the tree are
+            # jit's tracing key, and they were found; what the lowering and compilation
+            # add to the key is the arguments' shardings, devices and layouts.
+            best_diffs = [
+                sig.Difference(
+                    sig.PLACEMENT,
+                    "arguments",
+                    "compiled again without a retrace (same types: a sharding, device "
+                    "assignment or layout the doctor cannot read differs)",
+                    f"compilation {best.number}",
+                )
+            ]
+            closest = [(best, best_diffs)]
         miss.differences = best_diffs
         causes: set[str] = set()
         for _, d in closest:

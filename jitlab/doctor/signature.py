@@ -12,6 +12,7 @@ the arguments) is paid once per compilation, never on a cache hit.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import inspect
@@ -217,13 +218,28 @@ class Leaf:
 
 
 def describe_sharding(sharding: Any) -> str:
+    """Everything of a sharding that jit's caches key on, as text: the mesh's axes, their
+    types when not all Auto, the devices in mesh order (two meshes of one shape over the
+    same devices in another order compile again, without a retrace), the spec, and a
+    memory kind other than the device's."""
     if isinstance(sharding, jax.sharding.SingleDeviceSharding):
         (device,) = sharding.device_set
         return f"{device.platform}:{device.id}"
     if isinstance(sharding, jax.sharding.NamedSharding):
-        axes = ",".join(f"{k}={v}" for k, v in sharding.mesh.shape.items())
-        return f"mesh({axes}) {sharding.spec}"
-    return repr(sharding)[:60]
+        mesh = sharding.mesh
+        axes = ",".join(f"{k}={v}" for k, v in mesh.shape.items())
+        types = [str(t).rsplit(".", 1)[-1] for t in getattr(mesh, "axis_types", ())]
+        if any(t != "Auto" for t in types):
+            axes += " " + "/".join(types)
+        try:
+            ids = ",".join(str(d.id) for d in mesh.devices.flat)
+            axes += f" on {mesh.devices.flat[0].platform}:{ids}"
+        except Exception:  # an abstract mesh has no devices
+            pass
+        memory = getattr(sharding, "memory_kind", None)
+        extra = f" memory {memory}" if memory not in (None, "device") else ""
+        return f"mesh({axes}) {sharding.spec}{extra}"
+    return repr(sharding)[:200]
 
 
 def _origin(x: Any) -> str:
@@ -339,6 +355,11 @@ class Signature:
     context: dict[str, str]
     # path -> serial of the node's class, for nodes that are not dict, list, tuple or None
     classes: dict[str, int] = dataclasses.field(default_factory=dict)
+    # path -> (node metadata, its field names): a custom node's auxiliary data, held (jit's
+    # cache holds it too) and compared by equality, as jit compares it
+    aux: dict[str, tuple[Any, list[str] | None]] = dataclasses.field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def describe(self) -> str:
         args = ", ".join(f"{path}: {leaf.type}" for path, leaf in self.leaves.items())
@@ -386,19 +407,78 @@ def static_spec(fun: Callable[..., Any], options: Mapping[str, Any]) -> StaticSp
     return StaticSpec(frozenset(nums), frozenset(names), tuple(named), varargs)
 
 
-def _children(value: Any) -> tuple[str, list[tuple[str, Any]]] | None:
-    """One level of ``value`` as a pytree: its kind and keyed children; None for a leaf."""
+def _children(value: Any) -> tuple[str, list[tuple[str, Any]], Any] | None:
+    """One level of ``value`` as a pytree: its kind, keyed children and node metadata (the
+    auxiliary data jit compares by equality); None for a leaf."""
     if value is None:
-        return "None", []
+        return "None", [], None
     flat, treedef = jax.tree_util.tree_flatten_with_path(value, is_leaf=lambda n: n is not value)
     if len(flat) == 1 and flat[0][0] == () and flat[0][1] is value:
         return None
     node_type, aux = treedef.node_data() or (type(value), None)
     kind = getattr(node_type, "__qualname__", str(node_type))
-    if node_type not in (dict, list, tuple) and aux is not None:
-        text = repr(aux)
-        kind += f"({text[:80]})"
-    return kind, [(jax.tree_util.keystr(path), child) for path, child in flat]
+    if node_type in (dict, list, tuple):
+        aux = None  # keys and lengths: the children's paths say them
+    return kind, [(jax.tree_util.keystr(path), child) for path, child in flat], aux
+
+
+def _short(value: Any, most: int = 80) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__qualname__}>"
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
+def _field_names(node: Any, aux: Any) -> list[str] | None:
+    """The names of a dataclass node's fields, when its metadata is one entry per field
+    (as an Equinox Module's is: static values, a placeholder for each array field)."""
+    if dataclasses.is_dataclass(node) and isinstance(aux, tuple):
+        names = [f.name for f in dataclasses.fields(node)]
+        if len(names) == len(aux):
+            return names
+    return None
+
+
+def metadata_difference(new: Any, old: Any, path: str = "", depth: int = 0) -> str | None:
+    """Where inside two node metadata values they first differ ("" when the values
+    themselves differ; None when they are equal)."""
+    try:
+        if new is old or bool(new == old):
+            return None
+    except Exception:
+        pass
+    if depth > 8 or type(new) is not type(old):
+        return path
+    if isinstance(new, tuple | list) and len(new) == len(old):
+        fields = getattr(type(new), "_fields", None)
+        for i, (a, b) in enumerate(zip(new, old, strict=True)):
+            key = f".{fields[i]}" if fields else f"[{i}]"
+            found = metadata_difference(a, b, path + key, depth + 1)
+            if found is not None:
+                return found
+        return path
+    if isinstance(new, dict) and new.keys() == old.keys():
+        for key in new:
+            found = metadata_difference(new[key], old[key], f"{path}[{key!r}]", depth + 1)
+            if found is not None:
+                return found
+        return path
+    if dataclasses.is_dataclass(new) and not isinstance(new, type):
+        for f in dataclasses.fields(new):
+            a, b = getattr(new, f.name, None), getattr(old, f.name, None)
+            found = metadata_difference(a, b, f"{path}.{f.name}", depth + 1)
+            if found is not None:
+                return found
+        return path
+    if isinstance(new, functools.partial):
+        for key, a, b in (("func", new.func, old.func), ("args", new.args, old.args)):
+            found = metadata_difference(a, b, f"{path}.{key}", depth + 1)
+            if found is not None:
+                return found
+        found = metadata_difference(new.keywords, old.keywords, path + ".keywords", depth + 1)
+        return found if found is not None else path
+    return path
 
 
 _BUILTIN_NODES = (dict, list, tuple, type(None))
@@ -411,20 +491,24 @@ def _walk(
     sig_nodes: dict,
     sig_leaves: dict,
     sig_classes: dict,
+    sig_aux: dict,
 ) -> None:
     found = _children(value)
     if found is None:
         sig_nodes[path] = (parent, "leaf")
         sig_leaves[path] = describe_leaf(value)
         return
-    kind, children = found
+    kind, children, aux = found
     sig_nodes[path] = (parent, kind)
+    if aux is not None:
+        names = _field_names(value, aux)
+        sig_aux[path] = (aux, names)
     if type(value) not in _BUILTIN_NODES:
         # jit compares node types by identity: a namedtuple class made per call has the
         # same name every time, and is another type every time
         sig_classes[path] = _class_serial(type(value))
     for key, child in children:
-        _walk(path + key, path, child, sig_nodes, sig_leaves, sig_classes)
+        _walk(path + key, path, child, sig_nodes, sig_leaves, sig_classes, sig_aux)
 
 
 def take(
@@ -435,6 +519,7 @@ def take(
     nodes: dict[str, tuple[str | None, str]] = {}
     leaves: dict[str, Leaf] = {}
     classes: dict[str, int] = {}
+    aux: dict[str, tuple[Any, list[str] | None]] = {}
     statics: dict[str, Static] = {}
     n_named = len(spec.parameters)
     for i, value in enumerate(args):
@@ -448,15 +533,15 @@ def take(
         if i in spec.positions or (i - len(args)) in spec.positions:
             statics[label] = describe_static(value)
         else:
-            _walk(label, None, value, nodes, leaves, classes)
+            _walk(label, None, value, nodes, leaves, classes, aux)
     for name, value in kwargs.items():
         passing[name] = "keyword"
         position = spec.parameters.index(name) if name in spec.parameters else None
         if name in spec.names or (position is not None and position in spec.positions):
             statics[name] = describe_static(value)
         else:
-            _walk(name, None, value, nodes, leaves, classes)
-    return Signature(function, passing, nodes, leaves, statics, context_snapshot(), classes)
+            _walk(name, None, value, nodes, leaves, classes, aux)
+    return Signature(function, passing, nodes, leaves, statics, context_snapshot(), classes, aux)
 
 
 # ---------------------------------------------------------------------------------------
@@ -492,6 +577,39 @@ def _leaf_differences(path: str, new: Leaf, old: Leaf) -> list[Difference]:
     if "traced" not in (new.placement, old.placement) and new.placement != old.placement:
         found.append(Difference(PLACEMENT, path, new.placement, old.placement))
     return found
+
+
+def _aux_differences(path: str, new: tuple[Any, Any], old: tuple[Any, Any]) -> list[Difference]:
+    (new_aux, names), (old_aux, _) = new, old
+    inside = metadata_difference(new_aux, old_aux)
+    if inside is None:
+        return []
+    if names and inside.startswith("["):  # "[1]..." of an Equinox Module: its field's name
+        index, _, rest = inside[1:].partition("]")
+        if index.isdigit() and int(index) < len(names):
+            inside = f".{names[int(index)]}{rest}"
+    now, before = _pick(new_aux, inside, names), _pick(old_aux, inside, names)
+    now_text, before_text = _short(now), _short(before)
+    if now_text == before_text:
+        now_text += " (equal text, not equal)"
+    return [Difference(STRUCTURE, path + inside, now_text, before_text)]
+
+
+def _pick(aux: Any, inside: str, names: list[str] | None) -> Any:
+    """The part of ``aux`` at ``inside`` (as :func:`metadata_difference` wrote it)."""
+    value = aux
+    for step in re.findall(r"\.(\w+)|\[([^\]]+)\]", inside):
+        attr, key = step
+        try:
+            if attr and names and value is aux and attr in names:
+                value = aux[names.index(attr)]
+            elif attr:
+                value = getattr(value, attr)  # a namedtuple's field, too
+            else:
+                value = value[ast.literal_eval(key)]  # an index, or a repr'd dict key
+        except Exception:
+            return value
+    return value
 
 
 def _kind_text(sig: Signature, path: str) -> str:
@@ -545,6 +663,8 @@ def differences(new: Signature, old: Signature) -> list[Difference]:
                         f"{kind} (class #{old.classes.get(path)})",
                     )
                 )
+            elif path in new.aux and path in old.aux:
+                found.extend(_aux_differences(path, new.aux[path], old.aux[path]))
             continue
         sig, other = (new, old) if in_new else (old, new)
         parent = sig.nodes[path][0]
