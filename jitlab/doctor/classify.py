@@ -188,11 +188,17 @@ _TYPE_LINE = re.compile(r"\* at (.*?), now (.+?) and before (.+?)(?:https?://\S*
 _SHAPED = re.compile(r"^~?([a-z]+\d*)\[(.*)\]")
 
 
+def _unsharded(type_text: str) -> str:
+    return re.sub(r"\(\{.*?\}\)", "", re.sub(r"@[^,\]]*", "", type_text)).strip()
+
+
 def _type_change(now: str, before: str) -> str:
     if "weak_type" in now or "weak_type" in before:
         return WEAK_TYPE
-    if re.sub(r"@[^,\]]*", "", now) == re.sub(r"@[^,\]]*", "", before):
-        return DEVICE  # only the sharding written into the type ("f32[4@rows,2]") differs
+    if _unsharded(now) == _unsharded(before):
+        # only the sharding written into the type differs: the axis a dimension is split
+        # on ("f32[4@rows,2]") or the mesh axes ("i32[]({Explicit: ('device',)})")
+        return DEVICE
     a, b = _SHAPED.match(now), _SHAPED.match(before)
     if not a or not b:
         return DTYPE
