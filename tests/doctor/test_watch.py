@@ -177,6 +177,16 @@ def test_explanations_stay_off_stderr_unless_someone_listens(capsys):
             "before f32[4,2]({Explicit: ('rows',)})",
             ["device"],
         ),
+        (  # JAX 0.12.0.1's text for a replicated array on an Explicit mesh, after a plain one
+            "different input types:\n  * at x, now i32[4]({Explicit: ('device',)}) and before "
+            "i32[4]({})",
+            ["device"],
+        ),
+        (
+            "different input types:\n  * at x, now i32[]({Explicit: ('device',)}) and before "
+            "i32[3]({})",
+            ["shape"],
+        ),
         ("all previously seen cache keys differ. ...\n  cache miss explanation unavailable", []),
         (None, []),
     ],
@@ -341,3 +351,25 @@ def test_ahead_of_time_compilations_are_compilations_and_calls_compare_with_them
     assert (record.compiles, record.aot_compiles, record.calls) == (3, 2, 2)
     assert [m.causes for m in record.recompiles] == [["dtype"]]
     assert doctor.report().budgets_passed
+
+
+def evaluate_twice(x):
+    """A function named eval..., whose own jitted lambda compiles twice."""
+    for n in (2, 3):
+        jax.jit(lambda v: v * 2)(jnp.ones(n))
+    return jax.jit(evaluation_step)(x)
+
+
+def evaluation_step(x):
+    return x.sum()
+
+
+def test_a_budget_pattern_matches_names_and_qualified_names_only_when_asked():
+    with watch(["eval*=1", "evaluate_twice.*=1", "<lambda>=2"]) as doctor:
+        evaluate_twice(jnp.ones(3))
+    eval_star, qualified, lam = doctor.report().verdicts
+    assert [name for name, _, _ in eval_star.counts] == ["evaluation_step"]  # not the lambda
+    assert eval_star.status == "ok"
+    assert [(name, n) for name, _, n in qualified.counts] == [("<lambda>", 2)]
+    assert qualified.status == "exceeded"  # the qualified name evaluate_twice.<locals>.<lambda>
+    assert lam.status == "ok"
