@@ -566,6 +566,12 @@ def observe(
         claimed = mine + about[-1:]
         for e in claimed:
             e.owner = function  # not the jitted function: keep no closure alive
+        if any(e.kind == "trace" for e in mine):
+            # traces of jits nobody watches (a library's helpers) made while this one
+            # traced: part of its trace, already in its trace time
+            for e in events.STREAM[mark:]:
+                if e.owner is None and e.thread == thread and e.kind == "trace":
+                    e.owner = function
         site, source = call_site(3)
         info = Observed(
             function=function,

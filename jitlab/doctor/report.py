@@ -49,6 +49,7 @@ class Report:
         command: list[str] | None = None,
     ) -> Report:
         functions = recorder.snapshot()
+        _name_clashes(functions)
         unwatched = recorder.unwatched()
         verdicts = budgets_mod.check(budgets or [], functions, unwatched)
         return cls(
@@ -106,6 +107,22 @@ class Report:
 
     def write_json(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+
+def _name_clashes(functions: list[FunctionRecord]) -> None:
+    """Two functions of one name are shown by their qualified names (``A.do``, ``B.do``),
+    and by their lines too when those clash as well."""
+    by_name: dict[str, list[FunctionRecord]] = {}
+    for f in functions:
+        by_name.setdefault(f.name, []).append(f)
+    for same in by_name.values():
+        if len(same) < 2:
+            same[0].display = same[0].name
+            continue
+        qualnames = Counter(f.qualname for f in same)
+        for f in same:
+            line = f.location.rsplit(":", 1)[-1]
+            f.display = f.qualname if qualnames[f.qualname] == 1 else f"{f.qualname}:{line}"
 
 
 # ---------------------------------------------------------------------------------------

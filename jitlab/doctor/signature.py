@@ -16,7 +16,10 @@ import ast
 import dataclasses
 import functools
 import inspect
+import os
 import re
+import sys
+import sysconfig
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -93,6 +96,7 @@ class FunctionInfo:
     line: int
     serial: int
     closure: bool
+    adapter: str = ""  # "equinox": jitted by eqx.filter_jit, arguments repacked by it
 
     @property
     def key(self) -> tuple[str, int, str, str]:
@@ -161,9 +165,62 @@ def _innermost(fun: Any) -> Any:
     return fun
 
 
+_EQUINOX_JIT = os.sep + os.path.join("equinox", "_jit.py")
+
+
+def _callers_function(name: str, qualname: str, most: int = 12) -> Any:
+    """The user's function that a framework is jitting under its own wrapper: a local of a
+    calling frame (``filter_jit``'s ``fun``) with the wrapper's name and qualified name."""
+    frame = sys._getframe(2)
+    for _ in range(most):
+        if frame is None:
+            return None
+        for value in frame.f_locals.values():
+            if (
+                callable(value)
+                and getattr(value, "__name__", None) == name
+                and getattr(value, "__qualname__", None) == qualname
+                and getattr(_innermost(value), "__code__", None) is not None
+                and _EQUINOX_JIT not in _innermost(value).__code__.co_filename
+            ):
+                return value
+        frame = frame.f_back
+    return None
+
+
+_LIBRARY_DIRS = tuple(
+    {
+        os.path.join(path, "")
+        for path in (sysconfig.get_paths().get("purelib"), sysconfig.get_paths().get("platlib"))
+        if path
+    }
+)
+
+
+def is_library_function(fun: Any) -> bool:
+    """A function defined in an installed package (site-packages), other than one that
+    ``eqx.filter_jit`` jits for the user: a library's internal, not the user's code."""
+    code = getattr(_innermost(fun), "__code__", None)
+    if code is None:
+        return False
+    filename = code.co_filename
+    if filename.endswith(_EQUINOX_JIT):
+        return False
+    return filename.startswith(_LIBRARY_DIRS) or (os.sep + "site-packages" + os.sep in filename)
+
+
 def identify(fun: Callable[..., Any]) -> FunctionInfo:
     inner = _innermost(fun)
     code = getattr(inner, "__code__", None)
+    adapter = ""
+    if code is not None and code.co_filename.endswith(_EQUINOX_JIT):
+        # eqx.filter_jit jits its own ``fun_wrapped`` renamed after the user's function:
+        # name the user's function and where it is defined (found in filter_jit's frame)
+        adapter = "equinox"
+        user = _callers_function(getattr(inner, "__name__", ""), getattr(inner, "__qualname__", ""))
+        if user is not None:
+            inner = _innermost(user)
+            code = getattr(inner, "__code__", code)
     if code is None:
         # a callable object: the code of its class's __call__
         call = next(
@@ -178,6 +235,7 @@ def identify(fun: Callable[..., Any]) -> FunctionInfo:
         line=code.co_firstlineno if code else 0,
         serial=_serial_of(fun),
         closure=bool(getattr(inner, "__closure__", None)),
+        adapter=adapter,
     )
 
 
@@ -515,6 +573,10 @@ def take(
     function: FunctionInfo, spec: StaticSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any]
 ) -> Signature:
     """The signature of one call ``f(*args, **kwargs)``."""
+    if function.adapter == "equinox":
+        view = _equinox_view(function, args, kwargs)
+        if view is not None:
+            return view
     passing: dict[str, str] = {}
     nodes: dict[str, tuple[str | None, str]] = {}
     leaves: dict[str, Leaf] = {}
@@ -542,6 +604,66 @@ def take(
         else:
             _walk(name, None, value, nodes, leaves, classes, aux)
     return Signature(function, passing, nodes, leaves, statics, context_snapshot(), classes, aux)
+
+
+def _equinox_view(
+    function: FunctionInfo, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> Signature | None:
+    """The call as the user made it, from ``eqx.filter_jit``'s repacked one: equinox calls
+    ``fun_wrapped(dynamic_donate, dynamic_nodonate, static)``, where each of ``fun``,
+    ``first`` (the first argument) and ``rest`` (the others, and the keywords) is split
+    into array leaves and static leaves over one tree structure. The arrays are walked
+    under the user's argument names (``model.layers[2].w``), each static leaf is a static
+    value at its path (``model.layers[2].rate``), and the user's function object is the
+    function whose identity counts. None if the call does not look like that."""
+    try:
+        donate, nodonate, static = args
+        static_fun, static_first, static_rest = static
+    except (TypeError, ValueError):
+        return None
+    try:
+        (fun_leaves, fun_tree) = static_fun
+
+        def part(name: str, pair: tuple[tuple[Any, ...], Any]) -> tuple[Any, Any]:
+            leaves, treedef = pair
+            dynamic = tuple(donate.get(name, (None,) * len(leaves)))
+            more = tuple(nodonate.get(name, (None,) * len(leaves)))
+            arrays = [a if a is not None else b for a, b in zip(dynamic, more, strict=True)]
+            return (
+                jax.tree_util.tree_unflatten(treedef, arrays),
+                jax.tree_util.tree_unflatten(treedef, list(leaves)),
+            )
+
+        user_fun = jax.tree_util.tree_unflatten(fun_tree, list(fun_leaves))
+        first, first_static = part("first", static_first)
+        (rest, kwargs_tree), (rest_static, kwargs_static) = part("rest", static_rest)
+        names = [
+            p.name
+            for p in inspect.signature(user_fun).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+        ]
+    except Exception:
+        return None
+    passing: dict[str, str] = {}
+    nodes: dict[str, tuple[str | None, str]] = {}
+    leaves_out: dict[str, Leaf] = {}
+    classes: dict[str, int] = {}
+    aux: dict[str, tuple[Any, list[str] | None]] = {}
+    statics: dict[str, Static] = {}
+    positional = [(first, first_static)] + list(zip(rest[:-1], rest_static[:-1], strict=True))
+    for i, (value, static_value) in enumerate(positional):
+        label = names[i] if i < len(names) else f"args[{i}]"
+        passing[label] = "positional"
+        _walk(label, None, value, nodes, leaves_out, classes, aux)
+        for path, leaf in jax.tree_util.tree_flatten_with_path(static_value)[0]:
+            statics[label + jax.tree_util.keystr(path)] = describe_static(leaf)
+    for name, value in kwargs_tree.items():
+        passing[name] = "keyword"
+        _walk(name, None, value, nodes, leaves_out, classes, aux)
+        for path, leaf in jax.tree_util.tree_flatten_with_path(kwargs_static[name])[0]:
+            statics[name + jax.tree_util.keystr(path)] = describe_static(leaf)
+    user = dataclasses.replace(function, serial=_serial_of(user_fun))
+    return Signature(user, passing, nodes, leaves_out, statics, context_snapshot(), classes, aux)
 
 
 # ---------------------------------------------------------------------------------------

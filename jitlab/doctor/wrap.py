@@ -152,6 +152,10 @@ def watched_jit(fun: Any = None, /, **options: Any) -> Any:
     real = _original_jit if _original_jit is not None else jax.jit
     if fun is None:  # the decorator-factory form: @jax.jit(static_argnums=...)
         return functools.partial(watched_jit, **options)
+    if sig.is_library_function(fun):
+        # a library's own jitted helper (optax's tree_bias_correction): not the user's
+        # function; inside the user's jit its traces are folded into the caller's
+        return real(fun, **options)
     return watch_jitted(real(fun, **options), fun, options)
 
 

@@ -16,7 +16,10 @@ Each program states what the doctor must find, in comment lines:
     # doctor-expect: NAME causes=a,b compiles=N   (the union of causes, and the count)
     # doctor-expect: NAME retraces=N      (retraces that found a compiled program: apart)
 
-A line with a name and nothing else expects no miss at all.
+A line with a name and nothing else expects no miss at all. Two functions of one name
+are named as the report shows them (their qualified names). Optionally:
+
+    # doctor-functions: NAME NAME ...     (exactly the functions the doctor watched)
 """
 
 from __future__ import annotations
@@ -37,6 +40,13 @@ CORPUS = Path(__file__).parent / "corpus"
 
 def programs() -> list[Path]:
     return sorted(p for p in CORPUS.glob("*.py") if not p.name.startswith("_"))
+
+
+def watched_names(path: Path) -> list[str] | None:
+    for line in path.read_text().splitlines():
+        if line.startswith("# doctor-functions:"):
+            return sorted(line.split(":", 1)[1].split())
+    return None
 
 
 def header(path: Path) -> tuple[str, list[list[str]]]:
@@ -64,6 +74,9 @@ def problems(path: Path, result: dict) -> list[str]:
         found.append(f"the program failed: {result['error']}")
     if result["internal_errors"]:
         found.append(f"internal errors: {result['internal_errors']}")
+    names = watched_names(path)
+    if names is not None and sorted(result["functions"]) != names:
+        found.append(f"watched {sorted(result['functions'])}, expected {names}")
     for tokens in header(path)[1]:
         name, rest = tokens[0], tokens[1:]
         seen = result["functions"].get(name)
@@ -124,10 +137,10 @@ def run_one(path: Path) -> dict:
     for f in report.functions:
         misses = f.recompiles
         functions.setdefault(
-            f.name,
+            f.display or f.name,
             {"compiles": 0, "builds": 0, "retraces": 0, "calls": 0, "misses": [], "jax": []},
         )
-        entry = functions[f.name]
+        entry = functions[f.display or f.name]
         entry["compiles"] += f.compiles
         entry["builds"] += f.builds
         entry["retraces"] += len(f.retraces)
