@@ -36,7 +36,7 @@ class Event:
     """One thing JAX reported: a ``trace``, ``lower`` or ``compile`` duration, or an
     ``explain`` text. ``owner`` is set once a watched call claims it."""
 
-    __slots__ = ("kind", "name", "seconds", "thread", "owner", "text")
+    __slots__ = ("kind", "name", "seconds", "thread", "owner", "text", "site")
 
     def __init__(self, kind: str, name: str, seconds: float = 0.0, text: str = "") -> None:
         self.kind = kind
@@ -45,6 +45,7 @@ class Event:
         self.thread = threading.get_ident()
         self.owner: Any = None
         self.text = text
+        self.site: tuple[str, str] | None = None
 
     def __repr__(self) -> str:
         return f"Event({self.kind}, {self.name!r}, {self.seconds:.4f})"
@@ -59,10 +60,22 @@ _explain_before: bool | None = None
 _filters: list[tuple[logging.Logger, logging.Filter]] = []
 
 
+SITE: Any = None
+"""Set by the recorder: the user's line that made the current call (file:line, source)."""
+
+
 def _on_duration(event: str, seconds: float, **kwargs: Any) -> None:
     kind = _KIND_OF_EVENT.get(event)
     if kind is not None:
-        STREAM.append(Event(kind, str(kwargs.get("fun_name", "?")), seconds))
+        e = Event(kind, str(kwargs.get("fun_name", "?")), seconds)
+        if kind == "compile" and SITE is not None:
+            # a compilation costs milliseconds; the walk to the user's frame, microseconds.
+            # Kept for compilations nobody watches (jnp.ones(n) compiles broadcast_in_dim)
+            try:
+                e.site = SITE()
+            except Exception:
+                pass
+        STREAM.append(e)
 
 
 _NEVER_SEEN = re.compile(r"never seen function:\s*\n\s*(.*?) id=\d+")

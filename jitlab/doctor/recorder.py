@@ -176,6 +176,7 @@ class Unwatched:
     traces: int = 0
     compiles: int = 0
     seconds: float = 0.0
+    sites: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
 
 
 class Recorder:
@@ -397,6 +398,8 @@ class Recorder:
                 other.traces += 1
             elif e.kind == "compile":
                 other.compiles += 1
+                if e.site is not None:
+                    other.sites[e.site] = other.sites.get(e.site, 0) + 1
         return sorted(others.values(), key=lambda o: -o.seconds)
 
     def snapshot(self) -> list[FunctionRecord]:
@@ -517,6 +520,13 @@ def call_site(depth: int = 3) -> tuple[str, str]:
     except ValueError:
         pass
     return f"{filename}:{frame.f_lineno} in {frame.f_code.co_name}", source
+
+
+def _site_of_event() -> tuple[str, str]:
+    return call_site(4)  # _site_of_event <- events._on_duration <- JAX's monitoring
+
+
+events.SITE = _site_of_event
 
 
 def _has_tracers(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:

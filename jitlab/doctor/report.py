@@ -229,6 +229,57 @@ def _unwatched_lines(report: Report) -> list[str]:
     )
 
 
+HELPER_SHARE = 0.1
+HELPER_REPEATS = 5
+"""JAX's helpers get advice for a line of the user's that compiled one of them at least
+``HELPER_REPEATS`` times (a line in a loop, meeting new shapes), when such lines together
+cost at least ``HELPER_SHARE`` of all the tracing and compiling the doctor heard."""
+
+
+def helper_sites(report: Report) -> list[tuple[str, str, str, int, float]]:
+    """(call site, source line, helper, compilations, its seconds) for JAX's own helpers
+    that compiled at the user's lines, when together they cost a real share of the run."""
+    rows = [
+        (site, source, o.name, n, o.seconds * n / max(o.compiles, 1))
+        for o in report.unwatched
+        for (site, source), n in o.sites.items()
+        if n >= HELPER_REPEATS
+    ]
+    total = report.seconds + sum(o.seconds for o in report.unwatched)
+    if not rows or total <= 0 or sum(r[4] for r in rows) < HELPER_SHARE * total:
+        return []
+    return sorted(rows, key=lambda r: -r[4])
+
+
+def _helper_lines(report: Report) -> list[str]:
+    rows = helper_sites(report)
+    if not rows:
+        return []
+    total = report.seconds + sum(o.seconds for o in report.unwatched)
+    spent = sum(r[4] for r in rows)
+    out = [""]
+    out += _lines(
+        f"JAX's own helpers, called outside jit from your lines, compiled "
+        f"{_plural(sum(r[3] for r in rows), 'time')} ({spent:.3f} s, "
+        f"{100 * spent / total:.0f}% of all tracing and compiling):",
+        "",
+    )
+    for site, source, name, n, _ in rows[:4]:
+        out += _lines(f"at {site}: {name} {n}x" + (":" if source else ""), "   ")
+        if source:
+            out += _lines(source, "       ", most=1)
+    if len(rows) > 4:
+        out += _lines(f"and {len(rows) - 4} more", "   ")
+    shapes = classify.CAUSES[classify.SHAPE]
+    out += _lines(
+        "Each new shape or dtype of an eager jnp call compiles one small program. Build "
+        "the array inside your jitted function (or with NumPy), or keep its shapes few "
+        f"(lesson {shapes.lesson_name}).",
+        "   ",
+    )
+    return out
+
+
 def _miss_example(miss: Miss, indent: str) -> list[str]:
     against = f", against {miss.compared_with}" if miss.compared_with else ""
     out = _lines(f"e.g. compilation {miss.number}{against}:", indent)
@@ -385,6 +436,7 @@ def render(report: Report, timelines: int = 3) -> str:
     else:
         out.append("   no jitted function created while the doctor watched was called")
     out += _unwatched_lines(report)
+    out += _helper_lines(report)
     shown_timelines = 0
     legend = _lines(
         "Cache-key timeline: one column per compilation, one row per part of jit's cache "
@@ -512,7 +564,20 @@ def to_dict(report: Report) -> dict[str, Any]:
             }
             for f in report.functions
         ],
-        "unwatched": [dataclasses.asdict(o) for o in report.unwatched],
+        "unwatched": [
+            {
+                "name": o.name,
+                "traces": o.traces,
+                "compiles": o.compiles,
+                "seconds": o.seconds,
+                "sites": [{"at": a, "source": b, "compiles": n} for (a, b), n in o.sites.items()],
+            }
+            for o in report.unwatched
+        ],
+        "helper_sites": [
+            {"at": site, "source": source, "helper": name, "compiles": n, "seconds": sec}
+            for site, source, name, n, sec in helper_sites(report)
+        ],
         "budgets": [
             {
                 "budget": str(v.budget),

@@ -20,6 +20,7 @@ A line with a name and nothing else expects no miss at all. Two functions of one
 are named as the report shows them (their qualified names). Optionally:
 
     # doctor-functions: NAME NAME ...     (exactly the functions the doctor watched)
+    # doctor-helpers: NAME@LINE ...       (JAX's helpers the report advises on, by line)
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pathlib import Path
 import jax
 
 from jitlab.doctor import watch
+from jitlab.doctor.report import helper_sites
 
 CORPUS = Path(__file__).parent / "corpus"
 
@@ -42,9 +44,9 @@ def programs() -> list[Path]:
     return sorted(p for p in CORPUS.glob("*.py") if not p.name.startswith("_"))
 
 
-def watched_names(path: Path) -> list[str] | None:
+def watched_names(path: Path, key: str = "functions") -> list[str] | None:
     for line in path.read_text().splitlines():
-        if line.startswith("# doctor-functions:"):
+        if line.startswith(f"# doctor-{key}:"):
             return sorted(line.split(":", 1)[1].split())
     return None
 
@@ -77,6 +79,9 @@ def problems(path: Path, result: dict) -> list[str]:
     names = watched_names(path)
     if names is not None and sorted(result["functions"]) != names:
         found.append(f"watched {sorted(result['functions'])}, expected {names}")
+    helpers = watched_names(path, "helpers") or []
+    if sorted(result["helpers"]) != helpers:
+        found.append(f"advice on helpers {sorted(result['helpers'])}, expected {helpers}")
     for tokens in header(path)[1]:
         name, rest = tokens[0], tokens[1:]
         seen = result["functions"].get(name)
@@ -152,6 +157,11 @@ def run_one(path: Path) -> dict:
         "error": error,
         "functions": functions,
         "internal_errors": report.internal_errors,
+        "helpers": [
+            f"{name}@{site.split(' in ')[0].rsplit(':', 1)[-1]}"
+            for site, _, name, _, _ in helper_sites(report)
+            if Path(site.split(":")[0]).name == path.name
+        ],
         "report": report.text(),
     }
 
