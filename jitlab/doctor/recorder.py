@@ -103,6 +103,14 @@ class FunctionRecord:
     outside_compiles: int = 0  # compile events under its name outside any watched call
     outside_seconds: float = 0.0
     display: str = ""  # the name the report shows (qualified when two names clash)
+    python_calls: int = 0  # warm direct calls that jit ran through Python, not its C++ path
+    python_reasons: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def warm_calls(self) -> int:
+        """Direct calls that neither traced nor compiled."""
+        cold = [m for m in self.misses if not m.inside_jit and m.kind != LOWERED and not m.aot]
+        return max(self.calls - len(cold), 0)
 
     @property
     def compilations(self) -> list[Miss]:
@@ -189,7 +197,7 @@ class Recorder:
         self._traced: dict[tuple[str, int, str, str], list[Miss]] = {}
         self._start_mark = 0
         self._stop_mark: int | None = None
-        self._calls_at_start: dict[tuple[str, int, str, str], tuple[int, int]] = {}
+        self._calls_at_start: dict[tuple[str, int, str, str], tuple] = {}
         self.started = 0.0
         self.stopped: float | None = None
         self.internal_errors: list[str] = []
@@ -199,7 +207,9 @@ class Recorder:
     def start(self) -> Recorder:
         events.start()
         self._start_mark = len(events.STREAM)
-        self._calls_at_start = {k: (c.calls, c.nested) for k, c in COUNTERS.items()}
+        self._calls_at_start = {
+            k: (c.calls, c.nested, c.python, dict(c.reasons)) for k, c in COUNTERS.items()
+        }
         self.started = time.perf_counter()
         with _lock:
             ACTIVE.append(self)
@@ -225,9 +235,15 @@ class Recorder:
         for key, record in self.functions.items():
             counter = COUNTERS.get(key)
             if counter is not None:
-                calls, nested = self._calls_at_start.get(key, (0, 0))
+                calls, nested, python, reasons = self._calls_at_start.get(key, (0, 0, 0, {}))
                 record.calls = counter.calls - calls
                 record.nested_calls = counter.nested - nested
+                record.python_calls = counter.python - python
+                record.python_reasons = {
+                    r: n - reasons.get(r, 0)
+                    for r, n in counter.reasons.items()
+                    if n - reasons.get(r, 0) > 0
+                }
 
     # -- recording ----------------------------------------------------------------------
 
@@ -442,11 +458,13 @@ class CallCounter:
     """Calls of one function: direct ones, and those made while another watched jit was
     tracing (the wrapper tells them apart by a depth it keeps per thread)."""
 
-    __slots__ = ("calls", "nested")
+    __slots__ = ("calls", "nested", "python", "reasons")
 
     def __init__(self) -> None:
         self.calls = 0
         self.nested = 0
+        self.python = 0  # warm direct calls that went through jit's Python path
+        self.reasons: dict[str, int] = {}  # why, per reason
 
 
 COUNTERS: dict[tuple[str, int, str, str], CallCounter] = {}

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from jitlab.doctor import budgets as budgets_mod
-from jitlab.doctor import classify
+from jitlab.doctor import classify, wrap
 from jitlab.doctor.recorder import (
     AOT,
     FIRST,
@@ -204,6 +204,12 @@ def _table(report: Report) -> list[str]:
             )
         elif f.nested_calls:
             extra.append(f"{f.nested_calls} calls inside other jits")
+        if f.python_calls:
+            why = ", ".join(f"{r} {n}" for r, n in f.python_reasons.items())
+            extra.append(
+                f"{f.python_calls} of {_plural(f.warm_calls, 'warm call')} through jit's "
+                f"Python path, not its C++ fast path ({why})"
+            )
         if f.failures and f.compilations:
             extra.append(f"a trace raised {f.failures[-1].error}")
         detail = _cause_summary(f) + ("; " + "; ".join(extra) if extra else "")
@@ -483,6 +489,9 @@ def render(report: Report, timelines: int = 3) -> str:
     if budget:
         out.append("")
         out += budget
+    if wrap.FASTPATH_UNAVAILABLE:
+        out.append("")
+        out += _lines(f"doctor: {wrap.FASTPATH_UNAVAILABLE}", "")
     if report.internal_errors:
         out.append("")
         out += _lines(
@@ -550,6 +559,11 @@ def to_dict(report: Report) -> dict[str, Any]:
                 "aot_compiles": f.aot_compiles,
                 "retraces": len(f.retraces),
                 "nested_calls": f.nested_calls,
+                "fast_path": {
+                    "warm_calls": f.warm_calls,
+                    "through_python": f.python_calls,
+                    "reasons": f.python_reasons,
+                },
                 "failed_traces": [m.error for m in f.failures],
                 "transformed_compiles": f.transformed_compiles,
                 "seconds": {

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import numpy as np
 from jax.extend import source_info_util
 
 from jitlab.doctor import events, recorder
@@ -56,6 +57,7 @@ def watch_jitted(jitted: Any, fun: Callable[..., Any], options: dict[str, Any]) 
     closure, not an object with ``__call__``: it costs less per call.)"""
     function = sig.identify(fun)
     counter = recorder.counter_for(function)
+    _register_fun(fun, counter)
     stream = events.STREAM  # the same list for the life of the process
     observe = recorder.observe
     depth = DEPTH
@@ -159,6 +161,93 @@ def watched_jit(fun: Any = None, /, **options: Any) -> Any:
     return watch_jitted(real(fun, **options), fun, options)
 
 
+# ---------------------------------------------------------------------------------------
+# The fast path. A warm call of a jitted function normally runs in jit's C++ dispatch; when
+# that cannot serve it, C++ calls back into Python (``pjit``'s ``cache_miss``), which
+# infers the parameters again and asks for fast-path data after running. JAX has no
+# public hook for this, so the doctor wraps the two private functions that callback uses,
+# ``jax._src.pjit._infer_params`` and ``_get_fastpath_data``, while it watches: each
+# Python-path call of a watched function that neither traced nor compiled is counted,
+# with why. Where a JAX release lacks them, FASTPATH_UNAVAILABLE says so and the rest of
+# the doctor works as before.
+
+FASTPATH_UNAVAILABLE = ""
+_counters_by_fun: dict[int, tuple[Any, recorder.CallCounter]] = {}
+_fast_saved: dict[str, Any] = {}
+
+
+class _PythonPath(threading.local):
+    counter: recorder.CallCounter | None = None
+    mark = 0
+    numpy = False
+
+
+_PYTHON_PATH = _PythonPath()
+
+
+def _register_fun(fun: Any, counter: recorder.CallCounter) -> None:
+    import weakref
+
+    try:
+        ref: Any = weakref.ref(fun)
+    except TypeError:
+        ref = lambda: fun  # noqa: E731 - kept alive anyway
+    _counters_by_fun[id(fun)] = (ref, counter)
+
+
+def _install_fast_path_hook() -> None:
+    global FASTPATH_UNAVAILABLE
+    try:
+        from jax._src import pjit as _pjit
+
+        infer, fastpath = _pjit._infer_params, _pjit._get_fastpath_data
+    except (ImportError, AttributeError) as err:
+        FASTPATH_UNAVAILABLE = (
+            "the fast-path share is not measured: this JAX has no "
+            f"jax._src.pjit._infer_params/_get_fastpath_data ({err})"
+        )
+        return
+
+    def infer_params(fun: Any, jit_info: Any, args: Any, kwargs: Any) -> Any:
+        entry = _counters_by_fun.get(id(fun))
+        state = _PYTHON_PATH
+        if entry is not None and entry[0]() is fun and DEPTH.level == 1:
+            state.counter, state.mark = entry[1], len(events.STREAM)
+            state.numpy = any(isinstance(a, np.ndarray | np.generic) for a in args)
+        else:
+            state.counter = None
+        return infer(fun, jit_info, args, kwargs)
+
+    def get_fastpath_data(executable: Any, *rest: Any, **kw: Any) -> Any:
+        out = fastpath(executable, *rest, **kw)
+        state = _PYTHON_PATH
+        counter, state.counter = state.counter, None
+        if counter is not None and len(events.STREAM) == state.mark:
+            counter.python += 1
+            if out is None:
+                call = getattr(executable, "unsafe_call", None)
+                effect = getattr(call, "ordered_effects", None) or getattr(
+                    call, "has_unordered_effects", False
+                )
+                reason = "an effect in the program" if effect else "no fast path for it"
+            elif state.numpy:
+                reason = "NumPy inputs"
+            else:
+                reason = "a new kind of input for the fast path"
+            counter.reasons[reason] = counter.reasons.get(reason, 0) + 1
+        return out
+
+    _fast_saved.update(infer=infer, fastpath=fastpath, module=_pjit)
+    _pjit._infer_params, _pjit._get_fastpath_data = infer_params, get_fastpath_data
+
+
+def _uninstall_fast_path_hook() -> None:
+    module = _fast_saved.pop("module", None)
+    if module is not None:
+        module._infer_params = _fast_saved.pop("infer")
+        module._get_fastpath_data = _fast_saved.pop("fastpath")
+
+
 def install() -> None:
     """Replace ``jax.jit`` (reference-counted; :func:`uninstall` undoes one install).
     Only functions jitted after this are watched."""
@@ -168,6 +257,7 @@ def install() -> None:
             _original_jit = jax.jit
             functools.update_wrapper(watched_jit, _original_jit, updated=())
             jax.jit = watched_jit
+            _install_fast_path_hook()
         _installed += 1
 
 
@@ -179,6 +269,8 @@ def uninstall() -> None:
         _installed -= 1
         if _installed == 0 and jax.jit is watched_jit and _original_jit is not None:
             jax.jit = _original_jit
+        if _installed == 0:
+            _uninstall_fast_path_hook()
 
 
 def installed() -> bool:

@@ -15,6 +15,7 @@ Each program states what the doctor must find, in comment lines:
                                            a set is written a+b, a repeat as a*3)
     # doctor-expect: NAME causes=a,b compiles=N   (the union of causes, and the count)
     # doctor-expect: NAME retraces=N      (retraces that found a compiled program: apart)
+    # doctor-expect: NAME python=N        (warm calls that went through jit's Python path)
 
 A line with a name and nothing else expects no miss at all. Two functions of one name
 are named as the report shows them (their qualified names). Optionally:
@@ -95,7 +96,7 @@ def problems(path: Path, result: dict) -> list[str]:
             union = set().union(*got) if got else set()
             if union != set(options["causes"].split(",")):
                 found.append(f"{name}: causes {sorted(union)}, expected {options['causes']}")
-        for count in ("compiles", "retraces", "calls"):
+        for count in ("compiles", "retraces", "calls", "python"):
             if count in options and seen[count] != int(options[count]):
                 found.append(f"{name}: {seen[count]} {count}, expected {options[count]}")
         if (misses or not options) and got != expected_misses(misses):
@@ -143,13 +144,22 @@ def run_one(path: Path) -> dict:
         misses = f.recompiles
         functions.setdefault(
             f.display or f.name,
-            {"compiles": 0, "builds": 0, "retraces": 0, "calls": 0, "misses": [], "jax": []},
+            {
+                "compiles": 0,
+                "builds": 0,
+                "retraces": 0,
+                "calls": 0,
+                "python": 0,
+                "misses": [],
+                "jax": [],
+            },
         )
         entry = functions[f.display or f.name]
         entry["compiles"] += f.compiles
         entry["builds"] += f.builds
         entry["retraces"] += len(f.retraces)
         entry["calls"] += f.calls
+        entry["python"] += f.python_calls
         entry["misses"] += [m.causes for m in misses]
         entry["jax"] += [m.jax_causes for m in misses]
     return {

@@ -373,3 +373,25 @@ def test_a_budget_pattern_matches_names_and_qualified_names_only_when_asked():
     assert [(name, n) for name, _, n in qualified.counts] == [("<lambda>", 2)]
     assert qualified.status == "exceeded"  # the qualified name evaluate_twice.<locals>.<lambda>
     assert lam.status == "ok"
+
+
+def test_the_fast_path_hook_is_measured_and_removed():
+    from jax._src import pjit  # the private hook the doctor wraps while it watches
+
+    before = (pjit._infer_params, pjit._get_fastpath_data)
+    with watch() as doctor:
+        assert pjit._infer_params is not before[0]
+
+        @jax.jit
+        def tick(x):
+            return x + 1
+
+        x = jnp.ones(2)
+        for _ in range(4):
+            tick(x)
+        tick(np.ones(2, np.float32))  # a first NumPy call runs through Python once
+    assert (pjit._infer_params, pjit._get_fastpath_data) == before
+    assert not wrap.FASTPATH_UNAVAILABLE
+    record = doctor.report().function("tick")
+    assert (record.calls, record.warm_calls, record.python_calls) == (5, 4, 1)
+    assert record.python_reasons == {"NumPy inputs": 1}
