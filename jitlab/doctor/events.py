@@ -30,6 +30,11 @@ _KIND_OF_EVENT = {TRACE_EVENT: "trace", LOWER_EVENT: "lower", COMPILE_EVENT: "co
 # of adding a handler: a handler anywhere on the "jax" chain would silence Python's
 # last-resort printing of every other JAX warning.
 EXPLANATION_LOGGERS = ("jax._src.interpreters.partial_eval", "jax._src.pjit")
+# The persistent compilation cache logs each miss, and why an executable was not written,
+# from these two (at WARNING while jax_explain_cache_misses is on); a hit has only the
+# duration event below, which carries no function name.
+PERSISTENT_LOGGERS = ("jax._src.compiler", "jax._src.compilation_cache")
+PERSISTENT_HIT_EVENT = "/jax/compilation_cache/cache_retrieval_time_sec"
 
 
 class Event:
@@ -65,6 +70,9 @@ SITE: Any = None
 
 
 def _on_duration(event: str, seconds: float, **kwargs: Any) -> None:
+    if event == PERSISTENT_HIT_EVENT:
+        STREAM.append(Event("pcache", "", seconds, text="hit"))
+        return
     kind = _KIND_OF_EVENT.get(event)
     if kind is not None:
         e = Event(kind, str(kwargs.get("fun_name", "?")), seconds)
@@ -86,6 +94,44 @@ def explained_function(text: str) -> str:
     """The function name an explanation is about ("" if it does not say)."""
     found = _NEVER_SEEN.search(text) or _FOR.search(text)
     return found.group(1).strip() if found else ""
+
+
+_PERSISTENT = (
+    (re.compile(r"PERSISTENT COMPILATION CACHE MISS for '(.*?)'"), "miss"),
+    (re.compile(r"Writing (\S+) to persistent compilation cache"), "written"),
+    (
+        re.compile(
+            r"Not writing persistent cache entry for '(.*?)' because it took < ([\d.]+) "
+            r"seconds to compile \(([\d.]+)s\)"
+        ),
+        "not written: compiled in {2} s, under jax_persistent_cache_min_compile_time_secs ({1} s)",
+    ),
+    (
+        re.compile(
+            r"Not writing persistent cache entry with key '(.*?)' since its size \((\d+)"
+            r" bytes\) is less than threshold \((\d+) bytes\)"
+        ),
+        "not written: {1} bytes, under jax_persistent_cache_min_entry_size_bytes ({2})",
+    ),
+    (
+        re.compile(r"Not writing persistent cache entry ()since process_id != 0"),
+        "not written: not process 0 (only process 0 writes)",
+    ),
+)
+
+
+def persistent_event(text: str) -> Event | None:
+    """A persistent-cache log line as an event (name: the module, e.g. ``jit_step``)."""
+    for pattern, what in _PERSISTENT:
+        found = pattern.search(text)
+        if found:
+            name = (
+                found.group(1)
+                if not found.group(1).startswith("jit_") or "-" not in (found.group(1))
+                else found.group(1).split("-", 1)[0]
+            )
+            return Event("pcache", name, text=what.format(*found.groups()))
+    return None
 
 
 def _listens(handler: logging.Handler) -> bool:
@@ -115,6 +161,12 @@ class _ExplanationFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         text = record.getMessage()
+        if "ersistent" in text or "PERSISTENT" in text:
+            found = persistent_event(text)
+            if found is None:
+                return True
+            STREAM.append(found)
+            return bool(_explain_before) or _reaches_a_handler(self._logger)
         if "TRACING CACHE MISS" not in text:
             return True
         STREAM.append(Event("explain", explained_function(text), text=text))
@@ -135,7 +187,7 @@ def start() -> None:
         monitoring.register_event_duration_secs_listener(_on_duration)
         _explain_before = bool(jax.config.jax_explain_cache_misses)
         jax.config.update("jax_explain_cache_misses", True)
-        for name in EXPLANATION_LOGGERS:
+        for name in EXPLANATION_LOGGERS + PERSISTENT_LOGGERS:
             logger = logging.getLogger(name)
             flt = _ExplanationFilter(logger)
             logger.addFilter(flt)

@@ -54,6 +54,7 @@ class Miss:
     also_close: list[tuple[int, list[sig.Difference]]] = dataclasses.field(default_factory=list)
     jax_text: str | None = None
     aot: bool = False  # compiled ahead of time, by ``.lower(...).compile()``
+    persistent: list[str] = dataclasses.field(default_factory=list)  # the disk cache's say
     error: str = ""  # for FAILED: what the trace raised
 
     @property
@@ -105,6 +106,16 @@ class FunctionRecord:
     display: str = ""  # the name the report shows (qualified when two names clash)
     python_calls: int = 0  # warm direct calls that jit ran through Python, not its C++ path
     python_reasons: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def persistent_cache(self) -> dict[str, int]:
+        """What the persistent compilation cache said for its compilations: hits,
+        misses, and each reason an executable was not written."""
+        said: dict[str, int] = {}
+        for m in self.compilations:
+            for what in m.persistent:
+                key = what if what.startswith("not written") else what
+                said[key] = said.get(key, 0) + 1
+        return said
 
     @property
     def warm_calls(self) -> int:
@@ -257,9 +268,12 @@ class Recorder:
         counts = {"trace": 0, "lower": 0, "compile": 0}
         seconds = {"trace": 0.0, "lower": 0.0, "compile": 0.0}
         text = None
+        persistent = []
         for e in miss_events:
             if e.kind == "explain":
                 text = e.text
+            elif e.kind == "pcache":
+                persistent.append(e.text)
             else:
                 counts[e.kind] += 1
                 seconds[e.kind] += e.seconds
@@ -294,6 +308,7 @@ class Recorder:
             jax_text=text,
             aot=info.stage == "compile",
             error=info.error,
+            persistent=persistent,
         )
         record.misses.append(miss)
         self._settle(key, record, miss)
@@ -307,6 +322,8 @@ class Recorder:
         if record is None or lowered not in record.misses:
             return
         for e in compile_events:
+            if e.kind == "pcache":
+                lowered.persistent.append(e.text)
             if e.kind == "compile":
                 lowered.compiles += 1
                 lowered.compile_seconds += e.seconds
@@ -540,6 +557,16 @@ def call_site(depth: int = 3) -> tuple[str, str]:
     return f"{filename}:{frame.f_lineno} in {frame.f_code.co_name}", source
 
 
+def _same_module(module: str, name: str) -> bool:
+    """Whether a persistent-cache module name (``jit_step``; "" for a hit, which names
+    nothing) is this function's."""
+    if not module:
+        return True
+    return "".join(c for c in module if c.isalnum()) == "jit" + "".join(
+        c for c in name if c.isalnum()
+    )
+
+
 def _site_of_event() -> tuple[str, str]:
     return call_site(4)  # _site_of_event <- events._on_duration <- JAX's monitoring
 
@@ -581,10 +608,14 @@ def observe(
                 mine.append(e)
             elif e.kind in ("lower", "compile") and e.name == lowered:
                 mine.append(e)
+            elif e.kind == "pcache" and _same_module(e.name, name):
+                mine.append(e)
             elif e.kind == "explain":
                 explanations.append(e)
         about = [e for e in explanations if e.name == name]
         tracers = _has_tracers(args, kwargs)
+        if not any(e.kind != "pcache" for e in mine):
+            mine = []
         if not mine:
             # Inside another jit's trace, JAX 0.12 reports no duration for an inner jit's
             # trace, but it does explain the inner tracing-cache miss: count that.
@@ -627,7 +658,12 @@ def observe_compile(
         mine = [
             e
             for e in events.STREAM[mark:]
-            if e.owner is None and e.thread == thread and e.kind == "compile" and e.name == name
+            if e.owner is None
+            and e.thread == thread
+            and (
+                (e.kind == "compile" and e.name == name)
+                or (e.kind == "pcache" and _same_module(e.name, function.name))
+            )
         ]
         for e in mine:
             e.owner = function

@@ -210,6 +210,15 @@ def _table(report: Report) -> list[str]:
                 f"{f.python_calls} of {_plural(f.warm_calls, 'warm call')} through jit's "
                 f"Python path, not its C++ fast path ({why})"
             )
+        said = f.persistent_cache()
+        if said:
+            hits, misses = said.get("hit", 0), said.get("miss", 0)
+            notes = [f"{k} ({n}x)" for k, n in said.items() if k.startswith("not written")]
+            extra.append(
+                f"persistent cache: {_plural(hits, 'hit')}, {_plural(misses, 'miss')}"
+                + (f", {said['written']} written" if said.get("written") else "")
+                + ("; " + "; ".join(notes) if notes else "")
+            )
         if f.failures and f.compilations:
             extra.append(f"a trace raised {f.failures[-1].error}")
         detail = _cause_summary(f) + ("; " + "; ".join(extra) if extra else "")
@@ -559,6 +568,7 @@ def to_dict(report: Report) -> dict[str, Any]:
                 "aot_compiles": f.aot_compiles,
                 "retraces": len(f.retraces),
                 "nested_calls": f.nested_calls,
+                "persistent_cache": f.persistent_cache(),
                 "fast_path": {
                     "warm_calls": f.warm_calls,
                     "through_python": f.python_calls,

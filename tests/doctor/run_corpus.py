@@ -22,6 +22,7 @@ are named as the report shows them (their qualified names). Optionally:
 
     # doctor-functions: NAME NAME ...     (exactly the functions the doctor watched)
     # doctor-helpers: NAME@LINE ...       (JAX's helpers the report advises on, by line)
+    # doctor-persistent: NAME miss=N hit=N written=N not_written=N   (the disk cache's say)
 """
 
 from __future__ import annotations
@@ -80,6 +81,20 @@ def problems(path: Path, result: dict) -> list[str]:
     names = watched_names(path)
     if names is not None and sorted(result["functions"]) != names:
         found.append(f"watched {sorted(result['functions'])}, expected {names}")
+    for line in path.read_text().splitlines():
+        if not line.startswith("# doctor-persistent:"):
+            continue
+        name, *counts = line.split(":", 1)[1].split()
+        said = result["functions"].get(name, {}).get("persistent", {})
+        got = {
+            "miss": said.get("miss", 0),
+            "hit": said.get("hit", 0),
+            "written": said.get("written", 0),
+            "not_written": sum(n for k, n in said.items() if k.startswith("not written")),
+        }
+        want = {k: int(v) for k, v in (c.split("=") for c in counts)}
+        if {k: got[k] for k in want} != want:
+            found.append(f"{name}: persistent cache {said}, expected {want}")
     helpers = watched_names(path, "helpers") or []
     if sorted(result["helpers"]) != helpers:
         found.append(f"advice on helpers {sorted(result['helpers'])}, expected {helpers}")
@@ -150,6 +165,7 @@ def run_one(path: Path) -> dict:
                 "retraces": 0,
                 "calls": 0,
                 "python": 0,
+                "persistent": {},
                 "misses": [],
                 "jax": [],
             },
@@ -160,6 +176,8 @@ def run_one(path: Path) -> dict:
         entry["retraces"] += len(f.retraces)
         entry["calls"] += f.calls
         entry["python"] += f.python_calls
+        for k, n in f.persistent_cache().items():
+            entry["persistent"][k] = entry["persistent"].get(k, 0) + n
         entry["misses"] += [m.causes for m in misses]
         entry["jax"] += [m.jax_causes for m in misses]
     return {
