@@ -73,20 +73,21 @@ def watch_jitted(jitted: Any, fun: Callable[..., Any], options: dict[str, Any]) 
     # jit's caches (keyed on weak references to `fun`) would hit where they should miss.
     def watched(*args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True  # pytest: the user's frame, then JAX's
-        if depth.level:
+        level = depth.level
+        if level:
             counter.nested += 1
         else:
             counter.calls += 1
         mark = len(stream)
-        depth.level += 1
+        depth.level = level + 1
         try:
             out = jitted(*args, **kwargs)
         except BaseException as err:
-            depth.level -= 1
+            depth.level = level
             if len(stream) != mark:
                 observe(function, static_spec, args, kwargs, mark, error=err)
             raise
-        depth.level -= 1
+        depth.level = level
         if len(stream) != mark:
             observe(function, static_spec, args, kwargs, mark)
         return out
