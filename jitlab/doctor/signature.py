@@ -300,6 +300,16 @@ def describe_sharding(sharding: Any) -> str:
     return repr(sharding)[:200]
 
 
+def _layout_text(x: Any) -> str:
+    """A committed array's memory layout, when it is not the default row-major one (a
+    custom layout compiles another program, without a retrace)."""
+    try:
+        order = tuple(x.format.layout.major_to_minor)
+    except Exception:  # no layout to read (an older JAX, a deleted array)
+        return ""
+    return "" if order == tuple(range(len(order))) else f" layout {order}"
+
+
 def _origin(x: Any) -> str:
     kind = type(x)
     if kind in (bool, int, float, complex):
@@ -326,7 +336,7 @@ def describe_leaf(x: Any) -> Leaf:
     elif isinstance(x, jax.Array):
         try:
             if x.committed:
-                placement = describe_sharding(x.sharding)
+                placement = describe_sharding(x.sharding) + _layout_text(x)
         except Exception:  # a deleted (donated) array keeps no placement to read
             placement = "unknown"
     return Leaf(shape, dtype, weak, type(x) in (bool, int, float, complex), placement, _origin(x))
@@ -434,6 +444,27 @@ class StaticSpec:
     names: frozenset[str]
     parameters: tuple[str, ...]  # positional parameters, in order
     varargs: str | None
+    # the options of jax.jit(...) that enter the lowering's key, as text
+    options: tuple[tuple[str, str], ...] = ()
+
+
+def _unset(value: Any) -> bool:
+    return value is None or value is False or (isinstance(value, tuple | list) and not value)
+
+
+# jax.jit options that change the program lowered for the same traced function: two
+# jax.jit objects of one function that differ in them compile apart
+LOWERING_OPTIONS = (
+    "donate_argnums",
+    "donate_argnames",
+    "in_shardings",
+    "out_shardings",
+    "keep_unused",
+    "device",
+    "backend",
+    "inline",
+    "compiler_options",
+)
 
 
 def static_spec(fun: Callable[..., Any], options: Mapping[str, Any]) -> StaticSpec:
@@ -462,7 +493,12 @@ def static_spec(fun: Callable[..., Any], options: Mapping[str, Any]) -> StaticSp
         names = {named[i] for i in nums if -len(named) <= i < len(named)} & by_keyword
     elif names and not nums:
         nums = {i for i, n in enumerate(named) if n in names}
-    return StaticSpec(frozenset(nums), frozenset(names), tuple(named), varargs)
+    chosen = tuple(
+        (key, _short(options[key], 120))
+        for key in LOWERING_OPTIONS
+        if key in options and not _unset(options[key])
+    )
+    return StaticSpec(frozenset(nums), frozenset(names), tuple(named), varargs, chosen)
 
 
 def _children(value: Any) -> tuple[str, list[tuple[str, Any]], Any] | None:
@@ -603,7 +639,10 @@ def take(
             statics[name] = describe_static(value)
         else:
             _walk(name, None, value, nodes, leaves, classes, aux)
-    return Signature(function, passing, nodes, leaves, statics, context_snapshot(), classes, aux)
+    context = context_snapshot()
+    for key, text in spec.options:
+        context[f"jax.jit({key})"] = text
+    return Signature(function, passing, nodes, leaves, statics, context, classes, aux)
 
 
 def _equinox_view(
@@ -802,6 +841,11 @@ def differences(new: Signature, old: Signature) -> list[Difference]:
             else:
                 found.append(Difference(STRUCTURE, path, "absent", _kind_text(old, path)))
     for name in sorted(new.context.keys() | old.context.keys()):
+        if name.startswith("jax.jit("):  # an option of the jax.jit object: not a context
+            now, before = new.context.get(name, "not set"), old.context.get(name, "not set")
+            if now != before:
+                found.append(Difference(FUNCTION, name, now, before))
+            continue
         now, before = new.context.get(name, "?"), old.context.get(name, "?")
         if now != before:
             found.append(Difference(CONTEXT, name, now, before))
