@@ -35,6 +35,11 @@ EXPLANATION_LOGGERS = ("jax._src.interpreters.partial_eval", "jax._src.pjit")
 # duration event below, which carries no function name.
 PERSISTENT_LOGGERS = ("jax._src.compiler", "jax._src.compilation_cache")
 PERSISTENT_HIT_EVENT = "/jax/compilation_cache/cache_retrieval_time_sec"
+# With DEBUG on, JAX's cache-key module logs the hash of each part of a persistent-cache
+# key (computation, jax_lib version, XLA flags, compile_options, ...): the doctor turns it
+# on for that one logger while it listens, keeps the lines, and passes none on.
+KEY_LOGGER = "jax._src.cache_key"
+_KEY_PART = re.compile(r"get_cache_key hash of serialized (.+?): ([0-9a-f]+)$")
 
 
 class Event:
@@ -150,6 +155,21 @@ def _reaches_a_handler(logger: logging.Logger) -> bool:
     return False
 
 
+class _KeyFilter(logging.Filter):
+    def __init__(self, passing: bool) -> None:
+        super().__init__()
+        self._passing = passing  # the program had turned DEBUG on itself
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        found = _KEY_PART.search(record.getMessage())
+        if found:
+            STREAM.append(Event("pkey", found.group(1), text=found.group(2)))
+        return self._passing
+
+
+_key_level: int | None = None
+
+
 class _ExplanationFilter(logging.Filter):
     """Keeps a copy of each explanation. Passes it on only where someone listens:
     a program that collects JAX's log (lesson 09 does) still sees it; a plain program
@@ -192,6 +212,13 @@ def start() -> None:
             flt = _ExplanationFilter(logger)
             logger.addFilter(flt)
             _filters.append((logger, flt))
+        global _key_level
+        key_logger = logging.getLogger(KEY_LOGGER)
+        _key_level = key_logger.level
+        key_flt = _KeyFilter(passing=key_logger.isEnabledFor(logging.DEBUG))
+        key_logger.addFilter(key_flt)
+        _filters.append((key_logger, key_flt))
+        key_logger.setLevel(logging.DEBUG)
 
 
 def stop() -> None:
@@ -207,3 +234,5 @@ def stop() -> None:
         for logger, flt in _filters:
             logger.removeFilter(flt)
         _filters.clear()
+        if _key_level is not None:
+            logging.getLogger(KEY_LOGGER).setLevel(_key_level)

@@ -55,6 +55,9 @@ class Miss:
     jax_text: str | None = None
     aot: bool = False  # compiled ahead of time, by ``.lower(...).compile()``
     persistent: list[str] = dataclasses.field(default_factory=list)  # the disk cache's say
+    key_parts: dict[str, str] = dataclasses.field(default_factory=dict)  # its key, by part
+    module: str = ""  # the persistent cache's name for the program (jit_step)
+    cache_dir: str = ""
     error: str = ""  # for FAILED: what the trace raised
 
     @property
@@ -113,8 +116,7 @@ class FunctionRecord:
         said: dict[str, int] = {}
         for m in self.compilations:
             for what in m.persistent:
-                key = what if what.startswith("not written") else what
-                said[key] = said.get(key, 0) + 1
+                said[what] = said.get(what, 0) + 1
         return said
 
     @property
@@ -236,6 +238,10 @@ class Recorder:
         self.stopped = time.perf_counter()
         self._take_calls()
         events.stop()
+        try:
+            _compare_with_earlier_runs([m for r in self.functions.values() for m in r.misses])
+        except Exception as err:  # never break the program for a note
+            self.internal_errors.append(f"persistent-cache keys: {type(err).__name__}: {err}")
 
     @property
     def wall_seconds(self) -> float:
@@ -269,11 +275,14 @@ class Recorder:
         seconds = {"trace": 0.0, "lower": 0.0, "compile": 0.0}
         text = None
         persistent = []
+        key_parts: dict[str, str] = {}
         for e in miss_events:
             if e.kind == "explain":
                 text = e.text
             elif e.kind == "pcache":
                 persistent.append(e.text)
+            elif e.kind == "pkey":
+                key_parts[e.name] = e.text
             else:
                 counts[e.kind] += 1
                 seconds[e.kind] += e.seconds
@@ -309,6 +318,9 @@ class Recorder:
             aot=info.stage == "compile",
             error=info.error,
             persistent=persistent,
+            key_parts=key_parts,
+            module=next((e.name for e in miss_events if e.kind == "pcache" and e.name), ""),
+            cache_dir=_cache_dir() if key_parts else "",
         )
         record.misses.append(miss)
         self._settle(key, record, miss)
@@ -324,6 +336,10 @@ class Recorder:
         for e in compile_events:
             if e.kind == "pcache":
                 lowered.persistent.append(e.text)
+                lowered.module = lowered.module or e.name
+            elif e.kind == "pkey":
+                lowered.key_parts[e.name] = e.text
+                lowered.cache_dir = _cache_dir()
             if e.kind == "compile":
                 lowered.compiles += 1
                 lowered.compile_seconds += e.seconds
@@ -557,6 +573,63 @@ def call_site(depth: int = 3) -> tuple[str, str]:
     return f"{filename}:{frame.f_lineno} in {frame.f_code.co_name}", source
 
 
+# ---------------------------------------------------------------------------------------
+# The persistent cache across runs: which part of the key differed
+
+KEYS_FILE = "jitlab-doctor-keys.json"
+"""Beside the executables in the cache folder: per program name, the hash of each part of
+the keys earlier runs computed, so that a later run's miss can say which part differs."""
+
+
+def _cache_dir() -> str:
+    try:
+        return str(jax.config.jax_compilation_cache_dir or "")
+    except Exception:
+        return ""
+
+
+def _compare_with_earlier_runs(misses: list[Miss]) -> None:
+    import json
+
+    by_dir: dict[str, list[Miss]] = {}
+    for m in misses:
+        if m.key_parts and m.module and m.cache_dir:
+            by_dir.setdefault(m.cache_dir, []).append(m)
+    for folder, found in by_dir.items():
+        path = os.path.join(folder, KEYS_FILE)
+        try:
+            with open(path) as f:
+                earlier = json.load(f)
+        except (OSError, ValueError):
+            earlier = {}
+        for m in found:
+            if "miss" not in m.persistent:
+                continue
+            before = earlier.get(m.module, [])
+            if not before:
+                continue
+            closest = min(
+                before,
+                key=lambda parts: sum(parts.get(k) != v for k, v in m.key_parts.items()),
+            )
+            differ = [k for k, v in m.key_parts.items() if closest.get(k) != v]
+            if differ:
+                m.persistent.append("key differs from an earlier run's in: " + ", ".join(differ))
+        merged = dict(earlier)
+        for m in found:
+            kept = merged.setdefault(m.module, [])
+            if m.key_parts not in kept:
+                kept.append(m.key_parts)
+            del kept[:-8]
+        tmp = f"{path}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "w") as f:
+                json.dump(merged, f)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+
+
 def _same_module(module: str, name: str) -> bool:
     """Whether a persistent-cache module name (``jit_step``; "" for a hit, which names
     nothing) is this function's."""
@@ -610,11 +683,13 @@ def observe(
                 mine.append(e)
             elif e.kind == "pcache" and _same_module(e.name, name):
                 mine.append(e)
+            elif e.kind == "pkey":
+                mine.append(e)
             elif e.kind == "explain":
                 explanations.append(e)
         about = [e for e in explanations if e.name == name]
         tracers = _has_tracers(args, kwargs)
-        if not any(e.kind != "pcache" for e in mine):
+        if not any(e.kind not in ("pcache", "pkey") for e in mine):
             mine = []
         if not mine:
             # Inside another jit's trace, JAX 0.12 reports no duration for an inner jit's
@@ -663,6 +738,7 @@ def observe_compile(
             and (
                 (e.kind == "compile" and e.name == name)
                 or (e.kind == "pcache" and _same_module(e.name, function.name))
+                or e.kind == "pkey"
             )
         ]
         for e in mine:

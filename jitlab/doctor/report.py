@@ -213,7 +213,7 @@ def _table(report: Report) -> list[str]:
         said = f.persistent_cache()
         if said:
             hits, misses = said.get("hit", 0), said.get("miss", 0)
-            notes = [f"{k} ({n}x)" for k, n in said.items() if k.startswith("not written")]
+            notes = [f"{k} ({n}x)" for k, n in said.items() if k.startswith(("not written", "key"))]
             extra.append(
                 f"persistent cache: {_plural(hits, 'hit')}, {_plural(misses, 'miss')}"
                 + (f", {said['written']} written" if said.get("written") else "")

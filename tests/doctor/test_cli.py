@@ -262,3 +262,32 @@ def test_ctrl_c_that_jax_turns_into_another_error_still_counts_as_interrupted(tm
     assert done.returncode == 130, done.stderr
     assert "interrupted (Ctrl-C): the report so far" in done.stderr
     assert done.stderr.rstrip().endswith("jitlab doctor: exit code 130 (interrupted)")
+
+
+PERSISTENT = """
+    import sys, jax, jax.numpy as jnp
+
+    jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+
+    @jax.jit
+    def stepper(x):
+        return x * float(sys.argv[2])  # a constant baked into the program
+
+    stepper(jnp.ones(3))
+"""
+
+
+def test_persistent_cache_across_two_runs_names_the_part_of_the_key(tmp_path):
+    script, cache = program(tmp_path, PERSISTENT), tmp_path / "cache"
+    said = []
+    for factor in ("2.0", "2.0", "3.0"):  # written; read back; another computation
+        out = tmp_path / "report.json"
+        command = [sys.executable, "-m", "jitlab.doctor", "--json", str(out), "--"]
+        subprocess.run([*command, "python", script, str(cache), factor], check=True)
+        (record,) = [f for f in json.loads(out.read_text())["functions"]]
+        said.append(record["persistent_cache"])
+    assert said[0] == {"miss": 1, "written": 1}
+    assert said[1] == {"hit": 1}
+    assert said[2]["miss"] == 1
+    assert said[2]["key differs from an earlier run's in: computation"] == 1
