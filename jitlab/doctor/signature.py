@@ -19,7 +19,6 @@ import inspect
 import os
 import re
 import sys
-import sysconfig
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -188,25 +187,40 @@ def _callers_function(name: str, qualname: str, most: int = 12) -> Any:
     return None
 
 
-_LIBRARY_DIRS = tuple(
-    {
-        os.path.join(path, "")
-        for path in (sysconfig.get_paths().get("purelib"), sysconfig.get_paths().get("platlib"))
-        if path
-    }
+# Libraries whose own jitted helpers are not the user's functions. Named, not "anything in
+# site-packages": a team's own package installed there is their code, to be watched.
+LIBRARIES = (
+    "jax",
+    "jaxlib",
+    "optax",
+    "flax",
+    "equinox",
+    "chex",
+    "haiku",
+    "orbax",
+    "distrax",
+    "numpyro",
+    "diffrax",
+    "lineax",
+    "optimistix",
+    "jaxopt",
+    "tensorflow_probability",
 )
+_LIBRARY_PARTS = tuple(os.sep + name + os.sep for name in LIBRARIES)
 
 
 def is_library_function(fun: Any) -> bool:
-    """A function defined in an installed package (site-packages), other than one that
-    ``eqx.filter_jit`` jits for the user: a library's internal, not the user's code."""
+    """A function defined inside one of :data:`LIBRARIES` (optax's
+    ``tree_bias_correction``), other than the one ``eqx.filter_jit`` jits for the user."""
     code = getattr(_innermost(fun), "__code__", None)
     if code is None:
         return False
     filename = code.co_filename
     if filename.endswith(_EQUINOX_JIT):
         return False
-    return filename.startswith(_LIBRARY_DIRS) or (os.sep + "site-packages" + os.sep in filename)
+    return any(part in filename for part in _LIBRARY_PARTS) and (
+        "site-packages" in filename or "dist-packages" in filename
+    )
 
 
 def identify(fun: Callable[..., Any]) -> FunctionInfo:
