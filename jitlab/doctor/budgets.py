@@ -1,8 +1,10 @@
 """Compile budgets: ``--max-compiles train_step=1``, ``--max-compiles '*=4'``, and the pytest
 marker ``@pytest.mark.max_compiles(train_step=1)``.
 
-A budget names functions by the name JAX reports (``train_step``), their qualified name
-(``Model.step``) or a shell pattern (``train_*``, ``*``). It counts compilations from
+A budget names functions by the name JAX reports (``train_step``) or a shell pattern of
+it (``train_*``, ``*``). A pattern with a dot is matched against qualified names instead
+(``Model.step``, ``Model.*``): ``eval*`` does not match a ``<lambda>`` defined inside
+``evaluate``, whose qualified name is ``evaluate.<locals>.<lambda>``. It counts compilations from
 direct calls; for a function that only ever ran inside another jit, its traces. ``*``
 matches the functions the program jitted itself, not JAX's internal helpers (name those
 explicitly to budget them). A budget that matches nothing is a warning, and it does not
@@ -29,10 +31,15 @@ class Budget:
     def __str__(self) -> str:
         return f"{self.pattern}={self.limit}"
 
+    @property
+    def qualified(self) -> bool:
+        """A pattern with a dot asks for qualified names."""
+        return "." in self.pattern
+
     def matches(self, name: str, qualname: str = "") -> bool:
-        return fnmatch.fnmatchcase(name, self.pattern) or (
-            bool(qualname) and fnmatch.fnmatchcase(qualname, self.pattern)
-        )
+        if self.qualified:
+            return bool(qualname) and fnmatch.fnmatchcase(qualname, self.pattern)
+        return fnmatch.fnmatchcase(name, self.pattern)
 
 
 def parse(text: str) -> Budget:

@@ -17,17 +17,33 @@ from collections.abc import Iterable
 from jitlab.doctor import signature as sig
 
 
+def lesson_number(slug: str) -> str:
+    """The lesson's number: its position in ``course.yml``, read through the course's
+    manifest ("" where the doctor runs without the course, e.g. installed elsewhere)."""
+    try:
+        from jitlab.course.manifest import load_course
+
+        return load_course().lesson(slug).number
+    except Exception:  # no course beside the doctor: name the lesson by its slug alone
+        return ""
+
+
 @dataclasses.dataclass(frozen=True)
 class Cause:
     id: str
     title: str
-    lesson: str  # lesson number
-    slug: str  # lesson file name without the number
+    slug: str  # the lesson that teaches the fix, by its slug in course.yml
     fix: str
 
     @property
+    def lesson(self) -> str:
+        """The lesson's number (its position in course.yml), or its slug without one."""
+        return lesson_number(self.slug) or self.slug
+
+    @property
     def lesson_name(self) -> str:
-        return f"{self.lesson} {self.slug}"
+        number = lesson_number(self.slug)
+        return f"{number} {self.slug}" if number else self.slug
 
 
 SHAPE = "shape"
@@ -43,54 +59,47 @@ UNKNOWN = "unknown"
 CAUSES: dict[str, Cause] = {
     c.id: c
     for c in (
-        Cause(SHAPE, "shape", "01", "shapes", "pad to a few bucket sizes and mask"),
-        Cause(DTYPE, "dtype", "02", "dtypes", "cast inputs to one dtype at the boundary"),
+        Cause(SHAPE, "shape", "shapes", "pad to a few bucket sizes and mask"),
+        Cause(DTYPE, "dtype", "dtypes", "cast inputs to one dtype at the boundary"),
         Cause(
             WEAK_TYPE,
             "weak type / Python scalar",
-            "03",
             "python_scalars",
             "pass scalars with an explicit dtype, e.g. np.float32(x)",
         ),
         Cause(
             PYTREE,
             "pytree structure or keywords",
-            "04",
             "pytree_structure",
             "same containers and keys every call; one calling convention",
         ),
         Cause(
             STATIC_VALUE,
             "static value",
-            "06",
             "static_arguments",
             "trace it instead, or keep its values few",
         ),
         Cause(
             NEW_FUNCTION,
             "new function object",
-            "07",
             "functions_as_arguments",
             "define the function once; pass what changes as arguments",
         ),
         Cause(
             DEVICE,
             "device or sharding",
-            "12",
             "devices_and_shardings",
             "place inputs the same way every call (device_put at the boundary)",
         ),
         Cause(
             CONTEXT,
             "configuration context",
-            "12",
             "devices_and_shardings",
             "call under one configuration; keep context managers out of the loop",
         ),
         Cause(
             UNKNOWN,
             "unknown",
-            "09",
             "diagnosing",
             "nothing the doctor records changed (cleared caches?); read JAX's text",
         ),
@@ -98,19 +107,17 @@ CAUSES: dict[str, Cause] = {
 }
 
 CLOSURES = Cause(
-    "closure", "closure", "08", "closures_and_globals", "pass the captured values as arguments"
+    "closure", "closure", "closures_and_globals", "pass the captured values as arguments"
 )
 CONTROL_FLOW = Cause(
     "control_flow",
     "Python control flow on a traced value",
-    "05",
     "control_flow",
     "use lax.cond / jnp.where / lax.fori_loop, or make the value static (06)",
 )
 COMPILING_LESS = Cause(
     "compiling_less",
     "compilations you keep",
-    "10",
     "compiling_less",
     "warm up ahead of time, or keep compiled programs in the persistent cache",
 )
@@ -181,11 +188,17 @@ _TYPE_LINE = re.compile(r"\* at (.*?), now (.+?) and before (.+?)(?:https?://\S*
 _SHAPED = re.compile(r"^~?([a-z]+\d*)\[(.*)\]")
 
 
+def _unsharded(type_text: str) -> str:
+    return re.sub(r"\(\{.*?\}\)", "", re.sub(r"@[^,\]]*", "", type_text)).strip()
+
+
 def _type_change(now: str, before: str) -> str:
     if "weak_type" in now or "weak_type" in before:
         return WEAK_TYPE
-    if re.sub(r"@[^,\]]*", "", now) == re.sub(r"@[^,\]]*", "", before):
-        return DEVICE  # only the sharding written into the type ("f32[4@rows,2]") differs
+    if _unsharded(now) == _unsharded(before):
+        # only the sharding written into the type differs: the axis a dimension is split
+        # on ("f32[4@rows,2]") or the mesh axes ("i32[]({Explicit: ('device',)})")
+        return DEVICE
     a, b = _SHAPED.match(now), _SHAPED.match(before)
     if not a or not b:
         return DTYPE

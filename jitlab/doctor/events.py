@@ -30,13 +30,23 @@ _KIND_OF_EVENT = {TRACE_EVENT: "trace", LOWER_EVENT: "lower", COMPILE_EVENT: "co
 # of adding a handler: a handler anywhere on the "jax" chain would silence Python's
 # last-resort printing of every other JAX warning.
 EXPLANATION_LOGGERS = ("jax._src.interpreters.partial_eval", "jax._src.pjit")
+# The persistent compilation cache logs each miss, and why an executable was not written,
+# from these two (at WARNING while jax_explain_cache_misses is on); a hit has only the
+# duration event below, which carries no function name.
+PERSISTENT_LOGGERS = ("jax._src.compiler", "jax._src.compilation_cache")
+PERSISTENT_HIT_EVENT = "/jax/compilation_cache/cache_retrieval_time_sec"
+# With DEBUG on, JAX's cache-key module logs the hash of each part of a persistent-cache
+# key (computation, jax_lib version, XLA flags, compile_options, ...): the doctor turns it
+# on for that one logger while it listens, keeps the lines, and passes none on.
+KEY_LOGGER = "jax._src.cache_key"
+_KEY_PART = re.compile(r"get_cache_key hash of serialized (.+?): ([0-9a-f]+)$")
 
 
 class Event:
     """One thing JAX reported: a ``trace``, ``lower`` or ``compile`` duration, or an
     ``explain`` text. ``owner`` is set once a watched call claims it."""
 
-    __slots__ = ("kind", "name", "seconds", "thread", "owner", "text")
+    __slots__ = ("kind", "name", "seconds", "thread", "owner", "text", "site")
 
     def __init__(self, kind: str, name: str, seconds: float = 0.0, text: str = "") -> None:
         self.kind = kind
@@ -45,6 +55,7 @@ class Event:
         self.thread = threading.get_ident()
         self.owner: Any = None
         self.text = text
+        self.site: tuple[str, str] | None = None
 
     def __repr__(self) -> str:
         return f"Event({self.kind}, {self.name!r}, {self.seconds:.4f})"
@@ -59,10 +70,25 @@ _explain_before: bool | None = None
 _filters: list[tuple[logging.Logger, logging.Filter]] = []
 
 
+SITE: Any = None
+"""Set by the recorder: the user's line that made the current call (file:line, source)."""
+
+
 def _on_duration(event: str, seconds: float, **kwargs: Any) -> None:
+    if event == PERSISTENT_HIT_EVENT:
+        STREAM.append(Event("pcache", "", seconds, text="hit"))
+        return
     kind = _KIND_OF_EVENT.get(event)
     if kind is not None:
-        STREAM.append(Event(kind, str(kwargs.get("fun_name", "?")), seconds))
+        e = Event(kind, str(kwargs.get("fun_name", "?")), seconds)
+        if kind == "compile" and SITE is not None:
+            # a compilation costs milliseconds; the walk to the user's frame, microseconds.
+            # Kept for compilations nobody watches (jnp.ones(n) compiles broadcast_in_dim)
+            try:
+                e.site = SITE()
+            except Exception:
+                pass
+        STREAM.append(e)
 
 
 _NEVER_SEEN = re.compile(r"never seen function:\s*\n\s*(.*?) id=\d+")
@@ -73,6 +99,44 @@ def explained_function(text: str) -> str:
     """The function name an explanation is about ("" if it does not say)."""
     found = _NEVER_SEEN.search(text) or _FOR.search(text)
     return found.group(1).strip() if found else ""
+
+
+_PERSISTENT = (
+    (re.compile(r"PERSISTENT COMPILATION CACHE MISS for '(.*?)'"), "miss"),
+    (re.compile(r"Writing (\S+) to persistent compilation cache"), "written"),
+    (
+        re.compile(
+            r"Not writing persistent cache entry for '(.*?)' because it took < ([\d.]+) "
+            r"seconds to compile \(([\d.]+)s\)"
+        ),
+        "not written: compiled in {2} s, under jax_persistent_cache_min_compile_time_secs ({1} s)",
+    ),
+    (
+        re.compile(
+            r"Not writing persistent cache entry with key '(.*?)' since its size \((\d+)"
+            r" bytes\) is less than threshold \((\d+) bytes\)"
+        ),
+        "not written: {1} bytes, under jax_persistent_cache_min_entry_size_bytes ({2})",
+    ),
+    (
+        re.compile(r"Not writing persistent cache entry ()since process_id != 0"),
+        "not written: not process 0 (only process 0 writes)",
+    ),
+)
+
+
+def persistent_event(text: str) -> Event | None:
+    """A persistent-cache log line as an event (name: the module, e.g. ``jit_step``)."""
+    for pattern, what in _PERSISTENT:
+        found = pattern.search(text)
+        if found:
+            name = (
+                found.group(1)
+                if not found.group(1).startswith("jit_") or "-" not in (found.group(1))
+                else found.group(1).split("-", 1)[0]
+            )
+            return Event("pcache", name, text=what.format(*found.groups()))
+    return None
 
 
 def _listens(handler: logging.Handler) -> bool:
@@ -91,6 +155,21 @@ def _reaches_a_handler(logger: logging.Logger) -> bool:
     return False
 
 
+class _KeyFilter(logging.Filter):
+    def __init__(self, passing: bool) -> None:
+        super().__init__()
+        self._passing = passing  # the program had turned DEBUG on itself
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        found = _KEY_PART.search(record.getMessage())
+        if found:
+            STREAM.append(Event("pkey", found.group(1), text=found.group(2)))
+        return self._passing
+
+
+_key_level: int | None = None
+
+
 class _ExplanationFilter(logging.Filter):
     """Keeps a copy of each explanation. Passes it on only where someone listens:
     a program that collects JAX's log (lesson 09 does) still sees it; a plain program
@@ -102,6 +181,12 @@ class _ExplanationFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         text = record.getMessage()
+        if "ersistent" in text or "PERSISTENT" in text:
+            found = persistent_event(text)
+            if found is None:
+                return True
+            STREAM.append(found)
+            return bool(_explain_before) or _reaches_a_handler(self._logger)
         if "TRACING CACHE MISS" not in text:
             return True
         STREAM.append(Event("explain", explained_function(text), text=text))
@@ -122,11 +207,18 @@ def start() -> None:
         monitoring.register_event_duration_secs_listener(_on_duration)
         _explain_before = bool(jax.config.jax_explain_cache_misses)
         jax.config.update("jax_explain_cache_misses", True)
-        for name in EXPLANATION_LOGGERS:
+        for name in EXPLANATION_LOGGERS + PERSISTENT_LOGGERS:
             logger = logging.getLogger(name)
             flt = _ExplanationFilter(logger)
             logger.addFilter(flt)
             _filters.append((logger, flt))
+        global _key_level
+        key_logger = logging.getLogger(KEY_LOGGER)
+        _key_level = key_logger.level
+        key_flt = _KeyFilter(passing=key_logger.isEnabledFor(logging.DEBUG))
+        key_logger.addFilter(key_flt)
+        _filters.append((key_logger, key_flt))
+        key_logger.setLevel(logging.DEBUG)
 
 
 def stop() -> None:
@@ -142,3 +234,5 @@ def stop() -> None:
         for logger, flt in _filters:
             logger.removeFilter(flt)
         _filters.clear()
+        if _key_level is not None:
+            logging.getLogger(KEY_LOGGER).setLevel(_key_level)

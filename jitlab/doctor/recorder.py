@@ -24,8 +24,12 @@ from jitlab.doctor import classify, events
 from jitlab.doctor import signature as sig
 
 FIRST = "first"  # the first compilation of a function: a cold cache, not a recompilation
-MISS = "miss"  # a recompilation (or, inside another jit, a retrace)
+MISS = "miss"  # a recompilation (or, for a trace inside another jit, a retrace)
 TRANSFORM = "transform"  # compiled for jax.grad / jax.vmap of it outside jit: not a miss
+RETRACE = "retrace"  # traced again outside jit, and found the compiled program: no compile
+LOWERED = "lowered"  # ``.lower(...)`` ahead of time, not (yet) compiled
+AOT = "aot"  # compiled ahead of time by ``.lower(...).compile()``: asked for, not a miss
+FAILED = "failed"  # tracing (or compiling) raised: the program's error, not a miss
 
 
 @dataclasses.dataclass
@@ -49,6 +53,18 @@ class Miss:
     causes: list[str] = dataclasses.field(default_factory=list)
     also_close: list[tuple[int, list[sig.Difference]]] = dataclasses.field(default_factory=list)
     jax_text: str | None = None
+    aot: bool = False  # compiled ahead of time, by ``.lower(...).compile()``
+    persistent: list[str] = dataclasses.field(default_factory=list)  # the disk cache's say
+    key_parts: dict[str, str] = dataclasses.field(default_factory=dict)  # its key, by part
+    module: str = ""  # the persistent cache's name for the program (jit_step)
+    cache_dir: str = ""
+    error: str = ""  # for FAILED: what the trace raised
+
+    @property
+    def compiled(self) -> bool:
+        """A compilation the function's count includes (the first or a recompilation,
+        at a call or ahead of time); not a trace inside another jit."""
+        return self.kind in (FIRST, MISS, AOT) and not self.inside_jit
 
     @property
     def seconds(self) -> float:
@@ -75,15 +91,56 @@ class Miss:
 @dataclasses.dataclass
 class FunctionRecord:
     """Everything recorded about one jitted function (all objects made from one source
-    location count as one function: a lambda re-made every step is one row)."""
+    location count as one function: a lambda re-made every step is one row).
+
+    Its numbers agree by construction: ``compiles`` is the sum over ``compilations``
+    (the first, then each recompilation); a retrace that found a compiled program, a
+    trace inside another jit, a program for jax.grad of it and a failed trace are each
+    kept apart, and none of them is a compilation of this function."""
 
     name: str
     qualname: str
     location: str
-    calls: int = 0
+    calls: int = 0  # direct calls (not made while another watched jit was tracing)
+    nested_calls: int = 0  # calls made while another watched jit was tracing
     misses: list[Miss] = dataclasses.field(default_factory=list)
     outside_compiles: int = 0  # compile events under its name outside any watched call
     outside_seconds: float = 0.0
+    display: str = ""  # the name the report shows (qualified when two names clash)
+    python_calls: int = 0  # warm direct calls that jit ran through Python, not its C++ path
+    python_reasons: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def persistent_cache(self) -> dict[str, int]:
+        """What the persistent compilation cache said for its compilations: hits,
+        misses, and each reason an executable was not written."""
+        said: dict[str, int] = {}
+        for m in self.compilations:
+            for what in m.persistent:
+                said[what] = said.get(what, 0) + 1
+        return said
+
+    @property
+    def warm_calls(self) -> int:
+        """Direct calls that neither traced nor compiled."""
+        cold = [m for m in self.misses if not m.inside_jit and m.kind != LOWERED and not m.aot]
+        return max(self.calls - len(cold), 0)
+
+    @property
+    def compilations(self) -> list[Miss]:
+        return [m for m in self.misses if m.compiled]
+
+    @property
+    def inside(self) -> list[Miss]:
+        """Traces inside other jits (their compilation is the outer function's)."""
+        return [m for m in self.misses if m.inside_jit]
+
+    @property
+    def retraces(self) -> list[Miss]:
+        return [m for m in self.misses if m.kind == RETRACE]
+
+    @property
+    def failures(self) -> list[Miss]:
+        return [m for m in self.misses if m.kind == FAILED]
 
     @property
     def traces(self) -> int:
@@ -91,7 +148,11 @@ class FunctionRecord:
 
     @property
     def compiles(self) -> int:
-        return sum(m.compiles for m in self.misses if m.kind != TRANSFORM)
+        return sum(m.compiles for m in self.compilations)
+
+    @property
+    def aot_compiles(self) -> int:
+        return sum(m.compiles for m in self.compilations if m.kind == AOT)
 
     @property
     def transformed_compiles(self) -> int:
@@ -99,14 +160,21 @@ class FunctionRecord:
         return transformed + self.outside_compiles
 
     @property
+    def columns(self) -> list[Miss]:
+        """What the function's count is about: its compilations, or, for a function that
+        only ever ran inside other jits, its traces there."""
+        return self.compilations or [m for m in self.inside if m.kind in (FIRST, MISS)]
+
+    @property
     def recompiles(self) -> list[Miss]:
-        return [m for m in self.misses if m.kind == MISS]
+        """The misses after the first of :attr:`columns`."""
+        return [m for m in self.columns if m.kind == MISS]
 
     @property
     def builds(self) -> int:
         """What a budget counts: compilations, or traces for a function that only ever
         ran inside another jit (it is compiled as part of that one)."""
-        return self.compiles if self.compiles else self.traces
+        return self.compiles if self.compilations else len(self.columns)
 
     @property
     def seconds(self) -> float:
@@ -129,6 +197,7 @@ class Unwatched:
     traces: int = 0
     compiles: int = 0
     seconds: float = 0.0
+    sites: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
 
 
 class Recorder:
@@ -137,10 +206,11 @@ class Recorder:
 
     def __init__(self) -> None:
         self.functions: dict[tuple[str, int, str, str], FunctionRecord] = {}
-        self._history: dict[tuple[str, int, str, str], list[Miss]] = {}
+        self._compiled: dict[tuple[str, int, str, str], list[Miss]] = {}
+        self._traced: dict[tuple[str, int, str, str], list[Miss]] = {}
         self._start_mark = 0
         self._stop_mark: int | None = None
-        self._calls_at_start: dict[tuple[str, int, str, str], int] = {}
+        self._calls_at_start: dict[tuple[str, int, str, str], tuple] = {}
         self.started = 0.0
         self.stopped: float | None = None
         self.internal_errors: list[str] = []
@@ -150,7 +220,9 @@ class Recorder:
     def start(self) -> Recorder:
         events.start()
         self._start_mark = len(events.STREAM)
-        self._calls_at_start = {k: c.calls for k, c in COUNTERS.items()}
+        self._calls_at_start = {
+            k: (c.calls, c.nested, c.python, dict(c.reasons)) for k, c in COUNTERS.items()
+        }
         self.started = time.perf_counter()
         with _lock:
             ACTIVE.append(self)
@@ -166,6 +238,10 @@ class Recorder:
         self.stopped = time.perf_counter()
         self._take_calls()
         events.stop()
+        try:
+            _compare_with_earlier_runs([m for r in self.functions.values() for m in r.misses])
+        except Exception as err:  # never break the program for a note
+            self.internal_errors.append(f"persistent-cache keys: {type(err).__name__}: {err}")
 
     @property
     def wall_seconds(self) -> float:
@@ -176,11 +252,19 @@ class Recorder:
         for key, record in self.functions.items():
             counter = COUNTERS.get(key)
             if counter is not None:
-                record.calls = counter.calls - self._calls_at_start.get(key, 0)
+                calls, nested, python, reasons = self._calls_at_start.get(key, (0, 0, 0, {}))
+                record.calls = counter.calls - calls
+                record.nested_calls = counter.nested - nested
+                record.python_calls = counter.python - python
+                record.python_reasons = {
+                    r: n - reasons.get(r, 0)
+                    for r, n in counter.reasons.items()
+                    if n - reasons.get(r, 0) > 0
+                }
 
     # -- recording ----------------------------------------------------------------------
 
-    def add(self, miss_events: list[events.Event], info: Observed) -> None:
+    def add(self, miss_events: list[events.Event], info: Observed) -> Miss:
         key = info.function.key
         record = self.functions.get(key)
         if record is None:
@@ -190,19 +274,36 @@ class Recorder:
         counts = {"trace": 0, "lower": 0, "compile": 0}
         seconds = {"trace": 0.0, "lower": 0.0, "compile": 0.0}
         text = None
+        persistent = []
+        key_parts: dict[str, str] = {}
         for e in miss_events:
             if e.kind == "explain":
                 text = e.text
+            elif e.kind == "pcache":
+                persistent.append(e.text)
+            elif e.kind == "pkey":
+                key_parts[e.name] = e.text
             else:
                 counts[e.kind] += 1
                 seconds[e.kind] += e.seconds
         if not any(counts.values()) and text:
             counts["trace"] = 1  # an inner jit retraced inside another's trace (untimed)
-        transformed = info.has_tracers and counts["compile"] > 0
-        numbered = [m for m in record.misses if m.kind != TRANSFORM]
+        compiled = counts["compile"] > 0
+        if info.error:
+            kind = FAILED
+        elif info.has_tracers and compiled:
+            kind = TRANSFORM  # jax.grad / jax.vmap of it, outside jit
+        elif info.stage == "lower":
+            kind = LOWERED
+        elif info.stage == "compile":
+            kind = AOT
+        elif compiled or info.has_tracers:
+            kind = MISS  # FIRST or MISS once classified
+        else:
+            kind = RETRACE  # traced or lowered again, and the compiled program was found
         miss = Miss(
-            number=0 if transformed else len(numbered) + 1,
-            kind=TRANSFORM if transformed else MISS,
+            number=0,
+            kind=kind,
             call_site=info.call_site,
             source=info.source,
             traces=counts["trace"],
@@ -211,19 +312,75 @@ class Recorder:
             trace_seconds=seconds["trace"],
             lower_seconds=seconds["lower"],
             compile_seconds=seconds["compile"],
-            inside_jit=info.has_tracers and not transformed,
+            inside_jit=info.has_tracers and not compiled and not info.error,
             signature=info.signature,
             jax_text=text,
+            aot=info.stage == "compile",
+            error=info.error,
+            persistent=persistent,
+            key_parts=key_parts,
+            module=next((e.name for e in miss_events if e.kind == "pcache" and e.name), ""),
+            cache_dir=_cache_dir() if key_parts else "",
         )
-        if not transformed:
-            self._classify(key, miss)
         record.misses.append(miss)
+        self._settle(key, record, miss)
+        return miss
 
-    def _classify(self, key: tuple[str, int, str, str], miss: Miss) -> None:
-        history = self._history.setdefault(key, [])
+    def compiled_ahead(self, lowered: Miss, compile_events: list[events.Event]) -> None:
+        """``.compile()`` of a ``.lower(...)`` this recorder saw: the lowering becomes a
+        compilation, classified against the function's earlier compilations."""
+        key = lowered.signature.function.key
+        record = self.functions.get(key)
+        if record is None or lowered not in record.misses:
+            return
+        for e in compile_events:
+            if e.kind == "pcache":
+                lowered.persistent.append(e.text)
+                lowered.module = lowered.module or e.name
+            elif e.kind == "pkey":
+                lowered.key_parts[e.name] = e.text
+                lowered.cache_dir = _cache_dir()
+            if e.kind == "compile":
+                lowered.compiles += 1
+                lowered.compile_seconds += e.seconds
+        if lowered.compiles:
+            lowered.kind, lowered.aot = AOT, True
+            self._settle(key, record, lowered)
+
+    def _settle(self, key: tuple[str, int, str, str], record: FunctionRecord, miss: Miss) -> None:
+        """Number and classify a miss: a compilation against the function's earlier
+        compilations (at calls or ahead of time), a trace inside another jit or a retrace
+        against every earlier trace of it."""
+        compiled = self._compiled.setdefault(key, [])
+        traced = self._traced.setdefault(key, [])
+        if miss.kind == AOT:
+            miss.number = len(compiled) + 1
+            self._classify(miss, compiled)  # what it differs in, for the timeline only
+            miss.causes = []
+            compiled.append(miss)
+            if miss.traces:
+                traced.append(miss)
+        elif miss.kind in (FIRST, MISS) and not miss.inside_jit:
+            miss.number = len(compiled) + 1
+            self._classify(miss, compiled)
+            compiled.append(miss)
+            if miss.traces:
+                traced.append(miss)
+        elif miss.inside_jit:
+            miss.number = len(record.inside)
+            self._classify(miss, traced)
+            traced.append(miss)
+        elif miss.kind == RETRACE:
+            miss.number = len(record.retraces)
+            self._classify(miss, compiled or traced)
+            if miss.causes == [classify.UNKNOWN]:
+                miss.causes = []
+            traced.append(miss)
+
+    def _classify(self, miss: Miss, history: list[Miss]) -> None:
         if not history:
-            miss.kind = FIRST
-            history.append(miss)
+            if miss.kind == MISS:
+                miss.kind = FIRST
             return
         serial = miss.signature.function.serial
         own = [m for m in history if m.signature.function.serial == serial]
@@ -231,8 +388,27 @@ class Recorder:
         scored = [(m, sig.differences(miss.signature, m.signature)) for m in candidates]
         fewest = min(len(d) for _, d in scored)
         closest = [(m, d) for m, d in scored if len(d) == fewest]
+        # Of equally close ones, keep those that differ in something no earlier compilation
+        # had (a flag passed by keyword for the first time), not in a value another one
+        # already had (the same flag's value, seen before under the other convention).
+        novel = [(m, d) for m, d in closest if any(not _seen(x, scored) for x in d)]
+        closest = novel or closest
         best, best_diffs = closest[-1]  # the most recent of the closest
         miss.compared_with = best.number
+        if not best_diffs and miss.kind == MISS and not miss.traces and not miss.inside_jit:
+            # Compiled (or lowered) again without a retrace: the types and the tree are
+            # jit's tracing key, and they were found; what the lowering and compilation
+            # add to the key is the arguments' shardings, devices and layouts.
+            best_diffs = [
+                sig.Difference(
+                    sig.PLACEMENT,
+                    "arguments",
+                    "compiled again without a retrace (same types: a sharding, device "
+                    "assignment or layout the doctor cannot read differs)",
+                    f"compilation {best.number}",
+                )
+            ]
+            closest = [(best, best_diffs)]
         miss.differences = best_diffs
         causes: set[str] = set()
         for _, d in closest:
@@ -241,7 +417,6 @@ class Recorder:
             causes.discard(classify.UNKNOWN)
         miss.causes = [c for c in classify.CAUSES if c in causes]
         miss.also_close = [(m.number, d) for m, d in closest[:-1]][-3:]
-        history.append(miss)
 
     # -- results ------------------------------------------------------------------------
 
@@ -272,6 +447,8 @@ class Recorder:
                 other.traces += 1
             elif e.kind == "compile":
                 other.compiles += 1
+                if e.site is not None:
+                    other.sites[e.site] = other.sites.get(e.site, 0) + 1
         return sorted(others.values(), key=lambda o: -o.seconds)
 
     def snapshot(self) -> list[FunctionRecord]:
@@ -281,15 +458,46 @@ class Recorder:
         return sorted(self.functions.values(), key=lambda r: -r.seconds)
 
 
+_LEAF_PARTS = (sig.SHAPE, sig.DTYPE, sig.WEAK_TYPE, sig.PYTHON_SCALAR, sig.PLACEMENT)
+
+
+def _holds(signature: sig.Signature, d: sig.Difference) -> bool:
+    """Whether ``signature`` has the part that ``d`` is about (an argument passed, a
+    static given, a leaf at that path)."""
+    if d.part == sig.KEYWORD:
+        return d.where in signature.passing
+    if d.part == sig.STATIC:
+        return d.where in signature.statics
+    if d.part in _LEAF_PARTS:
+        return d.where in signature.leaves
+    if d.part == sig.STRUCTURE:
+        return d.where in signature.nodes
+    return True
+
+
+def _seen(d: sig.Difference, scored: list[tuple[Miss, list[sig.Difference]]]) -> bool:
+    """An earlier compilation already had the new call's value of this part."""
+    return any(
+        _holds(m.signature, d) and not any((x.part, x.where) == (d.part, d.where) for x in diffs)
+        for m, diffs in scored
+    )
+
+
 ACTIVE: list[Recorder] = []
 _lock = threading.Lock()
 
 
 class CallCounter:
-    __slots__ = ("calls",)
+    """Calls of one function: direct ones, and those made while another watched jit was
+    tracing (the wrapper tells them apart by a depth it keeps per thread)."""
+
+    __slots__ = ("calls", "nested", "python", "reasons")
 
     def __init__(self) -> None:
         self.calls = 0
+        self.nested = 0
+        self.python = 0  # warm direct calls that went through jit's Python path
+        self.reasons: dict[str, int] = {}  # why, per reason
 
 
 COUNTERS: dict[tuple[str, int, str, str], CallCounter] = {}
@@ -324,6 +532,8 @@ class Observed:
     call_site: str
     source: str
     has_tracers: bool
+    stage: str = ""  # "lower" for ``.lower(...)``, "compile" for its ``.compile()``
+    error: str = ""  # what the call raised, if it did
 
 
 _SKIP_DIRS = tuple(
@@ -363,6 +573,80 @@ def call_site(depth: int = 3) -> tuple[str, str]:
     return f"{filename}:{frame.f_lineno} in {frame.f_code.co_name}", source
 
 
+# ---------------------------------------------------------------------------------------
+# The persistent cache across runs: which part of the key differed
+
+KEYS_FILE = "jitlab-doctor-keys.json"
+"""Beside the executables in the cache folder: per program name, the hash of each part of
+the keys earlier runs computed, so that a later run's miss can say which part differs."""
+
+
+def _cache_dir() -> str:
+    try:
+        return str(jax.config.jax_compilation_cache_dir or "")
+    except Exception:
+        return ""
+
+
+def _compare_with_earlier_runs(misses: list[Miss]) -> None:
+    import json
+
+    by_dir: dict[str, list[Miss]] = {}
+    for m in misses:
+        if m.key_parts and m.module and m.cache_dir:
+            by_dir.setdefault(m.cache_dir, []).append(m)
+    for folder, found in by_dir.items():
+        path = os.path.join(folder, KEYS_FILE)
+        try:
+            with open(path) as f:
+                earlier = json.load(f)
+        except (OSError, ValueError):
+            earlier = {}
+        for m in found:
+            if "miss" not in m.persistent:
+                continue
+            before = earlier.get(m.module, [])
+            if not before:
+                continue
+            closest = min(
+                before,
+                key=lambda parts: sum(parts.get(k) != v for k, v in m.key_parts.items()),
+            )
+            differ = [k for k, v in m.key_parts.items() if closest.get(k) != v]
+            if differ:
+                m.persistent.append("key differs from an earlier run's in: " + ", ".join(differ))
+        merged = dict(earlier)
+        for m in found:
+            kept = merged.setdefault(m.module, [])
+            if m.key_parts not in kept:
+                kept.append(m.key_parts)
+            del kept[:-8]
+        tmp = f"{path}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "w") as f:
+                json.dump(merged, f)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+
+
+def _same_module(module: str, name: str) -> bool:
+    """Whether a persistent-cache module name (``jit_step``; "" for a hit, which names
+    nothing) is this function's."""
+    if not module:
+        return True
+    return "".join(c for c in module if c.isalnum()) == "jit" + "".join(
+        c for c in name if c.isalnum()
+    )
+
+
+def _site_of_event() -> tuple[str, str]:
+    return call_site(4)  # _site_of_event <- events._on_duration <- JAX's monitoring
+
+
+events.SITE = _site_of_event
+
+
 def _has_tracers(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
     for leaf in jax.tree_util.tree_leaves((args, kwargs)):
         if isinstance(leaf, jax.core.Tracer):
@@ -376,11 +660,14 @@ def observe(
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any],
     mark: int,
-) -> None:
-    """Called by a watched jitted function after a call during which the event stream
-    grew. Claims the events that are this function's and records the call."""
+    stage: str = "",
+    error: BaseException | None = None,
+) -> list[tuple[Recorder, Miss]]:
+    """Called by a watched jitted function after a call (or a ``.lower``) during which
+    the event stream grew. Claims the events that are this function's and records the
+    call in every active recorder; returns what each recorded."""
     if not ACTIVE:
-        return
+        return []
     try:
         name = function.name
         lowered = f"jit({name})"
@@ -394,19 +681,31 @@ def observe(
                 mine.append(e)
             elif e.kind in ("lower", "compile") and e.name == lowered:
                 mine.append(e)
+            elif e.kind == "pcache" and _same_module(e.name, name):
+                mine.append(e)
+            elif e.kind == "pkey":
+                mine.append(e)
             elif e.kind == "explain":
                 explanations.append(e)
         about = [e for e in explanations if e.name == name]
         tracers = _has_tracers(args, kwargs)
+        if not any(e.kind not in ("pcache", "pkey") for e in mine):
+            mine = []
         if not mine:
             # Inside another jit's trace, JAX 0.12 reports no duration for an inner jit's
             # trace, but it does explain the inner tracing-cache miss: count that.
             if not (about and tracers):
-                return
+                return []
         about = about or explanations[-1:]
         claimed = mine + about[-1:]
         for e in claimed:
             e.owner = function  # not the jitted function: keep no closure alive
+        if any(e.kind == "trace" for e in mine):
+            # traces of jits nobody watches (a library's helpers) made while this one
+            # traced: part of its trace, already in its trace time
+            for e in events.STREAM[mark:]:
+                if e.owner is None and e.thread == thread and e.kind == "trace":
+                    e.owner = function
         site, source = call_site(3)
         info = Observed(
             function=function,
@@ -414,9 +713,39 @@ def observe(
             call_site=site,
             source=source,
             has_tracers=tracers,
+            stage=stage,
+            error=f"{type(error).__name__}: {error}".splitlines()[0][:200] if error else "",
         )
+        return [(recorder, recorder.add(claimed, info)) for recorder in list(ACTIVE)]
+    except Exception as err:  # the doctor must never break the program it watches
         for recorder in list(ACTIVE):
-            recorder.add(claimed, info)
+            recorder.internal_errors.append(f"{type(err).__name__}: {err}")
+        return []
+
+
+def observe_compile(
+    function: sig.FunctionInfo, lowered: list[tuple[Recorder, Miss]], mark: int
+) -> None:
+    """Called after ``.compile()`` of a watched ``.lower(...)`` made the stream grow."""
+    try:
+        name = f"jit({function.name})"
+        thread = threading.get_ident()
+        mine = [
+            e
+            for e in events.STREAM[mark:]
+            if e.owner is None
+            and e.thread == thread
+            and (
+                (e.kind == "compile" and e.name == name)
+                or (e.kind == "pcache" and _same_module(e.name, function.name))
+                or e.kind == "pkey"
+            )
+        ]
+        for e in mine:
+            e.owner = function
+        for recorder, miss in lowered:
+            if recorder in ACTIVE:
+                recorder.compiled_ahead(miss, mine)
     except Exception as err:  # the doctor must never break the program it watches
         for recorder in list(ACTIVE):
             recorder.internal_errors.append(f"{type(err).__name__}: {err}")

@@ -13,8 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from jitlab.doctor import budgets as budgets_mod
-from jitlab.doctor import classify
-from jitlab.doctor.recorder import FIRST, MISS, TRANSFORM, FunctionRecord, Miss, Recorder, Unwatched
+from jitlab.doctor import classify, wrap
+from jitlab.doctor.recorder import (
+    AOT,
+    FIRST,
+    MISS,
+    TRANSFORM,
+    FunctionRecord,
+    Miss,
+    Recorder,
+    Unwatched,
+)
 
 WIDTH = 100
 SCHEMA = "jitlab-doctor/1"
@@ -40,6 +49,7 @@ class Report:
         command: list[str] | None = None,
     ) -> Report:
         functions = recorder.snapshot()
+        _name_clashes(functions)
         unwatched = recorder.unwatched()
         verdicts = budgets_mod.check(budgets or [], functions, unwatched)
         return cls(
@@ -99,6 +109,22 @@ class Report:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
 
 
+def _name_clashes(functions: list[FunctionRecord]) -> None:
+    """Two functions of one name are shown by their qualified names (``A.do``, ``B.do``),
+    and by their lines too when those clash as well."""
+    by_name: dict[str, list[FunctionRecord]] = {}
+    for f in functions:
+        by_name.setdefault(f.name, []).append(f)
+    for same in by_name.values():
+        if len(same) < 2:
+            same[0].display = same[0].name
+            continue
+        qualnames = Counter(f.qualname for f in same)
+        for f in same:
+            line = f.location.rsplit(":", 1)[-1]
+            f.display = f.qualname if qualnames[f.qualname] == 1 else f"{f.qualname}:{line}"
+
+
 # ---------------------------------------------------------------------------------------
 # Text
 
@@ -136,7 +162,9 @@ def _plural(n: int, word: str) -> str:
 def _cause_summary(record: FunctionRecord) -> str:
     counts = record.cause_counts()
     if not counts:
-        return "no recompilation" if record.compiles <= 1 else "-"
+        if record.failures and not record.compilations:
+            return "its trace raised: " + record.failures[-1].error
+        return "no recompilation"
     parts = [
         f"{classify.CAUSES[c].title} {n} ({classify.CAUSES[c].lesson})" for c, n in counts.items()
     ]
@@ -153,14 +181,46 @@ def _table(report: Report) -> list[str]:
         lower = sum(m.lower_seconds for m in f.misses)
         comp = sum(m.compile_seconds for m in f.misses) + f.outside_seconds
         out.append(
-            f"{i:>2} {_clip(f.name, 35):<36}{f.calls:>7}{f.traces:>7}{f.compiles:>9}"
+            f"{i:>2} {_clip(f.display or f.name, 35):<36}{f.calls:>7}{f.traces:>7}{f.compiles:>9}"
             f"{trace:>9.3f}{lower:>9.3f}{comp:>10.3f}{f.seconds:>9.3f}"
         )
         extra = []
+        if f.aot_compiles:
+            extra.append(f"{f.aot_compiles} compiled ahead of time (.lower().compile())")
+        if f.retraces:
+            seconds = sum(m.seconds for m in f.retraces)
+            extra.append(
+                f"{_plural(len(f.retraces), 'retrace')} that found the compiled program "
+                f"({seconds:.3f} s; not compilations)"
+            )
         if f.transformed_compiles:
             extra.append(f"+{f.transformed_compiles} for jax.grad/vmap of it (not recompiles)")
-        if f.compiles == 0 and f.traces:
-            extra.append("traced inside other jits")
+        inside = [m for m in f.inside if m.kind in (FIRST, MISS)]
+        if inside:
+            where = f"{f.nested_calls} calls" if f.nested_calls else "calls"
+            extra.append(
+                f"{where} inside other jits: traced {_plural(len(inside), 'time')}"
+                + (" (their compilations are the outer functions')" if f.compilations else "")
+            )
+        elif f.nested_calls:
+            extra.append(f"{f.nested_calls} calls inside other jits")
+        if f.python_calls:
+            why = ", ".join(f"{r} {n}" for r, n in f.python_reasons.items())
+            extra.append(
+                f"{f.python_calls} of {_plural(f.warm_calls, 'warm call')} through jit's "
+                f"Python path, not its C++ fast path ({why})"
+            )
+        said = f.persistent_cache()
+        if said:
+            hits, misses = said.get("hit", 0), said.get("miss", 0)
+            notes = [f"{k} ({n}x)" for k, n in said.items() if k.startswith(("not written", "key"))]
+            extra.append(
+                f"persistent cache: {_plural(hits, 'hit')}, {_plural(misses, 'miss')}"
+                + (f", {said['written']} written" if said.get("written") else "")
+                + ("; " + "; ".join(notes) if notes else "")
+            )
+        if f.failures and f.compilations:
+            extra.append(f"a trace raised {f.failures[-1].error}")
         detail = _cause_summary(f) + ("; " + "; ".join(extra) if extra else "")
         wrapped = textwrap.wrap(detail, width=WIDTH - 39) or [""]
         out.append(f"   {_clip_left(f.location, 34):<36}{wrapped[0]}")
@@ -182,6 +242,57 @@ def _unwatched_lines(report: Report) -> list[str]:
         f"{names}{more}",
         "",
     )
+
+
+HELPER_SHARE = 0.1
+HELPER_REPEATS = 5
+"""JAX's helpers get advice for a line of the user's that compiled one of them at least
+``HELPER_REPEATS`` times (a line in a loop, meeting new shapes), when such lines together
+cost at least ``HELPER_SHARE`` of all the tracing and compiling the doctor heard."""
+
+
+def helper_sites(report: Report) -> list[tuple[str, str, str, int, float]]:
+    """(call site, source line, helper, compilations, its seconds) for JAX's own helpers
+    that compiled at the user's lines, when together they cost a real share of the run."""
+    rows = [
+        (site, source, o.name, n, o.seconds * n / max(o.compiles, 1))
+        for o in report.unwatched
+        for (site, source), n in o.sites.items()
+        if n >= HELPER_REPEATS
+    ]
+    total = report.seconds + sum(o.seconds for o in report.unwatched)
+    if not rows or total <= 0 or sum(r[4] for r in rows) < HELPER_SHARE * total:
+        return []
+    return sorted(rows, key=lambda r: -r[4])
+
+
+def _helper_lines(report: Report) -> list[str]:
+    rows = helper_sites(report)
+    if not rows:
+        return []
+    total = report.seconds + sum(o.seconds for o in report.unwatched)
+    spent = sum(r[4] for r in rows)
+    out = [""]
+    out += _lines(
+        f"JAX's own helpers, called outside jit from your lines, compiled "
+        f"{_plural(sum(r[3] for r in rows), 'time')} ({spent:.3f} s, "
+        f"{100 * spent / total:.0f}% of all tracing and compiling):",
+        "",
+    )
+    for site, source, name, n, _ in rows[:4]:
+        out += _lines(f"at {site}: {name} {n}x" + (":" if source else ""), "   ")
+        if source:
+            out += _lines(source, "       ", most=1)
+    if len(rows) > 4:
+        out += _lines(f"and {len(rows) - 4} more", "   ")
+    shapes = classify.CAUSES[classify.SHAPE]
+    out += _lines(
+        "Each new shape or dtype of an eager jnp call compiles one small program. Build "
+        "the array inside your jitted function (or with NumPy), or keep its shapes few "
+        f"(lesson {shapes.lesson_name}).",
+        "   ",
+    )
+    return out
 
 
 def _miss_example(miss: Miss, indent: str) -> list[str]:
@@ -241,7 +352,7 @@ def cause_lines(record: FunctionRecord) -> list[str]:
 
 
 def _timeline(record: FunctionRecord, width: int = WIDTH) -> list[str]:
-    columns = [m for m in record.misses if m.kind in (FIRST, MISS)]
+    columns = record.columns
     if len(columns) < 2:
         return []
     room = width - 3 - 14
@@ -256,8 +367,8 @@ def _timeline(record: FunctionRecord, width: int = WIDTH) -> list[str]:
     for m in shown:
         marks = classify.timeline_marks(m.differences) if m.kind == MISS else {}
         for row in rows:
-            if m.kind == FIRST:
-                rows[row].append("o")
+            if m.kind in (FIRST, AOT):
+                rows[row].append("o" if m.kind == FIRST else "a")
             else:
                 rows[row].append(marks.get(row, "."))
         if m.kind == MISS and not m.differences:
@@ -315,11 +426,21 @@ def render(report: Report, timelines: int = 3) -> str:
     out.append(_clip(title, WIDTH))
     if report.interrupted:
         out.append("interrupted (Ctrl-C): the report so far")
-    misses = sum(len(f.recompiles) for f in report.functions)
+    recompiled = sum(m.compiles for f in report.functions for m in f.compilations if m.kind == MISS)
+    retraces = [m for f in report.functions for m in f.retraces]
+    also = ""
+    if retraces:
+        also = (
+            f", and {_plural(len(retraces), 'retrace')} that found a compiled program "
+            f"({sum(m.seconds for m in retraces):.3f} s, not counted)"
+        )
+    ahead = sum(f.aot_compiles for f in report.functions)
     out += _lines(
         f"{_plural(len(report.functions), 'watched function')}, "
-        f"{_plural(report.compiles, 'compilation')}, {_plural(misses, 'cache miss')} after "
-        "each function's first call, "
+        f"{_plural(report.compiles, 'compilation')}"
+        + (f" ({ahead} ahead of time)" if ahead else "")
+        + f", {_plural(recompiled, 'cache miss')} "
+        f"after each function's first call{also}, "
         f"{report.seconds:.2f} s tracing+lowering+compiling in a {report.wall_seconds:.2f}"
         " s run. Worst first.",
         "",
@@ -330,12 +451,14 @@ def render(report: Report, timelines: int = 3) -> str:
     else:
         out.append("   no jitted function created while the doctor watched was called")
     out += _unwatched_lines(report)
+    out += _helper_lines(report)
     shown_timelines = 0
     legend = _lines(
         "Cache-key timeline: one column per compilation, one row per part of jit's cache "
-        "key. o: first compilation; .: same as in the closest earlier compilation; x: "
-        "changed (input types: s shape, d dtype, w weak type, * several; tree: t structure, k "
-        "keyword); ?: nothing the doctor records changed.",
+        "key. o: first compilation; a: compiled ahead of time (.lower().compile()); .: same "
+        "as in the closest earlier compilation; x: changed (input types: s shape, d dtype, "
+        "w weak type, * several; tree: t structure, k keyword); ?: nothing the doctor "
+        "records changed.",
         "",
     )
     if timelines and any(len(f.recompiles) for f in report.functions):
@@ -344,14 +467,15 @@ def render(report: Report, timelines: int = 3) -> str:
         if not record.recompiles:
             continue
         out.append("")
+        name = record.display or record.name
         head = (
-            f"{i}. {record.name} ({record.location}): {_plural(record.compiles, 'compilation')}"
+            f"{i}. {name} ({record.location}): {_plural(record.compiles, 'compilation')}"
             f", {_plural(len(record.recompiles), 'cache miss')} after the first, "
             f"{record.seconds:.3f} s"
         )
-        if record.compiles == 0:
+        if not record.compilations:
             head = (
-                f"{i}. {record.name} ({record.location}): traced {record.traces} times inside "
+                f"{i}. {name} ({record.location}): traced {len(record.columns)} times inside "
                 f"other jits, {record.seconds:.3f} s"
             )
         out += _lines(head, "")
@@ -374,6 +498,9 @@ def render(report: Report, timelines: int = 3) -> str:
     if budget:
         out.append("")
         out += budget
+    if wrap.FASTPATH_UNAVAILABLE:
+        out.append("")
+        out += _lines(f"doctor: {wrap.FASTPATH_UNAVAILABLE}", "")
     if report.internal_errors:
         out.append("")
         out += _lines(
@@ -406,7 +533,9 @@ def _miss_dict(m: Miss) -> dict[str, Any]:
         "signature": m.signature.describe(),
         "function_object": m.signature.function.serial,
         "compared_with": m.compared_with,
-        "causes": m.causes if m.kind == MISS else [],
+        "aot": m.aot,
+        "error": m.error,
+        "causes": m.causes if m.kind in (MISS, "retrace") else [],
         "lessons": m.lessons if m.kind == MISS else [],
         "differences": [dataclasses.asdict(d) for d in m.differences],
         "equally_close": [
@@ -436,6 +565,16 @@ def to_dict(report: Report) -> dict[str, Any]:
                 "traces": f.traces,
                 "compiles": f.compiles,
                 "recompiles": len(f.recompiles),
+                "aot_compiles": f.aot_compiles,
+                "retraces": len(f.retraces),
+                "nested_calls": f.nested_calls,
+                "persistent_cache": f.persistent_cache(),
+                "fast_path": {
+                    "warm_calls": f.warm_calls,
+                    "through_python": f.python_calls,
+                    "reasons": f.python_reasons,
+                },
+                "failed_traces": [m.error for m in f.failures],
                 "transformed_compiles": f.transformed_compiles,
                 "seconds": {
                     "trace": sum(m.trace_seconds for m in f.misses),
@@ -449,7 +588,20 @@ def to_dict(report: Report) -> dict[str, Any]:
             }
             for f in report.functions
         ],
-        "unwatched": [dataclasses.asdict(o) for o in report.unwatched],
+        "unwatched": [
+            {
+                "name": o.name,
+                "traces": o.traces,
+                "compiles": o.compiles,
+                "seconds": o.seconds,
+                "sites": [{"at": a, "source": b, "compiles": n} for (a, b), n in o.sites.items()],
+            }
+            for o in report.unwatched
+        ],
+        "helper_sites": [
+            {"at": site, "source": source, "helper": name, "compiles": n, "seconds": sec}
+            for site, source, name, n, sec in helper_sites(report)
+        ],
         "budgets": [
             {
                 "budget": str(v.budget),

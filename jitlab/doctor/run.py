@@ -22,6 +22,8 @@ from typing import Any
 
 import jax
 
+from jitlab.doctor import classify
+
 
 class CommandError(ValueError):
     """The command line names no runnable program (exit code 2)."""
@@ -165,26 +167,41 @@ def _is_ours(filename: str) -> bool:
     return filename.startswith("<frozen runpy") or os.path.abspath(filename).startswith(_OURS)
 
 
+def _without_ours(tb: Any) -> Any:
+    """The traceback without the doctor's frames (the runner's at its head, the jit
+    wrapper's between the user's call and JAX's): the entries are relinked, which
+    Python allows (``tb_next`` is writable)."""
+    kept = []
+    while tb is not None:
+        if not _is_ours(tb.tb_frame.f_code.co_filename):
+            kept.append(tb)
+        tb = tb.tb_next
+    for before, after in zip(kept, kept[1:], strict=False):
+        before.tb_next = after
+    if kept:
+        kept[-1].tb_next = None
+    return kept[0] if kept else None
+
+
 def print_traceback(err: BaseException, file=None) -> None:
     """The program's traceback as Python would print it: without the doctor's frames."""
     file = file or sys.stderr
-    tb = err.__traceback__
-    while tb is not None and _is_ours(tb.tb_frame.f_code.co_filename):
-        tb = tb.tb_next
-    traceback.print_exception(type(err), err, tb, file=file)
+    traceback.print_exception(type(err), err, _without_ours(err.__traceback__), file=file)
     hint = control_flow_hint(err)
     if hint:
         print(hint, file=file)
 
 
 def control_flow_hint(err: BaseException) -> str | None:
-    """Lesson 05's errors: Python control flow on a traced value never compiles."""
+    """The control-flow lesson's errors: Python control flow on a traced value never
+    compiles."""
     if isinstance(
         err, jax.errors.ConcretizationTypeError | jax.errors.TracerIntegerConversionError
     ):
+        flow, static = classify.CONTROL_FLOW, classify.CAUSES[classify.STATIC_VALUE]
         return (
             "jitlab doctor: Python control flow (if, while, int(), range) met a traced value. "
-            "Lesson 05 control_flow: use lax.cond, jnp.where or lax.fori_loop, or make the "
-            "value static (lesson 06 static_arguments)."
+            f"Lesson {flow.lesson_name}: use lax.cond, jnp.where or lax.fori_loop, or make the "
+            f"value static (lesson {static.lesson_name})."
         )
     return None

@@ -12,10 +12,13 @@ the arguments) is paid once per compilation, never on a cache hit.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import inspect
+import os
 import re
+import sys
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -92,6 +95,7 @@ class FunctionInfo:
     line: int
     serial: int
     closure: bool
+    adapter: str = ""  # "equinox": jitted by eqx.filter_jit, arguments repacked by it
 
     @property
     def key(self) -> tuple[str, int, str, str]:
@@ -160,9 +164,77 @@ def _innermost(fun: Any) -> Any:
     return fun
 
 
+_EQUINOX_JIT = os.sep + os.path.join("equinox", "_jit.py")
+
+
+def _callers_function(name: str, qualname: str, most: int = 12) -> Any:
+    """The user's function that a framework is jitting under its own wrapper: a local of a
+    calling frame (``filter_jit``'s ``fun``) with the wrapper's name and qualified name."""
+    frame = sys._getframe(2)
+    for _ in range(most):
+        if frame is None:
+            return None
+        for value in frame.f_locals.values():
+            if (
+                callable(value)
+                and getattr(value, "__name__", None) == name
+                and getattr(value, "__qualname__", None) == qualname
+                and getattr(_innermost(value), "__code__", None) is not None
+                and _EQUINOX_JIT not in _innermost(value).__code__.co_filename
+            ):
+                return value
+        frame = frame.f_back
+    return None
+
+
+# Libraries whose own jitted helpers are not the user's functions. Named, not "anything in
+# site-packages": a team's own package installed there is their code, to be watched.
+LIBRARIES = (
+    "jax",
+    "jaxlib",
+    "optax",
+    "flax",
+    "equinox",
+    "chex",
+    "haiku",
+    "orbax",
+    "distrax",
+    "numpyro",
+    "diffrax",
+    "lineax",
+    "optimistix",
+    "jaxopt",
+    "tensorflow_probability",
+)
+_LIBRARY_PARTS = tuple(os.sep + name + os.sep for name in LIBRARIES)
+
+
+def is_library_function(fun: Any) -> bool:
+    """A function defined inside one of :data:`LIBRARIES` (optax's
+    ``tree_bias_correction``), other than the one ``eqx.filter_jit`` jits for the user."""
+    code = getattr(_innermost(fun), "__code__", None)
+    if code is None:
+        return False
+    filename = code.co_filename
+    if filename.endswith(_EQUINOX_JIT):
+        return False
+    return any(part in filename for part in _LIBRARY_PARTS) and (
+        "site-packages" in filename or "dist-packages" in filename
+    )
+
+
 def identify(fun: Callable[..., Any]) -> FunctionInfo:
     inner = _innermost(fun)
     code = getattr(inner, "__code__", None)
+    adapter = ""
+    if code is not None and code.co_filename.endswith(_EQUINOX_JIT):
+        # eqx.filter_jit jits its own ``fun_wrapped`` renamed after the user's function:
+        # name the user's function and where it is defined (found in filter_jit's frame)
+        adapter = "equinox"
+        user = _callers_function(getattr(inner, "__name__", ""), getattr(inner, "__qualname__", ""))
+        if user is not None:
+            inner = _innermost(user)
+            code = getattr(inner, "__code__", code)
     if code is None:
         # a callable object: the code of its class's __call__
         call = next(
@@ -177,6 +249,7 @@ def identify(fun: Callable[..., Any]) -> FunctionInfo:
         line=code.co_firstlineno if code else 0,
         serial=_serial_of(fun),
         closure=bool(getattr(inner, "__closure__", None)),
+        adapter=adapter,
     )
 
 
@@ -217,13 +290,38 @@ class Leaf:
 
 
 def describe_sharding(sharding: Any) -> str:
+    """Everything of a sharding that jit's caches key on, as text: the mesh's axes, their
+    types when not all Auto, the devices in mesh order (two meshes of one shape over the
+    same devices in another order compile again, without a retrace), the spec, and a
+    memory kind other than the device's."""
     if isinstance(sharding, jax.sharding.SingleDeviceSharding):
         (device,) = sharding.device_set
         return f"{device.platform}:{device.id}"
     if isinstance(sharding, jax.sharding.NamedSharding):
-        axes = ",".join(f"{k}={v}" for k, v in sharding.mesh.shape.items())
-        return f"mesh({axes}) {sharding.spec}"
-    return repr(sharding)[:60]
+        mesh = sharding.mesh
+        axes = ",".join(f"{k}={v}" for k, v in mesh.shape.items())
+        types = [str(t).rsplit(".", 1)[-1] for t in getattr(mesh, "axis_types", ())]
+        if any(t != "Auto" for t in types):
+            axes += " " + "/".join(types)
+        try:
+            ids = ",".join(str(d.id) for d in mesh.devices.flat)
+            axes += f" on {mesh.devices.flat[0].platform}:{ids}"
+        except Exception:  # an abstract mesh has no devices
+            pass
+        memory = getattr(sharding, "memory_kind", None)
+        extra = f" memory {memory}" if memory not in (None, "device") else ""
+        return f"mesh({axes}) {sharding.spec}{extra}"
+    return repr(sharding)[:200]
+
+
+def _layout_text(x: Any) -> str:
+    """A committed array's memory layout, when it is not the default row-major one (a
+    custom layout compiles another program, without a retrace)."""
+    try:
+        order = tuple(x.format.layout.major_to_minor)
+    except Exception:  # no layout to read (an older JAX, a deleted array)
+        return ""
+    return "" if order == tuple(range(len(order))) else f" layout {order}"
 
 
 def _origin(x: Any) -> str:
@@ -252,7 +350,7 @@ def describe_leaf(x: Any) -> Leaf:
     elif isinstance(x, jax.Array):
         try:
             if x.committed:
-                placement = describe_sharding(x.sharding)
+                placement = describe_sharding(x.sharding) + _layout_text(x)
         except Exception:  # a deleted (donated) array keeps no placement to read
             placement = "unknown"
     return Leaf(shape, dtype, weak, type(x) in (bool, int, float, complex), placement, _origin(x))
@@ -339,6 +437,11 @@ class Signature:
     context: dict[str, str]
     # path -> serial of the node's class, for nodes that are not dict, list, tuple or None
     classes: dict[str, int] = dataclasses.field(default_factory=dict)
+    # path -> (node metadata, its field names): a custom node's auxiliary data, held (jit's
+    # cache holds it too) and compared by equality, as jit compares it
+    aux: dict[str, tuple[Any, list[str] | None]] = dataclasses.field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def describe(self) -> str:
         args = ", ".join(f"{path}: {leaf.type}" for path, leaf in self.leaves.items())
@@ -355,6 +458,27 @@ class StaticSpec:
     names: frozenset[str]
     parameters: tuple[str, ...]  # positional parameters, in order
     varargs: str | None
+    # the options of jax.jit(...) that enter the lowering's key, as text
+    options: tuple[tuple[str, str], ...] = ()
+
+
+def _unset(value: Any) -> bool:
+    return value is None or value is False or (isinstance(value, tuple | list) and not value)
+
+
+# jax.jit options that change the program lowered for the same traced function: two
+# jax.jit objects of one function that differ in them compile apart
+LOWERING_OPTIONS = (
+    "donate_argnums",
+    "donate_argnames",
+    "in_shardings",
+    "out_shardings",
+    "keep_unused",
+    "device",
+    "backend",
+    "inline",
+    "compiler_options",
+)
 
 
 def static_spec(fun: Callable[..., Any], options: Mapping[str, Any]) -> StaticSpec:
@@ -383,22 +507,86 @@ def static_spec(fun: Callable[..., Any], options: Mapping[str, Any]) -> StaticSp
         names = {named[i] for i in nums if -len(named) <= i < len(named)} & by_keyword
     elif names and not nums:
         nums = {i for i, n in enumerate(named) if n in names}
-    return StaticSpec(frozenset(nums), frozenset(names), tuple(named), varargs)
+    chosen = tuple(
+        (key, _short(options[key], 120))
+        for key in LOWERING_OPTIONS
+        if key in options and not _unset(options[key])
+    )
+    return StaticSpec(frozenset(nums), frozenset(names), tuple(named), varargs, chosen)
 
 
-def _children(value: Any) -> tuple[str, list[tuple[str, Any]]] | None:
-    """One level of ``value`` as a pytree: its kind and keyed children; None for a leaf."""
+def _children(value: Any) -> tuple[str, list[tuple[str, Any]], Any] | None:
+    """One level of ``value`` as a pytree: its kind, keyed children and node metadata (the
+    auxiliary data jit compares by equality); None for a leaf."""
     if value is None:
-        return "None", []
+        return "None", [], None
     flat, treedef = jax.tree_util.tree_flatten_with_path(value, is_leaf=lambda n: n is not value)
     if len(flat) == 1 and flat[0][0] == () and flat[0][1] is value:
         return None
     node_type, aux = treedef.node_data() or (type(value), None)
     kind = getattr(node_type, "__qualname__", str(node_type))
-    if node_type not in (dict, list, tuple) and aux is not None:
-        text = repr(aux)
-        kind += f"({text[:80]})"
-    return kind, [(jax.tree_util.keystr(path), child) for path, child in flat]
+    if node_type in (dict, list, tuple):
+        aux = None  # keys and lengths: the children's paths say them
+    return kind, [(jax.tree_util.keystr(path), child) for path, child in flat], aux
+
+
+def _short(value: Any, most: int = 80) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__qualname__}>"
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
+def _field_names(node: Any, aux: Any) -> list[str] | None:
+    """The names of a dataclass node's fields, when its metadata is one entry per field
+    (as an Equinox Module's is: static values, a placeholder for each array field)."""
+    if dataclasses.is_dataclass(node) and isinstance(aux, tuple):
+        names = [f.name for f in dataclasses.fields(node)]
+        if len(names) == len(aux):
+            return names
+    return None
+
+
+def metadata_difference(new: Any, old: Any, path: str = "", depth: int = 0) -> str | None:
+    """Where inside two node metadata values they first differ ("" when the values
+    themselves differ; None when they are equal)."""
+    try:
+        if new is old or bool(new == old):
+            return None
+    except Exception:
+        pass
+    if depth > 8 or type(new) is not type(old):
+        return path
+    if isinstance(new, tuple | list) and len(new) == len(old):
+        fields = getattr(type(new), "_fields", None)
+        for i, (a, b) in enumerate(zip(new, old, strict=True)):
+            key = f".{fields[i]}" if fields else f"[{i}]"
+            found = metadata_difference(a, b, path + key, depth + 1)
+            if found is not None:
+                return found
+        return path
+    if isinstance(new, dict) and new.keys() == old.keys():
+        for key in new:
+            found = metadata_difference(new[key], old[key], f"{path}[{key!r}]", depth + 1)
+            if found is not None:
+                return found
+        return path
+    if dataclasses.is_dataclass(new) and not isinstance(new, type):
+        for f in dataclasses.fields(new):
+            a, b = getattr(new, f.name, None), getattr(old, f.name, None)
+            found = metadata_difference(a, b, f"{path}.{f.name}", depth + 1)
+            if found is not None:
+                return found
+        return path
+    if isinstance(new, functools.partial):
+        for key, a, b in (("func", new.func, old.func), ("args", new.args, old.args)):
+            found = metadata_difference(a, b, f"{path}.{key}", depth + 1)
+            if found is not None:
+                return found
+        found = metadata_difference(new.keywords, old.keywords, path + ".keywords", depth + 1)
+        return found if found is not None else path
+    return path
 
 
 _BUILTIN_NODES = (dict, list, tuple, type(None))
@@ -411,30 +599,39 @@ def _walk(
     sig_nodes: dict,
     sig_leaves: dict,
     sig_classes: dict,
+    sig_aux: dict,
 ) -> None:
     found = _children(value)
     if found is None:
         sig_nodes[path] = (parent, "leaf")
         sig_leaves[path] = describe_leaf(value)
         return
-    kind, children = found
+    kind, children, aux = found
     sig_nodes[path] = (parent, kind)
+    if aux is not None:
+        names = _field_names(value, aux)
+        sig_aux[path] = (aux, names)
     if type(value) not in _BUILTIN_NODES:
         # jit compares node types by identity: a namedtuple class made per call has the
         # same name every time, and is another type every time
         sig_classes[path] = _class_serial(type(value))
     for key, child in children:
-        _walk(path + key, path, child, sig_nodes, sig_leaves, sig_classes)
+        _walk(path + key, path, child, sig_nodes, sig_leaves, sig_classes, sig_aux)
 
 
 def take(
     function: FunctionInfo, spec: StaticSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any]
 ) -> Signature:
     """The signature of one call ``f(*args, **kwargs)``."""
+    if function.adapter == "equinox":
+        view = _equinox_view(function, args, kwargs)
+        if view is not None:
+            return view
     passing: dict[str, str] = {}
     nodes: dict[str, tuple[str | None, str]] = {}
     leaves: dict[str, Leaf] = {}
     classes: dict[str, int] = {}
+    aux: dict[str, tuple[Any, list[str] | None]] = {}
     statics: dict[str, Static] = {}
     n_named = len(spec.parameters)
     for i, value in enumerate(args):
@@ -448,15 +645,78 @@ def take(
         if i in spec.positions or (i - len(args)) in spec.positions:
             statics[label] = describe_static(value)
         else:
-            _walk(label, None, value, nodes, leaves, classes)
+            _walk(label, None, value, nodes, leaves, classes, aux)
     for name, value in kwargs.items():
         passing[name] = "keyword"
         position = spec.parameters.index(name) if name in spec.parameters else None
         if name in spec.names or (position is not None and position in spec.positions):
             statics[name] = describe_static(value)
         else:
-            _walk(name, None, value, nodes, leaves, classes)
-    return Signature(function, passing, nodes, leaves, statics, context_snapshot(), classes)
+            _walk(name, None, value, nodes, leaves, classes, aux)
+    context = context_snapshot()
+    for key, text in spec.options:
+        context[f"jax.jit({key})"] = text
+    return Signature(function, passing, nodes, leaves, statics, context, classes, aux)
+
+
+def _equinox_view(
+    function: FunctionInfo, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> Signature | None:
+    """The call as the user made it, from ``eqx.filter_jit``'s repacked one: equinox calls
+    ``fun_wrapped(dynamic_donate, dynamic_nodonate, static)``, where each of ``fun``,
+    ``first`` (the first argument) and ``rest`` (the others, and the keywords) is split
+    into array leaves and static leaves over one tree structure. The arrays are walked
+    under the user's argument names (``model.layers[2].w``), each static leaf is a static
+    value at its path (``model.layers[2].rate``), and the user's function object is the
+    function whose identity counts. None if the call does not look like that."""
+    try:
+        donate, nodonate, static = args
+        static_fun, static_first, static_rest = static
+    except (TypeError, ValueError):
+        return None
+    try:
+        (fun_leaves, fun_tree) = static_fun
+
+        def part(name: str, pair: tuple[tuple[Any, ...], Any]) -> tuple[Any, Any]:
+            leaves, treedef = pair
+            dynamic = tuple(donate.get(name, (None,) * len(leaves)))
+            more = tuple(nodonate.get(name, (None,) * len(leaves)))
+            arrays = [a if a is not None else b for a, b in zip(dynamic, more, strict=True)]
+            return (
+                jax.tree_util.tree_unflatten(treedef, arrays),
+                jax.tree_util.tree_unflatten(treedef, list(leaves)),
+            )
+
+        user_fun = jax.tree_util.tree_unflatten(fun_tree, list(fun_leaves))
+        first, first_static = part("first", static_first)
+        (rest, kwargs_tree), (rest_static, kwargs_static) = part("rest", static_rest)
+        names = [
+            p.name
+            for p in inspect.signature(user_fun).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+        ]
+    except Exception:
+        return None
+    passing: dict[str, str] = {}
+    nodes: dict[str, tuple[str | None, str]] = {}
+    leaves_out: dict[str, Leaf] = {}
+    classes: dict[str, int] = {}
+    aux: dict[str, tuple[Any, list[str] | None]] = {}
+    statics: dict[str, Static] = {}
+    positional = [(first, first_static)] + list(zip(rest[:-1], rest_static[:-1], strict=True))
+    for i, (value, static_value) in enumerate(positional):
+        label = names[i] if i < len(names) else f"args[{i}]"
+        passing[label] = "positional"
+        _walk(label, None, value, nodes, leaves_out, classes, aux)
+        for path, leaf in jax.tree_util.tree_flatten_with_path(static_value)[0]:
+            statics[label + jax.tree_util.keystr(path)] = describe_static(leaf)
+    for name, value in kwargs_tree.items():
+        passing[name] = "keyword"
+        _walk(name, None, value, nodes, leaves_out, classes, aux)
+        for path, leaf in jax.tree_util.tree_flatten_with_path(kwargs_static[name])[0]:
+            statics[name + jax.tree_util.keystr(path)] = describe_static(leaf)
+    user = dataclasses.replace(function, serial=_serial_of(user_fun))
+    return Signature(user, passing, nodes, leaves_out, statics, context_snapshot(), classes, aux)
 
 
 # ---------------------------------------------------------------------------------------
@@ -492,6 +752,39 @@ def _leaf_differences(path: str, new: Leaf, old: Leaf) -> list[Difference]:
     if "traced" not in (new.placement, old.placement) and new.placement != old.placement:
         found.append(Difference(PLACEMENT, path, new.placement, old.placement))
     return found
+
+
+def _aux_differences(path: str, new: tuple[Any, Any], old: tuple[Any, Any]) -> list[Difference]:
+    (new_aux, names), (old_aux, _) = new, old
+    inside = metadata_difference(new_aux, old_aux)
+    if inside is None:
+        return []
+    if names and inside.startswith("["):  # "[1]..." of an Equinox Module: its field's name
+        index, _, rest = inside[1:].partition("]")
+        if index.isdigit() and int(index) < len(names):
+            inside = f".{names[int(index)]}{rest}"
+    now, before = _pick(new_aux, inside, names), _pick(old_aux, inside, names)
+    now_text, before_text = _short(now), _short(before)
+    if now_text == before_text:
+        now_text += " (equal text, not equal)"
+    return [Difference(STRUCTURE, path + inside, now_text, before_text)]
+
+
+def _pick(aux: Any, inside: str, names: list[str] | None) -> Any:
+    """The part of ``aux`` at ``inside`` (as :func:`metadata_difference` wrote it)."""
+    value = aux
+    for step in re.findall(r"\.(\w+)|\[([^\]]+)\]", inside):
+        attr, key = step
+        try:
+            if attr and names and value is aux and attr in names:
+                value = aux[names.index(attr)]
+            elif attr:
+                value = getattr(value, attr)  # a namedtuple's field, too
+            else:
+                value = value[ast.literal_eval(key)]  # an index, or a repr'd dict key
+        except Exception:
+            return value
+    return value
 
 
 def _kind_text(sig: Signature, path: str) -> str:
@@ -545,6 +838,8 @@ def differences(new: Signature, old: Signature) -> list[Difference]:
                         f"{kind} (class #{old.classes.get(path)})",
                     )
                 )
+            elif path in new.aux and path in old.aux:
+                found.extend(_aux_differences(path, new.aux[path], old.aux[path]))
             continue
         sig, other = (new, old) if in_new else (old, new)
         parent = sig.nodes[path][0]
@@ -560,6 +855,11 @@ def differences(new: Signature, old: Signature) -> list[Difference]:
             else:
                 found.append(Difference(STRUCTURE, path, "absent", _kind_text(old, path)))
     for name in sorted(new.context.keys() | old.context.keys()):
+        if name.startswith("jax.jit("):  # an option of the jax.jit object: not a context
+            now, before = new.context.get(name, "not set"), old.context.get(name, "not set")
+            if now != before:
+                found.append(Difference(FUNCTION, name, now, before))
+            continue
         now, before = new.context.get(name, "?"), old.context.get(name, "?")
         if now != before:
             found.append(Difference(CONTEXT, name, now, before))

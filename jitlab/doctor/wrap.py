@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import numpy as np
 from jax.extend import source_info_util
 
 from jitlab.doctor import events, recorder
@@ -35,18 +36,31 @@ _installed = 0
 _original_jit: Callable[..., Any] | None = None
 
 
-_DELEGATED = ("lower", "trace", "eval_shape", "clear_cache", "_cache_size", "_fun")
+_DELEGATED = ("trace", "eval_shape", "clear_cache", "_cache_size", "_fun")
+
+
+class _Depth(threading.local):
+    """How many watched jitted calls are running in this thread: a call made while
+    another is running is made while that one traces (a cache hit runs no Python)."""
+
+    level = 0
+
+
+DEPTH = _Depth()
 
 
 def watch_jitted(jitted: Any, fun: Callable[..., Any], options: dict[str, Any]) -> Any:
     """A function that calls the real jitted function ``jitted`` and tells the doctor when a
-    call traced or compiled. It carries the real one's ``lower``, ``trace``,
-    ``eval_shape`` and ``clear_cache``; stored on a class it binds as a method, as the real
-    one does. (A closure, not an object with ``__call__``: it costs less per call.)"""
+    call traced or compiled. It carries the real one's ``lower`` (watched too: an
+    ahead-of-time compilation is a compilation), ``trace``, ``eval_shape`` and
+    ``clear_cache``; stored on a class it binds as a method, as the real one does. (A
+    closure, not an object with ``__call__``: it costs less per call.)"""
     function = sig.identify(fun)
     counter = recorder.counter_for(function)
+    _register_fun(fun, counter)
     stream = events.STREAM  # the same list for the life of the process
     observe = recorder.observe
+    depth = DEPTH
     spec: list[sig.StaticSpec] = []
 
     def static_spec() -> sig.StaticSpec:
@@ -58,12 +72,35 @@ def watch_jitted(jitted: Any, fun: Callable[..., Any], options: dict[str, Any]) 
     # `fun` and the real jitted function, alive until the garbage collector runs, and
     # jit's caches (keyed on weak references to `fun`) would hit where they should miss.
     def watched(*args: Any, **kwargs: Any) -> Any:
-        counter.calls += 1
+        __tracebackhide__ = True  # pytest: the user's frame, then JAX's
+        level = depth.level
+        if level:
+            counter.nested += 1
+        else:
+            counter.calls += 1
         mark = len(stream)
-        out = jitted(*args, **kwargs)
+        depth.level = level + 1
+        try:
+            out = jitted(*args, **kwargs)
+        except BaseException as err:
+            depth.level = level
+            if len(stream) != mark:
+                observe(function, static_spec, args, kwargs, mark, error=err)
+            raise
+        depth.level = level
         if len(stream) != mark:
             observe(function, static_spec, args, kwargs, mark)
         return out
+
+    def lower(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        mark = len(stream)
+        lowered = jitted.lower(*args, **kwargs)
+        seen = []
+        if len(stream) != mark:
+            seen = observe(function, static_spec, args, kwargs, mark, "lower")
+        _watch_compile(lowered, function, static_spec, args, kwargs, seen)
+        return lowered
 
     functools.update_wrapper(watched, fun, updated=())
     watched.__name__ = function.name  # a partial has none: JAX's name for it
@@ -71,9 +108,46 @@ def watch_jitted(jitted: Any, fun: Callable[..., Any], options: dict[str, Any]) 
         value = getattr(jitted, name, None)
         if value is not None:
             setattr(watched, name, value)
+    if getattr(jitted, "lower", None) is not None:
+        functools.update_wrapper(lower, jitted.lower, updated=())
+        watched.lower = lower  # type: ignore[attr-defined]
     watched._jitted = jitted  # type: ignore[attr-defined]
     watched._function = function  # type: ignore[attr-defined]
     return watched
+
+
+def _watch_compile(
+    lowered: Any,
+    function: sig.FunctionInfo,
+    static_spec: Callable[[], sig.StaticSpec],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    seen: list[Any],
+) -> None:
+    """Make ``lowered.compile()`` tell the doctor what it compiled (an instance attribute:
+    ``jax.stages.Lowered`` keeps a ``__dict__``; where it does not, the compilation is
+    counted by name only)."""
+    real = getattr(lowered, "compile", None)
+    if real is None:
+        return
+    stream = events.STREAM
+
+    def compile(*a: Any, **k: Any) -> Any:
+        __tracebackhide__ = True
+        mark = len(stream)
+        out = real(*a, **k)
+        if len(stream) != mark:
+            if seen:
+                recorder.observe_compile(function, seen, mark)
+            else:  # the lowering came from jit's caches: record the compilation now
+                recorder.observe(function, static_spec, args, kwargs, mark, "compile")
+        return out
+
+    functools.update_wrapper(compile, real, updated=())
+    try:
+        lowered.compile = compile
+    except AttributeError:
+        pass
 
 
 def watched_jit(fun: Any = None, /, **options: Any) -> Any:
@@ -81,7 +155,98 @@ def watched_jit(fun: Any = None, /, **options: Any) -> Any:
     real = _original_jit if _original_jit is not None else jax.jit
     if fun is None:  # the decorator-factory form: @jax.jit(static_argnums=...)
         return functools.partial(watched_jit, **options)
+    if sig.is_library_function(fun):
+        # a library's own jitted helper (optax's tree_bias_correction): not the user's
+        # function; inside the user's jit its traces are folded into the caller's
+        return real(fun, **options)
     return watch_jitted(real(fun, **options), fun, options)
+
+
+# ---------------------------------------------------------------------------------------
+# The fast path. A warm call of a jitted function normally runs in jit's C++ dispatch; when
+# that cannot serve it, C++ calls back into Python (``pjit``'s ``cache_miss``), which
+# infers the parameters again and asks for fast-path data after running. JAX has no
+# public hook for this, so the doctor wraps the two private functions that callback uses,
+# ``jax._src.pjit._infer_params`` and ``_get_fastpath_data``, while it watches: each
+# Python-path call of a watched function that neither traced nor compiled is counted,
+# with why. Where a JAX release lacks them, FASTPATH_UNAVAILABLE says so and the rest of
+# the doctor works as before.
+
+FASTPATH_UNAVAILABLE = ""
+_counters_by_fun: dict[int, tuple[Any, recorder.CallCounter]] = {}
+_fast_saved: dict[str, Any] = {}
+
+
+class _PythonPath(threading.local):
+    counter: recorder.CallCounter | None = None
+    mark = 0
+    numpy = False
+
+
+_PYTHON_PATH = _PythonPath()
+
+
+def _register_fun(fun: Any, counter: recorder.CallCounter) -> None:
+    import weakref
+
+    try:
+        ref: Any = weakref.ref(fun)
+    except TypeError:
+        ref = lambda: fun  # noqa: E731 - kept alive anyway
+    _counters_by_fun[id(fun)] = (ref, counter)
+
+
+def _install_fast_path_hook() -> None:
+    global FASTPATH_UNAVAILABLE
+    try:
+        from jax._src import pjit as _pjit
+
+        infer, fastpath = _pjit._infer_params, _pjit._get_fastpath_data
+    except (ImportError, AttributeError) as err:
+        FASTPATH_UNAVAILABLE = (
+            "the fast-path share is not measured: this JAX has no "
+            f"jax._src.pjit._infer_params/_get_fastpath_data ({err})"
+        )
+        return
+
+    def infer_params(fun: Any, jit_info: Any, args: Any, kwargs: Any) -> Any:
+        entry = _counters_by_fun.get(id(fun))
+        state = _PYTHON_PATH
+        if entry is not None and entry[0]() is fun and DEPTH.level == 1:
+            state.counter, state.mark = entry[1], len(events.STREAM)
+            state.numpy = any(isinstance(a, np.ndarray | np.generic) for a in args)
+        else:
+            state.counter = None
+        return infer(fun, jit_info, args, kwargs)
+
+    def get_fastpath_data(executable: Any, *rest: Any, **kw: Any) -> Any:
+        out = fastpath(executable, *rest, **kw)
+        state = _PYTHON_PATH
+        counter, state.counter = state.counter, None
+        if counter is not None and len(events.STREAM) == state.mark:
+            counter.python += 1
+            if out is None:
+                call = getattr(executable, "unsafe_call", None)
+                effect = getattr(call, "ordered_effects", None) or getattr(
+                    call, "has_unordered_effects", False
+                )
+                reason = "an effect in the program" if effect else "no fast path for it"
+            elif state.numpy:
+                reason = "NumPy inputs"
+            else:
+                reason = "a new kind of input for the fast path"
+            counter.reasons[reason] = counter.reasons.get(reason, 0) + 1
+        return out
+
+    _fast_saved.update(infer=infer, fastpath=fastpath, module=_pjit)
+    _pjit._infer_params, _pjit._get_fastpath_data = infer_params, get_fastpath_data
+
+
+def _uninstall_fast_path_hook() -> None:
+    module = _fast_saved.pop("module", None)
+    if module is not None:
+        module._infer_params = _fast_saved.pop("infer")
+        module._get_fastpath_data = _fast_saved.pop("fastpath")
 
 
 def install() -> None:
@@ -93,6 +258,7 @@ def install() -> None:
             _original_jit = jax.jit
             functools.update_wrapper(watched_jit, _original_jit, updated=())
             jax.jit = watched_jit
+            _install_fast_path_hook()
         _installed += 1
 
 
@@ -104,6 +270,8 @@ def uninstall() -> None:
         _installed -= 1
         if _installed == 0 and jax.jit is watched_jit and _original_jit is not None:
             jax.jit = _original_jit
+        if _installed == 0:
+            _uninstall_fast_path_hook()
 
 
 def installed() -> bool:

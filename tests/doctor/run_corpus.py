@@ -14,8 +14,15 @@ Each program states what the doctor must find, in comment lines:
     # doctor-expect: NAME MISS MISS ...   (one cause set per miss after the first, in order;
                                            a set is written a+b, a repeat as a*3)
     # doctor-expect: NAME causes=a,b compiles=N   (the union of causes, and the count)
+    # doctor-expect: NAME retraces=N      (retraces that found a compiled program: apart)
+    # doctor-expect: NAME python=N        (warm calls that went through jit's Python path)
 
-A line with a name and nothing else expects no miss at all.
+A line with a name and nothing else expects no miss at all. Two functions of one name
+are named as the report shows them (their qualified names). Optionally:
+
+    # doctor-functions: NAME NAME ...     (exactly the functions the doctor watched)
+    # doctor-helpers: NAME@LINE ...       (JAX's helpers the report advises on, by line)
+    # doctor-persistent: NAME miss=N hit=N written=N not_written=N   (the disk cache's say)
 """
 
 from __future__ import annotations
@@ -30,13 +37,20 @@ from pathlib import Path
 import jax
 
 from jitlab.doctor import watch
-from jitlab.doctor.recorder import MISS
+from jitlab.doctor.report import helper_sites
 
 CORPUS = Path(__file__).parent / "corpus"
 
 
 def programs() -> list[Path]:
     return sorted(p for p in CORPUS.glob("*.py") if not p.name.startswith("_"))
+
+
+def watched_names(path: Path, key: str = "functions") -> list[str] | None:
+    for line in path.read_text().splitlines():
+        if line.startswith(f"# doctor-{key}:"):
+            return sorted(line.split(":", 1)[1].split())
+    return None
 
 
 def header(path: Path) -> tuple[str, list[list[str]]]:
@@ -64,6 +78,26 @@ def problems(path: Path, result: dict) -> list[str]:
         found.append(f"the program failed: {result['error']}")
     if result["internal_errors"]:
         found.append(f"internal errors: {result['internal_errors']}")
+    names = watched_names(path)
+    if names is not None and sorted(result["functions"]) != names:
+        found.append(f"watched {sorted(result['functions'])}, expected {names}")
+    for line in path.read_text().splitlines():
+        if not line.startswith("# doctor-persistent:"):
+            continue
+        name, *counts = line.split(":", 1)[1].split()
+        said = result["functions"].get(name, {}).get("persistent", {})
+        got = {
+            "miss": said.get("miss", 0),
+            "hit": said.get("hit", 0),
+            "written": said.get("written", 0),
+            "not_written": sum(n for k, n in said.items() if k.startswith("not written")),
+        }
+        want = {k: int(v) for k, v in (c.split("=") for c in counts)}
+        if {k: got[k] for k in want} != want:
+            found.append(f"{name}: persistent cache {said}, expected {want}")
+    helpers = watched_names(path, "helpers") or []
+    if sorted(result["helpers"]) != helpers:
+        found.append(f"advice on helpers {sorted(result['helpers'])}, expected {helpers}")
     for tokens in header(path)[1]:
         name, rest = tokens[0], tokens[1:]
         seen = result["functions"].get(name)
@@ -77,8 +111,9 @@ def problems(path: Path, result: dict) -> list[str]:
             union = set().union(*got) if got else set()
             if union != set(options["causes"].split(",")):
                 found.append(f"{name}: causes {sorted(union)}, expected {options['causes']}")
-        if "compiles" in options and seen["compiles"] != int(options["compiles"]):
-            found.append(f"{name}: {seen['compiles']} compiles, expected {options['compiles']}")
+        for count in ("compiles", "retraces", "calls", "python"):
+            if count in options and seen[count] != int(options[count]):
+                found.append(f"{name}: {seen[count]} {count}, expected {options[count]}")
         if (misses or not options) and got != expected_misses(misses):
             found.append(f"{name}: misses {got}, expected {expected_misses(misses)}")
     return found
@@ -121,11 +156,28 @@ def run_one(path: Path) -> dict:
     report = doctor.report()
     functions = {}
     for f in report.functions:
-        misses = [m for m in f.misses if m.kind == MISS]
-        functions.setdefault(f.name, {"compiles": 0, "builds": 0, "misses": [], "jax": []})
-        entry = functions[f.name]
+        misses = f.recompiles
+        functions.setdefault(
+            f.display or f.name,
+            {
+                "compiles": 0,
+                "builds": 0,
+                "retraces": 0,
+                "calls": 0,
+                "python": 0,
+                "persistent": {},
+                "misses": [],
+                "jax": [],
+            },
+        )
+        entry = functions[f.display or f.name]
         entry["compiles"] += f.compiles
         entry["builds"] += f.builds
+        entry["retraces"] += len(f.retraces)
+        entry["calls"] += f.calls
+        entry["python"] += f.python_calls
+        for k, n in f.persistent_cache().items():
+            entry["persistent"][k] = entry["persistent"].get(k, 0) + n
         entry["misses"] += [m.causes for m in misses]
         entry["jax"] += [m.jax_causes for m in misses]
     return {
@@ -133,6 +185,11 @@ def run_one(path: Path) -> dict:
         "error": error,
         "functions": functions,
         "internal_errors": report.internal_errors,
+        "helpers": [
+            f"{name}@{site.split(' in ')[0].rsplit(':', 1)[-1]}"
+            for site, _, name, _, _ in helper_sites(report)
+            if Path(site.split(":")[0]).name == path.name
+        ],
         "report": report.text(),
     }
 

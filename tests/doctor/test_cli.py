@@ -19,6 +19,7 @@ from pathlib import Path
 import jax
 import pytest
 
+from jitlab.course.manifest import load_course
 from jitlab.doctor import main, wrap
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -149,7 +150,7 @@ def test_program_that_raises_gets_report_then_traceback_and_exit_1(tmp_path, cap
     assert "ValueError: bad batch" in err and "runpy" not in err[traceback:]
 
 
-def test_control_flow_error_points_to_lesson_05(tmp_path, capsys):
+def test_control_flow_error_points_to_the_control_flow_lesson(tmp_path, capsys):
     script = program(
         tmp_path,
         """
@@ -164,7 +165,16 @@ def test_control_flow_error_points_to_lesson_05(tmp_path, capsys):
     )
     assert main(["--", script]) == 1
     err = capsys.readouterr().err
-    assert "TracerBoolConversionError" in err and "Lesson 05 control_flow" in err
+    lesson = load_course().lesson("control_flow")
+    assert "TracerBoolConversionError" in err
+    assert f"Lesson {lesson.number} control_flow" in err
+    # the function whose trace raised is the program's own, watched, and said to have raised
+    assert "1 watched function, 0 compilations" in err
+    assert "its trace raised: TracerBoolConversionError" in err
+    assert "branch" not in err[err.find("Not watched") : err.index("The program failed")]
+    traceback = err[err.index("Traceback (most recent call last)") :]
+    assert "wrap.py" not in traceback and "jitlab/doctor" not in traceback
+    assert "in branch" in traceback  # the user's frame, where the trace raised
 
 
 def test_program_exit_code_is_kept(tmp_path, capsys):
@@ -252,3 +262,32 @@ def test_ctrl_c_that_jax_turns_into_another_error_still_counts_as_interrupted(tm
     assert done.returncode == 130, done.stderr
     assert "interrupted (Ctrl-C): the report so far" in done.stderr
     assert done.stderr.rstrip().endswith("jitlab doctor: exit code 130 (interrupted)")
+
+
+PERSISTENT = """
+    import sys, jax, jax.numpy as jnp
+
+    jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+
+    @jax.jit
+    def stepper(x):
+        return x * float(sys.argv[2])  # a constant baked into the program
+
+    stepper(jnp.ones(3))
+"""
+
+
+def test_persistent_cache_across_two_runs_names_the_part_of_the_key(tmp_path):
+    script, cache = program(tmp_path, PERSISTENT), tmp_path / "cache"
+    said = []
+    for factor in ("2.0", "2.0", "3.0"):  # written; read back; another computation
+        out = tmp_path / "report.json"
+        command = [sys.executable, "-m", "jitlab.doctor", "--json", str(out), "--"]
+        subprocess.run([*command, "python", script, str(cache), factor], check=True)
+        (record,) = [f for f in json.loads(out.read_text())["functions"]]
+        said.append(record["persistent_cache"])
+    assert said[0] == {"miss": 1, "written": 1}
+    assert said[1] == {"hit": 1}
+    assert said[2]["miss"] == 1
+    assert said[2]["key differs from an earlier run's in: computation"] == 1

@@ -177,6 +177,16 @@ def test_explanations_stay_off_stderr_unless_someone_listens(capsys):
             "before f32[4,2]({Explicit: ('rows',)})",
             ["device"],
         ),
+        (  # JAX 0.12.0.1's text for a replicated array on an Explicit mesh, after a plain one
+            "different input types:\n  * at x, now i32[4]({Explicit: ('device',)}) and before "
+            "i32[4]({})",
+            ["device"],
+        ),
+        (
+            "different input types:\n  * at x, now i32[]({Explicit: ('device',)}) and before "
+            "i32[3]({})",
+            ["shape"],
+        ),
         ("all previously seen cache keys differ. ...\n  cache miss explanation unavailable", []),
         (None, []),
     ],
@@ -282,3 +292,106 @@ def test_a_subtree_that_replaces_none_is_one_difference():
         carry({"avg": jnp.zeros(()), "velocity": {"a": jnp.ones(2), "b": jnp.ones(3)}})
     (miss,) = doctor.report().function("carry").recompiles
     assert [(d.part, d.where) for d in miss.differences] == [("structure", "state['velocity']")]
+
+
+def test_a_retrace_that_finds_the_compiled_program_is_not_a_compilation():
+    def bump(x):
+        return x + 1
+
+    with watch(["bump=1"]) as doctor:
+        jax.jit(bump)(3)  # traced and compiled for a weak int32 scalar
+        jax.jit(bump)(jnp.asarray(3))  # traced again; the same program is found
+    report = doctor.report()
+    record = report.function("bump")
+    assert (record.compiles, len(record.retraces), record.recompiles) == (1, 1, [])
+    assert record.retraces[0].compiles == 0 and record.retraces[0].traces == 1
+    assert report.budgets_passed and report.causes("bump") == {}
+    assert "1 retrace that found a compiled program" in " ".join(report.text().split())
+
+
+def test_numbers_agree_for_a_function_also_called_inside_another_jit():
+    with watch() as doctor:
+
+        @jax.jit
+        def inner(x):
+            return x * 2
+
+        @jax.jit
+        def outer(x):
+            for _ in range(10):
+                x = inner(x)
+            return x
+
+        outer(jnp.ones(2, jnp.int32))  # inner traced inside outer (int32), ten calls
+        inner(jnp.ones(3))  # inner's first compilation: a direct call (float32)
+        inner(jnp.ones(4))  # a recompilation: compared with the compilation, not the trace
+    record = doctor.report().function("inner")
+    assert (record.calls, record.nested_calls) == (2, 10)
+    assert record.compiles == 2 and len(record.recompiles) == 1
+    assert record.recompiles[0].causes == ["shape"]  # not "dtype" from the int32 trace
+    text = doctor.report().text()
+    assert "2 compilations, 1 cache miss after the first" in text
+    assert "   timeline      1 \n" in text  # two columns: one per compilation
+
+
+def test_ahead_of_time_compilations_are_compilations_and_calls_compare_with_them():
+    with watch(["warm=4"]) as doctor:
+
+        @jax.jit
+        def warm(x):
+            return x * 2
+
+        for n in (2, 3):
+            warm.lower(jax.ShapeDtypeStruct((n,), jnp.int32)).compile()
+        warm(jnp.ones(2, jnp.int32))  # found: compiled ahead of time
+        warm(np.ones(3, np.uint8))  # a miss: uint8 meets the int32 programs
+        lowered_only = warm.lower(jnp.ones(7))  # lowered, never compiled: not a compilation
+    assert "tensor<7xf32>" in lowered_only.as_text()
+    record = doctor.report().function("warm")
+    assert (record.compiles, record.aot_compiles, record.calls) == (3, 2, 2)
+    assert [m.causes for m in record.recompiles] == [["dtype"]]
+    assert doctor.report().budgets_passed
+
+
+def evaluate_twice(x):
+    """A function named eval..., whose own jitted lambda compiles twice."""
+    for n in (2, 3):
+        jax.jit(lambda v: v * 2)(jnp.ones(n))
+    return jax.jit(evaluation_step)(x)
+
+
+def evaluation_step(x):
+    return x.sum()
+
+
+def test_a_budget_pattern_matches_names_and_qualified_names_only_when_asked():
+    with watch(["eval*=1", "evaluate_twice.*=1", "<lambda>=2"]) as doctor:
+        evaluate_twice(jnp.ones(3))
+    eval_star, qualified, lam = doctor.report().verdicts
+    assert [name for name, _, _ in eval_star.counts] == ["evaluation_step"]  # not the lambda
+    assert eval_star.status == "ok"
+    assert [(name, n) for name, _, n in qualified.counts] == [("<lambda>", 2)]
+    assert qualified.status == "exceeded"  # the qualified name evaluate_twice.<locals>.<lambda>
+    assert lam.status == "ok"
+
+
+def test_the_fast_path_hook_is_measured_and_removed():
+    from jax._src import pjit  # the private hook the doctor wraps while it watches
+
+    before = (pjit._infer_params, pjit._get_fastpath_data)
+    with watch() as doctor:
+        assert pjit._infer_params is not before[0]
+
+        @jax.jit
+        def tick(x):
+            return x + 1
+
+        x = jnp.ones(2)
+        for _ in range(4):
+            tick(x)
+        tick(np.ones(2, np.float32))  # a first NumPy call runs through Python once
+    assert (pjit._infer_params, pjit._get_fastpath_data) == before
+    assert not wrap.FASTPATH_UNAVAILABLE
+    record = doctor.report().function("tick")
+    assert (record.calls, record.warm_calls, record.python_calls) == (5, 4, 1)
+    assert record.python_reasons == {"NumPy inputs": 1}
