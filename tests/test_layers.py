@@ -17,8 +17,8 @@ import jitlab.cli
 
 LAYERS = (
     "instruments",  # counting, timing, the machine, the listener: needs nothing else
-    "doctor",  # finds recompilations in any program
     "course",  # course.yml, the lessons' front matter, the boxes
+    "doctor",  # finds recompilations in any program; names the lesson that fixes each
     "grading",  # checks, verdicts, the kernel frame
     "graders",  # one per exercise
     "notebooks",  # the notebook pipeline

@@ -15,16 +15,18 @@ import re
 from collections.abc import Iterable
 
 from jitlab.doctor import signature as sig
+from jitlab.instruments.explanations import closest_key_difference
 
 
 def lesson_number(slug: str) -> str:
-    """The lesson's number: its position in ``course.yml``, read through the course's
-    manifest ("" where the doctor runs without the course, e.g. installed elsewhere)."""
+    """The lesson's number: its position in ``course.yml`` ("" where the doctor runs
+    without the course beside it, e.g. installed into a team's project, where the
+    course's extra, or its ``course.yml``, is missing)."""
     try:
-        from jitlab.course.manifest import load_course
+        from jitlab.course.manifest import lesson_number as number
 
-        return load_course().lesson(slug).number
-    except Exception:  # no course beside the doctor: name the lesson by its slug alone
+        return number(slug)
+    except (ImportError, OSError, ValueError):  # no course here (CourseError is a ValueError)
         return ""
 
 
@@ -230,6 +232,6 @@ def jax_summary(text: str | None) -> str:
     if "never seen function" in text:
         again = " (re-defined repeatedly)" if "re-defined repeatedly" in text else ""
         return "never seen function" + again
-    body = text.split("For the closest previous key:")[-1]
+    body = closest_key_difference(text) or text
     body = re.sub(r"https?://\S+", "", body)
     return " ".join(body.split())

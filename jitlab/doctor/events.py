@@ -20,6 +20,13 @@ from typing import Any
 import jax
 from jax import monitoring
 
+from jitlab.instruments.explanations import (  # one reader of JAX's explanations
+    EXPLANATION_LOGGERS,
+    MISS_MARK,
+    explained_function,
+    reaches_a_handler,
+)
+
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
@@ -29,7 +36,6 @@ _KIND_OF_EVENT = {TRACE_EVENT: "trace", LOWER_EVENT: "lower", COMPILE_EVENT: "co
 # doctor filters these loggers (a filter sees the record before any handler does) instead
 # of adding a handler: a handler anywhere on the "jax" chain would silence Python's
 # last-resort printing of every other JAX warning.
-EXPLANATION_LOGGERS = ("jax._src.interpreters.partial_eval", "jax._src.pjit")
 # The persistent compilation cache logs each miss, and why an executable was not written,
 # from these two (at WARNING while jax_explain_cache_misses is on); a hit has only the
 # duration event below, which carries no function name.
@@ -91,16 +97,6 @@ def _on_duration(event: str, seconds: float, **kwargs: Any) -> None:
         STREAM.append(e)
 
 
-_NEVER_SEEN = re.compile(r"never seen function:\s*\n\s*(.*?) id=\d+")
-_FOR = re.compile(r"^\s*for (.*?)(?: defined at .*)?$", re.MULTILINE)
-
-
-def explained_function(text: str) -> str:
-    """The function name an explanation is about ("" if it does not say)."""
-    found = _NEVER_SEEN.search(text) or _FOR.search(text)
-    return found.group(1).strip() if found else ""
-
-
 _PERSISTENT = (
     (re.compile(r"PERSISTENT COMPILATION CACHE MISS for '(.*?)'"), "miss"),
     (re.compile(r"Writing (\S+) to persistent compilation cache"), "written"),
@@ -139,22 +135,6 @@ def persistent_event(text: str) -> Event | None:
     return None
 
 
-def _listens(handler: logging.Handler) -> bool:
-    # pytest's log capture hears everything; it is not the program asking for explanations
-    return not type(handler).__module__.startswith("_pytest")
-
-
-def _reaches_a_handler(logger: logging.Logger) -> bool:
-    node: logging.Logger | None = logger
-    while node is not None:
-        if any(_listens(h) for h in node.handlers):
-            return True
-        if not node.propagate:
-            return False
-        node = node.parent  # type: ignore[assignment]
-    return False
-
-
 class _KeyFilter(logging.Filter):
     def __init__(self, passing: bool) -> None:
         super().__init__()
@@ -186,11 +166,11 @@ class _ExplanationFilter(logging.Filter):
             if found is None:
                 return True
             STREAM.append(found)
-            return bool(_explain_before) or _reaches_a_handler(self._logger)
-        if "TRACING CACHE MISS" not in text:
+            return bool(_explain_before) or reaches_a_handler(self._logger)
+        if MISS_MARK not in text:
             return True
         STREAM.append(Event("explain", explained_function(text), text=text))
-        return bool(_explain_before) or _reaches_a_handler(self._logger)
+        return bool(_explain_before) or reaches_a_handler(self._logger)
 
 
 def listening() -> bool:

@@ -581,6 +581,11 @@ KEYS_FILE = "jitlab-doctor-keys.json"
 the keys earlier runs computed, so that a later run's miss can say which part differs."""
 
 
+# The keys file as this process first read it. Every recorder of the run (the doctor's,
+# a per-process report's) compares with what earlier *runs* wrote, not with each other.
+_EARLIER_RUNS: dict[str, dict[str, Any]] = {}
+
+
 def _cache_dir() -> str:
     try:
         return str(jax.config.jax_compilation_cache_dir or "")
@@ -597,11 +602,13 @@ def _compare_with_earlier_runs(misses: list[Miss]) -> None:
             by_dir.setdefault(m.cache_dir, []).append(m)
     for folder, found in by_dir.items():
         path = os.path.join(folder, KEYS_FILE)
-        try:
-            with open(path) as f:
-                earlier = json.load(f)
-        except (OSError, ValueError):
-            earlier = {}
+        if path not in _EARLIER_RUNS:  # read once: later recorders of this run compare alike
+            try:
+                with open(path) as f:
+                    _EARLIER_RUNS[path] = json.load(f)
+            except (OSError, ValueError):
+                _EARLIER_RUNS[path] = {}
+        earlier = _EARLIER_RUNS[path]
         for m in found:
             if "miss" not in m.persistent:
                 continue
@@ -613,9 +620,10 @@ def _compare_with_earlier_runs(misses: list[Miss]) -> None:
                 key=lambda parts: sum(parts.get(k) != v for k, v in m.key_parts.items()),
             )
             differ = [k for k, v in m.key_parts.items() if closest.get(k) != v]
-            if differ:
-                m.persistent.append("key differs from an earlier run's in: " + ", ".join(differ))
-        merged = dict(earlier)
+            note = "key differs from an earlier run's in: " + ", ".join(differ)
+            if differ and note not in m.persistent:
+                m.persistent.append(note)
+        merged = {module: list(parts) for module, parts in earlier.items()}
         for m in found:
             kept = merged.setdefault(m.module, [])
             if m.key_parts not in kept:
