@@ -164,6 +164,16 @@ def _learner_line(failure: CellRun, cells: list[CodeCell]) -> CodeCell | None:
     return found
 
 
+QUOTE = "│ "
+
+
+def quoted(text: str) -> str:
+    """Text that came from the learner's process (an error message, pytest's output),
+    each line behind a bar: whatever it prints, it cannot pass for a tick, a cross or a
+    PASS line of the verdict, which only the grader's own reports produce."""
+    return "\n".join(QUOTE + line for line in text.splitlines()) or QUOTE
+
+
 def _file_line(cell: CodeCell, line_in_cell: int) -> int:
     # A cell's first source line is the line after its "# %%" marker.
     return cell.line + line_in_cell
@@ -247,6 +257,20 @@ def _verdict(
         learner = _learner_line(failure, cells)
         where_cell = learner or cell
         where = f"{shown}:{where_cell.line}" if where_cell else shown
+        if failure.status == "died":
+            running = (
+                f"the grader cell at line {cell.line}, which calls your code"
+                if cell is not None and cell.is_grader
+                else f"the cell at line {cell.line}"
+                if cell is not None
+                else "a cell"
+            )
+            problem = (
+                f"{where}: {failure.error} while running {running}. Something in it ended "
+                "the process (os._exit, sys.exit in a thread, a crash in native code), so "
+                "nothing after it was checked."
+            )
+            return Verdict(shown, False, checks, problem=problem, where=where, kind="died")
         if failure.status == "timeout":
             seconds = failure.error.split("Timeout of ")[-1].split(" s")[0]
             problem = (
@@ -254,7 +278,7 @@ def _verdict(
                 "that never ends (a `while` whose condition never changes)."
             )
             return Verdict(shown, False, checks, problem=problem, where=where, kind="timeout")
-        detail = failure.one_line
+        detail = quoted(failure.one_line)
         if cell is not None and cell.is_grader and learner is None:
             problem = f"{where}: the grader cell raised\n{detail}"
         else:
@@ -270,6 +294,6 @@ def _verdict(
         )
         return Verdict(shown, False, checks, problem=problem, kind="incomplete")
     if run is None or execution.returncode != 0:
-        tail = execution.output.strip()[-600:]
+        tail = quoted(execution.output.strip()[-600:])
         return Verdict(shown, False, checks, problem=f"pytest failed:\n{tail}", kind="crash")
     return Verdict(shown, passed=True, checks=checks)

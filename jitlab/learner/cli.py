@@ -188,7 +188,7 @@ def cmd_check(args: argparse.Namespace, course: Course, kernel: SpareKernel | No
         if path == exercise.learner_copy.resolve():
             progress.mark_passed(exercise)
         return PASS
-    if verdict.kind in ("crash", "timeout", "incomplete"):
+    if verdict.kind in ("crash", "timeout", "incomplete", "died"):
         _say(f"(stuck? `jitlab hint {exercise.number}`)")
     return FAIL
 

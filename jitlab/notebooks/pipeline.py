@@ -109,7 +109,7 @@ class CellRun:
     """One code cell as nbval ran it."""
 
     index: int
-    status: str  # "passed", "failed", "timeout", "skipped" or "not run"
+    status: str  # "passed", "failed", "timeout", "died", "skipped" or "not run"
     seconds: float = 0.0
     ename: str = ""
     evalue: str = ""
@@ -119,7 +119,7 @@ class CellRun:
 
     @property
     def failed(self) -> bool:
-        return self.status in ("failed", "timeout")
+        return self.status in ("failed", "timeout", "died")
 
     @property
     def one_line(self) -> str:
