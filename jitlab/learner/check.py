@@ -248,13 +248,16 @@ def check_file(
     in_process: bool = False,
     kernel: SpareKernel | None = None,
     on_part: Callable[[int], None] | None = None,
+    strict: bool = False,
 ) -> Verdict:
     """Run one exercise (or solution) file and return its verdict (``in_process``: run
     pytest in this process, as the command-line runner does to answer sooner; ``kernel``:
     a kernel started beforehand by :func:`jitlab.notebooks.spare_kernel.start` for this
     file, adopted if the file gets to run; its scratch folder is used, and the caller
     stops it; ``on_part``: called with the part the learner is on, the first grader cell
-    (counted from 1) that did not pass, or one past the last when all passed)."""
+    (counted from 1) that did not pass, or one past the last when all passed; ``strict``:
+    run the learner's cells in a kernel watched by :mod:`jitlab.learner.strict`, which
+    needs a kernel of its own, so ``kernel`` must then be None)."""
     course = course or load_course()
     path = Path(path).resolve()
     shown = relative(path, course)
@@ -276,11 +279,27 @@ def check_file(
             scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX)))
         channel = scratch / "channel.jsonl"
         tokens = {index: new_token() for index in grader_indices}
+        watch = {index: new_token() for index in grader_indices}
+        env = None
+        if strict:
+            from jitlab.learner import strict as strict_mode
+
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="jitlab-strict-")))
+            strict_mode.prepare(folder)
+            env = strict_mode.strict_env(folder)
 
         def add_preamble(notebook: nbformat.NotebookNode) -> None:
             code = [c for c in notebook.cells if c.cell_type == "code"]
             for index, token in tokens.items():
-                code[index].source = _preamble(channel, token, index) + code[index].source
+                source = _preamble(channel, token, index) + code[index].source
+                if strict:
+                    source = (
+                        strict_mode.announce("before", index, watch[index])
+                        + source.rstrip("\n")
+                        + "\n"
+                        + strict_mode.announce("after", index, watch[index])
+                    )
+                code[index].source = source
 
         execution = execute(
             [path],
@@ -292,11 +311,21 @@ def check_file(
             transform=add_preamble,
             forget_notebooks=True,
             in_process=in_process,
-            kernel=kernel if in_process else None,
+            kernel=kernel if in_process and not strict else None,
+            env=env,
         )
         reports: dict[int, GraderRun] = {}
         for index, token in tokens.items():
             reports.update({k: v for k, v in read_channel(channel, token).items() if k == index})
+        found = []
+        if strict:
+            found = strict_mode.findings(
+                folder, watch, lambda i: reports.get(i, GraderRun(i)).completed
+            )
+    if found:
+        checks = tuple(c for i in grader_indices for c in reports.get(i, GraderRun(i)).checks)
+        problem = "strict mode: " + found[0] + "".join(f"\n{QUOTE}{more}" for more in found[1:])
+        return Verdict(shown, False, checks, problem=problem, kind="strict")
     if on_part is not None:
         on_part(_part_on(grader_indices, reports))
     return _verdict(shown, path, course, cells, grader_indices, reports, execution)

@@ -169,10 +169,12 @@ def cmd_check(args: argparse.Namespace, course: Course, kernel: SpareKernel | No
     # The kernel starts first, while the file is vetted and pytest starts in this
     # process (about half a second each, side by side on two cores); it is stopped
     # here whether or not nbval adopted it.
-    if kernel is None or kernel.notebook != str(path.resolve()):
+    strict = getattr(args, "strict", False)
+    if kernel is None or kernel.notebook != str(path.resolve()) or strict:
         if kernel is not None:
             kernel.stop()
-        kernel = _early_kernel(path)
+        # A strict check's kernel is set up by the check itself (jitlab.learner.strict).
+        kernel = None if strict else _early_kernel(path)
     # No cyclic garbage collection while the check runs: it imports Jupytext, nbformat,
     # pytest, nbval and jupyter_client, whose many small objects set the collector off
     # again and again for nothing (about 0.05 s). On again afterwards, for `watch`.
@@ -187,16 +189,17 @@ def cmd_check(args: argparse.Namespace, course: Course, kernel: SpareKernel | No
             path,
             course=course,
             cell_timeout_s=args.timeout,
-            in_process=kernel is not None,
+            in_process=kernel is not None or (strict and not _UNDER_PYTEST),
             kernel=kernel,
             on_part=on_part,
+            strict=strict,
         )
     finally:
         gc.enable()
         if kernel is not None:
             kernel.stop()
     global _SKIP_TEARDOWN
-    _SKIP_TEARDOWN = kernel is not None
+    _SKIP_TEARDOWN = kernel is not None or (strict and not _UNDER_PYTEST)
     if verdict.passed:
         verdict = dataclasses.replace(verdict, next_step=_next_step(course, exercise))
     _say(format_verdict(verdict, width=_width(), color=_color()))
@@ -390,6 +393,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="run an exercise's graders and print a verdict")
     check.add_argument("exercise", help='"01", "shapes", "01_shapes" or a path to a .py file')
+    check.add_argument(
+        "--strict",
+        action="store_true",
+        help="for assessment: your cells run in a kernel the grader set up and watches "
+        "(refuses traces, frames, writes outside the check's folder, foreign imports)",
+    )
     with_timeout(check)
 
     hint = sub.add_parser("hint", help="the next hint for an exercise")
