@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import inspect
 import json
 import os
 import sys
@@ -51,8 +52,6 @@ _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 # not the standard library's is the learner's); the same events raised by JAX, IPython,
 # jitlab or another installed package on their own behalf pass.
 _LEARNER_MAY_NOT = {
-    "sys._getframe": "a frame (sys._getframe)",
-    "sys._getframemodulename": "a frame's module (sys._getframemodulename)",
     "gc.get_objects": "the garbage collector's objects",
     "gc.get_referrers": "the garbage collector's referrers",
     "gc.get_referents": "the garbage collector's referents",
@@ -153,12 +152,17 @@ def prepare(folder: Path) -> None:
 # ------------------------------------------------------------------ the kernel's side
 
 
-def _roots() -> tuple[str, ...]:
+def _roots(scratch: str) -> tuple[str, ...]:
+    """Where trusted code comes from: the standard library, the installed packages, the
+    jitlab package, and what the runner's environment put on ``sys.path`` (the course's
+    own folders on ``PYTHONPATH``); never the kernel's folder or the scratch folder."""
     paths = sysconfig.get_paths()
     found = {paths["stdlib"], paths["platstdlib"], paths["purelib"], paths["platlib"]}
     found.add(str(Path(__file__).resolve().parents[1]))  # the jitlab package
-    found |= {p for p in sys.path if "site-packages" in p}
-    return tuple(sorted(os.path.realpath(p) + os.sep for p in found if p))
+    found |= {p for p in sys.path if p and os.path.isdir(p)}
+    real = {os.path.realpath(p) + os.sep for p in found if p}
+    cwd = os.path.realpath(os.getcwd()) + os.sep
+    return tuple(sorted(p for p in real if not p.startswith(scratch) and p != cwd))
 
 
 def _stdlib() -> tuple[str, ...]:
@@ -173,6 +177,7 @@ class _Stock:
     listeners: dict[str, list[int]]
     modules: dict[str, dict[str, int]]
     meta_path: list[int]
+    foreign_finders: list[str]
     path: list[str]
     path_hooks: list[int]
     ipython: dict[str, list[int]]
@@ -220,7 +225,21 @@ def _ipython_parts(shell: Any) -> dict[str, list[int]]:
     return {k: [v if isinstance(v, str) else id(v) for v in values] for k, values in found.items()}
 
 
-def _take_stock(shell: Any) -> _Stock:
+def _foreign_finders(finders: list[Any], roots: tuple[str, ...]) -> list[str]:
+    """Import finders whose class was not defined in a trusted file (installed packages
+    add finders of their own on import: six, for one)."""
+    found = []
+    for finder in finders:
+        kind = finder if isinstance(finder, type) else type(finder)
+        if kind.__module__ in ("_frozen_importlib", "_frozen_importlib_external"):
+            continue
+        filename = getattr(sys.modules.get(kind.__module__), "__file__", None)
+        if not filename or not os.path.realpath(filename).startswith(roots):
+            found.append(kind.__qualname__)
+    return found
+
+
+def _take_stock(shell: Any, roots: tuple[str, ...]) -> _Stock:
     return _Stock(
         listeners={name: [id(x) for x in items] for name, items in _listener_lists().items()},
         modules={
@@ -229,6 +248,7 @@ def _take_stock(shell: Any) -> _Stock:
             if name in sys.modules
         },
         meta_path=[id(x) for x in sys.meta_path],
+        foreign_finders=_foreign_finders(list(sys.meta_path), roots),
         path=list(sys.path),
         path_hooks=[id(x) for x in sys.path_hooks],
         ipython=_ipython_parts(shell),
@@ -249,8 +269,16 @@ def _differences(before: _Stock, now: _Stock) -> list[str]:
         )
         if changed:
             found.append(f"{module}.{', '.join(changed[:4])} replaced")
-    if now.meta_path != before.meta_path:
-        found.append("sys.meta_path was changed (an import finder added or removed)")
+    if any(finder not in now.meta_path for finder in before.meta_path):
+        found.append("sys.meta_path was changed (an import finder removed)")
+    if now.foreign_finders:
+        found.append(
+            f"sys.meta_path has an import finder of the learner's: {now.foreign_finders[0]}"
+        )
+    if now.foreign_finders:
+        found.append(
+            f"an import finder of the learner's is on sys.meta_path ({now.foreign_finders[0]})"
+        )
     if now.path != before.path:
         added = [p for p in now.path if p not in before.path]
         found.append(f"sys.path was changed{' (added: ' + added[0] + ')' if added else ''}")
@@ -268,7 +296,8 @@ def _user_functions(shell: Any) -> dict[str, tuple[Any, ...]]:
         return {}
     found = {}
     for name, value in list(shell.user_ns.items()):
-        if name.startswith("_") or not callable(value) or isinstance(value, type):
+        jitted = hasattr(value, "__wrapped__") and hasattr(value, "lower")
+        if name.startswith("_") or not (inspect.isfunction(value) or jitted):
             continue
         wrapped = getattr(value, "__wrapped__", None)
         found[name] = (
@@ -279,6 +308,26 @@ def _user_functions(shell: Any) -> dict[str, tuple[Any, ...]]:
             id(getattr(value, "__code__", None)),
             tuple(sorted(k for k in getattr(value, "__dict__", {}) if k != "__wrapped__")),
         )
+    return found
+
+
+def _disguised(shell: Any) -> list[str]:
+    """The learner's jitted functions whose name no longer matches the function JAX
+    compiles (compile events carry that one's name), or whose own attributes hide the
+    methods grading calls (``clear_cache`` made a no-op, say)."""
+    if shell is None:
+        return []
+    found = []
+    for name, value in list(shell.user_ns.items()):
+        wrapped = getattr(value, "__wrapped__", None)
+        if name.startswith("_") or wrapped is None or not hasattr(value, "lower"):
+            continue
+        if getattr(wrapped, "__name__", None) != getattr(value, "__name__", None):
+            found.append(f"{name}'s function was renamed after jax.jit wrapped it")
+        own = getattr(value, "__dict__", {})
+        hidden = sorted(k for k in own if not k.startswith("__") and hasattr(type(value), k))
+        if hidden:
+            found.append(f"{name}.{hidden[0]} was replaced on the jitted function")
     return found
 
 
@@ -317,7 +366,7 @@ def arm(folder: str | None = None) -> None:
     tempfile.tempdir = str(tmp)
     report_path = str(where / REPORT)
     dump = where / DUMP
-    roots, stdlib = _roots(), _stdlib()
+    roots, stdlib = _roots(scratch), _stdlib()
     shell = getattr(builtins, "get_ipython", lambda: None)()
     heard: list[str] = []
     state = threading.local()
@@ -329,12 +378,13 @@ def arm(folder: str | None = None) -> None:
             heard.append(str(kwargs.get("fun_name", "")))
 
     jax.monitoring.register_event_duration_secs_listener(on_duration)
-    stock = _take_stock(shell)
+    stock = _take_stock(shell, roots)
     # IPython runs this startup file with its folder put first on sys.path for the while.
     startup = os.path.realpath(where / STARTUP).rsplit(os.sep, 1)[0]
     stock.path = [p for p in stock.path if os.path.realpath(p or ".") != startup]
     learner_stock: dict[str, dict[str, tuple[Any, ...]]] = {}
-    jax.numpy.zeros(1).block_until_ready()  # JAX's own first programs, before counting
+    # No computation here: an exercise may still set XLA_FLAGS (a device count) in its
+    # first cell, before JAX starts its backend.
     dumped_at_arm = _dumped(dump)
     heard_at_arm = len(heard)
 
@@ -348,6 +398,9 @@ def arm(folder: str | None = None) -> None:
         installed packages); None when it is JAX's, jitlab's or another package's."""
         while frame is not None:
             filename = os.path.realpath(frame.f_code.co_filename)
+            if frame.f_code.co_filename.startswith("<frozen "):
+                frame = frame.f_back
+                continue
             if filename.startswith(stdlib) and "site-packages" not in filename:
                 frame = frame.f_back
                 continue
@@ -355,6 +408,19 @@ def arm(folder: str | None = None) -> None:
                 return None
             return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         return None
+
+    def frame_for_learner(frame: Any) -> str | None:
+        """The learner's line, if ``frame`` (the code that asked for a frame) is the
+        learner's, or is :mod:`inspect` or :mod:`traceback` (which hand frames back)
+        called by the learner. The standard library asking on its own behalf (a
+        dataclass or namedtuple reading its caller's module name) is let be."""
+        filename = frame.f_code.co_filename
+        if os.path.basename(filename) in ("inspect.py", "traceback.py"):
+            return learners_line(frame)
+        return learners_line(frame) if not _trusted(filename) else None
+
+    def _trusted(filename: str) -> bool:
+        return filename.startswith("<frozen ") or os.path.realpath(filename).startswith(roots)
 
     def refuse(what: str, line: str | None) -> None:
         report({"refused": what, "line": line or ""})
@@ -367,12 +433,13 @@ def arm(folder: str | None = None) -> None:
         return not (text + os.sep).startswith(scratch) and text not in ("/dev/null",)
 
     def check(phase: str, cell: Any, token: Any) -> None:
-        now = _take_stock(shell)
+        now = _take_stock(shell, roots)
         problems = _differences(stock, now)
         problems += [
             f"{name} was replaced by code from outside the installed files"
             for name in _jitlab_functions_foreign(roots)
         ]
+        problems += _disguised(shell)
         functions = _user_functions(shell)
         if phase == "before":
             learner_stock[str(cell)] = functions
@@ -442,12 +509,13 @@ def arm(folder: str | None = None) -> None:
                     refuse(f"importing {filename}", learners_line(caller()))
             return
         if event == "import":
-            if (
-                list(args[2] or []) != stock.path
-                or [id(x) for x in args[3] or []] != stock.meta_path
-            ):
+            finders = _foreign_finders(list(args[3] or []), roots)
+            added = [p for p in args[2] or [] if p not in stock.path]
+            if added or finders:
                 refuse(
-                    f"importing {args[0]} with a changed sys.path or sys.meta_path",
+                    f"importing {args[0]} with {added[0]!r} added to sys.path"
+                    if added
+                    else f"importing {args[0]} through an import finder of the learner's",
                     learners_line(caller()),
                 )
             filename = args[1]
@@ -455,7 +523,7 @@ def arm(folder: str | None = None) -> None:
                 refuse(f"importing {filename}", learners_line(caller()))
             return
         if event == "object.__getattr__" and len(args) > 1 and args[1] in _FRAME_ATTRIBUTES:
-            line = learners_line(caller())
+            line = frame_for_learner(caller())
             if line:
                 refuse(f"a frame ({args[1]})", line)
             return
@@ -463,6 +531,11 @@ def arm(folder: str | None = None) -> None:
             line = learners_line(caller())
             if line:
                 refuse("replacing a function's __code__", line)
+            return
+        if event == "sys._getframe":
+            line = frame_for_learner(caller())
+            if line:
+                refuse("a frame (sys._getframe)", line)
             return
         if event in _LEARNER_MAY_NOT:
             line = learners_line(caller())
