@@ -43,6 +43,9 @@ from typing import Any
 
 STRICT_ENV = "JITLAB_STRICT"  # the runner's strict folder (report, XLA dump, IPython)
 EVENT = "jitlab.strict"
+# Raised by grading before and after each call into the learner's code, where it does
+# (``sys.audit(CALL_EVENT, phase)``): the stock is compared there too.
+CALL_EVENT = "jitlab.learner_call"
 REPORT = "report.jsonl"
 DUMP = "xla"
 STARTUP = "ipython/profile_default/startup/00-jitlab-strict.py"
@@ -463,6 +466,11 @@ def arm(folder: str | None = None) -> None:
             ]
         dumped = _dumped(dump) - dumped_at_arm
         counted = len(heard) - heard_at_arm
+        if counted and not dumped:
+            problems.append(
+                "XLA dumped none of the compilations JAX reported: XLA_FLAGS lost "
+                "--xla_dump_to before JAX started, so they cannot be cross-checked"
+            )
         if dumped > counted:
             problems.append(
                 f"XLA compiled {dumped} programs, but JAX's monitoring events reported "
@@ -495,6 +503,11 @@ def arm(folder: str | None = None) -> None:
     def _audit(event: str, args: tuple[Any, ...]) -> None:
         if event == EVENT:
             check(*args[:3])
+            return
+        if event == CALL_EVENT:  # grading, around each call into the learner's code
+            problems = _differences(stock, _take_stock(shell, roots))
+            if problems:
+                report({"phase": "call", "problems": problems})
             return
         if event in _NEVER:
             refuse(_NEVER[event], learners_line(caller()))
@@ -591,6 +604,8 @@ def findings(folder: Path, tokens: dict[int, str], ran: Callable[[int], bool]) -
         if "refused" in record:
             where = f" ({record['line']})" if record.get("line") else ""
             found.append(f"refused {record['refused']}{where}")
+        elif record.get("phase") == "call":
+            found += [f"{p} (while your code ran)" for p in record.get("problems", ())]
         elif "phase" in record:
             cell, token = record.get("cell"), record.get("token")
             if tokens.get(cell) != token:

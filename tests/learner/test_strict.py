@@ -175,6 +175,13 @@ except OSError:
     pass
 """
 
+DUMP_FLAG_DROPPED = """
+import os
+os.environ["XLA_FLAGS"] = " ".join(
+    f for f in os.environ.get("XLA_FLAGS", "").split() if "xla_dump_to" not in f
+)
+"""
+
 PROCESS = """
 import subprocess
 try:
@@ -203,6 +210,7 @@ except PermissionError:
         (SOLVED, LISTENERS_EMPTIED_FOR_A_WHILE, "monitoring events reported"),
         (SOLVED, FAKE_RECORDS, "refused writing /tmp/jitlab-fake-worker-output.json"),
         (SOLVED, PROCESS, "refused a process"),
+        (SOLVED, DUMP_FLAG_DROPPED, "XLA dumped none"),
     ],
     ids=[
         "ipython-input-transformer",
@@ -221,6 +229,7 @@ except PermissionError:
         "listeners-emptied-for-a-while",
         "fake-records-written",
         "a-process-of-its-own",
+        "xla-dump-flag-dropped",
     ],
 )
 def test_a_cheat_is_rejected_in_strict_mode(fixture_course, capsys, body, cell, said):
