@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -123,7 +124,9 @@ def call_learner(
     """Call the learner's function; an unfinished stub or a crash becomes a failed check.
 
     ``lesson`` (a slug) names the exercise whose hints a stub points to; by default the
-    running grader's."""
+    running grader's. Each call is announced to ``sys.audit`` (``jitlab.learner_call``),
+    so ``jitlab check --strict`` checks what grading relies on around every call."""
+    sys.audit("jitlab.learner_call", "enter")
     try:
         return fn(*args, **kwargs)
     except NotImplementedError:
@@ -144,6 +147,8 @@ def call_learner(
             seen=shorten(f"{type(err).__name__}: {err}", 300),
             hint="run the exercise cell on its own to see the full traceback",
         ) from err
+    finally:
+        sys.audit("jitlab.learner_call", "leave")
 
 
 def require_close(

@@ -128,7 +128,7 @@ class Verdict:
     checks: tuple[Check, ...] = ()
     problem: str = ""  # why it failed, when no grader check says so
     where: str = ""  # "exercises/NN_shapes.py:52": the line to look at
-    kind: str = ""  # "check", "tampered", "syntax", "timeout", "crash", "incomplete"
+    kind: str = ""  # check, tampered, syntax, timeout, crash, incomplete, died, strict
     next_step: str = ""  # after a pass: what to do next
 
     @property

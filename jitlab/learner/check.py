@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import re
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from jitlab.notebooks.spare_kernel import NOTEBOOKS, SCRATCH_PREFIX, SpareKernel
 
 GRADER_TAG = "grader"
 _FRAME = re.compile(r"Cell In\[\d+\], line (\d+)[^\n]*\n((?:[^\n]+\n)+)")
+_ARROW_ROW = re.compile(r"^\s*-+>\s*\d+ (.*)$", re.MULTILINE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +102,10 @@ def tampering(path: Path, exercise: Exercise) -> str | None:
     if not original_graders:
         return None
     my_graders = [c for c in mine if c.is_grader]
-    reset = f"`jitlab reset {exercise.number}` restores the original (your code is lost)"
+    reset = (
+        f"`jitlab reset {exercise.number} --grader-cells` puts the grader cells back and keeps "
+        "your code"
+    )
     if len(my_graders) < len(original_graders):
         return (
             f"a grader cell is missing or lost its `grader` tag ({len(my_graders)} of "
@@ -131,6 +136,62 @@ def tampering(path: Path, exercise: Exercise) -> str | None:
     return None
 
 
+def _chunks(text: str) -> list[str]:
+    """A percent-format text cut before every "# %%" marker (the first piece is the
+    header before the first cell); joined again, they are the text."""
+    pieces, current = [], []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("# %%") and current:
+            pieces.append("".join(current))
+            current = []
+        current.append(line)
+    pieces.append("".join(current))
+    return pieces
+
+
+def _is_code(chunk: str) -> bool:
+    marker = chunk.split("\n", 1)[0]
+    return marker.startswith("# %%") and "[markdown]" not in marker and "[md]" not in marker
+
+
+def _body(chunk: str) -> str:
+    return chunk.split("\n", 1)[1].strip() if "\n" in chunk else ""
+
+
+def restore_grader_cells(mine: str, original: str) -> str:
+    """The learner's file with its grader cells, and everything from the first of them
+    on, as in ``original``, keeping every cell the learner wrote: the cells above the
+    graders stay, and code cells the learner added among or below the graders move up
+    to stand just above them. A grader cell is found by its tag, by its text, or by its
+    first line (``from jitlab.graders import ...``) when the rest was edited."""
+    originals = _chunks(original)
+    first = next(
+        (i for i, c in enumerate(originals) if _is_code(c) and GRADER_TAG in c.split("\n", 1)[0]),
+        None,
+    )
+    if first is None:
+        return mine
+    tail = originals[first:]
+    known = {_body(c) for c in tail}
+    first_lines = {_body(c).split("\n", 1)[0] for c in tail if GRADER_TAG in c.split("\n", 1)[0]}
+
+    def grader_like(chunk: str) -> bool:
+        body = _body(chunk)
+        return (
+            GRADER_TAG in chunk.split("\n", 1)[0]
+            or body in known
+            or (bool(body) and body.split("\n", 1)[0] in first_lines)
+        )
+
+    pieces = _chunks(mine)
+    cut = next((i for i, c in enumerate(pieces) if i > 0 and grader_like(c)), len(pieces))
+    added = [c for c in pieces[cut:] if _is_code(c) and _body(c) and not grader_like(c)]
+    kept = [*pieces[:cut], *added]
+    if kept and not kept[-1].endswith("\n\n"):
+        kept[-1] = kept[-1].rstrip("\n") + "\n\n\n"
+    return "".join([*kept, *tail])
+
+
 def _preamble(channel: Path, token: str, cell: int) -> str:
     # Drops every jitlab module the learner's cells may have imported, replaced or
     # planted, so that the grader below is imported afresh from the installed files.
@@ -153,15 +214,25 @@ def _learner_line(failure: CellRun, cells: list[CodeCell]) -> CodeCell | None:
     found = None
     for match in _FRAME.finditer(failure.traceback or ""):
         line, context = int(match.group(1)), match.group(2)
-        arrow = next((row for row in context.splitlines() if "---->" in row), "")
-        shown = arrow.split("---->", 1)[-1].strip()
-        shown = shown.split(" ", 1)[1].strip() if " " in shown else ""
+        # IPython pads its arrow to the line number's width: "----> 9", "---> 22".
+        arrow = _ARROW_ROW.search(context)
+        shown = arrow.group(1).strip() if arrow else ""
         for cell in cells:
             rows = cell.source.splitlines()
             if not cell.is_grader and 0 < line <= len(rows) and rows[line - 1].strip() == shown:
                 found = dataclasses.replace(cell, line=_file_line(cell, line))
                 break
     return found
+
+
+QUOTE = "│ "
+
+
+def quoted(text: str) -> str:
+    """Text that came from the learner's process (an error message, pytest's output),
+    each line behind a bar: whatever it prints, it cannot pass for a tick, a cross or a
+    PASS line of the verdict, which only the grader's own reports produce."""
+    return "\n".join(QUOTE + line for line in text.splitlines()) or QUOTE
 
 
 def _file_line(cell: CodeCell, line_in_cell: int) -> int:
@@ -176,12 +247,17 @@ def check_file(
     cell_timeout_s: int = DEFAULT_CELL_TIMEOUT_S,
     in_process: bool = False,
     kernel: SpareKernel | None = None,
+    on_part: Callable[[int], None] | None = None,
+    strict: bool = False,
 ) -> Verdict:
     """Run one exercise (or solution) file and return its verdict (``in_process``: run
     pytest in this process, as the command-line runner does to answer sooner; ``kernel``:
     a kernel started beforehand by :func:`jitlab.notebooks.spare_kernel.start` for this
     file, adopted if the file gets to run; its scratch folder is used, and the caller
-    stops it)."""
+    stops it; ``on_part``: called with the part the learner is on, the first grader cell
+    (counted from 1) that did not pass, or one past the last when all passed; ``strict``:
+    run the learner's cells in a kernel watched by :mod:`jitlab.learner.strict`, which
+    needs a kernel of its own, so ``kernel`` must then be None)."""
     course = course or load_course()
     path = Path(path).resolve()
     shown = relative(path, course)
@@ -203,11 +279,27 @@ def check_file(
             scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX)))
         channel = scratch / "channel.jsonl"
         tokens = {index: new_token() for index in grader_indices}
+        watch = {index: new_token() for index in grader_indices}
+        env = None
+        if strict:
+            from jitlab.learner import strict as strict_mode
+
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="jitlab-strict-")))
+            strict_mode.prepare(folder)
+            env = strict_mode.strict_env(folder)
 
         def add_preamble(notebook: nbformat.NotebookNode) -> None:
             code = [c for c in notebook.cells if c.cell_type == "code"]
             for index, token in tokens.items():
-                code[index].source = _preamble(channel, token, index) + code[index].source
+                source = _preamble(channel, token, index) + code[index].source
+                if strict:
+                    source = (
+                        strict_mode.announce("before", index, watch[index])
+                        + source.rstrip("\n")
+                        + "\n"
+                        + strict_mode.announce("after", index, watch[index])
+                    )
+                code[index].source = source
 
         execution = execute(
             [path],
@@ -219,12 +311,32 @@ def check_file(
             transform=add_preamble,
             forget_notebooks=True,
             in_process=in_process,
-            kernel=kernel if in_process else None,
+            kernel=kernel if in_process and not strict else None,
+            env=env,
         )
         reports: dict[int, GraderRun] = {}
         for index, token in tokens.items():
             reports.update({k: v for k, v in read_channel(channel, token).items() if k == index})
+        found = []
+        if strict:
+            found = strict_mode.findings(
+                folder, watch, lambda i: reports.get(i, GraderRun(i)).completed
+            )
+    if found:
+        checks = tuple(c for i in grader_indices for c in reports.get(i, GraderRun(i)).checks)
+        problem = "strict mode: " + found[0] + "".join(f"\n{QUOTE}{more}" for more in found[1:])
+        return Verdict(shown, False, checks, problem=problem, kind="strict")
+    if on_part is not None:
+        on_part(_part_on(grader_indices, reports))
     return _verdict(shown, path, course, cells, grader_indices, reports, execution)
+
+
+def _part_on(graders: list[int], reports: dict[int, GraderRun]) -> int:
+    for number, index in enumerate(graders, start=1):
+        run = reports.get(index, GraderRun(index))
+        if not run.completed or any(not c.passed for c in run.checks):
+            return number
+    return len(graders) + 1
 
 
 def _verdict(
@@ -247,6 +359,20 @@ def _verdict(
         learner = _learner_line(failure, cells)
         where_cell = learner or cell
         where = f"{shown}:{where_cell.line}" if where_cell else shown
+        if failure.status == "died":
+            running = (
+                f"the grader cell at line {cell.line}, which calls your code"
+                if cell is not None and cell.is_grader
+                else f"the cell at line {cell.line}"
+                if cell is not None
+                else "a cell"
+            )
+            problem = (
+                f"{where}: {failure.error} while running {running}. Something in it ended "
+                "the process (os._exit, sys.exit in a thread, a crash in native code), so "
+                "nothing after it was checked."
+            )
+            return Verdict(shown, False, checks, problem=problem, where=where, kind="died")
         if failure.status == "timeout":
             seconds = failure.error.split("Timeout of ")[-1].split(" s")[0]
             problem = (
@@ -254,7 +380,7 @@ def _verdict(
                 "that never ends (a `while` whose condition never changes)."
             )
             return Verdict(shown, False, checks, problem=problem, where=where, kind="timeout")
-        detail = failure.one_line
+        detail = quoted(failure.one_line)
         if cell is not None and cell.is_grader and learner is None:
             problem = f"{where}: the grader cell raised\n{detail}"
         else:
@@ -270,6 +396,6 @@ def _verdict(
         )
         return Verdict(shown, False, checks, problem=problem, kind="incomplete")
     if run is None or execution.returncode != 0:
-        tail = execution.output.strip()[-600:]
+        tail = quoted(execution.output.strip()[-600:])
         return Verdict(shown, False, checks, problem=f"pytest failed:\n{tail}", kind="crash")
     return Verdict(shown, passed=True, checks=checks)

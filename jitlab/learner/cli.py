@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import gc
 import json
 import os
@@ -49,8 +50,9 @@ def _known(course: Course) -> str:
     return "\n".join(f"  {e.number}  {e.slug}" for e in course.exercises) or "  (none)"
 
 
-def _resolve(course: Course, name: str) -> Exercise | None:
-    """The exercise a learner means: "01", "1", "shapes", "01_shapes" or a file path."""
+def _resolve(course: Course, name: str, verb: str = "check") -> Exercise | None:
+    """The exercise a learner means: "01", "1", "shapes", "01_shapes" or a file path;
+    for a name that is none of them, the one it is closest to is suggested."""
     candidate = Path(name)
     if candidate.suffix and candidate.suffix != ".py":
         _say(
@@ -60,7 +62,17 @@ def _resolve(course: Course, name: str) -> Exercise | None:
         return None
     found = course.find_exercise(candidate.stem if candidate.suffix else name)
     if found is None:
-        _say(f"no exercise {name!r}. The exercises are:\n{_known(course)}")
+        close = difflib.get_close_matches(
+            candidate.stem if candidate.suffix else name,
+            [key for e in course.exercises for key in (e.slug, e.stem)],
+            n=1,
+            cutoff=0.6,
+        )
+        guess = ""
+        if close:
+            slug = close[0].split("_", 1)[-1] if close[0][:2].isdigit() else close[0]
+            guess = f" Did you mean `jitlab {verb} {slug}`?"
+        _say(f"no exercise {name!r}.{guess} The exercises are:\n{_known(course)}")
     return found
 
 
@@ -157,10 +169,12 @@ def cmd_check(args: argparse.Namespace, course: Course, kernel: SpareKernel | No
     # The kernel starts first, while the file is vetted and pytest starts in this
     # process (about half a second each, side by side on two cores); it is stopped
     # here whether or not nbval adopted it.
-    if kernel is None or kernel.notebook != str(path.resolve()):
+    strict = getattr(args, "strict", False)
+    if kernel is None or kernel.notebook != str(path.resolve()) or strict:
         if kernel is not None:
             kernel.stop()
-        kernel = _early_kernel(path)
+        # A strict check's kernel is set up by the check itself (jitlab.learner.strict).
+        kernel = None if strict else _early_kernel(path)
     # No cyclic garbage collection while the check runs: it imports Jupytext, nbformat,
     # pytest, nbval and jupyter_client, whose many small objects set the collector off
     # again and again for nothing (about 0.05 s). On again afterwards, for `watch`.
@@ -168,19 +182,24 @@ def cmd_check(args: argparse.Namespace, course: Course, kernel: SpareKernel | No
     try:
         from jitlab.learner.check import check_file
 
+        on_part = None
+        if path == exercise.learner_copy.resolve():
+            on_part = lambda part: progress.set_current_part(exercise, part)  # noqa: E731
         verdict = check_file(
             path,
             course=course,
             cell_timeout_s=args.timeout,
-            in_process=kernel is not None,
+            in_process=kernel is not None or (strict and not _UNDER_PYTEST),
             kernel=kernel,
+            on_part=on_part,
+            strict=strict,
         )
     finally:
         gc.enable()
         if kernel is not None:
             kernel.stop()
     global _SKIP_TEARDOWN
-    _SKIP_TEARDOWN = kernel is not None
+    _SKIP_TEARDOWN = kernel is not None or (strict and not _UNDER_PYTEST)
     if verdict.passed:
         verdict = dataclasses.replace(verdict, next_step=_next_step(course, exercise))
     _say(format_verdict(verdict, width=_width(), color=_color()))
@@ -188,39 +207,74 @@ def cmd_check(args: argparse.Namespace, course: Course, kernel: SpareKernel | No
         if path == exercise.learner_copy.resolve():
             progress.mark_passed(exercise)
         return PASS
-    if verdict.kind in ("crash", "timeout", "incomplete"):
+    if verdict.kind in ("crash", "timeout", "incomplete", "died"):
         _say(f"(stuck? `jitlab hint {exercise.number}`)")
     return FAIL
 
 
 def cmd_hint(args: argparse.Namespace, course: Course) -> int:
-    exercise = _resolve(course, args.exercise)
+    from jitlab.learner import parts
+
+    exercise = _resolve(course, args.exercise, verb="hint")
     if exercise is None:
         return BAD_INPUT
-    hints = exercise.meta.hints
-    shown = progress.hints_shown(exercise)
+    found = parts.parts(exercise)
+    if args.part is not None:
+        part = parts.resolve_part(exercise, args.part)
+        if part is None:
+            names = ", ".join(p.label for p in found) or "part 1"
+            _say(f"{exercise.stem} has no part {args.part!r}; its parts: {names}")
+            return BAD_INPUT
+    else:
+        on = min(progress.current_part(exercise), max(len(found), 1))
+        part = found[on - 1] if found else parts.Part(1, ())
+    hints = [hint for _, hint in parts.hints_for(exercise, part.number)]
+    for_what = exercise.stem + (f", {part.label}" if len(found) > 1 else "")
+    shown = progress.hints_shown_in(exercise, part.number)
     width = _width()
     if shown >= len(hints):
-        _say(f"That was the last hint for {exercise.stem} ({len(hints)} of {len(hints)}):")
+        _say(f"That was the last hint for {for_what} ({len(hints)} of {len(hints)}):")
         for number, hint in enumerate(hints, start=1):
             _say(
                 textwrap.fill(
                     hint, width, initial_indent=f"  {number}. ", subsequent_indent="     "
                 )
             )
-        return PASS
-    _say(f"Hint {shown + 1} of {len(hints)} for {exercise.stem}:")
-    _say(textwrap.fill(hints[shown], width, initial_indent="  ", subsequent_indent="  "))
-    progress.set_hints_shown(exercise, shown + 1)
+    else:
+        _say(f"Hint {shown + 1} of {len(hints)} for {for_what}:")
+        _say(textwrap.fill(hints[shown], width, initial_indent="  ", subsequent_indent="  "))
+        progress.set_hints_shown(exercise, shown + 1, part.number)
+    others = [p for p in found if p.number != part.number]
+    if others:
+        _say(
+            "(for another part: "
+            + ", ".join(f"`jitlab hint {exercise.number} {p.number}`" for p in others)
+            + ")"
+        )
     return PASS
 
 
 def cmd_reset(args: argparse.Namespace, course: Course) -> int:
     from jitlab.course.exercise_source import generated_text
 
-    exercise = _resolve(course, args.exercise)
+    exercise = _resolve(course, args.exercise, verb="reset")
     if exercise is None:
         return BAD_INPUT
+    if args.grader_cells:
+        from jitlab.learner.check import restore_grader_cells
+
+        copy = exercise.learner_copy
+        mine = copy.read_text(encoding="utf-8") if copy.exists() else ""
+        restored = restore_grader_cells(mine, generated_text(exercise))
+        if restored == mine:
+            _say(f"exercises/{copy.name}: the grader cells are already as they were")
+            return PASS
+        copy.write_text(restored, encoding="utf-8")
+        _say(
+            f"exercises/{copy.name}: the grader cells are back as they were; your code above "
+            "them is kept (cells you had added below them now stand above them)"
+        )
+        return PASS
     if not args.yes:
         if not sys.stdin.isatty():
             _say("refusing to reset without a terminal to ask; pass --yes to confirm")
@@ -248,7 +302,7 @@ def cmd_watch(args: argparse.Namespace, course: Course) -> int:
     from watchfiles import watch
 
     if args.exercise:
-        exercise = _resolve(course, args.exercise)
+        exercise = _resolve(course, args.exercise, verb="watch")
         if exercise is None:
             return BAD_INPUT
     else:
@@ -261,6 +315,7 @@ def cmd_watch(args: argparse.Namespace, course: Course) -> int:
     _say(f"watching {path.name}: save it to re-check (Ctrl-C to stop)")
     checked = None
     kernel = None
+    checking = False
     try:
         # A change is noticed by its content, checked after every file event and every
         # half second, so a save made while a check was running is never missed.
@@ -271,11 +326,15 @@ def cmd_watch(args: argparse.Namespace, course: Course) -> int:
             if checked is not None:
                 _say("\n" + "-" * 60)
             checked = content
+            checking = True
             cmd_check(args, course, kernel=kernel)
+            checking = False
             # The next check's kernel starts now, while the learner reads and edits: a
             # fresh one each time (never reused), so every check runs in a new kernel.
             kernel = _early_kernel(path)
     except KeyboardInterrupt:
+        if checking:  # the check did not finish: no verdict, and nothing was recorded
+            _say(f"\ninterrupted: {path.name} and your progress are as they were")
         _say("\nstopped watching")
     finally:
         if kernel is not None:
@@ -328,14 +387,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="run an exercise's graders and print a verdict")
     check.add_argument("exercise", help='"01", "shapes", "01_shapes" or a path to a .py file')
+    check.add_argument(
+        "--strict",
+        action="store_true",
+        help="for assessment: your cells run in a kernel the grader set up and watches "
+        "(refuses traces, frames, writes outside the check's folder, foreign imports)",
+    )
     with_timeout(check)
 
     hint = sub.add_parser("hint", help="the next hint for an exercise")
     hint.add_argument("exercise")
+    hint.add_argument(
+        "part",
+        nargs="?",
+        help="for an exercise in parts: the part's number or function "
+        "(default: the part your last check stopped at)",
+    )
 
     reset = sub.add_parser("reset", help="restore an exercise to its original state")
     reset.add_argument("exercise")
     reset.add_argument("--yes", action="store_true", help="do not ask")
+    reset.add_argument(
+        "--grader-cells",
+        action="store_true",
+        help="put back only the grader cells (and what follows them); keep your code",
+    )
 
     watch = sub.add_parser("watch", help="re-check an exercise every time it is saved")
     watch.add_argument("exercise", nargs="?", help="default: the first one not done")
@@ -387,7 +463,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(f"the course's files do not load: {err}")
         return BAD_INPUT
     except KeyboardInterrupt:
-        _say("\ninterrupted")
+        _say("\ninterrupted: nothing was checked, and your files and progress are as they were")
         return FAIL
     except BrokenPipeError:
         # `jitlab list | head`: the reader left; end quietly instead of with a traceback.

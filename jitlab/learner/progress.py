@@ -66,18 +66,46 @@ def status(exercise: Exercise) -> Status:
 
 
 def hints_shown(exercise: Exercise) -> int:
-    return int(_load().get("hints", {}).get(exercise.slug, 0))
+    """How many hints were shown for the exercise, over all its parts."""
+    shown = _load().get("hints", {}).get(exercise.slug, 0)
+    return sum(map(int, shown.values())) if isinstance(shown, dict) else int(shown)
 
 
-def set_hints_shown(exercise: Exercise, count: int) -> None:
+def hints_shown_in(exercise: Exercise, part: int) -> int:
+    """How many of ``part``'s hints were shown. An older state file kept one count per
+    exercise (all of its hints in one row): that count is read as part 1's."""
+    shown = _load().get("hints", {}).get(exercise.slug, 0)
+    if isinstance(shown, dict):
+        return int(shown.get(str(part), 0))
+    return int(shown) if part == 1 else 0
+
+
+def set_hints_shown(exercise: Exercise, count: int, part: int = 1) -> None:
     state = _load()
-    state.setdefault("hints", {})[exercise.slug] = count
+    hints = state.setdefault("hints", {})
+    shown = hints.get(exercise.slug, 0)
+    if not isinstance(shown, dict):
+        shown = {"1": int(shown)} if shown else {}
+    shown[str(part)] = count
+    hints[exercise.slug] = shown
+    _save(state)
+
+
+def current_part(exercise: Exercise) -> int:
+    """The part the learner is on: the first one the last check did not pass (1 before
+    any check)."""
+    return int(_load().get("part", {}).get(exercise.slug, 1))
+
+
+def set_current_part(exercise: Exercise, part: int) -> None:
+    state = _load()
+    state.setdefault("part", {})[exercise.slug] = part
     _save(state)
 
 
 def forget(exercise: Exercise) -> None:
     """Drop the exercise's progress and hint count (after a reset)."""
     state = _load()
-    for section in ("passed", "hints"):
+    for section in ("passed", "hints", "part"):
         state.get(section, {}).pop(exercise.slug, None)
     _save(state)

@@ -22,8 +22,10 @@ import hashlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -111,7 +113,7 @@ class CellRun:
     """One code cell as nbval ran it."""
 
     index: int
-    status: str  # "passed", "failed", "timeout", "skipped" or "not run"
+    status: str  # "passed", "failed", "timeout", "died", "skipped" or "not run"
     seconds: float = 0.0
     ename: str = ""
     evalue: str = ""
@@ -121,7 +123,7 @@ class CellRun:
 
     @property
     def failed(self) -> bool:
-        return self.status in ("failed", "timeout")
+        return self.status in ("failed", "timeout", "died")
 
     @property
     def one_line(self) -> str:
@@ -303,6 +305,18 @@ def _pytest_here(
 
     saved_env, saved_cwd = dict(os.environ), Path.cwd()
     output = io.StringIO()
+    # pytest turns Ctrl-C into a session that ends "interrupted", with whatever cells
+    # ran recorded: the check would then read a half-run notebook as a failure. The
+    # interrupt is noted here and raised again once pytest has cleaned up.
+    interrupted = []
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+
+        def note_interrupt(signum: int, frame: Any) -> None:
+            interrupted.append(signum)
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGINT, note_interrupt)
     if kernel is not None:
         spare_kernel.offer(kernel)
         env = {**env, spare_kernel.PROVISIONER_ENV: spare_kernel.PROVISIONER}
@@ -313,10 +327,14 @@ def _pytest_here(
         with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
             code = int(pytest.main(arguments))
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
         spare_kernel.withdraw()
         os.environ.clear()
         os.environ.update(saved_env)
         os.chdir(saved_cwd)
+    if interrupted:
+        raise KeyboardInterrupt
     return code, output.getvalue()
 
 

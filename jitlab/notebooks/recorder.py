@@ -10,9 +10,10 @@ cell's status, error and the cache-miss explanations JAX printed in it). ``<fold
 the source's folder (``lessons``, ``exercises``, ``solutions``).
 
 It also tells each kernel which file it runs (``$JITLAB_NOTEBOOK``, read by
-``jitlab.intro()``), and with ``--jitlab-forget-notebooks`` deletes the generated
-notebooks once pytest has read them, so code in a learner's cell cannot read what the
-runner put in the grader cells.
+``jitlab.intro()``), notices at once a kernel process that ended while a cell ran (nbval
+would wait out the cell timeout: a ``died`` cell, with the exit code), and with
+``--jitlab-forget-notebooks`` deletes the generated notebooks once pytest has read them,
+so code in a learner's cell cannot read what the runner put in the grader cells.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
+from queue import Empty
 from typing import Any
 
 import pytest
@@ -28,6 +31,54 @@ import pytest
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _TIMEOUT = re.compile(r"Timeout of ([\d.]+) seconds exceeded")
 EXPLANATION_START = "TRACING CACHE MISS"
+# Enough of a traceback to reach back through JAX's frames to the learner's deepest
+# line (a loop interrupted while JAX traces it can sit under twenty of JAX's frames).
+_TRACEBACK_CHARS = 40_000
+_POLL_S = 0.1  # how often a kernel that keeps quiet is asked whether it is still alive
+
+
+class KernelDied(RuntimeError):
+    """The kernel process ended while nbval waited for one of its messages."""
+
+    def __init__(self, code: int | None) -> None:
+        super().__init__(f"the kernel process exited (code {code})")
+        self.code = code
+
+
+def _exit_code(kernel: Any) -> int | None:
+    """The kernel process's exit status, or None while it runs (or cannot be seen)."""
+    process = getattr(getattr(getattr(kernel, "km", None), "provisioner", None), "process", None)
+    if process is None or process.poll() is None:
+        return None
+    return int(process.returncode)
+
+
+def _watch_kernel(kernel: Any) -> None:
+    """Make nbval's waits on ``kernel`` end when its process ends: each wait for a
+    message is cut into slices of :data:`_POLL_S`, and between slices the process is
+    asked whether it still runs. A kernel killed by ``os._exit`` or a crash sends
+    nothing more, so without this nbval would wait out the whole cell timeout."""
+    if getattr(kernel, "_jitlab_watched", False):
+        return
+    wait: Callable[..., Any] = kernel.get_message
+
+    def get_message(stream: str, timeout: float | None = None) -> Any:
+        left = timeout
+        while True:
+            piece = _POLL_S if left is None else min(_POLL_S, left)
+            try:
+                return wait(stream, timeout=piece)
+            except Empty:
+                if left is not None:
+                    left -= piece
+                    if left <= 0:
+                        raise
+                code = _exit_code(kernel)
+                if code is not None:
+                    raise KernelDied(code) from None
+
+    kernel.get_message = get_message
+    kernel._jitlab_watched = True
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -149,6 +200,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    # By now nbval's setup has started (or adopted) the notebook's kernel.
+    kernel = getattr(getattr(item, "parent", None), "kernel", None) if _is_cell(item) else None
+    if kernel is not None:
+        _watch_kernel(kernel)
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     outcome = yield
     if not _is_cell(item):
@@ -173,11 +233,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         text = _ANSI.sub("", str(report.longrepr))
         errors = [o for o in outputs if o.get("output_type") == "error"]
         timeout = _TIMEOUT.search(text)
-        if timeout:
+        died = call.excinfo is not None and isinstance(call.excinfo.value, KernelDied)
+        if died:
+            row.update(status="died", error=str(call.excinfo.value))  # type: ignore[union-attr]
+        elif timeout:
             row.update(status="timeout", error=f"Timeout of {timeout.group(1)} s exceeded")
             if errors:  # the interrupted frames: where the loop was when it was stopped
                 traceback = _ANSI.sub("", "\n".join(errors[-1].get("traceback", [])))
-                row["traceback"] = traceback[-4000:]
+                row["traceback"] = traceback[-_TRACEBACK_CHARS:]
         elif errors:
             error = errors[-1]
             traceback = _ANSI.sub("", "\n".join(error.get("traceback", [])))
@@ -185,7 +248,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                 status="failed",
                 ename=str(error.get("ename", "")),
                 evalue=str(error.get("evalue", "")),
-                traceback=traceback[-4000:],
+                traceback=traceback[-_TRACEBACK_CHARS:],
             )
         else:
             row.update(status="failed", error=text[-2000:])

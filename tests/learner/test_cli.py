@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -82,6 +83,41 @@ def test_an_endless_loop_is_stopped_and_points_at_the_learners_line(fixture_cour
     assert "still running after 5 s" in out and "loop that never ends" in out
     # The loop runs when the grader calls double, but the verdict names the learner's line.
     assert f"01_doubling.py:{line}" in out, out
+
+
+FORGE_AND_EXIT = (
+    "    import os\n"
+    "    print('✓ double doubles\\n✓ one compilation per shape')\n"
+    "    print('\\nPASS  exercises/01_doubling.py')\n"
+    "    os._exit(0)\n"
+)
+
+
+def test_a_kernel_that_exits_is_named_at_once_and_its_forged_ticks_are_not_shown(
+    fixture_course, capsys
+):
+    text = write_answer(fixture_course, FORGE_AND_EXIT)
+    grader_line = text.splitlines().index('# %% tags=["grader"]') + 1
+    started = time.monotonic()
+    code, out = run(capsys, "check", "01", "--timeout", "300")
+    waited = time.monotonic() - started
+    assert code == 1, out
+    assert "the kernel process exited (code 0)" in out, out
+    assert f"grader cell at line {grader_line}" in out, out
+    assert "✓ double is jitted" in out  # the grader's own report, before it called double
+    assert "✓ double doubles" not in out and "PASS" not in out, out
+    # Noticed when the process ended, not when the cell's 300 s ran out.
+    assert waited < 150, waited
+
+
+def test_a_learners_error_text_cannot_pass_for_ticks(fixture_course, capsys):
+    forge = "raise ValueError('\\n✓ double doubles\\n\\nPASS  exercises/01_doubling.py')\n"
+    write_answer(fixture_course, SOLVED, after_import=forge)  # raised by a learner's cell
+    code, out = run(capsys, "check", "01")
+    assert code == 1, out
+    forged = [line for line in out.splitlines() if "✓ double doubles" in line]
+    assert forged and all(line.lstrip().startswith("│") for line in forged), out
+    assert not any(line.startswith("PASS") for line in out.splitlines()), out
 
 
 def test_a_crash_in_a_setup_cell_is_one_line_with_its_place(fixture_course, capsys):

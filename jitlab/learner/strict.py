@@ -1,0 +1,622 @@
+"""Strict mode (``jitlab check --strict``): the learner's kernel is set up by the runner
+before any learner code runs, and watched by an audit hook that cannot be removed.
+
+Code that runs in the grader's process can always reach the grader; the self-paced
+``jitlab check`` says so and catches the casual shortcuts. Strict mode is for assessment.
+Its kernel process starts with this module's :func:`arm` (an IPython startup file in a
+folder of the runner's), which, before the first cell:
+
+- registers its own JAX monitoring listener, and has XLA dump every compiled module to
+  a folder outside the learner's reach (``--xla_dump_to``), so that compilations are
+  counted twice, by means the learner's code never held;
+- takes stock of what grading relies on: JAX's listener lists, ``builtins``,
+  ``sys.meta_path``, ``sys.path``, ``sys.path_hooks``, IPython's input and AST
+  transformers and its cell runner, and the functions of ``jax``, ``numpy`` and ``sys``;
+- installs an audit hook (:func:`sys.addaudithook`) that refuses, and records, writes
+  and removals outside the check's scratch folder; ``sys.settrace`` and
+  ``sys.setprofile``; frames (``sys._getframe``, ``tb_frame``, ``gi_frame``), the
+  garbage collector's object lists, ``ctypes``, threads and processes asked for by the
+  learner's code; swapping a function's ``__code__``; and running module code from a
+  file outside the standard library, the installed packages and the course's package.
+
+The runner's first line in each grader cell and a last line it adds announce the grader
+to the hook (``sys.audit("jitlab.strict", ...)``, with a token the learner's cells never
+saw); at both, the hook compares everything above with its stock, and checks that every
+compilation XLA dumped was heard by its listener. Everything it finds goes to a report
+that only the hook writes, and the runner fails the check on any entry, whether or not
+the learner's code caught the refusal.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import inspect
+import json
+import os
+import sys
+import sysconfig
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+STRICT_ENV = "JITLAB_STRICT"  # the runner's strict folder (report, XLA dump, IPython)
+EVENT = "jitlab.strict"
+# Raised by grading before and after each call into the learner's code, where it does
+# (``sys.audit(CALL_EVENT, phase)``): the stock is compared there too.
+CALL_EVENT = "jitlab.learner_call"
+REPORT = "report.jsonl"
+DUMP = "xla"
+STARTUP = "ipython/profile_default/startup/00-jitlab-strict.py"
+_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+# Audit events the learner's own code may not raise (the first code on the stack that is
+# not the standard library's is the learner's); the same events raised by JAX, IPython,
+# jitlab or another installed package on their own behalf pass.
+_LEARNER_MAY_NOT = {
+    "gc.get_objects": "the garbage collector's objects",
+    "gc.get_referrers": "the garbage collector's referrers",
+    "gc.get_referents": "the garbage collector's referents",
+    "_thread.start_new_thread": "a thread",
+    "subprocess.Popen": "a process",
+    "os.system": "a process",
+    "os.exec": "a process",
+    "os.posix_spawn": "a process",
+    "os.spawn": "a process",
+    "os.fork": "a process",
+    "os.forkpty": "a process",
+    "ctypes.dlopen": "ctypes",
+    "ctypes.dlsym": "ctypes",
+    "ctypes.cdata": "ctypes",
+    "ctypes.addressof": "ctypes",
+    "ctypes.string_at": "ctypes",
+    "ctypes.call_function": "ctypes",
+}
+_NEVER = {
+    "sys.settrace": "sys.settrace",
+    "sys.setprofile": "sys.setprofile",
+    "sys._settraceallthreads": "sys.settrace",
+    "sys._setprofileallthreads": "sys.setprofile",
+}
+_FRAME_ATTRIBUTES = {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "f_locals"}
+_PATH_EVENTS = {
+    "os.remove": 0,
+    "os.rename": 0,
+    "os.replace": 0,
+    "os.rmdir": 0,
+    "os.mkdir": 0,
+    "os.chmod": 0,
+    "os.chown": 0,
+    "os.truncate": 0,
+    "os.utime": 0,
+    "os.symlink": 1,
+    "os.link": 1,
+    "shutil.rmtree": 0,
+    "shutil.copyfile": 1,
+    "shutil.move": 1,
+}
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+# Modules whose functions grading calls: their attributes must stay the objects they were.
+_WATCHED_MODULES = (
+    "builtins",
+    "sys",
+    "jax",
+    "jax.numpy",
+    "jax.monitoring",
+    "jax._src.monitoring",
+    "numpy",
+    "numpy.testing",
+)
+_VOLATILE = {
+    "input",  # ipykernel sets it (and sys.argv) for every cell
+    "argv",
+    "_",
+    "__",
+    "___",
+    "last_type",
+    "last_value",
+    "last_traceback",
+    "last_exc",
+    "ps1",
+    "ps2",
+    "ps3",
+    "stdout",
+    "stderr",
+    "displayhook",
+    "excepthook",
+}
+
+
+def strict_env(folder: Path) -> dict[str, str]:
+    """The environment of a strict kernel: where its startup file is, and where XLA
+    dumps every module it compiles."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    return {
+        STRICT_ENV: str(folder),
+        "IPYTHONDIR": str(folder / "ipython"),
+        "XLA_FLAGS": f"{flags} --xla_dump_to={folder / DUMP}".strip(),
+    }
+
+
+def prepare(folder: Path) -> None:
+    """Write the startup file that arms a strict kernel (the runner's side)."""
+    startup = folder / STARTUP
+    startup.parent.mkdir(parents=True, exist_ok=True)
+    startup.write_text(
+        "import jitlab.learner.strict as _jitlab_strict\n"
+        "_jitlab_strict.arm()\n"
+        "del _jitlab_strict\n",
+        encoding="utf-8",
+    )
+    (folder / DUMP).mkdir(exist_ok=True)
+
+
+# ------------------------------------------------------------------ the kernel's side
+
+
+def _roots(scratch: str) -> tuple[str, ...]:
+    """Where trusted code comes from: the standard library, the installed packages, the
+    jitlab package, and what the runner's environment put on ``sys.path`` (the course's
+    own folders on ``PYTHONPATH``); never the kernel's folder or the scratch folder."""
+    paths = sysconfig.get_paths()
+    found = {paths["stdlib"], paths["platstdlib"], paths["purelib"], paths["platlib"]}
+    found.add(str(Path(__file__).resolve().parents[1]))  # the jitlab package
+    found |= {p for p in sys.path if p and os.path.isdir(p)}
+    real = {os.path.realpath(p) + os.sep for p in found if p}
+    cwd = os.path.realpath(os.getcwd()) + os.sep
+    return tuple(sorted(p for p in real if not p.startswith(scratch) and p != cwd))
+
+
+def _stdlib() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    return tuple(os.path.realpath(p) + os.sep for p in {paths["stdlib"], paths["platstdlib"]})
+
+
+@dataclasses.dataclass
+class _Stock:
+    """What the hook saw before any learner code ran."""
+
+    listeners: dict[str, list[int]]
+    modules: dict[str, dict[str, int]]
+    meta_path: list[int]
+    foreign_finders: list[str]
+    path: list[str]
+    path_hooks: list[int]
+    ipython: dict[str, list[int]]
+
+
+def _listener_lists() -> dict[str, list[Any]]:
+    from jax._src import monitoring
+
+    return {
+        name: getattr(monitoring, name)
+        for name in dir(monitoring)
+        if name.endswith("_listeners") and isinstance(getattr(monitoring, name), list)
+    }
+
+
+def _ipython_parts(shell: Any) -> dict[str, list[int]]:
+    if shell is None:
+        return {}
+    manager = getattr(shell, "input_transformer_manager", None)
+    found = {
+        "input_transformers_cleanup": list(getattr(shell, "input_transformers_cleanup", [])),
+        "input_transformers_post": list(getattr(shell, "input_transformers_post", [])),
+        "ast_transformers": list(getattr(shell, "ast_transformers", [])),
+        "manager.cleanup_transforms": list(getattr(manager, "cleanup_transforms", [])),
+        "manager.line_transforms": list(getattr(manager, "line_transforms", [])),
+        "manager.token_transformers": list(getattr(manager, "token_transformers", [])),
+        "events.pre_run_cell": list(shell.events.callbacks.get("pre_run_cell", [])),
+        "events.pre_execute": list(shell.events.callbacks.get("pre_execute", [])),
+    }
+    # A method replaced on the shell itself (an instance attribute shadows the class's).
+    found["shell overrides"] = sorted(
+        vars(shell).keys()
+        & {
+            "run_cell",
+            "run_cell_async",
+            "transform_cell",
+            "run_ast_nodes",
+            "run_code",
+            "should_run_async",
+            "compile",
+            "transform_ast",
+        }
+    )
+    found["compiler"] = [type(getattr(shell, "compile", None))]
+    return {k: [v if isinstance(v, str) else id(v) for v in values] for k, values in found.items()}
+
+
+def _foreign_finders(finders: list[Any], roots: tuple[str, ...]) -> list[str]:
+    """Import finders whose class was not defined in a trusted file (installed packages
+    add finders of their own on import: six, for one)."""
+    found = []
+    for finder in finders:
+        kind = finder if isinstance(finder, type) else type(finder)
+        if kind.__module__ in ("_frozen_importlib", "_frozen_importlib_external"):
+            continue
+        filename = getattr(sys.modules.get(kind.__module__), "__file__", None)
+        if not filename or not os.path.realpath(filename).startswith(roots):
+            found.append(kind.__qualname__)
+    return found
+
+
+def _take_stock(shell: Any, roots: tuple[str, ...]) -> _Stock:
+    return _Stock(
+        listeners={name: [id(x) for x in items] for name, items in _listener_lists().items()},
+        modules={
+            name: {k: id(v) for k, v in vars(sys.modules[name]).items()}
+            for name in _WATCHED_MODULES
+            if name in sys.modules
+        },
+        meta_path=[id(x) for x in sys.meta_path],
+        foreign_finders=_foreign_finders(list(sys.meta_path), roots),
+        path=list(sys.path),
+        path_hooks=[id(x) for x in sys.path_hooks],
+        ipython=_ipython_parts(shell),
+    )
+
+
+def _differences(before: _Stock, now: _Stock) -> list[str]:
+    found = []
+    for name, items in before.listeners.items():
+        if now.listeners.get(name) != items:
+            found.append(f"JAX's monitoring listeners ({name}) were changed")
+    for module, attributes in before.modules.items():
+        current = now.modules.get(module, {})
+        # Replaced or removed; an attribute added later (a submodule imported) is not a
+        # change, nor are the ones Python and IPython rewrite as they go.
+        changed = sorted(
+            k for k, v in attributes.items() if current.get(k) != v and k not in _VOLATILE
+        )
+        if changed:
+            found.append(f"{module}.{', '.join(changed[:4])} replaced")
+    if any(finder not in now.meta_path for finder in before.meta_path):
+        found.append("sys.meta_path was changed (an import finder removed)")
+    if now.foreign_finders:
+        found.append(
+            f"sys.meta_path has an import finder of the learner's: {now.foreign_finders[0]}"
+        )
+    if now.foreign_finders:
+        found.append(
+            f"an import finder of the learner's is on sys.meta_path ({now.foreign_finders[0]})"
+        )
+    if now.path != before.path:
+        added = [p for p in now.path if p not in before.path]
+        found.append(f"sys.path was changed{' (added: ' + added[0] + ')' if added else ''}")
+    if now.path_hooks != before.path_hooks:
+        found.append("sys.path_hooks was changed")
+    for name, items in before.ipython.items():
+        if now.ipython.get(name) != items:
+            found.append(f"IPython's {name} were changed")
+    return found
+
+
+def _user_functions(shell: Any) -> dict[str, tuple[Any, ...]]:
+    """The learner's callables, as grading sees them: identity, names, attributes."""
+    if shell is None:
+        return {}
+    found = {}
+    for name, value in list(shell.user_ns.items()):
+        jitted = hasattr(value, "__wrapped__") and hasattr(value, "lower")
+        if name.startswith("_") or not (inspect.isfunction(value) or jitted):
+            continue
+        wrapped = getattr(value, "__wrapped__", None)
+        found[name] = (
+            id(value),
+            getattr(value, "__name__", None),
+            getattr(value, "__qualname__", None),
+            getattr(wrapped, "__name__", None),
+            id(getattr(value, "__code__", None)),
+            tuple(sorted(k for k in getattr(value, "__dict__", {}) if k != "__wrapped__")),
+        )
+    return found
+
+
+def _disguised(shell: Any) -> list[str]:
+    """The learner's jitted functions whose name no longer matches the function JAX
+    compiles (compile events carry that one's name), or whose own attributes hide the
+    methods grading calls (``clear_cache`` made a no-op, say)."""
+    if shell is None:
+        return []
+    found = []
+    for name, value in list(shell.user_ns.items()):
+        wrapped = getattr(value, "__wrapped__", None)
+        if name.startswith("_") or wrapped is None or not hasattr(value, "lower"):
+            continue
+        if getattr(wrapped, "__name__", None) != getattr(value, "__name__", None):
+            found.append(f"{name}'s function was renamed after jax.jit wrapped it")
+        own = getattr(value, "__dict__", {})
+        hidden = sorted(k for k in own if not k.startswith("__") and hasattr(type(value), k))
+        if hidden:
+            found.append(f"{name}.{hidden[0]} was replaced on the jitted function")
+    return found
+
+
+def _jitlab_functions_foreign(roots: tuple[str, ...]) -> list[str]:
+    """Functions in jitlab's loaded modules whose code was not loaded from an installed
+    file (a learner's cell put them there)."""
+    found = []
+    for name, module in list(sys.modules.items()):
+        if not (name == "jitlab" or name.startswith("jitlab.")) or module is None:
+            continue
+        for attribute, value in list(vars(module).items()):
+            while hasattr(value, "__wrapped__"):  # contextmanager, functools.wraps
+                value = value.__wrapped__
+            code = getattr(value, "__code__", None)
+            if code is not None and not os.path.realpath(code.co_filename).startswith(roots):
+                found.append(f"{name}.{attribute}")
+    return found
+
+
+def arm(folder: str | None = None) -> None:
+    """Set up this kernel for a strict check: stock, listener, audit hook. Called once
+    by the startup file, before the first cell."""
+    import jax
+
+    import jitlab.grading  # noqa: F401 (loaded before any learner code can plant one)
+
+    where = Path(folder or os.environ[STRICT_ENV])
+    scratch = os.path.realpath(Path.cwd().parent) + os.sep
+    # Temporary files (the grader's own, and its worker processes') go to the scratch
+    # folder, the one place this process may write.
+    import tempfile
+
+    tmp = Path(scratch) / "tmp"
+    tmp.mkdir(exist_ok=True)
+    os.environ["TMPDIR"] = str(tmp)
+    tempfile.tempdir = str(tmp)
+    report_path = str(where / REPORT)
+    dump = where / DUMP
+    roots, stdlib = _roots(scratch), _stdlib()
+    shell = getattr(builtins, "get_ipython", lambda: None)()
+    heard: list[str] = []
+    state = threading.local()
+    open_file = builtins.open
+    getframe = sys._getframe
+
+    def on_duration(event: str, seconds: float, **kwargs: Any) -> None:
+        if event == _COMPILE_EVENT:
+            heard.append(str(kwargs.get("fun_name", "")))
+
+    jax.monitoring.register_event_duration_secs_listener(on_duration)
+    stock = _take_stock(shell, roots)
+    # IPython runs this startup file with its folder put first on sys.path for the while.
+    startup = os.path.realpath(where / STARTUP).rsplit(os.sep, 1)[0]
+    stock.path = [p for p in stock.path if os.path.realpath(p or ".") != startup]
+    learner_stock: dict[str, dict[str, tuple[Any, ...]]] = {}
+    # No computation here: an exercise may still set XLA_FLAGS (a device count) in its
+    # first cell, before JAX starts its backend.
+    dumped_at_arm = _dumped(dump)
+    heard_at_arm = len(heard)
+
+    def report(record: dict[str, Any]) -> None:
+        with open_file(report_path, "a", encoding="utf-8") as out:
+            out.write(json.dumps(record) + "\n")
+
+    def learners_line(frame: Any) -> str | None:
+        """The learner's line, if the first code outside the standard library on the
+        stack from ``frame`` outward is the learner's (a cell, or a file outside the
+        installed packages); None when it is JAX's, jitlab's or another package's."""
+        while frame is not None:
+            filename = os.path.realpath(frame.f_code.co_filename)
+            if frame.f_code.co_filename.startswith("<frozen "):
+                frame = frame.f_back
+                continue
+            if filename.startswith(stdlib) and "site-packages" not in filename:
+                frame = frame.f_back
+                continue
+            if filename.startswith(roots):
+                return None
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        return None
+
+    def frame_for_learner(frame: Any) -> str | None:
+        """The learner's line, if ``frame`` (the code that asked for a frame) is the
+        learner's, or is :mod:`inspect` or :mod:`traceback` (which hand frames back)
+        called by the learner. The standard library asking on its own behalf (a
+        dataclass or namedtuple reading its caller's module name) is let be."""
+        filename = frame.f_code.co_filename
+        if os.path.basename(filename) in ("inspect.py", "traceback.py"):
+            return learners_line(frame)
+        return learners_line(frame) if not _trusted(filename) else None
+
+    def _trusted(filename: str) -> bool:
+        return filename.startswith("<frozen ") or os.path.realpath(filename).startswith(roots)
+
+    def refuse(what: str, line: str | None) -> None:
+        report({"refused": what, "line": line or ""})
+        raise PermissionError(f"strict mode: {what} is not allowed")
+
+    def outside(path: Any) -> bool:
+        if isinstance(path, int):
+            return False
+        text = os.path.realpath(os.fsdecode(path))
+        return not (text + os.sep).startswith(scratch) and text not in ("/dev/null",)
+
+    def check(phase: str, cell: Any, token: Any) -> None:
+        if phase == "before":
+            # By the first grader cell the learner's cells have set up JAX as they
+            # wanted (a device count): its backend starts now if it has not yet, and
+            # the processes the grader starts from here on (exercise 14's workers) do
+            # not dump into this kernel's folder, whose count is this process's alone.
+            jax.devices()
+            os.environ["XLA_FLAGS"] = " ".join(
+                flag
+                for flag in os.environ.get("XLA_FLAGS", "").split()
+                if not flag.startswith("--xla_dump_to=")
+            )
+        now = _take_stock(shell, roots)
+        problems = _differences(stock, now)
+        problems += [
+            f"{name} was replaced by code from outside the installed files"
+            for name in _jitlab_functions_foreign(roots)
+        ]
+        problems += _disguised(shell)
+        functions = _user_functions(shell)
+        if phase == "before":
+            learner_stock[str(cell)] = functions
+        else:
+            before = learner_stock.get(str(cell), {})
+            problems += [
+                f"{name} was changed while the grader ran (its name, code or attributes)"
+                for name, seen in before.items()
+                if functions.get(name, seen) != seen
+            ]
+        dumped = _dumped(dump) - dumped_at_arm
+        counted = len(heard) - heard_at_arm
+        if counted and not dumped:
+            problems.append(
+                "XLA dumped none of the compilations JAX reported: XLA_FLAGS lost "
+                "--xla_dump_to before JAX started, so they cannot be cross-checked"
+            )
+        if dumped > counted:
+            problems.append(
+                f"XLA compiled {dumped} programs, but JAX's monitoring events reported "
+                f"{counted}: something kept the compile listeners from hearing "
+                f"{dumped - counted}"
+            )
+        report(
+            {
+                "phase": phase,
+                "cell": cell,
+                "token": token,
+                "problems": problems,
+                "dumped": dumped,
+                "heard": counted,
+            }
+        )
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if getattr(state, "busy", False):
+            return
+        state.busy = True
+        try:
+            _audit(event, args)
+        finally:
+            state.busy = False
+
+    def caller() -> Any:
+        return getframe(3)  # caller <- _audit <- hook <- the code that raised the event
+
+    def _audit(event: str, args: tuple[Any, ...]) -> None:
+        if event == EVENT:
+            check(*args[:3])
+            return
+        if event == CALL_EVENT:  # grading, around each call into the learner's code
+            problems = _differences(stock, _take_stock(shell, roots))
+            if problems:
+                report({"phase": "call", "problems": problems})
+            return
+        if event in _NEVER:
+            refuse(_NEVER[event], learners_line(caller()))
+        if event == "open":
+            path, mode, flags = (list(args) + [None, None])[:3]
+            writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and flags & _WRITE_FLAGS
+            )
+            if writes and path is not None and outside(path):
+                refuse(f"writing {path}", learners_line(caller()))
+            return
+        if event in _PATH_EVENTS:
+            path = args[_PATH_EVENTS[event]] if len(args) > _PATH_EVENTS[event] else None
+            if path is not None and outside(path):
+                refuse(f"{event} of {path}", learners_line(caller()))
+            return
+        if event == "exec":
+            code = args[0] if args else None
+            filename = getattr(code, "co_filename", "") or ""
+            if filename.endswith(".py") and code.co_name == "<module>":
+                real = os.path.realpath(filename)
+                if not real.startswith(roots) and os.path.exists(real):
+                    refuse(f"importing {filename}", learners_line(caller()))
+            return
+        if event == "import":
+            finders = _foreign_finders(list(args[3] or []), roots)
+            added = [p for p in args[2] or [] if p not in stock.path]
+            if added or finders:
+                refuse(
+                    f"importing {args[0]} with {added[0]!r} added to sys.path"
+                    if added
+                    else f"importing {args[0]} through an import finder of the learner's",
+                    learners_line(caller()),
+                )
+            filename = args[1]
+            if filename and not os.path.realpath(filename).startswith(roots):
+                refuse(f"importing {filename}", learners_line(caller()))
+            return
+        if event == "object.__getattr__" and len(args) > 1 and args[1] in _FRAME_ATTRIBUTES:
+            line = frame_for_learner(caller())
+            if line:
+                refuse(f"a frame ({args[1]})", line)
+            return
+        if event == "object.__setattr__" and len(args) > 1 and args[1] == "__code__":
+            line = learners_line(caller())
+            if line:
+                refuse("replacing a function's __code__", line)
+            return
+        if event == "sys._getframe":
+            line = frame_for_learner(caller())
+            if line:
+                refuse("a frame (sys._getframe)", line)
+            return
+        if event in _LEARNER_MAY_NOT:
+            line = learners_line(caller())
+            if line:
+                refuse(_LEARNER_MAY_NOT[event], line)
+
+    sys.addaudithook(hook)
+
+
+def _dumped(folder: Path) -> int:
+    """How many modules XLA dumped (one per compilation: ``module_NNNN.*``)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    return len({n.split(".", 1)[0] for n in names if n.startswith("module_")})
+
+
+# ------------------------------------------------------------------ the runner's side
+
+
+def announce(phase: str, cell: int, token: str) -> str:
+    """The line the runner writes at the top (``before``) or end (``after``) of a grader
+    cell in a strict check."""
+    return f"__import__('sys').audit({EVENT!r}, {phase!r}, {cell}, {token!r})\n"
+
+
+def findings(folder: Path, tokens: dict[int, str], ran: Callable[[int], bool]) -> list[str]:
+    """What the hook reported, as lines for the verdict: every refusal and every
+    difference it found, and a grader cell that ran but was not announced as written
+    (``ran``: whether the grader cell with that index ran to its end)."""
+    path = folder / REPORT
+    records = []
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    found = []
+    for record in records:
+        if "refused" in record:
+            where = f" ({record['line']})" if record.get("line") else ""
+            found.append(f"refused {record['refused']}{where}")
+        elif record.get("phase") == "call":
+            found += [f"{p} (while your code ran)" for p in record.get("problems", ())]
+        elif "phase" in record:
+            cell, token = record.get("cell"), record.get("token")
+            if tokens.get(cell) != token:
+                found.append("a grader cell was announced by code other than the runner's")
+            found += list(record.get("problems", ()))
+    if not path.exists() and tokens:
+        found.append("the strict kernel did not start its watch (no report)")
+    for cell, token in tokens.items():
+        phases = {
+            r.get("phase") for r in records if r.get("cell") == cell and r.get("token") == token
+        }
+        if ran(cell) and phases != {"before", "after"}:
+            found.append(f"the grader cell {cell} did not run as written (its checks were skipped)")
+    return list(dict.fromkeys(found))

@@ -1,0 +1,247 @@
+"""Strict mode (`jitlab check --strict`): right answers pass, and every kind of cheat of
+issue 27 that attacks the grader from inside its process is rejected.
+
+Each cheat is a small learner's file: the fixture exercise with a wrong answer (or a
+right one, where the cheat is against the compile count) and the cheat in a cell of its
+own above the grader, or in the learner's function, as a learner would write it."""
+
+from __future__ import annotations
+
+import pytest
+
+from jitlab.course.manifest import load_course
+from jitlab.learner import cli
+
+SOLVED = "    return x * 2\n"
+WRONG = "    return x * 3\n"
+GRADER = '# %% tags=["grader"]'
+
+
+def run(capsys, *argv: str) -> tuple[int, str]:
+    code = cli.main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def write_answer(course, body: str, cell: str = "") -> None:
+    copy = course.lesson("doubling").exercise.learner_copy
+    text = copy.read_text().replace("    raise NotImplementedError\n", body)
+    if cell:
+        text = text.replace(GRADER, "# %%\n" + cell + "\n\n" + GRADER, 1)
+    copy.write_text(text)
+
+
+def test_a_right_answer_passes_in_strict_mode(fixture_course, capsys):
+    write_answer(fixture_course, SOLVED)
+    code, out = run(capsys, "check", "--strict", "01")
+    assert code == 0, out
+    assert "PASS" in out
+
+
+def test_a_wrong_answer_fails_in_strict_mode_as_it_does_otherwise(fixture_course, capsys):
+    write_answer(fixture_course, WRONG)
+    code, out = run(capsys, "check", "--strict", "01")
+    assert code == 1 and "✗ double doubles" in out and "strict mode" not in out, out
+
+
+INPUT_TRANSFORMER = """
+def _skip_grader(lines):
+    return [line.replace("doubling.grade(double)", "pass") for line in lines]
+get_ipython().input_transformers_post.append(_skip_grader)
+"""
+
+AST_TRANSFORMER = """
+import ast
+class _NoGrade(ast.NodeTransformer):
+    def visit_Expr(self, node):
+        if "grade" in ast.unparse(node):
+            return ast.Pass()
+        return node
+get_ipython().ast_transformers.append(_NoGrade())
+"""
+
+IMPORT_REPLACED = """
+import builtins, types
+_real_import = builtins.__import__
+def _import(name, *args, **kwargs):
+    module = _real_import(name, *args, **kwargs)
+    if name == "fixture_graders":
+        fake = types.ModuleType("doubling")
+        fake.grade = lambda *a: None
+        module.doubling = fake
+    return module
+builtins.__import__ = _import
+"""
+
+META_PATH_FINDER = """
+import sys, types, importlib.abc, importlib.machinery
+class _Fake(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path, target=None):
+        if name == "fixture_graders.doubling":
+            return importlib.machinery.ModuleSpec(name, self)
+    def create_module(self, spec):
+        module = types.ModuleType(spec.name)
+        module.grade = lambda *a: None
+        return module
+    def exec_module(self, module):
+        pass
+sys.modules.pop("fixture_graders.doubling", None)
+sys.meta_path.insert(0, _Fake())
+"""
+
+PACKAGE_ON_PATH = """
+import os, sys
+os.makedirs("fake/fixture_graders", exist_ok=True)
+open("fake/fixture_graders/__init__.py", "w").close()
+with open("fake/fixture_graders/doubling.py", "w") as out:
+    out.write("def grade(*args):\\n    pass\\n")
+sys.path.insert(0, os.path.abspath("fake"))
+for name in [n for n in sys.modules if n.startswith("fixture_graders")]:
+    del sys.modules[name]
+"""
+
+GRADER_FILE_OVERWRITTEN = """
+import fixture_graders.doubling as _d
+try:
+    with open(_d.__file__, "a") as out:
+        out.write("\\ndef grade(*args):\\n    pass\\n")
+except OSError:
+    pass  # caught: the refusal is recorded all the same
+"""
+
+MONITORING_WRAPPED = """
+import jax.monitoring
+_register = jax.monitoring.register_event_duration_secs_listener
+jax.monitoring.register_event_duration_secs_listener = lambda listener: None
+"""
+
+ALLCLOSE_REPLACED = """
+import numpy as np
+_allclose = np.allclose
+np.allclose = lambda *args, **kwargs: True
+"""
+
+SETTRACE = """
+import sys
+def _tracer(frame, event, arg):
+    if event == "return" and frame.f_code.co_name == "require_close":
+        pass
+    return _tracer
+try:
+    sys.settrace(_tracer)
+except PermissionError:
+    pass
+"""
+
+FRAMES_WALKED = (
+    "    import inspect\n"
+    "    frame = inspect.currentframe()\n"
+    "    while frame is not None:\n"
+    "        if 'n' in frame.f_locals and hasattr(frame.f_locals['n'], 'compiles'):\n"
+    "            frame.f_locals['n'].compiles = 1\n"
+    "        frame = frame.f_back\n"
+    "    return x * 2\n"
+)
+
+TRACEBACK_FRAMES = (
+    "    try:\n"
+    "        raise RuntimeError\n"
+    "    except RuntimeError as err:\n"
+    "        frame = err.__traceback__.tb_frame.f_back\n"
+    "    return x * 2\n"
+)
+
+RENAMED = """
+double.__wrapped__.__name__ = "not_double"
+"""
+
+CLEAR_CACHE_NO_OP = """
+double.clear_cache = lambda: None
+"""
+
+LISTENERS_EMPTIED_FOR_A_WHILE = """
+from jax._src import monitoring as _m
+_saved = list(_m._event_duration_secs_listeners)
+_m._event_duration_secs_listeners.clear()
+jax.jit(lambda y: y * 2)(jax.numpy.ones(3))  # a compilation no listener hears
+_m._event_duration_secs_listeners.extend(_saved)
+"""
+
+FAKE_RECORDS = """
+import tempfile, os
+try:
+    with open(os.path.join("/tmp", "jitlab-fake-worker-output.json"), "w") as out:
+        out.write('{"compiles": 1}')
+except OSError:
+    pass
+"""
+
+DUMP_FLAG_DROPPED = """
+import os
+os.environ["XLA_FLAGS"] = " ".join(
+    f for f in os.environ.get("XLA_FLAGS", "").split() if "xla_dump_to" not in f
+)
+"""
+
+PROCESS = """
+import subprocess
+try:
+    subprocess.run(["true"])
+except PermissionError:
+    pass
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "cell", "said"),
+    [
+        (WRONG, INPUT_TRANSFORMER, "input_transformers_post"),
+        (WRONG, AST_TRANSFORMER, "ast_transformers"),
+        (WRONG, IMPORT_REPLACED, "builtins.__import__"),
+        (WRONG, META_PATH_FINDER, "sys.meta_path"),
+        (WRONG, PACKAGE_ON_PATH, "sys.path"),
+        (WRONG, GRADER_FILE_OVERWRITTEN, "refused writing"),
+        (SOLVED, MONITORING_WRAPPED, "jax.monitoring.register_event_duration_secs_listener"),
+        (WRONG, ALLCLOSE_REPLACED, "numpy.allclose"),
+        (SOLVED, SETTRACE, "refused sys.settrace"),
+        (FRAMES_WALKED, "", "refused a frame"),
+        (TRACEBACK_FRAMES, "", "refused a frame (tb_frame)"),
+        (SOLVED, RENAMED, "renamed"),
+        (SOLVED, CLEAR_CACHE_NO_OP, "double.clear_cache was replaced"),
+        (SOLVED, LISTENERS_EMPTIED_FOR_A_WHILE, "monitoring events reported"),
+        (SOLVED, FAKE_RECORDS, "refused writing /tmp/jitlab-fake-worker-output.json"),
+        (SOLVED, PROCESS, "refused a process"),
+        (SOLVED, DUMP_FLAG_DROPPED, "XLA dumped none"),
+    ],
+    ids=[
+        "ipython-input-transformer",
+        "ipython-ast-transformer",
+        "builtins-import-replaced",
+        "meta-path-finder",
+        "patched-package-first-on-sys-path",
+        "grader-file-overwritten",
+        "monitoring-register-wrapped",
+        "allclose-replaced",
+        "settrace",
+        "counters-through-the-call-stack",
+        "frames-through-a-traceback",
+        "name-changed-after-jit",
+        "clear-cache-no-op",
+        "listeners-emptied-for-a-while",
+        "fake-records-written",
+        "a-process-of-its-own",
+        "xla-dump-flag-dropped",
+    ],
+)
+def test_a_cheat_is_rejected_in_strict_mode(fixture_course, capsys, body, cell, said):
+    write_answer(fixture_course, body, cell)
+    code, out = run(capsys, "check", "--strict", "01")
+    assert code == 1, out
+    assert "strict mode" in out and said in out, out
+    assert "PASS" not in out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem", [e.stem for e in load_course().exercises])
+def test_every_solution_passes_in_strict_mode(capsys, stem):
+    code, out = run(capsys, "check", "--strict", f"solutions/{stem}.py")
+    assert code == 0, out
