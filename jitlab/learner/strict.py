@@ -505,9 +505,16 @@ def arm(folder: str | None = None) -> None:
             check(*args[:3])
             return
         if event == CALL_EVENT:  # grading, around each call into the learner's code
-            problems = _differences(stock, _take_stock(shell, roots))
-            if problems:
-                report({"phase": "call", "problems": problems})
+            # The grader itself registers listeners around a call (its counters), so a
+            # call is held to what stood when it began, not to the stock at arming.
+            phase = args[0] if args else ""
+            calls = state.__dict__.setdefault("calls", [])
+            if phase == "enter":
+                calls.append(_take_stock(shell, roots))
+            elif phase == "leave" and calls:
+                problems = _differences(calls.pop(), _take_stock(shell, roots))
+                if problems:
+                    report({"phase": "call", "problems": problems})
             return
         if event in _NEVER:
             refuse(_NEVER[event], learners_line(caller()))
