@@ -83,7 +83,12 @@ def on_config(config: Any) -> Any:
                 {"The source chapter": "source-chapter.md"},
             ]
         },
-        {"Instructors": [{"Instructor guide": "instructor.md"}]},
+        {
+            "Instructors": [
+                {"Instructor guide": "instructor.md"},
+                {"Grading for assessment": "strict.md"},
+            ]
+        },
         {"Measured": [{"Measured results": "results.md"}, {"JAX releases": "releases.md"}]},
         {"Solutions (spoilers)": [{"About the solutions": "solutions.md"}, *solutions]},
     ]
