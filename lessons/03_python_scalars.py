@@ -329,20 +329,7 @@ assert (
 #
 # Weak types exist so that a Python literal does not change the dtype of your arrays. It
 # is tempting to say "a weak scalar takes the dtype of the other operand", but that is
-# only half of the rule. JAX decides the result of `a * b` on a *promotion lattice*, a
-# graph of types in which the result is the lowest type above both operands. A Python
-# scalar enters the lattice as a weak kind, `int*` or `float*`, placed just below the
-# narrowest dtype of its kind; and every integer dtype sits below `float*`. So:
-#
-# - a weak scalar of the array's kind, or of a lower kind (an int with a float array),
-#   leaves the array's dtype alone: `float32 * 2.0` is float32, `bfloat16 * 2.0`
-#   bfloat16, `uint8 + 2` uint8;
-# - a weak *float* with an integer or bool array lands on `float*` itself: the result is
-#   a float at the default width (float32, or float64 with x64 on), and it is still
-#   weak. The int32 array does not pass on its dtype. A weak int with a bool array gives
-#   a weak int the same way;
-# - a strong scalar (a NumPy scalar, or `jnp` with a dtype) takes part with its own
-#   dtype: `bfloat16 * jnp.float32(2)` is float32.
+# only half of the rule.
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p>The abstract values of <code>x * 2.0</code> for a float32 <code>x</code>, of
@@ -375,6 +362,21 @@ assert list(promoted.values()) == [
 # "takes the dtype of the other operand" would say int32 here; the lattice says ~float32
 
 # %% [markdown]
+# JAX decides the result of `a * b` on a *promotion lattice*, a graph of types in which
+# the result is the lowest type above both operands. A Python
+# scalar enters the lattice as a weak kind, `int*` or `float*`, placed just below the
+# narrowest dtype of its kind; and every integer dtype sits below `float*`. So:
+#
+# - a weak scalar of the array's kind, or of a lower kind (an int with a float array),
+#   leaves the array's dtype alone: `float32 * 2.0` is float32, `bfloat16 * 2.0`
+#   bfloat16, `uint8 + 2` uint8;
+# - a weak *float* with an integer or bool array lands on `float*` itself: the result is
+#   a float at the default width (float32, or float64 with x64 on), and it is still
+#   weak. The int32 array does not pass on its dtype. A weak int with a bool array gives
+#   a weak int the same way;
+# - a strong scalar (a NumPy scalar, or `jnp` with a dtype) takes part with its own
+#   dtype: `bfloat16 * jnp.float32(2)` is float32.
+#
 # The int32 row is worth remembering: an integer array times a Python float is a float32
 # array that is itself *weak* (`~float32[3]`), because its float-ness came from a weak
 # operand. Fed to a jitted function, it is a different key from a strong float32 array
