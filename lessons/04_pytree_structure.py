@@ -216,8 +216,8 @@ assert list(returned) == ["x", "y"]
 #
 # A common pattern: a batch may carry per-example weights. Some code puts the array
 # there, some writes `"weights": None`, some leaves the key out. The Python `if` below
-# is legal inside `jit`, because `None` is not a traced value: it is part of the
-# structure, known while tracing.
+# is legal inside `jit`, because `None` is not a traced value: it is known while
+# tracing.
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p>Three calls: weights as an array, as <code>None</code>, and absent. How many
@@ -229,7 +229,7 @@ assert list(returned) == ["x", "y"]
 def weighted_mse(params, batch):
     err = (batch["x"] @ params["w"] + params["b"] - batch["y"]) ** 2
     weights = batch.get("weights")
-    if weights is None:  # a question about structure, answered at trace time
+    if weights is None:  # answered while tracing
         return jnp.mean(err)
     return jnp.sum(weights * err) / jnp.sum(weights)
 
@@ -533,15 +533,15 @@ plt.show()
 # In a test, "it compiles once" should stay true after the next refactor. JAX offers a
 # guard for that, `jax.no_tracing()`, but it checks something narrower than its name.
 # Every call of a jitted function first looks in jit's *fast path*, a C++ cache keyed
-# on the exact call: the structure, the leaves' types, and whether each leaf is a NumPy
-# array or a JAX array on some device. A hit runs the compiled program at once. A miss
+# on the exact call. A hit runs the compiled program at once. A miss
 # falls back to Python, which looks in the tracing cache. The guard raises
 # `RuntimeError` at the fallback, before it knows whether a trace is needed. So silence
 # under the guard means no trace and no compilation; an error means that some call left
 # the fast path, which is usually a retrace, but not always.
 #
 # First the use it was made for: the warm fixed version runs the whole stream under the
-# guard; the naive version fails at the first batch with a structure it has not seen.
+# guard. The naive version, warmed up on one batch passed positionally, fails at once:
+# the stream's first batch is passed by keyword, a signature it has not seen.
 
 
 # %%
@@ -558,10 +558,10 @@ naive_guarded = jitlab.attempt(under_guard, loss_naive)
 print("fixed:", guarded, "| naive:", naive_guarded)
 assert not fixed_guarded.raised and guarded.traces == guarded.compiles == 0
 assert type(naive_guarded.error) is RuntimeError, naive_guarded
-assert "loss_naive" in str(naive_guarded.error)
+assert "loss_naive" in str(naive_guarded.error) and stream[0][1]  # 0 is by keyword
 
 # %% [markdown]
-# Now a call that needs no trace at all, and still trips the guard.
+# Now the same batch, same shapes and dtypes, as JAX arrays instead of NumPy arrays.
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p><code>loss_core</code> was warmed up on batches of NumPy arrays (that is what
