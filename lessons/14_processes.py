@@ -141,6 +141,7 @@ def data_mesh():
     return jax.make_mesh((jax.device_count(),), ("data",), axis_types=auto)
 
 
+# %%
 def local_batch(process_id, step, rows):
     """This process's rows of one step. The notebook calls it too, to check results."""
     rng = np.random.default_rng([process_id, step])
@@ -149,6 +150,7 @@ def local_batch(process_id, step, rows):
     return x, y.astype(np.float32)
 
 
+# %%
 def inferred_batch(mesh, x, y):
     """One global array per input from each process's rows; JAX infers the global
     shape as (rows on this process) x (number of processes)."""
@@ -227,6 +229,7 @@ def reference(sizes):
     return np.array(history)
 
 
+# %%
 def weights(run):
     """Each process's weights after each step: an array (process, step, 3)."""
     return np.array([[r["w"] for r in worker.of("step")] for worker in run.workers])
@@ -279,6 +282,7 @@ def cold_start(worker):
     )
 
 
+# %%
 cache_dir = tempfile.TemporaryDirectory(prefix="jitlab-l14-")
 same_shapes = {
     "sizes": [[4] * 5, [4] * 5],
@@ -469,6 +473,7 @@ def ragged_gathered(worker):
     train(worker, step, inferred_batch)
 
 
+# %%
 crashed = multiprocess.run(
     ragged_gathered,
     helpers=[*HELPERS, sgd_with_errors],
@@ -531,6 +536,7 @@ def ragged_declared(worker):
     train(worker, sgd_step, declared_batch)
 
 
+# %%
 patient = multiprocess.run(
     ragged_declared,
     helpers=[*HELPERS, declared_batch],
@@ -592,6 +598,7 @@ def padded_batch(mesh, x, y, rows=4):
     )
 
 
+# %%
 @jax.jit
 def masked_step(w, x, y, mask):
     err = (x @ w - y) * mask
@@ -665,6 +672,7 @@ def report_same_program(worker, step_fn, *args, **static):
         worker.emit("same program", passed=False, message=str(err), **static)
 
 
+# %%
 def from_environment(worker):
     decay = float(os.environ.get("WEIGHT_DECAY", "0"))
     if worker.options["agree"]:  # process 0 decides, everyone uses its value
@@ -695,9 +703,8 @@ agreed = multiprocess.run(
 versions = (("as each process reads it", disagree), ("broadcast", agreed))
 for version, run in versions:
     for p, same in enumerate(run.one("same program")):
-        print(
-            f"{version}, process {p}: decay {same['decay']}, same program? {same['passed']}"
-        )
+        decay, passed = same["decay"], same["passed"]
+        print(f"{version}, process {p}: decay {decay}, same program? {passed}")
 bad, good = disagree.workers, agreed.workers
 assert [r["decay"] for r in disagree.one("same program")] == [0.0, 0.1]
 assert [r["compiles"] for r in disagree.one("compiles")] == [1, 1]  # looks healthy
@@ -757,6 +764,7 @@ jobs = {
     "static from env": disagree,
     "static broadcast": agreed,
 }
+# %%
 COLUMNS = ("job", "process", "traces", "compiles", "last miss", "program", "agree?")
 table, counts = [], {}
 for job, run in jobs.items():
