@@ -174,7 +174,6 @@ class ScaledArray(eqx.Module):
         return self.scale * (v @ self.weight)
 
 
-# %%
 @eqx.filter_jit
 def loss_float_field(model, v):
     return jnp.mean(model(v) ** 2)
@@ -185,7 +184,6 @@ def loss_array_field(model, v):
     return jnp.mean(model(v) ** 2)
 
 
-# %%
 scales = (0.1, 0.2, 0.3, 0.1)
 
 
@@ -194,24 +192,44 @@ def losses_for(loss, make_model):
     return [jax.block_until_ready(loss(make_model(s), x)) for s in scales]
 
 
-# %%
-float_run = jitlab.measure(
-    "eqx float field, 4 calls (problem)",
-    lambda: losses_for(loss_float_field, lambda s: Scaled(weight, s)),
-    count=loss_float_field,
-)
-array_run = jitlab.measure(
-    "eqx array field, 4 calls (fix)",
-    lambda: losses_for(loss_array_field, lambda s: ScaledArray(weight, jnp.float32(s))),
-    count=loss_array_field,
-)
+with jitlab.count_compiles(loss_float_field) as float_field:
+    with jitlab.stopwatch() as float_sw:
+        float_losses = losses_for(loss_float_field, lambda s: Scaled(weight, s))
+with jitlab.count_compiles(loss_array_field) as array_field:
+    with jitlab.stopwatch() as array_sw:
+        array_losses = losses_for(
+            loss_array_field,
+            lambda s: ScaledArray(weight, jnp.float32(s)),
+        )
 
-# %% tags=["answer"] jupyter={"source_hidden": true}
-jitlab.compare(float_run, array_run)
-float_field, array_field = float_run.counts, array_run.counts
+jitlab.print_table(
+    [
+        {
+            "scale stored as": "Python float",
+            "compiles": float_field.compiles,
+            "total_s": float_sw.seconds,
+        },
+        {
+            "scale stored as": "0-d float32 array",
+            "compiles": array_field.compiles,
+            "total_s": array_sw.seconds,
+        },
+    ]
+)
 assert float_field.compiles == 3, float_field.explanations  # 0.1 again is a cache hit
 assert array_field.compiles == 1, array_field.explanations
-assert np.allclose(float_run.result, array_run.result, rtol=1e-6)
+assert np.allclose(float_losses, array_losses, rtol=1e-6)
+jitlab.record(
+    "eqx float field, 4 calls (problem)",
+    compiles=float_field.compiles,
+    total_s=float_sw.seconds,
+)
+jitlab.record(
+    "eqx array field, 4 calls (fix)",
+    compiles=array_field.compiles,
+    total_s=array_sw.seconds,
+    speedup=float_sw.seconds / array_sw.seconds,
+)
 
 # %% [markdown]
 # Three compilations for three distinct values, and the repeated 0.1 is a cache hit:
@@ -274,7 +292,6 @@ class TinyMLP(eqx.Module):
         return self.activation(v @ self.hidden) @ self.out
 
 
-# %%
 @eqx.filter_jit
 def mlp_loss_named(model, v):
     return jnp.mean(model(v) ** 2)
@@ -285,7 +302,6 @@ def mlp_loss_lambda(model, v):
     return jnp.mean(model(v) ** 2)
 
 
-# %%
 class Projector(eqx.Module):
     """Keeps a jitted helper as a field, built anew in every instance."""
 
@@ -305,7 +321,6 @@ def projector_loss(model, v):
     return jnp.mean(model(v) ** 2)
 
 
-# %%
 with jitlab.count_compiles(mlp_loss_named) as named:
     for seed in range(4):
         mlp_loss_named(TinyMLP(seed, activation=leaky), x)
@@ -316,7 +331,6 @@ with jitlab.count_compiles(projector_loss) as projectors:
     for scale in (1.0, 2.0, 3.0):
         projector_loss(Projector(scale * weight), x)
 
-# %% tags=["answer"] jupyter={"source_hidden": true}
 jitlab.print_table(
     [
         {"module": "TinyMLP, activation defined once", "compiles": named.compiles},
@@ -341,6 +355,11 @@ assert "activation" in {field.name for field in dataclasses.fields(eqx.nn.MLP)}
 # you want the opposite: fail at the first extra trace. Equinox's guard counts how often
 # the Python function runs (which, under `filter_jit`, means how often it is traced) and
 # raises `RuntimeError` past the limit, naming the argument that changed.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>The guarded loss is called with scales 0.1 and then 0.2, stored as floats. Where
+# does it fail, and what do the counters show: how many traces, how many
+# compilations?</p></div>
 
 
 # %%
@@ -350,31 +369,22 @@ def guarded_loss(model, v):
     return jnp.mean(model(v) ** 2)
 
 
-# %% [markdown]
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>The guarded loss is called with scales 0.1 and then 0.2, stored as floats. Where
-# does it fail, and what do the counters show: how many traces, how many
-# compilations?</p></div>
-
-
-# %%
 with jitlab.count_compiles(guarded_loss) as guard:
     guarded_loss(Scaled(weight, 0.1), x)
-    tried = jitlab.attempt(guarded_loss, Scaled(weight, 0.2), x)
+    try:
+        guarded_loss(Scaled(weight, 0.2), x)
+    except RuntimeError as err:
+        caught = err
+    else:
+        raise AssertionError("expected RuntimeError from assert_max_traces")
 
-# %% tags=["answer"] jupyter={"source_hidden": true}
-print(tried.error.__class__.__name__, "|", " ".join(str(tried.error).split()[-12:]))
+print(type(caught).__name__, "|", " ".join(str(caught).split()[-12:]))
 print(guard)
-assert isinstance(tried.error, RuntimeError), tried
-assert "'model' argument is responsible" in str(tried.error)
+assert "'model' argument is responsible" in str(caught)
 assert guard.traces == 2 and guard.compiles == 1
 assert eqx.debug.get_num_traces(guarded_loss) == 2
 
-# %% [markdown]
-# The same guard on the model whose scale is an array:
 
-
-# %%
 @eqx.filter_jit
 @eqx.debug.assert_max_traces(max_traces=1)
 def guarded_loss_fixed(model, v):
@@ -416,22 +426,23 @@ def look_up(model, index):
     return model(index)
 
 
-# %%
 with warnings.catch_warnings(record=True) as seen:
     warnings.simplefilter("always")
     first_table = Lookup(jnp.arange(5.0))
     rebuilt_table = Lookup(jnp.arange(5.0))  # the same table, built again
-first_call = jitlab.attempt(look_up, first_table, jnp.int32(2))
-second_call = jitlab.attempt(look_up, rebuilt_table, jnp.int32(2))
-
-# %% tags=["answer"] jupyter={"source_hidden": true}
 print("warning:", seen[0].category.__name__, "-", seen[0].message)
-print("first call:", first_call, "\nsecond call:", second_call)
-print("  ...", str(second_call.error).splitlines()[-1].split(". ")[-1])
 assert issubclass(seen[0].category, UserWarning) and "static" in str(seen[0].message)
-assert first_call.error is None and float(first_call.value) == 2.0
-assert type(second_call.error) is ValueError, second_call
-assert "arrays cannot be passed as metadata fields" in str(second_call.error)
+
+print("first call:", look_up(first_table, jnp.int32(2)))
+try:
+    look_up(rebuilt_table, jnp.int32(2))
+except ValueError as err:
+    caught = err
+else:
+    raise AssertionError("expected ValueError")
+print(type(caught).__name__, "|", str(caught).splitlines()[0].split(".")[0])
+print("  ...", str(caught).splitlines()[-1].split(". ")[-1])
+assert "arrays cannot be passed as metadata fields" in str(caught)
 
 # %% [markdown]
 # Equinox warns when the module is built, the first epoch runs, and the second raises
@@ -444,10 +455,13 @@ first_structure, rebuilt_structure = (
     jax.tree.structure(first_table),
     jax.tree.structure(rebuilt_table),
 )
-compared = jitlab.attempt(lambda: first_structure == rebuilt_structure)
-print("equal hashes; comparing the structures:", compared)
 assert hash(first_structure) == hash(rebuilt_structure)
-assert type(compared.error) is ValueError, compared
+try:
+    first_structure == rebuilt_structure  # noqa: B015  (the comparison is the test)
+except ValueError:
+    print("equal hashes; comparing the structures raises ValueError")
+else:
+    raise AssertionError("expected ValueError")
 
 # %% [markdown]
 # Keep arrays as ordinary fields; mark static only what is small, hashable and compares
@@ -489,7 +503,6 @@ def mse(model, v, target):
     return jnp.mean((model(v) - target) ** 2)
 
 
-# %%
 @nnx.jit
 def epoch_step(model, optimizer, v, target):
     loss, grads = nnx.value_and_grad(mse)(model, v, target)
@@ -504,7 +517,6 @@ def epoch_step_fixed(model, optimizer, v, target):
     return loss
 
 
-# %%
 def run_epochs(step, make_transformation, epochs=3):
     """A fresh model and optimizer per epoch; returns the seconds per epoch, losses."""
     seconds, losses = [], []
@@ -518,29 +530,40 @@ def run_epochs(step, make_transformation, epochs=3):
     return np.array(seconds), np.array(losses)
 
 
-# %%
 ADAM = optax.adam(1e-2)  # built once, shared by every epoch's optimizer
-fresh_tx = jitlab.measure(
-    "nnx: fresh optax.adam each epoch (problem)",
-    lambda: run_epochs(epoch_step, lambda: optax.adam(1e-2)),
-    count=epoch_step,
-)
-shared_tx = jitlab.measure(
-    "nnx: optax.adam built once (fix)",
-    lambda: run_epochs(epoch_step_fixed, lambda: ADAM),
-    count=epoch_step_fixed,
-)
+with jitlab.count_compiles(epoch_step) as per_epoch:
+    problem_seconds, problem_losses = run_epochs(epoch_step, lambda: optax.adam(1e-2))
+with jitlab.count_compiles(epoch_step_fixed) as once:
+    fixed_seconds, fixed_losses = run_epochs(epoch_step_fixed, lambda: ADAM)
 
-# %% tags=["answer"] jupyter={"source_hidden": true}
-jitlab.compare(fresh_tx, shared_tx)
-per_epoch, once = fresh_tx.counts, shared_tx.counts
-(problem_seconds, problem_losses), (fixed_seconds, fixed_losses) = (
-    fresh_tx.result,
-    shared_tx.result,
+jitlab.print_table(
+    [
+        {
+            "each epoch builds": "model, optimizer, optax.adam",
+            "compiles": per_epoch.compiles,
+            "total_s": problem_seconds.sum(),
+        },
+        {
+            "each epoch builds": "model, optimizer (one ADAM)",
+            "compiles": once.compiles,
+            "total_s": fixed_seconds.sum(),
+        },
+    ]
 )
 assert per_epoch.compiles == 3, per_epoch.explanations
 assert once.compiles == 1, once.explanations
 assert np.allclose(problem_losses, fixed_losses)
+jitlab.record(
+    "nnx: fresh optax.adam each epoch (problem)",
+    compiles=per_epoch.compiles,
+    total_s=float(problem_seconds.sum()),
+)
+jitlab.record(
+    "nnx: optax.adam built once (fix)",
+    compiles=once.compiles,
+    total_s=float(fixed_seconds.sum()),
+    speedup=float(problem_seconds.sum() / fixed_seconds.sum()),
+)
 
 
 # %% [markdown]
@@ -636,7 +659,6 @@ class Shifted(nnx.Module):
         return self.linear(v) + self.shift
 
 
-# %%
 @nnx.jit
 def predict_float_shift(model, v):
     return model(v)
@@ -652,7 +674,6 @@ def predict_metadata(model, v):
     return model(v)
 
 
-# %%
 shifts = (0.0, 0.5, 1.0)
 with jitlab.count_compiles(predict_float_shift) as float_shift:
     for s in shifts:
@@ -668,7 +689,6 @@ with jitlab.count_compiles(predict_metadata) as metadata:
     tagged.linear.kernel.set_metadata(note="frozen")
     predict_metadata(tagged, x)
 
-# %% tags=["answer"] jupyter={"source_hidden": true}
 jitlab.print_table(
     [
         {"change": "shift as Python float, 3 values", "compiles": float_shift.compiles},
@@ -727,7 +747,6 @@ def fresh_pair():
     return model, nnx.Optimizer(model, ADAM, wrt=nnx.Param)
 
 
-# %%
 def graph_mode():
     model, optimizer = fresh_pair()
     step = nnx.jit(train_step)
@@ -746,7 +765,6 @@ def jit_partial():
     return lambda: step(x, y)
 
 
-# %%
 def split_merge():
     graphdef, state = nnx.split(fresh_pair())
 
@@ -772,11 +790,13 @@ ways = {
     "nnx.jit_partial": jit_partial,
     "jax.jit split/merge": split_merge,
 }
-calls, counted, overhead_losses = {}, {}, {}
+calls, compiles, overhead_losses = {}, {}, {}
 for label, make_call in ways.items():
-    with jitlab.count_compiles(train_step) as counted[label]:
+    with jitlab.count_compiles(train_step) as counted:
         calls[label] = make_call()
         overhead_losses[label] = [float(calls[label]()) for _ in range(3)]
+    compiles[label] = counted.compiles
+    assert counted.compiles == 1, (label, counted.explanations)
 
 # Time the four in turns, so a burst of load on a shared machine hits them all alike.
 samples = {label: [] for label in calls}
@@ -784,10 +804,6 @@ for _ in range(60):
     for label, call in calls.items():
         samples[label].append(jitlab.time_once(call))
 steady = {label: 1e6 * float(np.median(times)) for label, times in samples.items()}
-
-# %% tags=["answer"] jupyter={"source_hidden": true}
-compiles = {label: n.compiles for label, n in counted.items()}
-assert set(compiles.values()) == {1}, {k: n.explanations for k, n in counted.items()}
 for way in calls:
     jitlab.record(
         f"per-call overhead: {way}",
@@ -853,7 +869,6 @@ def step_static_tx(p, opt_state, v, target, tx):
     return optax.apply_updates(p, updates), opt_state
 
 
-# %%
 def make_closed_step(tx):
     @jax.jit
     def step_closed_tx(p, opt_state, v, target):
@@ -864,7 +879,6 @@ def make_closed_step(tx):
     return step_closed_tx
 
 
-# %%
 with jitlab.count_compiles(step_static_tx) as as_static:
     for _ in range(3):
         tx = optax.sgd(0.1)
@@ -874,7 +888,6 @@ with jitlab.count_compiles("step_closed_tx") as as_closure:
         tx = optax.sgd(0.1)
         make_closed_step(tx)(params, tx.init(params), x, y)
 
-# %%
 optimizer = optax.sgd(0.1)
 
 
@@ -892,8 +905,6 @@ with jitlab.count_compiles(step_global_tx) as as_global:
 
 half_step = make_closed_step(optax.sgd(0.5))
 expected_at_half, _ = half_step(params, optimizer.init(params), x, y)
-
-# %% tags=["answer"] jupyter={"source_hidden": true}
 jitlab.print_table(
     [
         {"run": "A: fresh sgd as static argument", "compiles": as_static.compiles},
@@ -938,7 +949,6 @@ def step_injected(p, opt_state, v, target):
     return optax.apply_updates(p, updates), opt_state
 
 
-# %%
 def sweep_per_rate():
     finals = []
     for lr in learning_rates:
@@ -961,20 +971,39 @@ def sweep_injected():
     return finals
 
 
-# %%
-per_rate_run = jitlab.measure(
-    "optax.sgd(lr) per learning rate (problem)", sweep_per_rate, count=step_static_tx
-)
-injected_run = jitlab.measure(
-    "inject_hyperparams sweep (fix)", sweep_injected, count=step_injected
-)
+with jitlab.count_compiles(step_static_tx) as per_rate, jitlab.stopwatch() as rate_sw:
+    per_rate_finals = sweep_per_rate()
+with jitlab.count_compiles(step_injected) as injected, jitlab.stopwatch() as inject_sw:
+    injected_finals = sweep_injected()
 
-# %% tags=["answer"] jupyter={"source_hidden": true}
-jitlab.compare(per_rate_run, injected_run)
-per_rate, injected = per_rate_run.counts, injected_run.counts
+jitlab.print_table(
+    [
+        {
+            "sweep": "optax.sgd(lr) per rate",
+            "compiles": per_rate.compiles,
+            "total_s": rate_sw.seconds,
+        },
+        {
+            "sweep": "inject_hyperparams, one transformation",
+            "compiles": injected.compiles,
+            "total_s": inject_sw.seconds,
+        },
+    ]
+)
 assert per_rate.compiles == len(learning_rates), per_rate.explanations
 assert injected.compiles == 1, injected.explanations
-assert np.allclose(per_rate_run.result, injected_run.result, rtol=1e-5)
+assert np.allclose(per_rate_finals, injected_finals, rtol=1e-5)
+jitlab.record(
+    "optax.sgd(lr) per learning rate (problem)",
+    compiles=per_rate.compiles,
+    total_s=rate_sw.seconds,
+)
+jitlab.record(
+    "inject_hyperparams sweep (fix)",
+    compiles=injected.compiles,
+    total_s=inject_sw.seconds,
+    speedup=rate_sw.seconds / inject_sw.seconds,
+)
 print("injected state:", INJECTED.init(params).hyperparams)
 
 # %% [markdown]
@@ -1004,7 +1033,6 @@ with jitlab.count_compiles(step_injected_float) as python_float:
     state.hyperparams["learning_rate"] = 0.05  # a Python float: weakly typed
     p, state = step_injected_float(p, state, x, y)
 
-# %% tags=["answer"] jupyter={"source_hidden": true}
 print(python_float.last_reason)
 assert "state.hyperparams['b2'] = 0.95" in optax.inject_hyperparams.__doc__
 assert not jax.typeof(INJECTED.init(params).hyperparams["learning_rate"]).weak_type
@@ -1052,7 +1080,6 @@ def lazy_momentum(learning_rate, decay):
     return optax.GradientTransformation(init, update)
 
 
-# %%
 def eager_momentum(learning_rate, decay):
     """The same optimizer, with every leaf created by init, in its final type."""
     lazy = lazy_momentum(learning_rate, decay)
@@ -1065,7 +1092,6 @@ def eager_momentum(learning_rate, decay):
     return optax.GradientTransformation(init, lazy.update)
 
 
-# %%
 LAZY, EAGER = lazy_momentum(0.1, 0.9), eager_momentum(0.1, 0.9)  # built once
 
 
@@ -1083,7 +1109,6 @@ def step_eager_state(p, opt_state, v, target):
     return optax.apply_updates(p, updates), opt_state
 
 
-# %%
 def run_momentum(step, tx):
     p, state = params, tx.init(params)
     states = [state]
@@ -1099,13 +1124,11 @@ def signature(tree):
     return treedef, [str(jax.typeof(leaf)) for leaf in leaves]
 
 
-# %%
 with jitlab.count_compiles(step_lazy_state) as lazy_count:
     lazy_params, lazy_states = run_momentum(step_lazy_state, LAZY)
 with jitlab.count_compiles(step_eager_state) as eager_count:
     eager_params, eager_states = run_momentum(step_eager_state, EAGER)
 
-# %% tags=["answer"] jupyter={"source_hidden": true}
 jitlab.print_table(
     [
         {"init builds": "count=0, velocity=None", "traces": lazy_count.traces},
@@ -1119,9 +1142,13 @@ assert all(jax.typeof(s.count).weak_type for s in lazy_states)  # weak at every 
 assert all(signature(s) == signature(eager_states[0]) for s in eager_states)
 assert np.allclose(lazy_params["w"], eager_params["w"], rtol=1e-6)
 jitlab.record(
-    "optimizer state filled by first update (problem)", compiles=lazy_count.compiles
+    "optimizer state filled by first update (problem)",
+    compiles=lazy_count.compiles,
 )
-jitlab.record("optimizer state built by init (fix)", compiles=eager_count.compiles)
+jitlab.record(
+    "optimizer state built by init (fix)",
+    compiles=eager_count.compiles,
+)
 
 adam_state = ADAM.init(params)
 _, adam_after = ADAM.update(jax.tree.map(jnp.ones_like, params), adam_state, params)
