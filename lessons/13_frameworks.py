@@ -10,10 +10,9 @@
 #       each epoch, then show that re-creating the model alone is free. The surprise
 #       is that the culprit is optax.adam(...), not the model.'
 #     - Flax 0.12 has two modes. Graph mode (the default, nnx.jit) supports shared references
-#       and in-place updates; tree mode (graph=False) treats modules as ordinary pytrees.
-#       nnx.jit_partial takes graph=False (as here) or graph=True with graph_updates=False;
-#       with the defaults it raises ValueError ('graph_updates not supported by jit_partial').
-#       Expect questions on which to use; the overhead table answers with numbers.
+#       and in-place updates; tree mode (graph=False, which nnx.jit_partial uses) treats
+#       modules as ordinary pytrees. Expect questions on which to use; the overhead
+#       table answers with numbers.
 #     - Optax's own docstring for inject_hyperparams assigns a Python float to a hyperparameter.
 #       It works, at the price of one extra trace (weak type). Point at it when someone
 #       copies the example.
@@ -42,9 +41,9 @@
 #     - The state a step returns must have the same structure and types as the state
 #       it received. An init that leaves None or Python scalars for the first update
 #       to fill retraces at the second step.
-#     - nnx.jit walks the object graph in Python on every call. nnx.jit_partial (with
-#       graph=False here) or jax.jit of the split/merge form remove most of that overhead;
-#       nnx.cached_partial removes part of it.
+#     - nnx.jit walks the object graph in Python on every call. nnx.jit_partial (tree
+#       mode) or jax.jit of the split/merge form remove most of that overhead; nnx.cached_partial
+#       removes part of it.
 #     minutes:
 #       exercises: 20
 #       teaching: 45
@@ -722,11 +721,9 @@ print("metadata now:", dict(tagged.linear.kernel.get_metadata()))
 #
 # * `nnx.cached_partial(step, model, optimizer)` (graph mode only): caches the graph
 #   walk for the arguments you bind;
-# * `nnx.jit_partial(step, model, optimizer, graph=False)`, here in tree mode
-#   (`graph=False`, where modules are treated as plain pytrees; it also takes
-#   `graph=True` with `graph_updates=False`, and with the defaults raises `ValueError`):
-#   flattens the bound objects once, when it is built, and passes only their arrays on
-#   each call;
+# * `nnx.jit_partial(step, model, optimizer, graph=False)`, its counterpart for tree
+#   mode (`graph=False`, where modules are treated as plain pytrees): flattens the bound
+#   objects once, when it is built, and passes only their arrays on each call;
 # * the functional form: `nnx.split` once, then `jax.jit` a function of the state that
 #   calls `nnx.merge` inside and returns the new state.
 #
