@@ -111,7 +111,6 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax._src import cache_key, compilation_cache, compiler
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from jitlab import multiprocess
@@ -142,6 +141,7 @@ def data_mesh():
     return jax.make_mesh((jax.device_count(),), ("data",), axis_types=auto)
 
 
+# %%
 def local_batch(process_id, step, rows):
     """This process's rows of one step. The notebook calls it too, to check results."""
     rng = np.random.default_rng([process_id, step])
@@ -150,6 +150,7 @@ def local_batch(process_id, step, rows):
     return x, y.astype(np.float32)
 
 
+# %%
 def inferred_batch(mesh, x, y):
     """One global array per input from each process's rows; JAX infers the global
     shape as (rows on this process) x (number of processes)."""
@@ -160,6 +161,7 @@ def inferred_batch(mesh, x, y):
     )
 
 
+# %%
 @jax.jit
 def sgd_step(w, x, y):
     """Mean squared error of x @ w - y and one SGD step; x and y are split over "data",
@@ -174,9 +176,10 @@ def program_id(step_fn, *args, **static):
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
+# %%
 def train(worker, step_fn, make_batch, check=False, **static):
     """The loop every experiment shares: count step_fn's compilations on this process,
-    report each step's global shape, loss and weights. With check=True, first compare
+    report each step's global shape, weights and time. With check=True, first compare
     this process's program with the others' (section 3)."""
     mesh = data_mesh()
     w = jax.device_put(np.zeros(3, np.float32), NamedSharding(mesh, P()))
@@ -187,15 +190,11 @@ def train(worker, step_fn, make_batch, check=False, **static):
             batch = make_batch(mesh, *local_batch(worker.process_id, step, size))
             if check and step == 0:
                 report_same_program(worker, step_fn, w, *batch, **static)
-            w, loss = step_fn(w, *batch, **static)
-            worker.emit(
-                "step",
-                step=step,
-                shape=batch[0].shape,
-                loss=np.asarray(loss.addressable_data(0)).mean(),
-                w=np.asarray(w.addressable_data(0)),
-                seconds=time.perf_counter() - start,
-            )
+            w, _ = step_fn(w, *batch, **static)
+            w_here = np.asarray(w.addressable_data(0))  # replicated: all of w
+            seconds = time.perf_counter() - start
+            shape = batch[0].shape
+            worker.emit("step", step=step, shape=shape, w=w_here, seconds=seconds)
     worker.emit(
         "compiles",
         traces=n.traces,
@@ -230,6 +229,7 @@ def reference(sizes):
     return np.array(history)
 
 
+# %%
 def weights(run):
     """Each process's weights after each step: an array (process, step, 3)."""
     return np.array([[r["w"] for r in worker.of("step")] for worker in run.workers])
@@ -241,12 +241,8 @@ def weights(run):
 # Five steps of four rows per process: the global batch is 8 x 3 at every step, on
 # both processes. Each process turns on the persistent compilation cache (lesson 10) in
 # one shared directory, with the thresholds at zero so that even this small step is
-# written. A few more lines listen to JAX's cache events and keep its compiler's log.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>How many compilations of <code>sgd_step</code> on each process? Then the same job
-# starts again with the cache the first one left: which process gets a cache hit?</p>
-# </div>
+# written. A few more lines listen to JAX's cache events and keep the log of its
+# compiler and of its cache key.
 
 
 # %%
@@ -269,23 +265,24 @@ def watch_compilation_cache():
     return events, lines
 
 
+# %%
 def cold_start(worker):
     events, lines = watch_compilation_cache()
     train(worker, sgd_step, inferred_batch)
-    looked_up = [ln for ln in lines if "with key 'jit_sgd_step" in ln]
+    parts = [ln.split("hash of serialized ")[1] for ln in lines if "hash of ser" in ln]
     worker.emit(
         "cache",
         events=dict(events),
-        keys=[ln.split("with key ")[1].strip("'") for ln in looked_up],
-        key_parts=dict(
-            ln.split("hash of serialized ")[1].split(": ")
-            for ln in lines
-            if "hash of serialized" in ln  # the last program's parts: sgd_step's
-        ),
-        not_written=sum(ln.startswith("Not writing persistent cache") for ln in lines),
+        keys=[
+            ln.split("with key ")[1].strip("'") for ln in lines if "key 'jit_sgd" in ln
+        ],
+        key_parts=dict(part.split(": ") for part in parts),  # the last program's
+        not_written=sum("since process_id != 0" in ln for ln in lines),
+        fallback=sum("unable to hash accelerator config" in ln for ln in lines),
     )
 
 
+# %%
 cache_dir = tempfile.TemporaryDirectory(prefix="jitlab-l14-")
 same_shapes = {
     "sizes": [[4] * 5, [4] * 5],
@@ -295,69 +292,71 @@ same_shapes = {
         "jax_persistent_cache_min_entry_size_bytes": -1,
     },
 }
+
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>How many compilations of <code>sgd_step</code> on each process? Then the same job
+# starts again with the cache the first one left: which process gets a cache hit?</p>
+# </div>
+
+# %%
 helpers = [*HELPERS, watch_compilation_cache]
 first_job = multiprocess.run(cold_start, helpers=helpers, options=same_shapes).check()
 written = sorted(os.listdir(cache_dir.name))
 second_job = multiprocess.run(cold_start, helpers=helpers, options=same_shapes).check()
 
-start_rows = []
-for job, run in (("first", first_job), ("second", second_job)):
-    for worker in run.workers:
-        counts, cache = worker.one("compiles"), worker.one("cache")
-        steps = worker.of("step")
-        start_rows.append(
-            {
-                "job": job,
-                "process": worker.process_id,
-                "start-up s": worker.one("ready")["startup_s"],
-                "compiles": counts["compiles"],
-                "compile ms": 1e3 * counts["compile_s"],
-                "of which XLA ms": 1e3 * counts["backend_s"],
-                "first step ms": 1e3 * steps[0]["seconds"],
-                "later steps ms": 1e3 * np.median([s["seconds"] for s in steps[1:]]),
-                "cache hits": cache["events"].get("cache_hits", 0),
-                "entries written": cache["events"].get("cache_misses", 0),
-            }
-        )
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+START = ("job", "process", "compiles", "XLA ms", "first step ms", "hits", "written")
+
+
+def start_row(job, worker):
+    counts, events = worker.one("compiles"), worker.one("cache")["events"]
+    first_ms = 1e3 * worker.of("step")[0]["seconds"]
+    xla_ms = 1e3 * counts["backend_s"]  # XLA compiles, or reads a cached executable
+    hits, written = events.get("cache_hits", 0), events.get("cache_misses", 0)
+    values = (
+        job,
+        worker.process_id,
+        counts["compiles"],
+        xla_ms,
+        first_ms,
+        hits,
+        written,
+    )
+    return dict(zip(START, values, strict=True))
+
+
+runs = {"first": first_job, "second": second_job}
+start_rows = [start_row(job, w) for job, run in runs.items() for w in run.workers]
 jitlab.print_table(start_rows)
-shown = [name[:24] + "..." for name in written]
-print("files in the cache after the first job:", shown)
+print("files in the cache after the first job:", [n[:24] + "..." for n in written])
+first, second = first_job.workers, second_job.workers
+for run in runs.values():
+    assert [(r["devices"], r["local_devices"]) for r in run.one("ready")] == [
+        (2, 1)
+    ] * 2
+    assert [r["compiles"] for r in run.one("compiles")] == [1, 1]  # once per process
+    assert len({r["program"] for r in run.one("compiles")}) == 1  # the same program
+np.testing.assert_allclose(weights(first_job)[0], weights(first_job)[1])
+assert [row["hits"] for row in start_rows] == [0, 0, 2, 0]
+
+# %% [markdown]
+# One compilation per process, twice over: the same step compiles on every host, and
+# each process has a cold start of its own. The persistent cache helps only process 0
+# (two hits in the second job: `sgd_step`, and the small program with which
+# `device_put` checks that every process passed the same initial weights). Process 1
+# has none. Two reasons, both in what the processes logged:
+#
+# - **Only process 0 writes.** Process 1 logged "Not writing persistent cache entry
+#   since process_id != 0" for both programs, and wrote nothing, in either job.
 
 # %%
-first, second = first_job.workers, second_job.workers
-for run in (first_job, second_job):
-    for worker in run.workers:
-        ready = worker.one("ready")
-        assert (ready["devices"], ready["local_devices"]) == (2, 1)
-        assert worker.one("compiles")["compiles"] == 1  # once per process, every job
-    programs = {worker.one("compiles")["program"] for worker in run.workers}
-    assert len(programs) == 1  # ... and the same program on both
-np.testing.assert_allclose(weights(first_job)[0], weights(first_job)[1])
-
-# Only process 0 writes: sgd_step, and the small program with which device_put checks
-# that every process passed the same initial weights (multihost_utils.assert_equal).
 assert [w.one("cache")["events"].get("cache_misses", 0) for w in first] == [2, 0]
 assert [w.one("cache")["not_written"] for w in first] == [0, 2]
 assert [name.split("-")[0] for name in written] == ["jit__identity_fn", "jit_sgd_step"]
 assert first[0].one("cache")["keys"][0] + "-cache" in written
-# The second job: process 0 reads its entry back; process 1 misses and compiles again.
-assert [w.one("cache")["events"].get("cache_hits", 0) for w in second] == [2, 0]
-assert sorted(os.listdir(cache_dir.name)) == written  # process 1 still writes nothing
-
-# %% [markdown]
-# One compilation per process, twice over: the same step compiles on every host, and
-# each process has a cold start of its own. The persistent cache helps only
-# process 0. Two reasons, both visible above:
-#
-# - **Only process 0 writes.** Process 1 logged "Not writing persistent cache entry
-#   since process_id != 0". The rule is in JAX's compiler, not in the cache module:
-
-# %%
-source = inspect.getsource(compiler._cache_write)
-rule = [line.strip() for line in source.splitlines() if "process_id" in line]
-print(*rule, sep="\n")
-assert "if distributed.global_state.process_id != 0:" in rule
-assert "process_id" not in inspect.getsource(compilation_cache)
+assert sorted(os.listdir(cache_dir.name)) == written  # process 1 wrote nothing later
 
 # %% [markdown]
 # - **Process 1 looks under another key.** The cache key is a hash of several parts:
@@ -367,56 +366,42 @@ assert "process_id" not in inspect.getsource(compilation_cache)
 
 # %%
 p0_parts, p1_parts = (w.one("cache")["key_parts"] for w in first)
-differing = [name for name in p0_parts if p0_parts[name] != p1_parts[name]]
-key_rows = []
-for part, h0 in p0_parts.items():
-    h1 = p1_parts[part]
-    key_rows.append({"key part": part, "process 0": h0[:12], "process 1": h1[:12]})
-jitlab.print_table(key_rows)
+jitlab.print_table(
+    [
+        {"key part": k, "process 0": h[:12], "process 1": p1_parts[k][:12]}
+        for k, h in p0_parts.items()
+    ]
+)
 p0_keys, p1_keys = (w.one("cache")["keys"] for w in first)
-print("process 0 key:", p0_keys[0][:40], "...")
-print("process 1 key:", p1_keys[0][:40], "...")
-assert differing == ["accelerator_config"]
+assert [k for k in p0_parts if p0_parts[k] != p1_parts[k]] == ["accelerator_config"]
 assert p1_keys == second[1].one("cache")["keys"]  # the same key in every job ...
 assert p1_keys[0] != p0_keys[0]  # ... but not process 0's
-assert "topology.fingerprint()" in inspect.getsource(cache_key._hash_accelerator_config)
+assert [w.one("cache")["fallback"] for w in first] == [0, 0]  # the topology was hashed
 
 # %% [markdown]
 # Everything matches except `accelerator_config`, the fingerprint of the device
-# topology (`jax/_src/cache_key.py`), which on this CPU setup comes out differently in
-# each process. So even if process 1 were allowed to write, it would never find process
-# 0's entries: at every start it compiles again. Other platforms hash other things (on
-# GPU, for one, the key leaves out the device assignment, "to use cache key as
-# invariant between processes", says the source). What your cluster does, its cache
-# events will tell you: count hits per process.
-
-# %%
-key_source = inspect.getsource(cache_key.get)
-assert 'strip_device_assignment=(backend.platform == "gpu")' in key_source
-assert "invariant between processes" in key_source
+# topology. JAX hashes `get_topology_for_devices(...).fingerprint()` there, and falls
+# back to hashing the devices (logging "unable to hash accelerator config") only where
+# a backend cannot describe its topology; neither process logged that fallback, so the
+# fingerprint itself differs per process on this CPU setup. So even if process 1 were
+# allowed to write, it would never find process 0's entries: at every start it compiles
+# again. Other platforms hash other things (on GPU, for one, the key leaves out the
+# device assignment, "to use cache key as invariant between processes", says
+# `jax/_src/cache_key.py`). What your cluster does, its cache events will tell you:
+# count hits per process.
 
 # %%
 cold = {row["process"]: row for row in start_rows if row["job"] == "first"}
 warm = {row["process"]: row for row in start_rows if row["job"] == "second"}
-for p in (0, 1):
+xla = {p: warm[p]["XLA ms"] / cold[p]["XLA ms"] for p in (0, 1)}
+for p, c, w in ((p, cold[p], warm[p]) for p in (0, 1)):
+    label = f"process {p}: first step of the job"
+    jitlab.record(f"{label}, empty cache", first_ms=c["first step ms"])
     jitlab.record(
-        f"process {p}: first step of the job, empty cache",
-        compiles=cold[p]["compiles"],
-        first_ms=cold[p]["first step ms"],
-        steady_us=1e3 * cold[p]["later steps ms"],
+        f"{label}, cache left", first_ms=w["first step ms"], speedup=1 / xla[p]
     )
-    jitlab.record(
-        f"process {p}: first step of the job, cache left by the first job",
-        compiles=warm[p]["compiles"],
-        first_ms=warm[p]["first step ms"],
-        speedup=cold[p]["of which XLA ms"] / warm[p]["of which XLA ms"],
-    )
-xla = {p: warm[p]["of which XLA ms"] / cold[p]["of which XLA ms"] for p in (0, 1)}
-print(
-    f"XLA's part, second job over first: process 0 {xla[0]:.2f}, process 1 {xla[1]:.2f}"
-)
-# Tracing and lowering happen in both jobs; only XLA's part is replaced by the read.
-assert xla[0] < 0.5  # read, not compiled
+print(f"XLA's part, second job over first: process 0 {xla[0]:.2f}, 1 {xla[1]:.2f}")
+assert xla[0] < 0.5  # read, not compiled (tracing and lowering run in both jobs)
 
 # %% [markdown]
 # ## 2. A ragged last batch on one process
@@ -437,37 +422,20 @@ def ragged_inferred(worker):
 
 
 silent = multiprocess.run(ragged_inferred, helpers=HELPERS, options=ragged).check()
-want = reference(ragged["sizes"])
-got = weights(silent)
-silent_rows = [
-    {
-        "process": w.process_id,
-        "compiles": w.one("compiles")["compiles"],
-        "global x at each step": " ".join(f"{s['shape'][0]}x3" for s in w.of("step")),
-        "last weights": np.array2string(got[w.process_id, -1], precision=3),
-        "reason of last miss": w.one("compiles")["reasons"][-1][:48],
-    }
-    for w in silent.workers
-]
-reference_w = np.array2string(want[-1], precision=3)
-silent_rows.append({"process": "reference", "last weights": reference_w})
-jitlab.print_table(silent_rows)
 
-# %%
-assert [w.one("compiles")["compiles"] for w in silent.workers] == [1, 2]
+# %% tags=["answer"] jupyter={"source_hidden": true}
+want, got = reference(ragged["sizes"]), weights(silent)
+for w in silent.workers:
+    shapes = " ".join(f"{s['shape'][0]}x3" for s in w.of("step"))
+    print(f"process {w.process_id}: global x {shapes}, last w {got[w.process_id, -1]}")
+print(f"reference (one process, all real rows): last w {want[-1]}")
+assert [r["compiles"] for r in silent.one("compiles")] == [1, 2]
 assert [w.of("step")[-1]["shape"] for w in silent.workers] == [[8, 3], [6, 3]]
 assert "f32[6,3]" in silent.workers[1].one("compiles")["reasons"][-1]
 np.testing.assert_allclose(got[:, :3], [want[:3], want[:3]], rtol=1e-4)  # 3 good steps
 assert not np.allclose(got[0, -1], got[1, -1], rtol=1e-3)  # then they disagree ...
 assert not np.allclose(got[0, -1], want[-1], rtol=1e-3)  # ... and neither is right
 assert not np.allclose(got[1, -1], want[-1], rtol=1e-3)
-# Why: both sum the gradient over the 7 real rows; process 0 divides by 8, process 1
-# by 6.
-last = [local_batch(p, 3, n) for p, n in enumerate([4, 3])]
-x7, y7 = (np.concatenate(parts).astype(np.float64) for parts in zip(*last, strict=True))
-summed = 2.0 * x7.T @ (x7 @ want[-2] - y7)
-np.testing.assert_allclose(got[0, -1], want[-2] - 0.1 * summed / 8, rtol=1e-4)
-np.testing.assert_allclose(got[1, -1], want[-2] - 0.1 * summed / 6, rtol=1e-4)
 
 # %% [markdown]
 # No error, no hang, and two different answers. `make_array_from_process_local_data`
@@ -477,8 +445,16 @@ np.testing.assert_allclose(got[1, -1], want[-2] - 0.1 * summed / 6, rtol=1e-4)
 # kept its 8-row program. The gradient's all-reduce carries three numbers in both
 # programs, so the collective went through: process 0 divided the sum over 7 real rows
 # by 8, process 1 divided it by 6. The "replicated" weights now differ between the
-# processes, and every later step builds on that.
-#
+# processes, and every later step builds on that:
+
+# %%
+last = [local_batch(p, 3, n) for p, n in enumerate([4, 3])]
+x7, y7 = (np.concatenate(parts).astype(np.float64) for parts in zip(*last, strict=True))
+summed = 2.0 * x7.T @ (x7 @ want[-2] - y7)  # the gradient summed over the 7 real rows
+np.testing.assert_allclose(got[0, -1], want[-2] - 0.1 * summed / 8, rtol=1e-4)
+np.testing.assert_allclose(got[1, -1], want[-2] - 0.1 * summed / 6, rtol=1e-4)
+
+# %% [markdown]
 # <div class="admonition question"><p class="admonition-title">Predict</p>
 # <p>The same stream, but the step also gathers the per-example errors to every process
 # (for logging): a collective that carries one number per row. What happens now?</p>
@@ -497,17 +473,20 @@ def ragged_gathered(worker):
     train(worker, step, inferred_batch)
 
 
-gathered_helpers = [*HELPERS, sgd_with_errors]
+# %%
 crashed = multiprocess.run(
-    ragged_gathered, helpers=gathered_helpers, options=ragged, stall_timeout=3
+    ragged_gathered,
+    helpers=[*HELPERS, sgd_with_errors],
+    options=ragged,
+    stall_timeout=3,
 )
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
 for worker in crashed.workers:
     said = worker.error["message"][:110] if worker.error else "-"
     print(f"process {worker.process_id}: {worker.status()}; its error: {said}")
 abort = [line for line in crashed.workers[1].log.splitlines() if "what():" in line]
 print("process 1's last words:", abort[0].split("] ")[-1])
-
-# %%
 p0, p1 = crashed.workers
 assert len(p1.of("step")) == 3 and len(p0.of("step")) >= 3  # three good steps first
 assert p1.signal_name == "SIGABRT" and not p1.killed
@@ -557,6 +536,7 @@ def ragged_declared(worker):
     train(worker, sgd_step, declared_batch)
 
 
+# %%
 patient = multiprocess.run(
     ragged_declared,
     helpers=[*HELPERS, declared_batch],
@@ -618,6 +598,7 @@ def padded_batch(mesh, x, y, rows=4):
     )
 
 
+# %%
 @jax.jit
 def masked_step(w, x, y, mask):
     err = (x @ w - y) * mask
@@ -629,37 +610,22 @@ def ragged_padded(worker):
     train(worker, masked_step, padded_batch)
 
 
-fixed = multiprocess.run(
-    ragged_padded, helpers=[*HELPERS, padded_batch, masked_step], options=ragged
-).check()
+# %%
+padded_helpers = [*HELPERS, padded_batch, masked_step]
+fixed = multiprocess.run(ragged_padded, helpers=padded_helpers, options=ragged).check()
 fixed_w = weights(fixed)
-versions = (("inferred", silent, got), ("padded + mask", fixed, fixed_w))
-fixed_rows = [
-    {
-        "version": version,
-        "process": w.process_id,
-        "compiles": w.one("compiles")["compiles"],
-        "program": w.one("compiles")["program"],
-        "max error vs reference": np.abs(ws[w.process_id] - want).max(),
-    }
-    for version, run, ws in versions
-    for w in run.workers
-]
-jitlab.print_table(fixed_rows)
-assert [w.one("compiles")["compiles"] for w in fixed.workers] == [1, 1]
-assert len({w.one("compiles")["program"] for w in fixed.workers}) == 1
+errors = {"padded": np.abs(fixed_w - want).max(), "inferred": np.abs(got - want).max()}
+print("largest error against the reference:", errors)
+assert [r["compiles"] for r in fixed.one("compiles")] == [1, 1]
+assert len({r["program"] for r in fixed.one("compiles")}) == 1
+assert len({r["program"] for r in silent.one("compiles")}) == 2
 assert {tuple(s["shape"]) for w in fixed.workers for s in w.of("step")} == {(8, 3)}
 np.testing.assert_allclose(fixed_w, [want, want], rtol=1e-4, atol=1e-6)
-assert len({w.one("compiles")["program"] for w in silent.workers}) == 2
-for p in (0, 1):
-    jitlab.record(
-        f"ragged last batch, shape inferred per process: process {p}",
-        compiles=silent.workers[p].one("compiles")["compiles"],
-    )
-    jitlab.record(
-        f"ragged last batch, padded to one global shape: process {p}",
-        compiles=fixed.workers[p].one("compiles")["compiles"],
-    )
+for label, run in (("shape inferred", silent), ("padded to one shape", fixed)):
+    for p, r in enumerate(run.one("compiles")):
+        jitlab.record(
+            f"ragged last batch, {label}: process {p}", compiles=r["compiles"]
+        )
 
 # %% [markdown]
 # One compilation per process, one program on both (the fingerprint of the lowered
@@ -675,10 +641,6 @@ for p in (0, 1):
 # a static argument (lesson 06). On one host the variable is set to something else: a
 # stale shell profile, a different launch script. Process 1 gets `WEIGHT_DECAY=0.1`;
 # process 0 has none and uses 0.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>How many compilations on each process? Would per-process compile counts, or
-# JAX's cache-miss explanations, warn you?</p></div>
 
 
 # %%
@@ -699,6 +661,7 @@ def assert_same_program(step_fn, *args, **static):
     multihost_utils.assert_equal(digest, "the processes compile different programs")
 
 
+# %%
 def report_same_program(worker, step_fn, *args, **static):
     """assert_same_program, reported instead of raised: this lesson wants to see what
     happens next. A real job lets the AssertionError stop it."""
@@ -709,6 +672,7 @@ def report_same_program(worker, step_fn, *args, **static):
         worker.emit("same program", passed=False, message=str(err), **static)
 
 
+# %%
 def from_environment(worker):
     decay = float(os.environ.get("WEIGHT_DECAY", "0"))
     if worker.options["agree"]:  # process 0 decides, everyone uses its value
@@ -718,10 +682,15 @@ def from_environment(worker):
     train(worker, decayed_step, padded_batch, check=True, decay=decay)
 
 
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>How many compilations on each process? Would per-process compile counts, or
+# JAX's cache-miss explanations, warn you?</p></div>
+
+# %%
 env_helpers = [*HELPERS, padded_batch, decayed_step, assert_same_program]
 env_helpers.append(report_same_program)
-stale = [{}, {"WEIGHT_DECAY": "0.1"}]
-even = {"sizes": [[4, 4, 4, 4], [4, 4, 4, 4]]}
+stale, even = [{}, {"WEIGHT_DECAY": "0.1"}], {"sizes": [[4] * 4, [4] * 4]}
 disagree = multiprocess.run(
     from_environment, helpers=env_helpers, options={**even, "agree": False}, env=stale
 ).check()
@@ -729,48 +698,39 @@ agreed = multiprocess.run(
     from_environment, helpers=env_helpers, options={**even, "agree": True}, env=stale
 ).check()
 
-env_rows = [
-    {
-        "version": version,
-        "process": w.process_id,
-        "decay": w.one("same program")["decay"],
-        "compiles": w.one("compiles")["compiles"],
-        "explanations": len(w.one("compiles")["reasons"]),
-        "program": w.one("compiles")["program"],
-        "same program?": w.one("same program")["passed"],
-        "last weights": np.array2string(np.array(w.of("step")[-1]["w"]), precision=3),
-    }
-    for version, run in (("as each process reads it", disagree), ("broadcast", agreed))
-    for w in run.workers
-]
-jitlab.print_table(env_rows)
-print(disagree.workers[0].one("same program")["message"][:60], "...")
 
-# %%
+# %% tags=["answer"] jupyter={"source_hidden": true}
+versions = (("as each process reads it", disagree), ("broadcast", agreed))
+for version, run in versions:
+    for p, same in enumerate(run.one("same program")):
+        decay, passed = same["decay"], same["passed"]
+        print(f"{version}, process {p}: decay {decay}, same program? {passed}")
 bad, good = disagree.workers, agreed.workers
+assert [r["decay"] for r in disagree.one("same program")] == [0.0, 0.1]
+assert [r["compiles"] for r in disagree.one("compiles")] == [1, 1]  # looks healthy
 first_time = "never seen function (a new function object)"
-assert [w.one("same program")["decay"] for w in bad] == [0.0, 0.1]
-assert [w.one("compiles")["compiles"] for w in bad] == [1, 1]  # looks healthy
-assert all(w.one("compiles")["reasons"] == [first_time] for w in bad)
-assert bad[0].one("compiles")["program"] != bad[1].one("compiles")["program"]
-assert [w.one("same program")["passed"] for w in bad] == [False, False]  # both raise
-message = bad[0].one("same program")["message"]
-assert message.startswith("the processes compile different programs")
-last_w = [w.of("step")[-1]["w"] for w in bad]
-right_w = good[0].of("step")[-1]["w"]
+assert all(r["reasons"] == [first_time] for r in disagree.one("compiles"))
+assert len({r["program"] for r in disagree.one("compiles")}) == 2
+assert [r["passed"] for r in disagree.one("same program")] == [False, False]  # both
+assert (
+    bad[0]
+    .one("same program")["message"]
+    .startswith("the processes compile different programs")
+)
+last_w, right_w = [w.of("step")[-1]["w"] for w in bad], good[0].of("step")[-1]["w"]
 assert not np.allclose(last_w[0], last_w[1], rtol=1e-3)
 assert not np.allclose(last_w[0], right_w, rtol=1e-4)  # process 0 is wrong too
-assert [w.one("same program")["decay"] for w in good] == [0.0, 0.0]
-assert [w.one("same program")["passed"] for w in good] == [True, True]
-assert [w.one("compiles")["compiles"] for w in good] == [1, 1]
-assert [w.one("compiles")["traces"] for w in good] == [1, 1]  # the check's, reused
-np.testing.assert_allclose(good[0].of("step")[-1]["w"], good[1].of("step")[-1]["w"])
-for job, run in (("read by each process", disagree), ("broadcast", agreed)):
-    for w in run.workers:
-        jitlab.record(
-            f"static value {job}: process {w.process_id}",
-            compiles=w.one("compiles")["compiles"],
-        )
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+assert [r["decay"] for r in agreed.one("same program")] == [0.0, 0.0]
+assert [r["passed"] for r in agreed.one("same program")] == [True, True]
+assert [(r["traces"], r["compiles"]) for r in agreed.one("compiles")] == [(1, 1)] * 2
+np.testing.assert_allclose(
+    right_w, good[1].of("step")[-1]["w"]
+)  # the check's trace reused
+for job, run in versions:
+    for p, r in enumerate(run.one("compiles")):
+        jitlab.record(f"static value {job}: process {p}", compiles=r["compiles"])
 
 # %% [markdown]
 # One compilation on each process, and a "never seen function" explanation on each:
@@ -804,32 +764,20 @@ jobs = {
     "static from env": disagree,
     "static broadcast": agreed,
 }
-table = []
-for job, run in jobs.items():
-    records = [w.one("compiles") for w in run.workers]
-    agree = len({r["program"] for r in records}) == 1
-    for w, r in zip(run.workers, records, strict=True):
-        table.append(
-            {
-                "job": job,
-                "process": w.process_id,
-                "traces": r["traces"],
-                "compiles": r["compiles"],
-                "last miss, as JAX explains it": r["reasons"][-1][:44],
-                "program": r["program"],
-                "same on all?": "yes" if agree else "NO",
-            }
-        )
-jitlab.print_table(table)
-
 # %%
-broken = {row["job"] for row in table if row["same on all?"] == "NO"}
-uneven = {
-    job
-    for job, run in jobs.items()
-    if len({w.one("compiles")["compiles"] for w in run.workers}) > 1
-}
+COLUMNS = ("job", "process", "traces", "compiles", "last miss", "program", "agree?")
+table, counts = [], {}
+for job, run in jobs.items():
+    agree = "yes" if len({r["program"] for r in run.one("compiles")}) == 1 else "NO"
+    counts[job] = {r["compiles"] for r in run.one("compiles")}
+    for p, r in enumerate(run.one("compiles")):
+        last = r["reasons"][-1][:44]
+        values = (job, p, r["traces"], r["compiles"], last, r["program"], agree)
+        table.append(dict(zip(COLUMNS, values, strict=True)))
+jitlab.print_table(table)
+broken = {row["job"] for row in table if row["agree?"] == "NO"}
 assert broken == {"ragged, shape inferred", "static from env"}
+uneven = {job for job, seen in counts.items() if len(seen) > 1}
 assert uneven == {"ragged, shape inferred"}  # counts alone miss the static mismatch
 
 # %% [markdown]
