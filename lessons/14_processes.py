@@ -19,7 +19,7 @@
 #       does. Do not promise learners the same on their cluster; teach them to count
 #       cache hits per process.
 #     - jax.distributed catches SIGTERM (its preemption notifier), so a stuck worker
-#       survives a plain kill; the launcher uses SIGKILL (tests/test_multiprocess.py
+#       survives a plain kill; the launcher uses SIGKILL (tests/instruments/test_multiprocess.py
 #       checks both). Say so if someone tries to stop a runaway worker by hand.
 #     - The exercise's grader starts two processes too; its cell takes about 5 to 10
 #       s.
@@ -113,13 +113,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
-from jitlab import multiprocess
+from jitlab.instruments import multiprocess
 
 # %% [markdown]
 # ## Two processes on one machine
 #
-# `jitlab.multiprocess.run(task)` starts two Python processes. Each one switches JAX's
-# CPU collectives to gloo, calls
+# `jitlab.instruments.multiprocess.run(task)` starts two Python processes. Each one
+# switches JAX's CPU collectives to gloo, calls
 # `jax.distributed.initialize(coordinator_address="127.0.0.1:PORT", num_processes=2,
 # process_id=i)` on a free port, and then calls `task(worker)`. The task reports with
 # `worker.emit(kind, **numbers)`; `run` returns every record of every process. It also
@@ -787,7 +787,7 @@ assert uneven == {"ragged, shape inferred"}  # counts alone miss the static mism
 # start-up, and run `assert_same_program` once before training.
 #
 # <div class="admonition tip"><p class="admonition-title">Launching processes</p>
-# <p><code>jitlab.multiprocess</code> is a small launcher for this course: it gives
+# <p><code>jitlab.instruments.multiprocess</code> is a small launcher for this course: it gives
 # every worker a time limit, stops a run that has gone quiet, and always kills and
 # reaps its processes. On a cluster, the scheduler (Slurm, Kubernetes) plays this
 # role, and its time limit is the one that ends a hang: set it, and set
