@@ -5,8 +5,8 @@
 #       constant
 #     instructor_notes:
 #     - 'The first code cell asks for eight CPU devices (jax_num_cpu_devices) before
-#       anything starts JAX''s backend; a learner who ran another cell first gets fewer
-#       devices: restart the kernel and run from the top.'
+#       anything starts JAX''s backend; a learner who ran another cell first gets a
+#       RuntimeError from it: restart the kernel and run from the top.'
 #     - Ask for a prediction before the device_put(x, devices[1]) cell. Expect two camps,
 #       'no recompilation, same shape and dtype' and 'full retrace'. The answer (trace
 #       reused, compiled again, nothing explained) is the hook of the lesson.
@@ -740,11 +740,8 @@ assert (second_round.traces, second_round.compiles) == (0, 0)
 #
 # ### `jax_debug_nans`: not in the key, but it changes what runs
 #
-# `jax.debug_nans(True)` checks every jitted result for NaNs. It is not in the tracing
-# context, so switching it on compiles nothing new. When a NaN appears, JAX runs the
-# function again, de-optimised (one operation at a time, each compiled on its own), to
-# find the operation that made it, and raises an error. And it turns off donation, but
-# only in traces made while it is on.
+# `jax.debug_nans(True)` checks every jitted result for NaNs. Is it in the key, and
+# what happens when a NaN appears?
 
 
 # %%
@@ -783,8 +780,11 @@ assert len(callback_runs) == 2  # the compiled run, then the de-optimised re-run
 assert rerun.compiles >= 1  # the re-run compiles operations one by one
 
 # %% [markdown]
-# No retrace, and a `FloatingPointError` that names the operation. The callback ran
-# twice: once in the compiled program, once in the de-optimised re-run. Donation next:
+# No retrace: `jax_debug_nans` is not in the tracing context. When a NaN appears, JAX
+# runs the function again, de-optimised (one operation at a time, each compiled on its
+# own), and raises a `FloatingPointError` that names the operation. So the callback ran
+# twice: in the compiled program, and in the re-run. It also turns donation off, but
+# only in traces made while it is on. Donation next:
 # a function traced with `debug_nans` off and called with it on, and one first traced
 # with it on and called with it off.
 
@@ -882,7 +882,8 @@ assert len(problem.counts.explanations) == problem.traces < problem.compiles
 
 # %% [markdown]
 # One compilation per distinct (loader, context) pair, and most of them silent: only
-# the misses that changed the traced type (a new mesh, a new context) were explained.
+# the misses that retraced (the first call, a new mesh in the type, a new context) were
+# explained; another device or another spec on the same mesh compiled in silence.
 #
 # **The fix** works at the boundary, where a batch leaves the host:
 #
