@@ -23,8 +23,11 @@ from jax import monitoring
 from jitlab.instruments.explanations import (  # one reader of JAX's explanations
     EXPLANATION_LOGGERS,
     MISS_MARK,
+    add_hearer,
+    deliver,
     explained_function,
     reaches_a_handler,
+    remove_hearer,
 )
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
@@ -169,8 +172,12 @@ class _ExplanationFilter(logging.Filter):
             return bool(_explain_before) or reaches_a_handler(self._logger)
         if MISS_MARK not in text:
             return True
-        STREAM.append(Event("explain", explained_function(text), text=text))
+        deliver(record)  # to the doctor (_hear) and any count_compiles block alike
         return bool(_explain_before) or reaches_a_handler(self._logger)
+
+
+def _hear(text: str) -> None:
+    STREAM.append(Event("explain", explained_function(text), text=text))
 
 
 def listening() -> bool:
@@ -187,6 +194,7 @@ def start() -> None:
         monitoring.register_event_duration_secs_listener(_on_duration)
         _explain_before = bool(jax.config.jax_explain_cache_misses)
         jax.config.update("jax_explain_cache_misses", True)
+        add_hearer(_hear)
         for name in EXPLANATION_LOGGERS + PERSISTENT_LOGGERS:
             logger = logging.getLogger(name)
             flt = _ExplanationFilter(logger)
@@ -211,6 +219,7 @@ def stop() -> None:
             return
         monitoring.unregister_event_duration_listener(_on_duration)
         jax.config.update("jax_explain_cache_misses", bool(_explain_before))
+        remove_hearer(_hear)
         for logger, flt in _filters:
             logger.removeFilter(flt)
         _filters.clear()

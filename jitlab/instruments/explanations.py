@@ -56,6 +56,31 @@ def reaches_a_handler(logger: logging.Logger) -> bool:
     return False
 
 
+# Everyone in the process who hears explanations (count_compiles blocks, the doctor).
+# Filters on one logger run in turn and the first that drops a record ends the turn, so
+# whichever filter sees an explanation first hands it to every hearer, once.
+_HEARERS: list[Callable[[str], None]] = []
+
+
+def add_hearer(heard: Callable[[str], None]) -> None:
+    _HEARERS.append(heard)
+
+
+def remove_hearer(heard: Callable[[str], None]) -> None:
+    if heard in _HEARERS:
+        _HEARERS.remove(heard)
+
+
+def deliver(record: logging.LogRecord) -> None:
+    """Hand one explanation record to every hearer, once however many filters see it."""
+    if getattr(record, "_jitlab_heard", False):
+        return
+    record._jitlab_heard = True
+    text = record.getMessage().strip()
+    for heard in list(_HEARERS):
+        heard(text)
+
+
 class _Hear(logging.Filter):
     """Hands each explanation to ``heard``; passes it on only where it was asked for
     (``show``, or a handler listens), and every other record as it is, at or above
@@ -69,7 +94,7 @@ class _Hear(logging.Filter):
         text = record.getMessage()
         if MISS_MARK not in text:
             return record.levelno >= self._level
-        self._heard(text.strip())
+        deliver(record)
         logger = logging.getLogger(record.name)
         return self._show or reaches_a_handler(logger)
 
@@ -83,6 +108,7 @@ def hearing_explanations(heard: Callable[[str], None], *, show: bool) -> Iterato
     level only for explanations; its other records stay as silent as they were.
     """
     installed = []
+    add_hearer(heard)
     for name in EXPLANATION_LOGGERS:
         logger = logging.getLogger(name)
         level = logger.getEffectiveLevel()
@@ -94,6 +120,7 @@ def hearing_explanations(heard: Callable[[str], None], *, show: bool) -> Iterato
     try:
         yield
     finally:
+        remove_hearer(heard)
         for logger, hear, level in installed:
             logger.removeFilter(hear)
             logger.setLevel(level)

@@ -55,3 +55,26 @@ def test_the_closest_key_difference_and_the_function_are_read_from_the_text():
     assert explained_function(EXPLANATION) == "f"
     new = "TRACING CACHE MISS at x.py:9:\n  never seen function:\n    g id=1 defined at x.py:7"
     assert closest_key_difference(new) == "" and explained_function(new) == "g"
+
+
+def test_a_count_inside_the_doctors_watch_hears_the_explanations_too():
+    """Two hearers on one logger: the doctor's filter sees a record first and drops it
+    (nobody asked to print it), yet the count_compiles block inside still hears it."""
+    import jax
+    import jax.numpy as jnp
+
+    from jitlab import count_compiles
+    from jitlab.doctor import events
+
+    def twice_heard(x):
+        return x * 2
+
+    jitted = jax.jit(twice_heard)
+    events.start()
+    try:
+        with count_compiles(jitted) as n:
+            jitted(jnp.ones(3))
+            jitted(jnp.ones(4))
+    finally:
+        events.stop()
+    assert n.traces == 2 and len(n.explanations) == 2, n.explanations
