@@ -23,6 +23,7 @@ from jax import monitoring
 from jitlab.instruments.explanations import (  # one reader of JAX's explanations
     EXPLANATION_LOGGERS,
     MISS_MARK,
+    PERSISTENT_MISS_MARK,
     add_hearer,
     deliver,
     explained_function,
@@ -169,6 +170,8 @@ class _ExplanationFilter(logging.Filter):
             if found is None:
                 return True
             STREAM.append(found)
+            if PERSISTENT_MISS_MARK in text:
+                deliver(record)  # a count_compiles block keeps it with its explanations
             return bool(_explain_before) or reaches_a_handler(self._logger)
         if MISS_MARK not in text:
             return True
@@ -177,6 +180,8 @@ class _ExplanationFilter(logging.Filter):
 
 
 def _hear(text: str) -> None:
+    if MISS_MARK not in text:  # persistent-cache texts are recorded by the filter itself
+        return
     STREAM.append(Event("explain", explained_function(text), text=text))
 
 

@@ -76,7 +76,8 @@ class CompileCount:
     ``compiles``: JAX asked the backend for an executable (the expensive step). With
     the persistent compilation cache on, a disk-cache hit is counted here too: JAX
     reports it with the same event (lesson 10 tells the two apart).
-    ``explanations``: JAX's own text for each tracing-cache miss.
+    ``explanations``: JAX's own text for each tracing-cache miss (and, with the
+    persistent cache on, each "PERSISTENT COMPILATION CACHE MISS" it logs).
     The ``*_seconds`` fields add up the time JAX reported for each stage.
     """
 

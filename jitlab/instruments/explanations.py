@@ -20,6 +20,11 @@ from contextlib import contextmanager
 
 EXPLANATION_LOGGERS = ("jax._src.interpreters.partial_eval", "jax._src.pjit")
 MISS_MARK = "TRACING CACHE MISS"
+# The persistent compilation cache logs its misses (at WARNING while explanations are
+# on) from these loggers; count_compiles keeps those texts beside the tracing misses.
+PERSISTENT_LOGGERS = ("jax._src.compiler", "jax._src.compilation_cache")
+PERSISTENT_MISS_MARK = "PERSISTENT COMPILATION CACHE MISS"
+MISS_MARKS = (MISS_MARK, PERSISTENT_MISS_MARK)
 CLOSEST_KEY = "For the closest previous key:"
 
 _NEVER_SEEN = re.compile(r"never seen function:\s*\n\s*(.*?) id=\d+")
@@ -92,7 +97,7 @@ class _Hear(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         text = record.getMessage()
-        if MISS_MARK not in text:
+        if not any(mark in text for mark in MISS_MARKS):
             return record.levelno >= self._level
         deliver(record)
         logger = logging.getLogger(record.name)
@@ -109,7 +114,7 @@ def hearing_explanations(heard: Callable[[str], None], *, show: bool) -> Iterato
     """
     installed = []
     add_hearer(heard)
-    for name in EXPLANATION_LOGGERS:
+    for name in EXPLANATION_LOGGERS + PERSISTENT_LOGGERS:
         logger = logging.getLogger(name)
         level = logger.getEffectiveLevel()
         hear = _Hear(heard, show, level)
