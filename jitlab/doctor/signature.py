@@ -767,7 +767,14 @@ def _aux_differences(path: str, new: tuple[Any, Any], old: tuple[Any, Any]) -> l
     now_text, before_text = _short(now), _short(before)
     if now_text == before_text:
         now_text += " (equal text, not equal)"
+    elif isinstance(now, _SCALARS) and isinstance(before, _SCALARS):
+        # A plain value held as node metadata (an Equinox field marked static=True): the
+        # user made it static, and its value changed; the containers did not.
+        return [Difference(STATIC, path + inside, now_text, before_text)]
     return [Difference(STRUCTURE, path + inside, now_text, before_text)]
+
+
+_SCALARS = (bool, int, float, complex, str)
 
 
 def _pick(aux: Any, inside: str, names: list[str] | None) -> Any:

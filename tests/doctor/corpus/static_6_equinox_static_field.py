@@ -1,0 +1,26 @@
+"""A jitted __call__ on an eqx.Module whose field marked eqx.field(static=True) changes
+value (0.1, then 0.2): the field lives in the Module's tree metadata, and the user made it
+static, so the miss is a static value at self.dropout, not a change of containers."""
+
+# doctor-cause: static_value
+# doctor-expect: __call__ static_value
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+
+class MLP(eqx.Module):
+    w: jax.Array
+    dropout: float = eqx.field(static=True)
+
+    @eqx.filter_jit
+    def __call__(self, x):
+        return jnp.tanh(self.w @ x) * (1 - self.dropout)
+
+
+x = jnp.ones(3)
+m = MLP(jnp.ones((3, 3)), 0.1)
+for _ in range(3):
+    m(x)
+m2 = MLP(jnp.ones((3, 3)), 0.2)
+m2(x)
