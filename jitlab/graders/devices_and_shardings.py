@@ -1,46 +1,11 @@
 """Grader for the devices and shardings exercise: one sharding for every batch.
 
-The learner writes ``place(batch, mesh)``: it takes a batch (a dict with ``"x"`` of
-shape (B, F) and ``"y"`` of shape (B,)) in whatever placement a loader produced, and
-returns it on one ``NamedSharding`` of ``mesh`` that splits the batch axis over the
-mesh's ``"data"`` axis. The grader builds the mesh over every device JAX has, draws new
-shapes and data on every run, puts the devices in an order of its own (never the
-default one, so a mesh built from ``jax.devices()`` or read from a global is not the
-mesh passed in), hands ``place`` batches in seven placements (host NumPy,
-an uncommitted ``jnp`` array, committed to device 0, committed to another device,
-already sharded over ``"data"``, replicated over the mesh, sharded over a second, 2-D
-mesh), and runs its own freshly made jitted step on what ``place`` returns.
-
-It works with any number of devices. The exercise simulates eight on the CPU; with a
-single device, "split over the mesh" and "on one device" hold the same data, so only the
-type of the sharding tells them apart, and a replicated answer cannot be told apart at
-all (see ``tests/graders/test_devices_and_shardings.py``, which runs on eight).
-
-What it rejects, and how:
-- an unfinished stub: ``NotImplementedError`` becomes a failed check, with the command
-  ``jitlab hint devices_and_shardings``;
-- jit switched off by ``place`` (``jax.config.update("jax_disable_jit", True)``): checked
-  right after ``place`` ran and by the ``@grader`` canaries, and reported as such (a
-  ``jax.disable_jit()`` block inside ``place`` changes nothing ``place`` returns, so it
-  is not an error);
-- the caller's arrays changed in place: the host batches are compared, by content, with
-  copies taken before ``place`` ran;
-- anything but a dict with the keys ``"x"`` and ``"y"``;
-- changed numbers (a cast to a smaller dtype, reordered rows, hard-coded data): every
-  placed array is compared with what went in, and the step's outputs with a float64
-  NumPy reference;
-- batches passed through unchanged, or only some of them moved (those not yet on a
-  ``NamedSharding``, say): more than one compilation of the step, reported with the
-  distinct placements ``place`` returned;
-- everything put on one device, kept on the host, replicated, or placed on another mesh
-  (one of its own, or a global one, which lists the devices in another order) or along
-  another axis: the placed arrays must carry a ``NamedSharding`` over the given mesh
-  equivalent to ``P("data")``, and so must the step's per-example output.
-
-The reference, the step and the mesh builder are private (leading underscore), made
-fresh inside :func:`grade`; the step's outputs are computed by the grader's own jitted
-step from what ``place`` returned, so nothing ``place`` returns besides the batch can
-reach the numbers.
+``place(batch, mesh)`` gets batches in every placement a loader produces and must return
+each on ``NamedSharding(mesh, P("data"))`` of the mesh it is handed. The grader's own
+fresh jitted step runs on what ``place`` returns: it must compile once per mesh, and
+its numbers are compared with float64 NumPy, so nothing but the batch reaches them.
+With one device, split and unsplit hold the same data and the two meshes are one: only
+the sharding's type tells answers apart (the tests run again on eight devices).
 """
 
 from __future__ import annotations
@@ -53,22 +18,30 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, require, require_jit_on
+from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, require_jit_on
 from jitlab.grading.checks import shorten
 from jitlab.instruments.counting import count_compiles
 
+DRAWN = {  # what the drawing covers: the wrong rule each part breaks, on every run
+    "two meshes, each with its devices in an order of the grader's own": "a mesh from "
+    "jax.devices() or a global; a sharding kept from the first call",
+    "every loader's placement (KINDS), on each mesh": "moving only some batches",
+    'sharded over "data" on the other mesh (same axis names)': "leaving a batch alone "
+    'because its spec is already P("data")',
+    "new shapes and data": "hard-coded data, a cast, rows out of order",
+}
+OTHER_MESH = 'sharded over "data" on another mesh with the same axis names'
 KINDS = (
     "host NumPy",
     "uncommitted jnp array",
     "committed to device 0",
     "committed to another device",
     'already sharded over "data"',
+    OTHER_MESH,
     "replicated over the mesh",
     "sharded over a 2-D mesh",
 )
-BATCHES_PER_KIND = 2
-RTOL = 1e-4
-ATOL = 1e-4
+RTOL = ATOL = 1e-4
 
 PLACE_RUNS = "place runs on batches from every loader"
 DICT_KEYS = "place returns a dict with the keys 'x' and 'y'"
@@ -76,10 +49,9 @@ CALLER_KEPT = "place leaves the caller's arrays as they were"
 VALUES = "place keeps every value and dtype"
 STEP_RUNS = "the step runs on every placed batch"
 NUMBERS = "the step's numbers match the reference on every placed batch"
-COMPILES_ONCE = "the step compiles once for all batches"
+COMPILES_ONCE = "the step compiles once per mesh for all its batches"
 SPLIT = 'every placed array is split along its first axis over the mesh\'s "data" axis'
 OUTPUT_SPLIT = 'the step\'s per-example output stays split over "data"'
-
 CHECKS = (
     PLACE_RUNS,
     DICT_KEYS,
@@ -93,26 +65,31 @@ CHECKS = (
 )
 
 
-def _make_mesh(devices: list[Any]) -> jax.sharding.Mesh:
-    """The mesh the grader hands to ``place``: these devices, in this order, on one
-    axis called ``"data"``, with Auto axes as in the exercise."""
-    return Mesh(np.array(devices, dtype=object), ("data",), axis_types=(AxisType.Auto,))
+def _unless(check: str, ok: bool, **verdict: str) -> None:
+    """Fail ``check`` unless ``ok``, passing nothing: checks made in a loop pass at its end."""
+    if not ok:
+        raise fail(check, **verdict)
 
 
-def _shuffled_devices(rng: np.random.Generator) -> list[Any]:
-    """Every device, in an order that differs from ``jax.devices()`` when there are two
-    or more (so a mesh built from ``jax.devices()`` is not the one passed in)."""
-    devices = list(jax.devices())
-    if len(devices) < 2:
-        return devices
-    order = list(range(len(devices)))
-    while order == sorted(order):
+def _meshes(rng: np.random.Generator) -> tuple[Mesh, Mesh]:
+    """Two meshes over every device on one Auto axis ``"data"``, in two orders that
+    differ from each other and from ``jax.devices()`` when there are three or more."""
+    devices, orders = list(jax.devices()), []
+    while len(orders) < 2:
         order = [int(i) for i in rng.permutation(len(devices))]
-    return [devices[i] for i in order]
+        if len(devices) < 2 or (
+            order != sorted(order) and (len(devices) < 3 or order not in orders)
+        ):
+            orders.append(order)
+    axis = ("data",)
+    one, two = (
+        Mesh(np.array([devices[i] for i in o]), axis, axis_types=(AxisType.Auto,)) for o in orders
+    )
+    return one, two
 
 
 def _make_step() -> Callable[..., Any]:
-    """A fresh copy of the exercise's step, so every grading run counts from zero."""
+    """A fresh copy of the exercise's step, so every count starts from zero."""
 
     @jax.jit
     def graded_step(w, batch):
@@ -123,34 +100,32 @@ def _make_step() -> Callable[..., Any]:
 
 
 def _reference(w: np.ndarray, batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Per-example squared errors and the gradient of their mean, in float64."""
-    x = np.asarray(batch["x"], np.float64)
-    err = x @ np.asarray(w, np.float64) - np.asarray(batch["y"], np.float64)
+    x = batch["x"].astype(np.float64)
+    err = x @ w.astype(np.float64) - batch["y"]
     return err**2, 2.0 * (x.T @ err) / err.shape[0]
 
 
-def _second_mesh(devices: list[Any]) -> jax.sharding.Mesh:
-    n = len(devices)
-    shape = (n // 2, 2) if n % 2 == 0 else (n, 1)
-    return jax.make_mesh(shape, ("a", "b"), axis_types=(AxisType.Auto,) * 2, devices=devices)
-
-
-def _arrive(
-    batch: dict[str, np.ndarray], kind: str, first_device, other_device, mesh, second_mesh
-) -> dict:
+def _arrive(batch: dict, kind: str, mesh: Mesh, other: Mesh, device: Any) -> dict:
+    """The batch as the loader of ``kind`` hands it to ``place`` with ``mesh``."""
     if kind == "host NumPy":
         return dict(batch)
     if kind == "uncommitted jnp array":
         return {k: jax.numpy.asarray(v) for k, v in batch.items()}
-    if kind == "committed to device 0":
-        return jax.device_put(batch, first_device)
-    if kind == "committed to another device":
-        return jax.device_put(batch, other_device)
-    if kind == 'already sharded over "data"':
-        return jax.device_put(batch, NamedSharding(mesh, P("data")))
-    if kind == "replicated over the mesh":
-        return jax.device_put(batch, NamedSharding(mesh, P()))
-    return jax.device_put(batch, NamedSharding(second_mesh, P("b")))
+    devices = jax.devices()
+    n = len(devices)
+    shape, auto = (n // 2, 2) if n % 2 == 0 else (n, 1), (AxisType.Auto,) * 2
+    grid = jax.make_mesh(shape, ("a", "b"), axis_types=auto, devices=devices)
+    return jax.device_put(
+        batch,
+        {
+            "committed to device 0": devices[0],
+            "committed to another device": device,
+            'already sharded over "data"': NamedSharding(mesh, P("data")),
+            OTHER_MESH: NamedSharding(other, P("data")),
+            "replicated over the mesh": NamedSharding(mesh, P()),
+            "sharded over a 2-D mesh": NamedSharding(grid, P("b")),
+        }[kind],
+    )
 
 
 def describe(value: Any) -> str:
@@ -164,268 +139,251 @@ def describe(value: Any) -> str:
         axes = ", ".join(f"{name}={size}" for name, size in sharding.mesh.shape.items())
         return f"NamedSharding(mesh({axes}), {sharding.spec})"
     if len(value.devices()) == 1:
-        (device,) = value.devices()
         committed = "committed" if value.committed else "uncommitted"
-        return f"one device ({device}, {committed})"
+        return f"one device ({next(iter(value.devices()))}, {committed})"
     return type(sharding).__name__
 
 
-def _placement(batch: dict) -> str:
-    seen = {k: describe(batch[k]) for k in sorted(batch)}
+def _placement(batch: dict, mesh: Mesh) -> str:
+    """Where a batch's arrays are, saying so when a mesh is not the one passed in."""
+    seen = {}
+    for key in sorted(batch):
+        elsewhere = _mesh_of(batch[key]) not in (None, mesh)
+        seen[key] = describe(batch[key]) + (" on another mesh" if elsewhere else "")
     if len(set(seen.values())) == 1:
         return next(iter(seen.values()))
     return "; ".join(f"{k}: {where}" for k, where in seen.items())
 
 
-def _check_structure(placed: Any) -> None:
-    if isinstance(placed, dict) and set(placed) == {"x", "y"}:
-        return
-    raise fail(
-        DICT_KEYS,
-        expected="{'x': ..., 'y': ...}",
-        seen=f"{type(placed).__name__}"
-        + (f" with keys {sorted(placed)}" if isinstance(placed, dict) else ""),
-        hint="return the same dict structure you were given; jax.device_put(batch, sharding) "
-        "does that for a whole dict",
+def _mesh_of(value: Any) -> Mesh | None:
+    return getattr(getattr(value, "sharding", None), "mesh", None)
+
+
+def _like(one: Mesh, other: Mesh | None) -> bool:
+    """The same axis names and shape (the devices may be in another order)."""
+    return other is not None and (one.axis_names, one.devices.shape) == (
+        other.axis_names,
+        other.devices.shape,
     )
 
 
-def _on_another_mesh(batch: dict, mesh) -> bool:
-    return any(
-        isinstance(getattr(v, "sharding", None), NamedSharding) and v.sharding.mesh != mesh
-        for v in batch.values()
+def _stayed(on: Mesh | None, came: Mesh | None, mesh: Mesh) -> bool:
+    """Left on the mesh it arrived on (a device_put under disable_jit may reorder it)."""
+    return (
+        on is not None and on != mesh and (on == came or (_like(on, came) and not _like(on, mesh)))
     )
 
 
-def _check_values(originals: list[dict], placed: list[dict]) -> None:
-    check = VALUES
-    for number, (before, after) in enumerate(zip(originals, placed, strict=True)):
+def _sharding_hint(value: Any, mesh: Mesh, came: Mesh | None, meshes: tuple = ()) -> str:
+    """What to change, from where ``value`` sits and the mesh it ``came`` on."""
+    if not isinstance(value, jax.Array):
+        return "a NumPy array is on no device at all: jax.device_put it onto the mesh"
+    on = _mesh_of(value)
+    if not isinstance(value.sharding, NamedSharding):
+        return "one device holds the whole batch; a NamedSharding over the mesh splits it"
+    if on == mesh:
+        return 'P() copies the whole batch to every device; P("data") splits the batch axis'
+    if _stayed(on, came, mesh):
+        why = (
+            "it is still on the mesh its loader put it on: place returned it without "
+            "moving it (or moved it inside jax.disable_jit(), which on this release can "
+            "leave it there)"
+        )
+    elif on in meshes:
+        why = "it is on the mesh passed with another batch: a sharding kept from before"
+    elif tuple(on.axis_names) != tuple(mesh.axis_names):
+        why = f"its mesh's axes are {on.axis_names}, not {mesh.axis_names}"
+    elif tuple(on.axis_types) != tuple(mesh.axis_types):
+        why = "its mesh's axes are Explicit (jax.make_mesh's default), the given mesh's Auto"
+    else:
+        why = "its mesh lists the devices in another order than the mesh passed in"
+    return (
+        "use the mesh passed to place on every call (not a mesh of your own, a global one "
+        f"or one kept from an earlier call), whatever spec a batch arrived with: {why}"
+    )
+
+
+def _check_caller_kept(originals: list[dict], arrived: list[dict]) -> None:
+    for number, (before, batch) in enumerate(zip(originals, arrived, strict=True)):
         for key in ("x", "y"):
-            got = np.asarray(after[key])
-            want = before[key]
-            if got.dtype != want.dtype or got.shape != want.shape:
+            now = batch.get(key)
+            if now is None:
+                continue  # the dict itself was emptied: the values check says so
+            if isinstance(now, jax.Array) and now.is_deleted():
                 raise fail(
-                    check,
-                    expected=f"{key}: {want.dtype}{list(want.shape)} (as it arrived)",
-                    seen=f"{key}: {got.dtype}{list(got.shape)} in batch {number}",
+                    CALLER_KEPT,
+                    expected=f"batch {number}'s {key} still usable after place",
+                    seen=f"{key} of batch {number} was deleted ({describe(now)}): donated "
+                    "to a jitted function, or .delete() was called on it",
+                    hint="jax.device_put returns the very array it was given when it is "
+                    "already in place, and the caller still holds it: do not donate "
+                    "(donate_argnums) or delete the arrays you were given",
+                )
+            _unless(
+                CALLER_KEPT,
+                np.array_equal(np.asarray(now), before[key]),
+                expected=f"batch {number}'s {key} unchanged after place",
+                seen=f"{key} of batch {number} changed ({describe(now)})",
+                hint="build and return new arrays (jax.device_put does); do not write into "
+                "the arrays you were given",
+            )
+    passed(CALLER_KEPT)
+
+
+def _check_values(originals: list[dict], placed: list[dict], kinds: list[str]) -> None:
+    for number, (want, got) in enumerate(zip(originals, placed, strict=True)):
+        arrived = f"batch {number} ({kinds[number]})"
+        for key in ("x", "y"):
+            seen = np.asarray(got[key])
+            if seen.dtype != want[key].dtype or seen.shape != want[key].shape:
+                raise fail(
+                    VALUES,
+                    expected=f"{key}: {want[key].dtype}{list(want[key].shape)} (as it arrived)",
+                    seen=f"{key} of {arrived}: {seen.dtype}{list(seen.shape)}",
                     hint="placing a batch moves it; it must not cast or reshape it",
                 )
-            if not np.array_equal(got, want):
-                worst = int(np.argmax(np.abs(got.astype(np.float64) - want).reshape(-1)))
+            if not np.array_equal(seen, want[key]):
+                row = int(np.argmax((seen != want[key]).reshape(len(seen), -1).any(axis=1)))
                 raise fail(
-                    check,
-                    expected=f"{key} exactly as it arrived",
-                    seen=f"different values in batch {number} (first at flat index {worst})",
-                    hint="jax.device_put moves data without changing it; do not rebuild the arrays",
+                    VALUES,
+                    expected=f"{key} of {arrived} exactly as it arrived",
+                    seen=f"row {row} of {key} differs: {seen[row]} instead of {want[key][row]}",
+                    hint="jax.device_put moves data without changing it; do not rebuild, "
+                    "reorder or recompute the arrays",
                 )
-    passed(check)
+    passed(VALUES)
 
 
-def _check_numbers(w: np.ndarray, originals: list[dict], outputs: list[tuple]) -> None:
-    check = NUMBERS
-    for number, (batch, (losses, grad)) in enumerate(zip(originals, outputs, strict=True)):
-        want_losses, want_grad = _reference(w, batch)
-        for name, got, want in (("losses", losses, want_losses), ("gradient", grad, want_grad)):
-            got = np.asarray(got)
-            if got.shape != want.shape or not np.allclose(got, want, rtol=RTOL, atol=ATOL):
-                raise fail(
-                    check,
-                    expected=f"{name} of batch {number} as in the NumPy reference",
-                    seen=f"{np.array2string(got.reshape(-1)[:4], precision=4)} against "
-                    f"{np.array2string(want.reshape(-1)[:4], precision=4)}",
-                    hint="place must hand over the batch it was given, row for row",
-                )
-    passed(check)
-
-
-def _check_compiles(count, placed: list[dict]) -> None:
-    placements = sorted({_placement(b) for b in placed})
-    shown = " | ".join(placements[:4]) + (" | ..." if len(placements) > 4 else "")
-    why = [ln.strip() for ln in (count.explanations[-1:] or [""])[0].splitlines()]
-    said = next((ln for ln in why if ln.startswith("*")), "")
-    require(
-        COMPILES_ONCE,
-        count.compiles == 1,
-        expected=f"1 compilation for all {len(placed)} batches",
-        seen=f"{count.compiles} compilations ({count.traces} traced, the rest silent); "
-        f"place returned {len(placements)} placement(s): {shown}"
-        + (f"; JAX says: {shorten(said, 160)}" if said else ""),
-        hint="each device and each sharding is its own executable: put every batch on the "
-        'same NamedSharding(mesh, P("data")), even one that is already on a mesh',
-    )
-
-
-def _same_layout(one: Any, other: Any) -> bool:
-    """Two meshes with the same axis names over the same devices in the same order."""
-    return (
-        tuple(one.axis_names) == tuple(other.axis_names)
-        and one.devices.shape == other.devices.shape
-        and list(one.devices.flat) == list(other.devices.flat)
-    )
-
-
-def _sharding_hint(value: Any, mesh, arrived: Any = None) -> str:
-    """What to change, from where ``value`` sits; ``arrived`` is the same array as its
-    loader handed it to ``place``, to tell "placed wrongly" from "never moved"."""
-    placed_on = getattr(getattr(value, "sharding", None), "mesh", None)
-    came_on = getattr(getattr(arrived, "sharding", None), "mesh", None)
-    if (
-        placed_on is not None
-        and came_on is not None
-        and not _same_layout(placed_on, mesh)
-        and _same_layout(placed_on, came_on)
-    ):
-        return (
-            "this batch is still on the mesh its loader put it on: place returned it "
-            "without moving it onto the mesh passed in (on this release, a jax.device_put "
-            "inside jax.disable_jit() can leave it there)"
-        )
-    if not isinstance(value, jax.Array):
-        return (
-            "a NumPy array is on no device at all, so every call copies it to one device; "
-            "jax.device_put it onto the mesh"
-        )
-    sharding = value.sharding
-    if not isinstance(sharding, NamedSharding):
-        return (
-            "one device holds the whole batch; a NamedSharding over the mesh splits it "
-            "across every device"
-        )
-    if sharding.mesh != mesh:
-        other = sharding.mesh
-        if tuple(other.axis_names) != tuple(mesh.axis_names):
-            why = f"its axes are {other.axis_names}, not {mesh.axis_names}"
-        elif tuple(other.axis_types) != tuple(mesh.axis_types):
-            why = "its axes are Explicit (jax.make_mesh's default), the given mesh's Auto"
-        elif list(other.devices.flat) != list(mesh.devices.flat):
-            why = "it lists the devices in another order than the mesh passed in"
-        else:
-            why = "it is another mesh object than the one passed in"
-        return f"use the mesh passed to place, not a mesh of your own or a global one: {why}"
-    return 'P() copies the whole batch to every device; P("data") splits the batch axis'
-
-
-def _check_sharding(placed: list[dict], arrived: list[dict], mesh, want: NamedSharding) -> None:
-    check = SPLIT
-    for number, (batch, before) in enumerate(zip(placed, arrived, strict=True)):
-        for key in ("x", "y"):
-            value = batch[key]
-            ok = (
-                isinstance(value, jax.Array)
-                and isinstance(value.sharding, NamedSharding)
-                and value.sharding.mesh == mesh
-                and value.sharding.is_equivalent_to(want, value.ndim)
-            )
-            if not ok:
-                raise fail(
-                    check,
-                    expected=f'{key}: NamedSharding(mesh, P("data")) on the mesh passed in',
-                    seen=f"{key} of batch {number}: {describe(value)}",
-                    hint=_sharding_hint(value, mesh, before.get(key)),
-                )
-    passed(check)
-
-
-def _check_output(outputs: list[tuple], want: NamedSharding) -> None:
-    losses = outputs[-1][0]
-    sharding = getattr(losses, "sharding", None)
-    require(
-        OUTPUT_SPLIT,
-        isinstance(sharding, NamedSharding) and sharding.is_equivalent_to(want, 1),
-        expected='per-example losses on NamedSharding(mesh, P("data"))',
-        seen=describe(losses),
-        hint="the step's outputs follow its inputs: place the batch, not the result",
-    )
-
-
-@grader("devices_and_shardings", checks=CHECKS)
-def grade(place: Callable[[dict, Any], dict]) -> None:
-    """Check ``place(batch, mesh)`` by numbers, by the step's compile count and by the
-    shardings it returns; see the module docstring."""
-    rng = fresh_rng()
-    devices = list(jax.devices())
-    mesh = _make_mesh(_shuffled_devices(rng))
-    want = NamedSharding(mesh, P("data"))
-    other_device = devices[int(rng.integers(1, len(devices)))] if len(devices) > 1 else devices[0]
-    second_mesh = _second_mesh(devices)
-
-    features = int(rng.integers(3, 7))
-    size = len(devices) * int(rng.integers(2, 5))
-    w = rng.normal(size=features).astype(np.float32)
-    kinds = [kind for kind in KINDS for _ in range(BATCHES_PER_KIND)]
-    kinds = [kinds[i] for i in rng.permutation(len(kinds))]
-    originals = []
-    for _ in kinds:
-        x = rng.normal(size=(size, features)).astype(np.float32)
-        y = (x @ w + rng.normal(scale=0.5, size=size)).astype(np.float32)
-        originals.append({"x": x, "y": y})
-    arrived = [
-        _arrive(
-            {k: v.copy() for k, v in batch.items()},
-            kind,
-            devices[0],
-            other_device,
-            mesh,
-            second_mesh,
-        )
-        for batch, kind in zip(originals, kinds, strict=True)
-    ]
-
-    placed = []
-    for batch in arrived:
-        out = call_learner(PLACE_RUNS, place, batch, mesh)
-        _check_structure(out)
-        placed.append(out)
-    passed(PLACE_RUNS)
-    passed(DICT_KEYS)
-    require_jit_on("after your place ran")
-    _check_caller_kept(originals, arrived)
-    _check_values(originals, placed)
-
-    step = _make_step()
-    outputs = []
+def _run_step(w: np.ndarray, batches: list[tuple[int, dict]], came: list, mesh: Mesh):
+    """The grader's fresh step on one mesh's batches: its outputs and its count."""
+    step, outputs = _make_step(), []
     with count_compiles(step) as count:
-        for number, batch in enumerate(placed):
+        for number, batch in batches:
             try:
                 outputs.append(jax.block_until_ready(step(w, batch)))
             except Exception as err:
                 raise fail(
                     STEP_RUNS,
                     expected="the jitted step to accept what place returned",
-                    seen=f"batch {number} ({_placement(batch)}): "
+                    seen=f"batch {number} ({_placement(batch, mesh)}): "
                     + shorten(f"{type(err).__name__}: {str(err).splitlines()[0]}", 200),
-                    hint=_sharding_hint(batch["x"], mesh, arrived[number].get("x"))
-                    if _on_another_mesh(batch, mesh)
-                    else "return the batch as jax.Arrays on one sharding of the mesh "
-                    "you were given",
+                    hint=_sharding_hint(batch["x"], mesh, came[number]),
                 ) from err
-    passed(STEP_RUNS)
-    _check_numbers(w, originals, outputs)
-    _check_compiles(count, placed)
-    _check_sharding(placed, arrived, mesh, want)
-    _check_output(outputs, want)
+    return outputs, count
 
 
-def _check_caller_kept(originals: list[dict], arrived: list[dict]) -> None:
-    """The batches as the loaders handed them over must hold what they held before."""
-    for number, (before, batch) in enumerate(zip(originals, arrived, strict=True)):
+def _check_compiles(count: Any, batches: list[tuple[int, dict]], which: int, mesh, came) -> None:
+    placements = sorted({_placement(b, mesh) for _, b in batches})
+    shown = " | ".join(placements[:4]) + (" | ..." if len(placements) > 4 else "")
+    hint = "each device and each sharding is its own executable: put every batch on the "
+    hint += 'same NamedSharding(mesh, P("data")), even one that is already on a mesh'
+    stayed = [n for n, b in batches if _stayed(_mesh_of(b["x"]), came[n], mesh)]
+    if stayed:
+        hint += f"; batch {stayed[0]} is still on the mesh it arrived on: move every batch "
+        hint += "onto the mesh passed in, whatever spec it arrived with"
+    _unless(
+        COMPILES_ONCE,
+        count.compiles == 1,
+        expected=f"1 compilation for the {len(batches)} batches placed on mesh {which}",
+        seen=f"{count.compiles} compilations; place returned {len(placements)} "
+        f"placement(s) with mesh {which}: {shown}",
+        hint=hint,
+    )
+
+
+def _check_sharding(jobs: list, placed: list[dict], came: list, meshes: tuple) -> None:
+    for number, (_, which) in enumerate(jobs):
+        mesh = meshes[which]
         for key in ("x", "y"):
-            now = batch.get(key) if isinstance(batch, dict) else None
-            if now is None:
-                continue  # the dict itself was emptied: the values check will say so
-            try:
-                same = np.array_equal(np.asarray(now), before[key])
-            except RuntimeError:  # a donated or deleted jax.Array
-                same = False
-            if not same:
-                raise fail(
-                    CALLER_KEPT,
-                    expected=f"batch {number}'s {key} unchanged after place",
-                    seen=f"{key} of batch {number} changed ({describe(now)})",
-                    hint="build and return new arrays (jax.device_put does); do not write "
-                    "into the arrays you were given",
+            value = placed[number][key]
+            sharding = getattr(value, "sharding", None)
+            _unless(
+                SPLIT,
+                isinstance(value, jax.Array)
+                and isinstance(sharding, NamedSharding)
+                and sharding.mesh == mesh
+                and sharding.is_equivalent_to(NamedSharding(mesh, P("data")), value.ndim),
+                expected=f'{key}: NamedSharding(mesh, P("data")) on the mesh passed in',
+                seen=f"{key} of batch {number} (arrived {jobs[number][0]}, with mesh "
+                f"{which}): {describe(value)}",
+                hint=_sharding_hint(value, mesh, came[number], meshes),
+            )
+    passed(SPLIT)
+
+
+@grader("devices_and_shardings", checks=CHECKS)
+def grade(place: Callable[[dict, Any], dict]) -> None:
+    """Check ``place(batch, mesh)`` by values, by the step's compile count per mesh and
+    by the shardings it returns."""
+    rng = fresh_rng()
+    meshes = _meshes(rng)
+    devices = jax.devices()
+    device = devices[int(rng.integers(1, len(devices)))] if len(devices) > 1 else devices[0]
+    features, size = int(rng.integers(3, 7)), len(devices) * int(rng.integers(2, 5))
+    w = rng.normal(size=features).astype(np.float32)
+    jobs = [(kind, which) for kind in KINDS for which in (0, 1)]
+    jobs = [jobs[i] for i in rng.permutation(len(jobs))]
+    originals = []
+    for _ in jobs:
+        x = rng.normal(size=(size, features)).astype(np.float32)
+        originals.append({"x": x, "y": (x @ w + rng.normal(size=size)).astype(np.float32)})
+    arrived = [
+        _arrive({k: v.copy() for k, v in b.items()}, kind, meshes[m], meshes[1 - m], device)
+        for b, (kind, m) in zip(originals, jobs, strict=True)
+    ]
+    came = [_mesh_of(batch["x"]) for batch in arrived]
+
+    placed = []
+    for batch, (_, which) in zip(arrived, jobs, strict=True):
+        placed.append(out := call_learner(PLACE_RUNS, place, batch, meshes[which]))
+        _unless(
+            DICT_KEYS,
+            isinstance(out, dict) and set(out) == {"x", "y"},
+            expected="{'x': ..., 'y': ...}",
+            seen=type(out).__name__
+            + (f" with keys {sorted(out)}" if isinstance(out, dict) else ""),
+            hint="return the dict structure you were given; jax.device_put(batch, sharding) "
+            "does that for a whole dict",
+        )
+    passed(PLACE_RUNS)
+    passed(DICT_KEYS)
+    require_jit_on("after your place ran")
+    _check_caller_kept(originals, arrived)
+    _check_values(originals, placed, [kind for kind, _ in jobs])
+
+    runs = []
+    for which, mesh in enumerate(meshes):
+        mine = [(n, placed[n]) for n, (_, m) in enumerate(jobs) if m == which]
+        runs.append((mine, *_run_step(w, mine, came, mesh)))
+    passed(STEP_RUNS)
+    for mine, outputs, _ in runs:
+        for (number, _), got in zip(mine, outputs, strict=True):
+            want = _reference(w, originals[number])
+            for name, a, b in (("losses", got[0], want[0]), ("gradient", got[1], want[1])):
+                _unless(
+                    NUMBERS,
+                    np.allclose(np.asarray(a), b, rtol=RTOL, atol=ATOL),
+                    expected=f"the step's {name} on batch {number} as in the NumPy reference",
+                    seen=f"{np.asarray(a).reshape(-1)[:4]} against {b.reshape(-1)[:4]}",
+                    hint="place must hand over the batch it was given, row for row",
                 )
-    passed(CALLER_KEPT)
+    passed(NUMBERS)
+    for which, (mine, _, count) in enumerate(runs):
+        _check_compiles(count, mine, which, meshes[which], came)
+    passed(COMPILES_ONCE)
+    _check_sharding(jobs, placed, came, meshes)
+    for which, (_, outputs, _) in enumerate(runs):
+        losses = outputs[-1][0]
+        sharding = getattr(losses, "sharding", None)
+        _unless(
+            OUTPUT_SPLIT,
+            isinstance(sharding, NamedSharding)
+            and sharding.is_equivalent_to(NamedSharding(meshes[which], P("data")), 1),
+            expected='per-example losses on NamedSharding(mesh, P("data"))',
+            seen=describe(losses),
+            hint="the step's outputs follow its inputs: place the batch, not the result",
+        )
+    passed(OUTPUT_SPLIT)
 
 
-__all__ = ["CHECKS", "KINDS", "describe", "grade"]
+__all__ = ["CHECKS", "DRAWN", "KINDS", "describe", "grade"]
