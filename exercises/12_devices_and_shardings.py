@@ -24,7 +24,8 @@
 # A training job reads its batches from several loaders, and each loader puts them on
 # devices its own way: some hand over NumPy arrays, some `jnp` arrays on the default
 # device, some commit them to device 0 or to another device, some shard them over the
-# data mesh, some replicate them, and one shards them over a 2-D mesh of its own. Every
+# data mesh or over another mesh with the same axis names, some replicate them, and one
+# shards them over a 2-D mesh of its own. Every
 # batch is a dict with `"x"` (batch, features) and `"y"` (batch,), float32, with the same
 # shapes.
 #
@@ -37,12 +38,12 @@
 #   were given (return new ones).
 #
 # **Solved** means: the step's numbers match a NumPy reference on every batch, the step
-# **compiles exactly once** over batches from all the loaders, and every placed array
-# (and the step's per-example output) is split over `"data"` on the mesh you were given.
-# The grader builds its own mesh over every device, in an order of its own (use the
-# `mesh` argument, not the `mesh` of this notebook), draws new shapes and data on every
-# run, and counts compilations of its own fresh copy of `step` with
-# `jitlab.count_compiles`.
+# **compiles exactly once** per mesh over batches from all the loaders, and every placed
+# array (and the step's per-example output) is split over `"data"` on the mesh passed
+# with it. The grader builds two meshes of its own over every device, each in an order
+# of its own, and hands each batch with one of them (use the `mesh` argument of each
+# call, not the `mesh` of this notebook), draws new shapes and data on every run, and
+# counts compilations of a fresh copy of `step` per mesh with `jitlab.count_compiles`.
 
 # %%
 import os
