@@ -28,9 +28,10 @@
 # and the two processes rarely get the same number. Write, in the exercise cell:
 #
 # - `make_global_batch(x, y, mesh, max_rows)`: this process's rows (`x`: float32
-#   `(n, F)`, `y`: float32 `(n,)`, with `1 <= n <= max_rows`) as a global batch on
-#   `mesh`: a pytree (a dict, a tuple, ...) of `jax.Array`s built with
-#   `jax.make_array_from_process_local_data`, split over `"data"`. Its shapes must be
+#   `(n, F)`, `y`: float32 `(n,)`, with `1 <= n <= max_rows`; a real row may hold
+#   zeros) as a global batch on `mesh`: a pytree (a dict, a tuple, ...) of
+#   `jax.Array`s built with `jax.make_array_from_process_local_data`, split over
+#   `"data"`. Its shapes must be
 #   **the same on every process and at every step**.
 # - `train_step(w, batch, lr)`, jitted: returns `(new_w, loss)`. `loss` is the mean
 #   squared error of `x @ w - y` over the **real** rows of **both** processes (padding
@@ -42,7 +43,9 @@
 # training on all the real rows would get.
 #
 # **How the grader runs your code.** It starts two JAX processes joined by
-# `jax.distributed` (as in the lesson, with `jitlab.instruments.multiprocess`). In each
+# `jax.distributed` (as in the lesson, with `jitlab.instruments.multiprocess`), with
+# **one CPU device each**, whatever devices the notebook has: the mesh has one device
+# per process, and your code need not handle more. In each
 # of them it runs **the whole cell** that defines `make_global_batch` and `train_step`, as you
 # wrote it, with these names already imported: `jax`, `jnp`, `np`, `NamedSharding`,
 # `P`, `functools` (and `os`, `time`, `collections`, `hashlib`, `logging`, `jitlab`).
