@@ -360,3 +360,31 @@ def test_disable_jit_by_config_inside_loss_is_named():
     finally:
         jax.config.update("jax_disable_jit", False)
     assert "switched off" in failure.seen
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_rejects_batches_memoised_by_id(seed, monkeypatch):
+    # The loader reuses its dicts and arrays: a copy kept by id() goes stale.
+    monkeypatch.setenv("JITLAB_SEED", str(seed))
+    batch_loss, kept = make_batch_loss(), {}
+
+    def loss(params, batch):
+        if id(batch) not in kept:
+            kept[id(batch)] = {k: np.array(v) for k, v in tidy(batch).items()}
+        return batch_loss(params, kept[id(batch)])
+
+    failure = grade_failure(loss, batch_loss, "match the reference")
+    assert "reused" in failure.hint and "id()" in failure.hint
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_rejects_results_memoised_by_id(seed, monkeypatch):
+    monkeypatch.setenv("JITLAB_SEED", str(seed))
+    batch_loss, kept = make_batch_loss(), {}
+
+    def loss(params, batch):
+        if id(batch) not in kept:
+            kept[id(batch)] = batch_loss(params, tidy(batch))
+        return kept[id(batch)]
+
+    grade_failure(loss, batch_loss, "once per call")
