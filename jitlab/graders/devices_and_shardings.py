@@ -11,14 +11,14 @@ the sharding's type tells answers apart (the tests run again on eight devices).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, require_jit_on
+from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, require_jit_on, why
 from jitlab.grading.checks import shorten
 from jitlab.instruments.counting import count_compiles
 
@@ -144,17 +144,6 @@ def describe(value: Any) -> str:
     return type(sharding).__name__
 
 
-def _placement(batch: dict, mesh: Mesh) -> str:
-    """Where a batch's arrays are, saying so when a mesh is not the one passed in."""
-    seen = {}
-    for key in sorted(batch):
-        elsewhere = _mesh_of(batch[key]) not in (None, mesh)
-        seen[key] = describe(batch[key]) + (" on another mesh" if elsewhere else "")
-    if len(set(seen.values())) == 1:
-        return next(iter(seen.values()))
-    return "; ".join(f"{k}: {where}" for k, where in seen.items())
-
-
 def _mesh_of(value: Any) -> Mesh | None:
     return getattr(getattr(value, "sharding", None), "mesh", None)
 
@@ -254,27 +243,38 @@ def _check_values(originals: list[dict], placed: list[dict], kinds: list[str]) -
     passed(VALUES)
 
 
-def _run_step(w: np.ndarray, batches: list[tuple[int, dict]], came: list, mesh: Mesh):
-    """The grader's fresh step on one mesh's batches: its outputs and its count."""
-    step, outputs = _make_step(), []
+class _Called(NamedTuple):
+    """A call of the grader's step, as :func:`why` reads it."""
+
+    args: tuple
+    kwargs: dict
+    compiled: bool
+
+
+def _run_step(w: np.ndarray, batches: list[tuple[int, dict]], came: list, mesh: Mesh, kinds):
+    """The grader's fresh step on one mesh's batches: its outputs, compile count, and
+    the doctor's causes of every compilation after the first."""
+    step, outputs, calls = _make_step(), [], []
     with count_compiles(step) as count:
         for number, batch in batches:
+            before = count.compiles
             try:
                 outputs.append(jax.block_until_ready(step(w, batch)))
             except Exception as err:
+                elsewhere = " on another mesh" if _mesh_of(batch["x"]) not in (None, mesh) else ""
                 raise fail(
                     STEP_RUNS,
                     expected="the jitted step to accept what place returned",
-                    seen=f"batch {number} ({_placement(batch, mesh)}): "
+                    seen=f"batch {number} (x: {describe(batch['x'])}{elsewhere}): "
                     + shorten(f"{type(err).__name__}: {str(err).splitlines()[0]}", 200),
                     hint=_sharding_hint(batch["x"], mesh, came[number]),
                 ) from err
-    return outputs, count
+            calls.append(_Called((w, batch), {}, count.compiles > before))
+    label = lambda i: f"batch {batches[i][0]} ({kinds[batches[i][0]]})"  # noqa: E731
+    return outputs, count, why(calls, step, label=label)
 
 
-def _check_compiles(count: Any, batches: list[tuple[int, dict]], which: int, mesh, came) -> None:
-    placements = sorted({_placement(b, mesh) for _, b in batches})
-    shown = " | ".join(placements[:4]) + (" | ..." if len(placements) > 4 else "")
+def _check_compiles(count, found, batches: list[tuple[int, dict]], which: int, mesh, came) -> None:
     hint = "each device and each sharding is its own executable: put every batch on the "
     hint += 'same NamedSharding(mesh, P("data")), even one that is already on a mesh'
     stayed = [n for n, b in batches if _stayed(_mesh_of(b["x"]), came[n], mesh)]
@@ -284,9 +284,8 @@ def _check_compiles(count: Any, batches: list[tuple[int, dict]], which: int, mes
     _unless(
         COMPILES_ONCE,
         count.compiles == 1,
-        expected=f"1 compilation for the {len(batches)} batches placed on mesh {which}",
-        seen=f"{count.compiles} compilations; place returned {len(placements)} "
-        f"placement(s) with mesh {which}: {shown}",
+        expected=f"1 compilation for the {len(batches)} batches placed with mesh {which}",
+        seen=f"{count.compiles} compilations; " + shorten(found.text, 400),
         hint=hint,
     )
 
@@ -349,14 +348,15 @@ def grade(place: Callable[[dict, Any], dict]) -> None:
     passed(DICT_KEYS)
     require_jit_on("after your place ran")
     _check_caller_kept(originals, arrived)
-    _check_values(originals, placed, [kind for kind, _ in jobs])
+    kinds = [kind for kind, _ in jobs]
+    _check_values(originals, placed, kinds)
 
     runs = []
     for which, mesh in enumerate(meshes):
         mine = [(n, placed[n]) for n, (_, m) in enumerate(jobs) if m == which]
-        runs.append((mine, *_run_step(w, mine, came, mesh)))
+        runs.append((mine, *_run_step(w, mine, came, mesh, kinds)))
     passed(STEP_RUNS)
-    for mine, outputs, _ in runs:
+    for mine, outputs, *_ in runs:
         for (number, _), got in zip(mine, outputs, strict=True):
             want = _reference(w, originals[number])
             for name, a, b in (("losses", got[0], want[0]), ("gradient", got[1], want[1])):
@@ -368,11 +368,11 @@ def grade(place: Callable[[dict, Any], dict]) -> None:
                     hint="place must hand over the batch it was given, row for row",
                 )
     passed(NUMBERS)
-    for which, (mine, _, count) in enumerate(runs):
-        _check_compiles(count, mine, which, meshes[which], came)
+    for which, (mine, _, count, found) in enumerate(runs):
+        _check_compiles(count, found, mine, which, meshes[which], came)
     passed(COMPILES_ONCE)
     _check_sharding(jobs, placed, came, meshes)
-    for which, (_, outputs, _) in enumerate(runs):
+    for which, (_, outputs, *_) in enumerate(runs):
         losses = outputs[-1][0]
         sharding = getattr(losses, "sharding", None)
         _unless(

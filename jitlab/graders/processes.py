@@ -25,15 +25,25 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jitlab.grading import JIT_ON, GradingFailure, call_learner, fail, fresh_rng, grader, is_jitted
-from jitlab.grading.checks import passed, require, require_jit_on, require_jitted
+from jitlab.doctor import classify
+from jitlab.grading import (
+    JIT_ON,
+    GradingFailure,
+    call_learner,
+    fail,
+    fresh_rng,
+    grader,
+    is_jitted,
+    why,
+)
+from jitlab.grading.checks import passed, require, require_jit_on, require_jitted, shorten
 from jitlab.instruments import multiprocess
 
 STEPS, ZERO_ROW_STEP = 8, 3
@@ -235,7 +245,7 @@ def _jit_problem(worker: multiprocess.Worker, moment: str) -> bool:
 
 def stream(worker: multiprocess.Worker) -> None:
     """The worker's side of grading: run the learner's code on this process's stream."""
-    from jitlab.instruments.counting import CounterLost, count_compiles, miss_reason
+    from jitlab.instruments.counting import CounterLost, count_compiles
 
     plan = Plan(**{**worker.options["plan"], "lengths": tuple(worker.options["plan"]["lengths"])})
     try:
@@ -252,28 +262,38 @@ def stream(worker: multiprocess.Worker) -> None:
     w = jax.device_put(np.zeros(plan.features, np.float32), NamedSharding(mesh, P()))
     try:
         with count_compiles(train_step) as count:
-            _run_steps(worker, plan, make_global_batch, train_step, mesh, w)
+            calls = _run_steps(worker, plan, (make_global_batch, train_step), mesh, w, count)
     except CounterLost as lost:
         hint = "leave jax.monitoring, jax.jit and jitlab alone in your cell"
         worker.emit("jit_off", moment="while the steps ran", seen=str(lost), hint=hint)
         return
-    reasons = [miss_reason(e) for e in count.explanations]
-    worker.emit("compiles", traces=count.traces, compiles=count.compiles, reasons=reasons)
+    found = why(calls, train_step, label=lambda i: f"step {i}")
+    worker.emit("compiles", compiles=count.compiles, cause=found.text, causes=found.causes)
     _jit_problem(worker, "in the worker, after the last step")
 
 
-def _stop(worker: multiprocess.Worker, step: int, where: str, error: dict | None) -> None:
-    """Report why the processes stop at ``step``: an exception here, or a mismatch."""
+def _stop(worker, step: int, where: str, error: dict | None, calls: list) -> list:
+    """Report why the processes stop at ``step`` (an exception here, or a mismatch)."""
+    what = "batch" if where == "make_global_batch" else "program"
     if error:
         worker.emit("failed", where=where, step=step, **error)
     else:
-        worker.emit(
-            "mismatch", step=step, what="batch" if where == "make_global_batch" else "program"
-        )
+        worker.emit("mismatch", step=step, what=what)
+    return calls
 
 
-def _run_steps(worker, plan: Plan, make_global_batch, train_step, mesh, w) -> None:
-    """In a worker: every step of this process's stream, until the processes disagree."""
+class _Called(NamedTuple):
+    """A call of the learner's ``train_step``, as :func:`why` reads it."""
+
+    args: tuple
+    kwargs: dict
+    compiled: bool
+
+
+def _run_steps(worker, plan: Plan, functions, mesh, w, count) -> list[_Called]:
+    """In a worker: every step of this process's stream, until the processes disagree;
+    the calls of ``train_step`` that ran."""
+    (make_global_batch, train_step), calls = functions, []
     for step in range(STEPS):
         x, y = plan.local(worker.process_id, step)
         try:
@@ -292,10 +312,10 @@ def _run_steps(worker, plan: Plan, make_global_batch, train_step, mesh, w) -> No
                 hint=JIT_OFF_HINT,
             )
         if not _everyone_agrees(not off):
-            return
+            return calls
         worker.emit("batch", step=step, structure=structure, shapes=shapes)
         if not _everyone_agrees(error is None, f"{structure}: {shapes}"):
-            return _stop(worker, step, "make_global_batch", error)
+            return _stop(worker, step, "make_global_batch", error, calls)
         if step == 0 and hasattr(train_step, "lower"):
             try:
                 text, error = train_step.lower(w, batch, plan.lr).as_text(), None
@@ -304,12 +324,13 @@ def _run_steps(worker, plan: Plan, make_global_batch, train_step, mesh, w) -> No
             program = hashlib.sha256(text.encode()).hexdigest()[:12]
             worker.emit("program", program=program)
             if not _everyone_agrees(error is None, program):
-                return _stop(worker, step, "train_step", error)
+                return _stop(worker, step, "train_step", error, calls)
         try:
-            w, loss = train_step(w, batch, plan.lr)
+            before, args = count.compiles, (w, batch, plan.lr)
+            w, loss = train_step(*args)
         except Exception as err:
-            worker.emit("failed", where="train_step", step=step, **_error(err))
-            return
+            return _stop(worker, step, "train_step", _error(err), calls)
+        calls.append(_Called(args, {}, count.compiles > before))
         worker.emit(
             "step",
             step=step,
@@ -318,6 +339,7 @@ def _run_steps(worker, plan: Plan, make_global_batch, train_step, mesh, w) -> No
             w_type=type(w).__name__,
             w_global=isinstance(w, jax.Array) and not w.is_fully_addressable,
         )
+    return calls
 
 
 # --- in the notebook ----------------------------------------------------------------------
@@ -449,32 +471,30 @@ def _check_compiles(run: multiprocess.Run) -> None:
     counts = [w.one("compiles") for w in run.workers]
     compiles = [c["compiles"] for c in counts]
     seen = ", ".join(f"process {i}: {n}" for i, n in enumerate(compiles))
-    shapes = sorted({r["shapes"] for w in run.workers for r in w.of("batch")})
-    structures = sorted({r["structure"] for w in run.workers for r in w.of("batch")})
+    shapes = {r["shapes"] for w in run.workers for r in w.of("batch")}
+    causes = {c for counted in counts for c in counted["causes"]}
     if max(compiles) == 0:  # jit was on (checked before): nothing new to compile
         hint = (
             "train_step never compiled during the grader's steps: do not call it in the "
             "cell itself, and do all its work inside the jitted function"
         )
-    elif len(shapes) > 1:
-        seen += f"; {len(shapes)} different global batches, e.g. {shapes[0][:120]}"
+    elif classify.SHAPE in causes:
+        seen += f"; {len(shapes)} different global batches"
         hint = (
             "each new global shape is a new program on every process: pad to max_rows, "
             "not to this step's length or a bucket of it"
         )
     else:
-        if len(structures) > 1:
-            seen += f"; {len(structures)} batch structures, e.g. {structures[0][:120]}"
         hint = (
             "the shapes never changed, so a static value did: pass lengths and masks as "
             "arrays, not as static arguments or pytree metadata"
         )
-    reasons = [r for c in counts for r in c["reasons"][1:]]
+    cause = next((c["cause"] for c in counts if c["cause"]), "")
     require(
         ONCE,
         all(n == 1 for n in compiles),
         expected=f"exactly 1 compilation on each process for {STEPS} ragged steps",
-        seen=seen + (f"; JAX says: {reasons[0][:160]}" if reasons else ""),
+        seen=seen + (f"; {shorten(cause, 200)}" if cause else ""),
         hint=hint,
     )
 

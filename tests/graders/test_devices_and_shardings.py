@@ -133,7 +133,7 @@ WRONG = {
     "passed through unchanged": (
         lambda b, mesh: b,
         grader.COMPILES_ONCE,
-        ("placement(s)", "NamedSharding"),
+        ("compilations; batch", "NamedSharding"),
     ),
     "moves only what is not on a mesh": (
         leave_what_is_on_a_mesh,
