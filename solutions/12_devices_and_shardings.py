@@ -45,10 +45,10 @@
 #   arrived in. The values, dtypes and keys stay as they are, and so do the arrays you
 #   were given (return new ones).
 #
-# **Solved** means: the step's numbers match a NumPy reference on every batch, the step
-# **compiles exactly once** per mesh over batches from all the loaders, and every placed
-# array (and the step's per-example output) is split over `"data"` on the mesh passed
-# with it. The grader builds two meshes of its own over every device, each in an order
+# **Solved** means: every placed array holds the values, dtype and shape it arrived
+# with and is split over `"data"` on the mesh passed with it, and the step **compiles
+# exactly once** per mesh over batches from all the loaders (so its numbers and its
+# per-example output follow). The grader builds two meshes of its own over every device, each in an order
 # of its own, and hands each batch with one of them (use the `mesh` argument of each
 # call, not the `mesh` of this notebook), draws new shapes and data on every run, and
 # counts compilations of a fresh copy of `step` per mesh with `jitlab.count_compiles`.

@@ -1,9 +1,9 @@
 """Grader for the devices and shardings exercise: one sharding for every batch.
 
 ``place(batch, mesh)`` gets batches in every placement a loader produces and must return
-each on ``NamedSharding(mesh, P("data"))`` of the mesh it is handed. The grader's own
-fresh jitted step runs on what ``place`` returns: it must compile once per mesh, and
-its numbers are compared with float64 NumPy, so nothing but the batch reaches them.
+each on ``NamedSharding(mesh, P("data"))`` of the mesh it is handed, holding exactly
+what arrived. The grader's own fresh jitted step runs on them and must compile once per
+mesh (its numbers and output sharding then follow, so they are not checked again).
 With one device, split and unsplit hold the same data and the two meshes are one: only
 the sharding's type tells answers apart (the tests run again on eight devices).
 """
@@ -11,7 +11,8 @@ the sharding's type tells answers apart (the tests run again on eight devices).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from types import SimpleNamespace
+from typing import Any
 
 import jax
 import numpy as np
@@ -41,27 +42,14 @@ KINDS = (
     "replicated over the mesh",
     "sharded over a 2-D mesh",
 )
-RTOL = ATOL = 1e-4
-
-PLACE_RUNS = "place runs on batches from every loader"
-DICT_KEYS = "place returns a dict with the keys 'x' and 'y'"
-CALLER_KEPT = "place leaves the caller's arrays as they were"
-VALUES = "place keeps every value and dtype"
-STEP_RUNS = "the step runs on every placed batch"
-NUMBERS = "the step's numbers match the reference on every placed batch"
-COMPILES_ONCE = "the step compiles once per mesh for all its batches"
-SPLIT = 'every placed array is split along its first axis over the mesh\'s "data" axis'
-OUTPUT_SPLIT = 'the step\'s per-example output stays split over "data"'
 CHECKS = (
-    PLACE_RUNS,
-    DICT_KEYS,
-    CALLER_KEPT,
-    VALUES,
-    STEP_RUNS,
-    NUMBERS,
-    COMPILES_ONCE,
-    SPLIT,
-    OUTPUT_SPLIT,
+    PLACE_RUNS := "place runs on batches from every loader",
+    DICT_KEYS := "place returns a dict with the keys 'x' and 'y'",
+    CALLER_KEPT := "place leaves the caller's arrays as they were",
+    VALUES := "place keeps every value and dtype",
+    STEP_RUNS := "the step runs on every placed batch",
+    COMPILES_ONCE := "the step compiles once per mesh for all its batches",
+    SPLIT := 'every placed array is split along its first axis over the mesh\'s "data" axis',
 )
 
 
@@ -97,12 +85,6 @@ def _make_step() -> Callable[..., Any]:
         return err**2, 2.0 * (batch["x"].T @ err) / err.shape[0]
 
     return graded_step
-
-
-def _reference(w: np.ndarray, batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    x = batch["x"].astype(np.float64)
-    err = x @ w.astype(np.float64) - batch["y"]
-    return err**2, 2.0 * (x.T @ err) / err.shape[0]
 
 
 def _arrive(batch: dict, kind: str, mesh: Mesh, other: Mesh, device: Any) -> dict:
@@ -243,23 +225,15 @@ def _check_values(originals: list[dict], placed: list[dict], kinds: list[str]) -
     passed(VALUES)
 
 
-class _Called(NamedTuple):
-    """A call of the grader's step, as :func:`why` reads it."""
-
-    args: tuple
-    kwargs: dict
-    compiled: bool
-
-
 def _run_step(w: np.ndarray, batches: list[tuple[int, dict]], came: list, mesh: Mesh, kinds):
-    """The grader's fresh step on one mesh's batches: its outputs, compile count, and
-    the doctor's causes of every compilation after the first."""
-    step, outputs, calls = _make_step(), [], []
+    """The grader's fresh step on one mesh's batches: its compile count, and the
+    doctor's causes of every compilation after the first."""
+    step, calls = _make_step(), []
     with count_compiles(step) as count:
         for number, batch in batches:
             before = count.compiles
             try:
-                outputs.append(jax.block_until_ready(step(w, batch)))
+                jax.block_until_ready(step(w, batch))
             except Exception as err:
                 elsewhere = " on another mesh" if _mesh_of(batch["x"]) not in (None, mesh) else ""
                 raise fail(
@@ -269,9 +243,11 @@ def _run_step(w: np.ndarray, batches: list[tuple[int, dict]], came: list, mesh: 
                     + shorten(f"{type(err).__name__}: {str(err).splitlines()[0]}", 200),
                     hint=_sharding_hint(batch["x"], mesh, came[number]),
                 ) from err
-            calls.append(_Called((w, batch), {}, count.compiles > before))
+            calls.append(
+                SimpleNamespace(args=(w, batch), kwargs={}, compiled=count.compiles > before)
+            )
     label = lambda i: f"batch {batches[i][0]} ({kinds[batches[i][0]]})"  # noqa: E731
-    return outputs, count, why(calls, step, label=label)
+    return count, why(calls, step, label=label)
 
 
 def _check_compiles(count, found, batches: list[tuple[int, dict]], which: int, mesh, came) -> None:
@@ -312,8 +288,7 @@ def _check_sharding(jobs: list, placed: list[dict], came: list, meshes: tuple) -
 
 @grader("devices_and_shardings", checks=CHECKS)
 def grade(place: Callable[[dict, Any], dict]) -> None:
-    """Check ``place(batch, mesh)`` by values, by the step's compile count per mesh and
-    by the shardings it returns."""
+    """Check ``place(batch, mesh)`` by values, shardings, and the step's compile count."""
     rng = fresh_rng()
     meshes = _meshes(rng)
     devices = jax.devices()
@@ -356,34 +331,10 @@ def grade(place: Callable[[dict, Any], dict]) -> None:
         mine = [(n, placed[n]) for n, (_, m) in enumerate(jobs) if m == which]
         runs.append((mine, *_run_step(w, mine, came, mesh, kinds)))
     passed(STEP_RUNS)
-    for mine, outputs, *_ in runs:
-        for (number, _), got in zip(mine, outputs, strict=True):
-            want = _reference(w, originals[number])
-            for name, a, b in (("losses", got[0], want[0]), ("gradient", got[1], want[1])):
-                _unless(
-                    NUMBERS,
-                    np.allclose(np.asarray(a), b, rtol=RTOL, atol=ATOL),
-                    expected=f"the step's {name} on batch {number} as in the NumPy reference",
-                    seen=f"{np.asarray(a).reshape(-1)[:4]} against {b.reshape(-1)[:4]}",
-                    hint="place must hand over the batch it was given, row for row",
-                )
-    passed(NUMBERS)
-    for which, (mine, _, count, found) in enumerate(runs):
+    for which, (mine, count, found) in enumerate(runs):
         _check_compiles(count, found, mine, which, meshes[which], came)
     passed(COMPILES_ONCE)
     _check_sharding(jobs, placed, came, meshes)
-    for which, (_, outputs, *_) in enumerate(runs):
-        losses = outputs[-1][0]
-        sharding = getattr(losses, "sharding", None)
-        _unless(
-            OUTPUT_SPLIT,
-            isinstance(sharding, NamedSharding)
-            and sharding.is_equivalent_to(NamedSharding(meshes[which], P("data")), 1),
-            expected='per-example losses on NamedSharding(mesh, P("data"))',
-            seen=describe(losses),
-            hint="the step's outputs follow its inputs: place the batch, not the result",
-        )
-    passed(OUTPUT_SPLIT)
 
 
 __all__ = ["CHECKS", "DRAWN", "KINDS", "describe", "grade"]

@@ -1,14 +1,11 @@
 """Grader for the many processes exercise: one program on every process.
 
-The learner's cell (``make_global_batch`` and ``train_step``) is copied after
-:data:`multiprocess.PRELUDE` into a module that two JAX processes, one CPU device each,
-import (:func:`stream`): each runs its own ragged stream of steps and counts
-``train_step``'s compilations. Before each step the processes compare what they are
-about to run with a fixed-size collective and stop together when it differs, so a wrong
-answer ends in a verdict, not in the hang or gloo abort of a real job. The learner's
-cell runs again in every worker, where the notebook's canary cannot see: the workers
-check jit and their counter themselves. The numbers are compared with one process
-training on every real row in float64.
+The learner's cell is copied into a module that two JAX processes, one CPU device each,
+import (:func:`stream`) to run their own ragged streams, counting ``train_step``'s
+compilations. Before each step the processes compare what they are about to run with a
+fixed-size collective and stop together when it differs: a verdict, not the hang or
+abort of a real job. The workers check jit and their counter themselves, where the
+notebook's canary cannot see.
 """
 
 from __future__ import annotations
@@ -25,7 +22,8 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from types import SimpleNamespace
+from typing import Any
 
 import jax
 import numpy as np
@@ -33,17 +31,15 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jitlab.doctor import classify
-from jitlab.grading import (
-    JIT_ON,
-    GradingFailure,
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
+from jitlab.grading import JIT_ON, GradingFailure, call_learner, fail, fresh_rng, grader, why
+from jitlab.grading.checks import (
     is_jitted,
-    why,
+    passed,
+    require,
+    require_jit_on,
+    require_jitted,
+    shorten,
 )
-from jitlab.grading.checks import passed, require, require_jit_on, require_jitted, shorten
 from jitlab.instruments import multiprocess
 
 STEPS, ZERO_ROW_STEP = 8, 3
@@ -61,33 +57,20 @@ DRAWN = {  # what the drawing covers: the wrong rule each part breaks, on every 
     "one CPU device per process, as the exercise states": "(not drawn)",
 }
 
-FUNCTIONS = "make_global_batch and train_step are functions"
-JITTED = "train_step is compiled with jax.jit"
-SOURCE = "the grader finds the cell that defines your functions"
-STARTED = "two worker processes start"
-CELL_RUNS = "your cell runs in every process"
-BATCH_RUNS = "make_global_batch runs in every process"
-STEP_RUNS = "train_step runs in every process"
-SAME_BATCH = "every process builds the same global batch shapes"
-SAME_PROGRAM = "every process compiles the same program"
-FINISHED = "both worker processes finish"
-ONCE = "train_step compiles exactly once on each process"
-GLOBAL_W = "new_w is a global jax.Array over the mesh"
-NUMBERS = "the numbers match one process training on every real row"
 CHECKS = (
-    FUNCTIONS,
-    JITTED,
-    SOURCE,
-    STARTED,
-    CELL_RUNS,
-    BATCH_RUNS,
-    STEP_RUNS,
-    SAME_BATCH,
-    SAME_PROGRAM,
-    FINISHED,
-    ONCE,
-    GLOBAL_W,
-    NUMBERS,
+    FUNCTIONS := "make_global_batch and train_step are functions",
+    JITTED := "train_step is compiled with jax.jit",
+    SOURCE := "the grader finds the cell that defines your functions",
+    STARTED := "two worker processes start",
+    CELL_RUNS := "your cell runs in every process",
+    BATCH_RUNS := "make_global_batch runs in every process",
+    STEP_RUNS := "train_step runs in every process",
+    SAME_BATCH := "every process builds the same global batch shapes",
+    SAME_PROGRAM := "every process compiles the same program",
+    FINISHED := "both worker processes finish",
+    ONCE := "train_step compiles exactly once on each process",
+    GLOBAL_W := "new_w is a global jax.Array over the mesh",
+    NUMBERS := "the numbers match one process training on every real row",
 )
 RUNS = {"your cell": CELL_RUNS, "make_global_batch": BATCH_RUNS, "train_step": STEP_RUNS}
 JIT_OFF_HINT = (
@@ -282,15 +265,7 @@ def _stop(worker, step: int, where: str, error: dict | None, calls: list) -> lis
     return calls
 
 
-class _Called(NamedTuple):
-    """A call of the learner's ``train_step``, as :func:`why` reads it."""
-
-    args: tuple
-    kwargs: dict
-    compiled: bool
-
-
-def _run_steps(worker, plan: Plan, functions, mesh, w, count) -> list[_Called]:
+def _run_steps(worker, plan: Plan, functions, mesh, w, count) -> list[SimpleNamespace]:
     """In a worker: every step of this process's stream, until the processes disagree;
     the calls of ``train_step`` that ran."""
     (make_global_batch, train_step), calls = functions, []
@@ -330,7 +305,7 @@ def _run_steps(worker, plan: Plan, functions, mesh, w, count) -> list[_Called]:
             w, loss = train_step(*args)
         except Exception as err:
             return _stop(worker, step, "train_step", _error(err), calls)
-        calls.append(_Called(args, {}, count.compiles > before))
+        calls.append(SimpleNamespace(args=args, kwargs={}, compiled=count.compiles > before))
         worker.emit(
             "step",
             step=step,
