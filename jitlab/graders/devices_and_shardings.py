@@ -42,14 +42,21 @@ KINDS = (
     "replicated over the mesh",
     "sharded over a 2-D mesh",
 )
+PLACE_RUNS = "place runs on batches from every loader"
+DICT_KEYS = "place returns a dict with the keys 'x' and 'y'"
+CALLER_KEPT = "place leaves the caller's arrays as they were"
+VALUES = "place keeps every value and dtype"
+STEP_RUNS = "the step runs on every placed batch"
+COMPILES_ONCE = "the step compiles once per mesh for all its batches"
+SPLIT = 'every placed array is split along its first axis over the mesh\'s "data" axis'
 CHECKS = (
-    PLACE_RUNS := "place runs on batches from every loader",
-    DICT_KEYS := "place returns a dict with the keys 'x' and 'y'",
-    CALLER_KEPT := "place leaves the caller's arrays as they were",
-    VALUES := "place keeps every value and dtype",
-    STEP_RUNS := "the step runs on every placed batch",
-    COMPILES_ONCE := "the step compiles once per mesh for all its batches",
-    SPLIT := 'every placed array is split along its first axis over the mesh\'s "data" axis',
+    PLACE_RUNS,
+    DICT_KEYS,
+    CALLER_KEPT,
+    VALUES,
+    STEP_RUNS,
+    COMPILES_ONCE,
+    SPLIT,
 )
 
 

@@ -57,20 +57,33 @@ DRAWN = {  # what the drawing covers: the wrong rule each part breaks, on every 
     "one CPU device per process, as the exercise states": "(not drawn)",
 }
 
+FUNCTIONS = "make_global_batch and train_step are functions"
+JITTED = "train_step is compiled with jax.jit"
+SOURCE = "the grader finds the cell that defines your functions"
+STARTED = "two worker processes start"
+CELL_RUNS = "your cell runs in every process"
+BATCH_RUNS = "make_global_batch runs in every process"
+STEP_RUNS = "train_step runs in every process"
+SAME_BATCH = "every process builds the same global batch shapes"
+SAME_PROGRAM = "every process compiles the same program"
+FINISHED = "both worker processes finish"
+ONCE = "train_step compiles exactly once on each process"
+GLOBAL_W = "new_w is a global jax.Array over the mesh"
+NUMBERS = "the numbers match one process training on every real row"
 CHECKS = (
-    FUNCTIONS := "make_global_batch and train_step are functions",
-    JITTED := "train_step is compiled with jax.jit",
-    SOURCE := "the grader finds the cell that defines your functions",
-    STARTED := "two worker processes start",
-    CELL_RUNS := "your cell runs in every process",
-    BATCH_RUNS := "make_global_batch runs in every process",
-    STEP_RUNS := "train_step runs in every process",
-    SAME_BATCH := "every process builds the same global batch shapes",
-    SAME_PROGRAM := "every process compiles the same program",
-    FINISHED := "both worker processes finish",
-    ONCE := "train_step compiles exactly once on each process",
-    GLOBAL_W := "new_w is a global jax.Array over the mesh",
-    NUMBERS := "the numbers match one process training on every real row",
+    FUNCTIONS,
+    JITTED,
+    SOURCE,
+    STARTED,
+    CELL_RUNS,
+    BATCH_RUNS,
+    STEP_RUNS,
+    SAME_BATCH,
+    SAME_PROGRAM,
+    FINISHED,
+    ONCE,
+    GLOBAL_W,
+    NUMBERS,
 )
 RUNS = {"your cell": CELL_RUNS, "make_global_batch": BATCH_RUNS, "train_step": STEP_RUNS}
 JIT_OFF_HINT = (
