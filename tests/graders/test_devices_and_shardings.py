@@ -1,10 +1,8 @@
 """The devices-and-shardings grader passes right answers and rejects wrong ones.
 
-The exercise simulates eight CPU devices, but XLA reads the device count once, at
-start-up, and the pytest process usually has one. So the right answers and the wrong
-answers that only several devices tell apart run again in a subprocess started with
-eight (``test_again_on_eight_simulated_devices``); in a process with one device the
-latter skip.
+XLA reads the device count once, at start-up, and pytest's process has one device: the
+right answers, and the wrong ones that only several devices tell apart, run again in a
+subprocess with the exercise's eight (``test_again_on_eight_simulated_devices``).
 """
 
 from __future__ import annotations
@@ -32,8 +30,7 @@ SEEDS = (0, 1, 2)
 
 
 def learner_place(path: Path):
-    """``place`` from an exercise file, running only the cell that defines it (the setup
-    cell's change to XLA_FLAGS must not leak into this process)."""
+    """``place`` from the cell that defines it alone (the setup cell sets XLA_FLAGS)."""
     (cell,) = [c for c in jupytext.read(path).cells if "def place(" in c.source]
     namespace = {"jax": jax, "jnp": jnp, "np": np, "NamedSharding": NamedSharding, "P": P}
     exec(compile(cell.source, str(path), "exec"), namespace)
@@ -49,10 +46,8 @@ def put(batch, mesh):
 
 
 def leaf_by_leaf(batch, mesh):
-    return jax.tree.map(
-        lambda a: jax.device_put(a, NamedSharding(mesh, P("data", *[None] * (np.ndim(a) - 1)))),
-        batch,
-    )
+    spec = lambda a: P("data", *[None] * (np.ndim(a) - 1))  # noqa: E731
+    return jax.tree.map(lambda a: jax.device_put(a, NamedSharding(mesh, spec(a))), batch)
 
 
 def into_the_callers_dict(batch, mesh):

@@ -1,9 +1,7 @@
 """The many-processes grader passes right answers and names the mistake in wrong ones.
 
-Each answer is a "cell" of its own: a file holding ``multiprocess.PRELUDE`` and the
-answer's source, imported so that the functions come from that file (as from a
-notebook cell). Every grading run that gets past the notebook's checks starts two JAX
-processes.
+Each answer is a "cell": a file of ``multiprocess.PRELUDE`` and the answer's source,
+imported so that the functions come from that file, as from a notebook cell.
 """
 
 from __future__ import annotations
@@ -15,16 +13,13 @@ import textwrap
 from pathlib import Path
 
 import jax
-import jupytext
 import numpy as np
 import pytest
+from exercise_cells import namespace
 
 from jitlab.graders import processes
 from jitlab.grading import JIT_ON, GradingFailure
 from jitlab.instruments import multiprocess
-
-ROOT = Path(__file__).resolve().parents[2]
-SOLUTION, EXERCISE = ROOT / "solutions" / "14_processes.py", ROOT / "exercises" / "14_processes.py"
 
 
 def cell(tmp_path: Path, *sources: str):
@@ -38,11 +33,9 @@ def cell(tmp_path: Path, *sources: str):
     return module.make_global_batch, module.train_step
 
 
-def exercise_cell(tmp_path: Path, path: Path):
-    (source,) = [
-        c.source for c in jupytext.read(path).cells if "def make_global_batch(" in c.source
-    ]
-    return cell(tmp_path, source)
+def exercise_cell(*, learner_copy: bool = False):
+    names = namespace("processes", learner_copy=learner_copy)
+    return names["make_global_batch"], names["train_step"]
 
 
 PADDED_BATCH = """
@@ -100,7 +93,7 @@ def train_step(w, batch, lr):
 # --- answers that should pass ------------------------------------------------------------
 
 
-def test_solution_passes_on_one_device_per_process(tmp_path, capsys, monkeypatch):
+def test_solution_passes_on_one_device_per_process_and_show_judges_nothing(capsys, monkeypatch):
     # As the exercise states: one CPU device per process, even when the notebook asked
     # XLA for eight (as the devices exercise does).
     runs = []
@@ -108,11 +101,21 @@ def test_solution_passes_on_one_device_per_process(tmp_path, capsys, monkeypatch
     monkeypatch.setenv("XLA_FLAGS", flags)
     launch = processes.launch
     monkeypatch.setattr(processes, "launch", lambda *a: runs.append(launch(*a)) or runs[-1])
-    processes.grade(*exercise_cell(tmp_path, SOLUTION))
+    functions = exercise_cell()
+    processes.grade(*functions)
     out = capsys.readouterr().out
     assert all(f"✓ {check}" in out for check in processes.grade.checks)
     ready = [w.one("ready") for w in runs[0].workers]
     assert [(r["local_devices"], r["devices"]) for r in ready] == [(1, 2), (1, 2)]
+    # From the exercise file itself (a script, an editor), only the functions' cell is
+    # copied: not the setup cell, not the grader cell.
+    source = processes.learner_source(*functions)
+    assert source.count("def make_global_batch(") == 1 and "def train_step(" in source
+    assert "example_x" not in source and "processes.grade(" not in source
+    processes.show(*functions)
+    out = capsys.readouterr().out
+    assert "process 0: 1 compilation(s)" in out and "process 1: 1 compilation(s)" in out
+    assert "✓" not in out  # no verdict
 
 
 def test_weights_in_a_tuple_and_jit_applied_by_assignment_pass(tmp_path):
@@ -352,7 +355,7 @@ def test_wrong_answer_fails(name, tmp_path, monkeypatch):
     sources, check, words = WRONG[name]
     if sources is None:  # the stub fails before any worker starts
         monkeypatch.setattr(processes, "launch", None)
-    functions = exercise_cell(tmp_path, EXERCISE) if sources is None else cell(tmp_path, *sources)
+    functions = exercise_cell(learner_copy=True) if sources is None else cell(tmp_path, *sources)
     with pytest.raises(GradingFailure) as info:
         processes.grade(*functions)
     assert info.value.check == check, info.value
@@ -370,29 +373,3 @@ def test_jit_disabled_in_the_notebook_fails(switch, tmp_path):
     finally:
         jax.config.update("jax_disable_jit", False)
     assert info.value.check == JIT_ON and "jit is switched off" in info.value.seen
-
-
-def test_show_prints_each_process_without_judging(tmp_path, capsys):
-    processes.show(*exercise_cell(tmp_path, SOLUTION))
-    out = capsys.readouterr().out
-    assert "process 0: 1 compilation(s)" in out and "process 1: 1 compilation(s)" in out
-    assert "✓" not in out  # no verdict
-
-
-def test_from_a_percent_format_file_only_the_functions_cell_is_copied(tmp_path):
-    # Run as a script, or cell by cell from an editor, the functions come from the
-    # exercise file itself: the grader cell must not run in the workers.
-    path = tmp_path / "exercise.py"
-    path.write_text(
-        "# %%\nimport jax\n\nSETUP = 1\n\n# %%\n"
-        + textwrap.dedent(PADDED_BATCH)
-        + textwrap.dedent(MASKED_STEP).replace("\n\n", "\n")
-        + '\n# %% tags=["grader"]\nprint("the grader cell")\n'
-    )
-    spec = importlib.util.spec_from_file_location("exercise_file", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    source = processes.learner_source(module.make_global_batch, module.train_step)
-    assert "def make_global_batch(" in source and "def train_step(" in source
-    assert "SETUP" not in source and "the grader cell" not in source
-    assert source.count("def make_global_batch(") == 1
