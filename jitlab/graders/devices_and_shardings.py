@@ -127,9 +127,9 @@ def describe(value: Any) -> str:
     if isinstance(sharding, NamedSharding):
         axes = ", ".join(f"{name}={size}" for name, size in sharding.mesh.shape.items())
         return f"NamedSharding(mesh({axes}), {sharding.spec})"
-    if len(value.devices()) == 1:
+    if len(sharding.device_set) == 1:  # (read from the sharding: a deleted array has one)
         committed = "committed" if value.committed else "uncommitted"
-        return f"one device ({next(iter(value.devices()))}, {committed})"
+        return f"one device ({next(iter(sharding.device_set))}, {committed})"
     return type(sharding).__name__
 
 
@@ -181,54 +181,51 @@ def _sharding_hint(value: Any, mesh: Mesh, came: Mesh | None, meshes: tuple = ()
     )
 
 
-def _check_caller_kept(originals: list[dict], arrived: list[dict]) -> None:
-    for number, (before, batch) in enumerate(zip(originals, arrived, strict=True)):
+def _check_arrays(originals: list[dict], arrived: list[dict], placed: list[dict], kinds) -> None:
+    """The caller's arrays hold what they held, and the placed ones exactly that."""
+    for number, want in enumerate(originals):
+        batch = f"batch {number} ({kinds[number]})"
         for key in ("x", "y"):
-            now = batch.get(key)
-            if now is None:
-                continue  # the dict itself was emptied: the values check says so
+            now = arrived[number].get(key)  # None: the dict was emptied (values say so)
             if isinstance(now, jax.Array) and now.is_deleted():
                 raise fail(
                     CALLER_KEPT,
-                    expected=f"batch {number}'s {key} still usable after place",
-                    seen=f"{key} of batch {number} was deleted ({describe(now)}): donated "
-                    "to a jitted function, or .delete() was called on it",
+                    expected=f"{key} of {batch} still usable after place",
+                    seen=f"it was deleted ({describe(now)}): donated to a jitted function, "
+                    "or .delete() was called on it",
                     hint="jax.device_put returns the very array it was given when it is "
                     "already in place, and the caller still holds it: do not donate "
                     "(donate_argnums) or delete the arrays you were given",
                 )
             _unless(
                 CALLER_KEPT,
-                np.array_equal(np.asarray(now), before[key]),
-                expected=f"batch {number}'s {key} unchanged after place",
-                seen=f"{key} of batch {number} changed ({describe(now)})",
+                now is None or np.array_equal(np.asarray(now), want[key]),
+                expected=f"{key} of {batch} unchanged after place",
+                seen=f"it changed ({describe(now)})",
                 hint="build and return new arrays (jax.device_put does); do not write into "
                 "the arrays you were given",
             )
     passed(CALLER_KEPT)
-
-
-def _check_values(originals: list[dict], placed: list[dict], kinds: list[str]) -> None:
-    for number, (want, got) in enumerate(zip(originals, placed, strict=True)):
-        arrived = f"batch {number} ({kinds[number]})"
+    for number, want in enumerate(originals):
+        batch = f"batch {number} ({kinds[number]})"
         for key in ("x", "y"):
-            seen = np.asarray(got[key])
-            if seen.dtype != want[key].dtype or seen.shape != want[key].shape:
-                raise fail(
-                    VALUES,
-                    expected=f"{key}: {want[key].dtype}{list(want[key].shape)} (as it arrived)",
-                    seen=f"{key} of {arrived}: {seen.dtype}{list(seen.shape)}",
-                    hint="placing a batch moves it; it must not cast or reshape it",
-                )
-            if not np.array_equal(seen, want[key]):
-                row = int(np.argmax((seen != want[key]).reshape(len(seen), -1).any(axis=1)))
-                raise fail(
-                    VALUES,
-                    expected=f"{key} of {arrived} exactly as it arrived",
-                    seen=f"row {row} of {key} differs: {seen[row]} instead of {want[key][row]}",
-                    hint="jax.device_put moves data without changing it; do not rebuild, "
-                    "reorder or recompute the arrays",
-                )
+            got, wanted = np.asarray(placed[number][key]), want[key]
+            _unless(
+                VALUES,
+                (got.dtype, got.shape) == (wanted.dtype, wanted.shape),
+                expected=f"{key}: {wanted.dtype}{list(wanted.shape)} (as it arrived)",
+                seen=f"{key} of {batch}: {got.dtype}{list(got.shape)}",
+                hint="placing a batch moves it; it must not cast or reshape it",
+            )
+            row = int(np.argmax((got != wanted).reshape(len(got), -1).any(axis=1)))
+            _unless(
+                VALUES,
+                np.array_equal(got, wanted),
+                expected=f"{key} of {batch} exactly as it arrived",
+                seen=f"row {row} of {key} differs: {got[row]} instead of {wanted[row]}",
+                hint="jax.device_put moves data without changing it; do not rebuild, "
+                "reorder or recompute the arrays",
+            )
     passed(VALUES)
 
 
@@ -329,9 +326,8 @@ def grade(place: Callable[[dict, Any], dict]) -> None:
     passed(PLACE_RUNS)
     passed(DICT_KEYS)
     require_jit_on("after your place ran")
-    _check_caller_kept(originals, arrived)
     kinds = [kind for kind, _ in jobs]
-    _check_values(originals, placed, kinds)
+    _check_arrays(originals, arrived, placed, kinds)
 
     runs = []
     for which, mesh in enumerate(meshes):

@@ -7,7 +7,6 @@ subprocess with the exercise's eight (``test_again_on_eight_simulated_devices``)
 
 from __future__ import annotations
 
-import functools
 import os
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from jitlab.grading import JIT_ON, GradingFailure
 ROOT = Path(__file__).resolve().parents[2]
 INNER = "JITLAB_TEST_EIGHT_DEVICES"
 SEEDS = (0, 1, 2)
+AUTO = (AxisType.Auto,)
 
 
 def learner_place(path: Path):
@@ -161,10 +161,6 @@ def test_wrong_answer_fails(name):
     assert all(word in str(info.value) for word in words), info.value
 
 
-def notebook_mesh():
-    return jax.make_mesh((len(jax.devices()),), ("data",), axis_types=(AxisType.Auto,))
-
-
 KEPT: list = []  # emptied before each grading
 
 
@@ -187,7 +183,11 @@ def under_disable_jit(batch, mesh):
 
 # (answer, the checks it may fail, words its verdict holds): several devices needed.
 SEVERAL = {
-    "a global mesh": (lambda b, _: put(b, notebook_mesh()), [grader.SPLIT], ("another order",)),
+    "a global mesh": (
+        lambda b, _: put(b, jax.make_mesh((jax.device_count(),), ("data",), axis_types=AUTO)),
+        [grader.SPLIT],
+        ("another order",),
+    ),
     "the first call's sharding kept": (first_mesh_kept, [grader.SPLIT], ("earlier call",)),
     'leaves what is split over "data"': (
         leave_what_is_split_over_data,
@@ -219,7 +219,7 @@ def test_wrong_on_several_devices(name, seed, monkeypatch):
     if len(jax.devices()) < 2:
         pytest.skip("with one device, sharded and unsharded hold the same data")
     place, checks, words = SEVERAL[name]
-    monkeypatch.setattr(grader, "fresh_rng", functools.partial(np.random.default_rng, seed))
+    monkeypatch.setenv("JITLAB_SEED", str(seed))
     KEPT.clear()
     with pytest.raises(GradingFailure) as info:
         grader.grade(place)
@@ -233,16 +233,9 @@ def test_again_on_eight_simulated_devices():
         return
     env = {**os.environ, INNER: "1", "JAX_PLATFORMS": "cpu"}
     env["XLA_FLAGS"] = env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", __file__, "-q", "-x", "-p", "no:cacheprovider"]
-        + ["-k", "right_answer or several or eight"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    command = [sys.executable, "-m", "pytest", __file__, "-q", "-x", "-p", "no:cacheprovider"]
+    command += ["-k", "right_answer or several or eight"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     report = done.stdout[-4000:] + done.stderr[-2000:]
     assert done.returncode == 0, report
     assert " skipped" not in done.stdout.splitlines()[-1], report  # nothing skipped on 8
