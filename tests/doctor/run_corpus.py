@@ -23,6 +23,7 @@ are named as the report shows them (their qualified names). Optionally:
     # doctor-functions: NAME NAME ...     (exactly the functions the doctor watched)
     # doctor-helpers: NAME@LINE ...       (JAX's helpers the report advises on, by line)
     # doctor-persistent: NAME miss=N hit=N written=N not_written=N   (the disk cache's say)
+    # doctor-says: TEXT                   (words the text report prints, spaces as wrapped)
 """
 
 from __future__ import annotations
@@ -95,6 +96,12 @@ def problems(path: Path, result: dict) -> list[str]:
         want = {k: int(v) for k, v in (c.split("=") for c in counts)}
         if {k: got[k] for k in want} != want:
             found.append(f"{name}: persistent cache {said}, expected {want}")
+    said = " ".join(result["report"].split())
+    for line in path.read_text().splitlines():
+        if line.startswith("# doctor-says:"):
+            words = " ".join(line.split(":", 1)[1].split())
+            if words not in said:
+                found.append(f"the report does not say {words!r}")
     helpers = watched_names(path, "helpers") or []
     if sorted(result["helpers"]) != helpers:
         found.append(f"advice on helpers {sorted(result['helpers'])}, expected {helpers}")
