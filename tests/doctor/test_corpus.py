@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +59,23 @@ def test_every_cause_has_at_least_three_programs():
 def test_classification(path: Path, results: dict[str, dict]) -> None:
     result = results[path.name]
     assert runner.problems(path, result) == [], result["report"]
+
+
+DOCS = HERE.parents[1] / "docs" / "doctor.md"
+_QUOTE = re.compile(r"`tests/doctor/corpus/(\w+\.py)`[^`]*?:\n\n((?:```text\n.*?```\n\n?)+)", re.S)
+_SECONDS = re.compile(r"\d+\.\d+")
+
+
+def _words(text: str) -> str:
+    """The text with its seconds (any decimal number) as '#', and spaces as one."""
+    return " ".join(_SECONDS.sub("#", text).split())
+
+
+def test_the_lines_quoted_on_the_doctor_page_are_what_it_prints(results):
+    quoted = _QUOTE.findall(DOCS.read_text())
+    assert len(quoted) >= 7, "docs/doctor.md quotes fewer corpus reports than it did"
+    for program, blocks in quoted:
+        printed = _words(results[program]["report"])
+        for block in re.findall(r"```text\n(.*?)```", blocks, re.S):
+            for line in block.strip().splitlines():  # wrapped anywhere: each line is whole
+                assert _words(line) in printed, f"{program}: the page quotes {line!r}"
