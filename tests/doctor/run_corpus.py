@@ -47,6 +47,28 @@ def programs() -> list[Path]:
     return sorted(p for p in CORPUS.glob("*.py") if not p.name.startswith("_"))
 
 
+def capstone(path: Path) -> bool:
+    """The capstone's loops cost as much as all the other programs together: they run in a
+    test file of their own (tests/doctor/test_corpus_capstone.py), so that pytest-xdist
+    runs them beside the rest."""
+    return path.name.startswith("capstone_")
+
+
+def run_in_a_subprocess(chosen: list[Path], out: Path) -> dict[str, dict]:
+    """Run ``chosen`` in one fresh Python, as ``main`` does; their results by file name."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, __file__, str(out), *map(str, chosen)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {r["program"]: r for r in json.loads(out.read_text())}
+
+
 def watched_names(path: Path, key: str = "functions") -> list[str] | None:
     for line in path.read_text().splitlines():
         if line.startswith(f"# doctor-{key}:"):
