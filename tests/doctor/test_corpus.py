@@ -55,11 +55,12 @@ def test_classification(path: Path, results: dict[str, dict]) -> None:
 
 DOCS = HERE.parents[1] / "docs" / "doctor.md"
 _QUOTE = re.compile(r"`tests/doctor/corpus/(\w+\.py)`[^`]*?:\n\n((?:```text\n.*?```\n\n?)+)", re.S)
-_SECONDS = re.compile(r"\d+\.\d+")
+_SECONDS = re.compile(r"\d+\.\d+|\d+%")
 
 
 def _words(text: str) -> str:
-    """The text with its seconds (any decimal number) as '#', and spaces as one."""
+    """The text with its seconds (any decimal number) and shares of time (a percentage)
+    as '#', and spaces as one."""
     return " ".join(_SECONDS.sub("#", text).split())
 
 
