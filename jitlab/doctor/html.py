@@ -150,13 +150,14 @@ def _function_id(i: int) -> str:
     return f"f{i}"
 
 
-def _miss_id(i: int, m: dict[str, Any]) -> str:
+def _miss_id(i: int, m: dict[str, Any], k: int = 0) -> str:
     """A timeline column's miss is ``f1-miss-N`` (N: its column, the compilation number);
-    a trace inside another jit, a retrace, a lowering are named by kind and number."""
+    a trace inside another jit, a retrace, a lowering are named by kind and by ``k``, the
+    entry's place among the function's."""
     if m.get("column"):
         return f"f{i}-miss-{m['column']}"
     kind = "inside" if m.get("inside_jit") else m["kind"]
-    return f"f{i}-{kind}-{m['number']}"
+    return f"f{i}-{kind}-{k}"
 
 
 def _miss_title(m: dict[str, Any]) -> str:
@@ -297,7 +298,7 @@ def _jax_verdict(miss: dict[str, Any]) -> str:
     return f"names {named}: a different cause"
 
 
-def _miss(i: int, m: dict[str, Any]) -> str:
+def _miss(i: int, m: dict[str, Any], k: int) -> str:
     named = ", ".join(classify.CAUSES[c].title for c in m.get("causes", []))
     causes = (
         {
@@ -311,7 +312,7 @@ def _miss(i: int, m: dict[str, Any]) -> str:
     )
     seconds = sum(m["seconds"].values())
     out = [
-        f'<details class="miss" id="{_miss_id(i, m)}"><summary>'
+        f'<details class="miss" id="{_miss_id(i, m, k)}"><summary>'
         f"{_e(_miss_title(m))}: <b>{_e(causes)}</b> "
         f'<span class="muted">at {_e(m["call_site"])}, {seconds:.3f} s</span></summary>',
         f"<p>called at <code>{_e(m['call_site'])}</code>"
@@ -388,7 +389,7 @@ def _section(i: int, f: dict[str, Any]) -> str:
     out.append(_timeline(i, misses))
     if misses:
         out.append("<h3>Compilations</h3>")
-        out += [_miss(i, m) for m in misses]
+        out += [_miss(i, m, k) for k, m in enumerate(misses, 1)]
     out.append("</section>")
     return "".join(out)
 

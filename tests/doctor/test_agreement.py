@@ -41,6 +41,15 @@ step(np.ones(3, np.uint8))  # compilation 3: dtype
 for n in (4, 5, 6, 7, 8, 9, 10, 11, 12):
     step(jnp.ones(n, jnp.int32))  # compilations 4 to 12: shape
 jax.jit(lambda v: v + 1)(1)
+
+
+def bump(x):
+    return x + 1
+
+
+jax.jit(bump)(3)
+jax.jit(bump)(jnp.asarray(3))  # a retrace that finds the compiled program
+jax.grad(lambda v: step(v).sum())(jnp.ones(2))  # compiled for jax.grad of step
 """
 
 
@@ -86,13 +95,13 @@ def test_the_text_header_table_and_timeline_agree(report):
     text = report.text()
     lines = text.splitlines()
     rows = _table_rows(lines)
-    assert len(rows) == len(report.functions) == 3
+    assert len(rows) == len(report.functions) == 4
     compiles = sum(int(r[2]) for r in rows)
     recompiles = sum(len(f.recompiles) for f in report.functions)
     header = " ".join(" ".join(lines[1:3]).split())
     assert header.startswith(
-        f"3 watched functions, {compiles} compilations (2 ahead of time), {recompiles} cache "
-        "misses after each function's first call"
+        f"4 watched functions, {compiles} compilations (2 ahead of time), {recompiles} cache "
+        "misses after each function's first call, and 1 retrace that found a compiled program"
     ), header
     row = next(i for i, line in enumerate(lines) if line.startswith(" 1 "))
     assert lines[row].split() == ["1", NAME]  # whole, on its own line
@@ -115,6 +124,10 @@ def test_the_location_is_whole_in_the_table(report):
     assert any(line.strip() == location for line in report.text().splitlines())
 
 
+def page_titles(page: str) -> list[str]:
+    return re.findall(r"<summary>([^:<]+):", page)
+
+
 def test_the_page_agrees_with_the_text(report):
     data = report.to_dict()
     f = next(f for f in data["functions"] if f["name"] == NAME)
@@ -130,9 +143,12 @@ def test_the_page_agrees_with_the_text(report):
     ids = re.findall(r'<details class="miss" id="([^"]+)"', section)
     assert len(ids) == len(set(ids)), ids  # every entry its own anchor
     assert set(links) <= set(ids)  # every column opens its compilation
-    titles = re.findall(r"<summary>([^:<]+):", section)
+    titles = page_titles(section)
     assert sorted(t for t in titles if t.startswith("compilation ")) == sorted(
         f"compilation {n}" for n in range(1, 13)
     )
     assert any(t.startswith("trace 1 inside another jit") for t in titles), titles
+    assert any(t.startswith("retrace 1 (found the compiled program") for t in page_titles(page))
     assert f"<code>{report.function(NAME).location}</code>" in page  # the table cell, whole
+    anchors = re.findall(r'id="([^"]+)"', page)
+    assert len(anchors) == len(set(anchors)), "two entries share an anchor"
