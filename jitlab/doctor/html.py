@@ -150,8 +150,33 @@ def _function_id(i: int) -> str:
     return f"f{i}"
 
 
-def _miss_id(i: int, number: int) -> str:
-    return f"f{i}-miss-{number}"
+def _miss_id(i: int, m: dict[str, Any], k: int = 0) -> str:
+    """A timeline column's miss is ``f1-miss-N`` (N: its column, the compilation number);
+    a trace inside another jit, a retrace, a lowering are named by kind and by ``k``, the
+    entry's place among the function's."""
+    if m.get("column"):
+        return f"f{i}-miss-{m['column']}"
+    kind = "inside" if m.get("inside_jit") else m["kind"]
+    return f"f{i}-{kind}-{k}"
+
+
+def _miss_title(m: dict[str, Any]) -> str:
+    """What the entry is, in the words of the text report: a compilation is numbered as
+    in the table and the timeline; a trace that compiled nothing is not called one."""
+    if m.get("inside_jit"):
+        return f"trace {m['number']} inside another jit"
+    return {
+        "retrace": f"retrace {m['number']} (found the compiled program; not a compilation)",
+        "lowered": "lowered ahead of time, not compiled",
+        "transform": "compiled for jax.grad/vmap of it (not a recompilation)",
+    }.get(m["kind"], f"compilation {m['number']}")
+
+
+def _columns(misses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The timeline's columns, the same as the text report's (``FunctionRecord.columns``):
+    the compilations, ahead of time ones included, or the traces of a function that only
+    ever ran inside other jits."""
+    return sorted((m for m in misses if m.get("column")), key=lambda m: m["column"])
 
 
 def _table(functions: list[dict[str, Any]]) -> str:
@@ -191,7 +216,7 @@ def _table(functions: list[dict[str, Any]]) -> str:
 def _timeline(i: int, misses: list[dict[str, Any]]) -> str:
     """The cache-key timeline as SVG: one column per compilation, one row per part of the
     key; a column links to its miss."""
-    columns = [m for m in misses if m["kind"] in ("first", "miss")]
+    columns = _columns(misses)
     if len(columns) < 2:
         return ""
     cell, gap, label = 16, 2, 96
@@ -207,17 +232,18 @@ def _timeline(i: int, misses: list[dict[str, Any]]) -> str:
         parts.append(f'<text x="0" y="{y}" font-size="12" fill="#333">{_e(row)}</text>')
     for c, m in enumerate(columns):
         x = label + c * (cell + gap)
-        if c == 0 or (c + 1) % 5 == 0:
-            parts.append(f'<text x="{x}" y="12" font-size="10" fill="#555">{m["number"]}</text>')
+        if c == 0 or (c + 1) % 5 == 0:  # centred on its column: never over two
+            parts.append(
+                f'<text x="{x + cell / 2}" y="12" font-size="10" text-anchor="middle" '
+                f'fill="#555">{m["column"]}</text>'
+            )
         marks = classify.timeline_marks(_differences(m)) if m["kind"] == "miss" else {}
         unknown = m["kind"] == "miss" and not m.get("differences")
-        what = (
-            "first compilation"
-            if m["kind"] == "first"
-            else ", ".join(m.get("causes", [])) or "nothing recorded changed"
+        what = {"first": "first", "aot": "compiled ahead of time"}.get(m["kind"]) or (
+            ", ".join(m.get("causes", [])) or "nothing recorded changed"
         )
         parts.append(
-            f'<a href="#{_miss_id(i, m["number"])}"><title>compilation {m["number"]}: '
+            f'<a href="#{_miss_id(i, m)}"><title>{_e(_miss_title(m))}: '
             f"{_e(what)}</title>"
             # the whole column takes the click, gaps between its cells included
             f'<rect x="{x}" y="18" width="{cell}" height="{height - 18}" fill="#fff" '
@@ -228,6 +254,8 @@ def _timeline(i: int, misses: list[dict[str, Any]]) -> str:
             mark = marks.get(row)
             if m["kind"] == "first":
                 fill, text = "#c9c9d3", ""
+            elif m["kind"] == "aot":
+                fill, text = "#c9c9d3", "a"
             elif unknown:
                 fill, text = "#ffd166", "?"
             elif mark:
@@ -251,7 +279,8 @@ def _timeline(i: int, misses: list[dict[str, Any]]) -> str:
     return (
         '<figure class="timeline"><div class="scroll">' + "".join(parts) + "</div>"
         '<figcaption class="legend muted">Cache-key timeline: one column per compilation '
-        "(grey: the first), a coloured cell where that part of jit's cache key changed "
+        "(grey: the first; a: compiled ahead of time), a coloured cell where that part "
+        "of jit's cache key changed "
         "(s shape, d dtype, w weak type, * several; t structure, k keyword; ? nothing the "
         f"doctor records changed). Click a column to open its miss.<br>{legend}</figcaption>"
         "</figure>"
@@ -269,14 +298,22 @@ def _jax_verdict(miss: dict[str, Any]) -> str:
     return f"names {named}: a different cause"
 
 
-def _miss(i: int, m: dict[str, Any]) -> str:
-    causes = ", ".join(classify.CAUSES[c].title for c in m.get("causes", [])) or "first"
-    if m["kind"] == "first":
-        causes = "first compilation"
+def _miss(i: int, m: dict[str, Any], k: int) -> str:
+    named = ", ".join(classify.CAUSES[c].title for c in m.get("causes", []))
+    causes = (
+        {
+            "first": "first trace" if m.get("inside_jit") else "first compilation",
+            "aot": "compiled ahead of time",
+            "lowered": "lowered only",
+            "transform": "not a miss",
+        }.get(m["kind"])
+        or named
+        or ("not a miss" if m["kind"] == "retrace" else "unknown")
+    )
     seconds = sum(m["seconds"].values())
     out = [
-        f'<details class="miss" id="{_miss_id(i, m["number"])}"><summary>'
-        f"compilation {m['number']}: <b>{_e(causes)}</b> "
+        f'<details class="miss" id="{_miss_id(i, m, k)}"><summary>'
+        f"{_e(_miss_title(m))}: <b>{_e(causes)}</b> "
         f'<span class="muted">at {_e(m["call_site"])}, {seconds:.3f} s</span></summary>',
         f"<p>called at <code>{_e(m['call_site'])}</code>"
         + (" (inside another jit)" if m.get("inside_jit") else "")
@@ -352,7 +389,7 @@ def _section(i: int, f: dict[str, Any]) -> str:
     out.append(_timeline(i, misses))
     if misses:
         out.append("<h3>Compilations</h3>")
-        out += [_miss(i, m) for m in misses]
+        out += [_miss(i, m, k) for k, m in enumerate(misses, 1)]
     out.append("</section>")
     return "".join(out)
 

@@ -129,7 +129,10 @@ def _compilations(r: ProcessReport, name: str, defined_at: str) -> list[dict[str
     """A function's compilations on one process, in order; the last ones may be
     unfinished: compiled in a call that had not returned when the process stopped."""
     f = _function(r, name, defined_at)
-    done = [m for m in f["misses"] if m["kind"] in ("first", "miss")] if f else []
+    # its timeline's columns: the compilations (ahead of time too), as the report counts them
+    done = (
+        sorted((m for m in f["misses"] if m.get("column")), key=lambda m: m["column"]) if f else []
+    )
     for u in r.data.get("unfinished") or []:
         if (u["name"], u["defined_at"]) == (name, defined_at):
             done.append(

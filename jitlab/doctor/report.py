@@ -133,10 +133,6 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 3, 0)] + "..."
 
 
-def _clip_left(text: str, width: int) -> str:
-    return text if len(text) <= width else "..." + text[len(text) - width + 3 :]
-
-
 def _lines(text: str, indent: str, width: int = WIDTH, most: int = 4) -> list[str]:
     """``text`` wrapped to ``width`` under ``indent`` (continuation lines indented two more
     columns), at most ``most`` lines."""
@@ -180,10 +176,16 @@ def _table(report: Report) -> list[str]:
         trace = sum(m.trace_seconds for m in f.misses)
         lower = sum(m.lower_seconds for m in f.misses)
         comp = sum(m.compile_seconds for m in f.misses) + f.outside_seconds
-        out.append(
-            f"{i:>2} {_clip(f.display or f.name, 35):<36}{f.calls:>7}{f.traces:>7}{f.compiles:>9}"
+        numbers = (
+            f"{f.calls:>7}{f.traces:>7}{f.compiles:>9}"
             f"{trace:>9.3f}{lower:>9.3f}{comp:>10.3f}{f.seconds:>9.3f}"
         )
+        name = f.display or f.name
+        if len(name) <= 35:
+            out.append(f"{i:>2} {name:<36}{numbers}")
+        else:  # a long name has its own line, whole: never cut to fit the column
+            out += _lines(name, f"{i:>2} ", most=3)
+            out.append(f"{'':39}{numbers}")
         extra = []
         if f.aot_compiles:
             extra.append(f"{f.aot_compiles} compiled ahead of time (.lower().compile())")
@@ -197,13 +199,13 @@ def _table(report: Report) -> list[str]:
             extra.append(f"+{f.transformed_compiles} for jax.grad/vmap of it (not recompiles)")
         inside = [m for m in f.inside if m.kind in (FIRST, MISS)]
         if inside:
-            where = f"{f.nested_calls} calls" if f.nested_calls else "calls"
+            where = _plural(f.nested_calls, "call") if f.nested_calls else "calls"
             extra.append(
                 f"{where} inside other jits: traced {_plural(len(inside), 'time')}"
                 + (" (their compilations are the outer functions')" if f.compilations else "")
             )
         elif f.nested_calls:
-            extra.append(f"{f.nested_calls} calls inside other jits")
+            extra.append(f"{_plural(f.nested_calls, 'call')} inside other jits")
         if f.python_calls:
             why = ", ".join(f"{r} {n}" for r, n in f.python_reasons.items())
             extra.append(
@@ -222,9 +224,15 @@ def _table(report: Report) -> list[str]:
         if f.failures and f.compilations:
             extra.append(f"a trace raised {f.failures[-1].error}")
         detail = _cause_summary(f) + ("; " + "; ".join(extra) if extra else "")
-        wrapped = textwrap.wrap(detail, width=WIDTH - 39) or [""]
-        out.append(f"   {_clip_left(f.location, 34):<36}{wrapped[0]}")
-        out.extend(f"{'':39}{more}" for more in wrapped[1:3])
+        # every line of the detail: a cut here would hide the last thing said (the
+        # persistent cache, the fast path), with no mark that something was left out
+        wrapped = textwrap.wrap(detail, width=WIDTH - 39, break_on_hyphens=False) or [""]
+        if len(f.location) <= 34:
+            out.append(f"   {f.location:<36}{wrapped[0]}")
+        else:  # a long path has its own line, whole
+            out += _lines(f.location, "   ", most=3)
+            out.append(f"{'':39}{wrapped[0]}")
+        out.extend(f"{'':39}{more}" for more in wrapped[1:])
     return out
 
 
@@ -515,10 +523,12 @@ def render(report: Report, timelines: int = 3) -> str:
 # JSON
 
 
-def _miss_dict(m: Miss) -> dict[str, Any]:
+def _miss_dict(m: Miss, column: int | None = None) -> dict[str, Any]:
     return {
         "number": m.number,
         "kind": m.kind,
+        # its column in the timeline (the text's and the page's), None if it has none
+        "column": column,
         "call_site": m.call_site,
         "source": m.source,
         "inside_jit": m.inside_jit,
@@ -546,6 +556,13 @@ def _miss_dict(m: Miss) -> dict[str, Any]:
         "jax_causes": m.jax_causes if m.kind == MISS else [],
         "jax_agrees": m.jax_agrees if m.kind == MISS else None,
     }
+
+
+def _misses_of(f: FunctionRecord) -> list[dict[str, Any]]:
+    column = {id(m): n for n, m in enumerate(f.columns, 1)}
+    ordered = [m for m in f.misses if m.kind != TRANSFORM]
+    ordered += [m for m in f.misses if m.kind == TRANSFORM]
+    return [_miss_dict(m, column.get(id(m))) for m in ordered]
 
 
 def to_dict(report: Report) -> dict[str, Any]:
@@ -583,8 +600,7 @@ def to_dict(report: Report) -> dict[str, Any]:
                     "total": f.seconds,
                 },
                 "causes": f.cause_counts(),
-                "misses": [_miss_dict(m) for m in f.misses if m.kind != TRANSFORM]
-                + [_miss_dict(m) for m in f.misses if m.kind == TRANSFORM],
+                "misses": _misses_of(f),
             }
             for f in report.functions
         ],

@@ -13,6 +13,10 @@ from the course's own ``.venv`` through a ``.pth`` line, so a release costs one
 download the first time and nothing after. The pinned release reuses the lessons that
 ``make test`` just executed.
 
+Each release also runs the doctor's private-hook tests (:data:`PRIVATE_HOOKS`, one test
+per private JAX attribute or logger the doctor reads), so that a release that moves one
+fails a named test here instead of quietly thinning the doctor's report.
+
 Results go to ``results/releases/jax-<release>.json``; the "JAX releases" page renders
 them as a lesson × release table, with each difference and the text that differs.
 """
@@ -29,6 +33,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 from jitlab.course.manifest import Course, pinned_jax
 from jitlab.notebooks.pipeline import (
@@ -42,6 +47,7 @@ from jitlab.site.releases import difference_lines, load_releases
 
 DEFAULT_RELEASES = ("0.10.2", "0.11.2", "0.12.0.1")
 CELL_TIMEOUT_S = 180
+PRIVATE_HOOKS = Path("tests") / "doctor" / "test_private_hooks.py"
 Echo = Callable[[str], None]
 
 
@@ -115,6 +121,37 @@ def release_python(release: str, build: Path, *, echo: Echo = print) -> str:
 # ---------------------------------------------------------------------- running
 
 
+def run_private_hooks(root: Path, python: str) -> dict[str, str]:
+    """The doctor's private-hook tests under ``python``: test name -> "passed", "skipped"
+    or the failure's first line ({} where the course has no such tests)."""
+    tests = root / PRIVATE_HOOKS
+    if not tests.exists():
+        return {}
+    with tempfile.TemporaryDirectory(prefix="jitlab-hooks-") as scratch:
+        junit = Path(scratch) / "hooks.xml"
+        done = subprocess.run(
+            [python, "-m", "pytest", "-q", "-p", "no:xdist", str(tests), f"--junitxml={junit}"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        if not junit.exists():
+            return {str(PRIVATE_HOOKS): "did not run: " + (done.stderr or done.stdout)[-400:]}
+        said = {}
+        for case in ElementTree.parse(junit).iter("testcase"):
+            outcome = next(iter(case), None)
+            if outcome is None or outcome.tag in ("system-out", "system-err"):
+                said[case.get("name", "?")] = "passed"
+            elif outcome.tag == "skipped":
+                said[case.get("name", "?")] = "skipped"
+            else:
+                text = outcome.get("message") or outcome.text or outcome.tag
+                said[case.get("name", "?")] = text.strip().splitlines()[0][:400]
+    return said
+
+
 def _cells(run: NotebookRun) -> list[dict[str, Any]]:
     rows = []
     for cell in run.cells:
@@ -142,6 +179,9 @@ def run_release(
         echo(f"  jax {release}: {err}")
         return {**record, "unavailable": str(err)}
     pinned = python == sys.executable
+    hooks = run_private_hooks(course.root, python)
+    if hooks:
+        record["private_hooks"] = hooks
     notebooks: dict[str, dict[str, Any]] = {}
     sources = []
     for lesson in course.lessons:
@@ -184,6 +224,9 @@ def run_matrix(
     for release in releases:
         echo(f"jax {release}")
         result = run_release(course, release, echo=echo, lessons_only=lessons_only)
+        for test, said in result.get("private_hooks", {}).items():
+            if said not in ("passed", "skipped"):
+                echo(f"  jax {release}: {PRIVATE_HOOKS.name}::{test} failed: {said}")
         (out / f"jax-{release}.json").write_text(json.dumps(result, indent=1) + "\n", "utf-8")
     results = load_releases(out)
     for line in difference_lines(results, pinned_jax(course.root)):

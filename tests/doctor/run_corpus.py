@@ -23,6 +23,7 @@ are named as the report shows them (their qualified names). Optionally:
     # doctor-functions: NAME NAME ...     (exactly the functions the doctor watched)
     # doctor-helpers: NAME@LINE ...       (JAX's helpers the report advises on, by line)
     # doctor-persistent: NAME miss=N hit=N written=N not_written=N   (the disk cache's say)
+    # doctor-says: TEXT                   (words the text report prints, spaces as wrapped)
 """
 
 from __future__ import annotations
@@ -44,6 +45,28 @@ CORPUS = Path(__file__).parent / "corpus"
 
 def programs() -> list[Path]:
     return sorted(p for p in CORPUS.glob("*.py") if not p.name.startswith("_"))
+
+
+def capstone(path: Path) -> bool:
+    """The capstone's loops cost as much as all the other programs together: they run in a
+    test file of their own (tests/doctor/test_corpus_capstone.py), so that pytest-xdist
+    runs them beside the rest."""
+    return path.name.startswith("capstone_")
+
+
+def run_in_a_subprocess(chosen: list[Path], out: Path) -> dict[str, dict]:
+    """Run ``chosen`` in one fresh Python, as ``main`` does; their results by file name."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, __file__, str(out), *map(str, chosen)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {r["program"]: r for r in json.loads(out.read_text())}
 
 
 def watched_names(path: Path, key: str = "functions") -> list[str] | None:
@@ -95,6 +118,12 @@ def problems(path: Path, result: dict) -> list[str]:
         want = {k: int(v) for k, v in (c.split("=") for c in counts)}
         if {k: got[k] for k in want} != want:
             found.append(f"{name}: persistent cache {said}, expected {want}")
+    said = " ".join(result["report"].split())
+    for line in path.read_text().splitlines():
+        if line.startswith("# doctor-says:"):
+            words = " ".join(line.split(":", 1)[1].split())
+            if words not in said:
+                found.append(f"the report does not say {words!r}")
     helpers = watched_names(path, "helpers") or []
     if sorted(result["helpers"]) != helpers:
         found.append(f"advice on helpers {sorted(result['helpers'])}, expected {helpers}")

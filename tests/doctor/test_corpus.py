@@ -1,14 +1,13 @@
 """The doctor classifies every program of its corpus as the program's header says (the
-header format is described in ``run_corpus.py``). All programs run in one subprocess,
-each under its own watch with its own functions.
+header format is described in ``run_corpus.py``). All programs but the capstone's run in
+one subprocess, each under its own watch with its own functions; the capstone's two are
+in ``test_corpus_capstone.py``.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
-import subprocess
-import sys
+import re
 from pathlib import Path
 
 import pytest
@@ -30,18 +29,12 @@ def _load_runner():
 runner = _load_runner()
 
 
+OTHERS = [p for p in PROGRAMS if not runner.capstone(p)]
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict[str, dict]:
-    out = tmp_path_factory.mktemp("corpus") / "results.json"
-    done = subprocess.run(
-        [sys.executable, str(HERE / "run_corpus.py"), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return {r["program"]: r for r in json.loads(out.read_text())}
+    return runner.run_in_a_subprocess(OTHERS, tmp_path_factory.mktemp("corpus") / "out.json")
 
 
 def test_every_cause_has_at_least_three_programs():
@@ -54,7 +47,28 @@ def test_every_cause_has_at_least_three_programs():
     assert not short, f"causes with fewer than three corpus programs: {short}"
 
 
-@pytest.mark.parametrize("path", PROGRAMS, ids=[p.stem for p in PROGRAMS])
+@pytest.mark.parametrize("path", OTHERS, ids=[p.stem for p in OTHERS])
 def test_classification(path: Path, results: dict[str, dict]) -> None:
     result = results[path.name]
     assert runner.problems(path, result) == [], result["report"]
+
+
+DOCS = HERE.parents[1] / "docs" / "doctor.md"
+_QUOTE = re.compile(r"`tests/doctor/corpus/(\w+\.py)`[^`]*?:\n\n((?:```text\n.*?```\n\n?)+)", re.S)
+_SECONDS = re.compile(r"\d+\.\d+|\d+%")
+
+
+def _words(text: str) -> str:
+    """The text with its seconds (any decimal number) and shares of time (a percentage)
+    as '#', and spaces as one."""
+    return " ".join(_SECONDS.sub("#", text).split())
+
+
+def test_the_lines_quoted_on_the_doctor_page_are_what_it_prints(results):
+    quoted = _QUOTE.findall(DOCS.read_text())
+    assert len(quoted) >= 7, "docs/doctor.md quotes fewer corpus reports than it did"
+    for program, blocks in quoted:
+        printed = _words(results[program]["report"])
+        for block in re.findall(r"```text\n(.*?)```", blocks, re.S):
+            for line in block.strip().splitlines():  # wrapped anywhere: each line is whole
+                assert _words(line) in printed, f"{program}: the page quotes {line!r}"

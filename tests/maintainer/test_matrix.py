@@ -26,3 +26,16 @@ def test_sources_with_one_name_are_refused_rather_than_overwritten(fixture_cours
     solution = fixture_course.exercises[0].source
     with pytest.raises(ValueError, match="01_doubling"):
         convert([lesson.path, solution], tmp_path, course=fixture_course)
+
+
+def test_the_private_hook_tests_are_recorded_per_test(tmp_path):
+    hooks = tmp_path / matrix.PRIVATE_HOOKS
+    hooks.parent.mkdir(parents=True)
+    hooks.write_text(
+        "def test_hook_here():\n    pass\n\n"
+        "def test_hook_gone():\n    assert False, 'private hook jax._src.x.y is gone'\n"
+    )
+    said = matrix.run_private_hooks(tmp_path, sys.executable)
+    assert said["test_hook_here"] == "passed"
+    assert "jax._src.x.y is gone" in said["test_hook_gone"]
+    assert matrix.run_private_hooks(tmp_path / "elsewhere", sys.executable) == {}

@@ -4,6 +4,7 @@ identity), and a pytree node whose metadata holds a schedule object without __eq
 # doctor-cause: pytree
 # doctor-expect: apply pytree pytree
 # doctor-expect: scaled_step pytree
+# doctor-says: state['schedule']: Schedule(rate=0.1) (equal text, not equal) now
 
 import functools
 
