@@ -652,8 +652,7 @@ disagree, agreed = (  # process 1's weight decay as it reads it, then broadcast
 
 
 # %% tags=["answer"] jupyter={"source_hidden": true}
-versions = (("as each process reads it", disagree), ("broadcast", agreed))
-for version, run in versions:
+for version, run in (("as each process reads it", disagree), ("broadcast", agreed)):
     for p, same in enumerate(run.one("same program")):
         decay, passed = same["decay"], same["passed"]
         print(f"{version}, process {p}: decay {decay}, same program? {passed}")
