@@ -446,7 +446,7 @@ assert all(at.startswith("input path [0][1]") for at in blamed)  # the batch
 
 # %% [markdown]
 # Every miss after the first is blamed on the pytree at input path `[0][1]`, the batch
-# dict: the `weights` key comes and goes (lesson 04). Five lengths and two learning-rate
+# dict: the `weights` key comes and goes (lesson 04). Three lengths and two learning-rate
 # types are at work too, yet the shapes and the weak type do not appear. Why?
 #
 # An explanation compares the new call with *one* previous key, the "closest" (lesson
