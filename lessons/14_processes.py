@@ -174,9 +174,9 @@ def program_id(step_fn, *args, **static):
 
 # %%
 def train(worker, step_fn, make_batch, check=False, **static):
-    """The loop every experiment shares: count step_fn's compilations on this process,
-    report each step's global shape, weights and time. With check=True, first compare
-    this process's program with the others' (section 3)."""
+    """The loop every experiment shares: count step_fn's compilations on this process
+    (xla_s: XLA's seconds, compiling or reading the persistent cache), report each
+    step's shape, weights and time; check=True first compares programs (section 3)."""
     mesh = data_mesh()
     w = jax.device_put(np.zeros(3, np.float32), NamedSharding(mesh, P()))
     sizes = worker.options["sizes"][worker.process_id]
@@ -191,7 +191,7 @@ def train(worker, step_fn, make_batch, check=False, **static):
             seconds, shape = time.perf_counter() - start, batch[0].shape
             worker.emit("step", step=step, shape=shape, w=w_here, seconds=seconds)
     counts = {"traces": n.traces, "compiles": n.compiles, "xla_s": n.compile_seconds}
-    reasons = [jitlab.miss_reason(e) for e in n.explanations]  # xla_s: XLA's part
+    reasons = [jitlab.miss_reason(e) for e in n.explanations]
     program = program_id(step_fn, w, *batch, **static)
     worker.emit("compiles", **counts, reasons=reasons, program=program)
 
