@@ -8,7 +8,8 @@
 #     - Learners reach for static_argnames on values that come from data (an epoch,
 #       a threshold, a tolerance). Ask how many distinct values it will see in one run.
 #     - lax.cond and lax.switch branches must return the same shapes and dtypes; expect
-#       the TypeError "cond branches must have equal output types" during the exercise.
+#       the TypeError "cond branches must have equal output types" ("switch branches
+#       ..." for lax.switch) during the exercise.
 #     - The vmap and unrolling timings vary by machine. The vmap cell times the two
 #       calls in alternation and compares the median per-pair ratio; the jaxpr (select_n
 #       present, cond gone) is the claim, and the compile counts elsewhere.

@@ -683,8 +683,8 @@ plt.show()
 # A jitted function has a `clear_cache()` method. For that function it drops the
 # compiled executables (its fast-path entries) and the traces (jaxprs) kept in JAX's
 # inner tracing cache, and much of the memory comes back (about half here, measured
-# below). It also empties
-# one cache that *every* jitted function shares; the next cells show what that costs.
+# below). It also empties one cache that *every* jitted function shares; the next cells
+# show what that costs.
 # `jax.clear_caches()` empties the caches of every function in the process. Both cost
 # the same thing for the functions they clear: the next call traces and compiles again,
 # even for a value that was compiled before.

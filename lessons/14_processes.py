@@ -100,7 +100,6 @@ jitlab.intro()
 
 # %%
 import collections
-import functools
 import hashlib
 import inspect
 import logging
@@ -155,10 +154,7 @@ def inferred_batch(mesh, x, y):
     """One global array per input from each process's rows; JAX infers the global
     shape as (rows on this process) x (number of processes)."""
     rows = NamedSharding(mesh, P("data"))
-    return (
-        jax.make_array_from_process_local_data(rows, x),
-        jax.make_array_from_process_local_data(rows, y),
-    )
+    return tuple(jax.make_array_from_process_local_data(rows, a) for a in (x, y))
 
 
 # %%
@@ -178,9 +174,9 @@ def program_id(step_fn, *args, **static):
 
 # %%
 def train(worker, step_fn, make_batch, check=False, **static):
-    """The loop every experiment shares: count step_fn's compilations on this process,
-    report each step's global shape, weights and time. With check=True, first compare
-    this process's program with the others' (section 3)."""
+    """The loop every experiment shares: count step_fn's compilations on this process
+    (xla_s: XLA's seconds, compiling or reading the persistent cache), report each
+    step's shape, weights and time; check=True first compares programs (section 3)."""
     mesh = data_mesh()
     w = jax.device_put(np.zeros(3, np.float32), NamedSharding(mesh, P()))
     sizes = worker.options["sizes"][worker.process_id]
@@ -192,21 +188,21 @@ def train(worker, step_fn, make_batch, check=False, **static):
                 report_same_program(worker, step_fn, w, *batch, **static)
             w, _ = step_fn(w, *batch, **static)
             w_here = np.asarray(w.addressable_data(0))  # replicated: all of w
-            seconds = time.perf_counter() - start
-            shape = batch[0].shape
+            seconds, shape = time.perf_counter() - start, batch[0].shape
             worker.emit("step", step=step, shape=shape, w=w_here, seconds=seconds)
-    worker.emit(
-        "compiles",
-        traces=n.traces,
-        compiles=n.compiles,
-        compile_s=n.total_seconds,
-        backend_s=n.compile_seconds,  # XLA compiles, or reads a cached executable
-        reasons=[jitlab.miss_reason(e) for e in n.explanations],
-        program=program_id(step_fn, w, *batch, **static),
-    )
+    counts = {"traces": n.traces, "compiles": n.compiles, "xla_s": n.compile_seconds}
+    reasons = [jitlab.miss_reason(e) for e in n.explanations]
+    program = program_id(step_fn, w, *batch, **static)
+    worker.emit("compiles", **counts, reasons=reasons, program=program)
 
 
+# %%
 HELPERS = [data_mesh, local_batch, inferred_batch, sgd_step, program_id, train]
+
+
+def launch(task, *more, **settings):
+    """multiprocess.run(task, ...) with the helpers above, and `more`."""
+    return multiprocess.run(task, helpers=[*HELPERS, *more], **settings)
 
 
 # %% [markdown]
@@ -233,6 +229,13 @@ def reference(sizes):
 def weights(run):
     """Each process's weights after each step: an array (process, step, 3)."""
     return np.array([[r["w"] for r in worker.of("step")] for worker in run.workers])
+
+
+def show(run):
+    """How each process of a run ended, and the start of its error if it raised."""
+    for worker in run.workers:
+        said = worker.error["message"][:110] if worker.error else "-"
+        print(f"process {worker.process_id}: {worker.status()}; its error: {said}")
 
 
 # %% [markdown]
@@ -269,17 +272,7 @@ def watch_compilation_cache():
 def cold_start(worker):
     events, lines = watch_compilation_cache()
     train(worker, sgd_step, inferred_batch)
-    parts = [ln.split("hash of serialized ")[1] for ln in lines if "hash of ser" in ln]
-    worker.emit(
-        "cache",
-        events=dict(events),
-        keys=[
-            ln.split("with key ")[1].strip("'") for ln in lines if "key 'jit_sgd" in ln
-        ],
-        key_parts=dict(part.split(": ") for part in parts),  # the last program's
-        not_written=sum("since process_id != 0" in ln for ln in lines),
-        fallback=sum("unable to hash accelerator config" in ln for ln in lines),
-    )
+    worker.emit("cache", events=dict(events), log=lines)
 
 
 # %%
@@ -300,31 +293,19 @@ same_shapes = {
 # </div>
 
 # %%
-helpers = [*HELPERS, watch_compilation_cache]
-first_job = multiprocess.run(cold_start, helpers=helpers, options=same_shapes).check()
+first_job = launch(cold_start, watch_compilation_cache, options=same_shapes).check()
 written = sorted(os.listdir(cache_dir.name))
-second_job = multiprocess.run(cold_start, helpers=helpers, options=same_shapes).check()
+second_job = launch(cold_start, watch_compilation_cache, options=same_shapes).check()
 
 
 # %% tags=["answer"] jupyter={"source_hidden": true}
-START = ("job", "process", "compiles", "XLA ms", "first step ms", "hits", "written")
-
-
 def start_row(job, worker):
     counts, events = worker.one("compiles"), worker.one("cache")["events"]
-    first_ms = 1e3 * worker.of("step")[0]["seconds"]
-    xla_ms = 1e3 * counts["backend_s"]  # XLA compiles, or reads a cached executable
+    first_ms, xla_ms = 1e3 * worker.of("step")[0]["seconds"], 1e3 * counts["xla_s"]
+    row = {"job": job, "process": worker.process_id, "compiles": counts["compiles"]}
+    row |= {"XLA ms": xla_ms, "first step ms": first_ms}
     hits, written = events.get("cache_hits", 0), events.get("cache_misses", 0)
-    values = (
-        job,
-        worker.process_id,
-        counts["compiles"],
-        xla_ms,
-        first_ms,
-        hits,
-        written,
-    )
-    return dict(zip(START, values, strict=True))
+    return row | {"hits": hits, "written": written}
 
 
 runs = {"first": first_job, "second": second_job}
@@ -333,9 +314,8 @@ jitlab.print_table(start_rows)
 print("files in the cache after the first job:", [n[:24] + "..." for n in written])
 first, second = first_job.workers, second_job.workers
 for run in runs.values():
-    assert [(r["devices"], r["local_devices"]) for r in run.one("ready")] == [
-        (2, 1)
-    ] * 2
+    ready = run.one("ready")
+    assert [(r["devices"], r["local_devices"]) for r in ready] == [(2, 1)] * 2
     assert [r["compiles"] for r in run.one("compiles")] == [1, 1]  # once per process
     assert len({r["program"] for r in run.one("compiles")}) == 1  # the same program
 np.testing.assert_allclose(weights(first_job)[0], weights(first_job)[1])
@@ -351,11 +331,25 @@ assert [row["hits"] for row in start_rows] == [0, 0, 2, 0]
 # - **Only process 0 writes.** Process 1 logged "Not writing persistent cache entry
 #   since process_id != 0" for both programs, and wrote nothing, in either job.
 
+
+# %%
+def logged(worker, text, after=None):
+    """What follows `after` (default: `text`) in each line of a process's compiler and
+    cache-key log that holds `text`."""
+    lines = [line for line in worker.one("cache")["log"] if text in line]
+    return [line.split(after or text)[1] for line in lines]
+
+
+def keys(worker):
+    """The persistent-cache keys under which a process looked for sgd_step."""
+    return [key.strip("'") for key in logged(worker, "key 'jit_sgd", "with key ")]
+
+
 # %%
 assert [w.one("cache")["events"].get("cache_misses", 0) for w in first] == [2, 0]
-assert [w.one("cache")["not_written"] for w in first] == [0, 2]
+assert [len(logged(w, "since process_id != 0")) for w in first] == [0, 2]
 assert [name.split("-")[0] for name in written] == ["jit__identity_fn", "jit_sgd_step"]
-assert first[0].one("cache")["keys"][0] + "-cache" in written
+assert keys(first[0])[0] + "-cache" in written
 assert sorted(os.listdir(cache_dir.name)) == written  # process 1 wrote nothing later
 
 # %% [markdown]
@@ -365,18 +359,15 @@ assert sorted(os.listdir(cache_dir.name)) == written  # process 1 wrote nothing 
 #   Side by side:
 
 # %%
-p0_parts, p1_parts = (w.one("cache")["key_parts"] for w in first)
-jitlab.print_table(
-    [
-        {"key part": k, "process 0": h[:12], "process 1": p1_parts[k][:12]}
-        for k, h in p0_parts.items()
-    ]
-)
-p0_keys, p1_keys = (w.one("cache")["keys"] for w in first)
+hashes = [logged(w, "hash of serialized ") for w in first]  # the last program's
+p0_parts, p1_parts = (dict(part.split(": ") for part in h) for h in hashes)
+rows = [{"key part": k, "process 0": h[:12]} for k, h in p0_parts.items()]
+jitlab.print_table([r | {"process 1": p1_parts[r["key part"]][:12]} for r in rows])
 assert [k for k in p0_parts if p0_parts[k] != p1_parts[k]] == ["accelerator_config"]
-assert p1_keys == second[1].one("cache")["keys"]  # the same key in every job ...
-assert p1_keys[0] != p0_keys[0]  # ... but not process 0's
-assert [w.one("cache")["fallback"] for w in first] == [0, 0]  # the topology was hashed
+assert keys(first[1]) == keys(second[1])  # the same key in every job ...
+assert keys(first[1])[0] != keys(first[0])[0]  # ... but not process 0's
+fallback = [logged(w, "unable to hash accelerator config") for w in first]
+assert fallback == [[], []]  # the topology was hashed
 
 # %% [markdown]
 # Everything matches except `accelerator_config`, the fingerprint of the device
@@ -391,15 +382,13 @@ assert [w.one("cache")["fallback"] for w in first] == [0, 0]  # the topology was
 # count hits per process.
 
 # %%
-cold = {row["process"]: row for row in start_rows if row["job"] == "first"}
-warm = {row["process"]: row for row in start_rows if row["job"] == "second"}
+cold, warm = start_rows[:2], start_rows[2:]  # the first job's processes, the second's
 xla = {p: warm[p]["XLA ms"] / cold[p]["XLA ms"] for p in (0, 1)}
-for p, c, w in ((p, cold[p], warm[p]) for p in (0, 1)):
+for p in (0, 1):
     label = f"process {p}: first step of the job"
-    jitlab.record(f"{label}, empty cache", first_ms=c["first step ms"])
-    jitlab.record(
-        f"{label}, cache left", first_ms=w["first step ms"], speedup=1 / xla[p]
-    )
+    jitlab.record(f"{label}, empty cache", first_ms=cold[p]["first step ms"])
+    first_ms = warm[p]["first step ms"]
+    jitlab.record(f"{label}, cache left", first_ms=first_ms, speedup=1 / xla[p])
 print(f"XLA's part, second job over first: process 0 {xla[0]:.2f}, 1 {xla[1]:.2f}")
 assert xla[0] < 0.5  # read, not compiled (tracing and lowering run in both jobs)
 
@@ -421,7 +410,7 @@ def ragged_inferred(worker):
     train(worker, sgd_step, inferred_batch)
 
 
-silent = multiprocess.run(ragged_inferred, helpers=HELPERS, options=ragged).check()
+silent = launch(ragged_inferred, options=ragged).check()
 
 # %% tags=["answer"] jupyter={"source_hidden": true}
 want, got = reference(ragged["sizes"]), weights(silent)
@@ -474,17 +463,10 @@ def ragged_gathered(worker):
 
 
 # %%
-crashed = multiprocess.run(
-    ragged_gathered,
-    helpers=[*HELPERS, sgd_with_errors],
-    options=ragged,
-    stall_timeout=3,
-)
+crashed = launch(ragged_gathered, sgd_with_errors, options=ragged, stall_timeout=3)
 
 # %% tags=["answer"] jupyter={"source_hidden": true}
-for worker in crashed.workers:
-    said = worker.error["message"][:110] if worker.error else "-"
-    print(f"process {worker.process_id}: {worker.status()}; its error: {said}")
+show(crashed)
 abort = [line for line in crashed.workers[1].log.splitlines() if "what():" in line]
 print("process 1's last words:", abort[0].split("] ")[-1])
 p0, p1 = crashed.workers
@@ -498,10 +480,8 @@ if p0.error:  # process 1's abort reached it in the middle of the step
 else:  # process 0 had what it wanted before process 1 died, and finished the step
     assert len(p0.of("step")) == 4 and p0.of("finished")
 assert crashed.stopped == "stalled" and p0.killed  # either way, it never exited
-jitlab.record(
-    "ragged batch, gathered errors: process 1 aborts, the launcher stops process 0",
-    total_s=crashed.seconds,
-)
+label = "ragged batch, gathered errors: process 1 aborts, the launcher stops process 0"
+jitlab.record(label, total_s=crashed.seconds)
 
 # %% [markdown]
 # Now the collective itself does not match: the gathered vector has 8 entries in
@@ -524,12 +504,9 @@ jitlab.record(
 # %%
 def declared_batch(mesh, x, y, rows=4):
     """As inferred_batch, but every process states the global shape it expects."""
-    total = rows * jax.process_count()
-    split = NamedSharding(mesh, P("data"))
-    return (
-        jax.make_array_from_process_local_data(split, x, (total, x.shape[1])),
-        jax.make_array_from_process_local_data(split, y, (total,)),
-    )
+    split, total = NamedSharding(mesh, P("data")), rows * jax.process_count()
+    put = jax.make_array_from_process_local_data
+    return put(split, x, (total, x.shape[1])), put(split, y, (total,))
 
 
 def ragged_declared(worker):
@@ -537,15 +514,9 @@ def ragged_declared(worker):
 
 
 # %%
-patient = multiprocess.run(
-    ragged_declared,
-    helpers=[*HELPERS, declared_batch],
-    options={**ragged, "initialize": {"shutdown_timeout_seconds": 2}},
-    stall_timeout=15,
-)
-for worker in patient.workers:
-    said = worker.error["message"][:100] if worker.error else "-"
-    print(f"process {worker.process_id}: {worker.status()}; its error: {said}")
+options = {**ragged, "initialize": {"shutdown_timeout_seconds": 2}}
+patient = launch(ragged_declared, declared_batch, options=options, stall_timeout=15)
+show(patient)
 print(f"the job took {patient.seconds:.1f} s, start-up included")
 
 # %%
@@ -560,10 +531,8 @@ assert [w.signal_name for w in patient.workers] == ["SIGABRT"] * 2  # ... they a
 assert all("Shutdown barrier has failed" in w.log for w in patient.workers)
 initialize = inspect.signature(jax.distributed.initialize).parameters
 assert initialize["shutdown_timeout_seconds"].default == 300
-jitlab.record(
-    "ragged batch, declared global shape: both abort at a 2 s shutdown barrier",
-    total_s=patient.seconds,
-)
+label = "ragged batch, declared global shape: both abort at a 2 s shutdown barrier"
+jitlab.record(label, total_s=patient.seconds)
 
 # %% [markdown]
 # Process 1 raised at once, before its step: "Invalid host data ... the process data
@@ -581,7 +550,8 @@ jitlab.record(
 # Every process pads its rows to the same agreed number (here 4, the most any process
 # gets) and sends a mask that says which rows are real. The global batch is 8 x 3 at
 # every step on every process, and the step divides by the number of real rows, which
-# it computes from the mask, inside the program.
+# it computes from the mask, inside the program. (The step also takes a weight decay,
+# as a static argument; it is 0 here, and section 3 is about it.)
 
 
 # %%
@@ -590,29 +560,26 @@ def padded_batch(mesh, x, y, rows=4):
     missing = rows - len(y)
     mask = np.r_[np.ones(len(y)), np.zeros(missing)].astype(np.float32)
     x, y = np.pad(x, ((0, missing), (0, 0))), np.pad(y, (0, missing))
-    split = NamedSharding(mesh, P("data"))
-    total = rows * jax.process_count()
-    return tuple(
-        jax.make_array_from_process_local_data(split, a, (total, *a.shape[1:]))
-        for a in (x, y, mask)
-    )
+    split, total = NamedSharding(mesh, P("data")), rows * jax.process_count()
+    put = jax.make_array_from_process_local_data
+    return tuple(put(split, a, (total, *a.shape[1:])) for a in (x, y, mask))
 
 
 # %%
-@jax.jit
-def masked_step(w, x, y, mask):
+@jax.jit(static_argnames="decay")
+def decayed_step(w, x, y, mask, decay):
     err = (x @ w - y) * mask
     real = jnp.sum(mask)
-    return w - 0.1 * 2.0 * (x.T @ err) / real, jnp.sum(err**2) / real
+    grad = 2.0 * (x.T @ err) / real + decay * w
+    return w - 0.1 * grad, jnp.sum(err**2) / real
 
 
 def ragged_padded(worker):
-    train(worker, masked_step, padded_batch)
+    train(worker, decayed_step, padded_batch, decay=0.0)
 
 
 # %%
-padded_helpers = [*HELPERS, padded_batch, masked_step]
-fixed = multiprocess.run(ragged_padded, helpers=padded_helpers, options=ragged).check()
+fixed = launch(ragged_padded, padded_batch, decayed_step, options=ragged).check()
 fixed_w = weights(fixed)
 errors = {"padded": np.abs(fixed_w - want).max(), "inferred": np.abs(got - want).max()}
 print("largest error against the reference:", errors)
@@ -621,11 +588,6 @@ assert len({r["program"] for r in fixed.one("compiles")}) == 1
 assert len({r["program"] for r in silent.one("compiles")}) == 2
 assert {tuple(s["shape"]) for w in fixed.workers for s in w.of("step")} == {(8, 3)}
 np.testing.assert_allclose(fixed_w, [want, want], rtol=1e-4, atol=1e-6)
-for label, run in (("shape inferred", silent), ("padded to one shape", fixed)):
-    for p, r in enumerate(run.one("compiles")):
-        jitlab.record(
-            f"ragged last batch, {label}: process {p}", compiles=r["compiles"]
-        )
 
 # %% [markdown]
 # One compilation per process, one program on both (the fingerprint of the lowered
@@ -638,20 +600,12 @@ for label, run in (("shape inferred", silent), ("padded to one shape", fixed)):
 # ## 3. A static value read from each process's environment
 #
 # A job reads its weight decay from an environment variable, and the step takes it as
-# a static argument (lesson 06). On one host the variable is set to something else: a
+# a static argument (lesson 06): `decayed_step`, the fix's step. On one host the variable is set to something else: a
 # stale shell profile, a different launch script. Process 1 gets `WEIGHT_DECAY=0.1`;
 # process 0 has none and uses 0.
 
 
 # %%
-@functools.partial(jax.jit, static_argnames="decay")
-def decayed_step(w, x, y, mask, decay):
-    err = (x @ w - y) * mask
-    real = jnp.sum(mask)
-    grad = 2.0 * (x.T @ err) / real + decay * w
-    return w - 0.1 * grad, jnp.sum(err**2) / real
-
-
 def assert_same_program(step_fn, *args, **static):
     """Raise AssertionError on every process unless all compile the same program."""
     from jax.experimental import multihost_utils
@@ -688,21 +642,17 @@ def from_environment(worker):
 # JAX's cache-miss explanations, warn you?</p></div>
 
 # %%
-env_helpers = [*HELPERS, padded_batch, decayed_step, assert_same_program]
-env_helpers.append(report_same_program)
+more = (padded_batch, decayed_step, assert_same_program, report_same_program)
 stale = [{}, {"WEIGHT_DECAY": "0.1"}]  # the doctor's tests read these two by name
 even = {"sizes": [[4, 4, 4, 4], [4, 4, 4, 4]]}
-disagree = multiprocess.run(
-    from_environment, helpers=env_helpers, options={**even, "agree": False}, env=stale
-).check()
-agreed = multiprocess.run(
-    from_environment, helpers=env_helpers, options={**even, "agree": True}, env=stale
-).check()
+disagree, agreed = (  # process 1's weight decay as it reads it, then broadcast
+    launch(from_environment, *more, options={**even, "agree": a}, env=stale).check()
+    for a in (False, True)
+)
 
 
 # %% tags=["answer"] jupyter={"source_hidden": true}
-versions = (("as each process reads it", disagree), ("broadcast", agreed))
-for version, run in versions:
+for version, run in (("as each process reads it", disagree), ("broadcast", agreed)):
     for p, same in enumerate(run.one("same program")):
         decay, passed = same["decay"], same["passed"]
         print(f"{version}, process {p}: decay {decay}, same program? {passed}")
@@ -713,11 +663,8 @@ first_time = "never seen function (a new function object)"
 assert all(r["reasons"] == [first_time] for r in disagree.one("compiles"))
 assert len({r["program"] for r in disagree.one("compiles")}) == 2
 assert [r["passed"] for r in disagree.one("same program")] == [False, False]  # both
-assert (
-    bad[0]
-    .one("same program")["message"]
-    .startswith("the processes compile different programs")
-)
+said = bad[0].one("same program")["message"]
+assert said.startswith("the processes compile different programs")
 last_w, right_w = [w.of("step")[-1]["w"] for w in bad], good[0].of("step")[-1]["w"]
 assert not np.allclose(last_w[0], last_w[1], rtol=1e-3)
 assert not np.allclose(last_w[0], right_w, rtol=1e-4)  # process 0 is wrong too
@@ -726,12 +673,7 @@ assert not np.allclose(last_w[0], right_w, rtol=1e-4)  # process 0 is wrong too
 assert [r["decay"] for r in agreed.one("same program")] == [0.0, 0.0]
 assert [r["passed"] for r in agreed.one("same program")] == [True, True]
 assert [(r["traces"], r["compiles"]) for r in agreed.one("compiles")] == [(1, 1)] * 2
-np.testing.assert_allclose(
-    right_w, good[1].of("step")[-1]["w"]
-)  # the check's trace reused
-for job, run in versions:
-    for p, r in enumerate(run.one("compiles")):
-        jitlab.record(f"static value {job}: process {p}", compiles=r["compiles"])
+np.testing.assert_allclose(right_w, good[1].of("step")[-1]["w"])  # the same weights
 
 # %% [markdown]
 # One compilation on each process, and a "never seen function" explanation on each:
@@ -758,26 +700,30 @@ for job, run in versions:
 # and job, and the broken jobs are the ones whose processes disagree.
 
 # %%
-jobs = {
-    "same shapes": first_job,
-    "ragged, shape inferred": silent,
-    "ragged, padded": fixed,
-    "static from env": disagree,
-    "static broadcast": agreed,
-}
-# %%
-COLUMNS = ("job", "process", "traces", "compiles", "last miss", "program", "agree?")
-table, counts = [], {}
+jobs = {"same shapes": first_job, "ragged, shape inferred": silent}
+jobs |= {"ragged, padded": fixed, "static from env": disagree}
+jobs |= {"static broadcast": agreed}
+table = []
 for job, run in jobs.items():
     agree = "yes" if len({r["program"] for r in run.one("compiles")}) == 1 else "NO"
-    counts[job] = {r["compiles"] for r in run.one("compiles")}
     for p, r in enumerate(run.one("compiles")):
-        last = r["reasons"][-1][:44]
-        values = (job, p, r["traces"], r["compiles"], last, r["program"], agree)
-        table.append(dict(zip(COLUMNS, values, strict=True)))
+        jitlab.record(f"{job}: process {p}", compiles=r["compiles"])
+        row = {
+            "job": job,
+            "process": p,
+            "traces": r["traces"],
+            "compiles": r["compiles"],
+        }
+        row |= {"last miss": r["reasons"][-1][:44], "program": r["program"]}
+        table.append(row | {"agree?": agree})
 jitlab.print_table(table)
+
+# %%
 broken = {row["job"] for row in table if row["agree?"] == "NO"}
 assert broken == {"ragged, shape inferred", "static from env"}
+counts = {
+    job: {r["compiles"] for r in run.one("compiles")} for job, run in jobs.items()
+}
 uneven = {job for job, seen in counts.items() if len(seen) > 1}
 assert uneven == {"ragged, shape inferred"}  # counts alone miss the static mismatch
 
