@@ -151,6 +151,15 @@ def call_learner(
         sys.audit("jitlab.learner_call", "leave")
 
 
+def grader_owned(*objects: Any) -> None:
+    """Announce objects grading hands to the learner's code and reads back afterwards (a
+    wrapper's ``.calls`` counter, a recorder's list of calls), each time grading itself
+    has changed them: ``jitlab check --strict`` reports any other change, such as the
+    learner's code editing a counter (``sys.audit("jitlab.grader_state", obj)``)."""
+    for obj in objects:
+        sys.audit("jitlab.grader_state", obj)
+
+
 def require_close(
     check: str, got: Any, want: Any, *, rtol: float = 1e-5, atol: float = 1e-5, hint: str = ""
 ) -> None:
