@@ -96,10 +96,11 @@ site-offline: $(STAMP)
 serve: $(STAMP)
 	@$(BIN)/jitlab dev serve --port $(PORT) --directory site
 
-# Everything CI checks, on every core (pytest-xdist; JOBS=1 for one process), a file to
-# a worker (a notebook's cells share one kernel). The lessons first, with XLA's
-# defaults, since they time things; then the tests and the site, which renders the
-# lessons just executed. The tests compile hundreds of small programs and never time
+# Everything CI checks, on every core (pytest-xdist; JOBS=1 for one process). The lessons
+# first, a file to a worker (a notebook's cells share one kernel), with XLA's defaults,
+# since they time things; then the tests and the site, which renders the lessons just
+# executed: a file to a worker too, but for the few whose tests go one by one, and the
+# slow files first (tests/conftest.py). The tests compile hundreds of small programs and never time
 # them: with XLA's backend optimisations off they take about a fifth less time.
 TEST_XLA_FLAGS := --xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true
 test: $(STAMP) lint

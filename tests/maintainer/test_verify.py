@@ -16,7 +16,7 @@ COURSE = load_course()
 @pytest.mark.slow
 @pytest.mark.parametrize("exercise", COURSE.exercises, ids=lambda e: e.stem)
 def test_the_solution_passes_and_the_exercise_fails_at_a_grader(exercise):
-    # One exercise per test, so pytest-xdist spreads them over the workers;
+    # One exercise per test, spread over pytest-xdist's workers (tests/conftest.py);
     # `jitlab dev verify` runs the same function over all of them.
     problems = verify_exercise(exercise, timeout=180, strict=True)
     assert not problems, "\n\n".join(problems)
