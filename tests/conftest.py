@@ -61,7 +61,7 @@ def work_unit(nodeid: str) -> str:
     return nodeid if path in SPREAD else TOGETHER.get(path, path)
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: `-p no:xdist` runs too
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     if config.getvalue("dist") != "loadfile":
         return None
