@@ -48,7 +48,7 @@ import numpy as np
 from jax import monitoring
 
 from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, require, require_jit_on
-from jitlab.grading.checks import JIT_ON, grader_owned, shorten
+from jitlab.grading.checks import JIT_ON, grader_changes, grader_owned, shorten
 from jitlab.instruments.counting import COMPILE_EVENT, TRACE_EVENT, count_compiles
 
 ROUNDS = (np.float32, np.float16)
@@ -123,11 +123,12 @@ class _Watched:
         grader_owned(self, self.outputs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls += 1
-        grader_owned(self)
+        with grader_changes(self):
+            self.calls += 1
         out = self._compiled(*args, **kwargs)
-        self.outputs.append(np.asarray(out))
-        grader_owned(self.outputs)
+        kept = np.asarray(out)
+        with grader_changes(self.outputs):
+            self.outputs.append(kept)
         return out
 
     def __getattr__(self, name: str) -> Any:

@@ -59,7 +59,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from jitlab.grading.checks import grader_owned, is_jitted
+from jitlab.grading.checks import grader_changes, grader_owned, is_jitted
 
 # ------------------------------------------------------------------ signatures
 
@@ -281,8 +281,9 @@ class Recorder:
             if not call.traced and not call.raised:
                 call.outputs = tuple(copy_leaf(leaf) for leaf in jax.tree.leaves(call.out))
             kept = self.traced if call.traced else self.calls
-            kept.append(call)
-            grader_owned(kept, call)
+            with grader_changes(kept):
+                kept.append(call)
+            grader_owned(call)
         return call.out
 
     def __getattr__(self, name: str) -> Any:

@@ -21,10 +21,11 @@ folder of the runner's), which, before the first cell:
 
 Grading announces the objects it hands to the learner's code and reads back afterwards
 (a wrapper's ``.calls`` counter, the list of calls a recorder keeps, the dict of
-executables a learner picks from) each time it changes them itself
-(``sys.audit("jitlab.grader_state", obj)``): the hook keeps what it saw, and an object
-changed by anyone else (the learner editing ``compiled[b].calls``) is reported at the
-next comparison. Announcing from the learner's own code is refused.
+executables a learner picks from) as it makes them, and around each change it makes
+itself (``jitlab.grading.checks.grader_owned`` and ``grader_changes``): the hook keeps
+what it saw, and an object changed by anyone else (the learner editing
+``compiled[b].calls``) is reported before grading's next change to it and at the next
+comparison. Announcing from the learner's own code is refused.
 
 The runner's first line in each grader cell and a last line it adds announce the grader
 to the hook (``sys.audit("jitlab.strict", ...)``, with a token the learner's cells never
@@ -53,8 +54,8 @@ EVENT = "jitlab.strict"
 # Raised by grading before and after each call into the learner's code, where it does
 # (``sys.audit(CALL_EVENT, phase)``): the stock is compared there too.
 CALL_EVENT = "jitlab.learner_call"
-# Raised by grading after it changes an object it hands to the learner's code
-# (``sys.audit(STATE_EVENT, obj)``): the object's state is the grader's to change.
+# Raised by grading around its own changes to an object it hands to the learner's code
+# (``sys.audit(STATE_EVENT, obj, "before" | "after")``): that state is the grader's.
 STATE_EVENT = "jitlab.grader_state"
 REPORT = "report.jsonl"
 DUMP = "xla"
@@ -419,11 +420,19 @@ def arm(folder: str | None = None) -> None:
     # that its id is not reused.
     grader_state: dict[int, tuple[Any, tuple[Any, ...]]] = {}
 
-    def states_changed() -> list[str]:
+    # The helpers that announce the grader's objects: the code that called them is the
+    # one that must be trusted.
+    from jitlab.grading import checks as announcer_module
+
+    announcer = os.path.realpath(announcer_module.__file__)
+
+    def states_changed(only: int | None = None) -> list[str]:
         """Objects of the grader's changed since it last announced them; each change is
         reported once (the object's new state becomes the one compared from then on)."""
         found = []
         for key, (held, seen) in list(grader_state.items()):
+            if only is not None and key != only:
+                continue
             now = _state(held)
             if now != seen:
                 found.append(
@@ -566,11 +575,18 @@ def arm(folder: str | None = None) -> None:
                     report({"phase": "call", "problems": problems})
             return
         if event == STATE_EVENT:
-            line = learners_line(caller())
+            line = learners_line(_past(caller(), announcer))
             if line:
                 refuse("announcing the grader's own objects", line)
-            if args:
-                grader_state[id(args[0])] = (args[0], _state(args[0]))
+            if len(args) < 2:
+                return
+            held, phase = args[0], args[1]
+            if phase == "before" and id(held) in grader_state:
+                problems = states_changed(only=id(held))
+                if problems:
+                    report({"phase": "call", "problems": problems})
+            elif phase == "after":
+                grader_state[id(held)] = (held, _state(held))
             return
         if event in _NEVER:
             refuse(_NEVER[event], learners_line(caller()))
@@ -630,6 +646,17 @@ def arm(folder: str | None = None) -> None:
                 refuse(_LEARNER_MAY_NOT[event], line)
 
     sys.addaudithook(hook)
+
+
+def _past(frame: Any, filename: str) -> Any:
+    """The first frame outward from ``frame`` that is not in ``filename`` nor in
+    :mod:`contextlib` (the announcing helpers are a function and a context manager)."""
+    while frame is not None and (
+        os.path.realpath(frame.f_code.co_filename) == filename
+        or os.path.basename(frame.f_code.co_filename) == "contextlib.py"
+    ):
+        frame = frame.f_back
+    return frame
 
 
 def _changed_part(before: tuple[Any, ...], now: tuple[Any, ...]) -> str:
