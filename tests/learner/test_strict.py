@@ -3,7 +3,9 @@ issue 27 that attacks the grader from inside its process is rejected.
 
 Each cheat is a small learner's file: the fixture exercise with a wrong answer (or a
 right one, where the cheat is against the compile count) and the cheat in a cell of its
-own above the grader, or in the learner's function, as a learner would write it."""
+own above the grader, or in the learner's function, as a learner would write it; the
+cheat on the counters of the grader's wrappers needs a grader that hands some out, so it
+is exercise 10's solution, changed."""
 
 from __future__ import annotations
 
