@@ -24,22 +24,36 @@ NBVAL := --nbval-lax --nbval-current-env --jitlab-record=_build/executed
 course: site serve
 
 # Create the virtualenv and install exactly the pinned versions, then the course package.
+# The venv starts without pip, and pip 26.3 is installed by the pip wheel that Python
+# bundles, run as a zip (as ensurepip does): one pip install instead of two and an
+# uninstall. Packages are installed without bytecode, which step 5 then compiles on every
+# core at once (pip compiles one file at a time: about half of its CPU time).
+# The pip wheel ensurepip would install: in ensurepip's folder, or where the distribution
+# keeps it (Debian and Fedora); without one, ensurepip itself.
+export BUNDLED_PIP := import ensurepip, glob, os; \
+  folders = [os.path.join(os.path.dirname(ensurepip.__file__), "_bundled"), getattr(ensurepip, "_WHEEL_PKG_DIR", None)]; \
+  print(sorted(w for f in folders if f for w in glob.glob(os.path.join(f, "pip-*.whl")))[-1])
 $(STAMP): requirements.lock pyproject.toml
 	@interpreter=$$(tools/find-python) || exit 1; \
 	if [ -x $(BIN)/python ] && ! $(BIN)/python -c 'import sys; sys.exit(sys.version_info[:2] < (3, 12))' 2>/dev/null; then \
 	  echo "$(VENV) was made with an older Python; making it again with $$interpreter"; rm -rf $(VENV); fi; \
-	echo "[setup 1/5] creating $(VENV) with $$interpreter"; $$interpreter -m venv $(VENV)
+	echo "[setup 1/5] creating $(VENV) with $$interpreter"; $$interpreter -m venv --without-pip $(VENV)
 	@echo "[setup 2/5] pip 26.3"
-	@$(BIN)/python -m pip install --quiet --upgrade "pip==26.3" $(PIP_OPTIONS)
+	@if bundled=$$($(BIN)/python -c "$$BUNDLED_PIP" 2>/dev/null); then \
+	  $(BIN)/python "$$bundled/pip" install --quiet "pip==26.3" $(PIP_OPTIONS); \
+	else $(BIN)/python -m ensurepip --default-pip >/dev/null && \
+	  $(BIN)/python -m pip install --quiet --upgrade "pip==26.3" $(PIP_OPTIONS); fi
 	@echo "[setup 3/5] $$(grep -c '==' requirements.lock) pinned packages from requirements.lock" \
 	  "(JAX, JupyterLab, MkDocs: the long step, a few minutes the first time)"
-	@$(BIN)/python -m pip install --quiet -r requirements.lock $(PIP_OPTIONS)
+	@$(BIN)/python -m pip install --quiet --no-compile -r requirements.lock $(PIP_OPTIONS)
 	@echo "[setup 4/5] the course's own package (jitlab), editable"
 	@$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . $(PIP_OPTIONS)
-	@# The course's own bytecode, compiled once: an editable install leaves it to the first
-	@# import, and kernels run with PYTHONDONTWRITEBYTECODE, so every check would compile it.
-	@echo "[setup 5/5] compiling the course's bytecode, JupyterLab's settings"
-	@$(BIN)/python -m compileall -q jitlab
+	@# Bytecode for the packages and the course, compiled once here: kernels run with
+	@# PYTHONDONTWRITEBYTECODE, and an editable install leaves the course's to the first
+	@# import, so without it every check would compile them again.
+	@echo "[setup 5/5] compiling the bytecode (every core), JupyterLab's settings"
+	@$(BIN)/python -W ignore -m compileall -q -j 0 jitlab \
+	  $$($(BIN)/python -c 'import sysconfig; print(*sorted({sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}))')
 	@# JupyterLab opens a lesson's .py as a notebook on double-click (Jupytext's viewer).
 	@mkdir -p $(VENV)/share/jupyter/lab/settings
 	@cp tools/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
@@ -82,10 +96,11 @@ site-offline: $(STAMP)
 serve: $(STAMP)
 	@$(BIN)/jitlab dev serve --port $(PORT) --directory site
 
-# Everything CI checks, on every core (pytest-xdist; JOBS=1 for one process), a file to
-# a worker (a notebook's cells share one kernel). The lessons first, with XLA's
-# defaults, since they time things; then the tests and the site, which renders the
-# lessons just executed. The tests compile hundreds of small programs and never time
+# Everything CI checks, on every core (pytest-xdist; JOBS=1 for one process). The lessons
+# first, a file to a worker (a notebook's cells share one kernel), with XLA's defaults,
+# since they time things; then the tests and the site, which renders the lessons just
+# executed: a file to a worker too, but for the few whose tests go one by one, and the
+# slow files first (tests/conftest.py). The tests compile hundreds of small programs and never time
 # them: with XLA's backend optimisations off they take about a fifth less time.
 TEST_XLA_FLAGS := --xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true
 test: $(STAMP) lint

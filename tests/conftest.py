@@ -6,6 +6,8 @@
   write to) the real exercises.
 - ``site`` builds the real site once per session, reusing the lessons that the same
   ``make test`` run executed under nbval; ``offline_site`` builds the file:// copy.
+
+How ``make test`` spreads the tests over its workers: ``SPREAD`` and ``TOGETHER`` below.
 """
 
 from __future__ import annotations
@@ -41,6 +43,42 @@ def fixture_course(tmp_path, monkeypatch) -> Course:
         "PYTHONPATH", os.pathsep.join(filter(None, [graders, os.environ.get("PYTHONPATH")]))
     )
     return load_course(root)
+
+
+# How `make test` spreads the tests over pytest-xdist's workers (``--dist loadfile``,
+# refined by ``pytest_xdist_make_scheduler`` below): a file to a worker, so that its
+# module fixtures are set up once, except these files, whose tests are independent and
+# long (a kernel or two each), and go one by one to whichever worker is free ...
+SPREAD = frozenset({"tests/maintainer/test_verify.py", "tests/learner/test_strict.py"})
+# ... and these files, which go together to one worker: the other would wait for the
+# site build they share.
+TOGETHER = {"tests/site/test_site.py": "site", "tests/site/test_browser.py": "site"}
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test belongs to: its file, its group, or the test itself."""
+    path = nodeid.split("::", 1)[0]
+    return nodeid if path in SPREAD else TOGETHER.get(path, path)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: `-p no:xdist` runs too
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class CourseScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return CourseScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The units are sent in the order collected: the long ones first (`slow` is the mark
+    # they carry) packs the workers best, since none starts last while the other worker
+    # sits idle. The sort is stable: within each half the files keep their order.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def _build_site(target_name: str, **env: str) -> Path:

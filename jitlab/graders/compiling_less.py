@@ -48,7 +48,7 @@ import numpy as np
 from jax import monitoring
 
 from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, require, require_jit_on
-from jitlab.grading.checks import JIT_ON, shorten
+from jitlab.grading.checks import JIT_ON, grader_changes, grader_owned, shorten
 from jitlab.instruments.counting import COMPILE_EVENT, TRACE_EVENT, count_compiles
 
 ROUNDS = (np.float32, np.float16)
@@ -120,11 +120,15 @@ class _Watched:
         self._compiled = compiled
         self.calls = 0
         self.outputs: list[np.ndarray] = []
+        grader_owned(self, self.outputs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls += 1
+        with grader_changes(self):
+            self.calls += 1
         out = self._compiled(*args, **kwargs)
-        self.outputs.append(np.asarray(out))
+        kept = np.asarray(out)
+        with grader_changes(self.outputs):
+            self.outputs.append(kept)
         return out
 
     def __getattr__(self, name: str) -> Any:
@@ -341,6 +345,7 @@ def grade(warm_up: Callable[..., Any], serve: Callable[..., Any]) -> None:
         requests = [rng.normal(rng.normal(), 2.0, size=n).astype(dtype) for n in lengths]
         originals = [x.copy() for x in requests]
         watched = {size: _Watched(executable) for size, executable in compiled.items()}
+        grader_owned(watched)
         results, serving, names = _run_serve(serve, requests, watched)
 
         require(

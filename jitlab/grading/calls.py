@@ -59,7 +59,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from jitlab.grading.checks import is_jitted
+from jitlab.grading.checks import grader_changes, grader_owned, is_jitted
 
 # ------------------------------------------------------------------ signatures
 
@@ -263,6 +263,7 @@ class Recorder:
         self._key = key_of(target, **options)
         self.calls: list[Call] = []
         self.traced: list[Call] = []
+        grader_owned(self, self.calls, self.traced)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         traced = _has_tracer((args, kwargs))
@@ -289,7 +290,10 @@ class Recorder:
             call.traced = call.traced or _has_tracer(call.out)
             if not call.traced and not call.raised:
                 call.outputs = tuple(copy_leaf(leaf) for leaf in jax.tree.leaves(call.out))
-            (self.traced if call.traced else self.calls).append(call)
+            kept = self.traced if call.traced else self.calls
+            with grader_changes(kept):
+                kept.append(call)
+            grader_owned(call)
         return call.out
 
     def __getattr__(self, name: str) -> Any:

@@ -17,12 +17,13 @@ grader that is interrupted, skipped or swapped for another never completes.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -218,6 +219,29 @@ def learner_error(
         seen=shorten(f"{type(err).__name__}: {err}", 300) + (f", at {where}" if where else ""),
         hint=hint or _error_hint(err),
     )
+
+
+def grader_owned(*objects: Any) -> None:
+    """Announce objects grading hands to the learner's code and reads back afterwards (a
+    wrapper's ``.calls`` counter, a recorder's list of calls), as grading made them:
+    ``jitlab check --strict`` reports any change that does not come through
+    :func:`grader_changes` (``sys.audit("jitlab.grader_state", obj, "after")``)."""
+    for obj in objects:
+        sys.audit("jitlab.grader_state", obj, "after")
+
+
+@contextlib.contextmanager
+def grader_changes(*objects: Any) -> Iterator[None]:
+    """Around grading's own change to objects announced by :func:`grader_owned`:
+    ``jitlab check --strict`` checks before it that nobody else changed them (the
+    learner's code editing a counter, then calling the wrapper so that the count moves
+    on from the forged value), and keeps their new state after it. No learner code may
+    run inside the block."""
+    for obj in objects:
+        sys.audit("jitlab.grader_state", obj, "before")
+    yield
+    for obj in objects:
+        sys.audit("jitlab.grader_state", obj, "after")
 
 
 def require_close(

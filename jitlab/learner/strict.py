@@ -19,6 +19,14 @@ folder of the runner's), which, before the first cell:
   learner's code; swapping a function's ``__code__``; and running module code from a
   file outside the standard library, the installed packages and the course's package.
 
+Grading announces the objects it hands to the learner's code and reads back afterwards
+(a wrapper's ``.calls`` counter, the list of calls a recorder keeps, the dict of
+executables a learner picks from) as it makes them, and around each change it makes
+itself (``jitlab.grading.checks.grader_owned`` and ``grader_changes``): the hook keeps
+what it saw, and an object changed by anyone else (the learner editing
+``compiled[b].calls``) is reported before grading's next change to it and at the next
+comparison. Announcing from the learner's own code is refused.
+
 The runner's first line in each grader cell and a last line it adds announce the grader
 to the hook (``sys.audit("jitlab.strict", ...)``, with a token the learner's cells never
 saw); at both, the hook compares everything above with its stock, and checks that every
@@ -46,6 +54,9 @@ EVENT = "jitlab.strict"
 # Raised by grading before and after each call into the learner's code, where it does
 # (``sys.audit(CALL_EVENT, phase)``): the stock is compared there too.
 CALL_EVENT = "jitlab.learner_call"
+# Raised by grading around its own changes to an object it hands to the learner's code
+# (``sys.audit(STATE_EVENT, obj, "before" | "after")``): that state is the grader's.
+STATE_EVENT = "jitlab.grader_state"
 REPORT = "report.jsonl"
 DUMP = "xla"
 STARTUP = "ipython/profile_default/startup/00-jitlab-strict.py"
@@ -293,6 +304,25 @@ def _differences(before: _Stock, now: _Stock) -> list[str]:
     return found
 
 
+_SCALARS = (int, float, complex, str, bytes, bool, type(None))
+
+
+def _state(holder: Any) -> tuple[Any, ...]:
+    """What can change in an object grading hands out: a dict's items, a list's entries,
+    an instance's attributes; scalars by value (a freed int's address can come back),
+    everything else by identity."""
+    if isinstance(holder, dict):
+        items: Any = holder.items()
+    elif isinstance(holder, list | tuple):
+        items = enumerate(holder)
+    else:
+        items = getattr(holder, "__dict__", {}).items()
+    return tuple(
+        (key, value if isinstance(value, _SCALARS) else ("id", id(value)))
+        for key, value in list(items)
+    )
+
+
 def _user_functions(shell: Any) -> dict[str, tuple[Any, ...]]:
     """The learner's callables, as grading sees them: identity, names, attributes."""
     if shell is None:
@@ -386,6 +416,32 @@ def arm(folder: str | None = None) -> None:
     startup = os.path.realpath(where / STARTUP).rsplit(os.sep, 1)[0]
     stock.path = [p for p in stock.path if os.path.realpath(p or ".") != startup]
     learner_stock: dict[str, dict[str, tuple[Any, ...]]] = {}
+    # id -> (object, its state when grading last announced it); the object is held so
+    # that its id is not reused.
+    grader_state: dict[int, tuple[Any, tuple[Any, ...]]] = {}
+
+    # The helpers that announce the grader's objects: the code that called them is the
+    # one that must be trusted.
+    from jitlab.grading import checks as announcer_module
+
+    announcer = os.path.realpath(announcer_module.__file__)
+
+    def states_changed(only: int | None = None) -> list[str]:
+        """Objects of the grader's changed since it last announced them; each change is
+        reported once (the object's new state becomes the one compared from then on)."""
+        found = []
+        for key, (held, seen) in list(grader_state.items()):
+            if only is not None and key != only:
+                continue
+            now = _state(held)
+            if now != seen:
+                found.append(
+                    "an object the grader handed to your code was changed by your code "
+                    f"({type(held).__name__}: {_changed_part(seen, now)})"
+                )
+                grader_state[key] = (held, now)
+        return found
+
     # No computation here: an exercise may still set XLA_FLAGS (a device count) in its
     # first cell, before JAX starts its backend.
     dumped_at_arm = _dumped(dump)
@@ -454,6 +510,7 @@ def arm(folder: str | None = None) -> None:
             for name in _jitlab_functions_foreign(roots)
         ]
         problems += _disguised(shell)
+        problems += states_changed()
         functions = _user_functions(shell)
         if phase == "before":
             learner_stock[str(cell)] = functions
@@ -513,8 +570,23 @@ def arm(folder: str | None = None) -> None:
                 calls.append(_take_stock(shell, roots))
             elif phase == "leave" and calls:
                 problems = _differences(calls.pop(), _take_stock(shell, roots))
+                problems += states_changed()
                 if problems:
                     report({"phase": "call", "problems": problems})
+            return
+        if event == STATE_EVENT:
+            line = learners_line(_past(caller(), announcer))
+            if line:
+                refuse("announcing the grader's own objects", line)
+            if len(args) < 2:
+                return
+            held, phase = args[0], args[1]
+            if phase == "before" and id(held) in grader_state:
+                problems = states_changed(only=id(held))
+                if problems:
+                    report({"phase": "call", "problems": problems})
+            elif phase == "after":
+                grader_state[id(held)] = (held, _state(held))
             return
         if event in _NEVER:
             refuse(_NEVER[event], learners_line(caller()))
@@ -574,6 +646,26 @@ def arm(folder: str | None = None) -> None:
                 refuse(_LEARNER_MAY_NOT[event], line)
 
     sys.addaudithook(hook)
+
+
+def _past(frame: Any, filename: str) -> Any:
+    """The first frame outward from ``frame`` that is not in ``filename`` nor in
+    :mod:`contextlib` (the announcing helpers are a function and a context manager)."""
+    while frame is not None and (
+        os.path.realpath(frame.f_code.co_filename) == filename
+        or os.path.basename(frame.f_code.co_filename) == "contextlib.py"
+    ):
+        frame = frame.f_back
+    return frame
+
+
+def _changed_part(before: tuple[Any, ...], now: tuple[Any, ...]) -> str:
+    """The first key whose value differs, as the verdict names it (``.calls``, ``[2]``)."""
+    old, new = dict(before), dict(now)
+    for key in list(old) + [k for k in new if k not in old]:
+        if old.get(key, "(absent)") != new.get(key, "(absent)"):
+            return f".{key}" if isinstance(key, str) and key.isidentifier() else f"[{key!r}]"
+    return "its entries"
 
 
 def _dumped(folder: Path) -> int:

@@ -1,7 +1,9 @@
 """``jitlab dev verify``: the course holds to rustlings' ``dev check`` and nbgrader's
 ``validate --invert``. Every solution passes its graders; every generated exercise is
 current and, unsolved, fails at a grader check with a ``NotImplementedError`` (for the
-intended reason, not a crash in the setup cells or a timeout)."""
+intended reason, not a crash in the setup cells or a timeout). With ``strict``, each
+solution is checked in strict mode (``jitlab check --strict``): the same graders, and
+the audit that rejects cheats, so one run shows that it passes both ways."""
 
 from __future__ import annotations
 
@@ -14,10 +16,10 @@ from jitlab.grading.verdict import format_verdict
 from jitlab.learner.check import check_file
 
 
-def verify_exercise(exercise: Exercise, timeout: int) -> list[str]:
+def verify_exercise(exercise: Exercise, timeout: int, *, strict: bool = False) -> list[str]:
     """Problems with one exercise (empty when it is as it should be)."""
     problems = []
-    solved = check_file(exercise.source, cell_timeout_s=timeout)
+    solved = check_file(exercise.source, cell_timeout_s=timeout, strict=strict)
     if not solved.passed:
         problems.append(f"{exercise.stem}: the solution fails\n{format_verdict(solved)}")
     unsolved = check_file(exercise.learner_copy, cell_timeout_s=timeout)
@@ -33,7 +35,13 @@ def verify_exercise(exercise: Exercise, timeout: int) -> list[str]:
 
 
 def run_verify(
-    course: Course, keys: list[str], *, jobs: int, timeout: int, echo: Callable[[str], None]
+    course: Course,
+    keys: list[str],
+    *,
+    jobs: int,
+    timeout: int,
+    echo: Callable[[str], None],
+    strict: bool = False,
 ) -> int:
     chosen = [course.lesson(k).exercise for k in keys] if keys else list(course.exercises)
     exercises = [e for e in chosen if e is not None]
@@ -44,7 +52,7 @@ def run_verify(
         if e in exercises
     ]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(lambda e: verify_exercise(e, timeout), exercises))
+        results = list(pool.map(lambda e: verify_exercise(e, timeout, strict=strict), exercises))
     for exercise, found in zip(exercises, results, strict=True):
         echo(f"  {'ok  ' if not found else 'FAIL'}  {exercise.stem}")
         problems += found
@@ -52,5 +60,9 @@ def run_verify(
         echo("\n" + "\n\n".join(problems))
         echo(f"\nverify: {len(problems)} problem(s)")
         return 1
-    echo(f"\nverify: {len(exercises)} solutions pass, {len(exercises)} exercises fail at a grader")
+    mode = " (in strict mode)" if strict else ""
+    echo(
+        f"\nverify: {len(exercises)} solutions pass{mode}, "
+        f"{len(exercises)} exercises fail at a grader"
+    )
     return 0

@@ -3,7 +3,9 @@ issue 27 that attacks the grader from inside its process is rejected.
 
 Each cheat is a small learner's file: the fixture exercise with a wrong answer (or a
 right one, where the cheat is against the compile count) and the cheat in a cell of its
-own above the grader, or in the learner's function, as a learner would write it."""
+own above the grader, or in the learner's function, as a learner would write it; the
+cheat on the counters of the grader's wrappers needs a grader that hands some out, so it
+is exercise 10's solution, changed."""
 
 from __future__ import annotations
 
@@ -240,8 +242,37 @@ def test_a_cheat_is_rejected_in_strict_mode(fixture_course, capsys, body, cell, 
     assert "PASS" not in out
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("stem", [e.stem for e in load_course().exercises])
-def test_every_solution_passes_in_strict_mode(capsys, stem):
-    code, out = run(capsys, "check", "--strict", f"solutions/{stem}.py")
-    assert code == 0, out
+# Every solution passes in strict mode: tests/maintainer/test_verify.py checks each one
+# strictly (the same kernel run also shows that it passes its graders).
+
+
+# The `.calls` counters on the wrappers the grader hands in, edited: exercise 10's
+# executables count their calls, and this `serve` puts every request in the largest
+# bucket, then writes the counts the smallest buckets should have had.
+LARGEST_BUCKET = "        size = sizes[-1]  # always the largest bucket\n"
+COUNTS_EDITED = (
+    "        wanted[next(s for s in sizes if s >= n)] += 1\n"
+    "    for size, count in wanted.items():\n"
+    "        compiled[size].calls = count\n"
+)
+
+
+def test_edited_call_counters_on_the_graders_wrappers_are_rejected(capsys, tmp_path):
+    course = load_course()
+    source = course.lesson("compiling_less").exercise.source
+    text = source.read_text(encoding="utf-8")
+    smallest = (
+        "        size = next(s for s in sizes if s >= n)  # the smallest bucket that holds x\n"
+    )
+    appended = "        results.append(compiled[size](padded, np.int32(n)))\n"
+    assert smallest in text and appended in text
+    cheat = text.replace(
+        "    results = []\n", "    results = []\n    wanted = dict.fromkeys(sizes, 0)\n", 1
+    )
+    cheat = cheat.replace(smallest, LARGEST_BUCKET).replace(appended, appended + COUNTS_EDITED)
+    path = tmp_path / source.name
+    path.write_text(cheat, encoding="utf-8")
+    code, out = run(capsys, "check", "--strict", str(path))
+    assert code == 1, out
+    assert "strict mode" in out and "_Watched: .calls" in out, out
+    assert "PASS" not in out

@@ -1,5 +1,7 @@
-"""`jitlab dev verify` on the real course: every solution passes its graders, every
-generated exercise fails at a grader check on its unwritten stub."""
+"""`jitlab dev verify` on the real course: every solution passes its graders, in strict
+mode (issue 27: strict mode passes every solution; one kernel per solution proves both,
+since strict mode runs the same graders), and every generated exercise fails at a grader
+check on its unwritten stub."""
 
 from __future__ import annotations
 
@@ -14,9 +16,9 @@ COURSE = load_course()
 @pytest.mark.slow
 @pytest.mark.parametrize("exercise", COURSE.exercises, ids=lambda e: e.stem)
 def test_the_solution_passes_and_the_exercise_fails_at_a_grader(exercise):
-    # One exercise per test, so pytest-xdist spreads them over the workers;
+    # One exercise per test, spread over pytest-xdist's workers (tests/conftest.py);
     # `jitlab dev verify` runs the same function over all of them.
-    problems = verify_exercise(exercise, timeout=180)
+    problems = verify_exercise(exercise, timeout=180, strict=True)
     assert not problems, "\n\n".join(problems)
 
 
