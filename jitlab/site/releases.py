@@ -113,6 +113,23 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
 
 
+def _hook_lines(results: list[dict[str, Any]]) -> list[str]:
+    """The doctor's private JAX hooks under each release (``tests/doctor/test_private_hooks.py``,
+    run by the matrix): a team on an older JAX learns which report lines it loses."""
+    recorded = [r for r in results if r.get("private_hooks")]
+    if not recorded:
+        return []
+    lines = ["\n## The doctor's private hooks\n"]
+    for result in recorded:
+        hooks = result["private_hooks"]
+        broken = {test: said for test, said in hooks.items() if said != "passed"}
+        lines.append(
+            f"- **jax {result['release']}**: {len(hooks) - len(broken)} of {len(hooks)} hold"
+        )
+        lines += [f"    - `{test}`: {_short(said, 160)}" for test, said in sorted(broken.items())]
+    return lines
+
+
 def releases_page(folder: Path) -> str:
     """Markdown for the "JAX releases" page: a table, then every difference."""
     results = load_releases(folder) if folder.exists() else []
@@ -168,6 +185,7 @@ def releases_page(folder: Path) -> str:
                 f"- **jax {d.release}**, `{d.notebook}`, cell {d.cell}: "
                 f"`{_short(d.other) or 'passes'}` (on {pinned}: `{_short(d.pinned) or 'passes'}`)"
             )
+    parts += _hook_lines(results)
     wording = [d for d in diffs if d.kind == "explanation"]
     if wording:
         parts.append("\n## Explanations worded differently\n")

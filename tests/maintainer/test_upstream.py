@@ -104,6 +104,18 @@ def test_the_releases_page_renders_a_table_and_each_difference(tmp_path):
     assert "Static(val=3)" in page
 
 
+def test_the_releases_page_names_each_private_hook_that_broke(tmp_path):
+    import json
+
+    hooks = {"test_hook_a": "passed", "test_hook_b": "AttributeError: no _cache_size"}
+    for result in (PINNED, {**OLDER, "private_hooks": hooks}):
+        (tmp_path / f"jax-{result['release']}.json").write_text(json.dumps(result))
+    page = releases_page(tmp_path)
+    assert "**jax 0.10.2**: 1 of 2 hold" in page
+    assert "`test_hook_b`: AttributeError: no _cache_size" in page
+    assert "test_hook_a`" not in page
+
+
 def test_an_unreachable_index_is_one_clear_line_and_exit_2(tmp_path):
     env = {
         **os.environ,
