@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import traceback
-from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.grading import Call, Leaf, Recorder, call_learner, fail, fresh_rng, grader, passed
+from jitlab.doctor import classify
+from jitlab.grading import Call, Recorder, call_learner, fail, fresh_rng, grader, passed, why
 from jitlab.grading.calls import same_content
 from jitlab.grading.checks import BUCKETS_FEW, BUCKETS_HOLD, require, require_buckets, shorten
 from jitlab.grading.kernel import JIT_ON, JITTED, UNCHANGED, KernelExercise
@@ -368,78 +368,32 @@ def _require_real_update(recorder: Recorder, chain: list[int], rng: np.random.Ge
     )
 
 
-def _arrays(call: Call) -> list[Leaf]:
-    """The argument leaves of a call, without the ``None`` ones (a ``None`` shows in the
-    structure as a missing leaf)."""
-    return [leaf for leaf in call.inputs if leaf.type != "None"]
-
-
-def _why(recorder: Recorder, buckets: set[int], compiles: int) -> tuple[str, str]:
-    """(what the grader saw reach train_step, a hint that names that cause)."""
-    calls = recorder.calls
-    structures = Counter(tuple(leaf.path for leaf in _arrays(c)) for c in calls)
-    if len(structures) > 1:
-        names = [set(s) for s in structures]
-        differ = sorted(set.union(*names) - set.intersection(*names))
-        return (
-            f"train_step received {len(structures)} argument structures; these appear in "
-            f"some calls only: {', '.join(differ[:4]) or '-'}",
-            "the batch's structure changes: always pass the same keys, with weights of one "
-            "when they are missing or None",
-        )
-    kinds: dict[str, set[str]] = defaultdict(set)
-    shapes: dict[str, set[tuple[int, ...]]] = defaultdict(set)
-    for call in calls:
-        for name, leaf, kind in _arrays(call):
-            kinds[name].add(kind.split("[")[0])
-            shapes[name].add(np.shape(leaf))
-    for name, seen in kinds.items():
-        if len(seen) > 1:
-            return (
-                f"{name} reached train_step as {len(seen)} types: {', '.join(sorted(seen))} "
-                "('~' marks a weak type: a Python scalar)",
-                f"give {name} one type at every step: convert it at the boundary with "
-                "np.float32(...), and keep it traced",
-            )
-    for name, seen in shapes.items():
-        if len(seen) > len(buckets):
-            return (
-                f"{name} reached train_step in {len(seen)} shapes for {len(buckets)} buckets",
-                "pad every batch to bucket_size(length) and pass the length as an array",
-            )
-    # One signature per bucket, yet more compilations: a value is part of the key. The
-    # static argument is the scalar whose (signature, value) pairs match the count. Two
-    # scalars can match it by chance (a static length, and a decay with two values over
-    # as many buckets): the static one is the one whose new pairs are exactly the calls
-    # that compiled.
-    pairs: dict[str, set[tuple[Any, ...]]] = defaultdict(set)
-    consistent: dict[str, bool] = {}
-    for call in calls:
-        signature = tuple((name, kind) for name, _, kind in _arrays(call))
-        for name, leaf, _ in _arrays(call):
-            if np.size(leaf) == 1 and np.ndim(leaf) == 0:
-                pair = (signature, float(np.asarray(leaf)))
-                new = pair not in pairs[name]
-                pairs[name].add(pair)
-                consistent[name] = consistent.get(name, True) and new == call.compiled
-    exact = [name for name, seen in pairs.items() if len(seen) == compiles]
-    exact.sort(key=lambda name: not consistent[name])  # consistent ones first, else in order
-    if exact:
-        return (
-            f"the argument types repeat, yet train_step compiled {compiles} times, once "
-            f"per value of {exact[0]}",
-            f"a static argument compiles once per value: keep {exact[0]} traced (remove it "
-            "from static_argnums / static_argnames) as an np.float32 or np.int32 scalar",
-        )
-    return (
-        f"the argument types repeat, yet train_step compiled {compiles} times",
-        "look for static_argnums / static_argnames on train_step: a static argument "
-        "compiles once per value",
-    )
+CAUSE_HINTS = {
+    classify.PYTREE: "the batch's structure changes: always pass the same keys, with weights "
+    "of one when they are missing or None",
+    classify.WEAK_TYPE: "give every scalar one type at every step: convert it at the boundary "
+    "with np.float32(...), and keep it traced",
+    classify.DTYPE: "give every argument one dtype at every step: convert at the boundary",
+    classify.SHAPE: "pad every batch to bucket_size(length) and pass the length as an array",
+    classify.STATIC_VALUE: "a static argument compiles once per value: keep it traced (remove "
+    "it from static_argnums / static_argnames) as an np.float32 or np.int32 scalar",
+}
 
 
 def _cause(recorder: Recorder, buckets: set[int]) -> tuple[str, str]:
-    return _why(recorder, buckets, sum(call.compiled for call in recorder.calls))
+    """(what changed between calls in one bucket, a hint), by the frame's ``why``: one
+    compilation per bucket is allowed, so calls are compared within their x's shape."""
+    groups: dict[tuple, list[Call]] = {}
+    for call in recorder.calls:
+        shape = tuple(np.shape(v) for _, v, _ in call.inputs if np.ndim(v) == 3)
+        groups.setdefault(shape, []).append(call)
+    if len(groups) > len(buckets):
+        seen = f"x reached train_step in {len(groups)} shapes for {len(buckets)} buckets"
+        return seen, CAUSE_HINTS[classify.SHAPE]
+    step = {id(call): i for i, call in enumerate(recorder.calls)}
+    found = [why(g, label=lambda i, g=g: f"call {step[id(g[i])] + 1}") for g in groups.values()]
+    hints = dict.fromkeys(f.hint_for(CAUSE_HINTS) for f in found if f)
+    return "; ".join(f.text for f in found if f), ". Also: ".join(hints)
 
 
 @grader("capstone", checks=CHECKS)

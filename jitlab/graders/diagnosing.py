@@ -20,7 +20,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from jitlab.grading import Recorder, call_learner, fail, fresh_rng, grader, passed, require
+from jitlab.doctor import classify
+from jitlab.grading import Recorder, call_learner, fail, fresh_rng, grader, passed, require, why
 from jitlab.grading.checks import JIT_OFF_HINT, JIT_ON, excerpt, require_jitted, shorten
 from jitlab.instruments.counting import count_compiles
 
@@ -33,6 +34,13 @@ UPDATES = "every step's update has the schedule's learning rate"
 COMPILED = "fixed_step does its work when called"
 ONCE = "one compilation for the whole run"
 CHECKS = (JITTED, RUNS, RETURNS, WEIGHTS, UPDATES, COMPILED, ONCE)
+CAUSE_HINTS = {
+    classify.WEAK_TYPE: "give fixed_step one kind of number at every step: convert lr in "
+    "prepare_batch (np.float32(lr), say)",
+    classify.STATIC_VALUE: "a static argument compiles once per value: keep lr traced (remove "
+    "it from static_argnums / static_argnames) and pass it as a float32 scalar",
+    classify.PYTREE: "return the batch with the same keys and containers at every step",
+}
 
 
 def _problem(rng: np.random.Generator) -> tuple[np.ndarray, list[dict], list[Any]]:
@@ -150,40 +158,11 @@ def grade(prepare_batch: Callable[..., Any], fixed_step: Callable[..., Any]) -> 
         seen="0: fixed_step was never compiled while the grader called it",
         hint="fixed_step should be the jitted update itself, not a wrapper around another one",
     )
-    seen, hint = _cause(step, count) if count.compiles > 1 else ("", "")
+    found = why(step, label=lambda i: f"step {i}")
     require(
         ONCE,
         count.compiles <= 1,
         expected=f"at most 1 compilation over {len(rates)} steps",
-        seen=f"{count.compiles} compilations; {seen}",
-        hint=hint,
-    )
-
-
-def _cause(step: Recorder, count: Any) -> tuple[str, str]:
-    """(what changed between the first call and the first call that compiled again, a
-    hint): a placeholder until the frame's adapter names causes."""
-    from jitlab.grading import differences
-
-    compiled = [i for i, call in enumerate(step.calls) if call.compiled]
-    if len(compiled) < 2:
-        return "", "look for a jitted function made per call"
-    first, again = step.calls[compiled[0]], step.calls[compiled[1]]
-    found = differences(
-        first.signature,
-        again.signature,
-        then_label=f"at step {compiled[0]}",
-        now_label=f"at step {compiled[1]}",
-    )
-    if found:
-        return (
-            f"at step {compiled[1]}: {'; '.join(found)} ('~' marks a weak type: a Python scalar)",
-            "give fixed_step one kind of number at every step: convert lr in "
-            "prepare_batch (np.float32(lr)); do not make it static, which compiles once per value",
-        )
-    return (
-        f"every call passed the same argument types, yet fixed_step compiled at step "
-        f"{compiled[1]} again",
-        "a static argument compiles once per value: keep lr "
-        "traced (remove it from static_argnums / static_argnames)",
+        seen=f"{count.compiles} compilations; {found.text}",
+        hint=found.hint_for(CAUSE_HINTS),
     )

@@ -59,7 +59,7 @@ def replayer():
 
 def grade(prepare, step=None, seed=None, monkeypatch=None):
     if seed is not None:
-        monkeypatch.setattr(diagnosing, "fresh_rng", lambda: np.random.default_rng(seed))
+        monkeypatch.setenv("JITLAB_SEED", str(seed))
     diagnosing.grade(prepare, jax.jit(sgd_update) if step is None else step)
 
 
@@ -86,7 +86,12 @@ ONCE = diagnosing.ONCE
 NUMBERS = "learning rate|match the reference"
 WRONG = {
     # name: (prepare_batch, fixed_step or None, the check, key words of the verdict)
-    "unchanged": (lambda b, lr: (b, lr), None, ONCE, ["~float32[]", "weak type", "np.float32"]),
+    "unchanged": (
+        lambda b, lr: (b, lr),
+        None,
+        ONCE,
+        ["lr: f32[] (NumPy float64) now, ~f32[]", "weak type", "np.float32"],
+    ),
     "asarray without dtype": (lambda b, lr: (b, jnp.asarray(lr)), None, ONCE, ["lr"]),
     "converts only non-floats": (
         lambda b, lr: (b, lr if isinstance(lr, float) else np.float32(lr)),
@@ -98,7 +103,7 @@ WRONG = {
         lambda b, lr: (b, float(lr)),
         jax.jit(sgd_update, static_argnames="lr"),
         ONCE,
-        ["same argument types", "static argument", "keep lr traced"],
+        ["(static value)", "static argument", "keep lr traced"],
     ),
     "structure changes in the decay": (
         lambda b, lr: (
