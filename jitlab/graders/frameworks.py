@@ -27,9 +27,20 @@ import numpy as np
 import optax
 from flax import nnx
 
-from jitlab.grading import JIT_ON, call_learner, fail, fresh_rng, grader, passed
+from jitlab.doctor import classify
+from jitlab.grading import (
+    JIT_ON,
+    Recorder,
+    call_learner,
+    fail,
+    fresh_rng,
+    grader,
+    passed,
+    recording,
+    why,
+)
 from jitlab.grading.checks import JIT_OFF_HINT, excerpt, require, shorten
-from jitlab.instruments.counting import ANY_FUNCTION, count_compiles, miss_reason
+from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
 INIT_RUNS = "init runs"
 INIT_RETURNS = "init returns (graphdef, params, opt_state)"
@@ -233,41 +244,26 @@ def _require_compiled(check: str, seen: dict[str, Any], who: str, batches: list)
             "time(s)",
             hint=JIT_OFF_HINT,
         )
-    sums = np.array(seen["sums"])
+    sums, count = np.array(seen["sums"]), f"{seen['compiled']} compiled execution(s)"
     missed = [
-        i
-        for i, (x, _) in enumerate(batches)
-        if not np.isclose(sums, float(jnp.sum(x)), rtol=1e-4, atol=1e-4).any()
+        i for i, (x, _) in enumerate(batches) if not np.isclose(sums, jnp.sum(x), 1e-4, 1e-4).any()
     ]
-    count = f"{seen['compiled']} compiled execution(s)"
-    problems = (
-        (
-            seen["eager"],
-            f"the model ran outside any compiled program {seen['eager']} time(s) ({count})",
-            f"{who} must call the model only through the jitted "
-            "train_step, never outside it (not to compute a loss, not to check a result)",
-        ),
-        (
-            seen["compiled"] < N_BATCHES,
-            f"{count} for {N_BATCHES} batches",
-            f"{who} must "
-            "call train_step once per batch; losses computed another way (NumPy, or one decoy "
-            "call to the step) do not count",
-        ),
-        (
-            missed,
-            f"{count}, but batch(es) {missed} (counting from 0) never reached the model",
-            f"{who} must call train_step on each batch; repeated calls on one batch do not count",
-        ),
+    if seen["eager"]:
+        saw = f"the model ran outside any compiled program {seen['eager']} time(s) ({count})"
+        hint = "never outside it (not to compute a loss, not to check a result)"
+    elif seen["compiled"] < N_BATCHES:
+        saw, hint = f"{count} for {N_BATCHES} batches", "losses computed another way do not count"
+    else:
+        saw = f"{count}, but batch(es) {missed} (counting from 0) never reached the model"
+        hint = "repeated calls on one batch do not count"
+    require(
+        check,
+        not (seen["eager"] or seen["compiled"] < N_BATCHES or missed),
+        expected=f"the model in a compiled program once for each of {N_BATCHES} batches",
+        seen=saw,
+        hint=f"{who} must call the model only through the jitted train_step, once per batch; "
+        + hint,
     )
-    for problem, saw, hint in problems:
-        if problem:
-            raise fail(
-                check,
-                expected=f"the model in a compiled program once for each of {N_BATCHES} batches",
-                seen=saw,
-                hint=hint,
-            )
 
 
 def _require_losses(
@@ -291,33 +287,38 @@ def _require_losses(
     )
 
 
-def _require_no_compiles(check: str, count: Any, where: str) -> None:
-    text = " ".join(count.explanations)
-    if "weak_type=True" in text:
-        hint = (
-            "a Python float reached the step (a weak type): store the learning rate as "
-            "jnp.asarray(learning_rate, jnp.float32)"
-        )
-    elif "never seen function" in text:
-        hint = (
-            "a new function object per run (a lambda, functools.partial or jax.jit built "
-            "in init or fit): build the jitted step once, at top level"
-        )
-    else:
-        hint = (
-            "something static changes from run to run: an Optax transformation built "
-            "per run (new closures), or the learning rate held in a static argument or "
-            "in the graphdef. Build one transformation at top level with "
-            "optax.inject_hyperparams and keep the rate in opt_state as an array"
-        )
+STATIC_HINT = (
+    "something static changes from run to run: an Optax transformation built per run (new "
+    "closures), or the learning rate held in a static argument or in the graphdef. Build one "
+    "transformation at top level with optax.inject_hyperparams and keep the rate in "
+    "opt_state as an array"
+)
+NEW_FUNCTION_HINT = (
+    "a new function object per run (a lambda, functools.partial or jax.jit built in init or "
+    "fit): build the jitted step once, at top level"
+)
+
+
+def _require_no_compiles(check: str, count: Any, where: str, calls: list) -> None:
+    """Nothing compiled; else what did (by name) and why train_step did (the frame's why)."""
+    found = why(calls, label=lambda i: f"call {i + 1} of train_step")
+    names = ", ".join(f"{name} x{n}" for name, n in count.compiled.most_common(3))
     require(
         check,
         not count.compiles,
         expected="0 compilations: a re-created model of the same size and a new learning "
         "rate are new data for the program already compiled",
-        seen=f"{count.compiles} compilation(s) {where}; JAX says: "
-        + (miss_reason(count.explanations[0]) if count.explanations else "-"),
-        hint=hint,
+        seen=f"{count.compiles} compilation(s) {where}: {names}; "
+        + (
+            shorten(found.text, 240) + f" (cause: {', '.join(found.causes)})"
+            if found
+            else "train_step itself did not compile: another function did"
+        ),  # fmt: skip
+        hint=found.hint_for(
+            {classify.STATIC_VALUE: STATIC_HINT, "again": NEW_FUNCTION_HINT}, STATIC_HINT
+        )
+        if found
+        else NEW_FUNCTION_HINT,  # fmt: skip
     )
 
 
@@ -381,6 +382,7 @@ def grade(init: Any, train_step: Any, fit: Any) -> None:
         hint="decorate train_step with @jax.jit, once, at top level",
     )
     shared = _batches(rng, size, features)  # every fit gets this one list, as in a sweep
+    calls: list = []  # train_step's calls, in every run: what why compares
     for run in range(2 * RUNS):
         by_fit, later = run >= RUNS, run % RUNS
         rate, learner = float(rates[run]), model(run)
@@ -388,16 +390,19 @@ def grade(init: Any, train_step: Any, fit: Any) -> None:
         batches = shared if by_fit else _batches(rng, size, features)
         with count_compiles(ANY_FUNCTION) as everything, _probe() as seen:
             if by_fit:
-                losses = call_learner(FIT_RUNS, fit, learner, rate, batches)
+                with recording(fit, train_step, lambda: everything.compiles) as step:
+                    losses = call_learner(FIT_RUNS, fit, learner, rate, batches)
             else:
-                losses = _grader_loop(init, train_step, learner, rate, batches)
+                step = Recorder(train_step, lambda: everything.compiles)
+                losses = _grader_loop(init, step, learner, rate, batches)
+        calls += step.calls
         checks = FIT_CHECKS if by_fit else STEP_CHECKS
         _require_compiled(checks[-3], seen, "fit" if by_fit else "train_step", batches)
         what = f"fit number {later + 1}" if by_fit else f"run {later + 1} of the grader's loop"
         want = reference_fit(weights, rate, _as64(batches))
         _require_losses(checks[-2], losses, want, what, rate, STALE_HINT if later else NUMBERS_HINT)
         if later:
-            _require_no_compiles(checks[-1], everything, f"in {what}")
+            _require_no_compiles(checks[-1], everything, f"in {what}", calls)
         if later == RUNS - 1:
             for check in checks:
                 passed(check)
