@@ -18,7 +18,6 @@ What every run draws, on purpose (``_problem``; the learner's own buckets decide
 from __future__ import annotations
 
 import functools
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -27,9 +26,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jitlab.doctor import classify
-from jitlab.grading import Call, Recorder, call_learner, fail, fresh_rng, grader, passed, why
-from jitlab.grading.calls import same_content
-from jitlab.grading.checks import BUCKETS_FEW, BUCKETS_HOLD, require, require_buckets, shorten
+from jitlab.grading import BUCKETS_FEW, BUCKETS_HOLD, call_learner, fail, fresh_rng, grader
+from jitlab.grading.calls import Call, Recorder, same_content
+from jitlab.grading.causes import why
+from jitlab.grading.checks import learner_error, passed, require, require_buckets, shorten
 from jitlab.grading.kernel import JIT_ON, JITTED, UNCHANGED, KernelExercise
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
@@ -184,15 +184,11 @@ def _bucket_of(bucket_size: Callable[[int], int]) -> Callable[[int], int]:
         except NotImplementedError:
             raise
         except Exception as err:
-            frame = traceback.extract_tb(err.__traceback__)[-1]
-            raise fail(
-                BUCKETS_HOLD,
-                expected=f"bucket_size({n}) to return a size (every length 1 to {BUCKETS_UP_TO})",
-                seen=f"bucket_size({n}) raised {type(err).__name__}: {shorten(str(err), 80)} "
-                f"(line {frame.lineno}: {frame.line})",
-                hint="a table or a list of sizes that stops short fails for longer lengths: "
-                "compute the size, e.g. round n up to the next power of two",
-            ) from err
+            raise learner_error(
+                BUCKETS_HOLD, err, expected=f"bucket_size({n}) to return a size (every length "
+                f"1 to {BUCKETS_UP_TO})", hint="a table or list of sizes that stops short fails "
+                "for longer lengths: compute the size (round n up to a power of two)",
+            ) from err  # fmt: skip
 
     return bucket
 

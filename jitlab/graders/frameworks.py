@@ -28,17 +28,9 @@ import optax
 from flax import nnx
 
 from jitlab.doctor import classify
-from jitlab.grading import (
-    JIT_ON,
-    Recorder,
-    call_learner,
-    fail,
-    fresh_rng,
-    grader,
-    passed,
-    recording,
-    why,
-)
+from jitlab.grading import JIT_ON, call_learner, fail, fresh_rng, grader, learner_error, passed
+from jitlab.grading.calls import Recorder, recording
+from jitlab.grading.causes import why
 from jitlab.grading.checks import JIT_OFF_HINT, excerpt, require, shorten
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
@@ -221,16 +213,10 @@ def _call_step(train_step: Any, *args: Any) -> Any:
     try:
         return train_step(*args)
     except Exception as err:
-        if not any(t in str(err) for t in ("Non-hashable static", "comparable using __eq__")):
+        if "hashable static" not in str(err) and "comparable using __eq__" not in str(err):
             return call_learner(STEP_RUNS, train_step, *args)
-        raise fail(
-            STEP_RUNS,
-            expected="the call to finish without an error",
-            seen=shorten(f"{type(err).__name__}: {err}".splitlines()[0], 240),
-            hint="params and opt_state hold arrays, and an array cannot be a static argument: "
-            "pass them as ordinary (traced) arguments; only graphdef, which holds no arrays, "
-            "may be static",
-        ) from err
+        hint = "params and opt_state hold arrays, and an array cannot be a static argument: "
+        raise learner_error(STEP_RUNS, err, hint=hint + "pass them as traced arguments") from err
 
 
 def _require_compiled(check: str, seen: dict[str, Any], who: str, batches: list) -> None:
