@@ -251,27 +251,9 @@ def test_the_reference_is_private():
 # ------------------------------------------------------------------ wrong answers
 
 
-def naive_loss(params, batch):
-    hidden = jnp.tanh(batch["x"] @ params["w"] + params["b"])
-    err = (hidden.mean(axis=1) @ params["v"] - batch["y"]) ** 2
-    weights = batch.get("weights")
-    data = jnp.mean(err) if weights is None else jnp.sum(weights * err) / jnp.sum(weights)
-    return data + CONFIG["weight_decay"] * jnp.sum(params["w"] ** 2)
-
-
-def naive_loop():
-    def naive_train(params, batches):
-        losses = []
-        for step, batch in enumerate(batches):
-            update_config(step)
-            lr = cap._learning_rate(step)
-            objective = jax.value_and_grad(lambda p: naive_loss(p, batch))  # noqa: B023
-            value, grads = jax.jit(objective)(params)
-            params = jax.tree.map(lambda p, g: p - lr * g, params, grads)  # noqa: B023
-            losses.append(float(value))
-        return params, np.array(losses)
-
-    return naive_train, make_learner()[1]
+def naive_loop():  # the exercise's own `train`: right numbers, a new jit every step
+    namespace = exercise_cells.namespace("capstone", until="jitlab.count_compiles")
+    return namespace["train"], make_learner()[1]
 
 
 def inside_a_new_jit():
