@@ -68,9 +68,11 @@ def numpy_fit(model, learning_rate, batches):
 # --- the reference and the model agree with the exercise -----------------------------
 
 
-@pytest.mark.parametrize("folder", ["exercises", "solutions"])
-def test_grader_model_computes_what_the_exercise_model_computes(folder):
-    source = (load_course().root / folder / "13_frameworks.py").read_text(encoding="utf-8")
+@pytest.mark.parametrize("learner_copy", [True, False], ids=["exercises", "solutions"])
+def test_grader_model_computes_what_the_exercise_model_computes(learner_copy):
+    exercise = load_course().lesson("frameworks").exercise
+    path = exercise.learner_copy if learner_copy else exercise.source
+    source = path.read_text(encoding="utf-8")
     found = re.search(r"^class Regressor\(nnx.Module\):.*?(?=^def )", source, re.S | re.M)
     namespace: dict = {"nnx": nnx}
     exec(found.group(0), namespace)
