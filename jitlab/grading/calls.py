@@ -261,6 +261,7 @@ class Recorder:
         self.target = target
         self._compiles = compiles or (lambda: 0)
         self._key = key_of(target, **options)
+        self.on_call: Callable[[Call], None] | None = None  # sees each call before it runs
         self.calls: list[Call] = []
         self.traced: list[Call] = []
 
@@ -277,6 +278,8 @@ class Recorder:
             traced=traced,
             key=self._key(args, kwargs),
         )
+        if self.on_call is not None:
+            self.on_call(call)
         before = self._compiles()
         try:
             call.out = self.target(*args, **kwargs)

@@ -257,6 +257,7 @@ class KernelExercise:
             count_compiles(kernel) as count,
             recording(wrapper, kernel, lambda: count.compiles) as recorder,
         ):
+            recorder.on_call = lambda call: call.jit_on or self.jit_on(recorder, call)
             run = Run(recorder, count, [], [])
             for args, kwargs in arguments:  # a generator may refill what it gave before
                 run.given.append((args, kwargs))
@@ -273,10 +274,11 @@ class KernelExercise:
             ]
         return run
 
-    def jit_on(self, recorder: Recorder) -> None:
+    def jit_on(self, recorder: Recorder, pending: Call | None = None) -> None:
         """Jit was on at every call of the kernel (``jax.disable_jit()`` inside the
-        wrapper is over by the time the grader's own canary runs)."""
-        every = recorder.calls + recorder.traced
+        wrapper is over by the time the grader's own canary runs). :meth:`run` checks
+        each ``pending`` call before it runs, so that jit switched off fails at once."""
+        every = recorder.calls + recorder.traced + ([pending] if pending else [])
         off = sum(not call.jit_on for call in every)
         self.require(
             JIT_ON,

@@ -31,7 +31,7 @@ from jitlab.graders import (
 from jitlab.grading import GradingFailure
 from jitlab.grading.checks import JIT_ON
 from jitlab.grading.kernel import JIT_ON as JIT_ON_IN_WRAPPER
-from jitlab.grading.kernel import UNCHANGED, KernelExercise
+from jitlab.grading.kernel import NO_CALLBACKS, UNCHANGED, KernelExercise
 
 # These two run their learner's code elsewhere (eight simulated devices from the start,
 # two worker processes): their own files load it and test these cheats there.
@@ -146,3 +146,36 @@ def test_a_separately_jitted_copy_of_the_kernel_fails(slug):
     names[declared.wrapper] = namespace(slug)[declared.wrapper]
     failure = grade(slug, names)
     assert failure.check == check, failure
+
+
+# The kernels whose wrapper is called many times, and those whose grader checks for a
+# host callback (the others test theirs in their own files, with their own arguments).
+MANY_CALLS = ("shapes", "dtypes", "pytree_structure")
+CHECKS_CALLBACKS = {"shapes": shapes.RMS, "dtypes": dtypes.SCORE}
+
+
+@pytest.mark.parametrize("slug", MANY_CALLS)
+def test_one_decoy_call_then_a_copy_of_the_kernel_fails(slug):
+    declared, check = KERNELS[slug]
+    names, elsewhere = namespace(slug), namespace(slug)[declared.wrapper]
+    real, calls = names[declared.wrapper], []
+
+    def decoy(*args, **kwargs):
+        calls.append(1)
+        return (real if len(calls) == 1 else elsewhere)(*args, **kwargs)
+
+    names[declared.wrapper] = decoy
+    assert grade(slug, names).check == check
+
+
+@pytest.mark.parametrize("slug", CHECKS_CALLBACKS)
+def test_a_kernel_that_computes_in_a_host_callback_fails(slug):
+    declared = CHECKS_CALLBACKS[slug]
+    names = namespace(slug)
+    inner = names[declared.kernel]
+
+    def on_the_host(*args):
+        return jax.pure_callback(inner, jax.eval_shape(inner, *args), *args)
+
+    names[declared.kernel] = jax.jit(on_the_host)
+    assert grade(slug, names).check == declared.name(NO_CALLBACKS)
