@@ -1,11 +1,8 @@
-"""The cheats that every exercise must refuse, tested once, over every exercise.
-
-Each exercise's own test file keeps the mistakes of its lesson and its right answers
-written differently; here are the generic ones: the untouched learner's copy, jit
-switched off by the config or around the grader, and, for the exercises whose learner
-writes a plain wrapper around a jitted kernel (:mod:`jitlab.grading.kernel`), jit
-switched off inside the wrapper, a wrapper that changes the caller's arguments, and a
-wrapper that calls a separately jitted copy of the kernel instead of the kernel.
+"""The cheats that every exercise must refuse, tested once, over every exercise: the
+untouched learner's copy, jit switched off; and for the wrapper-and-kernel exercises
+(:mod:`jitlab.grading.kernel`) jit off inside the wrapper, an in-place change, a copy of
+the kernel, a decoy call and a host callback. Each exercise's own file keeps its
+lesson's mistakes and its right answers written differently.
 """
 
 from __future__ import annotations
@@ -94,18 +91,27 @@ def cheating(slug: str, cheat: Callable[[Callable[..., Any]], Callable[..., Any]
     return names
 
 
+def config_off():
+    jax.config.update("jax_disable_jit", True)
+    return contextlib.nullcontext()
+
+
+@pytest.mark.parametrize("off", [jax.disable_jit, config_off], ids=["context", "config"])
 @pytest.mark.parametrize("slug", KERNELS)
-def test_jit_switched_off_inside_the_wrapper_fails(slug):
+def test_jit_switched_off_inside_the_wrapper_fails(slug, off):
     def cheat(wrapper):
         def without_jit(*args, **kwargs):
-            with jax.disable_jit():
+            with off():
                 return wrapper(*args, **kwargs)
 
         return without_jit
 
-    failure = grade(slug, cheating(slug, cheat))
+    try:
+        failure = grade(slug, cheating(slug, cheat))
+    finally:
+        jax.config.update("jax_disable_jit", False)
     assert failure.check == KERNELS[slug][0].name(JIT_ON_IN_WRAPPER), failure
-    assert "switched off" in failure.seen and not jax.config.jax_disable_jit
+    assert "switched off" in failure.seen
 
 
 def _change_in_place(tree: Any) -> bool:
