@@ -1,27 +1,11 @@
 """The kernel exercise: a plain Python *wrapper* that calls a jitted *kernel*.
 
-Six exercises share one shape: the learner writes a jitted kernel (``padded_rms``,
-``score_core``, ``batch_loss``, ``sgd_step``, ``train_step``) and a plain function
-around it (``rms``, ``score``, ``loss``, ``train``, ``fit``, ``train_fast``) that
-prepares the kernel's arguments at the boundary. Their graders check the same things
-in the same way; this module declares each of those checks once: its name, what it
-expects, and the hint it gives by default. An exercise's grader supplies its inputs,
-its reference and the hints for the mistakes of its own lesson.
-
-The standard checks, in the order a grader runs them:
-
-- :meth:`KernelExercise.jitted`: the kernel is what ``jax.jit`` returns;
-- :meth:`KernelExercise.plain`: the wrapper is not jitted itself;
-- :meth:`KernelExercise.no_callbacks`: the kernel's program has no host callback;
-- :meth:`KernelExercise.run`: the wrapper's calls, from an emptied kernel cache,
-  counted and recorded (:func:`jitlab.grading.recording`), with copies of the inputs;
-- :meth:`KernelExercise.jit_on`: jit was on at every call of the kernel;
-- :meth:`KernelExercise.calls_kernel`: every call of the wrapper dispatched the kernel;
-- :meth:`KernelExercise.returns_kernel_output`: what the wrapper returned is what the
-  kernel computed during the same call (a NumPy path beside a decoy call fails);
-- :meth:`KernelExercise.unchanged`: the caller's inputs are as they were (content);
-- :meth:`KernelExercise.compiles`: the compile count is within the exercise's bound,
-  with the cause the grader found and JAX's explanation only as a second opinion.
+Six exercises have this shape (``rms``/``padded_rms``, ``score``/``score_core``...). Each
+standard check is declared once here (:class:`Declared`: name, expectation, default
+hint); an exercise's grader supplies its inputs, reference and its own hints, and runs
+them in order: ``jitted``, ``plain``, ``no_callbacks``, ``run`` (the counted, recorded
+calls from an emptied cache), ``jit_on``, ``calls_kernel``, ``returns_kernel_output``,
+``unchanged``, ``compiles``.
 """
 
 from __future__ import annotations
