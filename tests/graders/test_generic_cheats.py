@@ -28,7 +28,7 @@ from jitlab.graders import (
 from jitlab.grading import GradingFailure
 from jitlab.grading.checks import JIT_ON
 from jitlab.grading.kernel import JIT_ON as JIT_ON_IN_WRAPPER
-from jitlab.grading.kernel import NO_CALLBACKS, UNCHANGED, KernelExercise
+from jitlab.grading.kernel import JITTED, NO_CALLBACKS, UNCHANGED, KernelExercise
 
 # These two run their learner's code elsewhere (eight simulated devices from the start,
 # two worker processes): their own files load it and test these cheats there.
@@ -190,3 +190,26 @@ def test_a_kernel_that_computes_in_a_host_callback_fails(slug):
 
     names[declared.kernel] = jax.jit(on_the_host)
     assert grade(slug, names).check == declared.name(NO_CALLBACKS)
+
+
+class LooksJitted:
+    """Calls the real kernel and has jit's methods, but is not what jax.jit returns."""
+
+    def __init__(self, real):
+        self.real, self.lower, self.trace, self.clear_cache = (
+            real,
+            real.lower,
+            real.trace,
+            real.clear_cache,
+        )
+
+    def __call__(self, *args, **kwargs):
+        return self.real(*args, **kwargs)
+
+
+@pytest.mark.parametrize("slug", KERNELS)
+def test_a_look_alike_of_a_jitted_kernel_fails(slug):
+    declared = KERNELS[slug][0]
+    names = loaded(slug)
+    names[declared.kernel] = LooksJitted(names[declared.kernel])
+    assert grade(slug, names).check == declared.name(JITTED)
