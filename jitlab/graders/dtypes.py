@@ -32,7 +32,7 @@ from jitlab.grading.kernel import (
 SOURCE_DTYPES: tuple[type, ...] = (np.float64, np.float32, np.int32, np.int64, np.uint8, np.int16)
 BATCHES_PER_DTYPE = 2
 RTOL = ATOL = 1e-4  # float32 accuracy, with room; float16 and integer casts miss by far more
-TINY = 1e-3  # the spread of one column of every float batch
+TINY = 1e-4  # the spread of one column of every float batch
 
 DRAWS = {  # what the drawing covers: the wrong rule each draw breaks, on every run
     "two batches of each of six source dtypes, shuffled": "a dtype left uncast",
