@@ -9,7 +9,7 @@ states that the model never runs outside a compiled program).
 
 What every run draws, on purpose:
   model sizes, data, seeds     fresh (take everything from the model given)
-  six learning rates           20 % or more apart: a rate frozen at trace time fails
+  four learning rates          20 % or more apart: a rate frozen at trace time fails
   re-created models            same sizes, new seeds: new data for the compiled program
   one batches list for all fits  as the exercise's sweep: a memo keyed by id() of the
                                batches hands back an earlier fit's losses

@@ -343,16 +343,6 @@ def in_place():
     return a_loop(train_step, each=fill), train_step
 
 
-def jit_off_by_config():
-    train_fast, train_step = make_learner()
-
-    def switch_off(params, batches):
-        jax.config.update("jax_disable_jit", True)
-        return train_fast(params, batches)
-
-    return switch_off, train_step
-
-
 def with_buckets(bucket_size):
     return lambda: (*make_learner(), bucket_size)
 
@@ -428,7 +418,6 @@ WRONG = {
     "batches not padded": (unpadded, PER_BUCKET, ["shapes for", "pad every batch"], 1),
     "an eager pad per length": (lambda: make_learner(eager_pad=True), cap.NOTHING_NEW, [], 1),
     "the caller's batches changed": (in_place, "leaves the caller's arguments", ["'weights'"], 1),
-    "jit switched off by the config": (jit_off_by_config, "with jit on", ["switched off"], 1),
     "one huge bucket": (with_buckets(lambda n: 64), "wastes less than half", [], 1),
     "a bucket per length": (with_buckets(lambda n: n), "lengths share a few", [], 1),
     "a lookup table that stops short": (
@@ -452,10 +441,7 @@ WRONG = {
 def test_wrong_answers_fail_at_the_check_that_names_them(name, seed, monkeypatch):
     answer, check, words, seeds = WRONG[name]
     seeded(monkeypatch, seed if seeds > 1 else None)
-    try:
-        with pytest.raises(GradingFailure, match=re.escape(check)) as info:
-            grade(*answer())
-    finally:
-        jax.config.update("jax_disable_jit", False)
+    with pytest.raises(GradingFailure, match=re.escape(check)) as info:
+        grade(*answer())
     text = f"{info.value.expected} {info.value.seen} {info.value.hint}"
     assert all(word in text for word in words), text
