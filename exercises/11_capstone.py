@@ -36,7 +36,8 @@
 #    final parameters, and the loss at every step), with `train_step` doing the work:
 #    call it by its name at every step, feed each step the params the previous step
 #    returned, and return its outputs as they come. Do not change the batches you are
-#    given (the caller reads them again).
+#    given (the caller reads them again). A later call may be given the same dicts and
+#    arrays again, refilled with new data, as a loader with fixed buffers does.
 #
 # Solved means:
 #

@@ -1,52 +1,23 @@
 """Grader for the capstone exercise: a training loop with several causes at once.
 
-The exercise's naive ``train(params, batches)`` recompiles on every step. It builds
-``jax.jit(jax.value_and_grad(lambda ...))`` per step, and its batches vary in length.
-Their ``"weights"`` entry is an array, ``None`` or absent. The schedule returns a
-Python float during warm-up and a NumPy ``float64`` afterwards, and the loss reads its
-weight decay from a global that the script switches on halfway. The learner writes
-``bucket_size(n)``, a jitted ``train_step`` and ``train_fast(params, batches)``, which
-must return the same final parameters and per-step losses as ``train``, as they come
-out of ``train_step``, while compiling ``train_step`` at most once per bucket.
+``train_fast(params, batches)`` must return the naive loop's final params and per-step
+losses as ``train_step`` computes them, compiling ``train_step`` at most once per bucket.
+While it runs, every name that refers to ``train_step`` is rebound to a recorder
+(:func:`jitlab.grading.recording`), so the grader sees each call, what went in and out.
 
-Every run draws fresh parameters and batches (``fresh_rng``), built so that every cause
-shows up and the edge cases are there on purpose: the first batch needs padding; one
-length is exactly a bucket size of the learner's own scheme (no padding at all) and one
-is a bucket size plus one (the most padding); the batch at ``DECAY_FROM`` has the first
-batch's length, but another learning-rate type, weights form and weight decay.
-
-While ``train_fast`` runs, every name in its globals, closure cells and defaults that
-refers to ``train_step`` is rebound to a recording proxy (:func:`jitlab.grading.recording`)
-that forwards each call to the same jitted object (so JAX's caches and counts are
-unchanged) and keeps a copy of what went in and what came out. The checks:
-
-- the caller's batches are left as they were (content, not identity);
-- jit on: a ``train_fast`` that calls ``train_step`` under ``jax.disable_jit()`` or with
-  ``jax_disable_jit`` set is named as such;
-- ``train_step`` is called at every step, with concrete arrays (not inside another
-  ``jax.jit`` built per step), and never replaced: a loop that never calls it fails;
-- numbers: every step's loss and the final parameters match a float64 NumPy reference
-  of the naive loop (padding without a mask, a mean over the padded length, a stale
-  global weight decay and hard-coded answers fail);
-- the outputs come from ``train_step``: every loss is one of its outputs, the final
-  ``w`` is one of its outputs, and a chain of calls, each fed the ``w`` the previous one
-  returned, leads from the starting ``w`` to it, one call per step. A NumPy loop plus a
-  decoy call fails here, and so does returning a reference computed elsewhere;
-- ``train_step`` computes the update: fed the same inputs with a perturbed ``w`` it
-  returns another ``w`` (a step that hands back a precomputed answer fails);
-- compile behaviour: at most one compilation of ``train_step`` per bucket used, from a
-  cleared cache. The verdict names the cause from the arguments the proxy saw (several
-  structures, several types of one argument, more shapes than buckets, or one
-  signature compiled once per value: a static argument), with JAX's explanation quoted
-  as a second opinion only;
-- steady state: a second run, with fresh data whose lengths fall in the buckets already
-  compiled (many of them new lengths), compiles nothing at all, counted over every
-  function (an eager ``jnp.pad`` per length fails).
+What every run draws, on purpose (``_problem``; the learner's own buckets decide):
+  step 0   weights an array, a length exactly on a bucket   a wrong weighted mean
+  step 1   weights None, a length on a bucket               None is not weights of one
+  step 2   weights absent, a bucket size + 1 (most padding)  a missing or off-by-one mask
+  step DECAY_FROM  step 0's length, another lr type, weights form and decay: the causes
+           of a recompilation in one bucket, and a stale global from this step on
+  run 2    lengths in the compiled buckets (half of them new), in the first run's dicts
+           and arrays refilled (a loader may reuse them: a memo by id() is stale)
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -54,27 +25,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.grading import Call, Leaf, Recorder, call_learner, fail, fresh_rng, grader, passed
-from jitlab.grading.checks import (
-    BUCKETS_FEW,
-    BUCKETS_HOLD,
-    require,
-    require_buckets,
-    require_close,
-    shorten,
-)
+from jitlab.doctor import classify
+from jitlab.grading import BUCKETS_FEW, BUCKETS_HOLD, call_learner, fail, fresh_rng, grader
+from jitlab.grading.calls import Call, Recorder, same_content
+from jitlab.grading.causes import why
+from jitlab.grading.checks import learner_error, passed, require, require_buckets, shorten
 from jitlab.grading.kernel import JIT_ON, JITTED, UNCHANGED, KernelExercise
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
-# These must equal the constants in the setup cell of the capstone exercise.
-# tests/graders/test_capstone.py checks the reference against the exercise's own loop.
+# The constants of the exercise's setup cell (a test compares the reference with its loop).
 B, F, H = 8, 3, 8
 STEPS, WARMUP, DECAY_FROM = 12, 3, 6
 BASE_LR, WEIGHT_DECAY = 0.3, 0.02
 MIN_LENGTH, MAX_LENGTH = 3, 24
-SMALLEST_BUCKET_ALLOWED = 16
-BUCKETS_UP_TO = 2 * MAX_LENGTH
-MOST_BUCKETS = 7  # the exercise text states it: at most 7 sizes for lengths 1 to 48
+BUCKETS_UP_TO, MOST_BUCKETS = 2 * MAX_LENGTH, 7  # the exercise states both
 
 STEP = KernelExercise(
     wrapper="train_fast",
@@ -97,33 +61,19 @@ RUNS_AGAIN = "train_fast runs a second time"
 RETURNS_AGAIN = "the second run returns (params, losses) too"
 LOSSES_AGAIN = "the second run's losses match the original loop"
 NOTHING_NEW = "a second run in the same buckets compiles nothing"
-CHECKS = (
-    BUCKETS_HOLD,
-    BUCKETS_FEW,
-    STEP.name(JITTED),
-    RUNS,
-    RETURNS,
-    *STEP.names(UNCHANGED, JIT_ON),
-    CALLED,
-    LOSSES,
-    PARAMS,
-    FROM_STEP,
-    UPDATES,
-    PER_BUCKET,
-    RUNS_AGAIN,
-    RETURNS_AGAIN,
-    LOSSES_AGAIN,
-    NOTHING_NEW,
-)
+CHECKS = (BUCKETS_HOLD, BUCKETS_FEW, STEP.name(JITTED), RUNS, RETURNS,
+          *STEP.names(UNCHANGED, JIT_ON), CALLED, LOSSES, PARAMS, FROM_STEP, UPDATES,
+          PER_BUCKET, RUNS_AGAIN, RETURNS_AGAIN, LOSSES_AGAIN, NOTHING_NEW)  # fmt: skip
 
 Batch = dict[str, Any]
+Params = dict[str, np.ndarray]
 
 
 # ------------------------------------------------------------------ the reference
 
 
 def _learning_rate(step: int) -> float:
-    """The exercise's schedule, with the same types (Python float, then NumPy float64)."""
+    """The exercise's schedule, with its types (Python float, then NumPy float64)."""
     if step < WARMUP:
         return BASE_LR * (step + 1) / WARMUP
     return BASE_LR * np.exp(-0.2 * (step - WARMUP))
@@ -134,44 +84,30 @@ def _weight_decay(step: int) -> float:
     return WEIGHT_DECAY if step >= DECAY_FROM else 0.0
 
 
-def _reference_step(
-    params: dict[str, np.ndarray], batch: Batch, lr: float, decay: float
-) -> tuple[dict[str, np.ndarray], float]:
+def _reference_step(params: Params, batch: Batch, lr: float, decay: float) -> tuple[Params, float]:
     """One step of the naive loop in float64 NumPy, gradients written out by hand."""
-    w, b, v = params["w"], params["b"], params["v"]
-    x = batch["x"].astype(np.float64)
-    y = batch["y"].astype(np.float64)
+    w, b, v = (np.asarray(params[k], np.float64) for k in "wbv")
+    x, y = batch["x"].astype(np.float64), batch["y"].astype(np.float64)
     weights = batch.get("weights")
     weights = np.ones_like(y) if weights is None else weights.astype(np.float64)
-    length = x.shape[1]
-
     hidden = np.tanh(x @ w + b)  # (batch, time, hidden)
     pooled = hidden.mean(axis=1)
     err = pooled @ v - y
     value = float(np.sum(weights * err**2) / np.sum(weights) + decay * np.sum(w**2))
-
     d_pred = 2.0 * weights * err / np.sum(weights)
-    d_v = pooled.T @ d_pred
-    d_pooled = d_pred[:, None] * v[None, :]
-    d_z = (d_pooled[:, None, :] / length) * (1.0 - hidden**2)
+    d_z = (d_pred[:, None, None] * v / x.shape[1]) * (1.0 - hidden**2)
     d_w = np.einsum("blf,blh->fh", x, d_z) + 2.0 * decay * w
-    d_b = d_z.sum(axis=(0, 1))
-    new = {"w": w - lr * d_w, "b": b - lr * d_b, "v": v - lr * d_v}
+    new = {"w": w - lr * d_w, "b": b - lr * d_z.sum(axis=(0, 1)), "v": v - lr * pooled.T @ d_pred}
     return new, value
 
 
-def _reference_train(
-    params: dict[str, Any], batches: list[Batch]
-) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def _reference_train(params: dict[str, Any], batches: list[Batch]) -> tuple[Params, np.ndarray]:
     """The naive loop's results: final parameters and the loss at every step."""
-    current = {k: np.asarray(p, np.float64) for k, p in params.items()}
     losses = []
     for step, batch in enumerate(batches):
-        current, value = _reference_step(
-            current, batch, float(_learning_rate(step)), _weight_decay(step)
-        )
+        params, value = _reference_step(params, batch, _learning_rate(step), _weight_decay(step))
         losses.append(value)
-    return current, np.array(losses)
+    return params, np.array(losses)
 
 
 # ------------------------------------------------------------------ fresh problems
@@ -185,69 +121,81 @@ def _make_params(rng: np.random.Generator) -> dict[str, Any]:
     }
 
 
-def _make_batch(rng: np.random.Generator, length: int, form: str) -> Batch:
-    x = rng.normal(size=(B, length, F)).astype(np.float32)
-    y = (np.tanh(x.sum(axis=(1, 2)) / length) + 0.1 * rng.normal(size=B)).astype(np.float32)
-    batch: Batch = {"x": x, "y": y}
-    if form == "array":
-        batch["weights"] = rng.uniform(0.5, 1.5, size=B).astype(np.float32)
-    elif form == "None":
-        batch["weights"] = None
-    return batch
+def _make_problem(rng: np.random.Generator, lengths: list[int]) -> list[Batch]:
+    """Batches of these lengths; weights an array, None, absent, then drawn (docstring)."""
+    forms = ["array", "None", "absent", *rng.choice(["array", "None", "absent"], len(lengths))]
+    forms[DECAY_FROM] = "absent"
+    batches = []
+    for length, form in zip(lengths, forms, strict=False):
+        x = rng.normal(size=(B, length, F)).astype(np.float32)
+        y = np.tanh(x.sum(axis=(1, 2)) / length) + 0.1 * rng.normal(size=B)
+        batch: Batch = {"x": x, "y": y.astype(np.float32)}
+        if form != "absent":
+            batch["weights"] = (
+                rng.uniform(0.5, 1.5, B).astype(np.float32) if form == "array" else None
+            )
+        batches.append(batch)
+    return batches
 
 
-def _edge_lengths(rng: np.random.Generator, bucket_size: Callable[[int], int]) -> list[int]:
-    """A length that is exactly one of the learner's bucket sizes, and one just above."""
+def _problem(rng: np.random.Generator, bucket: Callable[[int], int]) -> list[int]:
+    """The first run's lengths: on a bucket, on a bucket, a bucket + 1, then drawn."""
     lengths = range(MIN_LENGTH, MAX_LENGTH + 1)
-    exact = [n for n in lengths if int(bucket_size(n)) == n]
-    above = [n for n in lengths if n - 1 >= MIN_LENGTH and int(bucket_size(n - 1)) == n - 1]
-    chosen = []
-    if exact:
-        chosen.append(int(rng.choice(exact)))
-    if above:
-        chosen.append(int(rng.choice(above)))
-    return chosen
+    exact = [n for n in lengths if bucket(n) == n] or list(lengths)
+    above = [n for n in lengths if bucket(n) > n and bucket(n - 1) == n - 1]
+    above = above or [n for n in lengths if bucket(n) > n]
+    drawn = [int(n) for n in rng.integers(MIN_LENGTH, MAX_LENGTH + 1, size=STEPS)]
+    drawn[:3] = int(rng.choice(exact)), int(rng.choice(exact)), int(rng.choice(above))
+    drawn[DECAY_FROM] = drawn[0]
+    return drawn
 
 
-def _make_problem(
-    rng: np.random.Generator,
-    lengths: list[int] | None = None,
-    steps: int = STEPS,
-    edges: list[int] = (),  # type: ignore[assignment]
-) -> list[Batch]:
-    """Fresh batches in which every cause and edge case shows up (see the docstring)."""
-    if lengths is None:
-        lengths = [int(n) for n in rng.integers(MIN_LENGTH, MAX_LENGTH + 1, size=steps)]
-        lengths[0] = int(rng.choice([5, 7, 9, 11, 13]))  # padded in any bucket scheme
-        for slot, edge in zip((2, 3), edges, strict=False):
-            lengths[slot] = edge
-    lengths = list(lengths)
-    forms = [str(f) for f in rng.choice(["array", "None", "absent"], size=steps)]
-    forms[0], forms[1] = "array", "None"
-    if steps > DECAY_FROM:
-        lengths[DECAY_FROM] = lengths[0]  # same bucket; other lr type, weights, decay
-        forms[DECAY_FROM] = "absent"
-    return [_make_batch(rng, n, form) for n, form in zip(lengths, forms, strict=True)]
+def _again(rng: np.random.Generator, bucket: Callable, buckets: set[int], first: list[int]):
+    """The second run's lengths: in the compiled buckets, new ones at even steps, the first
+    run's at odd steps (so that their arrays are refilled in place)."""
+    inside = [n for n in range(MIN_LENGTH, MAX_LENGTH + 1) if bucket(n) in buckets]
+    new = [n for n in inside if n not in first] or inside
+    return [int(rng.choice(new)) if i % 2 == 0 else first[i] for i in range(STEPS)]
 
 
-def _same_bucket_lengths(
-    rng: np.random.Generator, bucket_size: Callable[[int], int], buckets: set[int], avoid: set[int]
-) -> list[int]:
-    """STEPS lengths whose buckets were all compiled in the first run, new ones first."""
-    inside = [n for n in range(MIN_LENGTH, MAX_LENGTH + 1) if int(bucket_size(n)) in buckets]
-    new = [n for n in inside if n not in avoid] or inside
-    lengths = [int(n) for n in rng.choice(new, size=STEPS)]
-    lengths[0] = int(rng.choice(inside))
-    return lengths
+def _refill(old: list[Batch], new: list[Batch]) -> list[Batch]:
+    """``new``'s data in ``old``'s dicts, and in its arrays where the shapes agree."""
+    for mine, fresh in zip(old, new, strict=True):
+        arrays = {k: v for k, v in mine.items() if isinstance(v, np.ndarray)}
+        mine.clear()
+        for key, value in fresh.items():
+            kept = arrays.get(key)
+            if kept is not None and value is not None and kept.shape == value.shape:
+                kept[...], value = value, kept
+            mine[key] = value
+    return old
 
 
 # ------------------------------------------------------------------ checks
 
 
+def _bucket_of(bucket_size: Callable[[int], int]) -> Callable[[int], int]:
+    """``bucket_size`` whose errors name the length and the learner's line."""
+
+    @functools.wraps(bucket_size)
+    def bucket(n: int) -> int:
+        try:
+            return bucket_size(n)
+        except NotImplementedError:
+            raise
+        except Exception as err:
+            raise learner_error(
+                BUCKETS_HOLD, err, expected=f"bucket_size({n}) to return a size (every length "
+                f"1 to {BUCKETS_UP_TO})", hint="a table or list of sizes that stops short fails "
+                "for longer lengths: compute the size (round n up to a power of two)",
+            ) from err  # fmt: skip
+
+    return bucket
+
+
 def _unpack(result: Any, check: str) -> tuple[dict[str, Any], np.ndarray]:
     ok = isinstance(result, tuple | list) and len(result) == 2
-    params = result[0] if ok else None
-    if not ok or not isinstance(params, dict) or set(params) != {"w", "b", "v"}:
+    if not ok or not isinstance(result[0], dict) or set(result[0]) != {"w", "b", "v"}:
         raise fail(
             check,
             expected='a pair (params, losses), params a dict with keys "w", "b", "v"',
@@ -255,55 +203,80 @@ def _unpack(result: Any, check: str) -> tuple[dict[str, Any], np.ndarray]:
             hint="return params, np.array(losses), as train does",
         )
     losses = np.asarray(result[1], dtype=np.float64).reshape(-1)
-    if losses.shape != (STEPS,):
-        raise fail(
-            check,
-            expected=f"one loss per batch: {STEPS} numbers",
-            seen=f"{losses.size} numbers",
-            hint="append float(loss) at every step, before moving to the next batch",
-        )
-    passed(check)
-    return params, losses
-
-
-def _changes(before: list[Batch], after: list[Batch]) -> list[str]:
-    found = []
-    for index, (old, new) in enumerate(zip(before, after, strict=True)):
-        if set(old) != set(new):
-            gained, lost = sorted(set(new) - set(old)), sorted(set(old) - set(new))
-            found.append(f"batch {index}: keys gained {gained}, lost {lost}")
-            continue
-        for key, value in old.items():
-            other = new[key]
-            same = (value is None and other is None) or (
-                value is not None
-                and other is not None
-                and np.shape(other) == value.shape
-                and np.array_equal(np.asarray(other), value)
-            )
-            if not same:
-                found.append(f"batch {index}: {key!r} changed")
-    return found
-
-
-def _numbers_hint(got: np.ndarray, want: np.ndarray) -> str:
-    bad = np.flatnonzero(~np.isclose(got, want, rtol=1e-3, atol=1e-5))
-    first = int(bad[0]) if bad.size else 0
-    if first >= DECAY_FROM:
-        return (
-            f"the losses go wrong from step {first}, after weight decay was switched on "
-            f"at step {DECAY_FROM}: a global read inside a jitted function is frozen at "
-            "trace time. Read CONFIG in train_fast on every step and pass the value in"
-        )
-    return (
-        f"the losses are wrong from step {first}, before the weight decay changes: mask "
-        "the padded time steps (tanh of a zero row is tanh(b), not 0) and divide by the "
-        "true length, not the padded one; weights of one must give the plain mean"
+    require(
+        check,
+        losses.shape == (STEPS,),
+        expected=f"one loss per batch: {STEPS} numbers",
+        seen=f"{losses.size} numbers",
+        hint="append float(loss) at every step, before moving to the next batch",
     )
+    return result[0], losses
 
 
-def _require_losses(check: str, got: np.ndarray, want: np.ndarray) -> None:
-    require_close(check, got, want, rtol=1e-3, atol=1e-5, hint=_numbers_hint(got, want))
+def _changes(before: list[Batch], after: list[Batch]) -> str:
+    for index, (old, new) in enumerate(zip(before, after, strict=True)):
+        for key in sorted(set(old) | set(new)):
+            if key not in old or key not in new or not same_content(old[key], new[key]):
+                return f"batch {index}: {key!r} " + (
+                    "added" if key not in old else "removed" if key not in new else "changed"
+                )
+    return ""
+
+
+def _fed(calls: list[Call], loss: float) -> Params | None:
+    """The params fed to the call of train_step that returned ``loss``."""
+    for call in calls:
+        if any(np.size(o) == 1 and np.float32(o) == np.float32(loss) for o in call.outputs):
+            fed = {p[-3]: v for p, v, _ in call.inputs if p[-5:] in ("['w']", "['b']", "['v']")}
+            return fed if len(fed) == 3 else None
+    return None
+
+
+def _require_losses(
+    check: str, got: np.ndarray, batches: list[Batch], want: np.ndarray, calls: list[Call],
+    bucket: Callable[[int], int], again: bool = False,
+) -> None:  # fmt: skip
+    """The losses match; else a verdict naming the step, its batch, and what to look at."""
+    wrong = np.flatnonzero(~np.isclose(got, want, rtol=1e-3, atol=1e-5))
+    if not wrong.size:
+        return passed(check)
+    k = int(wrong[0])
+    batch, lr, decay = batches[k], _learning_rate(k), _weight_decay(k)
+    n, weights = batch["x"].shape[1], batch.get("weights", "absent")
+    form = "an array" if isinstance(weights, np.ndarray) else weights
+    fed = _fed(calls, got[k])
+    if again:
+        hint = ("the first run was right: the second passes the first run's dicts and arrays "
+                "again, refilled with new data; nothing may be remembered from an earlier "
+                "call (by id() or otherwise)")  # fmt: skip
+    elif fed is not None and np.isclose(got[k], _reference_step(fed, batch, lr, decay)[1], 1e-3):
+        hint = (f"the loss at step {k} is right for the params train_step was given, but "
+                f"those differ from the original loop's: the update at step {k - 1} is wrong. "
+                "params - lr * gradient, with that step's lr and weight decay")  # fmt: skip
+    elif k >= DECAY_FROM:
+        hint = (f"the losses go wrong from step {k}, after weight decay was switched on at "
+                f"step {DECAY_FROM}: a global read inside a jitted function is frozen at trace "
+                "time. Read CONFIG in train_fast on every step and pass the value in")  # fmt: skip
+    elif bucket(n) > n:
+        hint = (f"batch {k} is padded from {n} to {bucket(n)} time steps: mask the padding out "
+                "of the mean (tanh of a zero row is tanh(b), not 0) and divide by the true "
+                "length; check the mask's bound, < length")  # fmt: skip
+    elif form == "an array":
+        hint = (
+            f"batch {k} has no padding and weights: the data term is the weighted mean "
+            "sum(weights * err) / sum(weights)"
+        )
+    else:
+        hint = (f"batch {k} has no padding and weights {form}: that means weights of one, "
+                "the plain mean of the squared errors")  # fmt: skip
+    raise fail(
+        check,
+        expected=f"the loss at step {k}: {want[k]:.6g} (the original loop)",
+        seen=f"{got[k]:.6g}, and {wrong.size} of {STEPS} steps wrong (the first: {k}). "
+        f"Batch {k}: length {n} (bucket {bucket(n)}), weights {form}, lr {lr:.4g}, "
+        f"weight decay {decay}",
+        hint=hint,
+    )
 
 
 def _is_w(leaf: Any) -> bool:
@@ -311,7 +284,7 @@ def _is_w(leaf: Any) -> bool:
 
 
 def _same(a: Any, b: Any) -> bool:
-    return np.asarray(a).shape == np.asarray(b).shape and np.array_equal(
+    return np.shape(a) == np.shape(b) and np.array_equal(
         np.asarray(a, np.float32), np.asarray(b, np.float32)
     )
 
@@ -320,17 +293,13 @@ def _chain(calls: list[Call], start_w: np.ndarray, final_w: np.ndarray) -> list[
     """Indices of a chain of calls leading from ``start_w`` to ``final_w``, each call fed
     the ``w`` the previous one returned (empty when there is none)."""
     chain: list[int] = []
-    target = final_w
-    upto = len(calls)
+    target, upto = final_w, len(calls)
     while True:
         found = next(
-            (
-                i
-                for i in range(upto - 1, -1, -1)
-                if any(_is_w(out) and _same(out, target) for out in calls[i].outputs)
-            ),
+            (i for i in range(upto - 1, -1, -1)
+             if any(_is_w(out) and _same(out, target) for out in calls[i].outputs)),
             None,
-        )
+        )  # fmt: skip
         if found is None:
             return []
         chain.append(found)
@@ -342,10 +311,8 @@ def _chain(calls: list[Call], start_w: np.ndarray, final_w: np.ndarray) -> list[
         target, upto = fed[0], found
 
 
-def _require_from_step(
-    recorder: Recorder, params0: dict[str, Any], got_params: dict[str, Any], losses: np.ndarray
-) -> list[int]:
-    """Check that the returned losses and params are train_step's own outputs."""
+def _require_from_step(recorder: Recorder, params0: dict, got: dict, losses: np.ndarray) -> list:
+    """The returned losses and params are train_step's own outputs, along one chain."""
     scalars = {
         float(np.float32(out))
         for call in recorder.calls
@@ -353,34 +320,26 @@ def _require_from_step(
         if isinstance(out, np.ndarray) and out.size == 1
     }
     foreign = [i for i, value in enumerate(losses) if float(np.float32(value)) not in scalars]
-    chain = _chain(recorder.calls, np.asarray(params0["w"]), np.asarray(got_params["w"]))
-    last = recorder.calls[chain[-1]] if chain else None
-    others = [
-        name
-        for name in ("b", "v")
-        if last is None or not any(_same(out, got_params[name]) for out in last.outputs)
-    ]
-    ok = not foreign and len(chain) >= STEPS and not others
-    if ok:
-        passed(FROM_STEP)
-        return chain
+    chain = _chain(recorder.calls, np.asarray(params0["w"]), np.asarray(got["w"]))
+    last = recorder.calls[chain[-1]].outputs if chain else ()
+    others = [name for name in "bv" if not any(_same(out, got[name]) for out in last)]
     if foreign:
         seen = f"the losses at steps {foreign[:6]} are not among train_step's outputs"
     elif len(chain) < STEPS:
-        seen = (
-            f"the final params['w'] comes from a chain of {len(chain)} train_step calls "
-            f"from the starting params, not {STEPS} (one per step)"
-        )
+        seen = (f"the final params['w'] comes from a chain of {len(chain)} train_step calls "
+                f"from the starting params, not {STEPS} (one per step)")  # fmt: skip
     else:
         seen = f"the final params {others} are not what the last train_step call returned"
-    raise fail(
+    require(
         FROM_STEP,
+        not foreign and len(chain) >= STEPS and not others,
         expected="each step's loss and the final params as train_step returned them, each "
         "step fed the params the previous step returned",
         seen=seen,
         hint="keep the loop's state in train_step's outputs: params, value = train_step("
         "params, ...), then losses.append(float(value)); no second computation outside it",
     )
+    return chain
 
 
 def _require_real_update(recorder: Recorder, chain: list[int], rng: np.random.Generator) -> None:
@@ -390,20 +349,14 @@ def _require_real_update(recorder: Recorder, chain: list[int], rng: np.random.Ge
     nudged = (given + rng.normal(scale=0.5, size=given.shape)).astype(np.float32)
 
     def swap(leaf: Any) -> Any:
-        if isinstance(leaf, np.ndarray | jax.Array) and np.shape(leaf) == (F, H):
-            if _same(leaf, given):
-                return nudged
-        return leaf
+        return nudged if np.shape(leaf) == (F, H) and _same(leaf, given) else leaf
 
     args, kwargs = jax.tree.map(swap, (call.args, call.kwargs))
     out = call_learner(UPDATES, recorder.target, *args, **kwargs)
-    new_w = [
-        np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(out) if np.shape(leaf) == (F, H)
-    ]
-    old_w = [out for out in call.outputs if _is_w(out)]
+    new_w = [np.asarray(leaf) for leaf in jax.tree.leaves(out) if np.shape(leaf) == (F, H)]
     require(
         UPDATES,
-        bool(new_w) and not any(_same(a, b) for a in new_w for b in old_w),
+        bool(new_w) and not any(_same(a, b) for a in new_w for b in call.outputs if _is_w(b)),
         expected="another new w when train_step is given another w",
         seen="train_step returned the same w for a different w: it does not compute the "
         "update from the params it is given",
@@ -411,74 +364,32 @@ def _require_real_update(recorder: Recorder, chain: list[int], rng: np.random.Ge
     )
 
 
-def _arrays(call: Call) -> list[Leaf]:
-    """The argument leaves of a call, without the ``None`` ones (a ``None`` shows in the
-    structure as a missing leaf)."""
-    return [leaf for leaf in call.inputs if leaf.type != "None"]
+CAUSE_HINTS = {
+    classify.PYTREE: "the batch's structure changes: always pass the same keys, with weights "
+    "of one when they are missing or None",
+    classify.WEAK_TYPE: "give every scalar one type at every step: convert it at the boundary "
+    "with np.float32(...), and keep it traced",
+    classify.DTYPE: "give every argument one dtype at every step: convert at the boundary",
+    classify.SHAPE: "pad every batch to bucket_size(length) and pass the length as an array",
+    classify.STATIC_VALUE: "a static argument compiles once per value: keep it traced (remove "
+    "it from static_argnums / static_argnames) as an np.float32 or np.int32 scalar",
+}
 
 
-def _why(recorder: Recorder, buckets: set[int], compiles: int) -> tuple[str, str]:
-    """(what the grader saw reach train_step, a hint that names that cause)."""
-    calls = recorder.calls
-    structures = Counter(tuple(leaf.path for leaf in _arrays(c)) for c in calls)
-    if len(structures) > 1:
-        names = [set(s) for s in structures]
-        differ = sorted(set.union(*names) - set.intersection(*names))
-        return (
-            f"train_step received {len(structures)} argument structures; these appear in "
-            f"some calls only: {', '.join(differ[:4]) or '-'}",
-            "the batch's structure changes: always pass the same keys, with weights of one "
-            "when they are missing or None",
-        )
-    kinds: dict[str, set[str]] = defaultdict(set)
-    shapes: dict[str, set[tuple[int, ...]]] = defaultdict(set)
-    for call in calls:
-        for name, leaf, kind in _arrays(call):
-            kinds[name].add(kind.split("[")[0])
-            shapes[name].add(np.shape(leaf))
-    for name, seen in kinds.items():
-        if len(seen) > 1:
-            return (
-                f"{name} reached train_step as {len(seen)} types: {', '.join(sorted(seen))} "
-                "('~' marks a weak type: a Python scalar)",
-                f"give {name} one type at every step: convert it at the boundary with "
-                "np.float32(...), and keep it traced",
-            )
-    for name, seen in shapes.items():
-        if len(seen) > len(buckets):
-            return (
-                f"{name} reached train_step in {len(seen)} shapes for {len(buckets)} buckets",
-                "pad every batch to bucket_size(length) and pass the length as an array",
-            )
-    # One signature per bucket, yet more compilations: a value is part of the key. The
-    # static argument is the scalar whose (signature, value) pairs match the count. Two
-    # scalars can match it by chance (a static length, and a decay with two values over
-    # as many buckets): the static one is the one whose new pairs are exactly the calls
-    # that compiled.
-    pairs: dict[str, set[tuple[Any, ...]]] = defaultdict(set)
-    consistent: dict[str, bool] = {}
-    for call in calls:
-        signature = tuple((name, kind) for name, _, kind in _arrays(call))
-        for name, leaf, _ in _arrays(call):
-            if np.size(leaf) == 1 and np.ndim(leaf) == 0:
-                pair = (signature, float(np.asarray(leaf)))
-                new = pair not in pairs[name]
-                pairs[name].add(pair)
-                consistent[name] = consistent.get(name, True) and new == call.compiled
-    exact = [name for name, seen in pairs.items() if len(seen) == compiles]
-    exact.sort(key=lambda name: not consistent[name])  # consistent ones first, else in order
-    if exact:
-        return (
-            f"the argument types repeat, yet train_step compiled {compiles} times, once "
-            f"per value of {exact[0]}",
-            f"a static argument compiles once per value: keep {exact[0]} traced (remove it "
-            "from static_argnums / static_argnames) as an np.float32 or np.int32 scalar",
-        )
-    return (
-        f"the argument types repeat, yet train_step compiled {compiles} times",
-        "look for static_argnums / static_argnames on train_step: a static argument "
-        "compiles once per value",
-    )
+def _cause(recorder: Recorder, buckets: set[int]) -> tuple[str, str]:
+    """(what changed between calls in one bucket, a hint), by the frame's ``why``: one
+    compilation per bucket is allowed, so calls are compared within their x's shape."""
+    groups: dict[tuple, list[Call]] = {}
+    for call in recorder.calls:
+        shape = tuple(np.shape(v) for _, v, _ in call.inputs if np.ndim(v) == 3)
+        groups.setdefault(shape, []).append(call)
+    if len(groups) > len(buckets):
+        seen = f"x reached train_step in {len(groups)} shapes for {len(buckets)} buckets"
+        return seen, CAUSE_HINTS[classify.SHAPE]
+    step = {id(call): i for i, call in enumerate(recorder.calls)}
+    found = [why(g, label=lambda i, g=g: f"call {step[id(g[i])] + 1}") for g in groups.values()]
+    hints = dict.fromkeys(f.hint_for(CAUSE_HINTS) for f in found if f)
+    return "; ".join(f.text for f in found if f), ". Also: ".join(hints)
 
 
 @grader("capstone", checks=CHECKS)
@@ -489,32 +400,26 @@ def grade(
 ) -> None:
     """Grade the exercise: the naive loop's numbers, from train_step, once per bucket."""
     rng = fresh_rng()
-    require_buckets(
-        bucket_size,
-        up_to=BUCKETS_UP_TO,
-        most=MOST_BUCKETS,
-        smallest_allowed=SMALLEST_BUCKET_ALLOWED,
-    )
+    bucket = _bucket_of(bucket_size)
+    require_buckets(bucket, up_to=BUCKETS_UP_TO, most=MOST_BUCKETS)
     STEP.jitted(train_step)
 
-    params = _make_params(rng)
-    batches = _make_problem(rng, edges=_edge_lengths(rng, bucket_size))
-    lengths = [b["x"].shape[1] for b in batches]
-    buckets = {int(bucket_size(n)) for n in lengths}
+    params, lengths = _make_params(rng), _problem(rng, bucket)
+    batches = _make_problem(rng, lengths)
+    buckets = {bucket(n) for n in lengths}
     run = STEP.run(train_fast, train_step, [((params, batches), {})], check=RUNS)
     passed(RUNS)
     recorder, count = run.recorder, run.count
     got_params, got_losses = _unpack(run.outputs[0], RETURNS)
     changes = _changes(run.copies[0][0][1], batches)
-    STEP.require(UNCHANGED, not changes, seen="; ".join(changes[:3]))
+    STEP.require(UNCHANGED, not changes, seen=changes)
     STEP.jit_on(recorder)
-    concrete = recorder.calls
     traced = len(recorder.traced)
     require(
         CALLED,
-        len(concrete) >= STEPS,
+        len(recorder.calls) >= STEPS,
         expected=f"train_step called by its name at least once per step ({STEPS} steps)",
-        seen=f"{len(concrete)} calls"
+        seen=f"{len(recorder.calls)} calls"
         + (f", and {traced} more inside another jax.jit" if traced else "")
         + f"; {count.compiles} compilations of a function named like train_step",
         hint="call train_step itself in the loop, by its name. A jax.jit(lambda ...) or "
@@ -522,12 +427,8 @@ def grade(
     )
 
     want_params, want_losses = _reference_train(params, batches)
-    _require_losses(LOSSES, got_losses, want_losses)
-    wrong = [
-        name
-        for name in ("w", "b", "v")
-        if not np.allclose(np.asarray(got_params[name]), want_params[name], 1e-3, 1e-5)
-    ]
+    _require_losses(LOSSES, got_losses, batches, want_losses, recorder.calls, bucket)
+    wrong = [k for k in "wbv" if not np.allclose(got_params[k], want_params[k], 1e-3, 1e-5)]
     require(
         PARAMS,
         not wrong,
@@ -535,12 +436,10 @@ def grade(
         seen=f"{', '.join(wrong)} differ from the original loop's",
         hint="return the params from the last train_step call",
     )
-    chain = _require_from_step(recorder, params, got_params, got_losses)
-    _require_real_update(recorder, chain, rng)
-
-    saw, hint = ("", "")
-    if count.compiles > len(buckets):
-        saw, hint = _why(recorder, buckets, count.compiles)
+    _require_real_update(
+        recorder, _require_from_step(recorder, params, got_params, got_losses), rng
+    )
+    seen, hint = _cause(recorder, buckets) if count.compiles > len(buckets) else ("", "")
     STEP.compiles(
         PER_BUCKET,
         count,
@@ -548,16 +447,17 @@ def grade(
         what=f"compilations for {STEPS} steps ({len(set(lengths))} distinct lengths, "
         f"buckets {sorted(buckets)})",
         hint=hint,
-        cause=saw,
+        cause=seen,
     )
 
     params2 = _make_params(rng)
-    batches2 = _make_problem(rng, _same_bucket_lengths(rng, bucket_size, buckets, set(lengths)))
+    batches2 = _refill(batches, _make_problem(rng, _again(rng, bucket, buckets, lengths)))
     with count_compiles(ANY_FUNCTION) as everything:
         result2 = call_learner(RUNS_AGAIN, train_fast, params2, batches2)
     passed(RUNS_AGAIN)
     _, got_losses2 = _unpack(result2, RETURNS_AGAIN)
-    _require_losses(LOSSES_AGAIN, got_losses2, _reference_train(params2, batches2)[1])
+    want2 = _reference_train(params2, batches2)[1]
+    _require_losses(LOSSES_AGAIN, got_losses2, batches2, want2, [], bucket, again=True)
     compiled = ", ".join(f"{name} x{n}" for name, n in everything.compiled.most_common(4))
     require(
         NOTHING_NEW,
