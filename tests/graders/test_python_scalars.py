@@ -324,7 +324,7 @@ WRONG = {  # answer: (the check it fails, words in seen, words in hint)
     "asarray, no dtype": (asarray_without_dtype, ONCE, ["lr: "], ["abstract values"]),
     "converted in jit": (converted_inside_jit, ONCE, [], ["too late"]),
     "static lr": (static_lr, ONCE, ["a new lr value"], ["static"]),
-    "int lr": (integer_lr, "final state", [], ["integer dtype"]),
+    "int lr": (integer_lr, "final state", [], ["an integer"]),
     "bfloat16 lr": (bfloat16_lr, "final state", ["params['w']"], ["16-bit"]),
     "bfloat16 batch": (bfloat16_batch, BATCH, ["bfloat16[", "passed"], ["cast of the batch"]),
     "cleared cache": (cleared_every_step, ONCE, ["lr value seen before too"], ["clear its"]),
@@ -371,8 +371,10 @@ def test_wrong_answer_is_rejected_and_named(answer):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_a_cast_batch_is_named_on_every_draw(seed, monkeypatch):
+@pytest.mark.parametrize("answer", ["bfloat16 batch", "bfloat16 lr", "swapped average"])
+def test_the_new_wrong_answers_fail_on_every_draw(answer, seed, monkeypatch):
     monkeypatch.setattr(python_scalars, "fresh_rng", lambda: np.random.default_rng(seed))
-    with pytest.raises(GradingFailure, match=BATCH) as info:
-        python_scalars.grade(*bfloat16_batch())
-    assert "cast of the batch" in info.value.hint
+    make, check, _, hint = WRONG[answer]
+    with pytest.raises(GradingFailure, match=check) as info:
+        python_scalars.grade(*make())
+    assert all(words in info.value.hint for words in hint), info.value
