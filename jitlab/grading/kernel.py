@@ -1,27 +1,11 @@
 """The kernel exercise: a plain Python *wrapper* that calls a jitted *kernel*.
 
-Six exercises share one shape: the learner writes a jitted kernel (``padded_rms``,
-``score_core``, ``batch_loss``, ``sgd_step``, ``train_step``) and a plain function
-around it (``rms``, ``score``, ``loss``, ``train``, ``fit``, ``train_fast``) that
-prepares the kernel's arguments at the boundary. Their graders check the same things
-in the same way; this module declares each of those checks once: its name, what it
-expects, and the hint it gives by default. An exercise's grader supplies its inputs,
-its reference and the hints for the mistakes of its own lesson.
-
-The standard checks, in the order a grader runs them:
-
-- :meth:`KernelExercise.jitted`: the kernel is what ``jax.jit`` returns;
-- :meth:`KernelExercise.plain`: the wrapper is not jitted itself;
-- :meth:`KernelExercise.no_callbacks`: the kernel's program has no host callback;
-- :meth:`KernelExercise.run`: the wrapper's calls, from an emptied kernel cache,
-  counted and recorded (:func:`jitlab.grading.recording`), with copies of the inputs;
-- :meth:`KernelExercise.jit_on`: jit was on at every call of the kernel;
-- :meth:`KernelExercise.calls_kernel`: every call of the wrapper dispatched the kernel;
-- :meth:`KernelExercise.returns_kernel_output`: what the wrapper returned is what the
-  kernel computed during the same call (a NumPy path beside a decoy call fails);
-- :meth:`KernelExercise.unchanged`: the caller's inputs are as they were (content);
-- :meth:`KernelExercise.compiles`: the compile count is within the exercise's bound,
-  with the cause the grader found and JAX's explanation only as a second opinion.
+Six exercises have this shape (``rms``/``padded_rms``, ``score``/``score_core``...). Each
+standard check is declared once here (:class:`Declared`: name, expectation, default
+hint); an exercise's grader supplies its inputs, reference and its own hints, and runs
+them in order: ``jitted``, ``plain``, ``no_callbacks``, ``run`` (the counted, recorded
+calls from an emptied cache), ``jit_on``, ``calls_kernel``, ``returns_kernel_output``,
+``unchanged``, ``compiles``.
 """
 
 from __future__ import annotations
@@ -135,7 +119,8 @@ class Run:
 
     ``outputs[i]`` is what call ``i`` of the wrapper returned, ``calls[i]`` the kernel
     calls it dispatched, ``compiled[i]`` the compilations it caused; ``copies[i]`` is a
-    copy of its arguments taken before it ran, ``given[i]`` the caller's own objects.
+    copy of its arguments taken just before it ran, ``given[i]`` the caller's own objects
+    (which a loader that reuses them may refill later).
     """
 
     recorder: Recorder
@@ -145,6 +130,8 @@ class Run:
     outputs: list[Any] = dataclasses.field(default_factory=list)
     calls: list[list[Call]] = dataclasses.field(default_factory=list)
     compiled: list[int] = dataclasses.field(default_factory=list)
+    changed: list[bool] = dataclasses.field(default_factory=list)
+    """Whether call ``i`` changed its arguments' content (compared right after it)."""
 
     @property
     def kernel_calls(self) -> list[Call]:
@@ -242,27 +229,40 @@ class KernelExercise:
         arguments: Sequence[tuple[tuple, dict]],
         *,
         check: str,
+        refills: bool = False,
     ) -> Run:
         """Call ``wrapper(*args, **kwargs)`` for every pair in ``arguments``, from an
         emptied kernel cache, counting the kernel's compilations and recording its
-        calls. A stub or a crash fails ``check``."""
+        calls. A stub or a crash fails ``check``. ``refills``: ``arguments`` is a
+        generator that reuses objects with new content, as a loader may (each call's
+        arguments are then compared only right after it)."""
         kernel.clear_cache()  # count from a cold cache, whatever the notebook ran before
         with (
             count_compiles(kernel) as count,
             recording(wrapper, kernel, lambda: count.compiles) as recorder,
         ):
-            run = Run(recorder, count, list(arguments), [_copy(a) for a in arguments])
-            for args, kwargs in arguments:
+            recorder.on_call = lambda call: call.jit_on or self.jit_on(recorder, call)
+            run = Run(recorder, count, [], [])
+            for args, kwargs in arguments:  # a generator may refill what it gave before
+                run.given.append((args, kwargs))
+                run.copies.append(_copy((args, kwargs)))
                 calls, compiles = len(recorder.calls), count.compiles
                 run.outputs.append(call_learner(check, wrapper, *args, **kwargs))
                 run.calls.append(recorder.calls[calls:])
                 run.compiled.append(count.compiles - compiles)
+                run.changed.append(not same_content(run.given[-1], run.copies[-1]))
+        if not refills:  # a later call may have changed an earlier call's arguments too
+            run.changed = [
+                c or not same_content(given, copy)
+                for c, given, copy in zip(run.changed, run.given, run.copies, strict=True)
+            ]
         return run
 
-    def jit_on(self, recorder: Recorder) -> None:
+    def jit_on(self, recorder: Recorder, pending: Call | None = None) -> None:
         """Jit was on at every call of the kernel (``jax.disable_jit()`` inside the
-        wrapper is over by the time the grader's own canary runs)."""
-        every = recorder.calls + recorder.traced
+        wrapper is over by the time the grader's own canary runs). :meth:`run` checks
+        each ``pending`` call before it runs, so that jit switched off fails at once."""
+        every = recorder.calls + recorder.traced + ([pending] if pending else [])
         off = sum(not call.jit_on for call in every)
         self.require(
             JIT_ON,
@@ -305,11 +305,7 @@ class KernelExercise:
 
     def unchanged(self, run: Run, *, what: Callable[[int], str] = str) -> None:
         """The caller's arguments have the content they had before each call."""
-        changed = [
-            i
-            for i, (given, copy) in enumerate(zip(run.given, run.copies, strict=True))
-            if not same_content(given, copy)
-        ]
+        changed = [i for i, changed in enumerate(run.changed) if changed]
         self.require(
             UNCHANGED,
             not changed,

@@ -1,11 +1,8 @@
-"""The cheats that every exercise must refuse, tested once, over every exercise.
-
-Each exercise's own test file keeps the mistakes of its lesson and its right answers
-written differently; here are the generic ones: the untouched learner's copy, jit
-switched off by the config or around the grader, and, for the exercises whose learner
-writes a plain wrapper around a jitted kernel (:mod:`jitlab.grading.kernel`), jit
-switched off inside the wrapper, a wrapper that changes the caller's arguments, and a
-wrapper that calls a separately jitted copy of the kernel instead of the kernel.
+"""The cheats that every exercise must refuse, tested once, over every exercise: the
+untouched learner's copy, jit switched off; and for the wrapper-and-kernel exercises
+(:mod:`jitlab.grading.kernel`) jit off inside the wrapper, an in-place change, a copy of
+the kernel, a decoy call and a host callback. Each exercise's own file keeps its
+lesson's mistakes and its right answers written differently.
 """
 
 from __future__ import annotations
@@ -31,7 +28,7 @@ from jitlab.graders import (
 from jitlab.grading import GradingFailure
 from jitlab.grading.checks import JIT_ON
 from jitlab.grading.kernel import JIT_ON as JIT_ON_IN_WRAPPER
-from jitlab.grading.kernel import UNCHANGED, KernelExercise
+from jitlab.grading.kernel import NO_CALLBACKS, UNCHANGED, KernelExercise
 
 # These two run their learner's code elsewhere (eight simulated devices from the start,
 # two worker processes): their own files load it and test these cheats there.
@@ -94,18 +91,27 @@ def cheating(slug: str, cheat: Callable[[Callable[..., Any]], Callable[..., Any]
     return names
 
 
+def config_off():
+    jax.config.update("jax_disable_jit", True)
+    return contextlib.nullcontext()
+
+
+@pytest.mark.parametrize("off", [jax.disable_jit, config_off], ids=["context", "config"])
 @pytest.mark.parametrize("slug", KERNELS)
-def test_jit_switched_off_inside_the_wrapper_fails(slug):
+def test_jit_switched_off_inside_the_wrapper_fails(slug, off):
     def cheat(wrapper):
         def without_jit(*args, **kwargs):
-            with jax.disable_jit():
+            with off():
                 return wrapper(*args, **kwargs)
 
         return without_jit
 
-    failure = grade(slug, cheating(slug, cheat))
+    try:
+        failure = grade(slug, cheating(slug, cheat))
+    finally:
+        jax.config.update("jax_disable_jit", False)
     assert failure.check == KERNELS[slug][0].name(JIT_ON_IN_WRAPPER), failure
-    assert "switched off" in failure.seen and not jax.config.jax_disable_jit
+    assert "switched off" in failure.seen
 
 
 def _change_in_place(tree: Any) -> bool:
@@ -146,3 +152,36 @@ def test_a_separately_jitted_copy_of_the_kernel_fails(slug):
     names[declared.wrapper] = namespace(slug)[declared.wrapper]
     failure = grade(slug, names)
     assert failure.check == check, failure
+
+
+# The kernels whose wrapper is called many times, and those whose grader checks for a
+# host callback (the others test theirs in their own files, with their own arguments).
+MANY_CALLS = ("shapes", "dtypes", "pytree_structure")
+CHECKS_CALLBACKS = {"shapes": shapes.RMS, "dtypes": dtypes.SCORE}
+
+
+@pytest.mark.parametrize("slug", MANY_CALLS)
+def test_one_decoy_call_then_a_copy_of_the_kernel_fails(slug):
+    declared, check = KERNELS[slug]
+    names, elsewhere = namespace(slug), namespace(slug)[declared.wrapper]
+    real, calls = names[declared.wrapper], []
+
+    def decoy(*args, **kwargs):
+        calls.append(1)
+        return (real if len(calls) == 1 else elsewhere)(*args, **kwargs)
+
+    names[declared.wrapper] = decoy
+    assert grade(slug, names).check == check
+
+
+@pytest.mark.parametrize("slug", CHECKS_CALLBACKS)
+def test_a_kernel_that_computes_in_a_host_callback_fails(slug):
+    declared = CHECKS_CALLBACKS[slug]
+    names = namespace(slug)
+    inner = names[declared.kernel]
+
+    def on_the_host(*args):
+        return jax.pure_callback(inner, jax.eval_shape(inner, *args), *args)
+
+    names[declared.kernel] = jax.jit(on_the_host)
+    assert grade(slug, names).check == declared.name(NO_CALLBACKS)
