@@ -23,7 +23,8 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.grading import Call, call_learner, differences, fail, fresh_rng, grader
+from jitlab.doctor.signature import KEYWORD, STATIC
+from jitlab.grading import Call, call_learner, differences, fail, fresh_rng, grader, why
 from jitlab.grading.calls import same_content, signature
 from jitlab.grading.checks import passed, require
 from jitlab.grading.kernel import JIT_ON, JITTED, UNCHANGED, KernelExercise
@@ -57,7 +58,7 @@ HINTS = {
     "style": "call sgd_step one way every time (positionally, say)",
     "static": "lr looks static (every new value compiles): keep it a traced argument; "
     "static is for values that select a different program",
-    "cleared": "sgd_step compiled again for arguments it had compiled for already: do not "
+    "again": "sgd_step compiled again for arguments it had compiled for already: do not "
     "clear its cache, or build a new jitted function, inside train",
     "other": "give sgd_step the same abstract arguments at every call",
 }
@@ -153,44 +154,11 @@ def _batch_types(batch: Any) -> Any:
     return signature(_batch_types, (batch,), {})
 
 
-def _lr(call: Call) -> Any:
-    return [*call.arguments.values(), None, None, None][2]
-
-
-def _value(lr: Any) -> float:
-    try:
-        return float(np.asarray(lr))
-    except (TypeError, ValueError):
-        return float("nan")
-
-
-def _cause(calls: list[Call]) -> tuple[str, str]:
-    """(what the recorder saw at the compilations after the first, the hint for it)."""
-    again = [i for i, call in enumerate(calls) if call.compiled and i]
-    same = {i: [c for c in calls[:i] if c.signature == calls[i].signature] for i in again}
-    new_types = [i for i in again if not same[i]]
-    if new_types:
-        seen = [
-            f"call {i + 1}: " + "; ".join(differences(calls[i - 1].signature, calls[i].signature))
-            for i in new_types
-        ]
-        text = " ".join(seen)
-        keys = {"state": ": state", "lr": ": lr:", "style": "called as", "other": ""}
-        kind = next(kind for kind, key in keys.items() if key in text)
-        avals = sorted({call.signature.leaf("lr") or "?" for call in calls})
-        avals_text = f"{len(avals)} abstract values ({', '.join(avals)})"
-        return "; ".join(seen[:3]), HINTS[kind].format(avals=avals_text)
-    repeated = [i for i in again if any(_value(_lr(c)) == _value(_lr(calls[i])) for c in same[i])]
-    if repeated:
-        return (
-            f"{len(again)} calls compiled again for types compiled before, {len(repeated)} "
-            "of them with an lr value seen before too",
-            HINTS["cleared"],
-        )
-    seen = [
-        f"call {i + 1}: a new lr value ({_value(_lr(calls[i])):.4g}), same types" for i in again
-    ]
-    return "; ".join(seen[:3]), HINTS["static"]
+def _kind(difference: Any) -> str:
+    """Which of HINTS a difference of the doctor's signature calls for."""
+    if difference.part in (KEYWORD, STATIC):
+        return {KEYWORD: "style", STATIC: "static"}[difference.part]
+    return next((k for k in ("state", "lr") if difference.where.startswith(k)), "other")
 
 
 @grader("python_scalars", checks=CHECKS)
@@ -253,9 +221,12 @@ def grade(
     for batch, value in zip(batches, lrs, strict=True):
         reference = _reference_step(reference, batch, float(value))
     _require_state(NUMBERS, final, reference, "train")
-    cause, hint = _cause(calls) if run.count.compiles > 1 else ("", HINTS["other"])
+    found = why(calls)
+    avals = sorted({call.signature.leaf("lr") or "?" for call in calls})
+    hint = found.hint_for(HINTS, HINTS["other"], most=1, kind=_kind)
+    hint = hint.format(avals=f"{len(avals)} abstract values ({', '.join(avals)})")
     what = f"compilations of sgd_step over {STEPS} steps"
-    TRAIN.compiles(ONCE, run.count, exactly=1, what=what, hint=hint, cause=cause)
+    TRAIN.compiles(ONCE, run.count, exactly=1, what=what, hint=hint, cause=found.text)
 
 
 def _require_every_batch(
