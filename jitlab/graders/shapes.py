@@ -23,13 +23,15 @@ from typing import Any
 
 import numpy as np
 
-from jitlab.grading import call_learner, fail, fresh_rng, grader, passed
+from jitlab.doctor import signature as sig
+from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, why
 from jitlab.grading.checks import (
     BUCKETS_FEW,
     BUCKETS_HOLD,
     GradingFailure,
     excerpt,
     first_difference,
+    learner_error,
     require_buckets,
     shorten,
 )
@@ -57,7 +59,7 @@ def _reference_rms(x: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.square(x.astype(np.float64)))))
 
 
-def _first_crash(fn: Callable[..., Any], inputs: list[Any]) -> tuple[Any, str] | None:
+def _first_crash(fn: Callable[..., Any], inputs: list[Any]) -> tuple[Any, Exception] | None:
     """The first input that ``fn`` raises on, and the error (a stub's is left alone)."""
     for value in inputs:
         try:
@@ -65,7 +67,7 @@ def _first_crash(fn: Callable[..., Any], inputs: list[Any]) -> tuple[Any, str] |
         except NotImplementedError:
             return None
         except Exception as err:
-            return value, shorten(f"{type(err).__name__}: {err}", 80)
+            return value, err
     return None
 
 
@@ -93,25 +95,14 @@ def _cause(sizes: dict[int, int], lengths: list[int], run: Any) -> tuple[str, st
                 f"bucket_size({m}) is {sizes[m]}",
                 "pad x to bucket_size(len(x)), so that lengths in one bucket share a shape",
             )
-    per_key: dict[Any, int] = {}
-    for during, new in zip(run.calls, run.compiled, strict=True):
-        if during:
-            per_key[during[-1].signature] = per_key.get(during[-1].signature, 0) + new
-    again = [key for key, n in per_key.items() if n > 1]
-    if again:
-        return (
-            f"padded_rms compiled {per_key[again[0]]} times for arguments that all looked "
-            f"like {again[0]}: only n changed between them, so n is part of the cache key "
-            "(static)",
-            "keep n a traced argument: remove it from static_argnums / static_argnames (and "
-            "do not close over it); only the padded length should vary",
-        )
-    kinds = sorted({key.leaves[1][1] for key in per_key if len(key.leaves) > 1})
-    return (
-        f"n reached padded_rms as {len(kinds)} different types: {', '.join(kinds)} ('~' "
-        "marks a weak type: a Python scalar)",
-        "pass n the same way on every call (for instance always len(x), a Python int)",
+    found = why(run.recorder)
+    types = "pass n the same way on every call (for instance always len(x), a Python int)"
+    hints = {sig.WEAK_TYPE: types, sig.PYTHON_SCALAR: types, sig.DTYPE: types}
+    hints[sig.STATIC] = (
+        "keep n a traced argument: remove it from static_argnums / "
+        "static_argnames (and do not close over it); only the padded length should vary"
     )
+    return found.text, found.hint_for(hints, "pad to bucket_size(len(x)) and keep n traced")
 
 
 @grader("shapes", part="one compilation per bucket", checks=CHECKS)
@@ -123,10 +114,11 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
     call_learner(BUCKETS_HOLD, bucket_size, 1)  # a stub says so first
     crash = _first_crash(bucket_size, list(range(1, MAX_LENGTH + 1)))
     if crash:
-        raise fail(
+        raise learner_error(
             BUCKETS_HOLD,
-            expected=f"a bucket size for every length from 1 to {MAX_LENGTH}",
-            seen=f"bucket_size({crash[0]}) raised {crash[1]}",
+            crash[1],
+            expected=f"bucket_size({crash[0]}) to return a size: every length from 1 to "
+            f"{MAX_LENGTH} has one",
             hint=f"look at the lookup in bucket_size for n={crash[0]}: its table must cover "
             f"every length up to {MAX_LENGTH} (or compute the next power of two)",
         )
@@ -163,11 +155,11 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
     except GradingFailure as failure:
         crash = _first_crash(rms, [x.copy() for x in data])
         if failure.check == NUMBERS and crash:
-            raise fail(
+            m = len(crash[0])
+            raise learner_error(
                 NUMBERS,
-                expected="rms(x) to return for every length from 1 to 1,000",
-                seen=f"rms(x) for x of length {len(crash[0])} (bucket {sizes[len(crash[0])]}) "
-                f"raised {crash[1]}",
+                crash[1],
+                expected=f"rms(x) to return for x of length {m} (bucket_size({m}) is {sizes[m]})",
                 hint="look at how rms finds the bucket for this length: call "
                 "bucket_size(len(x)) and pad to that, not a table of your own",
             ) from None

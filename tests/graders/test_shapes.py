@@ -214,7 +214,7 @@ WRONG = {  # answer: (the check it fails, words in seen, words in hint)
     "short table": (
         lambda: answer(lambda n: SHORT_TABLE[bisect.bisect_left(SHORT_TABLE, n)]),
         HOLDS,
-        ["bucket_size(513) raised IndexError"],
+        ["bucket_size(513) to return", "IndexError"],
         ["n=513"],
     ),
     "dict to 223": (lambda: answer(UP_TO_223.__getitem__), HOLDS, ["KeyError: 224"], ["n=224"]),
@@ -269,7 +269,7 @@ WRONG = {  # answer: (the check it fails, words in seen, words in hint)
     ),
     "jitted rms": (rms_of(lambda k: jax.jit(make_rms(k))), "plain Python function", [], []),
     "one spare slot": (rms_of(one_spare_slot), ONE, ["bucket_size("], ["pad x to bucket_size"]),
-    "n as two types": (rms_of(two_types_of_n), ONE, ["2 different types"], []),
+    "n as two types": (rms_of(two_types_of_n), ONE, ["n: ", "weak type"], []),
     "sorts in place": (rms_of(sorts_in_place), "arguments unchanged", [], []),
     "hard-coded": (
         rms_of(lambda k: lambda x: k(np.ones(8, np.float32), 8) * 0 + 1.0),
@@ -280,7 +280,7 @@ WRONG = {  # answer: (the check it fails, words in seen, words in hint)
     "own table": (
         rms_of(own_table),
         "rms matches",
-        ["raised KeyError: 1024", "of length"],
+        ["KeyError: 1024", "x of length"],
         ["bucket_size(len(x))"],
     ),
 }
