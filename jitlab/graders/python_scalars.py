@@ -1,7 +1,5 @@
 """Grader for python_scalars: ``init``, a jitted ``sgd_step`` and the ``train`` loop that
-feeds it a schedule of mixed scalar types. The learner's calls of ``sgd_step`` inside
-``train`` are recorded (:mod:`jitlab.grading.kernel`), so the causes of a second
-compilation are named from what train passed, not from JAX's closest-key guess.
+feeds it a schedule of mixed scalar types; train's calls of sgd_step are recorded.
 
 What the drawing covers, every run, and the wrong rule it breaks:
 
@@ -26,7 +24,7 @@ import numpy as np
 from jitlab.doctor.signature import KEYWORD, STATIC
 from jitlab.grading import Call, call_learner, differences, fail, fresh_rng, grader, why
 from jitlab.grading.calls import same_content, signature
-from jitlab.grading.checks import passed, require
+from jitlab.grading.checks import passed, require, shorten
 from jitlab.grading.kernel import JIT_ON, JITTED, UNCHANGED, KernelExercise
 
 TRAIN = KernelExercise("train", "sgd_step", "sgd_step(state, batch, lr)")
@@ -93,23 +91,19 @@ def _reference_step(state: dict[str, Any], batch: tuple[Any, Any], lr: float) ->
 
 def _vector(state: Any, check: str, who: str) -> np.ndarray:
     """``state`` as one vector [w..., b, avg_loss], or a failed check naming its shape."""
-    p = state.get("params") if isinstance(state, dict) else None
-    if not (isinstance(p, dict) and set(p) == {"w", "b"} and set(state) == {"params", "avg_loss"}):
+    p, average = (
+        (state.get("params"), state.get("avg_loss")) if isinstance(state, dict) else ({}, None)
+    )
+    if not (isinstance(p, dict) and set(p) == {"w", "b"} and set(state) == {"params", "avg_loss"}
+            and average is not None and np.shape(average) == ()):  # fmt: skip
         keys = f" with keys {sorted(state)}" if isinstance(state, dict) else ""
         raise fail(
             check,
-            expected='a dict {"params": {"w": ..., "b": ...}, "avg_loss": ...}',
-            seen=f"{who} returned {type(state).__name__}{keys}",
-            hint="keep the state's structure: the same two keys, params as given",
-        )
-    average = state["avg_loss"]
-    if average is None or np.shape(average) != ():
-        raise fail(
-            check,
-            expected="avg_loss as a scalar (shape ())",
-            seen=f"{who} returned avg_loss as "
-            + ("None" if average is None else f"shape {np.shape(average)}"),
-            hint="avg_loss is one number: jnp.zeros((), jnp.float32) to start with",
+            expected='a dict {"params": {"w": ..., "b": ...}, "avg_loss": a scalar}',
+            seen=f"{who} returned {type(state).__name__}{keys}, avg_loss "
+            + shorten(repr(average), 40),
+            hint="keep the state's structure: the same keys, and avg_loss one number: "
+            "jnp.zeros((), jnp.float32) to start with",
         )
     return np.concatenate([np.ravel(p["w"]), np.ravel(p["b"]), np.ravel(average)])
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from jitlab.doctor import signature as sig
 from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, why
+from jitlab.grading import kernel as k
 from jitlab.grading.checks import (
     BUCKETS_FEW,
     BUCKETS_HOLD,
@@ -35,24 +36,16 @@ from jitlab.grading.checks import (
     require_buckets,
     shorten,
 )
-from jitlab.grading.kernel import (
-    FROM_KERNEL,
-    JIT_ON,
-    JITTED,
-    NO_CALLBACKS,
-    PLAIN,
-    UNCHANGED,
-    KernelExercise,
-)
 from jitlab.instruments.counting import count_compiles
 
 MOST_BUCKETS, MAX_LENGTH, CALLS = 12, 1000, 50  # the exercise states "at most 12" sizes
-RMS = KernelExercise("rms", "padded_rms", "padded_rms(padded, n)")
+RMS = k.KernelExercise("rms", "padded_rms", "padded_rms(padded, n)")
+FROM_KERNEL = k.FROM_KERNEL
 PADDING = "padded_rms ignores the padding"
 NUMBERS = "rms matches the reference"
 PER_BUCKET = "at most one compilation per bucket"
-CHECKS = (*RMS.names(JITTED, PLAIN), BUCKETS_HOLD, BUCKETS_FEW, RMS.name(NO_CALLBACKS))
-CHECKS += (PADDING, NUMBERS, *RMS.names(UNCHANGED, JIT_ON, FROM_KERNEL), PER_BUCKET)
+CHECKS = (*RMS.names(k.JITTED, k.PLAIN), BUCKETS_HOLD, BUCKETS_FEW, RMS.name(k.NO_CALLBACKS))
+CHECKS += (PADDING, NUMBERS, *RMS.names(k.UNCHANGED, k.JIT_ON, k.FROM_KERNEL), PER_BUCKET)
 
 
 def _reference_rms(x: np.ndarray) -> float:
@@ -197,10 +190,10 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
 
 # ------------------------------------------------------------ part 2: loud_positions
 
-POSITIONS = KernelExercise("", "loud_positions", "")
+POSITIONS = k.KernelExercise("", "loud_positions", "")
 POSITIONS_OK = "loud_positions finds every position above the threshold"
 POSITIONS_ONCE = "loud_positions compiles once for one length"
-POSITIONS_CHECKS = (*POSITIONS.names(JITTED, NO_CALLBACKS), POSITIONS_OK, POSITIONS_ONCE)
+POSITIONS_CHECKS = (*POSITIONS.names(k.JITTED, k.NO_CALLBACKS), POSITIONS_OK, POSITIONS_ONCE)
 
 
 def _positions_cases(rng: np.random.Generator, length: int) -> list[tuple[str, Any, float]]:
