@@ -108,41 +108,23 @@ def test_notebook_style_globals_keywords_and_a_jitted_init_pass():
 # ------------------------------------------------------------------ wrong answers
 
 
-def lr_kept_raw():
-    step = make_step()
-    return good_init, step, make_train(step, lambda v: v)
+def answer(convert=to_float32, init=good_init, step=None, **train_options):
+    """A factory of (init, sgd_step, train): a fresh step unless given, and train's
+    conversion of lr, its init and its batches as given."""
+
+    def build():
+        chosen = step() if step else make_step()
+        return init, chosen, make_train(chosen, convert, init, **train_options)
+
+    return build
 
 
-def asarray_without_dtype():
-    step = make_step()
-    return good_init, step, make_train(step, jnp.asarray)
+def bfloat16(batch):
+    return tuple(a.astype(jnp.bfloat16) for a in batch)
 
 
-def converted_inside_jit():
-    step = jax.jit(lambda state, batch, lr: update(state, batch, jnp.asarray(lr, jnp.float32)))
-    return good_init, step, make_train(step, lambda v: v)
-
-
-def static_lr():
-    step = make_step(static_argnames="lr")
-    return good_init, step, make_train(step, float)
-
-
-def integer_lr():
-    step = make_step()
-    return good_init, step, make_train(step, lambda v: jnp.asarray(v, jnp.int32))
-
-
-def bfloat16_lr():
-    step = make_step()
-    return good_init, step, make_train(step, lambda v: jnp.asarray(v, jnp.bfloat16))
-
-
-def bfloat16_batch():
-    # The verdict named the learning rate; the batch was cast.
-    step = make_step()
-    cast = lambda batch: tuple(a.astype(jnp.bfloat16) for a in batch)  # noqa: E731
-    return good_init, step, make_train(step, batch_of=cast)
+def converted_inside(state, batch, lr):
+    return update(state, batch, jnp.asarray(lr, jnp.float32))
 
 
 def cleared_every_step():
@@ -172,15 +154,7 @@ def mixed_calling_style():
 
 
 def init_of(avg_loss):
-    def make():
-        step = make_step()
-
-        def init(params):
-            return {"params": params, "avg_loss": avg_loss}
-
-        return init, step, make_train(step, init=init)
-
-    return make
+    return answer(init=lambda params: {"params": params, "avg_loss": avg_loss})
 
 
 def train_builds_a_weak_state():
@@ -282,11 +256,7 @@ def look_alike():
 
 
 def step_of(body):
-    def make():
-        step = jax.jit(body)
-        return good_init, step, make_train(step)
-
-    return make
+    return answer(step=lambda: jax.jit(body))
 
 
 def gradient_ascent(state, batch, lr):
@@ -320,13 +290,38 @@ def jit_off_by_config():
 
 ONCE, TYPES, BATCH = "compiles once", "the types", "once per batch"
 WRONG = {  # answer: (the check it fails, words in seen, words in hint)
-    "lr kept raw": (lr_kept_raw, ONCE, ["3 compilations", "lr: "], ["abstract", "~int32[]"]),
-    "asarray, no dtype": (asarray_without_dtype, ONCE, ["lr: "], ["abstract values"]),
-    "converted in jit": (converted_inside_jit, ONCE, [], ["too late"]),
-    "static lr": (static_lr, ONCE, ["(static value)"], ["static"]),
-    "int lr": (integer_lr, "final state", [], ["an integer"]),
-    "bfloat16 lr": (bfloat16_lr, "final state", ["params['w']"], ["16-bit"]),
-    "bfloat16 batch": (bfloat16_batch, BATCH, ["bfloat16[", "passed"], ["cast of the batch"]),
+    "lr kept raw": (
+        answer(lambda v: v),
+        ONCE,
+        ["3 compilations", "lr: "],
+        ["abstract", "~int32[]"],
+    ),
+    "asarray, no dtype": (answer(jnp.asarray), ONCE, ["lr: "], ["abstract values"]),
+    "converted in jit": (
+        answer(lambda v: v, step=lambda: jax.jit(converted_inside)),
+        ONCE,
+        [],
+        ["too late"],
+    ),
+    "static lr": (
+        answer(float, step=lambda: make_step(static_argnames="lr")),
+        ONCE,
+        ["(static value)"],
+        ["static"],
+    ),
+    "int lr": (answer(lambda v: jnp.asarray(v, jnp.int32)), "final state", [], ["an integer"]),
+    "bfloat16 lr": (
+        answer(lambda v: jnp.asarray(v, jnp.bfloat16)),
+        "final state",
+        ["params['w']"],
+        ["16-bit"],
+    ),
+    "bfloat16 batch": (
+        answer(batch_of=bfloat16),
+        BATCH,
+        ["bfloat16[", "passed"],
+        ["cast of the batch"],
+    ),
     "cleared cache": (cleared_every_step, ONCE, ["cache was cleared"], ["clear its"]),
     "mixed style": (mixed_calling_style, ONCE, ["lr: keyword now"], ["one way"]),
     "float init": (init_of(0.0), TYPES, ["~float32[] from init", "float32[] after"], ["weak"]),

@@ -133,10 +133,6 @@ def static_n(padded, n):
     return jnp.sqrt(jnp.sum(padded[:n] ** 2) / n)
 
 
-def kernel_of(body):
-    return lambda: answer(kernel=jax.jit(body))
-
-
 def rms_of(make):
     """An answer whose rms is ``make(kernel)``."""
 
@@ -199,91 +195,68 @@ def own_table(kernel):
     return rms
 
 
+def at(p):
+    return jnp.arange(p.shape[0])
+
+
+def multiplied(weights):
+    """A kernel that multiplies the squares by ``weights(padded, n)`` instead of selecting."""
+    return lambda: answer(kernel=jax.jit(lambda p, n: jnp.sqrt(jnp.sum(p * p * weights(p, n)) / n)))
+
+
+def buckets(fn):
+    return lambda: answer(fn)
+
+
+def kernel(fn):
+    return lambda: answer(kernel=fn)
+
+
+def hard_coded(kernel):
+    return lambda x: kernel(np.ones(8, np.float32), 8) * 0 + 1.0
+
+
 HOLDS, FEW, PAD, ONE, FROM = (
-    "wastes less than half",
+    "wastes less",
     "share a few",
     "ignores the padding",
     "per bucket",
     "returns what",
 )
-WRONG = {  # answer: (the check it fails, words in seen, words in hint)
-    "one huge bucket": (lambda: answer(lambda n: 4096), HOLDS, [], []),
-    "a bucket per length": (lambda: answer(lambda n: n), FEW, [], []),
-    "15 sizes": (lambda: answer(lambda n: FINE[bisect.bisect_left(FINE, n)]), FEW, [], []),
-    "2n for powers of two": (lambda: answer(lambda n: 1 << n.bit_length()), HOLDS, [], []),
-    "short table": (
-        lambda: answer(lambda n: SHORT_TABLE[bisect.bisect_left(SHORT_TABLE, n)]),
-        HOLDS,
-        ["bucket_size(513) to return", "IndexError"],
-        ["n=513"],
-    ),
-    "dict to 223": (lambda: answer(UP_TO_223.__getitem__), HOLDS, ["KeyError: 224"], ["n=224"]),
-    "no mask": (kernel_of(lambda p, n: jnp.sqrt(jnp.mean(p * p))), PAD, [], ["jnp.where"]),
-    "mask <= n": (
-        lambda: answer(kernel=make_kernel(lambda p, n: jnp.arange(p.shape[0]) <= n)),
-        PAD,
-        [],
-        [],
-    ),
-    "0/1 mask": (
-        kernel_of(
-            lambda p, n: jnp.sqrt(
-                jnp.sum(p * p * jnp.where(jnp.arange(p.shape[0]) < n, 1.0, 0.0)) / n
-            )
-        ),
-        PAD,
-        ["nan"],
-        ["inf * 0"],
-    ),
-    "clipped mask": (
-        kernel_of(
-            lambda p, n: jnp.sqrt(jnp.sum(p * p * jnp.clip(n - jnp.arange(p.shape[0]), 0, 1)) / n)
-        ),
-        PAD,
-        ["inf and nan"],
-        [],
-    ),
-    "unjitted kernel": (
-        lambda: answer(kernel=make_kernel().__wrapped__),
-        "compiled with jax.jit",
-        [],
-        [],
-    ),
-    "look-alike": (lambda: answer(kernel=LooksJitted()), "compiled with jax.jit", [], []),
-    "callback": (lambda: answer(kernel=by_callback), "computes inside", [], []),
-    "static n": (lambda: answer(kernel=static_n), ONE, ["static"], ["static"]),
+JITTED, MATCHES = "compiled with jax.jit", "rms matches"
+# fmt: off
+WRONG = {  # answer: (the check it fails, words in expected + seen, words in hint)
+    "one huge bucket": (buckets(lambda n: 4096), HOLDS, [], []),
+    "a bucket per length": (buckets(lambda n: n), FEW, ["at most 12"], []),
+    "15 sizes": (buckets(lambda n: FINE[bisect.bisect_left(FINE, n)]), FEW, [], []),
+    "2n for powers of two": (buckets(lambda n: 1 << n.bit_length()), HOLDS, [], []),
+    "short table": (buckets(lambda n: SHORT_TABLE[bisect.bisect_left(SHORT_TABLE, n)]), HOLDS,
+                    ["bucket_size(513) to return", "IndexError"], ["n=513"]),
+    "dict to 223": (buckets(UP_TO_223.__getitem__), HOLDS, ["KeyError: 224"], ["n=224"]),
+    "no mask": (multiplied(lambda p, n: 1.0 / p.shape[0] * n), PAD, [], ["jnp.where"]),
+    "mask <= n": (kernel(make_kernel(lambda p, n: at(p) <= n)), PAD, [], []),
+    "0/1 mask": (multiplied(lambda p, n: jnp.where(at(p) < n, 1.0, 0)), PAD, ["nan"], ["inf * 0"]),
+    "clipped mask": (multiplied(lambda p, n: jnp.clip(n - at(p), 0, 1)), PAD, ["inf and nan"], []),
+    "unjitted kernel": (kernel(make_kernel().__wrapped__), JITTED, [], []),
+    "look-alike": (kernel(LooksJitted()), JITTED, [], []),
+    "callback": (kernel(by_callback), "computes inside", [], []),
+    "static n": (kernel(static_n), ONE, ["static"], ["static"]),
     "decoy": (rms_of(decoy), FROM, [], []),
     "grader's reference": (rms_of(graders_reference), FROM, [], []),
     "another jit's answer": (rms_of(another_jit), FROM, [], []),
-    "numpy rms": (
-        lambda: answer(rms=reference_rms),
-        FROM,
-        ["never called padded_rms (the first for length"],
-        ["by that name"],
-    ),
-    "inside a jit": (
-        rms_of(inside_a_jit),
-        FROM,
-        ["while another function was being traced"],
-        ["not inside a jax.jit"],
-    ),
+    "numpy rms": (lambda: answer(rms=reference_rms), FROM,
+                  ["never called padded_rms (the first for length"], ["by that name"]),
+    "inside a jit": (rms_of(inside_a_jit), FROM, ["while another function was being traced"],
+                     ["not inside a jax.jit"]),
     "jitted rms": (rms_of(lambda k: jax.jit(make_rms(k))), "plain Python function", [], []),
     "one spare slot": (rms_of(one_spare_slot), ONE, ["bucket_size("], ["pad x to bucket_size"]),
     "n as two types": (rms_of(two_types_of_n), ONE, ["n: ", "weak type"], []),
     "sorts in place": (rms_of(sorts_in_place), "arguments unchanged", [], []),
-    "hard-coded": (
-        rms_of(lambda k: lambda x: k(np.ones(8, np.float32), 8) * 0 + 1.0),
-        "rms matches",
-        [],
-        [],
-    ),
-    "own table": (
-        rms_of(own_table),
-        "rms matches",
-        ["KeyError: 1024", "x of length"],
-        ["bucket_size(len(x))"],
-    ),
+    "hard-coded": (rms_of(hard_coded), MATCHES, [], []),
+    "own table": (rms_of(own_table), MATCHES, ["KeyError: 1024", "x of length"],
+                  ["bucket_size(len(x))"]),
 }
+# fmt: on
 EVERY_DRAW = ["mask <= n", "0/1 mask", "clipped mask", "sorts in place", "own table"]
 
 
