@@ -289,53 +289,32 @@ def jit_off_by_config():
 
 
 ONCE, TYPES, BATCH = "compiles once", "the types", "once per batch"
+RAW, INT = answer(lambda v: v), answer(lambda v: jnp.asarray(v, jnp.int32))
+STATIC, INSIDE = (
+    answer(float, step=lambda: make_step(static_argnames="lr")),
+    answer(lambda v: v, step=lambda: jax.jit(converted_inside)),
+)
+BF16_LR, BF16_BATCH = answer(lambda v: jnp.asarray(v, jnp.bfloat16)), answer(batch_of=bfloat16)
+FINAL, ZERO, JITTED = "final state", "zero average", "compiled with jax.jit"
+# fmt: off
 WRONG = {  # answer: (the check it fails, words in seen, words in hint)
-    "lr kept raw": (
-        answer(lambda v: v),
-        ONCE,
-        ["3 compilations", "lr: "],
-        ["abstract", "~int32[]"],
-    ),
+    "lr kept raw": (RAW, ONCE, ["3 compilations", "lr: "], ["abstract", "~int32[]"]),
     "asarray, no dtype": (answer(jnp.asarray), ONCE, ["lr: "], ["abstract values"]),
-    "converted in jit": (
-        answer(lambda v: v, step=lambda: jax.jit(converted_inside)),
-        ONCE,
-        [],
-        ["too late"],
-    ),
-    "static lr": (
-        answer(float, step=lambda: make_step(static_argnames="lr")),
-        ONCE,
-        ["(static value)"],
-        ["static"],
-    ),
-    "int lr": (answer(lambda v: jnp.asarray(v, jnp.int32)), "final state", [], ["an integer"]),
-    "bfloat16 lr": (
-        answer(lambda v: jnp.asarray(v, jnp.bfloat16)),
-        "final state",
-        ["params['w']"],
-        ["16-bit"],
-    ),
-    "bfloat16 batch": (
-        answer(batch_of=bfloat16),
-        BATCH,
-        ["bfloat16[", "passed"],
-        ["cast of the batch"],
-    ),
+    "converted in jit": (INSIDE, ONCE, [], ["too late"]),
+    "static lr": (STATIC, ONCE, ["(static value)"], ["static"]),
+    "int lr": (INT, FINAL, [], ["an integer"]),
+    "bfloat16 lr": (BF16_LR, FINAL, ["state differ"], ["16-bit"]),
+    "bfloat16 batch": (BF16_BATCH, BATCH, ["bfloat16[", "passed"], ["cast of the batch"]),
     "cleared cache": (cleared_every_step, ONCE, ["cache was cleared"], ["clear its"]),
     "mixed style": (mixed_calling_style, ONCE, ["lr: keyword now"], ["one way"]),
     "float init": (init_of(0.0), TYPES, ["~float32[] from init", "float32[] after"], ["weak"]),
     "asarray init": (init_of(jnp.asarray(0.0)), TYPES, ["~float32[] from init"], ["weak"]),
     "int init": (init_of(0), TYPES, ["~int32[] from init"], ["weak"]),
     "bf16 init": (init_of(jnp.zeros((), jnp.bfloat16)), TYPES, ["bfloat16[] from"], ["dtype"]),
-    "None init": (init_of(None), "zero average", ["None"], []),
-    "init at one": (init_of(jnp.ones((), jnp.float32)), "zero average", [], []),
-    "weak state in train": (
-        train_builds_a_weak_state,
-        ONCE,
-        ["2 compilations", "state['avg_loss']: f32[] now, ~f32[]"],
-        ["init"],
-    ),
+    "None init": (init_of(None), ZERO, ["None"], []),
+    "init at one": (init_of(jnp.ones((), jnp.float32)), ZERO, [], []),
+    "weak state in train": (train_builds_a_weak_state, ONCE,
+                            ["2 compilations", "state['avg_loss']: f32[] now, ~f32[]"], ["init"]),
     "numpy loop": (numpy_loop, BATCH, ["0 call(s) of sgd_step"], []),
     "numpy + decoy": (numpy_with_a_decoy, BATCH, ["1 call(s) of sgd_step"], []),
     "reference after calls": (reference_after_real_calls, "returns the state", [], []),
@@ -344,13 +323,14 @@ WRONG = {  # answer: (the check it fails, words in seen, words in hint)
     "inside a jit": (only_inside_another_jit, BATCH, [], ["another function was being"]),
     "reversed": (batches_reversed, BATCH, ["another batch"], []),
     "edits params": (edits_the_callers_params, "caller's arguments", [], []),
-    "unjitted": (unjitted_step, "compiled with jax.jit", [], []),
-    "look-alike": (look_alike, "compiled with jax.jit", [], []),
+    "unjitted": (unjitted_step, JITTED, [], []),
+    "look-alike": (look_alike, JITTED, [], []),
     "ascent": (step_of(gradient_ascent), "one sgd_step matches", [], []),
     "late average": (step_of(average_after_the_update), "one sgd_step", [], ["before the"]),
     "swapped average": (step_of(swapped_average), "one sgd_step", ["avg_loss ="], ["0.9 *"]),
     "jit off by config": (jit_off_by_config, "with jit on", ["switched off"], []),
 }
+# fmt: on
 
 
 @pytest.mark.parametrize("answer", WRONG, ids=list(WRONG))
