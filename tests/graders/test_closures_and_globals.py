@@ -130,57 +130,46 @@ def numpy_score(logits, temperature, threshold):
     return np.where(top >= threshold, top, 0.0)
 
 
-WRONG = {  # answer: (the check it fails, words in seen, words in hint)
-    "wrapper sets globals": (
-        stale_global_set_by_a_wrapper,
-        G.USES_VALUES,
-        ["call 2 returned the result for temperature", "(call 1's)", "stale result"],
-        ["global"],
-    ),
-    "reads the globals": (
-        jitted(lambda lg, t, thr: _score(lg, TEMPERATURE, THRESHOLD)),
-        G.USES_VALUES,
-        ["the module's TEMPERATURE", "the module's THRESHOLD"],
-        ["arguments"],
-    ),
-    "ignores threshold only": (
-        jitted(lambda lg, t, thr: _score(lg, t, THRESHOLD)),
-        G.USES_VALUES,
-        ["threshold 0.5000 (the module's THRESHOLD)"],
-        [],
-    ),
-    "static floats": (
-        jitted(_score, static_argnames=("temperature", "threshold")),
-        G.ONCE,
-        [f"{G.CHANGES} compilation(s)", "a new temperature and threshold alone compiled again"],
-        [],
-    ),
-    "static threshold": (
-        jitted(_score, static_argnums=2),
-        G.ONCE,
-        ["a new threshold alone compiled again"],
-        ["threshold changes on every call"],
-    ),
-    "rounded temperature": (
-        jitted(lambda lg, t, thr: _score(lg, jnp.round(t, 1), thr)),
-        G.USES_VALUES,
-        [],
-        [],
-    ),
+def reads_globals(logits, temperature, threshold):
+    return _score(logits, TEMPERATURE, THRESHOLD)  # the arguments ignored
+
+
+def reads_the_threshold_global(logits, temperature, threshold):
+    return _score(logits, temperature, THRESHOLD)
+
+
+def rounded(logits, temperature, threshold):
+    return _score(logits, jnp.round(temperature, 1), threshold)
+
+
+def no_threshold(logits, temperature, threshold):
+    return jax.nn.softmax(logits / temperature, axis=-1).max(axis=-1)
+
+
+STATIC_BOTH = jitted(_score, static_argnames=("temperature", "threshold"))
+USES, STALE = G.USES_VALUES, ["call 2 returned the result for temperature", "(call 1's)", "stale"]
+# fmt: off
+WRONG = {  # answer: (the check it fails, words in expected + seen, words in hint)
+    "wrapper sets globals": (stale_global_set_by_a_wrapper, USES, STALE, ["global"]),
+    "reads the globals": (jitted(reads_globals), USES,
+                          ["the module's TEMPERATURE", "the module's THRESHOLD"], ["arguments"]),
+    "ignores threshold only": (jitted(reads_the_threshold_global), USES,
+                               ["threshold 0.5000 (the module's THRESHOLD)"], []),
+    "static floats": (STATIC_BOTH, G.ONCE, [f"{G.CHANGES} compilation(s)",
+                      "a new temperature and threshold alone compiled again"], []),
+    "static threshold": (jitted(_score, static_argnums=2), G.ONCE,
+                         ["a new threshold alone compiled again"], ["threshold changes on every"]),
+    "rounded temperature": (jitted(rounded), USES, [], []),
     "numpy": (lambda: numpy_score, G.JITTED, [], []),
     "wrapped helper": (wrapped_helper, G.JITTED, [], []),
     "numpy + decoy": (numpy_with_a_decoy, G.JITTED, [], []),
     "host callback": (jitted(host_callback), G.INSIDE, ["pure_callback"], []),
-    "ignored threshold": (
-        jitted(lambda lg, t, thr: jax.nn.softmax(lg / t, axis=-1).max(axis=-1)),
-        G.USES_VALUES,
-        [],
-        [],
-    ),
+    "ignored threshold": (jitted(no_threshold), USES, [], []),
     "jit off around": (lambda: jit_off_around, G.JITTED, [], []),
-    "no max shift": (jitted(unshifted_softmax), G.USES_VALUES, ["largest logit 3"], ["overflows"]),
-    "> for >=": (jitted(strictly_above), G.USES_VALUES, ["threshold=1.0000", "= 0"], [">="]),
+    "no max shift": (jitted(unshifted_softmax), USES, ["largest logit 3"], ["overflows"]),
+    "> for >=": (jitted(strictly_above), USES, ["threshold=1.0000", "= 0"], [">="]),
 }
+# fmt: on
 
 
 @pytest.mark.parametrize("wrong", WRONG)

@@ -207,19 +207,13 @@ def cached_by_identity(step):
     return fit
 
 
+BY_NAME = with_step(_loop, lambda: jax.jit(_update, static_argnames="weight_decay"))
+BY_NUMBER = with_step(_loop, lambda: jax.jit(_update, static_argnums=3))
+# fmt: off
 WRONG = {  # answer: (the check it fails, words in expected + seen, words in hint)
-    "static by name": (
-        with_step(_loop, lambda: jax.jit(_update, static_argnames="weight_decay")),
-        G.STEP_ONCE,
-        ["3 compilation", "only weight_decay changed"],
-        ["weight_decay"],
-    ),
-    "static by number": (
-        with_step(_loop, lambda: jax.jit(_update, static_argnums=3)),
-        G.STEP_ONCE,
-        ["only weight_decay changed"],
-        [],
-    ),
+    "static by name": (BY_NAME, G.STEP_ONCE, ["3 compilation", "only weight_decay changed"],
+                       ["weight_decay"]),
+    "static by number": (BY_NUMBER, G.STEP_ONCE, ["only weight_decay changed"], []),
     "unjitted step": (lambda: (_update, _loop(_update)), G.STEP_JITTED, [], []),
     "no decay": (with_step(_loop, jitted_step(no_decay)), G.STEP_LOSS, [], []),
     "loss after the update": (with_step(_loop, jitted_step(late_loss)), G.STEP_LOSS, [], []),
@@ -228,25 +222,14 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
     "partial per fit": (with_step(partial_per_fit), G.FIT_CALLS, [], []),
     "numpy + decoy": (with_step(numpy_with_a_decoy), G.FIT_CALLS, ["1 call(s) of sgd_step"], []),
     "decoys per batch": (with_step(decoys_per_batch), G.FIT_FROM_STEP, [], []),
-    "params not threaded": (
-        with_step(params_not_threaded),
-        G.FIT_THREADS,
-        ["previous step's new params"],
-        [],
-    ),
-    "frozen decay": (
-        with_step(decay_frozen_at_first_fit),
-        G.FIT_THREADS,
-        ["weight_decay="],
-        ["stale"],
-    ),
-    "cached by id()": (
-        with_step(cached_by_identity),
-        G.FIT_CALLS,
-        ["fit number 4", "0 call(s) of sgd_step"],
-        [],
-    ),
+    "params not threaded": (with_step(params_not_threaded), G.FIT_THREADS,
+                            ["previous step's new params"], []),
+    "frozen decay": (with_step(decay_frozen_at_first_fit), G.FIT_THREADS, ["weight_decay="],
+                     ["stale"]),
+    "cached by id()": (with_step(cached_by_identity), G.FIT_CALLS,
+                       ["fit number 4", "0 call(s) of sgd_step"], []),
 }
+# fmt: on
 
 
 @pytest.mark.parametrize("wrong", WRONG)
