@@ -17,14 +17,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jitlab.grading.calls import (
-    Call,
-    Recorder,
-    copy_leaf,
-    missed_calls,
-    recording,
-    same_content,
-)
+from jitlab.grading.calls import Call, Recorder, copy_leaf, missed_calls, recording, same_content
 from jitlab.grading.checks import (
     JIT_OFF_HINT,
     call_learner,
@@ -93,13 +86,8 @@ def host_callbacks(fn: Any, *args: Any) -> list[str]:
 def recompiled_by(
     fn: Callable[..., Any], base: Sequence[Any], variants: Mapping[str, Sequence[Any]]
 ) -> list[str]:
-    """The arguments whose new value alone compiled ``fn`` again.
-
-    ``base`` and each variant are argument lists of values never used before; each
-    variant differs from ``base`` in the one argument it is named after. Graders find
-    a static argument this way, by their own calls, because JAX's explanation of a
-    changed static value reads "cache miss explanation unavailable".
-    """
+    """The arguments whose new value alone compiled ``fn`` again: each variant of the
+    argument list ``base`` differs from it in the one argument it is named after."""
     try:
         fn(*base)
         causes = []
@@ -115,13 +103,10 @@ def recompiled_by(
 
 @dataclasses.dataclass
 class Run:
-    """The wrapper's calls during one counted, recorded block.
-
-    ``outputs[i]`` is what call ``i`` of the wrapper returned, ``calls[i]`` the kernel
-    calls it dispatched, ``compiled[i]`` the compilations it caused; ``copies[i]`` is a
-    copy of its arguments taken just before it ran, ``given[i]`` the caller's own objects
-    (which a loader that reuses them may refill later).
-    """
+    """The wrapper's calls during one counted, recorded block: for call ``i``, the
+    caller's objects ``given[i]`` (a loader may refill them later), a copy ``copies[i]``
+    taken just before it, what it returned, the kernel calls it dispatched, the
+    compilations it caused and whether it changed its arguments' content."""
 
     recorder: Recorder
     count: CompileCount
@@ -131,11 +116,9 @@ class Run:
     calls: list[list[Call]] = dataclasses.field(default_factory=list)
     compiled: list[int] = dataclasses.field(default_factory=list)
     changed: list[bool] = dataclasses.field(default_factory=list)
-    """Whether call ``i`` changed its arguments' content (compared right after it)."""
 
     @property
-    def kernel_calls(self) -> list[Call]:
-        """Every dispatch of the kernel, in order."""
+    def kernel_calls(self) -> list[Call]:  # every dispatch of the kernel, in order
         return self.recorder.calls
 
 

@@ -28,7 +28,7 @@ from jitlab.graders import (
 from jitlab.grading import GradingFailure
 from jitlab.grading.checks import JIT_ON
 from jitlab.grading.kernel import JIT_ON as JIT_ON_IN_WRAPPER
-from jitlab.grading.kernel import NO_CALLBACKS, UNCHANGED, KernelExercise
+from jitlab.grading.kernel import JITTED, NO_CALLBACKS, UNCHANGED, KernelExercise
 
 # These two run their learner's code elsewhere (eight simulated devices from the start,
 # two worker processes): their own files load it and test these cheats there.
@@ -46,6 +46,11 @@ KERNELS: dict[str, tuple[KernelExercise, str]] = {
 }
 
 
+def loaded(slug: str, learner_copy: bool = False) -> dict:
+    """The names of the exercise's cells that its grader cells need (no slow demos)."""
+    return namespace(slug, learner_copy=learner_copy, graders_only=True)
+
+
 def grade(slug: str, names: dict, *, around: Any = contextlib.nullcontext) -> GradingFailure:
     """Run the exercise's first grader cell on ``names``; return its failure."""
     with pytest.raises(GradingFailure) as failure, around():
@@ -58,14 +63,14 @@ def grade(slug: str, names: dict, *, around: Any = contextlib.nullcontext) -> Gr
 
 @pytest.mark.parametrize("slug", EXERCISES)
 def test_the_untouched_learner_copy_fails_as_not_solved(slug):
-    failure = grade(slug, namespace(slug, learner_copy=True))
+    failure = grade(slug, loaded(slug, learner_copy=True))
     assert "not solved yet" in failure.seen, failure
     assert f"`jitlab hint {slug}`" in failure.hint
 
 
 @pytest.mark.parametrize("slug", EXERCISES)
 def test_jit_switched_off_by_the_config_fails(slug):
-    names = namespace(slug)
+    names = loaded(slug)
     jax.config.update("jax_disable_jit", True)
     try:
         failure = grade(slug, names)
@@ -76,7 +81,7 @@ def test_jit_switched_off_by_the_config_fails(slug):
 
 @pytest.mark.parametrize("slug", EXERCISES)
 def test_jit_switched_off_around_the_grader_fails(slug):
-    failure = grade(slug, namespace(slug), around=jax.disable_jit)
+    failure = grade(slug, loaded(slug), around=jax.disable_jit)
     assert failure.check == JIT_ON and "switched off" in failure.seen
 
 
@@ -85,7 +90,7 @@ def test_jit_switched_off_around_the_grader_fails(slug):
 
 def cheating(slug: str, cheat: Callable[[Callable[..., Any]], Callable[..., Any]]) -> dict:
     """The solution's names, with the wrapper replaced by ``cheat(wrapper)``."""
-    names = namespace(slug)
+    names = loaded(slug)
     wrapper = KERNELS[slug][0].wrapper
     names[wrapper] = cheat(names[wrapper])
     return names
@@ -148,8 +153,8 @@ def test_a_separately_jitted_copy_of_the_kernel_fails(slug):
     """The wrapper of a second run of the cells calls that run's kernel: a jitted
     function with the same name and code, but not the kernel the grader is given."""
     declared, check = KERNELS[slug]
-    names = namespace(slug)
-    names[declared.wrapper] = namespace(slug)[declared.wrapper]
+    names = loaded(slug)
+    names[declared.wrapper] = loaded(slug)[declared.wrapper]
     failure = grade(slug, names)
     assert failure.check == check, failure
 
@@ -163,7 +168,7 @@ CHECKS_CALLBACKS = {"shapes": shapes.RMS, "dtypes": dtypes.SCORE}
 @pytest.mark.parametrize("slug", MANY_CALLS)
 def test_one_decoy_call_then_a_copy_of_the_kernel_fails(slug):
     declared, check = KERNELS[slug]
-    names, elsewhere = namespace(slug), namespace(slug)[declared.wrapper]
+    names, elsewhere = loaded(slug), loaded(slug)[declared.wrapper]
     real, calls = names[declared.wrapper], []
 
     def decoy(*args, **kwargs):
@@ -177,7 +182,7 @@ def test_one_decoy_call_then_a_copy_of_the_kernel_fails(slug):
 @pytest.mark.parametrize("slug", CHECKS_CALLBACKS)
 def test_a_kernel_that_computes_in_a_host_callback_fails(slug):
     declared = CHECKS_CALLBACKS[slug]
-    names = namespace(slug)
+    names = loaded(slug)
     inner = names[declared.kernel]
 
     def on_the_host(*args):
@@ -185,3 +190,26 @@ def test_a_kernel_that_computes_in_a_host_callback_fails(slug):
 
     names[declared.kernel] = jax.jit(on_the_host)
     assert grade(slug, names).check == declared.name(NO_CALLBACKS)
+
+
+class LooksJitted:
+    """Calls the real kernel and has jit's methods, but is not what jax.jit returns."""
+
+    def __init__(self, real):
+        self.real, self.lower, self.trace, self.clear_cache = (
+            real,
+            real.lower,
+            real.trace,
+            real.clear_cache,
+        )
+
+    def __call__(self, *args, **kwargs):
+        return self.real(*args, **kwargs)
+
+
+@pytest.mark.parametrize("slug", KERNELS)
+def test_a_look_alike_of_a_jitted_kernel_fails(slug):
+    declared = KERNELS[slug][0]
+    names = loaded(slug)
+    names[declared.kernel] = LooksJitted(names[declared.kernel])
+    assert grade(slug, names).check == declared.name(JITTED)

@@ -157,22 +157,6 @@ def normalises_in_place(batch_loss):
     return loss
 
 
-class LooksJitted:
-    def __init__(self, body):
-        self.real = make_batch_loss(body)
-
-    def __call__(self, params, batch):
-        return self.real(params, batch)
-
-    def lower(self, *args):
-        raise NotImplementedError
-
-    trace = lower
-
-    def clear_cache(self):
-        pass
-
-
 def core(body=weighted):
     return lambda: make_batch_loss(body)
 
@@ -180,8 +164,8 @@ def core(body=weighted):
 same = make_loss
 WRONG = {
     # name: (makes the core, makes the loss around it, the failing check, words in the
-    # verdict); a decoy, NumPy outside jit and jit switched off in the wrapper are in
-    # test_generic_cheats.py
+    # verdict); a decoy, NumPy outside jit, a look-alike of jit and jit switched off in
+    # the wrapper are in test_generic_cheats.py
     "batch passed through": (
         core(handles_weights_inside),
         lambda c: lambda params, batch: c(params, batch),
@@ -244,7 +228,6 @@ WRONG = {
         "",
     ),
     "batch_loss not jitted": (lambda: weighted, same, "compiled with jax.jit", ""),
-    "a look-alike of jit": (lambda: LooksJitted(weighted), same, "compiled with jax.jit", ""),
     "weights filled with zeros": (
         core(),
         filled(lambda b: np.zeros_like(b["y"])),
