@@ -12,7 +12,7 @@ from exercise_cells import namespace
 
 from jitlab.course import load_course
 from jitlab.graders import functions_as_arguments
-from jitlab.grading import GradingFailure, recording
+from jitlab.grading import GradingFailure
 
 LEARNING_RATE = functions_as_arguments.LEARNING_RATE
 
@@ -239,14 +239,6 @@ def test_wrong_answer_is_rejected_and_named(wrong):
     assert failure.check == check, failure
     assert all(words in failure.expected + failure.seen for words in seen), failure
     assert all(words in failure.hint for words in hint), failure
-
-
-def test_the_watch_puts_every_name_back():
-    step = fresh_step()
-    fit = _loop(step)
-    with recording(fit, step) as proxy:
-        assert fit.__closure__[0].cell_contents is proxy
-    assert fit.__closure__[0].cell_contents is step
 
 
 # --- the reference itself ---------------------------------------------------------------
