@@ -1,4 +1,4 @@
-"""The grader of exercise 07 passes the solution and rejects plausible wrong answers."""
+"""The functions_as_arguments grader passes right answers and rejects plausible wrong ones."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from exercise_cells import namespace
+from exercise_cells import exercise, namespace
 
-from jitlab.course import load_course
 from jitlab.graders import functions_as_arguments
 from jitlab.grading import GradingFailure
 
@@ -259,7 +258,7 @@ def test_reference_matches_the_jax_model():
     np.testing.assert_allclose(value, want_value, rtol=1e-5)
 
 
-@pytest.mark.parametrize("folder", ["exercises", "solutions"])
-def test_learning_rate_matches_the_exercise(folder):
-    source = (load_course().root / folder / "07_functions_as_arguments.py").read_text("utf-8")
+@pytest.mark.parametrize("copy", ["learner_copy", "source"])
+def test_learning_rate_matches_the_exercise(copy):
+    source = getattr(exercise("functions_as_arguments"), copy).read_text("utf-8")
     assert f"\nLEARNING_RATE = {LEARNING_RATE}\n" in source
