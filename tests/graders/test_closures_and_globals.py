@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -68,9 +66,11 @@ def test_passes_twice_with_one_function():
 # --- wrong answers ----------------------------------------------------------------------
 
 
-def test_rejects_stale_global_set_by_a_wrapper():
-    global TEMPERATURE, THRESHOLD
+def jitted(body, **options):
+    return lambda: jax.jit(body, **options)
 
+
+def stale_global_set_by_a_wrapper():
     # Plausible: "update the setting, then call the jitted function that reads it".
     @jax.jit
     def scored_from_globals(logits):
@@ -81,133 +81,116 @@ def test_rejects_stale_global_set_by_a_wrapper():
         TEMPERATURE, THRESHOLD = temperature, threshold
         return scored_from_globals(logits)
 
-    try:
-        found = failure(confident_probs)
-    finally:
-        TEMPERATURE, THRESHOLD = 1.0, 0.5  # restore the module's globals
-    assert found.check == G.USES_VALUES
-    assert "call 2 returned the result for temperature" in found.seen
-    assert "(call 1's)" in found.seen and "stale result" in found.seen
-    assert "global" in found.hint and "mask" not in found.hint
+    return confident_probs
 
 
-def test_rejects_jitted_function_that_still_reads_the_globals():
-    @jax.jit
-    def confident_probs(logits, temperature, threshold):
-        return _score(logits, TEMPERATURE, THRESHOLD)  # arguments ignored
-
-    found = failure(confident_probs)
-    assert found.check == G.USES_VALUES
-    assert "the module's TEMPERATURE" in found.seen
-    assert "the module's THRESHOLD" in found.seen
-    assert "arguments" in found.hint
-
-
-def test_names_the_one_argument_that_was_ignored():
-    @jax.jit
-    def confident_probs(logits, temperature, threshold):
-        return _score(logits, temperature, THRESHOLD)  # the threshold argument ignored
-
-    found = failure(confident_probs)
-    assert found.check == G.USES_VALUES
-    assert "threshold 0.5000 (the module's THRESHOLD)" in found.seen
-    assert "temperature" not in found.seen.split("returned the result for")[1]
-
-
-def test_rejects_static_float_settings():
-    @partial(jax.jit, static_argnames=("temperature", "threshold"))
-    def confident_probs(logits, temperature, threshold):
-        return _score(logits, temperature, threshold)
-
-    found = failure(confident_probs)
-    assert found.check == G.ONCE
-    assert found.seen.startswith(f"{G.CHANGES} compilation(s)")
-    assert "a new temperature and threshold alone compiled again" in found.seen
-
-
-def test_rejects_static_threshold_only_and_names_it():
-    @partial(jax.jit, static_argnums=2)
-    def confident_probs(logits, temperature, threshold):
-        return _score(logits, temperature, threshold)
-
-    found = failure(confident_probs)
-    assert found.check == G.ONCE
-    assert "a new threshold alone compiled again" in found.seen
-    assert found.hint.startswith("threshold changes on every call")
-
-
-def test_rejects_a_rounded_temperature():
-    """Rounding the temperature to one decimal 'to save compilations' shows in the numbers:
-    one setting is always within 2% of the one before it."""
-
-    @jax.jit
-    def confident_probs(logits, temperature, threshold):
-        return _score(logits, jnp.round(temperature, 1), threshold)
-
-    assert failure(confident_probs).check == G.USES_VALUES
-
-
-def test_rejects_work_outside_jit():
-    def confident_probs(logits, temperature, threshold):
-        z = logits / temperature
-        probs = np.exp(z - z.max(axis=-1, keepdims=True))
-        top = (probs / probs.sum(axis=-1, keepdims=True)).max(axis=-1)
-        return np.where(top >= threshold, top, 0.0)
-
-    assert failure(confident_probs).check == G.JITTED
-
-
-def test_rejects_wrapper_around_a_jitted_helper():
-    @jax.jit
-    def scored(scaled_logits, threshold):
-        return _score(scaled_logits, 1.0, threshold)
-
-    def confident_probs(logits, temperature, threshold):
-        return scored(logits / temperature, threshold)  # the division runs outside jit
-
-    assert failure(confident_probs).check == G.JITTED
-
-
-def test_rejects_numpy_with_a_decoy_jitted_call():
+def numpy_with_a_decoy():
     decoy = good()
 
     def confident_probs(logits, temperature, threshold):
         decoy(logits, 1.0, 0.5)
         return G._reference(np.asarray(logits), temperature, threshold)
 
-    assert failure(confident_probs).check == G.JITTED
+    return confident_probs
 
 
-def test_rejects_numpy_through_a_host_callback():
-    @jax.jit
-    def confident_probs(logits, temperature, threshold):
-        def numpy_score(lg, t, thr):
-            return G._reference(np.asarray(lg), float(t), float(thr)).astype(np.float32)
+def host_callback(logits, temperature, threshold):
+    def numpy_score(lg, t, thr):
+        return G._reference(np.asarray(lg), float(t), float(thr)).astype(np.float32)
 
-        shape = jax.ShapeDtypeStruct(logits.shape[:1], jnp.float32)
-        return jax.pure_callback(numpy_score, shape, logits, temperature, threshold)
-
-    found = failure(confident_probs)
-    assert found.check == G.INSIDE
-    assert "pure_callback" in found.seen
+    shape = jax.ShapeDtypeStruct(logits.shape[:1], jnp.float32)
+    return jax.pure_callback(numpy_score, shape, logits, temperature, threshold)
 
 
-def test_rejects_ignored_threshold():
-    @jax.jit
-    def confident_probs(logits, temperature, threshold):
-        return jax.nn.softmax(logits / temperature, axis=-1).max(axis=-1)
-
-    assert failure(confident_probs).check == G.USES_VALUES
+def jit_off_around(logits, temperature, threshold):
+    with jax.disable_jit():
+        return good()(logits, temperature, threshold)
 
 
-def test_rejects_jit_switched_off_around_the_learners_call():
-    inner = good()
+def unshifted_softmax(logits, temperature, threshold):
+    e = jnp.exp(logits / temperature)  # overflows to inf past a logit of about 88 * T
+    top = (e / e.sum(axis=-1, keepdims=True)).max(axis=-1)
+    return jnp.where(top >= threshold, top, 0.0)
 
-    def confident_probs(logits, temperature, threshold):
-        with jax.disable_jit():
-            return inner(logits, temperature, threshold)
 
-    assert failure(confident_probs).check == G.JITTED
+def strictly_above(logits, temperature, threshold):
+    top = jax.nn.softmax(logits / temperature, axis=-1).max(axis=-1)
+    return jnp.where(top > threshold, top, 0.0)
+
+
+def wrapped_helper():
+    scored = jax.jit(lambda scaled, threshold: _score(scaled, 1.0, threshold))
+    return lambda logits, t, threshold: scored(logits / t, threshold)  # divides outside jit
+
+
+def numpy_score(logits, temperature, threshold):
+    z = logits / temperature
+    probs = np.exp(z - z.max(axis=-1, keepdims=True))
+    top = (probs / probs.sum(axis=-1, keepdims=True)).max(axis=-1)
+    return np.where(top >= threshold, top, 0.0)
+
+
+def reads_globals(logits, temperature, threshold):
+    return _score(logits, TEMPERATURE, THRESHOLD)  # the arguments ignored
+
+
+def reads_the_threshold_global(logits, temperature, threshold):
+    return _score(logits, temperature, THRESHOLD)
+
+
+def rounded(logits, temperature, threshold):
+    return _score(logits, jnp.round(temperature, 1), threshold)
+
+
+def no_threshold(logits, temperature, threshold):
+    return jax.nn.softmax(logits / temperature, axis=-1).max(axis=-1)
+
+
+STATIC_BOTH = jitted(_score, static_argnames=("temperature", "threshold"))
+USES, STALE = G.USES_VALUES, ["call 2 returned the result for temperature", "(call 1's)", "stale"]
+# fmt: off
+WRONG = {  # answer: (the check it fails, words in expected + seen, words in hint)
+    "wrapper sets globals": (stale_global_set_by_a_wrapper, USES, STALE, ["global"]),
+    "reads the globals": (jitted(reads_globals), USES,
+                          ["the module's TEMPERATURE", "the module's THRESHOLD"], ["arguments"]),
+    "ignores threshold only": (jitted(reads_the_threshold_global), USES,
+                               ["threshold 0.5000 (the module's THRESHOLD)"], []),
+    "static floats": (STATIC_BOTH, G.ONCE, [f"{G.CHANGES} compilation(s)",
+                      "a new temperature and threshold alone compiled again"], []),
+    "static threshold": (jitted(_score, static_argnums=2), G.ONCE,
+                         ["a new threshold alone compiled again"], ["threshold changes on every"]),
+    "rounded temperature": (jitted(rounded), USES, [], []),
+    "numpy": (lambda: numpy_score, G.JITTED, [], []),
+    "wrapped helper": (wrapped_helper, G.JITTED, [], []),
+    "numpy + decoy": (numpy_with_a_decoy, G.JITTED, [], []),
+    "host callback": (jitted(host_callback), G.INSIDE, ["pure_callback"], []),
+    "ignored threshold": (jitted(no_threshold), USES, [], []),
+    "jit off around": (lambda: jit_off_around, G.JITTED, [], []),
+    "no max shift": (jitted(unshifted_softmax), USES, ["largest logit 3"], ["overflows"]),
+    "> for >=": (jitted(strictly_above), USES, ["threshold=1.0000", "= 0"], [">="]),
+}
+# fmt: on
+
+
+@pytest.mark.parametrize("wrong", WRONG)
+def test_wrong_answer_is_rejected_and_named(wrong):
+    make, check, seen, hint = WRONG[wrong]
+    try:
+        found = failure(make())
+    finally:
+        globals().update(TEMPERATURE=1.0, THRESHOLD=0.5)  # restore the module's globals
+    assert found.check == check, found
+    assert all(words in found.expected + found.seen for words in seen), found
+    assert all(words in found.hint for words in hint), found
+
+
+@pytest.mark.parametrize("seed", [31, 32, 33])
+@pytest.mark.parametrize("wrong", ["no max shift", "> for >=", "rounded temperature"])
+def test_drawn_on_purpose_every_run(wrong, seed, monkeypatch):
+    monkeypatch.setattr(G, "fresh_rng", lambda: np.random.default_rng(seed))
+    make, check, _, hint = WRONG[wrong]
+    found = failure(make())
+    assert found.check == check and all(words in found.hint for words in hint), found
 
 
 # --- the drawn settings -----------------------------------------------------------------
@@ -215,14 +198,17 @@ def test_rejects_jit_switched_off_around_the_learners_call():
 
 def test_settings_are_fresh_and_distinct():
     rng = np.random.default_rng(0)
-    logits = rng.normal(size=(50, 5)).astype(np.float32)
-    settings = G._draw_settings(rng, logits)
+    logits, ordinary = G._logits(rng)
+    settings = G._draw_settings(rng, logits, ordinary)
     temperatures = [t for t, _ in settings]
     assert len(settings) == G.CHANGES
     assert len(set(temperatures)) == len(temperatures)
     near = temperatures[G.NEAR] / temperatures[G.NEAR - 1]
     assert 0.97 < near < 1.03 and near != 1.0  # one temperature within 2% of the last
-    for temperature, threshold in settings:
-        top = G._reference(logits, temperature, 0.0)
+    for temperature, threshold in settings[:-1]:
+        top = G._reference(logits, temperature, 0.0)[ordinary]
         assert np.min(np.abs(top - threshold)) > G.MARGIN
         assert 0 < np.count_nonzero(top >= threshold) < len(top)
+    temperature, threshold = settings[-1]
+    top = np.asarray(jax.nn.softmax(logits / temperature, axis=-1).max(axis=-1))
+    assert threshold == 1.0 and np.all(top[~ordinary] == 1.0) and top[ordinary].max() < 0.99

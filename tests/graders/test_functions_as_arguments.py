@@ -1,4 +1,4 @@
-"""The grader of exercise 07 passes the solution and rejects plausible wrong answers."""
+"""The functions_as_arguments grader passes right answers and rejects plausible wrong ones."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from exercise_cells import namespace
+from exercise_cells import exercise, namespace
 
-from jitlab.course import load_course
 from jitlab.graders import functions_as_arguments
-from jitlab.grading import GradingFailure, recording
+from jitlab.grading import GradingFailure
 
 LEARNING_RATE = functions_as_arguments.LEARNING_RATE
 
@@ -96,55 +95,35 @@ def test_a_jitted_fit_that_traces_the_step_passes():
     G.grade(step, jax.jit(_loop(step)))
 
 
-# --- wrong answers: sgd_step ------------------------------------------------------------
+# --- wrong answers -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "static", [{"static_argnames": "weight_decay"}, {"static_argnums": 3}], ids=["name", "num"]
-)
-def test_static_weight_decay_is_rejected(static):
-    """One executable per weight_decay value."""
-    static_step = jax.jit(_update, **static)
-    failure = grade_failure(static_step, _loop(static_step))
-    assert failure.check == G.STEP_ONCE
-    assert failure.seen.startswith("3 compilation")
-    assert "only weight_decay changed" in failure.seen
-    assert "weight_decay" in failure.hint
+def with_step(make_fit, step=None):
+    """(step, fit) with a fresh step, and ``make_fit(step)`` as fit."""
+
+    def build():
+        chosen = step() if step else fresh_step()
+        return chosen, make_fit(chosen)
+
+    return build
 
 
-def test_unjitted_step_is_rejected():
-    """Work moved outside jit: no compilation to count, but not what was asked."""
-    failure = grade_failure(_update, _loop(_update))
-    assert failure.check == G.STEP_JITTED
+def jitted_step(body):
+    return lambda: jax.jit(body)
 
 
-def test_weight_decay_left_out_is_rejected():
-    """Wrong numbers: the penalty is forgotten in the step."""
-
-    @jax.jit
-    def no_decay_step(params, x, y, weight_decay):
-        return _update(params, x, y, 0.0)
-
-    assert grade_failure(no_decay_step, _loop(no_decay_step)).check == G.STEP_LOSS
+def no_decay(params, x, y, weight_decay):
+    return _update(params, x, y, 0.0)
 
 
-def test_loss_after_the_update_is_rejected():
-    """Wrong numbers: the loss reported is the one after the step, not before."""
-
-    @jax.jit
-    def late_loss_step(params, x, y, weight_decay):
-        new_params, _ = _update(params, x, y, weight_decay)
-        return new_params, loss(new_params, x, y, weight_decay)
-
-    assert grade_failure(late_loss_step, _loop(late_loss_step)).check == G.STEP_LOSS
+def late_loss(params, x, y, weight_decay):
+    new_params, _ = _update(params, x, y, weight_decay)
+    return new_params, loss(new_params, x, y, weight_decay)
 
 
-# --- wrong answers: fit -----------------------------------------------------------------
-
-
-def test_lambda_per_batch_is_rejected():
-    """The inherited code: a new lambda, value_and_grad and jit for every batch; it never
-    calls the learner's step."""
+def lambda_per_batch(step):
+    """The inherited code: a new lambda, value_and_grad and jit per batch; the step is
+    never called."""
 
     def slow_fit(params, batches, weight_decay):
         losses = []
@@ -155,114 +134,68 @@ def test_lambda_per_batch_is_rejected():
             losses.append(value)
         return params, jnp.stack(losses)
 
-    failure = grade_failure(fresh_step(), slow_fit)
-    assert failure.check == G.FIT_CALLS
-    assert failure.seen == "0 call(s) of sgd_step"
+    return slow_fit
 
 
-def test_a_new_jitted_function_per_fit_is_rejected():
-    """Calls the step as asked, but jits a fresh lambda on every fit."""
-    step = fresh_step()
+def new_jit_per_fit(step):
+    inner = _loop(step)
 
     def fit(params, batches, weight_decay):
-        losses = []
-        for x, y in batches:
-            params, value = step(params, x, y, weight_decay)
-            losses.append(value)
-        return params, jax.jit(lambda values: jnp.stack(values))(losses)
+        params, losses = inner(params, batches, weight_decay)
+        return params, jax.jit(lambda values: values * 1.0)(losses)
 
-    failure = grade_failure(step, fit)
-    assert failure.check == G.FIT_NOTHING
-    assert "in fit number 2" in failure.seen
+    return fit
 
 
-def test_fresh_partial_per_call_is_rejected():
-    """Binding weight_decay with functools.partial inside fit, then jitting."""
+def partial_per_fit(step):
+    def fit(params, batches, weight_decay):
+        bound = jax.jit(functools.partial(_update, weight_decay=weight_decay))
+        return _loop(lambda p, x, y, _: bound(p, x, y))(params, batches, weight_decay)
 
-    def partial_fit(params, batches, weight_decay):
-        step = jax.jit(functools.partial(_update, weight_decay=weight_decay))
-        losses = []
-        for x, y in batches:
-            params, value = step(params, x, y)
-            losses.append(value)
-        return params, jnp.stack(losses)
-
-    assert grade_failure(fresh_step(), partial_fit).check == G.FIT_CALLS
+    return fit
 
 
-def test_numpy_loop_with_one_decoy_call_is_rejected():
-    step = fresh_step()
-
+def numpy_with_a_decoy(step):
     def fit(params, batches, weight_decay):
         step(params, *batches[0], weight_decay)  # the decoy
-        w = np.asarray(params["w"], np.float64)
-        b = float(params["b"])
-        numpy_batches = [(np.asarray(x, np.float64), np.asarray(y, np.float64)) for x, y in batches]
+        numpy_batches = [(np.asarray(x, float), np.asarray(y, float)) for x, y in batches]
+        w, b = np.asarray(params["w"], float), float(params["b"])
         w, b, losses = G._reference_fit(w, b, numpy_batches, weight_decay)
         return {"w": w, "b": b}, losses
 
-    failure = grade_failure(step, fit)
-    assert failure.check == G.FIT_CALLS
-    assert failure.seen == "1 call(s) of sgd_step"
+    return fit
 
 
-def test_decoy_calls_per_batch_with_numpy_results_are_rejected():
-    step = fresh_step()
-
+def decoys_per_batch(step):
     def fit(params, batches, weight_decay):
-        w = np.asarray(params["w"], np.float64)
-        b = float(params["b"])
-        losses = []
+        w, b, losses = np.asarray(params["w"], float), float(params["b"]), []
         for x, y in batches:
             params, _ = step(params, x, y, weight_decay)  # called, then ignored
             w, b, value = G._reference_step(
-                w, b, np.asarray(x, np.float64), np.asarray(y, np.float64), weight_decay
+                w, b, np.asarray(x, float), np.asarray(y, float), weight_decay
             )
             losses.append(value)
         return {"w": w, "b": b}, np.array(losses)
 
-    assert grade_failure(step, fit).check == G.FIT_FROM_STEP
+    return fit
 
 
-def test_params_not_threaded_through_the_loop_are_rejected():
-    step = fresh_step()
-
+def params_not_threaded(step):
     def fit(params, batches, weight_decay):
-        losses = []
-        new = params
-        for x, y in batches:
-            new, value = step(params, x, y, weight_decay)  # always the initial params
-            losses.append(value)
-        return new, jnp.stack(losses)
+        results = [step(params, x, y, weight_decay) for x, y in batches]  # always params
+        return results[-1][0], jnp.stack([value for _, value in results])
 
-    failure = grade_failure(step, fit)
-    assert failure.check == G.FIT_THREADS
-    assert "previous step's new params" in failure.seen
+    return fit
 
 
-def test_weight_decay_frozen_at_first_call_is_rejected():
-    """Calls the step, compiles once, but passes the first fit's weight_decay forever."""
-    step = fresh_step()
+def decay_frozen_at_first_fit(step):
     frozen: dict[str, float] = {}
-
-    def fit(params, batches, weight_decay):
-        kept = frozen.setdefault("weight_decay", weight_decay)
-        losses = []
-        for x, y in batches:
-            params, value = step(params, x, y, kept)
-            losses.append(value)
-        return params, jnp.stack(losses)
-
-    failure = grade_failure(step, fit)
-    assert failure.check == G.FIT_THREADS
-    assert "weight_decay=" in failure.seen and "stale" in failure.hint
-
-
-def test_results_cached_by_the_identity_of_the_batches_are_rejected():
-    """The grader refills the previous fit's NumPy buffers in place for its last fit."""
-    step = fresh_step()
     inner = _loop(step)
-    cache: dict[tuple[int, ...], object] = {}
+    return lambda params, batches, wd: inner(params, batches, frozen.setdefault("wd", wd))
+
+
+def cached_by_identity(step):
+    inner, cache = _loop(step), {}
 
     def fit(params, batches, weight_decay):
         key = tuple(id(x) for x, _ in batches)
@@ -270,17 +203,41 @@ def test_results_cached_by_the_identity_of_the_batches_are_rejected():
             cache[key] = inner(params, batches, weight_decay)
         return cache[key]
 
-    failure = grade_failure(step, fit)
-    assert failure.check == G.FIT_CALLS
-    assert "fit number 4" in failure.expected and failure.seen == "0 call(s) of sgd_step"
+    return fit
 
 
-def test_the_watch_puts_every_name_back():
-    step = fresh_step()
-    fit = _loop(step)
-    with recording(fit, step) as proxy:
-        assert fit.__closure__[0].cell_contents is proxy
-    assert fit.__closure__[0].cell_contents is step
+BY_NAME = with_step(_loop, lambda: jax.jit(_update, static_argnames="weight_decay"))
+BY_NUMBER = with_step(_loop, lambda: jax.jit(_update, static_argnums=3))
+# fmt: off
+WRONG = {  # answer: (the check it fails, words in expected + seen, words in hint)
+    "static by name": (BY_NAME, G.STEP_ONCE, ["3 compilation", "only weight_decay changed"],
+                       ["weight_decay"]),
+    "static by number": (BY_NUMBER, G.STEP_ONCE, ["only weight_decay changed"], []),
+    "unjitted step": (lambda: (_update, _loop(_update)), G.STEP_JITTED, [], []),
+    "no decay": (with_step(_loop, jitted_step(no_decay)), G.STEP_LOSS, [], []),
+    "loss after the update": (with_step(_loop, jitted_step(late_loss)), G.STEP_LOSS, [], []),
+    "lambda per batch": (with_step(lambda_per_batch), G.FIT_CALLS, ["0 call(s) of sgd_step"], []),
+    "new jit per fit": (with_step(new_jit_per_fit), G.FIT_NOTHING, ["in fit number 2"], []),
+    "partial per fit": (with_step(partial_per_fit), G.FIT_CALLS, [], []),
+    "numpy + decoy": (with_step(numpy_with_a_decoy), G.FIT_CALLS, ["1 call(s) of sgd_step"], []),
+    "decoys per batch": (with_step(decoys_per_batch), G.FIT_FROM_STEP, [], []),
+    "params not threaded": (with_step(params_not_threaded), G.FIT_THREADS,
+                            ["previous step's new params"], []),
+    "frozen decay": (with_step(decay_frozen_at_first_fit), G.FIT_THREADS, ["weight_decay="],
+                     ["stale"]),
+    "cached by id()": (with_step(cached_by_identity), G.FIT_CALLS,
+                       ["fit number 4", "0 call(s) of sgd_step"], []),
+}
+# fmt: on
+
+
+@pytest.mark.parametrize("wrong", WRONG)
+def test_wrong_answer_is_rejected_and_named(wrong):
+    make, check, seen, hint = WRONG[wrong]
+    failure = grade_failure(*make())
+    assert failure.check == check, failure
+    assert all(words in failure.expected + failure.seen for words in seen), failure
+    assert all(words in failure.hint for words in hint), failure
 
 
 # --- the reference itself ---------------------------------------------------------------
@@ -301,7 +258,7 @@ def test_reference_matches_the_jax_model():
     np.testing.assert_allclose(value, want_value, rtol=1e-5)
 
 
-@pytest.mark.parametrize("folder", ["exercises", "solutions"])
-def test_learning_rate_matches_the_exercise(folder):
-    source = (load_course().root / folder / "07_functions_as_arguments.py").read_text("utf-8")
+@pytest.mark.parametrize("copy", ["learner_copy", "source"])
+def test_learning_rate_matches_the_exercise(copy):
+    source = getattr(exercise("functions_as_arguments"), copy).read_text("utf-8")
     assert f"\nLEARNING_RATE = {LEARNING_RATE}\n" in source

@@ -1,8 +1,8 @@
-"""The grader of exercise 03 passes right answers and rejects each kind of wrong one.
+"""The python_scalars grader passes right answers and rejects each kind of wrong one.
 
-Every test builds its own jitted functions, so no test depends on what another compiled.
-Each wrong answer is rejected by the check named in its ``match=``, on every run: the
-grader draws every kind of learning rate at least twice, and a repeated value always.
+Every answer builds its own jitted step, so no test depends on what another compiled.
+Each wrong answer fails the check in its row, with the key words of its verdict, on every
+run: the grader draws every kind of learning rate at least twice, and a repeated value.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def update(state, batch, lr):
 
 
 def make_step(**jit_options):
-    """A fresh, correct jitted step (a new object per test: a cold cache)."""
+    """A fresh, correct jitted step (a new object per answer: a cold cache)."""
 
     def sgd_step(state, batch, lr):
         return update(state, batch, lr)
@@ -45,20 +45,22 @@ def to_float32(value):
     return jnp.asarray(value, jnp.float32)
 
 
-def make_train(step_fn, convert=to_float32, init=good_init):
+def make_train(step_fn, convert=to_float32, init=good_init, batch_of=lambda batch: batch):
     def train(params, batches, schedule):
         state = init(params)
         for step, batch in enumerate(batches):
-            state = step_fn(state, batch, convert(schedule(step)))
+            state = step_fn(state, batch_of(batch), convert(schedule(step)))
         return state
 
     return train
 
 
-def grade_failure(init, sgd_step, train, match: str) -> GradingFailure:
-    with pytest.raises(GradingFailure, match=match) as info:
-        python_scalars.grade(init, sgd_step, train)
-    return info.value
+def reference(params, batches, schedule):
+    """The grader's private reference, reached the way a determined learner would."""
+    state = {"params": params, "avg_loss": 0.0}
+    for step, batch in enumerate(batches):
+        state = python_scalars._reference_step(state, batch, float(schedule(step)))
+    return state
 
 
 # ------------------------------------------------------------------ right answers
@@ -71,8 +73,7 @@ def test_solution_passes(capsys):
 
 
 def test_python_float_lr_and_numpy_init_pass():
-    # Every lr becomes a Python float (~float32[], one key); init starts from a NumPy
-    # float32, which is a strong float32[] like the step's output.
+    # Every lr a Python float (~float32[], one key); init from a NumPy float32 (strong).
     sgd_step = make_step()
 
     def init(params):
@@ -82,9 +83,9 @@ def test_python_float_lr_and_numpy_init_pass():
 
 
 def test_notebook_style_globals_keywords_and_a_jitted_init_pass():
-    # Written as a learner writes it in a notebook: train finds sgd_step as a global and
-    # calls it by keyword; init is itself jitted; lr becomes a NumPy float32.
-    namespace = {"jax": jax, "jnp": jnp, "np": np, "update": update}
+    # As in a notebook: train finds sgd_step as a global and calls it, and schedule, by
+    # keyword; init is itself jitted; lr becomes a NumPy float32.
+    names = {"jax": jax, "jnp": jnp, "np": np, "update": update}
     exec(
         "@jax.jit\n"
         "def sgd_step(state, batch, lr):\n"
@@ -95,331 +96,227 @@ def test_notebook_style_globals_keywords_and_a_jitted_init_pass():
         "def train(params, batches, schedule):\n"
         "    state = init(params)\n"
         "    for i in range(len(batches)):\n"
-        "        state = sgd_step(state=state, batch=batches[i], lr=np.float32(schedule(i)))\n"
+        "        lr = np.float32(schedule(step=i))\n"
+        "        state = sgd_step(state=state, batch=batches[i], lr=lr)\n"
         "    return state\n",
-        namespace,
+        names,
     )
-    python_scalars.grade(namespace["init"], namespace["sgd_step"], namespace["train"])
-    assert namespace["sgd_step"] is not None  # the grader put the real function back
-    assert type(namespace["sgd_step"]).__name__ != "Recorder"
+    python_scalars.grade(names["init"], names["sgd_step"], names["train"])
+    assert type(names["sgd_step"]).__name__ != "Recorder"  # the grader put it back
 
 
-# ------------------------------------------------------------- learning-rate types
+# ------------------------------------------------------------------ wrong answers
 
 
-def test_raw_scalars_compile_once_per_kind():
-    sgd_step = make_step()
-    failure = grade_failure(good_init, sgd_step, make_train(sgd_step, lambda v: v), "once")
-    assert failure.seen.startswith("3 compilations"), failure.seen
-    assert "lr: " in failure.seen  # the grader names the argument it saw change
-    assert "abstract values" in failure.hint and "~int32[]" in failure.hint
+def answer(convert=to_float32, init=good_init, step=None, **train_options):
+    """A factory of (init, sgd_step, train): a fresh step unless given, and train's
+    conversion of lr, its init and its batches as given."""
+
+    def build():
+        chosen = step() if step else make_step()
+        return init, chosen, make_train(chosen, convert, init, **train_options)
+
+    return build
 
 
-def test_asarray_without_dtype_keeps_ints_and_floats_apart():
-    sgd_step = make_step()
-    failure = grade_failure(good_init, sgd_step, make_train(sgd_step, jnp.asarray), "once")
-    assert "lr: " in failure.seen and "abstract values" in failure.hint
+def bfloat16(batch):
+    return tuple(a.astype(jnp.bfloat16) for a in batch)
 
 
-def test_converting_inside_jit_is_too_late():
-    @jax.jit
-    def sgd_step(state, batch, lr):
-        return update(state, batch, jnp.asarray(lr, jnp.float32))
-
-    failure = grade_failure(good_init, sgd_step, make_train(sgd_step, lambda v: v), "once")
-    assert "too late" in failure.hint
+def converted_inside(state, batch, lr):
+    return update(state, batch, jnp.asarray(lr, jnp.float32))
 
 
-def test_static_lr_compiles_once_per_value():
-    sgd_step = make_step(static_argnames="lr")
-    failure = grade_failure(good_init, sgd_step, make_train(sgd_step, float), "once")
-    assert int(failure.seen.split()[0]) > 3
-    assert "a new lr value" in failure.seen
-    assert "static" in failure.hint and "abstract values" not in failure.hint
-
-
-def test_integer_cast_gives_wrong_numbers():
-    sgd_step = make_step()
-    train = make_train(sgd_step, lambda v: jnp.asarray(v, jnp.int32))
-    failure = grade_failure(good_init, sgd_step, train, "final state matches")
-    assert "integer dtype" in failure.hint
-
-
-def test_clearing_the_cache_every_step_is_named():
-    sgd_step = make_step()
+def cleared_every_step():
+    step = make_step()
 
     def train(params, batches, schedule):
         state = good_init(params)
-        for step, batch in enumerate(batches):
-            sgd_step.clear_cache()  # "to be safe"
-            state = sgd_step(state, batch, to_float32(schedule(step)))
+        for i, batch in enumerate(batches):
+            step.clear_cache()  # "to be safe"
+            state = step(state, batch, to_float32(schedule(i)))
         return state
 
-    failure = grade_failure(good_init, sgd_step, train, "once")
-    assert "with an lr value seen before too" in failure.seen
-    assert "clear its cache" in failure.hint
+    return good_init, step, train
 
 
-def test_mixed_calling_style_is_named():
-    sgd_step = make_step()
+def mixed_calling_style():
+    step = make_step()
 
     def train(params, batches, schedule):
         state = good_init(params)
-        for step, batch in enumerate(batches):
-            lr = to_float32(schedule(step))
-            if step % 2:
-                state = sgd_step(state, batch, lr=lr)
-            else:
-                state = sgd_step(state, batch, lr)
+        for i, batch in enumerate(batches):
+            lr = to_float32(schedule(i))
+            state = step(state, batch, lr=lr) if i % 2 else step(state, batch, lr)
         return state
 
-    failure = grade_failure(good_init, sgd_step, train, "once")
-    assert "called as" in failure.seen and "one way" in failure.hint
+    return good_init, step, train
 
 
-# ------------------------------------------------------------------ init and state
+def init_of(avg_loss):
+    return answer(init=lambda params: {"params": params, "avg_loss": avg_loss})
 
 
-@pytest.mark.parametrize(
-    ("start", "seen"),
-    [
-        (0.0, "~float32[] from init"),
-        (jnp.asarray(0.0), "~float32[] from init"),
-        (0, "~int32[] from init"),
-    ],
-    ids=["python-float", "jnp-asarray", "python-int"],
-)
-def test_weak_init_is_caught_before_train(start, seen):
-    sgd_step = make_step()
-
-    def init(params):
-        return {"params": params, "avg_loss": start}
-
-    failure = grade_failure(init, sgd_step, make_train(sgd_step, init=init), "the types")
-    assert seen in failure.seen and "float32[] after one step" in failure.seen
-    assert "weak" in failure.hint
+def train_builds_a_weak_state():
+    step = make_step()
+    return good_init, step, make_train(step, init=lambda p: {"params": p, "avg_loss": 0.0})
 
 
-def test_other_dtype_in_init_is_caught():
-    sgd_step = make_step()
+def numpy_loop():
+    def train(params, batches, schedule):
+        return reference(params, batches, schedule)
 
-    def init(params):
-        return {"params": params, "avg_loss": jnp.zeros((), jnp.bfloat16)}
-
-    failure = grade_failure(init, sgd_step, make_train(sgd_step, init=init), "the types")
-    assert "bfloat16[] from init" in failure.seen
-    assert "weak" not in failure.hint and "dtype" in failure.hint
+    return good_init, make_step(), train
 
 
-def test_train_that_builds_its_own_weak_state_compiles_twice():
-    # init is right, but train does not use it: its own first state is weak.
-    sgd_step = make_step()
-    train = make_train(sgd_step, init=lambda params: {"params": params, "avg_loss": 0.0})
-    failure = grade_failure(good_init, sgd_step, train, "once")
-    assert failure.seen.startswith("2 compilations")
-    assert "state['avg_loss']: ~float32[] before, float32[] now" in failure.seen
-    assert "init" in failure.hint
-
-
-def test_init_with_a_none_slot_is_rejected():
-    sgd_step = make_step()
-
-    def init(params):
-        return {"params": params, "avg_loss": None}
-
-    failure = grade_failure(init, sgd_step, make_train(sgd_step, init=init), "zero average")
-    assert "None" in failure.seen
-
-
-def test_init_that_starts_elsewhere_is_rejected():
-    sgd_step = make_step()
-
-    def init(params):
-        return {"params": params, "avg_loss": jnp.ones((), jnp.float32)}
-
-    grade_failure(init, sgd_step, make_train(sgd_step, init=init), "zero average")
-
-
-# ------------------------------------------------------------- where the work runs
-
-
-def test_numpy_loop_that_never_calls_the_step_is_rejected():
-    sgd_step = make_step()
+def numpy_with_a_decoy():
+    step = make_step()
 
     def train(params, batches, schedule):
-        state = {k: np.asarray(v, np.float64) for k, v in params.items()}
-        avg = 0.0
-        for step, (x, y) in enumerate(batches):
-            x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-            residual = x @ state["w"] + state["b"] - y
-            lr = float(schedule(step))
-            avg = 0.9 * avg + 0.1 * float(np.mean(residual**2))
-            state = {
-                "w": state["w"] - lr * 2 * x.T @ residual / len(y),
-                "b": state["b"] - lr * 2 * residual.mean(),
-            }
-        return {"params": state, "avg_loss": avg}
+        step(good_init(params), batches[0], to_float32(schedule(0)))
+        return reference(params, batches, schedule)
 
-    failure = grade_failure(good_init, sgd_step, train, "once per batch")
-    assert failure.seen == "0 call(s) of sgd_step"
+    return good_init, step, train
 
 
-def test_numpy_path_with_one_decoy_call_is_rejected():
-    sgd_step = make_step()
+def reference_after_real_calls():
+    step = make_step()
+    real = make_train(step)
 
     def train(params, batches, schedule):
-        sgd_step(good_init(params), batches[0], to_float32(schedule(0)))  # the decoy
-        return python_scalars_reference(params, batches, schedule)
+        real(params, batches, schedule)  # every call made, the outputs thrown away
+        return reference(params, batches, schedule)
 
-    failure = grade_failure(good_init, sgd_step, train, "once per batch")
-    assert failure.seen == "1 call(s) of sgd_step"
-
-
-def python_scalars_reference(params, batches, schedule):
-    """The grader's private reference, reached the way a determined learner would."""
-    state = {"params": params, "avg_loss": 0.0}
-    for step, batch in enumerate(batches):
-        state = python_scalars._reference_step(state, batch, float(schedule(step)))
-    return state
+    return good_init, step, train
 
 
-def test_returning_the_reference_after_real_calls_is_rejected():
-    sgd_step = make_step()
-    real_train = make_train(sgd_step)
-
-    def train(params, batches, schedule):
-        real_train(params, batches, schedule)  # every call made, outputs thrown away
-        return python_scalars_reference(params, batches, schedule)
-
-    grade_failure(good_init, sgd_step, train, "returns the state sgd_step returned")
-
-
-def test_steps_fed_from_a_numpy_state_are_rejected():
-    # sgd_step is called once per batch, but each call gets a state the learner computed
-    # outside jit, not the state the previous call returned.
-    sgd_step = make_step()
+def fed_from_a_numpy_state():
+    step = make_step()
 
     def train(params, batches, schedule):
         state = good_init(params)
-        for step, batch in enumerate(batches):
-            sgd_step(state, batch, to_float32(schedule(step)))
-            numpy_state = python_scalars._reference_step(state, batch, float(schedule(step)))
+        for i, batch in enumerate(batches):
+            step(state, batch, to_float32(schedule(i)))
+            numpy_state = python_scalars._reference_step(state, batch, float(schedule(i)))
             state = jax.tree.map(lambda v: jnp.asarray(v, jnp.float32), numpy_state)
-        return sgd_step(state, batches[-1], to_float32(0.0))
+        return step(state, batches[-1], to_float32(0.0))
 
-    grade_failure(good_init, sgd_step, train, "once per batch")
-
-
-def test_a_new_jit_each_step_is_rejected():
-    sgd_step = make_step()
-
-    def train(params, batches, schedule):
-        state = good_init(params)
-        for step, batch in enumerate(batches):
-            state = jax.jit(update)(state, batch, to_float32(schedule(step)))
-        return state
-
-    grade_failure(good_init, sgd_step, train, "once per batch")
+    return good_init, step, train
 
 
-def test_the_step_called_only_inside_another_jit_is_rejected():
-    sgd_step = make_step()
+def new_jit_each_step():
+    return good_init, make_step(), make_train(lambda *a: jax.jit(update)(*a))
+
+
+def only_inside_another_jit():
+    step = make_step()
+    return good_init, step, make_train(lambda *a: jax.jit(lambda s, b, lr: step(s, b, lr))(*a))
+
+
+def batches_reversed():
+    step = make_step()
 
     def train(params, batches, schedule):
-        state = good_init(params)
-        for step, batch in enumerate(batches):
-            wrapped = jax.jit(lambda s, b, lr: sgd_step(s, b, lr))
-            state = wrapped(state, batch, to_float32(schedule(step)))
-        return state
+        return make_train(step)(params, batches[::-1], schedule)
 
-    failure = grade_failure(good_init, sgd_step, train, "once per batch")
-    assert "while another function was being traced" in failure.hint
+    return good_init, step, train
 
 
-def test_batches_out_of_order_are_rejected():
-    sgd_step = make_step()
+def edits_the_callers_params():
+    step = make_step()
+    real = make_train(step)
 
     def train(params, batches, schedule):
-        state = good_init(params)
-        for step, batch in enumerate(reversed(batches)):
-            state = sgd_step(state, batch, to_float32(schedule(step)))
-        return state
-
-    failure = grade_failure(good_init, sgd_step, train, "once per batch")
-    assert "another batch" in failure.seen
-
-
-def test_train_that_edits_the_callers_params_is_rejected():
-    sgd_step = make_step()
-    real_train = make_train(sgd_step)
-
-    def train(params, batches, schedule):
-        state = real_train(params, batches, schedule)
+        state = real(params, batches, schedule)
         params.update(state["params"])  # "keep the caller up to date"
         return state
 
-    grade_failure(good_init, sgd_step, train, "caller's arguments")
+    return good_init, step, train
 
 
-def test_unjitted_step_is_rejected():
-    def sgd_step(state, batch, lr):
-        return update(state, batch, lr)
-
-    grade_failure(good_init, sgd_step, make_train(sgd_step, float), "compiled with jax.jit")
+def unjitted_step():
+    return good_init, update, make_train(update, float)
 
 
-def test_a_look_alike_of_a_jitted_function_is_rejected():
-    class LooksJitted:
-        def __call__(self, state, batch, lr):
-            return update(state, batch, lr)
-
-        def lower(self, *args):
-            raise NotImplementedError
-
-        def trace(self, *args):
-            raise NotImplementedError
-
-        def clear_cache(self):
-            pass
-
-    fake = LooksJitted()
-    grade_failure(good_init, fake, make_train(fake), "compiled with jax.jit")
+def step_of(body):
+    return answer(step=lambda: jax.jit(body))
 
 
-def test_wrong_update_is_rejected():
-    @jax.jit
-    def sgd_step(state, batch, lr):
-        grads = jax.grad(loss)(state["params"], batch)
-        params = jax.tree.map(lambda p, g: p + lr * g, state["params"], grads)
-        return {"params": params, "avg_loss": state["avg_loss"]}
-
-    grade_failure(good_init, sgd_step, make_train(sgd_step), "one sgd_step matches")
+def gradient_ascent(state, batch, lr):
+    grads = jax.grad(loss)(state["params"], batch)
+    params = jax.tree.map(lambda p, g: p + lr * g, state["params"], grads)
+    return {"params": params, "avg_loss": state["avg_loss"]}
 
 
-def test_average_of_the_loss_after_the_update_is_rejected():
-    @jax.jit
-    def sgd_step(state, batch, lr):
-        new = update(state, batch, lr)
-        after = loss(new["params"], batch)
-        return {"params": new["params"], "avg_loss": 0.9 * state["avg_loss"] + 0.1 * after}
-
-    failure = grade_failure(good_init, sgd_step, make_train(sgd_step), "one sgd_step matches")
-    assert "before the update" in failure.hint
+def average_after_the_update(state, batch, lr):
+    new = update(state, batch, lr)
+    after = loss(new["params"], batch)
+    return {"params": new["params"], "avg_loss": 0.9 * state["avg_loss"] + 0.1 * after}
 
 
-# ------------------------------------------------------------------ jit switched off
+def swapped_average(state, batch, lr):
+    new = update(state, batch, lr)
+    value = loss(state["params"], batch)
+    return {"params": new["params"], "avg_loss": 0.1 * state["avg_loss"] + 0.9 * value}
 
 
-def test_disable_jit_by_config_inside_train_is_named():
-    sgd_step = make_step()
-    real_train = make_train(sgd_step)
+ONCE, TYPES, BATCH = "compiles once", "the types", "once per batch"
+RAW, INT = answer(lambda v: v), answer(lambda v: jnp.asarray(v, jnp.int32))
+STATIC, INSIDE = (
+    answer(float, step=lambda: make_step(static_argnames="lr")),
+    answer(lambda v: v, step=lambda: jax.jit(converted_inside)),
+)
+BF16_LR, BF16_BATCH = answer(lambda v: jnp.asarray(v, jnp.bfloat16)), answer(batch_of=bfloat16)
+FINAL, ZERO, JITTED = "final state", "zero average", "compiled with jax.jit"
+# fmt: off
+WRONG = {  # answer: (the check it fails, words in seen, words in hint)
+    "lr kept raw": (RAW, ONCE, ["3 compilations", "lr: "], ["abstract", "~int32[]"]),
+    "asarray, no dtype": (answer(jnp.asarray), ONCE, ["lr: "], ["abstract values"]),
+    "converted in jit": (INSIDE, ONCE, [], ["too late"]),
+    "static lr": (STATIC, ONCE, ["(static value)"], ["static"]),
+    "int lr": (INT, FINAL, [], ["an integer"]),
+    "bfloat16 lr": (BF16_LR, FINAL, ["state differ"], ["16-bit"]),
+    "bfloat16 batch": (BF16_BATCH, BATCH, ["bfloat16[", "passed"], ["cast of the batch"]),
+    "cleared cache": (cleared_every_step, ONCE, ["cache was cleared"], ["clear its"]),
+    "mixed style": (mixed_calling_style, ONCE, ["lr: keyword now"], ["one way"]),
+    "float init": (init_of(0.0), TYPES, ["~float32[] from init", "float32[] after"], ["weak"]),
+    "asarray init": (init_of(jnp.asarray(0.0)), TYPES, ["~float32[] from init"], ["weak"]),
+    "int init": (init_of(0), TYPES, ["~int32[] from init"], ["weak"]),
+    "bf16 init": (init_of(jnp.zeros((), jnp.bfloat16)), TYPES, ["bfloat16[] from"], ["dtype"]),
+    "None init": (init_of(None), ZERO, ["None"], []),
+    "init at one": (init_of(jnp.ones((), jnp.float32)), ZERO, [], []),
+    "weak state in train": (train_builds_a_weak_state, ONCE,
+                            ["2 compilations", "state['avg_loss']: f32[] now, ~f32[]"], ["init"]),
+    "numpy loop": (numpy_loop, BATCH, ["0 call(s) of sgd_step"], []),
+    "numpy + decoy": (numpy_with_a_decoy, BATCH, ["1 call(s) of sgd_step"], []),
+    "reference after calls": (reference_after_real_calls, "returns the state", [], []),
+    "numpy state": (fed_from_a_numpy_state, BATCH, [], []),
+    "new jit": (new_jit_each_step, BATCH, [], []),
+    "inside a jit": (only_inside_another_jit, BATCH, [], ["another function was being"]),
+    "reversed": (batches_reversed, BATCH, ["another batch"], []),
+    "edits params": (edits_the_callers_params, "caller's arguments", [], []),
+    "unjitted": (unjitted_step, JITTED, [], []),
+    "ascent": (step_of(gradient_ascent), "one sgd_step matches", [], []),
+    "late average": (step_of(average_after_the_update), "one sgd_step", [], ["before the"]),
+    "swapped average": (step_of(swapped_average), "one sgd_step", ["avg_loss ="], ["0.9 *"]),
+}
+# fmt: on
 
-    def train(params, batches, schedule):
-        jax.config.update("jax_disable_jit", True)
-        return real_train(params, batches, schedule)
 
-    try:
-        failure = grade_failure(good_init, sgd_step, train, "with jit on")
-    finally:
-        jax.config.update("jax_disable_jit", False)
-    assert "switched off" in failure.seen
+@pytest.mark.parametrize("answer", WRONG, ids=list(WRONG))
+def test_wrong_answer_is_rejected_and_named(answer):
+    make, check, seen, hint = WRONG[answer]
+    with pytest.raises(GradingFailure, match=check) as info:
+        python_scalars.grade(*make())
+    assert all(words in info.value.seen for words in seen), info.value
+    assert all(words in info.value.hint for words in hint), info.value
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("answer", ["bfloat16 batch", "bfloat16 lr", "swapped average"])
+def test_the_new_wrong_answers_fail_on_every_draw(answer, seed, monkeypatch):
+    monkeypatch.setattr(python_scalars, "fresh_rng", lambda: np.random.default_rng(seed))
+    make, check, _, hint = WRONG[answer]
+    with pytest.raises(GradingFailure, match=check) as info:
+        python_scalars.grade(*make())
+    assert all(words in info.value.hint for words in hint), info.value
