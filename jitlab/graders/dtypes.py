@@ -18,16 +18,9 @@ import numpy as np
 from jitlab.doctor import classify
 from jitlab.doctor import signature as sig
 from jitlab.grading import Call, fail, fresh_rng, grader, passed, why
+from jitlab.grading import kernel as standard
 from jitlab.grading.checks import shorten
-from jitlab.grading.kernel import (
-    FROM_KERNEL,
-    JIT_ON,
-    JITTED,
-    NO_CALLBACKS,
-    PLAIN,
-    UNCHANGED,
-    KernelExercise,
-)
+from jitlab.grading.kernel import KernelExercise
 
 SOURCE_DTYPES: tuple[type, ...] = (np.float64, np.float32, np.int32, np.int64, np.uint8, np.int16)
 BATCHES_PER_DTYPE = 2
@@ -44,21 +37,22 @@ DRAWS = {  # what the drawing covers: the wrong rule each draw breaks, on every 
 }
 
 SCORE = KernelExercise(
-    wrapper="score",
-    kernel="score_core",
-    call="score_core(x, weights)",
-    hints={
-        PLAIN.name: "remove @jax.jit from score; the cast happens in score, the arithmetic "
-        "in score_core",
-        UNCHANGED.name: "work on a converted copy (jnp.asarray makes one); never write into batch",
+    "score",
+    "score_core",
+    "score_core(x, weights)",
+    {
+        standard.PLAIN.name: "remove @jax.jit from score; the cast happens in score, the "
+        "arithmetic in score_core",
+        standard.UNCHANGED.name: "work on a converted copy (jnp.asarray makes one); never "
+        "write into batch",
     },
 )
 NUMBERS = "score matches the reference for every source dtype"
 ONCE = "score_core compiles once for a pass of the loader"
 CHECKS = (
-    *SCORE.names(JITTED, PLAIN, NO_CALLBACKS, UNCHANGED),
+    *SCORE.names(standard.JITTED, standard.PLAIN, standard.NO_CALLBACKS, standard.UNCHANGED),
     NUMBERS,
-    *SCORE.names(JIT_ON, FROM_KERNEL),
+    *SCORE.names(standard.JIT_ON, standard.FROM_KERNEL),
     ONCE,
 )
 CAUSE_HINTS = {

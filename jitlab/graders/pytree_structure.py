@@ -39,20 +39,16 @@ DRAWS = {  # what the drawing covers: the wrong rule each draw breaks, on every 
     "keys in another order": "(must not matter: dict keys are sorted in the pytree)",
 }
 
-LOSS = KernelExercise(
-    wrapper="loss",
-    kernel="batch_loss",
-    call="batch_loss(params, tidy_batch)",
-    hints={
-        PLAIN.name: "a jitted loss sees every batch structure and compiles for each one; "
-        "tidy the batch in plain Python first, then call the jitted batch_loss",
-        FROM_KERNEL.name: "return batch_loss(params, tidy_batch) as it is; do the "
-        "arithmetic inside batch_loss, not around it",
-        UNCHANGED.name: "the loader may reuse its dicts and arrays; build a new dict for "
-        "batch_loss (and new arrays) instead of assigning to, popping from, or editing in "
-        "place what you were given",
-    },
-)
+_KERNEL_HINTS = {  # by the standard check's name template
+    PLAIN.name: "a jitted loss sees every batch structure and compiles for each one; "
+    "tidy the batch in plain Python first, then call the jitted batch_loss",
+    FROM_KERNEL.name: "return batch_loss(params, tidy_batch) as it is; do the "
+    "arithmetic inside batch_loss, not around it",
+    UNCHANGED.name: "the loader may reuse its dicts and arrays; build a new dict for "
+    "batch_loss (and new arrays) instead of assigning to, popping from, or editing in "
+    "place what you were given",
+}
+LOSS = KernelExercise("loss", "batch_loss", "batch_loss(params, tidy_batch)", _KERNEL_HINTS)
 RUNS = "loss runs on every kind of batch and calling style"
 ONE_CALL = "loss calls batch_loss once per call"
 SCALAR = "loss returns one number per batch"
