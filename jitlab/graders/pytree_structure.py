@@ -1,32 +1,11 @@
 """Grader for the pytree structure exercise: a weighted loss over untidy batches,
 compiled once.
 
-The learner writes ``batch_loss(params, batch)`` (jitted) and ``loss(params, batch)``
-(a plain Python function that callers call with whatever batch the loader produced,
-positionally or by keyword). Every run draws new shapes and new data, and calls
-``loss`` with every kind of batch in every calling style (each pair at least once,
-shuffled), including a batch whose keys arrive in another order.
-
-While ``loss`` runs, every reference to ``batch_loss`` it holds (globals, closure cells,
-defaults, and those of the helpers it calls) is rebound to a recorder
-(:mod:`jitlab.grading.calls`) that forwards to the real jitted function and keeps each
-call's signature, output, whether jit was on, and whether it compiled. What it rejects:
-
-- an unfinished stub: ``NotImplementedError`` becomes "not solved yet";
-- ``batch_loss`` that is not what ``jax.jit`` returns, and a ``loss`` that is jitted
-  (it would compile once per structure);
-- jit switched off while ``loss`` calls ``batch_loss`` (``jax.disable_jit()`` inside
-  ``loss``, or the config flag), named as such;
-- work done outside ``jit``: every call of ``loss`` must call ``batch_loss`` exactly once
-  and return what that call returned, so a NumPy path (with or without one decoy call)
-  and the reference fail;
-- wrong numbers (missing weights filled with zeros, weights ignored): each loss is
-  compared with a float64 NumPy reference computed here;
-- a ``loss`` that changes the caller's dict or the arrays in it (say, normalising the
-  weights in place): the batches' content is compared with copies taken before;
-- more than one compilation of ``batch_loss``: the verdict names what changed between
-  the calls that compiled (calling style, keys, ``None``, dtypes), from the recorded
-  signatures, and quotes JAX's explanation only as a second opinion.
+``loss(params, batch)`` (plain Python) tidies whatever batch the loader produced and
+calls the jitted ``batch_loss(params, batch)`` once. Every run calls ``loss`` with every
+kind of batch in every calling style, the loader reusing its dicts and arrays; the
+standard kernel checks (:mod:`jitlab.grading.kernel`) run on those calls, and a
+recompilation is named by :func:`jitlab.grading.why`.
 """
 
 from __future__ import annotations
@@ -37,7 +16,8 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.grading import Signature, differences, fresh_rng, grader, passed
+from jitlab.doctor import signature as sig
+from jitlab.grading import fresh_rng, grader, passed, why
 from jitlab.grading.calls import same_content
 from jitlab.grading.checks import require, require_close
 from jitlab.grading.kernel import (
@@ -52,6 +32,12 @@ from jitlab.grading.kernel import (
 KINDS = ("no weights", "weights", "weights=None", "extra ids", "weights, keys reordered")
 STYLES = ("loss(params, batch)", "loss(params, batch=batch)", "loss(params=..., batch=...)")
 EXTRA_CALLS = 9  # on top of one call for every (kind, style) pair
+DRAWS = {  # what the drawing covers: the wrong rule each draw breaks, on every run
+    "every kind of batch in every calling style, shuffled": "a kind or a style not tidied",
+    "weights from 0.1 to 2 (their mean is not 1)": "a plain mean, or weights ignored",
+    "every kind's second batch is its first dict and arrays, refilled": "memoising by id()",
+    "keys in another order": "(must not matter: dict keys are sorted in the pytree)",
+}
 
 LOSS = KernelExercise(
     wrapper="loss",
@@ -78,9 +64,9 @@ CHECKS = (
     LOSS.name(JIT_ON),
     ONE_CALL,
     LOSS.name(FROM_KERNEL),
+    LOSS.name(UNCHANGED),
     SCALAR,
     NUMBERS,
-    LOSS.name(UNCHANGED),
     ONCE,
 )
 
@@ -99,15 +85,27 @@ def _make_batch(rng: np.random.Generator, kind: str, n: int, f: int, first_id: i
     x = rng.normal(size=(n, f)).astype(np.float32)
     y = rng.normal(loc=rng.normal(), size=n).astype(np.float32)
     weights = rng.uniform(0.1, 2.0, size=n).astype(np.float32)
-    if kind == "no weights":
-        return {"x": x, "y": y}
-    if kind == "weights":
-        return {"x": x, "y": y, "weights": weights}
-    if kind == "weights=None":
-        return {"x": x, "y": y, "weights": None}
-    if kind == "extra ids":
-        return {"x": x, "y": y, "ids": np.arange(first_id, first_id + n, dtype=np.int32)}
-    return {"weights": weights, "y": y, "x": x}
+    ids = np.arange(first_id, first_id + n, dtype=np.int32)
+    return {
+        "no weights": {"x": x, "y": y},
+        "weights": {"x": x, "y": y, "weights": weights},
+        "weights=None": {"x": x, "y": y, "weights": None},
+        "extra ids": {"x": x, "y": y, "ids": ids},
+    }.get(kind, {"weights": weights, "y": y, "x": x})
+
+
+def _refill(batch: dict, fresh: dict) -> dict:
+    """``batch`` again, with ``fresh``'s keys and values, its arrays overwritten in place:
+    a loader that reuses its buffers (whatever the learner's code did to them)."""
+    for key, value in fresh.items():
+        old = batch.get(key)
+        if isinstance(old, np.ndarray) and isinstance(value, np.ndarray):
+            if old.shape == value.shape and old.dtype == value.dtype and old.flags.writeable:
+                old[...] = value
+                fresh[key] = old
+    batch.clear()
+    batch.update(fresh)
+    return batch
 
 
 def _arguments(style: str, params: dict, batch: dict) -> tuple[tuple, dict]:
@@ -119,17 +117,17 @@ def _arguments(style: str, params: dict, batch: dict) -> tuple[tuple, dict]:
     return (), {"params": params, "batch": batch}
 
 
-def _category(phrase: str) -> str:
-    """What kind of change one phrase of :func:`differences` describes."""
-    if phrase.startswith("called as"):
+def _kind(d: sig.Difference) -> str:
+    """Which of :data:`_HINTS` a difference between two calls of batch_loss calls for."""
+    if d.part == sig.KEYWORD:
         return "style"
-    if "None" in phrase:
+    if d.part != sig.STRUCTURE:
+        return "weak" if d.part in (sig.WEAK_TYPE, sig.PYTHON_SCALAR) else "types"
+    if "None" in (d.now, d.before):
         return "none"
-    if ": absent " in phrase or ": present " in phrase:
-        return "weights" if "weights" in phrase else "keys"
-    if phrase.startswith("containers"):
-        return "containers"
-    return "weak" if "~" in phrase else "types"
+    if "absent" in (d.now, d.before):
+        return "weights" if "weights" in d.where else "keys"
+    return "containers"
 
 
 _HINTS = {
@@ -153,27 +151,6 @@ _HINTS = {
 }
 
 
-def _compile_causes(signatures: list[Signature], compiled: list[bool]) -> tuple[str, list[str]]:
-    """What changed at each compilation after the first (against the closest earlier
-    signature), and the kinds of cause found, in order of appearance."""
-    causes: list[str] = []
-    kinds: list[str] = []
-    for i in range(1, len(signatures)):
-        if not compiled[i]:
-            continue
-        earlier = signatures[:i]
-        if signatures[i] in earlier:
-            causes.append(f"call {i + 1}: the same signature as an earlier call")
-            kinds.append("again")
-            continue
-        closest = min(earlier, key=lambda s: len(differences(s, signatures[i], limit=99)))
-        found = differences(closest, signatures[i], then_label="earlier")
-        causes.append(f"call {i + 1}: " + "; ".join(found))
-        kinds.append(_category(found[0]) if found else "again")
-    text = "; ".join(causes[:3]) + (f"; and {len(causes) - 3} more" if len(causes) > 3 else "")
-    return text, list(dict.fromkeys(kinds))
-
-
 @grader("pytree_structure", checks=CHECKS)
 def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
     """Grade the exercise: numbers right for every kind of batch, one compilation."""
@@ -191,10 +168,22 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
     plan = [(kind, style) for kind in KINDS for style in STYLES]
     plan += [(str(rng.choice(KINDS)), str(rng.choice(STYLES))) for _ in range(EXTRA_CALLS)]
     plan = [plan[i] for i in rng.permutation(len(plan))]
-    batches = [_make_batch(rng, kind, n, f, i * n) for i, (kind, _) in enumerate(plan)]
-    wanted = [_reference_loss(params, b) for b in batches]
-    arguments = [_arguments(style, params, b) for (_, style), b in zip(plan, batches, strict=True)]
-    run = LOSS.run(loss, batch_loss, arguments, check=RUNS)
+    wanted: list[float] = []
+    reused: list[bool] = []
+
+    def arguments() -> Any:
+        """The loader's batches: every kind's second, fourth... batch is its last one's
+        dict and arrays, refilled with new values."""
+        last: dict[str, dict] = {}
+        for i, (kind, style) in enumerate(plan):
+            fresh = _make_batch(rng, kind, n, f, i * n)
+            reused.append(sum(k == kind for k, _ in plan[:i]) % 2 == 1)
+            batch = _refill(last[kind], fresh) if reused[-1] else fresh
+            last[kind] = batch
+            wanted.append(_reference_loss(params, batch))
+            yield _arguments(style, params, batch)
+
+    run = LOSS.run(loss, batch_loss, arguments(), check=RUNS, refills=True)
     passed(RUNS)
     LOSS.jit_on(run.recorder)
     calls, count = run.kernel_calls, run.count
@@ -213,6 +202,7 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
         hint=hint,
     )
     LOSS.returns_kernel_output(run, same=same_content)
+    LOSS.unchanged(run, what=lambda i: f"a batch of kind {plan[i][0]}")
     outputs = run.outputs
     shapes = sorted({str(np.shape(out)) for out in outputs})
     require(
@@ -225,26 +215,30 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
     got = np.array([float(np.asarray(out)) for out in outputs])
     wrong = [i for i in range(len(plan)) if not np.isclose(got[i], wanted[i], rtol=1e-4)]
     kinds_wrong = sorted({plan[i][0] for i in wrong})
+    stale = wrong and all(reused[i] for i in wrong)
     require_close(
         NUMBERS,
         got,
         np.array(wanted),
         rtol=1e-4,
-        hint=(f"wrong for batches with {', '.join(kinds_wrong)}; " if kinds_wrong else "")
+        hint="wrong only for batches the loader reused (the same dict and arrays, refilled "
+        "with new values): do not keep results or tidied batches by id() or by object"
+        if stale
+        else (f"wrong for batches with {', '.join(kinds_wrong)}; " if kinds_wrong else "")
         + "the loss is sum(w * (pred - y)**2) / sum(w), and a batch without weights "
         "counts every example once (weight 1, not 0)",
     )
-    LOSS.unchanged(run, what=lambda i: f"a batch of kind {plan[i][0]}")
-    causes, kinds = _compile_causes(
-        [call.signature for call in calls], [call.compiled for call in calls]
-    )
+    found = why(run.recorder)
     LOSS.compiles(
         ONCE,
         count,
         exactly=1,
         what=f"compilations of batch_loss for {len(plan)} batches",
-        hint=". Also: ".join(_HINTS[kind] for kind in kinds[:2])
-        or "give batch_loss the same structure every time (same keys, always arrays) "
-        "and call it positionally",
-        cause=causes,
+        hint=found.hint_for(
+            _HINTS,
+            "give batch_loss the same structure every time (same keys, always arrays) "
+            "and call it positionally",
+            kind=_kind,
+        ),
+        cause=found.text,
     )

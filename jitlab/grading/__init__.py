@@ -34,6 +34,7 @@ _CHECKS = (
     "fresh_rng",
     "grader",
     "is_jitted",
+    "learner_error",
     "passed",
     "require",
     "require_buckets",
@@ -43,9 +44,12 @@ _CHECKS = (
     "require_jitted",
     "shorten",
 )
-_HOME = {name: "jitlab.grading.calls" for name in _CALLS} | {
-    name: "jitlab.grading.checks" for name in _CHECKS
-}
+_CAUSES = ("Why", "jit_options", "key_of", "why")
+_HOME = (
+    {name: "jitlab.grading.calls" for name in _CALLS}
+    | {name: "jitlab.grading.checks" for name in _CHECKS}
+    | {name: "jitlab.grading.causes" for name in _CAUSES}
+)
 
 
 def __getattr__(name: str) -> Any:

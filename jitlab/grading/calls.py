@@ -230,6 +230,9 @@ class Call:
     """Copies of the output's leaves (``jax.tree.leaves``; None for a tracer)."""
     raised: bool = False
     """The target raised instead of returning."""
+    key: Any = None
+    """The doctor's signature of the call (:func:`jitlab.doctor.signature.take`), taken
+    before it: what :func:`jitlab.grading.causes.why` compares."""
 
 
 def _has_tracer(tree: Any) -> bool:
@@ -248,10 +251,16 @@ class Recorder:
     """
 
     def __init__(
-        self, target: Callable[..., Any], compiles: Callable[[], int] | None = None
+        self,
+        target: Callable[..., Any],
+        compiles: Callable[[], int] | None = None,
+        **options: Any,
     ) -> None:
+        from jitlab.grading.causes import key_of
+
         self.target = target
         self._compiles = compiles or (lambda: 0)
+        self._key = key_of(target, **options)
         self.calls: list[Call] = []
         self.traced: list[Call] = []
 
@@ -266,6 +275,7 @@ class Recorder:
             inputs=inputs,
             jit_on=not jax.config.jax_disable_jit,
             traced=traced,
+            key=self._key(args, kwargs),
         )
         before = self._compiles()
         try:
@@ -389,6 +399,7 @@ def recording(
     compiles: Callable[[], int] | None = None,
     *,
     depth: int = DEPTH,
+    **options: Any,
 ) -> Iterator[Recorder]:
     """While the block runs, ``wrapper`` reaches ``target`` only through a Recorder.
 
@@ -397,9 +408,11 @@ def recording(
     (:func:`reachable_functions`), and puts them all back afterwards, whatever happens.
     ``compiles`` (e.g. ``lambda: count.compiles``) lets each :class:`Call` say whether it
     compiled. Calls made through other routes (a list, an attribute) are not seen: see
-    the module's docstring.
+    the module's docstring. ``options`` (``static_argnums``, ``static_argnames``) say
+    which arguments are static where :func:`jitlab.grading.causes.jit_options` cannot
+    read them from ``target``.
     """
-    recorder = Recorder(target, compiles)
+    recorder = Recorder(target, compiles, **options)
     undo: list[Callable[[], None]] = []
     namespaces: list[dict[str, Any]] = []
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -141,14 +142,82 @@ def call_learner(
     except GradingFailure:
         raise
     except Exception as err:  # the learner's bug, reported as a verdict, not a traceback
-        raise fail(
-            check,
-            expected="the call to finish without an error",
-            seen=shorten(f"{type(err).__name__}: {err}", 300),
-            hint="run the exercise cell on its own to see the full traceback",
-        ) from err
+        raise learner_error(check, err) from err
     finally:
         sys.audit("jitlab.learner_call", "leave")
+
+
+def _error_hint(err: BaseException) -> str:
+    """What an exception raised by the learner's code most likely means here."""
+    import jax
+
+    text = str(err)
+    if isinstance(err, jax.errors.TracerArrayConversionError):
+        return "NumPy was called on a traced array inside a jitted function: use jax.numpy"
+    if isinstance(err, jax.errors.ConcretizationTypeError):
+        return (
+            "Python needed the value of a traced array (an if, a range, an int()): use "
+            "jnp.where or lax.cond, or make that argument static"
+        )
+    if "has been deleted" in text or "donated" in text:
+        return (
+            "an array was used again after it was donated to a jitted function "
+            "(donate_argnums): its buffer went to the result; use what the call returned"
+        )
+    if isinstance(err, KeyError):
+        return (
+            f"a lookup found no entry for {shorten(repr(err.args[0]) if err.args else '', 60)}: "
+            "the grader draws new sizes and values every run, so a table must cover every "
+            "value the exercise allows (or compute the entry)"
+        )
+    if isinstance(err, IndexError):
+        return (
+            "an index past the end of a list or table: check the loop bound, and the "
+            "lookup for the largest value the grader draws"
+        )
+    if "unhashable" in text or "Non-hashable static" in text:
+        return "a static argument must be hashable: pass a tuple, not a list, dict or array"
+    return "run the exercise cell on its own to see the full traceback"
+
+
+def learner_line(err: BaseException) -> str:
+    """Where the learner's code raised ``err``: the last frame of its traceback outside
+    Python's and the installed packages' files and jitlab's ("" when there is none)."""
+    import linecache
+    import sysconfig
+    import traceback
+    from pathlib import Path
+
+    paths = [sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")]
+    skip = {str(Path(p).resolve()) for p in paths} | {str(Path(__file__).resolve().parents[1])}
+    mine = [
+        frame
+        for frame in traceback.extract_tb(err.__traceback__)
+        if not any(str(Path(frame.filename).resolve()).startswith(s) for s in skip)
+    ]
+    if not mine:
+        return ""
+    frame = mine[-1]
+    line = shorten((frame.line or linecache.getline(frame.filename, frame.lineno)).strip(), 80)
+    place = f"{Path(frame.filename).name}:{frame.lineno}"
+    if not Path(frame.filename).is_file():  # a notebook cell: its line says more
+        return f"`{line}`" if line else ""
+    return f"`{line}` ({place})" if line else place
+
+
+def learner_error(
+    check: str, err: BaseException, *, expected: str = "", hint: str = ""
+) -> GradingFailure:
+    """The failed ``check`` for an exception from the learner's code: its type and first
+    line, the learner's line that raised it, and a hint for that kind of exception
+    (``hint`` replaces it where the grader knows the exercise's likely mistake)."""
+    where = learner_line(err)
+    return fail(
+        check,
+        expected=expected or "the call to finish without an error",
+        seen=shorten(f"{type(err).__name__}: {err}", 300) + (f", at {where}" if where else ""),
+        hint=hint or _error_hint(err),
+    )
 
 
 def require_close(
@@ -247,8 +316,10 @@ def _counted(number: int, what: str) -> str:
 
 
 def fresh_rng() -> np.random.Generator:
-    """A generator seeded from the clock, so every grading run sees new inputs."""
-    return np.random.default_rng(time.time_ns() % 2**32)
+    """A generator seeded from the clock, so every grading run sees new inputs; the
+    environment's ``JITLAB_SEED`` fixes the seed (a test runs a wrong answer on several)."""
+    seed = os.environ.get("JITLAB_SEED", "")
+    return np.random.default_rng(int(seed) if seed.isdigit() else time.time_ns() % 2**32)
 
 
 def first_difference(got: Any, want: Any, *, rtol: float = 0.0, atol: float = 0.0) -> int:

@@ -135,7 +135,8 @@ class Run:
 
     ``outputs[i]`` is what call ``i`` of the wrapper returned, ``calls[i]`` the kernel
     calls it dispatched, ``compiled[i]`` the compilations it caused; ``copies[i]`` is a
-    copy of its arguments taken before it ran, ``given[i]`` the caller's own objects.
+    copy of its arguments taken just before it ran, ``given[i]`` the caller's own objects
+    (which a loader that reuses them may refill later).
     """
 
     recorder: Recorder
@@ -145,6 +146,8 @@ class Run:
     outputs: list[Any] = dataclasses.field(default_factory=list)
     calls: list[list[Call]] = dataclasses.field(default_factory=list)
     compiled: list[int] = dataclasses.field(default_factory=list)
+    changed: list[bool] = dataclasses.field(default_factory=list)
+    """Whether call ``i`` changed its arguments' content (compared right after it)."""
 
     @property
     def kernel_calls(self) -> list[Call]:
@@ -242,21 +245,32 @@ class KernelExercise:
         arguments: Sequence[tuple[tuple, dict]],
         *,
         check: str,
+        refills: bool = False,
     ) -> Run:
         """Call ``wrapper(*args, **kwargs)`` for every pair in ``arguments``, from an
         emptied kernel cache, counting the kernel's compilations and recording its
-        calls. A stub or a crash fails ``check``."""
+        calls. A stub or a crash fails ``check``. ``refills``: ``arguments`` is a
+        generator that reuses objects with new content, as a loader may (each call's
+        arguments are then compared only right after it)."""
         kernel.clear_cache()  # count from a cold cache, whatever the notebook ran before
         with (
             count_compiles(kernel) as count,
             recording(wrapper, kernel, lambda: count.compiles) as recorder,
         ):
-            run = Run(recorder, count, list(arguments), [_copy(a) for a in arguments])
-            for args, kwargs in arguments:
+            run = Run(recorder, count, [], [])
+            for args, kwargs in arguments:  # a generator may refill what it gave before
+                run.given.append((args, kwargs))
+                run.copies.append(_copy((args, kwargs)))
                 calls, compiles = len(recorder.calls), count.compiles
                 run.outputs.append(call_learner(check, wrapper, *args, **kwargs))
                 run.calls.append(recorder.calls[calls:])
                 run.compiled.append(count.compiles - compiles)
+                run.changed.append(not same_content(run.given[-1], run.copies[-1]))
+        if not refills:  # a later call may have changed an earlier call's arguments too
+            run.changed = [
+                c or not same_content(given, copy)
+                for c, given, copy in zip(run.changed, run.given, run.copies, strict=True)
+            ]
         return run
 
     def jit_on(self, recorder: Recorder) -> None:
@@ -305,11 +319,7 @@ class KernelExercise:
 
     def unchanged(self, run: Run, *, what: Callable[[int], str] = str) -> None:
         """The caller's arguments have the content they had before each call."""
-        changed = [
-            i
-            for i, (given, copy) in enumerate(zip(run.given, run.copies, strict=True))
-            if not same_content(given, copy)
-        ]
+        changed = [i for i, changed in enumerate(run.changed) if changed]
         self.require(
             UNCHANGED,
             not changed,

@@ -279,3 +279,27 @@ def test_loader_yields_six_dtypes_of_one_shape():
     assert len({b.shape for b in batches}) == 1
     assert weights.dtype == np.float32 and weights.shape == (batches[0].shape[1],)
     assert all(np.all(b.std(axis=0) > 0) for b in batches)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(
+    "standardise",
+    [
+        lambda x: (x - x.mean(axis=0)) / (x.std(axis=0) + 1e-6),
+        lambda x: jax.nn.standardize(x, axis=0),  # adds 1e-5 to the variance
+    ],
+    ids=["eps on the std", "jax.nn.standardize"],
+)
+def test_rejects_an_eps_in_the_denominator(standardise, seed, monkeypatch):
+    monkeypatch.setenv("JITLAB_SEED", str(seed))
+
+    @jax.jit
+    def score_core(x, weights):
+        return standardise(x) @ weights
+
+    def score(batch, weights):
+        return score_core(jnp.asarray(batch, jnp.float32), weights)
+
+    with pytest.raises(GradingFailure, match="matches the reference") as failure:
+        dtypes.grade(score, score_core)
+    assert "eps" in failure.value.hint and "spread" in failure.value.hint

@@ -1,0 +1,158 @@
+"""Why a learner's jitted function compiled again, named by the doctor's one cause engine.
+
+A grader records the calls of the learner's jitted function (:func:`recording`); each
+:class:`~jitlab.grading.calls.Call` carries ``key``, the doctor's signature of its
+arguments (:func:`jitlab.doctor.signature.take`) taken before the call. :func:`why`
+compares every call that compiled with the earlier calls that compiled, as the doctor
+does (the closest one, the most recent of equals), and names each difference and its
+cause (:func:`jitlab.doctor.classify.causes_of`): a grader puts ``why(...).text`` in
+its verdict and picks its hint by ``why(...).causes`` or ``.parts``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from jitlab.doctor import classify
+from jitlab.doctor import signature as sig
+
+Key = Callable[[tuple, Mapping[str, Any]], "sig.Signature | None"]
+
+
+def jit_options(fn: Any) -> dict[str, Any]:
+    """The static and donated arguments ``jax.jit`` was given for ``fn``.
+
+    JAX 0.12.0.1 has no public accessor: ``jax.jit(f, static_argnums=1)._jit_info``
+    (a ``PjitInfo``) holds ``static_argnums`` and ``static_argnames`` resolved against
+    each other, and ``donate_argnums``. Read guardedly: {} for anything else, and a
+    grader that knows better passes the options to :func:`key_of` itself."""
+    info = getattr(fn, "_jit_info", None)
+    names = ("static_argnums", "static_argnames", "donate_argnums", "donate_argnames")
+    return {name: getattr(info, name) for name in names if getattr(info, name, None)}
+
+
+def key_of(fn: Any, **options: Any) -> Key:
+    """A function that takes the doctor's signature of a call of ``fn`` (None where it
+    cannot: a look-alike of a jitted function, say). ``options`` (``static_argnums``,
+    ``static_argnames``) replace what :func:`jit_options` reads from ``fn``."""
+    try:
+        function = sig.identify(fn)
+        spec = sig.static_spec(fn, {**jit_options(fn), **options})
+    except Exception:
+        return lambda args, kwargs: None
+
+    def take(args: tuple, kwargs: Mapping[str, Any]) -> sig.Signature | None:
+        try:
+            return sig.take(function, spec, args, kwargs)
+        except Exception:  # a learner's odd argument: jit itself will say what is wrong
+            return None
+
+    return take
+
+
+@dataclasses.dataclass(frozen=True)
+class Recompile:
+    """One compilation after the first: call ``index`` against the earlier compiling
+    call ``against``, what differs between them and the causes of that."""
+
+    index: int
+    against: int
+    differences: tuple[sig.Difference, ...]
+    causes: tuple[str, ...]
+
+    def text(self, label: Callable[[int], str]) -> str:
+        """``call 3: x: f32[29,8] now, f32[37,8] before (shape)``."""
+        if not self.differences:
+            return (
+                f"{label(self.index)}: the same signature as {label(self.against)}, "
+                "which had compiled already (its cache was cleared, or jit was built again)"
+            )
+        found = [
+            f"{d} ({classify.CAUSES[classify.cause_of(d)].title})" for d in self.differences[:3]
+        ]
+        more = len(self.differences) - 3
+        return f"{label(self.index)}: " + "; ".join(found + ([f"{more} more"] if more > 0 else []))
+
+
+@dataclasses.dataclass(frozen=True)
+class Why:
+    """The causes of every compilation after the first, ready for a verdict.
+
+    ``causes``: the doctor's cause ids (``classify.SHAPE``...) in the course's order;
+    ``parts``: the signature parts that differed (``sig.KEYWORD``...), in order of
+    appearance; ``text``: what changed at the first few recompilations; ``hint``: the
+    doctor's fix for each cause. Empty (and false) when nothing compiled again."""
+
+    recompiles: tuple[Recompile, ...]
+    causes: tuple[str, ...]
+    parts: tuple[str, ...]
+    text: str
+    hint: str
+
+    def __bool__(self) -> bool:
+        return bool(self.recompiles)
+
+    def hint_for(
+        self,
+        hints: Mapping[str, str],
+        default: str = "",
+        *,
+        most: int = 2,
+        kind: Callable[[sig.Difference], str] | None = None,
+    ) -> str:
+        """The grader's own hints for what was found, first ones first: ``hints`` by
+        signature part or cause id, or by ``kind(difference)`` when given; "again" for
+        a recompilation with no difference. The doctor's fixes when none applies."""
+        differences = [d for r in self.recompiles for d in r.differences]
+        found = [kind(d) for d in differences] if kind else [*self.parts, *self.causes]
+        if any(not r.differences for r in self.recompiles):
+            found.append("again")
+        chosen = list(dict.fromkeys(hints[k] for k in found if k in hints))[:most]
+        return ". Also: ".join(chosen) or default or self.hint
+
+
+def _closest(key: sig.Signature, earlier: Sequence[tuple[int, sig.Signature]]) -> tuple:
+    scored = [(i, sig.differences(key, other)) for i, other in earlier]
+    fewest = min(len(d) for _, d in scored)
+    return [(i, d) for i, d in scored if len(d) == fewest][-1]  # the most recent of equals
+
+
+def why(
+    calls: Sequence[Any],
+    fn: Any = None,
+    *,
+    label: Callable[[int], str] = lambda i: f"call {i + 1}",
+    most: int = 3,
+    **options: Any,
+) -> Why:
+    """Why the calls that compiled after the first one did, from recorded ``calls``
+    (:class:`~jitlab.grading.calls.Call`, or a :class:`Recorder`). Each call's ``key``
+    is used; ``fn`` (the jitted function) and ``options`` (``static_argnums``...)
+    retake the keys from the calls' arguments instead. ``label`` names call ``i``."""
+    calls = list(getattr(calls, "calls", calls))
+    take = key_of(fn, **options) if fn is not None else None
+    seen: list[tuple[int, sig.Signature]] = []
+    found: list[Recompile] = []
+    for i, call in enumerate(calls):
+        if not call.compiled:
+            continue
+        key = take(call.args, call.kwargs) if take else getattr(call, "key", None)
+        if key is None:
+            continue
+        if seen:
+            against, diffs = _closest(key, seen)
+            causes = classify.causes_of(diffs)
+            found.append(Recompile(i, against, tuple(diffs), tuple(causes)))
+        seen.append((i, key))
+    ids = {c for r in found for c in r.causes}
+    if len(ids) > 1:
+        ids.discard(classify.UNKNOWN)
+    causes = tuple(c for c in classify.CAUSES if c in ids)
+    parts = tuple(dict.fromkeys(d.part for r in found for d in r.differences))
+    text = "; ".join(r.text(label) for r in found[:most])
+    if len(found) > most:
+        text += f"; and {len(found) - most} more"
+    hint = "; ".join(f"{classify.CAUSES[c].title}: {classify.CAUSES[c].fix}" for c in causes)
+    return Why(tuple(found), causes, parts, text, hint)
