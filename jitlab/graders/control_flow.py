@@ -22,15 +22,15 @@ from typing import Any
 import jax
 import numpy as np
 
-from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, require
+from jitlab.grading import Recorder, call_learner, fail, fresh_rng, grader, passed, require, why
 from jitlab.grading.checks import (
     excerpt,
     first_difference,
+    learner_line,
     require_compiles,
     require_jitted,
-    shorten,
 )
-from jitlab.grading.kernel import host_callbacks, recompiled_by
+from jitlab.grading.kernel import host_callbacks
 from jitlab.instruments.counting import count_compiles
 
 MAX_STEPS, CLIP_NORM = 100, 1.0  # the exercise states the same two numbers
@@ -140,22 +140,33 @@ def _call(check: str, fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return fn(*args)
     except _TRACER_ERRORS as err:
-        text = str(err)
-        needed = re.search(r"depends on the values? of the arguments? ([^.]+)", text)
+        text, line = str(err), learner_line(err)
         where = re.search(r"while tracing the function (\S+) at \S+ for (\w+)", text)
-        seen = f"{type(err).__name__}: {text.splitlines()[0]}"
-        seen += f" (in {where[1]}, traced for {where[2]})" if where else ""
-        seen += f" (it needed the value of {needed[1]})" if needed else ""
+        needed = re.search(r"depends on the values? of the arguments? ([^.]+)", text)
+        seen = f"{type(err).__name__}: {re.split(r'\.\s', text)[0]}"
+        seen += f" in {where[1]} (traced for {where[2]})" if where else ""
+        seen += f", which needed the value of {needed[1]}" if needed else ""
         kind = "jit" if not where or where[2] == "jit" else "lax"
         kind = "while" if where and where[2].startswith("while") else kind
         raise fail(
             check,
             expected="a function that traces: no Python if/while/and on traced values",
-            seen=seen,
+            seen=seen + (f", at {line}" if line else ""),
             hint=HINTS[kind].format(where and where[2]),
         ) from err
     except Exception:
         return call_learner(check, fn, *args)
+
+
+def _counted(fn: Any, cases: list[tuple], check: str) -> tuple[list[Any], Any, Recorder]:
+    """The outputs of ``fn`` for every case, from an emptied cache, with the compile count
+    and the recorded calls (what ``why`` compares)."""
+    fn.clear_cache()
+    with count_compiles(fn) as count:
+        recorder = Recorder(fn, lambda: count.compiles)
+        outputs = [_call(check, recorder, *case) for case in cases]
+    passed(check)
+    return outputs, count, recorder
 
 
 def _require_cases(check: str, got: list, want: list, about: list[str], tol: tuple) -> None:
@@ -175,21 +186,20 @@ def _require_cases(check: str, got: list, want: list, about: list[str], tol: tup
         )
 
 
-def _compiles_once(check: str, count: Any, name: str, calls: int, causes: list[str]) -> None:
-    what, one = " and ".join(causes), len(causes) == 1
-    seen = f"a new {what} alone compiled {name} again" if causes else "no one argument's change"
-    if count.explanations:
-        seen += f'; JAX\'s own guess: "{shorten(count.last_reason, 160)}"'
+def _compiles_once(check: str, count: Any, name: str, recorder: Recorder) -> None:
+    found = why(recorder)
+    names = list(dict.fromkeys(d.where for r in found.recompiles for d in r.differences))
+    what, one = " and ".join(names), len(names) == 1
     keep = f"{what} change{'s' * one} on every call: keep {'it' if one else 'them'} traced"
     require_compiles(
         check,
         count,
         exactly=1,
-        what=f"compilations of {name} for {calls} calls of the same shapes",
-        hint=(keep if causes else "calls of one shape share one program: keep all traced")
-        + " (no static_argnames / static_argnums) and let jnp.where, lax.cond or "
-        "lax.while_loop decide inside the program",
-        seen_extra=seen if count.compiles > 1 else "",
+        what=f"compilations of {name} for {len(recorder.calls)} calls of the same shapes",
+        hint=(keep if names else "calls of one shape share one program: keep every argument traced")
+        + " (no static_argnames / static_argnums) and let jnp.where, "
+        "lax.cond or lax.while_loop decide inside the program",
+        seen_extra=found.text if count.compiles > 1 else "",
     )
 
 
@@ -225,10 +235,7 @@ def grade_clip(clip_by_norm: Callable[..., Any]) -> None:
     rng = fresh_rng()
     require_jitted(CLIP_JITTED, clip_by_norm)
     cases = _clip_cases(rng, int(rng.integers(5, 40)))
-    clip_by_norm.clear_cache()
-    with count_compiles(clip_by_norm) as count:
-        got = [_call(CLIP_RUNS, clip_by_norm, g, m) for g, m in cases]
-    passed(CLIP_RUNS)
+    got, count, recorder = _counted(clip_by_norm, cases, CLIP_RUNS)
     want = [_reference_clip(g, m) for g, m in cases]
     about = [f"g of norm {np.linalg.norm(g):.4g} and max_norm={m:.4g}" for g, m in cases]
     for check in (CLIP_LONG, CLIP_TINY, CLIP_SHORT, CLIP_ZERO):
@@ -236,10 +243,7 @@ def grade_clip(clip_by_norm: Callable[..., Any]) -> None:
         tol = _TOL.get(check, (1e-4, 1e-6))
         _require_cases(check, *([v[i] for i in picked] for v in (got, want, about)), tol)
 
-    fresh = rng.normal(0.0, 2.0, size=(2, cases[0][0].size)).astype(np.float32)
-    variants = {"g": (fresh[1], 0.37), "max_norm": (fresh[0], 0.41)}
-    causes = recompiled_by(clip_by_norm, (fresh[0], 0.37), variants)
-    _compiles_once(CLIP_ONCE, count, "clip_by_norm", len(cases), causes)
+    _compiles_once(CLIP_ONCE, count, "clip_by_norm", recorder)
     _inside(CLIP_INSIDE, clip_by_norm, cases[0], "clip_by_norm")
 
 
@@ -304,10 +308,7 @@ def grade_descend(descend: Callable[..., Any]) -> None:
     rng = fresh_rng()
     require_jitted(DESCEND_JITTED, descend)
     problems = _problems(rng)
-    descend.clear_cache()
-    with count_compiles(descend) as count:
-        results = [_call(DESCEND_RUNS, descend, *p) for p in problems]
-    passed(DESCEND_RUNS)
+    results, count, recorder = _counted(descend, problems, DESCEND_RUNS)
     _pairs(results)
 
     refs = [_reference_trajectory(*p) for p in problems]
@@ -333,9 +334,5 @@ def grade_descend(descend: Callable[..., Any]) -> None:
     about = [f"problem {i + 1} ({KINDS[i]}) after {s} steps" for i, s in enumerate(got)]
     _require_cases(DESCEND_X, xs, at, about, (1e-3, 1e-4))
 
-    x0, curvature, _, _ = problems[0]
-    base = (x0 * 1.1, curvature, 0.511, 0.0123)
-    variants = {"x0": (x0 * 1.2, *base[1:]), "lr": (*base[:2], 0.533, 0.0123)}
-    causes = recompiled_by(descend, base, variants | {"tol": (*base[:3], 0.0137)})
-    _compiles_once(DESCEND_ONCE, count, "descend", len(problems), causes)
+    _compiles_once(DESCEND_ONCE, count, "descend", recorder)
     _inside(DESCEND_INSIDE, descend, problems[0], "descend")
