@@ -188,133 +188,182 @@ class UnsafeHashConfig:
     eps: float
 
 
-def test_rejects_identity_hash():
-    found = failure(IdentityConfig, make_forward)
-    assert found.check == static_arguments.EQUAL
-    assert found.seen == "== gives False, hashes differ"  # no self-contradiction
+class Float32EpsConfig(KeyedConfig):
+    """Plausible: "eps is a float32 on the device anyway", so it is stored as one."""
+
+    def _key(self):
+        return (self.activation, self.residual, self.layer_norm, float(np.float32(self.eps)))
 
 
-def test_rejects_equal_configs_with_identity_hashes():
-    class EqualButIdentityHash(KeyedConfig):
-        __hash__ = object.__hash__
-
-    found = failure(EqualButIdentityHash, make_forward)
-    assert found.check == static_arguments.EQUAL
-    assert found.seen == "hashes differ"
-
-
-def test_rejects_identity_hash_even_without_the_equality_check(monkeypatch):
-    # The compile count catches it too: one compilation per instance, and the verdict
-    # says what changed between the counted calls.
-    monkeypatch.setattr(static_arguments, "_check_value_semantics", lambda *a: None)
-    found = failure(IdentityConfig, make_forward)
-    assert found.check == static_arguments.SHARED
-    assert found.seen.startswith("4 compilation")
-    assert "only the config instance changed" in found.seen
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KeywordOnlyConfig:
+    activation: str
+    residual: bool
+    layer_norm: bool
+    eps: float
 
 
-def test_rejects_eq_and_hash_that_skip_a_field():
-    found = failure(SkipsEpsConfig, make_forward)
-    assert found.check == static_arguments.DIFFER
-    assert "differ in eps" in found.expected
+@dataclasses.dataclass(frozen=True)
+class ReorderedConfig:
+    eps: float
+    activation: str
+    residual: bool
+    layer_norm: bool
 
 
-def test_rejects_eq_that_rounds_a_float():
-    found = failure(RoundsEpsConfig, make_forward)
-    assert found.check == static_arguments.DIFFER
-    assert "eps (slightly)" in found.expected
+class FrozenAgainstAssignmentOnly(KeyedConfig):
+    """__setattr__ refuses, __delattr__ was forgotten: ``del cfg.eps`` goes through."""
 
 
-def test_skipped_field_returns_stale_numbers(monkeypatch):
-    # Without the equality check, the numbers check sees the stale result itself.
-    monkeypatch.setattr(static_arguments, "_check_value_semantics", lambda *a: None)
-    found = failure(SkipsEpsConfig, make_forward)
-    assert found.check == static_arguments.CHANGED_NUMBERS
-    assert "eps changed" in found.hint
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class PytreeConfig:
+    """Plausible: a pytree config traces its fields, so the Python `if`s see tracers."""
+
+    activation: str = dataclasses.field(metadata={"static": True})
+    residual: bool
+    layer_norm: bool
+    eps: float
 
 
-def test_rejects_mutable_dataclass():
-    found = failure(MutableConfig, make_forward)
-    assert found.check == static_arguments.HASHABLE
-    assert "frozen=True" in found.hint
+def jit_block(**options):
+    return lambda: jax.jit(block, **options)
 
 
-def test_rejects_unsafe_hash_mutable_config():
-    found = failure(UnsafeHashConfig, make_forward)
-    assert found.check == static_arguments.FROZEN
-    assert "activation, residual, layer_norm, eps" in found.seen
-
-
-def test_rejects_a_config_frozen_in_one_field_only():
-    found = failure(PartlyFrozenConfig, make_forward)
-    assert found.check == static_arguments.FROZEN
-    assert "residual" not in found.seen and "eps" in found.seen
-
-
-def test_rejects_traced_config():
-    # Forgetting static_argnames: cfg is traced, and jit cannot make an array of it.
-    found = failure(BlockConfig, lambda: jax.jit(block))
-    assert found.check == static_arguments.RUNS
-    assert "static" in found.hint
-
-
-def test_rejects_config_registered_as_a_pytree():
-    # Making the config a pytree traces its fields: the Python `if`s see tracers.
-    @jax.tree_util.register_dataclass
-    @dataclasses.dataclass(frozen=True)
-    class PytreeConfig:
-        residual: bool
-        layer_norm: bool
-        eps: float
-        activation: str = dataclasses.field(metadata={"static": True})
-
-    found = failure(PytreeConfig, lambda: jax.jit(block))
-    assert found.check == static_arguments.RUNS
-    assert "traced" in found.hint
-
-
-def test_rejects_static_temperature():
-    found = failure(BlockConfig, lambda: jax.jit(block, static_argnames=("cfg", "temperature")))
-    assert found.check == static_arguments.TEMPERATURES
-    assert "only temperature changed" in found.seen
-    assert "keep lr" not in found.hint and "temperature" in found.hint
-
-
-def test_rejects_work_outside_jit():
-    assert failure(BlockConfig, lambda: block).check == static_arguments.JITTED
-
-
-def test_rejects_a_plain_function_with_a_decoy_jitted_call():
+def decoy_forward():
     jitted = jax.jit(block, static_argnames="cfg")
 
     def forward(params, x, cfg, temperature):
         jitted(params, x, cfg, 1.0)  # a decoy, so that something compiles
         return block(params, x, cfg, temperature)  # the real work, op by op
 
-    assert failure(BlockConfig, lambda: forward).check == static_arguments.JITTED
+    return lambda: forward
 
 
-def test_rejects_numpy_through_a_host_callback():
+def callback_forward():
     def numpy_block(params, x, cfg, temperature):
         fields = {f: getattr(cfg, f) for f in static_arguments.FIELDS}
-        out = static_arguments._reference(params, x, fields, float(temperature))
-        return out.astype(np.float32)
+        return static_arguments._reference(params, x, fields, float(temperature)).astype(np.float32)
 
     def forward(params, x, cfg, temperature):
         shape = jax.ShapeDtypeStruct(x.shape, jnp.float32)
-        return jax.pure_callback(
-            lambda p, xx, t: numpy_block(p, xx, cfg, t), shape, params, x, temperature
-        )
+        call = lambda p, xx, t: numpy_block(p, xx, cfg, t)  # noqa: E731
+        return jax.pure_callback(call, shape, params, x, temperature)
 
-    found = failure(BlockConfig, lambda: jax.jit(forward, static_argnames="cfg"))
-    assert found.check == static_arguments.INSIDE
+    return lambda: jax.jit(forward, static_argnames="cfg")
 
 
-def test_rejects_jit_switched_off_around_the_learners_call():
+def jit_off_forward():
     jitted = jax.jit(block, static_argnames="cfg")
 
     def forward(params, x, cfg, temperature):
         with jax.disable_jit():
             return jitted(params, x, cfg, temperature)
 
-    assert failure(BlockConfig, lambda: forward).check == static_arguments.JITTED
+    return lambda: forward
+
+
+def naive_softmax_block(params, x, cfg, temperature):
+    """The block rewritten with a softmax that does not subtract the max."""
+    h = ACTIVATIONS[cfg.activation](x @ params["w1"] + params["b1"]) @ params["w2"] + params["b2"]
+    h = h + x if cfg.residual else h
+    if cfg.layer_norm:
+        h = (h - h.mean(-1, keepdims=True)) / jnp.sqrt(h.var(-1, keepdims=True) + cfg.eps)
+    e = jnp.exp(h / temperature)
+    return e / e.sum(-1, keepdims=True)
+
+
+SA = static_arguments
+WRONG = {
+    # name: (config class, make_forward, the check it fails, words its verdict holds)
+    "identity hash": (IdentityConfig, make_forward, SA.EQUAL, ["== gives False, hashes differ"]),
+    "equal, identity hash": (
+        type("EqualButIdentityHash", (KeyedConfig,), {"__hash__": object.__hash__}),
+        make_forward,
+        SA.EQUAL,
+        ["seen:     hashes differ"],
+    ),
+    "skips eps": (SkipsEpsConfig, make_forward, SA.DIFFER, ["differ in eps)"]),
+    "rounds eps": (RoundsEpsConfig, make_forward, SA.DIFFER, ["eps, its 6th digit"]),
+    "mutable dataclass": (MutableConfig, make_forward, SA.HASHABLE, ["frozen=True"]),
+    "unsafe_hash": (
+        UnsafeHashConfig,
+        make_forward,
+        SA.FROZEN,
+        [f"assigning {f}" for f in SA.FIELDS],
+    ),
+    "traced config": (BlockConfig, jit_block(), SA.RUNS, ["static"]),
+    "pytree config": (PytreeConfig, jit_block(), SA.RUNS, ["traced"]),
+    "static temperature": (
+        BlockConfig,
+        jit_block(static_argnames=("cfg", "temperature")),
+        SA.TEMPERATURES,
+        ["only temperature changed", "temperature"],
+    ),
+    "not jitted": (BlockConfig, lambda: block, SA.JITTED, []),
+    "decoy jitted call": (BlockConfig, decoy_forward(), SA.JITTED, []),
+    "host callback": (BlockConfig, callback_forward(), SA.INSIDE, []),
+    "jit off around": (BlockConfig, jit_off_forward(), SA.JITTED, []),
+    "keyword-only": (
+        KeywordOnlyConfig,
+        make_forward,
+        SA.BUILT,
+        ["TypeError", "in this order, positional"],
+    ),
+    "fields reordered": (ReorderedConfig, make_forward, SA.EQUAL, ["by position", "order"]),
+    "delete goes through": (FrozenAgainstAssignmentOnly, make_forward, SA.FROZEN, ["deleting eps"]),
+    "donated x": (
+        BlockConfig,
+        jit_block(static_argnames="cfg", donate_argnums=1),
+        SA.RUNS,
+        ["has been deleted", "donate", "the same params and x"],
+    ),
+}
+ON_EVERY_DRAW = {  # rules that only some inputs expose, graded on three seeds
+    "float32 eps": (Float32EpsConfig, make_forward, SA.DIFFER, ["eps, its 12th digit"]),
+    "softmax without the max": (
+        BlockConfig,
+        lambda: jax.jit(naive_softmax_block, static_argnames="cfg"),
+        SA.LATER_NUMBERS,
+        ["nan", "at temperature 0.01", "subtract the max"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", WRONG)
+def test_wrong_answers_fail_their_check(name):
+    config_class, make, check, words = WRONG[name]
+    found = failure(config_class, make)
+    assert found.check == check, found
+    assert all(word in str(found) for word in words), found
+
+
+@pytest.mark.parametrize("seed", ["4", "5", "6"])
+@pytest.mark.parametrize("name", ON_EVERY_DRAW)
+def test_wrong_rules_fail_on_every_draw(name, seed, monkeypatch):
+    monkeypatch.setenv("JITLAB_SEED", seed)
+    config_class, make, check, words = ON_EVERY_DRAW[name]
+    found = failure(config_class, make)
+    assert found.check == check, found
+    assert all(word in str(found) for word in words), found
+
+
+def test_a_config_frozen_in_one_field_only():
+    found = failure(PartlyFrozenConfig, make_forward)
+    assert found.check == static_arguments.FROZEN
+    assert "assigning residual" not in found.seen and "assigning eps" in found.seen
+
+
+@pytest.mark.parametrize("config_class", [IdentityConfig, SkipsEpsConfig])
+def test_the_counts_and_numbers_catch_it_without_the_equality_check(config_class, monkeypatch):
+    # One compilation per instance, or another config's stale numbers: the verdict says
+    # what changed between the counted calls.
+    monkeypatch.setattr(static_arguments, "_check_value_semantics", lambda *a: None)
+    found = failure(config_class, make_forward)
+    if config_class is IdentityConfig:
+        assert found.check == static_arguments.SHARED
+        assert found.seen.startswith("4 compilation")
+        assert "only the config instance changed" in found.seen
+    else:
+        assert found.check == static_arguments.CHANGED_NUMBERS
+        assert "eps changed" in found.hint
