@@ -37,25 +37,6 @@ MAX_STEPS, CLIP_NORM = 100, 1.0  # the exercise states the same two numbers
 _STOP_SLACK = 1e-3  # float32 may see a norm the float64 reference finds a hair above tol
 _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError)
 
-CLIP_CHECKS = (
-    CLIP_JITTED := "clip_by_norm is compiled with jax.jit",
-    CLIP_RUNS := "clip_by_norm runs under jit",
-    CLIP_LONG := "clip_by_norm scales long vectors to norm max_norm",
-    CLIP_TINY := "clip_by_norm scales tiny vectors exactly (no eps)",
-    CLIP_SHORT := "clip_by_norm leaves short vectors alone",
-    CLIP_ZERO := "clip_by_norm leaves a zero vector alone",
-    CLIP_ONCE := "clip_by_norm compiles once for every max_norm",
-    CLIP_INSIDE := "clip_by_norm decides inside the compiled program",
-)
-DESCEND_CHECKS = (
-    DESCEND_JITTED := "descend is compiled with jax.jit",
-    DESCEND_RUNS := "descend runs under jit",
-    DESCEND_PAIR := "descend returns (x, steps)",
-    DESCEND_STEPS := "descend stops at the right step",
-    DESCEND_X := "descend returns the right x",
-    DESCEND_ONCE := "descend compiles once for every lr and tol",
-    DESCEND_INSIDE := "descend decides inside the compiled program",
-)
 EARLY, CONVERGED, AT_TOL, LIMIT = (
     "stops early",
     "starts converged: norm(curvature * x0) < tol",
@@ -63,24 +44,42 @@ EARLY, CONVERGED, AT_TOL, LIMIT = (
     f"never reaches tol in {MAX_STEPS} steps",
 )
 KINDS = (EARLY, EARLY, CONVERGED, EARLY, AT_TOL, EARLY, LIMIT, LIMIT)  # descend's problems
-CLIP_KINDS = (
-    (CLIP_LONG, CLIP_ZERO, CLIP_LONG, CLIP_SHORT, CLIP_TINY)
-    + (CLIP_SHORT, CLIP_LONG) * 2
-    + (CLIP_SHORT,)
-)
-_TOL = {CLIP_TINY: (1e-4, 0.0), CLIP_SHORT: (1e-5, 1e-6), CLIP_ZERO: (0.0, 1e-6)}
 
-HINTS = {
-    CLIP_LONG: "scale the whole vector by max_norm / norm(g), keeping its direction; jnp.clip "
-    "limits each element, which is a different thing",
-    CLIP_TINY: "the factor is exactly max_norm / norm(g), however small the norm: an eps added "
-    "to the norm (or a floor such as jnp.maximum(norm, eps)) changes it for short vectors. The "
-    "contract has no eps; jnp.where already keeps the zero vector safe",
-    CLIP_SHORT: "when norm(g) <= max_norm (the limit may equal the norm), return g unchanged",
-    CLIP_ZERO: "a zero gradient is shorter than any limit and must come back as zeros; dividing "
-    "by its norm (0) gives NaN. Choose the factor with "
-    "jnp.where(norm > max_norm, max_norm / norm, 1.0)",
-    DESCEND_X: "each step is x - lr * clip_by_norm(curvature * x, 1.0)",
+CLIP_CHECKS = {  # every check once: its name, then its default hint
+    (CLIP_JITTED := "clip_by_norm is compiled with jax.jit"): "decorate it with @jax.jit",
+    (CLIP_RUNS := "clip_by_norm runs under jit"): "",
+    (CLIP_LONG := "clip_by_norm scales long vectors to norm max_norm"): "scale the whole vector "
+    "by max_norm / norm(g), keeping its direction; jnp.clip limits each element, which is a "
+    "different thing",
+    (CLIP_TINY := "clip_by_norm scales tiny vectors exactly (no eps)"): "the factor is exactly "
+    "max_norm / norm(g), however small the norm: an eps added to the norm (or a floor such as "
+    "jnp.maximum(norm, eps)) changes it for short vectors. The contract has no eps; jnp.where "
+    "already keeps the zero vector safe",
+    (CLIP_SHORT := "clip_by_norm leaves short vectors alone"): "when norm(g) <= max_norm (the "
+    "limit may equal the norm), return g unchanged",
+    (CLIP_ZERO := "clip_by_norm leaves a zero vector alone"): "a zero gradient is shorter than "
+    "any limit and must come back as zeros; dividing by its norm (0) gives NaN. Choose the "
+    "factor with jnp.where(norm > max_norm, max_norm / norm, 1.0)",
+    (CLIP_ONCE := "clip_by_norm compiles once for every max_norm"): "",
+    (CLIP_INSIDE := "clip_by_norm decides inside the compiled program"): "a host callback runs "
+    "NumPy outside the compiled program; use jnp.where instead",
+}
+DESCEND_CHECKS = {
+    (DESCEND_JITTED := "descend is compiled with jax.jit"): "decorate it with @jax.jit",
+    (DESCEND_RUNS := "descend runs under jit"): "",
+    (DESCEND_PAIR := "descend returns (x, steps)"): "return x and the step count together, "
+    "e.g. the final carry of lax.while_loop, with steps starting at jnp.int32(0)",
+    (DESCEND_STEPS := "descend stops at the right step"): "",
+    (DESCEND_X := "descend returns the right x"): "each step is "
+    "x - lr * clip_by_norm(curvature * x, 1.0)",
+    (DESCEND_ONCE := "descend compiles once for every lr and tol"): "",
+    (DESCEND_INSIDE := "descend decides inside the compiled program"): "a host callback runs "
+    "NumPy outside the compiled program; use lax.while_loop instead",
+}
+CLIP_KINDS = (CLIP_LONG, CLIP_ZERO, CLIP_LONG, CLIP_SHORT, CLIP_TINY, CLIP_SHORT, CLIP_LONG)
+CLIP_KINDS += (CLIP_SHORT, CLIP_LONG, CLIP_SHORT)  # clip_by_norm's cases
+_TOL = {CLIP_TINY: (1e-4, 0.0), CLIP_SHORT: (1e-5, 1e-6), CLIP_ZERO: (0.0, 1e-6)}
+HINTS = {  # the mistakes the step counts and a tracer error point to
     "fixed": "every problem ran all MAX_STEPS steps: a loop with a fixed count (fori_loop to "
     "MAX_STEPS) never stops early; test the rule before every step",
     "no iterate": "your x is no iterate of the reference after any number of steps: each step "
@@ -102,6 +101,8 @@ HINTS = {
     "instead of Python's `if`/`and`/`or`",
     "jit": "replace the Python `if` with jnp.where or lax.cond, and the `while` with "
     "lax.while_loop, so the decision is made inside the compiled program",
+    **CLIP_CHECKS,
+    **DESCEND_CHECKS,
 }
 
 
@@ -148,12 +149,10 @@ def _call(check: str, fn: Callable[..., Any], *args: Any) -> Any:
         seen += f", which needed the value of {needed[1]}" if needed else ""
         kind = "jit" if not where or where[2] == "jit" else "lax"
         kind = "while" if where and where[2].startswith("while") else kind
-        raise fail(
-            check,
-            expected="a function that traces: no Python if/while/and on traced values",
-            seen=seen + (f", at {line}" if line else ""),
-            hint=HINTS[kind].format(where and where[2]),
-        ) from err
+        expected = "a function that traces: no Python if/while/and on traced values"
+        seen += f", at {line}" if line else ""
+        hint = HINTS[kind].format(where and where[2])
+        raise fail(check, expected=expected, seen=seen, hint=hint) from err
     except Exception:
         return call_learner(check, fn, *args)
 
@@ -169,50 +168,37 @@ def _counted(fn: Any, cases: list[tuple], check: str) -> tuple[list[Any], Any, R
     return outputs, count, recorder
 
 
+def _check(check: str, ok: bool, expected: str, seen: str, hint: str = "") -> None:
+    require(check, ok, expected=expected, seen=seen, hint=hint or HINTS[check])
+
+
 def _require_cases(check: str, got: list, want: list, about: list[str], tol: tuple) -> None:
     """Pass if every case matches; else name the first that does not, by its input."""
     for out, ref, what in zip(got, want, about, strict=True):
         out = np.asarray(out, np.float64)
-        same = out.shape == ref.shape and np.allclose(out, ref, *tol, equal_nan=False)
-        at = first_difference(out, ref, rtol=tol[0], atol=tol[1]) if out.shape == ref.shape else 0
-        require(
-            check,
-            same,
-            expected=f"{excerpt(ref, at)} for {what}",
-            seen=f"{excerpt(out, at)}, first wrong at index {at}"
-            if out.shape == ref.shape
-            else f"shape {out.shape}",
-            hint=HINTS[check],
-        )
+        if out.shape != ref.shape:
+            _check(check, False, f"shape {ref.shape} for {what}", f"shape {out.shape}")
+        at = first_difference(out, ref, rtol=tol[0], atol=tol[1])
+        seen = f"{excerpt(out, at)}, first wrong at index {at}"
+        _check(check, np.allclose(out, ref, *tol), f"{excerpt(ref, at)} for {what}", seen)
 
 
 def _compiles_once(check: str, count: Any, name: str, recorder: Recorder) -> None:
     found = why(recorder)
     names = list(dict.fromkeys(d.where for r in found.recompiles for d in r.differences))
     what, one = " and ".join(names), len(names) == 1
-    keep = f"{what} change{'s' * one} on every call: keep {'it' if one else 'them'} traced"
-    require_compiles(
-        check,
-        count,
-        exactly=1,
-        what=f"compilations of {name} for {len(recorder.calls)} calls of the same shapes",
-        hint=(keep if names else "calls of one shape share one program: keep every argument traced")
-        + " (no static_argnames / static_argnums) and let jnp.where, "
-        "lax.cond or lax.while_loop decide inside the program",
-        seen_extra=found.text if count.compiles > 1 else "",
-    )
+    hint = f"{what} change{'s' * one} on every call: keep {'it' if one else 'them'} traced"
+    hint = hint if names else "calls of one shape share one program: keep every argument traced"
+    hint += " (no static_argnames / static_argnums); let jnp.where or lax decide in the program"
+    what = f"compilations of {name} for {len(recorder.calls)} calls of the same shapes"
+    extra = found.text if count.compiles > 1 else ""
+    require_compiles(check, count, exactly=1, what=what, hint=hint, seen_extra=extra)
 
 
 def _inside(check: str, fn: Any, args: tuple, name: str) -> None:
-    found = host_callbacks(fn, *args)
-    require(
-        check,
-        not found,
-        expected=f"{name}'s decision made by the compiled program (jnp/lax operations)",
-        seen=f"the program calls back into Python ({', '.join(found)})",
-        hint="a host callback runs NumPy outside the compiled program; use jnp.where, "
-        "lax.cond and lax.while_loop instead",
-    )
+    found = ", ".join(host_callbacks(fn, *args))
+    expected = f"{name}'s decision made by the compiled program (jnp/lax operations)"
+    _check(check, not found, expected, f"the program calls back into Python ({found})")
 
 
 def _clip_cases(rng: np.random.Generator, size: int) -> list[tuple[np.ndarray, float]]:
@@ -229,11 +215,11 @@ def _clip_cases(rng: np.random.Generator, size: int) -> list[tuple[np.ndarray, f
     return cases
 
 
-@grader("control_flow", part="clip_by_norm", checks=CLIP_CHECKS)
+@grader("control_flow", part="clip_by_norm", checks=tuple(CLIP_CHECKS))
 def grade_clip(clip_by_norm: Callable[..., Any]) -> None:
     """Grade ``clip_by_norm(g, max_norm)`` on the drawn cases (the module's table)."""
     rng = fresh_rng()
-    require_jitted(CLIP_JITTED, clip_by_norm)
+    require_jitted(CLIP_JITTED, clip_by_norm, hint=HINTS[CLIP_JITTED])
     cases = _clip_cases(rng, int(rng.integers(5, 40)))
     got, count, recorder = _counted(clip_by_norm, cases, CLIP_RUNS)
     want = [_reference_clip(g, m) for g, m in cases]
@@ -272,23 +258,16 @@ def _pairs(results: list[Any]) -> None:
     for result in results:
         pair = isinstance(result, tuple | list) and len(result) == 2
         shape = np.shape(result[1]) if pair else None
-        require(
-            DESCEND_PAIR,
-            shape == (),
-            expected="a pair (x, steps), steps a scalar integer",
-            seen=f"steps of shape {shape}" if pair else f"a {type(result).__name__}",
-            hint="return x and the step count together, e.g. the final carry of "
-            "lax.while_loop, with steps starting at jnp.int32(0)",
-        )
+        seen = f"steps of shape {shape}" if pair else f"a {type(result).__name__}"
+        _check(DESCEND_PAIR, shape == (), "a pair (x, steps), steps a scalar integer", seen)
 
 
 def _steps_hint(got: list[int], want: list[int], x_at: list[set[int]]) -> str:
     """The mistake the step counts and the learner's x point to, most specific first.
     ``x_at[i]``: the numbers of steps whose reference iterate the learner's x equals."""
     wrong = {kind for kind, s, w in zip(KINDS, got, want, strict=True) if s != w}
-    offsets = {
-        s - w for s, w, at, k in zip(got, want, x_at, KINDS, strict=True) if w in at and k != LIMIT
-    }
+    rows = zip(got, want, x_at, KINDS, strict=True)
+    offsets = {s - w for s, w, at, kind in rows if w in at and kind != LIMIT}
     if all(s == MAX_STEPS for s in got):
         return HINTS["fixed"]
     if not all(x_at):
@@ -296,17 +275,16 @@ def _steps_hint(got: list[int], want: list[int], x_at: list[set[int]]) -> str:
     if len(offsets) == 1 and 0 not in offsets:
         return HINTS["offset"].format(*offsets)
     if wrong in ({LIMIT}, {AT_TOL}):
-        return HINTS[wrong.pop()].format(
-            sorted({s for k, s in zip(KINDS, got, strict=True) if k == LIMIT})
-        )
+        took = sorted({s for kind, s in zip(KINDS, got, strict=True) if kind == LIMIT})
+        return HINTS[wrong.pop()].format(took)
     return HINTS[CONVERGED] if CONVERGED in wrong else HINTS["rule"]
 
 
-@grader("control_flow", part="descend", checks=DESCEND_CHECKS)
+@grader("control_flow", part="descend", checks=tuple(DESCEND_CHECKS))
 def grade_descend(descend: Callable[..., Any]) -> None:
     """Grade ``descend(x0, curvature, lr, tol)`` on the drawn problems (``KINDS``)."""
     rng = fresh_rng()
-    require_jitted(DESCEND_JITTED, descend)
+    require_jitted(DESCEND_JITTED, descend, hint=HINTS[DESCEND_JITTED])
     problems = _problems(rng)
     results, count, recorder = _counted(descend, problems, DESCEND_RUNS)
     _pairs(results)
@@ -323,13 +301,9 @@ def grade_descend(descend: Callable[..., Any]) -> None:
         for s, ref, p, kind in zip(got, refs, problems, KINDS, strict=True)
     ]
     i = ok.index(False) if False in ok else 0
-    require(
-        DESCEND_STEPS,
-        all(ok),
-        expected=f"steps {want}: problem {i + 1} {KINDS[i]}, so {want[i]} steps",
-        seen=f"steps {got}: {got[i]} for problem {i + 1}",
-        hint=_steps_hint(got, want, x_at),
-    )
+    expected = f"steps {want}: problem {i + 1} {KINDS[i]}, so {want[i]} steps"
+    seen = f"steps {got}: {got[i]} for problem {i + 1}"
+    _check(DESCEND_STEPS, all(ok), expected, seen, _steps_hint(got, want, x_at))
     at = [ref[0][min(s, MAX_STEPS + 2)] for ref, s in zip(refs, got, strict=True)]
     about = [f"problem {i + 1} ({KINDS[i]}) after {s} steps" for i, s in enumerate(got)]
     _require_cases(DESCEND_X, xs, at, about, (1e-3, 1e-4))
