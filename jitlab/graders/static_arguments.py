@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.grading import GradingFailure, call_learner, fail, fresh_rng, grader, passed, require
+from jitlab.grading import GradingFailure, call_learner, fresh_rng, grader, passed, require
 from jitlab.grading.checks import learner_error, require_close, require_compiles, require_jitted
 from jitlab.grading.kernel import host_callbacks
 from jitlab.instruments.counting import count_compiles
@@ -36,51 +36,52 @@ ACTIVATION_NAMES = ("relu", "tanh", "softplus")
 BATCH, WIDTH, HIDDEN = 16, 8, 24
 RTOL, ATOL = 1e-4, 1e-6  # float32 against float64; a stale eps misses by far more
 
-CHECKS = (
-    BUILT := "a config can be built from its four fields",
-    HASHABLE := "a config is hashable",
-    EQUAL := "two configs built from the same values are equal and hash alike",
-    DIFFER := "configs that differ in any one field are not equal",
-    FROZEN := "a config cannot be changed after it is built",
-    RETURNS := "make_forward() returns a function",
-    JITTED := "make_forward() returns a jitted function",
-    RUNS := "block runs with cfg static",
-    BASE_NUMBERS := "numbers match the reference for the base config",
-    CHANGED_NUMBERS := "a changed field gives new numbers, not stale ones",
-    SHARED := "fresh but equal configs share one compilation",
-    TEMPERATURES := "new temperatures compile nothing more",
-    CHANGED_ONCE := "a changed config compiles exactly once",
-    LATER_NUMBERS := "numbers stay right for every temperature and config",
-    INSIDE := "the work happens inside the compiled program",
-)
-HINTS = {
-    BUILT: "the exercise builds configs both ways, BlockConfig('tanh', True, True, 1e-3) and "
-    "BlockConfig(activation='tanh', ...): keep the four fields, in this order, positional",
-    HASHABLE: "a @dataclass that is not frozen gets __hash__ = None; "
-    "@dataclasses.dataclass(frozen=True) gives a hash over the fields",
-    EQUAL: "an ordinary class compares and hashes by identity, so every new instance compiles "
-    "again; compare and hash by the field values",
-    DIFFER: "block bakes every field it reads into the compiled program: __eq__ and __hash__ "
-    "must compare all four fields exactly (no rounding, no tolerance, no float32)",
-    FROZEN: "a config changed after use keeps hitting the executable compiled for its old "
-    "values, or corrupts the cache's key; freeze it (@dataclasses.dataclass(frozen=True)) and "
-    "build changed copies with dataclasses.replace",
-    SHARED: "only the config instance changed between these calls, and each new instance "
-    "compiled again: hash and compare configs by their values",
-    TEMPERATURES: "only temperature changed between these calls: making it static compiles "
-    "once per value; mark only cfg static",
-    LATER_NUMBERS: "every call must use the temperature and config it is given",
+CHECKS = {  # every check once: its name, then its default hint
+    (BUILT := "a config can be built from its four fields"): "the exercise builds configs both "
+    "ways, BlockConfig('tanh', True, True, 1e-3) and BlockConfig(activation='tanh', ...): keep "
+    "the four fields, in this order, positional",
+    (HASHABLE := "a config is hashable"): "a @dataclass that is not frozen gets __hash__ = "
+    "None; @dataclasses.dataclass(frozen=True) gives a hash over the fields",
+    (EQUAL := "two configs built from the same values are equal and hash alike"): "an ordinary "
+    "class compares and hashes by identity, so every new instance compiles again; compare and "
+    "hash by the field values",
+    (DIFFER := "configs that differ in any one field are not equal"): "block bakes every field "
+    "it reads into the compiled program: __eq__ and __hash__ must compare all four fields "
+    "exactly (no rounding, no tolerance, no float32)",
+    (FROZEN := "a config cannot be changed after it is built"): "a config changed after use "
+    "keeps hitting the executable compiled for its old values, or corrupts the cache's key; "
+    "freeze it (@dataclasses.dataclass(frozen=True)) and build changed copies with "
+    "dataclasses.replace",
+    (RETURNS := "make_forward() returns a function"): "",
+    (JITTED := "make_forward() returns a jitted function"): "return jax.jit(block, ...) so the "
+    "work stays inside the compiler",
+    (RUNS := "block runs with cfg static"): "",
+    (BASE_NUMBERS := "numbers match the reference for the base config"): "block is given: "
+    "check that make_forward wraps block itself, unchanged",
+    (CHANGED_NUMBERS := "a changed field gives new numbers, not stale ones"): "",
+    (SHARED := "fresh but equal configs share one compilation"): "only the config instance "
+    "changed between these calls, and each new instance compiled again: hash and compare "
+    "configs by their values",
+    (TEMPERATURES := "new temperatures compile nothing more"): "only temperature changed "
+    "between these calls: making it static compiles once per value; mark only cfg static",
+    (CHANGED_ONCE := "a changed config compiles exactly once"): "a new config value needs its "
+    "own program once, and equal ones must share it",
+    (LATER_NUMBERS := "numbers stay right for every temperature and config"): "every call must "
+    "use the temperature and config it is given",
+    (INSIDE := "the work happens inside the compiled program"): "return jax.jit(block, ...) "
+    "itself: a host callback runs the work outside the compiled program",
+}
+HINTS = {  # the mistakes that a verdict names when the grader sees them
     "nan": "NaN: a softmax that does not subtract the max overflows for a small temperature; "
     "wrap block as given (jax.nn.softmax subtracts it)",
-    (CHANGED_ONCE, True): "a new config value needs its own program once, and equal ones must "
-    "share it",
-    (CHANGED_ONCE, False): "the changed config reused the old program: residual must take part "
-    "in __eq__ and __hash__",
+    "reused": "the changed config reused the old program: residual must take part in __eq__ "
+    "and __hash__",
     "order": "the config built by position differs from the one built by keyword: declare the "
     "fields in the order activation, residual, layer_norm, eps",
     "donated": "the caller passes the same params and x to every call: donating them "
     "(donate_argnums / donate_argnames) deletes the caller's arrays after the first; donate "
     "nothing",
+    **CHECKS,
 }
 _NUMPY_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "relu": lambda z: np.maximum(z, 0.0),
@@ -147,16 +148,17 @@ def _forward(forward: Callable[..., Any], *args: Any) -> Any:
         raise learner_error(RUNS, err, hint=hint) from err
 
 
+def _check(check: str, ok: bool, expected: str, seen: str, hint: str = "") -> None:
+    require(check, ok, expected=expected, seen=seen, hint=hint or HINTS[check])
+
+
 def _check_value_semantics(config_class: Any, base: dict, variants: dict[str, dict]) -> None:
     first, second = _build(config_class, base), _build(config_class, base, by_position=True)
     passed(BUILT)
     try:
         hashes = (hash(first), hash(second))
     except TypeError as err:
-        seen = f"TypeError: {err}"
-        raise fail(
-            HASHABLE, expected="hash(cfg) to return a number", seen=seen, hint=HINTS[HASHABLE]
-        ) from err
+        _check(HASHABLE, False, "hash(cfg) to return a number", f"TypeError: {err}")
     passed(HASHABLE)
 
     equal, same_hash = bool(first == second), hashes[0] == hashes[1]
@@ -164,20 +166,17 @@ def _check_value_semantics(config_class: Any, base: dict, variants: dict[str, di
     expected = f"{_describe(base)} built by keyword and by position: == True, equal hashes"
     order = not equal and bool(first == _build(config_class, base))  # only by position differs
     hint = HINTS["order"] if order else HINTS[EQUAL]
-    require(EQUAL, equal and same_hash, expected=expected, seen=", ".join(problems), hint=hint)
+    _check(EQUAL, equal and same_hash, expected, ", ".join(problems), hint)
     for field, fields in variants.items():
         expected = f"{_describe(base)} != {_describe(fields)} (they differ in {field})"
         seen = "they compare equal, so the second would reuse the first's executable"
         ok = bool(first != _build(config_class, fields))
-        require(DIFFER, ok, expected=expected, seen=seen, hint=HINTS[DIFFER])
+        _check(DIFFER, ok, expected, seen)
 
     changed = []
     for field in FIELDS:
-        flip = {
-            "activation": "relu" if base["activation"] != "relu" else "tanh",
-            "eps": 2 * base["eps"],
-        }
-        new_value = flip.get(field, not base[field])
+        other = "relu" if base["activation"] != "relu" else "tanh"
+        new_value = {"activation": other, "eps": 2 * base["eps"]}.get(field, not base[field])
         for how, change in (("assigning", setattr), ("deleting", delattr)):
             target = _build(config_class, base)
             try:
@@ -188,17 +187,13 @@ def _check_value_semantics(config_class: Any, base: dict, variants: dict[str, di
                 changed.append(f"{how} {field}")
     expected = "cfg.<field> = ... and del cfg.<field> to raise for every field"
     seen = f"{', '.join(changed)} went through"
-    require(FROZEN, not changed, expected=expected, seen=seen, hint=HINTS[FROZEN])
+    _check(FROZEN, not changed, expected, seen)
 
 
 def _draw_fields(rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     eps = float(np.round(rng.uniform(0.01, 0.05), 6))
-    base = {
-        "activation": str(rng.choice(ACTIVATION_NAMES)),
-        "residual": True,
-        "layer_norm": True,
-        "eps": eps,
-    }
+    base = dict(activation=str(rng.choice(ACTIVATION_NAMES)), residual=True, layer_norm=True)
+    base["eps"] = eps
     other = str(rng.choice([a for a in ACTIVATION_NAMES if a != base["activation"]]))
     return base, {
         "activation": dict(base, activation=other),
@@ -212,13 +207,13 @@ def _count(check: str, forward: Any, calls: list[tuple], exactly: int, what: str
     """Run ``calls`` under a compile count that must be ``exactly``; their outputs."""
     with count_compiles(forward, explain=False) as count:
         outputs = [_forward(forward, *args) for args in calls]
-    hint = HINTS[check, count.compiles > exactly] if (check, True) in HINTS else HINTS[check]
+    hint = HINTS["reused" if count.compiles < exactly else check]
     extra = seen if count.compiles > exactly else ""
     require_compiles(check, count, exactly=exactly, what=what, hint=hint, seen_extra=extra)
     return outputs
 
 
-@grader("static_arguments", checks=CHECKS)
+@grader("static_arguments", checks=tuple(CHECKS))
 def grade(config_class: Callable[..., Any], make_forward: Callable[[], Any]) -> None:
     """Check ``BlockConfig`` and ``make_forward`` by numbers and compile counts."""
     rng = fresh_rng()
@@ -232,8 +227,7 @@ def grade(config_class: Callable[..., Any], make_forward: Callable[[], Any]) -> 
 
     forward = call_learner(RETURNS, make_forward)
     passed(RETURNS)
-    hint = "return jax.jit(block, ...) so the work stays inside the compiler"
-    require_jitted(JITTED, forward, hint=hint)
+    require_jitted(JITTED, forward, hint=HINTS[JITTED])
     shapes = {"w1": (WIDTH, HIDDEN), "b1": (HIDDEN,), "w2": (HIDDEN, WIDTH), "b2": (WIDTH,)}
     params_np = {
         k: rng.normal(0.0, 0.5 if k[0] == "w" else 0.1, s).astype(np.float32)
@@ -247,8 +241,7 @@ def grade(config_class: Callable[..., Any], make_forward: Callable[[], Any]) -> 
     want_base = _reference(params_np, x_np, base, temperature)
     got = _forward(forward, params, x, _build(config_class, base), temperature)
     passed(RUNS)
-    hint = "block is given: check that make_forward wraps block itself, unchanged"
-    require_close(BASE_NUMBERS, got, want_base, rtol=RTOL, atol=ATOL, hint=hint)
+    require_close(BASE_NUMBERS, got, want_base, rtol=RTOL, atol=ATOL, hint=HINTS[BASE_NUMBERS])
     for field, fields in variants.items():
         want = _reference(params_np, x_np, fields, temperature)
         assert not np.allclose(want, want_base, rtol=RTOL, atol=ATOL), field  # grader sanity
@@ -277,16 +270,8 @@ def grade(config_class: Callable[..., Any], make_forward: Callable[[], Any]) -> 
     for out, ref, label in zip(outs, want, labels, strict=True):
         hint = f"at {label}: " + HINTS["nan" if np.isnan(out).any() else LATER_NUMBERS]
         require_close(LATER_NUMBERS, out, ref, rtol=RTOL, atol=ATOL, hint=hint)
-    found = host_callbacks(forward, params, x, cfg, 1.0)
-    seen = f"the program calls back into Python ({', '.join(found)})"
-    hint = "return jax.jit(block, ...) itself: a host callback runs the work outside the program"
-    require(
-        INSIDE,
-        not found,
-        expected="block's work done by the compiled program",
-        seen=seen,
-        hint=hint,
-    )
+    found = ", ".join(host_callbacks(forward, params, x, cfg, 1.0))
+    _check(INSIDE, not found, "block's work done by the compiled program", f"callbacks: {found}")
 
 
 __all__ = ["CHECKS", "FIELDS", "grade"]
