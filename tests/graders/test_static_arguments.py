@@ -9,103 +9,71 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from exercise_cells import namespace
 
 from jitlab.graders import static_arguments
 from jitlab.grading import GradingFailure
 
-ACTIVATIONS = {"relu": jax.nn.relu, "tanh": jnp.tanh, "softplus": jax.nn.softplus}
-
-
-def block(params, x, cfg, temperature):
-    """The exercise's block, as given."""
-    h = ACTIVATIONS[cfg.activation](x @ params["w1"] + params["b1"])
-    h = h @ params["w2"] + params["b2"]
-    if cfg.residual:
-        h = h + x
-    if cfg.layer_norm:
-        mean = h.mean(axis=-1, keepdims=True)
-        var = h.var(axis=-1, keepdims=True)
-        h = (h - mean) / jnp.sqrt(var + cfg.eps)
-    return jax.nn.softmax(h / temperature, axis=-1)
-
-
-@dataclasses.dataclass(frozen=True)
-class BlockConfig:
-    activation: str
-    residual: bool
-    layer_norm: bool
-    eps: float
+SA = static_arguments
+SOLUTION = namespace("static_arguments")
+ACTIVATIONS, block, BlockConfig = (SOLUTION[k] for k in ("ACTIVATIONS", "block", "BlockConfig"))
+TYPED = [("activation", str), ("residual", bool), ("layer_norm", bool), ("eps", float)]
 
 
 def make_forward():
     return jax.jit(block, static_argnames="cfg")
 
 
-JIT_ON = "jit is on and the compile counter hears JAX"
+def config(name, **dataclass_options):
+    """A dataclass with the four fields (``TYPED``), made with ``dataclass_options``."""
+    return dataclasses.make_dataclass(name, TYPED, **dataclass_options)
 
 
 def failure(config_class, make_forward_fn) -> GradingFailure:
     with pytest.raises(GradingFailure) as caught:
-        static_arguments.grade(config_class, make_forward_fn)
+        SA.grade(config_class, make_forward_fn)
     return caught.value
 
 
 # --- answers that should pass ----------------------------------------------------------
 
 
-def test_reference_solution_passes(capsys):
-    static_arguments.grade(BlockConfig, make_forward)
-    assert "All checks passed" in capsys.readouterr().out
+class InternedConfig:
+    """Equal values give the very same (immutable) object: equality is the contract."""
+
+    _made: typing.ClassVar[dict] = {}
+
+    def __new__(cls, activation, residual, layer_norm, eps):
+        key = (activation, residual, layer_norm, eps)
+        if key not in cls._made:
+            cls._made[key] = super().__new__(cls)
+            object.__setattr__(cls._made[key], "_key", key)
+        return cls._made[key]
+
+    def __getattr__(self, name):
+        if name in SA.FIELDS:
+            return self._key[SA.FIELDS.index(name)]
+        raise AttributeError(name)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("immutable")
+
+    def __eq__(self, other):
+        return isinstance(other, InternedConfig) and self._key == other._key
+
+    def __hash__(self):
+        return hash(self._key)
 
 
-def test_passes_twice_in_one_process():
-    # The grader empties the function's cache and draws fresh eps values, so a warm
-    # cache from an earlier run is no help and no hindrance.
-    forward = jax.jit(block, static_argnames="cfg")
-    static_arguments.grade(BlockConfig, lambda: forward)
-    static_arguments.grade(BlockConfig, lambda: forward)
-
-
-def test_named_tuple_and_static_argnums_pass():
-    class TupleConfig(typing.NamedTuple):
-        activation: str
-        residual: bool
-        layer_norm: bool
-        eps: float
-
-    static_arguments.grade(TupleConfig, lambda: jax.jit(block, static_argnums=2))
-
-
-def test_one_shared_instance_per_value_passes():
-    """Equal values give the very same (immutable) object: equality is the contract,
-    `a is not b` is not."""
-
-    class InternedConfig:
-        _made: typing.ClassVar[dict] = {}
-
-        def __new__(cls, activation, residual, layer_norm, eps):
-            key = (activation, residual, layer_norm, eps)
-            if key not in cls._made:
-                made = super().__new__(cls)
-                object.__setattr__(made, "_key", key)
-                cls._made[key] = made
-            return cls._made[key]
-
-        def __getattr__(self, name):
-            if name in static_arguments.FIELDS:
-                return self._key[static_arguments.FIELDS.index(name)]
-            raise AttributeError(name)
-
-        def __setattr__(self, name, value):
-            raise AttributeError("immutable")
-
-        def __eq__(self, other):
-            return isinstance(other, InternedConfig) and self._key == other._key
-
-        def __hash__(self):
-            return hash(self._key)
-
-    static_arguments.grade(InternedConfig, make_forward)
+def test_the_solution_and_other_right_answers_pass(capsys):
+    # Twice with one jitted function: the grader empties its cache and draws fresh eps
+    # values, so a warm cache from an earlier run is no help and no hindrance.
+    forward = SOLUTION["make_forward"]()
+    SA.grade(BlockConfig, lambda: forward)
+    SA.grade(BlockConfig, lambda: forward)
+    SA.grade(typing.NamedTuple("TupleConfig", TYPED), lambda: jax.jit(block, static_argnums=2))
+    SA.grade(InternedConfig, make_forward)
+    assert capsys.readouterr().out.count("All checks passed") == 4
 
 
 # --- wrong answers ---------------------------------------------------------------------
@@ -139,18 +107,16 @@ class KeyedConfig(IdentityConfig):
         return hash(self._key())
 
 
-class SkipsEpsConfig(KeyedConfig):
-    """Plausible: "eps is just a number, it doesn't change the program"."""
-
-    def _key(self):
-        return (self.activation, self.residual, self.layer_norm)
+def keyed(name, key):
+    """A KeyedConfig whose == and hash use ``key(cfg)`` (each a plausible mistake)."""
+    return type(name, (KeyedConfig,), {"_key": key})
 
 
-class RoundsEpsConfig(KeyedConfig):
-    """Plausible: "compare floats with a tolerance", here by rounding eps."""
-
-    def _key(self):
-        return (self.activation, self.residual, self.layer_norm, round(self.eps, 4))
+SkipsEpsConfig = keyed("SkipsEps", lambda c: (c.activation, c.residual, c.layer_norm))
+RoundsEpsConfig = keyed("RoundsEps", lambda c: (*SkipsEpsConfig._key(c), round(c.eps, 4)))
+Float32EpsConfig = keyed(
+    "Float32Eps", lambda c: (*SkipsEpsConfig._key(c), float(np.float32(c.eps)))
+)
 
 
 class PartlyFrozenConfig(IdentityConfig):
@@ -168,47 +134,10 @@ class PartlyFrozenConfig(IdentityConfig):
         return hash(tuple(sorted(vars(self).items())))
 
 
-@dataclasses.dataclass
-class MutableConfig:
-    """Plausible: a dataclass without frozen=True (no hash at all)."""
-
-    activation: str
-    residual: bool
-    layer_norm: bool
-    eps: float
-
-
-@dataclasses.dataclass(unsafe_hash=True)
-class UnsafeHashConfig:
-    """Plausible: hashable by value, but it can still be changed after use."""
-
-    activation: str
-    residual: bool
-    layer_norm: bool
-    eps: float
-
-
-class Float32EpsConfig(KeyedConfig):
-    """Plausible: "eps is a float32 on the device anyway", so it is stored as one."""
-
-    def _key(self):
-        return (self.activation, self.residual, self.layer_norm, float(np.float32(self.eps)))
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class KeywordOnlyConfig:
-    activation: str
-    residual: bool
-    layer_norm: bool
-    eps: float
-
-
-@dataclasses.dataclass(frozen=True)
-class ReorderedConfig:
-    eps: float
-    activation: str
-    residual: bool
-    layer_norm: bool
+MutableConfig = config("MutableConfig")  # no frozen=True: no hash at all
+UnsafeHashConfig = config("UnsafeHash", unsafe_hash=True)  # hashable, but can be changed
+KeywordOnlyConfig = config("KeywordOnly", frozen=True, kw_only=True)
+ReorderedConfig = dataclasses.make_dataclass("Reordered", TYPED[::-1], frozen=True)
 
 
 class FrozenAgainstAssignmentOnly(KeyedConfig):
@@ -273,7 +202,6 @@ def naive_softmax_block(params, x, cfg, temperature):
     return e / e.sum(-1, keepdims=True)
 
 
-SA = static_arguments
 WRONG = {
     # name: (config class, make_forward, the check it fails, words its verdict holds)
     "identity hash": (IdentityConfig, make_forward, SA.EQUAL, ["== gives False, hashes differ"]),
