@@ -19,7 +19,7 @@ import numpy as np
 from jitlab.doctor import signature as sig
 from jitlab.grading import fresh_rng, grader, passed, why
 from jitlab.grading.calls import same_content
-from jitlab.grading.checks import require, require_close
+from jitlab.grading.checks import require
 from jitlab.grading.kernel import (
     FROM_KERNEL,
     JIT_ON,
@@ -216,16 +216,18 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
     wrong = [i for i in range(len(plan)) if not np.isclose(got[i], wanted[i], rtol=1e-4)]
     kinds_wrong = sorted({plan[i][0] for i in wrong})
     stale = wrong and all(reused[i] for i in wrong)
-    require_close(
+    first = wrong[0] if wrong else 0
+    require(
         NUMBERS,
-        got,
-        np.array(wanted),
-        rtol=1e-4,
+        not wrong,
+        expected=f"{wanted[first]:.6g} (the reference) for call {first + 1} of loss: a batch "
+        f"with {plan[first][0]}, called as {plan[first][1]}",
+        seen=f"{got[first]:.6g}; wrong for {len(wrong)} of {len(plan)} calls, batches with "
+        + ", ".join(kinds_wrong),
         hint="wrong only for batches the loader reused (the same dict and arrays, refilled "
         "with new values): do not keep results or tidied batches by id() or by object"
         if stale
-        else (f"wrong for batches with {', '.join(kinds_wrong)}; " if kinds_wrong else "")
-        + "the loss is sum(w * (pred - y)**2) / sum(w), and a batch without weights "
+        else "the loss is sum(w * (pred - y)**2) / sum(w), and a batch without weights "
         "counts every example once (weight 1, not 0)",
     )
     found = why(run.recorder)

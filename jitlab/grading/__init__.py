@@ -11,45 +11,17 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_CALLS = (
-    "Call",
-    "Leaf",
-    "Recorder",
-    "Signature",
-    "bound_arguments",
-    "differences",
-    "missed_calls",
-    "reachable_functions",
-    "recording",
-    "same_content",
-    "signature",
-)
-_CHECKS = (
-    "BUCKETS_FEW",
-    "BUCKETS_HOLD",
-    "JIT_ON",
-    "GradingFailure",
-    "call_learner",
-    "fail",
-    "fresh_rng",
-    "grader",
-    "is_jitted",
-    "learner_error",
-    "passed",
-    "require",
-    "require_buckets",
-    "require_close",
-    "require_compiles",
-    "require_jit_on",
-    "require_jitted",
-    "shorten",
-)
-_CAUSES = ("Why", "jit_options", "key_of", "why")
-_HOME = (
-    {name: "jitlab.grading.calls" for name in _CALLS}
-    | {name: "jitlab.grading.checks" for name in _CHECKS}
-    | {name: "jitlab.grading.causes" for name in _CAUSES}
-)
+_NAMES = {
+    "calls": "Call Leaf Recorder Signature bound_arguments differences missed_calls "
+    "reachable_functions recording same_content signature",
+    "checks": "BUCKETS_FEW BUCKETS_HOLD JIT_ON GradingFailure call_learner fail fresh_rng "
+    "grader is_jitted learner_error passed require require_buckets require_close "
+    "require_compiles require_jit_on require_jitted shorten",
+    "causes": "Why jit_options key_of why",
+}
+_HOME = {
+    name: f"jitlab.grading.{module}" for module, names in _NAMES.items() for name in names.split()
+}
 
 
 def __getattr__(name: str) -> Any:

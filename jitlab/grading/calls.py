@@ -1,50 +1,16 @@
 """See every call a learner's wrapper makes to a jitted function, without changing it.
 
-Why this exists. Several exercises ask for a plain Python function (``rms``, ``score``,
-``train``, ``loss``, ``fit``, ``train_fast``) that calls a jitted function
-(``padded_rms``, ``score_core``, ``sgd_step``, ``batch_loss``, ``train_step``).
-Counting compilations alone cannot tell whether the wrapper's *answers* came from the
-jitted function: a NumPy path plus one "decoy" call compiles exactly once too, and so
-does a loop that returns the grader's own reference. A grader has to see the calls.
-
-How. While a grader runs the learner's wrapper inside :func:`recording`, every reference
-to the jitted function that the wrapper can reach is rebound to a :class:`Recorder`: the
-module globals, closure cells, default and keyword-default values of the wrapper and of
-the plain functions it reaches (helpers it calls by a global name, holds in a closure or
-a default; through ``functools.partial``, bound methods, decorators' ``__wrapped__``,
-callable objects and other jitted functions), followed a few levels deep. The recorder
-forwards each call, unchanged, to the very same jitted object, so JAX's caches and
-compile counts are exactly what they would be without it. For each call it keeps a
-:class:`Call`:
-
-- the arguments as passed and bound to the target's parameter names, and a copy of every
-  argument leaf taken before the call (later in-place changes by the caller cannot alter
-  the record);
-- the call's abstract :class:`Signature` (calling style, ``jax.typeof`` of every leaf by
-  argument path, tree structure), from which :func:`differences` names what changed
-  between two calls in the grader's own words, so that a verdict does not depend on
-  JAX's closest-key guess;
-- whether jit was switched on at that moment (``jax.disable_jit()`` inside the wrapper
-  is seen here, though it is gone again by the time a grader's own canary runs);
-- whether the call compiled (from a counter the grader passes in);
-- the output, and copies of its leaves.
-
-A call made while another function is being traced (the wrapper jits a lambda around the
-target, or is itself jitted) is not a dispatch of the target: its outputs are tracers. It
-is kept apart, in :attr:`Recorder.traced`, so that graders can say so.
-
-Everything rebound is put back when the block ends, whatever happens (an exception, a
-failed check); a name the learner's code rebound to something else meanwhile is left as
-the learner left it.
-
-Limits. Only references the wrapper can reach by the routes above are seen. A wrapper
-that reaches the jitted function some other way (an item of a list or dict, an
-attribute of an object or a module such as ``mymodule.step``, an argument of a
-``functools.partial`` built before the block, a function defined in a library) calls
-it unseen: those calls are missing from the record, and a grader will report that the
-wrapper never called it. Functions of ``jax``, ``numpy``, ``jitlab`` and the other
-libraries in :data:`LIBRARIES` are not followed. The copies are NumPy arrays, made on the
-host at every call: fine for a grader's small inputs, not for a training run.
+Counting compilations cannot tell whether a wrapper's answers came from the jitted
+function (a NumPy path beside one decoy call compiles once too), so a grader watches the
+calls. Inside :func:`recording`, every reference to the target that the wrapper can reach
+(globals, closure cells, defaults of it and of the helpers it reaches, through partials,
+methods, ``__wrapped__`` and callable objects) is rebound to a :class:`Recorder`, which
+forwards each call unchanged to the same jitted object (caches and counts are as without
+it) and keeps a :class:`Call`: the arguments, copies of their leaves taken before the
+call, the doctor's signature (``key``), whether jit was on, whether it compiled, the
+output. Calls made while another function is traced are kept apart (``traced``).
+Everything is put back afterwards. Not seen: a target reached through a list, a dict, an
+attribute or a library's function (:data:`LIBRARIES`); the wrapper then "never called" it.
 """
 
 from __future__ import annotations
@@ -66,38 +32,28 @@ from jitlab.grading.checks import is_jitted
 
 @dataclasses.dataclass(frozen=True)
 class Signature:
-    """What jit keys a call on, described for a learner.
-
-    ``style``: which parameters came positionally and which by keyword.
-    ``leaves``: (path, abstract value) for every leaf of the bound arguments; a ``None``
-    is listed as a leaf reading "None" so that it shows up where an array was.
-    ``structure``: the tree structure of the bound arguments (catches a list for a
-    tuple, which leaves the paths unchanged).
-    """
+    """A call's types as ``jax.typeof`` prints them, for the graders that read them:
+    ``style`` (positional names, then ``name=``), ``leaves`` ((path, type), "None" for a
+    None) and ``structure`` (the treedefs). Causes come from ``Call.key`` and ``why``."""
 
     style: str
     leaves: tuple[tuple[str, str], ...]
     structure: str
 
     def leaf(self, path: str) -> str | None:
-        """The abstract value at ``path`` ("lr", "batch['x']"), or None when absent."""
         return dict(self.leaves).get(path)
 
-    def __str__(self) -> str:
-        """As a learner would read it: ``(padded: float32[512], n: ~int32[])``."""
+    def __str__(self) -> str:  # (padded: float32[512], n: ~int32[])
         return "(" + ", ".join(f"{path}: {kind}" for path, kind in self.leaves) + ")"
 
 
 class Leaf(NamedTuple):
-    """One leaf of a call's arguments: where it was, a copy of it, and its type."""
+    """One argument leaf: its path (``batch['x']``), a copy taken before the call (None
+    for a tracer) and its type as in :class:`Signature`."""
 
     path: str
-    """The argument's parameter name and the path inside it: ``batch['x']``."""
     value: Any
-    """A copy taken before the call (NumPy for arrays and scalars; None for a tracer)."""
     type: str
-    """``jax.typeof`` as text (``~float32[]`` marks a weak type), "None", or the
-    Python type's name for a leaf JAX cannot type."""
 
 
 def _abstract(value: Any) -> str:
@@ -121,23 +77,13 @@ def copy_leaf(leaf: Any) -> Any:
     return leaf
 
 
-def _parameters(fn: Callable[..., Any]) -> inspect.Signature | None:
-    try:
-        return inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-
-
 def bound_arguments(fn: Callable[..., Any], args: tuple, kwargs: dict) -> dict[str, Any]:
     """The call's arguments by parameter name, in the parameters' order (``arg0``,
     ``arg1``... and the keywords as given when they do not bind to ``fn``)."""
-    parameters = _parameters(fn)
-    if parameters is not None:
-        try:
-            return dict(parameters.bind(*args, **kwargs).arguments)
-        except TypeError:
-            pass
-    return {**{f"arg{i}": a for i, a in enumerate(args)}, **kwargs}
+    try:
+        return dict(inspect.signature(fn).bind(*args, **kwargs).arguments)
+    except (TypeError, ValueError):
+        return {**{f"arg{i}": a for i, a in enumerate(args)}, **kwargs}
 
 
 def _described(
@@ -205,34 +151,25 @@ def differences(
 
 @dataclasses.dataclass
 class Call:
-    """One call that went through a :class:`Recorder`."""
+    """One call that went through a :class:`Recorder`: the arguments as passed (the
+    caller's objects) and bound to the target's parameter names; their :class:`Signature`
+    and :class:`Leaf` copies taken before the call; the doctor's signature ``key``
+    (what :func:`jitlab.grading.why` compares); whether jit was on, whether it was made
+    while another function was traced, whether it compiled (by the counter given to
+    :func:`recording`) or raised; the output and copies of its leaves."""
 
     args: tuple
-    """The positional arguments as passed (the caller's own objects)."""
     kwargs: dict
-    """The keyword arguments as passed."""
     arguments: dict[str, Any]
-    """The arguments bound to the target's parameter names, in their order."""
     signature: Signature
-    """Calling style, abstract value of every leaf, tree structure."""
     inputs: tuple[Leaf, ...]
-    """Every argument leaf with a copy taken before the call (same order as
-    ``signature.leaves``)."""
     jit_on: bool
-    """False when ``jax.disable_jit()`` or ``jax_disable_jit`` was in force."""
     traced: bool = False
-    """Made while another function was being traced (its output is a tracer)."""
     compiled: bool = False
-    """The counter passed to :func:`recording` went up during the call."""
     out: Any = None
-    """What the target returned (the object itself)."""
     outputs: tuple[Any, ...] = ()
-    """Copies of the output's leaves (``jax.tree.leaves``; None for a tracer)."""
     raised: bool = False
-    """The target raised instead of returning."""
     key: Any = None
-    """The doctor's signature of the call (:func:`jitlab.doctor.signature.take`), taken
-    before it: what :func:`jitlab.grading.causes.why` compares."""
 
 
 def _has_tracer(tree: Any) -> bool:
@@ -240,15 +177,11 @@ def _has_tracer(tree: Any) -> bool:
 
 
 class Recorder:
-    """Forwards calls to ``target`` (a jitted function) and remembers each one.
-
-    ``calls`` lists the calls that dispatched the target, in order; ``traced`` lists
-    the calls made while another function was being traced (not dispatches: the target
-    was inlined into that function's program). ``compiles``, when given, returns how
-    many compilations of the target have been counted so far (the grader's
-    ``count_compiles`` block), so that each call knows whether it compiled. Attribute
-    lookups (``clear_cache``, ``lower``, ``__name__``...) go to the target.
-    """
+    """Forwards calls to ``target`` (a jitted function) and remembers each one:
+    ``calls`` the dispatches, ``traced`` the calls made while another function was traced
+    (inlined there). ``compiles()`` counts the target's compilations so far, so that each
+    call knows whether it compiled; ``options`` (``static_argnums``...) are for ``key``.
+    Attributes (``clear_cache``, ``lower``...) are the target's."""
 
     def __init__(
         self,
@@ -261,22 +194,17 @@ class Recorder:
         self.target = target
         self._compiles = compiles or (lambda: 0)
         self._key = key_of(target, **options)
+        self.on_call: Callable[[Call], None] | None = None  # sees each call before it runs
         self.calls: list[Call] = []
         self.traced: list[Call] = []
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         traced = _has_tracer((args, kwargs))
         named, sig, inputs = _described(self.target, args, kwargs, copies=not traced)
-        call = Call(
-            args=args,
-            kwargs=kwargs,
-            arguments=named,
-            signature=sig,
-            inputs=inputs,
-            jit_on=not jax.config.jax_disable_jit,
-            traced=traced,
-            key=self._key(args, kwargs),
-        )
+        jit_on = not jax.config.jax_disable_jit
+        call = Call(args, kwargs, named, sig, inputs, jit_on, traced, key=self._key(args, kwargs))
+        if self.on_call is not None:
+            self.on_call(call)
         before = self._compiles()
         try:
             call.out = self.target(*args, **kwargs)
@@ -403,57 +331,47 @@ def recording(
 ) -> Iterator[Recorder]:
     """While the block runs, ``wrapper`` reaches ``target`` only through a Recorder.
 
-    Rebinds every reference to ``target`` in the globals, closure cells, defaults and
-    keyword defaults of ``wrapper`` and of the functions it reaches
-    (:func:`reachable_functions`), and puts them all back afterwards, whatever happens.
-    ``compiles`` (e.g. ``lambda: count.compiles``) lets each :class:`Call` say whether it
-    compiled. Calls made through other routes (a list, an attribute) are not seen: see
-    the module's docstring. ``options`` (``static_argnums``, ``static_argnames``) say
-    which arguments are static where :func:`jitlab.grading.causes.jit_options` cannot
-    read them from ``target``.
+    Rebinds every reference to ``target`` in the globals, closure cells and (keyword)
+    defaults of ``wrapper`` and of the functions it reaches (:func:`reachable_functions`)
+    and puts each back afterwards, whatever happens, unless the learner's code rebound it
+    meanwhile. ``compiles`` (``lambda: count.compiles``) lets each :class:`Call` say
+    whether it compiled; ``options`` (``static_argnums``...) say which arguments are
+    static where :func:`jitlab.grading.jit_options` cannot read them from ``target``.
     """
     recorder = Recorder(target, compiles, **options)
-    undo: list[Callable[[], None]] = []
+    undo: list[Callable[[], Any]] = []
     namespaces: list[dict[str, Any]] = []
-
-    def put_back_global(namespace: dict[str, Any], name: str) -> None:
-        if namespace.get(name) is recorder:  # unless the learner's code rebound it
-            namespace[name] = target
-
-    def put_back_cell(cell: Any) -> None:
-        if _cell_contents(cell) is recorder:
-            cell.cell_contents = target
-
-    def put_back(fn: Any, attribute: str, mine: Any, old: Any) -> None:
-        if getattr(fn, attribute) is mine:
-            setattr(fn, attribute, old)
-
     try:
         for fn in reachable_functions(wrapper, target, depth=depth):
             namespace = fn.__globals__
             if not any(namespace is seen for seen in namespaces):
                 namespaces.append(namespace)
-                for name, value in list(namespace.items()):
-                    if value is target:
-                        namespace[name] = recorder
-                        undo.append(functools.partial(put_back_global, namespace, name))
+                for name in [name for name, value in namespace.items() if value is target]:
+                    namespace[name] = recorder
+                    undo.append(
+                        lambda ns=namespace, n=name: (
+                            ns.get(n) is recorder and ns.__setitem__(n, target)
+                        )
+                    )
             for cell in fn.__closure__ or ():
                 if _cell_contents(cell) is target:
                     cell.cell_contents = recorder
-                    undo.append(functools.partial(put_back_cell, cell))
-            defaults = fn.__defaults__
-            if defaults and any(value is target for value in defaults):
-                fn.__defaults__ = tuple(recorder if v is target else v for v in defaults)
+                    undo.append(
+                        lambda c=cell: (
+                            _cell_contents(c) is recorder and setattr(c, "cell_contents", target)
+                        )
+                    )
+            for attribute in ("__defaults__", "__kwdefaults__"):
+                old = getattr(fn, attribute)
+                if isinstance(old, dict) and any(v is target for v in old.values()):
+                    mine: Any = {k: recorder if v is target else v for k, v in old.items()}
+                elif isinstance(old, tuple) and any(v is target for v in old):
+                    mine = tuple(recorder if v is target else v for v in old)
+                else:
+                    continue
+                setattr(fn, attribute, mine)
                 undo.append(
-                    functools.partial(put_back, fn, "__defaults__", fn.__defaults__, defaults)
-                )
-            kwdefaults = fn.__kwdefaults__
-            if kwdefaults and any(value is target for value in kwdefaults.values()):
-                fn.__kwdefaults__ = {
-                    k: recorder if v is target else v for k, v in kwdefaults.items()
-                }
-                undo.append(
-                    functools.partial(put_back, fn, "__kwdefaults__", fn.__kwdefaults__, kwdefaults)
+                    lambda f=fn, a=attribute, m=mine, o=old: getattr(f, a) is m and setattr(f, a, o)
                 )
         yield recorder
     finally:
@@ -501,27 +419,21 @@ def missed_calls(
     first: str = "",
     direct_call: str,
 ) -> tuple[str, str]:
-    """What a grader says (``seen``, ``hint``) when ``missed`` of ``total`` calls of the
-    learner's ``wrapper`` did not dispatch the jitted ``target``: either it was only
-    called while something else was being traced (a ``jax.jit`` of the learner's own,
-    which inlines it), or never. ``first`` names the first such call (", the first for
-    length 3"); ``direct_call`` is how the wrapper should call it (``"score_core(x, w)"``).
-    """
+    """(``seen``, ``hint``) when ``missed`` of ``total`` calls of ``wrapper`` did not
+    dispatch ``target``: it was only called inside a trace (a ``jax.jit`` of the
+    learner's own inlines it), or never. ``first`` names the first such call;
+    ``direct_call`` is how the wrapper should call it (``"score_core(x, w)"``)."""
     if recorder.traced:
-        seen = (
-            f"{missed} of {total} calls of {wrapper} did not run {target} itself: "
-            f"{target} was called {len(recorder.traced)} time(s), each while another "
-            f"function was being traced (a jax.jit inside {wrapper}), which inlines it "
-            "into that function's program"
-        )
-        hint = (
+        return (
+            f"{missed} of {total} calls of {wrapper} did not run {target} itself: {target} "
+            f"was called {len(recorder.traced)} time(s), each while another function was "
+            f"being traced (a jax.jit inside {wrapper}), which inlines it into that "
+            "function's program",
             f"call {direct_call} directly in {wrapper}, not inside a jax.jit of your own, "
-            "and return its result"
+            "and return its result",
         )
-        return seen, hint
-    seen = f"{missed} of {total} calls of {wrapper} never called {target}{first}"
-    hint = (
+    return (
+        f"{missed} of {total} calls of {wrapper} never called {target}{first}",
         f"{wrapper} must call {target} by that name and return its result; an answer "
-        f"computed in NumPy, or by a function other than {target}, does not count"
+        f"computed in NumPy, or by a function other than {target}, does not count",
     )
-    return seen, hint

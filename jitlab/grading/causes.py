@@ -22,21 +22,17 @@ Key = Callable[[tuple, Mapping[str, Any]], "sig.Signature | None"]
 
 
 def jit_options(fn: Any) -> dict[str, Any]:
-    """The static and donated arguments ``jax.jit`` was given for ``fn``.
-
-    JAX 0.12.0.1 has no public accessor: ``jax.jit(f, static_argnums=1)._jit_info``
-    (a ``PjitInfo``) holds ``static_argnums`` and ``static_argnames`` resolved against
-    each other, and ``donate_argnums``. Read guardedly: {} for anything else, and a
-    grader that knows better passes the options to :func:`key_of` itself."""
+    """The static and donated arguments ``jax.jit`` was given for ``fn``, from
+    ``PjitFunction._jit_info`` (JAX 0.12.0.1 has no public accessor; it holds both
+    ``static_argnums`` and ``static_argnames``, resolved); {} for anything else."""
     info = getattr(fn, "_jit_info", None)
     names = ("static_argnums", "static_argnames", "donate_argnums", "donate_argnames")
     return {name: getattr(info, name) for name in names if getattr(info, name, None)}
 
 
 def key_of(fn: Any, **options: Any) -> Key:
-    """A function that takes the doctor's signature of a call of ``fn`` (None where it
-    cannot: a look-alike of a jitted function, say). ``options`` (``static_argnums``,
-    ``static_argnames``) replace what :func:`jit_options` reads from ``fn``."""
+    """Takes the doctor's signature of a call of ``fn`` (None where it cannot);
+    ``options`` (``static_argnums``...) replace what :func:`jit_options` reads."""
     try:
         function = sig.identify(fn)
         spec = sig.static_spec(fn, {**jit_options(fn), **options})
@@ -54,8 +50,8 @@ def key_of(fn: Any, **options: Any) -> Key:
 
 @dataclasses.dataclass(frozen=True)
 class Recompile:
-    """One compilation after the first: call ``index`` against the earlier compiling
-    call ``against``, what differs between them and the causes of that."""
+    """Call ``index`` compiled again: what differs from the earlier compiling call
+    ``against``, and the causes."""
 
     index: int
     against: int

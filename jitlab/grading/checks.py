@@ -1,18 +1,11 @@
 """Building blocks for the exercises' graders.
 
-A grader is a function in ``jitlab.graders.<slug>`` decorated with :func:`grader`, which
-an exercise's grader cell calls with the learner's code. It draws fresh random inputs
-(so a hard-coded answer cannot pass), compares numbers with a reference, and checks
-compile behaviour with ``count_compiles``. Every check either passes quietly or raises
-``GradingFailure`` saying what was expected, what was seen, and what to try; nbval
-(``--nbval-lax``) notices a cell only when it raises.
-
-:func:`grader` also guards the grading itself. Before and after the checks it compiles a
-fresh *canary* function and requires the counter to hear exactly that compilation, so a
-learner's code that switched jit off or emptied JAX's monitoring listeners fails with a
-message that says so. It requires every declared check to be reported, and reports the
-run as complete through the runner's channel (see :mod:`jitlab.grading.verdict`): a
-grader that is interrupted, skipped or swapped for another never completes.
+A grader (decorated with :func:`grader`) draws fresh inputs, compares numbers with a
+reference and counts compilations; each check passes quietly or raises
+``GradingFailure`` (expected, seen, hint). :func:`grader` compiles a fresh canary before
+and after, so jit switched off or emptied monitoring listeners fail by name; it requires
+every declared check to be reported and only then reports the run complete to the
+runner (:mod:`jitlab.grading.verdict`).
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 """The kernel exercise: a plain Python *wrapper* that calls a jitted *kernel*.
 
-Six exercises share one shape: the learner writes a jitted kernel (``padded_rms``,
-``score_core``, ``batch_loss``, ``sgd_step``, ``train_step``) and a plain function
-around it (``rms``, ``score``, ``loss``, ``train``, ``fit``, ``train_fast``) that
-prepares the kernel's arguments at the boundary. Their graders check the same things
-in the same way; this module declares each of those checks once: its name, what it
-expects, and the hint it gives by default. An exercise's grader supplies its inputs,
-its reference and the hints for the mistakes of its own lesson.
-
-The standard checks, in the order a grader runs them:
-
-- :meth:`KernelExercise.jitted`: the kernel is what ``jax.jit`` returns;
-- :meth:`KernelExercise.plain`: the wrapper is not jitted itself;
-- :meth:`KernelExercise.no_callbacks`: the kernel's program has no host callback;
-- :meth:`KernelExercise.run`: the wrapper's calls, from an emptied kernel cache,
-  counted and recorded (:func:`jitlab.grading.recording`), with copies of the inputs;
-- :meth:`KernelExercise.jit_on`: jit was on at every call of the kernel;
-- :meth:`KernelExercise.calls_kernel`: every call of the wrapper dispatched the kernel;
-- :meth:`KernelExercise.returns_kernel_output`: what the wrapper returned is what the
-  kernel computed during the same call (a NumPy path beside a decoy call fails);
-- :meth:`KernelExercise.unchanged`: the caller's inputs are as they were (content);
-- :meth:`KernelExercise.compiles`: the compile count is within the exercise's bound,
-  with the cause the grader found and JAX's explanation only as a second opinion.
+Six exercises have this shape (``rms``/``padded_rms``, ``score``/``score_core``...). Each
+standard check is declared once here (:class:`Declared`: name, expectation, default
+hint); an exercise's grader supplies its inputs, reference and its own hints, and runs
+them in order: ``jitted``, ``plain``, ``no_callbacks``, ``run`` (the counted, recorded
+calls from an emptied cache), ``jit_on``, ``calls_kernel``, ``returns_kernel_output``,
+``unchanged``, ``compiles``.
 """
 
 from __future__ import annotations
@@ -33,14 +17,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jitlab.grading.calls import (
-    Call,
-    Recorder,
-    copy_leaf,
-    missed_calls,
-    recording,
-    same_content,
-)
+from jitlab.grading.calls import Call, Recorder, copy_leaf, missed_calls, recording, same_content
 from jitlab.grading.checks import (
     JIT_OFF_HINT,
     call_learner,
@@ -109,13 +86,8 @@ def host_callbacks(fn: Any, *args: Any) -> list[str]:
 def recompiled_by(
     fn: Callable[..., Any], base: Sequence[Any], variants: Mapping[str, Sequence[Any]]
 ) -> list[str]:
-    """The arguments whose new value alone compiled ``fn`` again.
-
-    ``base`` and each variant are argument lists of values never used before; each
-    variant differs from ``base`` in the one argument it is named after. Graders find
-    a static argument this way, by their own calls, because JAX's explanation of a
-    changed static value reads "cache miss explanation unavailable".
-    """
+    """The arguments whose new value alone compiled ``fn`` again: each variant of the
+    argument list ``base`` differs from it in the one argument it is named after."""
     try:
         fn(*base)
         causes = []
@@ -131,13 +103,10 @@ def recompiled_by(
 
 @dataclasses.dataclass
 class Run:
-    """The wrapper's calls during one counted, recorded block.
-
-    ``outputs[i]`` is what call ``i`` of the wrapper returned, ``calls[i]`` the kernel
-    calls it dispatched, ``compiled[i]`` the compilations it caused; ``copies[i]`` is a
-    copy of its arguments taken just before it ran, ``given[i]`` the caller's own objects
-    (which a loader that reuses them may refill later).
-    """
+    """The wrapper's calls during one counted, recorded block: for call ``i``, the
+    caller's objects ``given[i]`` (a loader may refill them later), a copy ``copies[i]``
+    taken just before it, what it returned, the kernel calls it dispatched, the
+    compilations it caused and whether it changed its arguments' content."""
 
     recorder: Recorder
     count: CompileCount
@@ -147,11 +116,9 @@ class Run:
     calls: list[list[Call]] = dataclasses.field(default_factory=list)
     compiled: list[int] = dataclasses.field(default_factory=list)
     changed: list[bool] = dataclasses.field(default_factory=list)
-    """Whether call ``i`` changed its arguments' content (compared right after it)."""
 
     @property
-    def kernel_calls(self) -> list[Call]:
-        """Every dispatch of the kernel, in order."""
+    def kernel_calls(self) -> list[Call]:  # every dispatch of the kernel, in order
         return self.recorder.calls
 
 
@@ -257,6 +224,7 @@ class KernelExercise:
             count_compiles(kernel) as count,
             recording(wrapper, kernel, lambda: count.compiles) as recorder,
         ):
+            recorder.on_call = lambda call: call.jit_on or self.jit_on(recorder, call)
             run = Run(recorder, count, [], [])
             for args, kwargs in arguments:  # a generator may refill what it gave before
                 run.given.append((args, kwargs))
@@ -273,10 +241,11 @@ class KernelExercise:
             ]
         return run
 
-    def jit_on(self, recorder: Recorder) -> None:
+    def jit_on(self, recorder: Recorder, pending: Call | None = None) -> None:
         """Jit was on at every call of the kernel (``jax.disable_jit()`` inside the
-        wrapper is over by the time the grader's own canary runs)."""
-        every = recorder.calls + recorder.traced
+        wrapper is over by the time the grader's own canary runs). :meth:`run` checks
+        each ``pending`` call before it runs, so that jit switched off fails at once."""
+        every = recorder.calls + recorder.traced + ([pending] if pending else [])
         off = sum(not call.jit_on for call in every)
         self.require(
             JIT_ON,

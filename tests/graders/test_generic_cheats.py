@@ -1,11 +1,8 @@
-"""The cheats that every exercise must refuse, tested once, over every exercise.
-
-Each exercise's own test file keeps the mistakes of its lesson and its right answers
-written differently; here are the generic ones: the untouched learner's copy, jit
-switched off by the config or around the grader, and, for the exercises whose learner
-writes a plain wrapper around a jitted kernel (:mod:`jitlab.grading.kernel`), jit
-switched off inside the wrapper, a wrapper that changes the caller's arguments, and a
-wrapper that calls a separately jitted copy of the kernel instead of the kernel.
+"""The cheats that every exercise must refuse, tested once, over every exercise: the
+untouched learner's copy, jit switched off; and for the wrapper-and-kernel exercises
+(:mod:`jitlab.grading.kernel`) jit off inside the wrapper, an in-place change, a copy of
+the kernel, a decoy call and a host callback. Each exercise's own file keeps its
+lesson's mistakes and its right answers written differently.
 """
 
 from __future__ import annotations
@@ -31,7 +28,7 @@ from jitlab.graders import (
 from jitlab.grading import GradingFailure
 from jitlab.grading.checks import JIT_ON
 from jitlab.grading.kernel import JIT_ON as JIT_ON_IN_WRAPPER
-from jitlab.grading.kernel import UNCHANGED, KernelExercise
+from jitlab.grading.kernel import JITTED, NO_CALLBACKS, UNCHANGED, KernelExercise
 
 # These two run their learner's code elsewhere (eight simulated devices from the start,
 # two worker processes): their own files load it and test these cheats there.
@@ -49,6 +46,11 @@ KERNELS: dict[str, tuple[KernelExercise, str]] = {
 }
 
 
+def loaded(slug: str, learner_copy: bool = False) -> dict:
+    """The names of the exercise's cells that its grader cells need (no slow demos)."""
+    return namespace(slug, learner_copy=learner_copy, graders_only=True)
+
+
 def grade(slug: str, names: dict, *, around: Any = contextlib.nullcontext) -> GradingFailure:
     """Run the exercise's first grader cell on ``names``; return its failure."""
     with pytest.raises(GradingFailure) as failure, around():
@@ -61,14 +63,14 @@ def grade(slug: str, names: dict, *, around: Any = contextlib.nullcontext) -> Gr
 
 @pytest.mark.parametrize("slug", EXERCISES)
 def test_the_untouched_learner_copy_fails_as_not_solved(slug):
-    failure = grade(slug, namespace(slug, learner_copy=True))
+    failure = grade(slug, loaded(slug, learner_copy=True))
     assert "not solved yet" in failure.seen, failure
     assert f"`jitlab hint {slug}`" in failure.hint
 
 
 @pytest.mark.parametrize("slug", EXERCISES)
 def test_jit_switched_off_by_the_config_fails(slug):
-    names = namespace(slug)
+    names = loaded(slug)
     jax.config.update("jax_disable_jit", True)
     try:
         failure = grade(slug, names)
@@ -79,7 +81,7 @@ def test_jit_switched_off_by_the_config_fails(slug):
 
 @pytest.mark.parametrize("slug", EXERCISES)
 def test_jit_switched_off_around_the_grader_fails(slug):
-    failure = grade(slug, namespace(slug), around=jax.disable_jit)
+    failure = grade(slug, loaded(slug), around=jax.disable_jit)
     assert failure.check == JIT_ON and "switched off" in failure.seen
 
 
@@ -88,24 +90,33 @@ def test_jit_switched_off_around_the_grader_fails(slug):
 
 def cheating(slug: str, cheat: Callable[[Callable[..., Any]], Callable[..., Any]]) -> dict:
     """The solution's names, with the wrapper replaced by ``cheat(wrapper)``."""
-    names = namespace(slug)
+    names = loaded(slug)
     wrapper = KERNELS[slug][0].wrapper
     names[wrapper] = cheat(names[wrapper])
     return names
 
 
+def config_off():
+    jax.config.update("jax_disable_jit", True)
+    return contextlib.nullcontext()
+
+
+@pytest.mark.parametrize("off", [jax.disable_jit, config_off], ids=["context", "config"])
 @pytest.mark.parametrize("slug", KERNELS)
-def test_jit_switched_off_inside_the_wrapper_fails(slug):
+def test_jit_switched_off_inside_the_wrapper_fails(slug, off):
     def cheat(wrapper):
         def without_jit(*args, **kwargs):
-            with jax.disable_jit():
+            with off():
                 return wrapper(*args, **kwargs)
 
         return without_jit
 
-    failure = grade(slug, cheating(slug, cheat))
+    try:
+        failure = grade(slug, cheating(slug, cheat))
+    finally:
+        jax.config.update("jax_disable_jit", False)
     assert failure.check == KERNELS[slug][0].name(JIT_ON_IN_WRAPPER), failure
-    assert "switched off" in failure.seen and not jax.config.jax_disable_jit
+    assert "switched off" in failure.seen
 
 
 def _change_in_place(tree: Any) -> bool:
@@ -142,7 +153,63 @@ def test_a_separately_jitted_copy_of_the_kernel_fails(slug):
     """The wrapper of a second run of the cells calls that run's kernel: a jitted
     function with the same name and code, but not the kernel the grader is given."""
     declared, check = KERNELS[slug]
-    names = namespace(slug)
-    names[declared.wrapper] = namespace(slug)[declared.wrapper]
+    names = loaded(slug)
+    names[declared.wrapper] = loaded(slug)[declared.wrapper]
     failure = grade(slug, names)
     assert failure.check == check, failure
+
+
+# The kernels whose wrapper is called many times, and those whose grader checks for a
+# host callback (the others test theirs in their own files, with their own arguments).
+MANY_CALLS = ("shapes", "dtypes", "pytree_structure")
+CHECKS_CALLBACKS = {"shapes": shapes.RMS, "dtypes": dtypes.SCORE}
+
+
+@pytest.mark.parametrize("slug", MANY_CALLS)
+def test_one_decoy_call_then_a_copy_of_the_kernel_fails(slug):
+    declared, check = KERNELS[slug]
+    names, elsewhere = loaded(slug), loaded(slug)[declared.wrapper]
+    real, calls = names[declared.wrapper], []
+
+    def decoy(*args, **kwargs):
+        calls.append(1)
+        return (real if len(calls) == 1 else elsewhere)(*args, **kwargs)
+
+    names[declared.wrapper] = decoy
+    assert grade(slug, names).check == check
+
+
+@pytest.mark.parametrize("slug", CHECKS_CALLBACKS)
+def test_a_kernel_that_computes_in_a_host_callback_fails(slug):
+    declared = CHECKS_CALLBACKS[slug]
+    names = loaded(slug)
+    inner = names[declared.kernel]
+
+    def on_the_host(*args):
+        return jax.pure_callback(inner, jax.eval_shape(inner, *args), *args)
+
+    names[declared.kernel] = jax.jit(on_the_host)
+    assert grade(slug, names).check == declared.name(NO_CALLBACKS)
+
+
+class LooksJitted:
+    """Calls the real kernel and has jit's methods, but is not what jax.jit returns."""
+
+    def __init__(self, real):
+        self.real, self.lower, self.trace, self.clear_cache = (
+            real,
+            real.lower,
+            real.trace,
+            real.clear_cache,
+        )
+
+    def __call__(self, *args, **kwargs):
+        return self.real(*args, **kwargs)
+
+
+@pytest.mark.parametrize("slug", KERNELS)
+def test_a_look_alike_of_a_jitted_kernel_fails(slug):
+    declared = KERNELS[slug][0]
+    names = loaded(slug)
+    names[declared.kernel] = LooksJitted(names[declared.kernel])
+    assert grade(slug, names).check == declared.name(JITTED)

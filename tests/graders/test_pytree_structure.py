@@ -1,8 +1,8 @@
 """The pytree-structure grader passes right answers and rejects each kind of wrong one.
 
-Every test builds its own jitted functions, so no test depends on what another compiled.
 The grader calls ``loss`` with every (kind of batch, calling style) pair on every run, so
-each wrong answer below fails at the check in its ``match=`` every time.
+each wrong answer fails its check every time; the generic cheats are in
+test_generic_cheats.py. Every answer builds fresh jitted functions.
 """
 
 from __future__ import annotations
@@ -21,15 +21,18 @@ def predict(params, x):
     return x @ params["w"] + params["b"]
 
 
-def make_batch_loss():
-    """A correct jitted core (fresh object each time), for the wrappers below."""
+def weighted(params, batch):
+    err = (predict(params, batch["x"]) - batch["y"]) ** 2
+    return jnp.sum(batch["weights"] * err) / jnp.sum(batch["weights"])
 
-    @jax.jit
-    def batch_loss(params, batch):
-        err = (predict(params, batch["x"]) - batch["y"]) ** 2
-        return jnp.sum(batch["weights"] * err) / jnp.sum(batch["weights"])
 
-    return batch_loss
+def make_batch_loss(body=weighted):
+    """A jitted core (a fresh object each time), for the wrappers below."""
+
+    def batch_loss(params, batch):  # count_compiles knows a function by its name
+        return body(params, batch)
+
+    return jax.jit(batch_loss)
 
 
 def tidy(batch):
@@ -93,273 +96,167 @@ def test_a_differently_written_right_answer_passes():
     assert type(namespace["batch_loss"]).__name__ != "Recorder"  # put back afterwards
 
 
-# -------------------------------------------------------------- structure and style
+# ------------------------------------------------------------------ wrong answers
 
 
-def test_rejects_batch_passed_through_unchanged():
-    # Numerically right: the jitted function handles the optional field itself. But
-    # every structure is a new compilation.
-    @jax.jit
-    def batch_loss(params, batch):
-        err = (predict(params, batch["x"]) - batch["y"]) ** 2
-        weights = batch.get("weights")
-        if weights is None:
-            return jnp.mean(err)
-        return jnp.sum(weights * err) / jnp.sum(weights)
-
-    def loss(params, batch):
-        return batch_loss(params, batch)
-
-    failure = grade_failure(loss, batch_loss, "compiles once")
-    assert failure.seen.startswith("4 compilations")
-    assert "batch['" in failure.seen  # the grader names the entry that changed
+def handles_weights_inside(params, batch, missing=lambda b: b.get("weights") is None):
+    err = (predict(params, batch["x"]) - batch["y"]) ** 2
+    if missing(batch):
+        return jnp.mean(err)
+    return jnp.sum(batch["weights"] * err) / jnp.sum(batch["weights"])
 
 
-def test_rejects_jitted_loss():
-    @jax.jit
-    def batch_loss(params, batch):
-        return make_batch_loss()(params, tidy(batch))
-
-    grade_failure(batch_loss, batch_loss, "plain Python function")
+def only_missing_key(params, batch):
+    return handles_weights_inside(params, batch, lambda b: b["weights"] is None)
 
 
-def test_rejects_only_missing_key_handled():
-    # `"weights" in batch` misses the batches whose weights are None.
-    @jax.jit
-    def batch_loss(params, batch):
-        err = (predict(params, batch["x"]) - batch["y"]) ** 2
-        if batch["weights"] is None:
-            return jnp.mean(err)
-        return jnp.sum(batch["weights"] * err) / jnp.sum(batch["weights"])
-
-    def loss(params, batch):
-        weights = batch["weights"] if "weights" in batch else np.ones_like(batch["y"])
-        return batch_loss(params, {"x": batch["x"], "y": batch["y"], "weights": weights})
-
-    failure = grade_failure(loss, batch_loss, "compiles once")
-    assert failure.seen.startswith("2 compilations")
-    assert "batch['weights']" in failure.seen and "None" in failure.seen
-    assert "None" in failure.hint
+def given(weights):
+    """A loss that passes batch_loss x, y and ``weights(batch)``."""
+    return lambda c: lambda params, batch: c(params, {**tidy(batch), "weights": weights(batch)})
 
 
-def test_rejects_extra_keys_kept():
-    batch_loss = make_batch_loss()
-
-    def loss(params, batch):
-        kept = dict(batch)  # a copy, so the caller's dict is safe...
-        if kept.get("weights") is None:
-            kept["weights"] = np.ones_like(batch["y"])
-        return batch_loss(params, kept)  # ...but "ids" rides along
-
-    failure = grade_failure(loss, batch_loss, "compiles once")
-    assert "batch['ids']" in failure.seen
-    assert "exactly the keys" in failure.hint
+def filled(fill):
+    """A loss that fills missing weights with ``fill(batch)``."""
+    return given(lambda b: fill(b) if b.get("weights") is None else b["weights"])
 
 
-def test_rejects_forwarded_calling_style():
-    batch_loss = make_batch_loss()
+def keeps_extra_keys(batch_loss):
+    # a copy, so the caller's dict is safe, but "ids" rides along
+    return lambda params, batch: batch_loss(params, {**batch, **tidy(batch)})
 
-    def loss(*args, **kwargs):
-        # Tidies the batch, but calls batch_loss the way loss was called.
+
+def forwards_style(batch_loss):
+    def loss(*args, **kwargs):  # tidies the batch, but calls the way loss was called
         if "batch" in kwargs:
-            kwargs["batch"] = tidy(kwargs["batch"])
-        else:
-            args = (args[0], tidy(args[1]))
-        return batch_loss(*args, **kwargs)
+            return batch_loss(*args, **{**kwargs, "batch": tidy(kwargs["batch"])})
+        return batch_loss(args[0], tidy(args[1]))
 
-    failure = grade_failure(loss, batch_loss, "compiles once")
-    assert "keyword" in failure.seen and "positional" in failure.seen
-    assert "one way" in failure.hint
+    return loss
 
 
-def test_rejects_integer_fill():
-    # Integer ones give the right numbers, but int32[n] is not float32[n]: a new cache key.
-    batch_loss = make_batch_loss()
-
-    def loss(params, batch):
-        weights = batch.get("weights")
-        if weights is None:
-            weights = np.ones(len(batch["y"]), dtype=np.int32)
-        return batch_loss(params, {"x": batch["x"], "y": batch["y"], "weights": weights})
-
-    failure = grade_failure(loss, batch_loss, "compiles once")
-    assert "i32[" in failure.seen and "f32[" in failure.seen
-    assert "dtype" in failure.hint
+def after_a_real_call(answer):
+    return lambda c: lambda params, batch: c(params, tidy(batch)) and answer(params, batch)
 
 
-def test_rejects_weak_fill():
-    # jnp.full(n, 1.0) has the right shape and values, but it is a weak ~float32[n].
-    batch_loss = make_batch_loss()
-
-    def loss(params, batch):
-        weights = batch.get("weights")
-        if weights is None:
-            weights = jnp.full(len(batch["y"]), 1.0)
-        return batch_loss(params, {"x": batch["x"], "y": batch["y"], "weights": weights})
-
-    failure = grade_failure(loss, batch_loss, "compiles once")
-    assert failure.seen.startswith("2 compilations")
-    assert "~f32[" in failure.seen and "weak" in failure.hint
-
-
-def test_rejects_a_cache_cleared_every_call():
-    batch_loss = make_batch_loss()
-
-    def loss(params, batch):
-        batch_loss.clear_cache()
-        return batch_loss(params, tidy(batch))
-
-    failure = grade_failure(loss, batch_loss, "compiles once")
-    assert "the same signature as call 1" in failure.seen
-    assert "clear its cache" in failure.hint
-
-
-# ------------------------------------------------------------- where the work runs
-
-
-def test_rejects_work_outside_jit():
-    batch_loss = make_batch_loss()
-    failure = grade_failure(numpy_loss, batch_loss, "once per call")
-    assert failure.seen.startswith("0 call(s)")
-
-
-def test_rejects_numpy_path_with_one_decoy_call():
-    batch_loss = make_batch_loss()
-    decoy = []
-
-    def loss(params, batch):
-        if not decoy:
-            decoy.append(batch_loss(params, tidy(batch)))
-        return jnp.asarray(numpy_loss(params, batch), jnp.float32)
-
-    grade_failure(loss, batch_loss, "once per call")
-
-
-def test_rejects_numpy_result_after_a_real_call():
-    # batch_loss is called every time, but the result returned is computed outside it.
-    batch_loss = make_batch_loss()
-
-    def loss(params, batch):
-        batch_loss(params, tidy(batch))
-        return jnp.asarray(numpy_loss(params, batch), jnp.float32)
-
-    grade_failure(loss, batch_loss, "returns what batch_loss computed")
-
-
-def test_rejects_the_graders_reference():
-    batch_loss = make_batch_loss()
-
-    def loss(params, batch):
-        batch_loss(params, tidy(batch))
-        return pytree_structure._reference_loss(params, batch)
-
-    grade_failure(loss, batch_loss, "returns what batch_loss computed")
-
-
-def test_rejects_a_new_jit_per_call():
-    batch_loss = make_batch_loss()
-
-    def loss(params, batch):
-        return jax.jit(lambda p, b: batch_loss(p, b))(params, tidy(batch))
-
-    failure = grade_failure(loss, batch_loss, "once per call")
-    assert "while another function was being traced" in failure.hint
-
-
-def test_rejects_unjitted_batch_loss():
-    def batch_loss(params, batch):
-        err = (predict(params, batch["x"]) - batch["y"]) ** 2
-        return jnp.sum(batch["weights"] * err) / jnp.sum(batch["weights"])
-
-    grade_failure(make_loss(batch_loss), batch_loss, "compiled with jax.jit")
-
-
-def test_rejects_a_look_alike_of_a_jitted_function():
-    real = make_batch_loss()
-
-    class LooksJitted:
-        def __call__(self, params, batch):
-            return real(params, batch)
-
-        def lower(self, *args):
-            raise NotImplementedError
-
-        def trace(self, *args):
-            raise NotImplementedError
-
-        def clear_cache(self):
-            pass
-
-    fake = LooksJitted()
-    grade_failure(make_loss(fake), fake, "compiled with jax.jit")
-
-
-# ------------------------------------------------------------ numbers and the batch
-
-
-def test_rejects_weights_filled_with_zeros():
-    batch_loss = make_batch_loss()
-
-    def loss(params, batch):
-        weights = batch.get("weights")
-        if weights is None:
-            weights = np.zeros_like(batch["y"])
-        return batch_loss(params, {"x": batch["x"], "y": batch["y"], "weights": weights})
-
-    failure = grade_failure(loss, batch_loss, "match the reference")
-    assert "no weights" in failure.hint
-
-
-def test_rejects_weights_ignored():
-    @jax.jit
-    def batch_loss(params, batch):
-        return jnp.mean((predict(params, batch["x"]) - batch["y"]) ** 2)
-
-    failure = grade_failure(make_loss(batch_loss), batch_loss, "match the reference")
-    assert "weights" in failure.hint
-
-
-def test_rejects_editing_the_callers_batch():
-    batch_loss = make_batch_loss()
-
+def edits_callers_batch(batch_loss):
     def loss(params, batch):
         if batch.get("weights") is None:
             batch["weights"] = np.ones_like(batch["y"])
         batch.pop("ids", None)
         return batch_loss(params, batch)
 
-    grade_failure(loss, batch_loss, "caller's arguments")
+    return loss
 
 
-def test_rejects_weights_normalised_in_place():
-    # The same dict and the same array objects come back, but the weights' values were
-    # changed in place (the loss does not change: a weighted mean ignores the scale).
-    batch_loss = make_batch_loss()
-
-    def loss(params, batch):
+def normalises_in_place(batch_loss):
+    def loss(params, batch):  # the loss is unchanged: a weighted mean ignores the scale
         tidy_batch = tidy(batch)
         tidy_batch["weights"] /= tidy_batch["weights"].sum()
         return batch_loss(params, tidy_batch)
 
-    failure = grade_failure(loss, batch_loss, "caller's arguments")
-    assert "weights" in failure.seen and "in place" in failure.hint
+    return loss
 
 
-# ------------------------------------------------------------------ jit switched off
+def core(body=weighted):
+    return lambda: make_batch_loss(body)
 
 
-def test_disable_jit_by_config_inside_loss_is_named():
-    batch_loss = make_batch_loss()
+same = make_loss
+WRONG = {
+    # name: (makes the core, makes the loss around it, the failing check, words in the
+    # verdict); a decoy, NumPy outside jit, a look-alike of jit and jit switched off in
+    # the wrapper are in test_generic_cheats.py
+    "batch passed through": (
+        core(handles_weights_inside),
+        lambda c: lambda params, batch: c(params, batch),
+        "compiles once",
+        ("4 compilations", "batch['"),
+    ),
+    "only a missing key handled": (
+        core(only_missing_key),
+        given(lambda b: b["weights"] if "weights" in b else np.ones_like(b["y"])),
+        "compiles once",
+        ("2 compilations", "batch['weights']", "None and no"),
+    ),
+    "extra keys kept": (core(), keeps_extra_keys, "compiles once", ("ids", "exactly the keys")),
+    "calling style forwarded": (
+        core(),
+        forwards_style,
+        "compiles once",
+        ("keyword", "positional", "one way"),
+    ),
+    "integer fill": (
+        core(),
+        filled(lambda b: np.ones(len(b["y"]), np.int32)),
+        "compiles once",
+        ("i32[", "f32[", "dtype"),
+    ),
+    "weak fill": (
+        core(),
+        filled(lambda b: jnp.full(len(b["y"]), 1.0)),
+        "compiles once",
+        ("2 compilations", "~f32[", "weak"),
+    ),
+    "cache cleared every call": (
+        core(),
+        lambda c: lambda params, batch: c.clear_cache() or c(params, tidy(batch)),
+        "compiles once",
+        ("the same signature as call 1", "clear its cache"),
+    ),
+    "NumPy answer after a real call": (
+        core(),
+        after_a_real_call(lambda p, b: jnp.asarray(numpy_loss(p, b), jnp.float32)),
+        "returns what batch_loss computed",
+        "",
+    ),
+    "the grader's reference": (
+        core(),
+        after_a_real_call(pytree_structure._reference_loss),
+        "returns what batch_loss computed",
+        "",
+    ),
+    "a new jit per call": (
+        core(),
+        lambda c: lambda params, batch: jax.jit(lambda q, d: c(q, d))(params, tidy(batch)),
+        "once per call",
+        "while another function was being traced",
+    ),
+    "jitted loss": (
+        lambda: jax.jit(lambda params, batch: weighted(params, tidy(batch))),
+        lambda c: c,
+        "plain Python function",
+        "",
+    ),
+    "batch_loss not jitted": (lambda: weighted, same, "compiled with jax.jit", ""),
+    "weights filled with zeros": (
+        core(),
+        filled(lambda b: np.zeros_like(b["y"])),
+        "match the reference",
+        "no weights",
+    ),
+    "weights ignored": (
+        core(lambda p, b: jnp.mean((predict(p, b["x"]) - b["y"]) ** 2)),
+        same,
+        "match the reference",
+        "weights",
+    ),
+    "caller's batch edited": (core(), edits_callers_batch, "caller's arguments", ""),
+    "weights normalised in place": (
+        core(),
+        normalises_in_place,
+        "caller's arguments",
+        ("weights", "in place"),
+    ),
+}
 
-    def loss(params, batch):
-        jax.config.update("jax_disable_jit", True)
-        return batch_loss(params, tidy(batch))
 
-    try:
-        failure = grade_failure(loss, batch_loss, "with jit on")
-    finally:
-        jax.config.update("jax_disable_jit", False)
-    assert "switched off" in failure.seen
+@pytest.mark.parametrize("name", WRONG)
+def test_a_wrong_answer_fails_its_check(name):
+    make_core, make_wrapper, check, words = WRONG[name]
+    batch_loss = make_core()
+    failure = grade_failure(make_wrapper(batch_loss), batch_loss, check)
+    text = str(failure)
+    assert all(w in text for w in ([words] if isinstance(words, str) else words)), text
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
