@@ -32,46 +32,45 @@ BUCKETS_PER_ROUND, EXTRA_REQUESTS = 4, 12
 
 CHECKS = {  # every check once: its name, then its default hint
     (WARM_UP_RUNS := "warm_up runs"): "",
-    (ONE_PER_BUCKET := "warm_up returns one entry per bucket"): "build {size: executable for "
-    "size in bucket_sizes}",
-    (COMPILED_VALUES := "warm_up returns compiled executables"): "jax.jit(fn) alone compiles "
-    "lazily, on the first call; use jax.jit(fn).lower(...).compile()",
-    (COMPILES_ONCE := "warm_up compiles fn once per bucket"): "compile the fn you are given, "
-    "once per bucket size, from jax.ShapeDtypeStruct arguments",
-    (TAKES_DTYPE := "each executable takes a padded request of its bucket's size and dtype"): (
-        "build each jax.ShapeDtypeStruct from the bucket size and the dtype argument"
-    ),
+    (ONE_PER_BUCKET := "warm_up returns one entry per bucket"): """build {size: executable for size
+        in bucket_sizes}""",
+    (COMPILED_VALUES := "warm_up returns compiled executables"): """jax.jit(fn) alone compiles
+        lazily, on the first call; use jax.jit(fn).lower(...).compile()""",
+    (COMPILES_ONCE := "warm_up compiles fn once per bucket"): """compile the fn you are given, once
+        per bucket size, from jax.ShapeDtypeStruct arguments""",
+    (TAKES_DTYPE := "each executable takes a padded request of its bucket's size and dtype"): """
+        build each jax.ShapeDtypeStruct from the bucket size and the dtype argument""",
     (SERVE_RUNS := "serve runs"): "run the exercise cell on its own to see the full traceback",
-    (RIGHT_TYPES := "serve calls each executable with the types it was compiled for"): "pad "
-    "with NumPy to the bucket size, keeping the dtype: np.zeros(size, dtype=x.dtype), then "
-    "copy x in",
-    (NOTHING_COMPILED := "serve traces and compiles nothing"): "call the executables from "
-    "warm_up, and pad with NumPy: jnp.pad, jnp.zeros and jax.jit all compile when they see a "
-    "new shape",
-    (REQUESTS_KEPT := "serve leaves the caller's requests as they were"): "pad a new array "
-    "(np.zeros(size, dtype=x.dtype), then copy x in); x.resize or writing into x changes the "
-    "caller's data",
-    (SMALLEST_BUCKET := "each request runs on the smallest bucket that holds it"): "pick "
-    "min(b for b in compiled if b >= len(x)) and call compiled[b] once per request; the sizes "
-    "do not arrive sorted, and a request as long as a bucket fits in it",
-    (ONE_RESULT_EACH := "serve returns one result per request"): "append what the executable "
-    "returns for each request",
-    (FROM_EXECUTABLES := "every result is what an executable returned"): "return "
-    "compiled[size](padded, n) for every request; the grader's fn is not summarise, so "
-    "computing the answer another way cannot match",
-    (NUMBERS := "serve's numbers match the reference"): "copy the request into the front of "
-    "the padded array, padded[:len(x)] = x, and pass len(x) as n",
+    (RIGHT_TYPES := "serve calls each executable with the types it was compiled for"): """pad with
+        NumPy to the bucket size, keeping the dtype: np.zeros(size, dtype=x.dtype), then copy x
+        in""",
+    (NOTHING_COMPILED := "serve traces and compiles nothing"): """call the executables from warm_up,
+        and pad with NumPy: jnp.pad, jnp.zeros and jax.jit all compile when they see a new shape""",
+    (REQUESTS_KEPT := "serve leaves the caller's requests as they were"): """pad a new array
+        (np.zeros(size, dtype=x.dtype), then copy x in); x.resize or writing into x changes the
+        caller's data""",
+    (SMALLEST_BUCKET := "each request runs on the smallest bucket that holds it"): """pick min(b for
+        b in compiled if b >= len(x)) and call compiled[b] once per request; the sizes do not
+        arrive sorted, and a request as long as a bucket fits in it""",
+    (ONE_RESULT_EACH := "serve returns one result per request"): """append what the executable
+        returns for each request""",
+    (FROM_EXECUTABLES := "every result is what an executable returned"): """return
+        compiled[size](padded, n) for every request; the grader's fn is not summarise, so
+        computing the answer another way cannot match""",
+    (NUMBERS := "serve's numbers match the reference"): """copy the request into the front of the
+        padded array, padded[:len(x)] = x, and pass len(x) as n""",
 }
-HINTS = {  # the mistakes that a verdict names when the grader sees them
-    JIT_ON: "remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) from "
-    "your code: a Compiled refuses to run with jit off",
-    "kept": "the request arrays were the same as in the last serve, refilled with new values: "
-    "results kept by id(x) or by array are stale then; call the executable for every request",
-    "lookup": "the buckets are the keys of `compiled`, whatever their sizes: ",
-    "whole": "the numbers are those of the whole padded bucket: pass the request's real length "
-    "len(x) as n, not the bucket size",
+HINTS = {  # the mistakes a verdict names when the grader sees them (texts on one line)
+    JIT_ON: """remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) from your
+        code: a Compiled refuses to run with jit off""",
+    "kept": """the request arrays were the same as in the last serve, refilled with new values:
+        results kept by id(x) or by array are stale then; call the executable for every request""",
+    "lookup": "the buckets are the keys of `compiled`, whatever their sizes:",
+    "whole": """the numbers are those of the whole padded bucket: pass the request's real length
+        len(x) as n, not the bucket size""",
     **CHECKS,
 }
+HINTS = {key: " ".join(text.split()) for key, text in HINTS.items()}
 _serial = itertools.count()
 
 
@@ -178,7 +177,7 @@ def _serve_failure(err: Exception, requests: list, watched: dict) -> Exception:
         n = len(requests[min(done, len(requests) - 1)])
         expected = f"request {done} (length {n}) to run on bucket "
         expected += f"{min(b for b in watched if b >= n)} of {sorted(watched)}"
-        hint = HINTS["lookup"] + HINTS[SMALLEST_BUCKET]
+        hint = f"{HINTS['lookup']} {HINTS[SMALLEST_BUCKET]}"
         return fail(SMALLEST_BUCKET, expected=expected, seen=seen, hint=hint)
     return fail(SERVE_RUNS, expected="serve to finish", seen=seen, hint=HINTS[SERVE_RUNS])
 

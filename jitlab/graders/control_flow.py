@@ -48,62 +48,63 @@ KINDS = (EARLY, EARLY, CONVERGED, EARLY, AT_TOL, EARLY, LIMIT, LIMIT)  # descend
 CLIP_CHECKS = {  # every check once: its name, then its default hint
     (CLIP_JITTED := "clip_by_norm is compiled with jax.jit"): "decorate it with @jax.jit",
     (CLIP_RUNS := "clip_by_norm runs under jit"): "",
-    (CLIP_LONG := "clip_by_norm scales long vectors to norm max_norm"): "scale the whole vector "
-    "by max_norm / norm(g), keeping its direction; jnp.clip limits each element, which is a "
-    "different thing",
-    (CLIP_TINY := "clip_by_norm scales tiny vectors exactly (no eps)"): "the factor is exactly "
-    "max_norm / norm(g), however small the norm: an eps added to the norm (or a floor such as "
-    "jnp.maximum(norm, eps)) changes it for short vectors. The contract has no eps; jnp.where "
-    "already keeps the zero vector safe",
-    (CLIP_SHORT := "clip_by_norm leaves short vectors alone"): "when norm(g) <= max_norm (the "
-    "limit may equal the norm), return g unchanged",
-    (CLIP_ZERO := "clip_by_norm leaves a zero vector alone"): "a zero gradient is shorter than "
-    "any limit and must come back as zeros; dividing by its norm (0) gives NaN. Choose the "
-    "factor with jnp.where(norm > max_norm, max_norm / norm, 1.0)",
+    (CLIP_LONG := "clip_by_norm scales long vectors to norm max_norm"): """scale the whole vector by
+        max_norm / norm(g), keeping its direction; jnp.clip limits each element, which is a
+        different thing""",
+    (CLIP_TINY := "clip_by_norm scales tiny vectors exactly (no eps)"): """the factor is exactly
+        max_norm / norm(g), however small the norm: an eps added to the norm (or a floor such as
+        jnp.maximum(norm, eps)) changes it for short vectors. The contract has no eps; jnp.where
+        already keeps the zero vector safe""",
+    (CLIP_SHORT := "clip_by_norm leaves short vectors alone"): """when norm(g) <= max_norm (the
+        limit may equal the norm), return g unchanged""",
+    (CLIP_ZERO := "clip_by_norm leaves a zero vector alone"): """a zero gradient is shorter than any
+        limit and must come back as zeros; dividing by its norm (0) gives NaN. Choose the factor
+        with jnp.where(norm > max_norm, max_norm / norm, 1.0)""",
     (CLIP_ONCE := "clip_by_norm compiles once for every max_norm"): "",
-    (CLIP_INSIDE := "clip_by_norm decides inside the compiled program"): "a host callback runs "
-    "NumPy outside the compiled program; use jnp.where instead",
+    (CLIP_INSIDE := "clip_by_norm decides inside the compiled program"): """a host callback runs
+        NumPy outside the compiled program; use jnp.where instead""",
 }
 DESCEND_CHECKS = {
     (DESCEND_JITTED := "descend is compiled with jax.jit"): "decorate it with @jax.jit",
     (DESCEND_RUNS := "descend runs under jit"): "",
-    (DESCEND_PAIR := "descend returns (x, steps)"): "return x and the step count together, "
-    "e.g. the final carry of lax.while_loop, with steps starting at jnp.int32(0)",
+    (DESCEND_PAIR := "descend returns (x, steps)"): """return x and the step count together, e.g.
+        the final carry of lax.while_loop, with steps starting at jnp.int32(0)""",
     (DESCEND_STEPS := "descend stops at the right step"): "",
-    (DESCEND_X := "descend returns the right x"): "each step is "
-    "x - lr * clip_by_norm(curvature * x, 1.0)",
+    (DESCEND_X := "descend returns the right x"): """each step is x - lr * clip_by_norm(curvature *
+        x, 1.0)""",
     (DESCEND_ONCE := "descend compiles once for every lr and tol"): "",
-    (DESCEND_INSIDE := "descend decides inside the compiled program"): "a host callback runs "
-    "NumPy outside the compiled program; use lax.while_loop instead",
+    (DESCEND_INSIDE := "descend decides inside the compiled program"): """a host callback runs NumPy
+        outside the compiled program; use lax.while_loop instead""",
 }
 CLIP_KINDS = (CLIP_LONG, CLIP_ZERO, CLIP_LONG, CLIP_SHORT, CLIP_TINY, CLIP_SHORT, CLIP_LONG)
 CLIP_KINDS += (CLIP_SHORT, CLIP_LONG, CLIP_SHORT)  # clip_by_norm's cases
 _TOL = {CLIP_TINY: (1e-4, 0.0), CLIP_SHORT: (1e-5, 1e-6), CLIP_ZERO: (0.0, 1e-6)}
 HINTS = {  # the mistakes the step counts and a tracer error point to
-    "fixed": "every problem ran all MAX_STEPS steps: a loop with a fixed count (fori_loop to "
-    "MAX_STEPS) never stops early; test the rule before every step",
-    "no iterate": "your x is no iterate of the reference after any number of steps: each step "
-    "is x - lr * clip_by_norm(curvature * x, 1.0) (clip the gradient before stepping)",
-    LIMIT: "the problems that never reach tol took {} steps, not MAX_STEPS = 100: the loop "
-    "bound is off; keep going while steps < MAX_STEPS",
-    AT_TOL: "a gradient whose norm equals tol has converged (the rule is 'at most tol'): keep "
-    "going while norm > tol, not norm >= tol",
-    CONVERGED: "a start that has already converged needs 0 steps: test the rule before every "
-    "step, including the first (lax.while_loop tests before its body)",
-    "offset": "x is right, but every count is off by {}: start steps at 0 and add 1 for each "
-    "step taken",
-    "rule": "check the stopping rule before every step: stop once norm(curvature * x) <= tol, "
-    "or after MAX_STEPS steps",
-    "while": "you already use lax.while_loop; inside its functions every value is traced, so "
-    "Python's `and`, `or`, `not` and `if` cannot decide. Combine the two conditions with `&`: "
-    "(norm > tol) & (steps < MAX_STEPS)",
-    "lax": "inside lax control flow ({}) every value is traced: use jnp.where, `&` and `|` "
-    "instead of Python's `if`/`and`/`or`",
-    "jit": "replace the Python `if` with jnp.where or lax.cond, and the `while` with "
-    "lax.while_loop, so the decision is made inside the compiled program",
+    "fixed": """every problem ran all MAX_STEPS steps: a loop with a fixed count (fori_loop to
+        MAX_STEPS) never stops early; test the rule before every step""",
+    "no iterate": """your x is no iterate of the reference after any number of steps: each step is x
+        - lr * clip_by_norm(curvature * x, 1.0) (clip the gradient before stepping)""",
+    LIMIT: """the problems that never reach tol took {} steps, not MAX_STEPS = 100: the loop bound
+        is off; keep going while steps < MAX_STEPS""",
+    AT_TOL: """a gradient whose norm equals tol has converged (the rule is 'at most tol'): keep
+        going while norm > tol, not norm >= tol""",
+    CONVERGED: """a start that has already converged needs 0 steps: test the rule before every step,
+        including the first (lax.while_loop tests before its body)""",
+    "offset": """x is right, but every count is off by {}: start steps at 0 and add 1 for each step
+        taken""",
+    "rule": """check the stopping rule before every step: stop once norm(curvature * x) <= tol, or
+        after MAX_STEPS steps""",
+    "while": """you already use lax.while_loop; inside its functions every value is traced, so
+        Python's `and`, `or`, `not` and `if` cannot decide. Combine the two conditions with `&`:
+        (norm > tol) & (steps < MAX_STEPS)""",
+    "lax": """inside lax control flow ({}) every value is traced: use jnp.where, `&` and `|` instead
+        of Python's `if`/`and`/`or`""",
+    "jit": """replace the Python `if` with jnp.where or lax.cond, and the `while` with
+        lax.while_loop, so the decision is made inside the compiled program""",
     **CLIP_CHECKS,
     **DESCEND_CHECKS,
 }
+HINTS = {key: " ".join(text.split()) for key, text in HINTS.items()}
 
 
 def _reference_clip(g: np.ndarray, max_norm: float) -> np.ndarray:

@@ -37,52 +37,53 @@ BATCH, WIDTH, HIDDEN = 16, 8, 24
 RTOL, ATOL = 1e-4, 1e-6  # float32 against float64; a stale eps misses by far more
 
 CHECKS = {  # every check once: its name, then its default hint
-    (BUILT := "a config can be built from its four fields"): "the exercise builds configs both "
-    "ways, BlockConfig('tanh', True, True, 1e-3) and BlockConfig(activation='tanh', ...): keep "
-    "the four fields, in this order, positional",
-    (HASHABLE := "a config is hashable"): "a @dataclass that is not frozen gets __hash__ = "
-    "None; @dataclasses.dataclass(frozen=True) gives a hash over the fields",
-    (EQUAL := "two configs built from the same values are equal and hash alike"): "an ordinary "
-    "class compares and hashes by identity, so every new instance compiles again; compare and "
-    "hash by the field values",
-    (DIFFER := "configs that differ in any one field are not equal"): "block bakes every field "
-    "it reads into the compiled program: __eq__ and __hash__ must compare all four fields "
-    "exactly (no rounding, no tolerance, no float32)",
-    (FROZEN := "a config cannot be changed after it is built"): "a config changed after use "
-    "keeps hitting the executable compiled for its old values, or corrupts the cache's key; "
-    "freeze it (@dataclasses.dataclass(frozen=True)) and build changed copies with "
-    "dataclasses.replace",
+    (BUILT := "a config can be built from its four fields"): """the exercise builds configs both
+        ways, BlockConfig('tanh', True, True, 1e-3) and BlockConfig(activation='tanh', ...):
+        keep the four fields, in this order, positional""",
+    (HASHABLE := "a config is hashable"): """a @dataclass that is not frozen gets __hash__ = None;
+        @dataclasses.dataclass(frozen=True) gives a hash over the fields""",
+    (EQUAL := "two configs built from the same values are equal and hash alike"): """an ordinary
+        class compares and hashes by identity, so every new instance compiles again; compare and
+        hash by the field values""",
+    (DIFFER := "configs that differ in any one field are not equal"): """block bakes every field it
+        reads into the compiled program: __eq__ and __hash__ must compare all four fields
+        exactly (no rounding, no tolerance, no float32)""",
+    (FROZEN := "a config cannot be changed after it is built"): """a config changed after use keeps
+        hitting the executable compiled for its old values, or corrupts the cache's key; freeze
+        it (@dataclasses.dataclass(frozen=True)) and build changed copies with
+        dataclasses.replace""",
     (RETURNS := "make_forward() returns a function"): "",
-    (JITTED := "make_forward() returns a jitted function"): "return jax.jit(block, ...) so the "
-    "work stays inside the compiler",
+    (JITTED := "make_forward() returns a jitted function"): """return jax.jit(block, ...) so the
+        work stays inside the compiler""",
     (RUNS := "block runs with cfg static"): "",
-    (BASE_NUMBERS := "numbers match the reference for the base config"): "block is given: "
-    "check that make_forward wraps block itself, unchanged",
+    (BASE_NUMBERS := "numbers match the reference for the base config"): """block is given: check
+        that make_forward wraps block itself, unchanged""",
     (CHANGED_NUMBERS := "a changed field gives new numbers, not stale ones"): "",
-    (SHARED := "fresh but equal configs share one compilation"): "only the config instance "
-    "changed between these calls, and each new instance compiled again: hash and compare "
-    "configs by their values",
-    (TEMPERATURES := "new temperatures compile nothing more"): "only temperature changed "
-    "between these calls: making it static compiles once per value; mark only cfg static",
-    (CHANGED_ONCE := "a changed config compiles exactly once"): "a new config value needs its "
-    "own program once, and equal ones must share it",
-    (LATER_NUMBERS := "numbers stay right for every temperature and config"): "every call must "
-    "use the temperature and config it is given",
-    (INSIDE := "the work happens inside the compiled program"): "return jax.jit(block, ...) "
-    "itself: a host callback runs the work outside the compiled program",
+    (SHARED := "fresh but equal configs share one compilation"): """only the config instance changed
+        between these calls, and each new instance compiled again: hash and compare configs by
+        their values""",
+    (TEMPERATURES := "new temperatures compile nothing more"): """only temperature changed between
+        these calls: making it static compiles once per value; mark only cfg static""",
+    (CHANGED_ONCE := "a changed config compiles exactly once"): """a new config value needs its own
+        program once, and equal ones must share it""",
+    (LATER_NUMBERS := "numbers stay right for every temperature and config"): """every call must use
+        the temperature and config it is given""",
+    (INSIDE := "the work happens inside the compiled program"): """return jax.jit(block, ...)
+        itself: a host callback runs the work outside the compiled program""",
 }
 HINTS = {  # the mistakes that a verdict names when the grader sees them
-    "nan": "NaN: a softmax that does not subtract the max overflows for a small temperature; "
-    "wrap block as given (jax.nn.softmax subtracts it)",
-    "reused": "the changed config reused the old program: residual must take part in __eq__ "
-    "and __hash__",
-    "order": "the config built by position differs from the one built by keyword: declare the "
-    "fields in the order activation, residual, layer_norm, eps",
-    "donated": "the caller passes the same params and x to every call: donating them "
-    "(donate_argnums / donate_argnames) deletes the caller's arrays after the first; donate "
-    "nothing",
+    "nan": """NaN: a softmax that does not subtract the max overflows for a small temperature; wrap
+        block as given (jax.nn.softmax subtracts it)""",
+    "reused": """the changed config reused the old program: residual must take part in __eq__ and
+        __hash__""",
+    "order": """the config built by position differs from the one built by keyword: declare the
+        fields in the order activation, residual, layer_norm, eps""",
+    "donated": """the caller passes the same params and x to every call: donating them
+        (donate_argnums / donate_argnames) deletes the caller's arrays after the first; donate
+        nothing""",
     **CHECKS,
 }
+HINTS = {key: " ".join(text.split()) for key, text in HINTS.items()}
 _NUMPY_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "relu": lambda z: np.maximum(z, 0.0),
     "tanh": np.tanh,
