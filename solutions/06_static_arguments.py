@@ -43,15 +43,16 @@
 #
 # 1. `BlockConfig(activation, residual, layer_norm, eps)`, a configuration class with
 #    the fields `activation: str`, `residual: bool`, `layer_norm: bool` and `eps: float`,
-#    that works as a static argument:
+#    built by position or by keyword, that works as a static argument:
 #    - two configs built from the same values are **equal and hash alike**, so they share
 #      one compiled program, however many times you build them;
 #    - configs that differ in **any** field are unequal, however small the difference
-#      (an `eps` that differs in its sixth digit too), so none of them ever gets another
+#      (an `eps` that differs in its twelfth digit too), so none of them ever gets another
 #      config's (stale) numbers;
-#    - **no field** of a config can be changed after it is built.
+#    - **no field** of a config can be changed or deleted after it is built.
 # 2. `make_forward()`, which returns `block` wrapped by `jax.jit` with the right
-#    arguments static (and only those).
+#    arguments static (and only those). The caller passes the same `params` and `x`
+#    again on later calls.
 #
 # Solved means the numbers match a NumPy reference for every config, **and** the compile
 # counts are right. Fresh but equal configs compile once, a new temperature compiles

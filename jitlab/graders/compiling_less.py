@@ -1,39 +1,15 @@
-"""Grader for the compiling less exercise: executables built at start-up, none in the loop.
+"""Grader for compiling_less: ``warm_up`` builds one executable per bucket at start-up,
+``serve`` pads each request with NumPy and runs it on the smallest bucket, compiling
+nothing. The grader's kernel is ``summarise`` scaled and shifted by numbers drawn each
+round, so only the executables can produce its answers; every result must be exactly
+one an executable returned during that ``serve``.
 
-The learner writes ``warm_up(fn, bucket_sizes, dtype)``, returning ``{bucket: Compiled}``,
-and ``serve(requests, compiled)``, which pads each request to its bucket and runs it on
-the precompiled executable. The grader passes a kernel of its own with ``summarise``'s
-signature (fresh each round, so its compilations count from zero; its output is
-``summarise``'s, scaled and shifted by numbers drawn for the round, so only the
-executables can produce it), fresh bucket sizes in an unsorted order, and fresh random
-requests, in two rounds: float32, then float16.
+What the drawing covers, every run (each wrong rule fails every run):
 
-What it rejects, and how:
-- an unsolved stub, or a crash: reported by ``call_learner``;
-- jit switched off (``jax.config.update("jax_disable_jit", True)`` or
-  ``jax.disable_jit()``), in ``warm_up`` or in ``serve``: the ``@grader`` canaries, a
-  check right after each of the learner's functions, and the executables' own refusal
-  to run with jit off, each reported as jit being off;
-- lazy compilation (``jax.jit(fn)`` returned instead of compiled): the values must be
-  ``jax.stages.Compiled`` and ``warm_up`` must compile ``fn`` once per bucket;
-- a warm-up that ignores ``dtype``: each executable must take ``dtype[bucket]``;
-- a request sent without padding, or padded in another dtype: the executable raises
-  ``TypeError``, reported with a hint about padding;
-- compilation in the serving loop (a jitted call, ``jnp.pad`` or ``jnp.zeros`` for the
-  padding): ``serve`` runs under ``count_compiles(None)`` and must trace and compile
-  nothing at all;
-- the caller's requests changed in place (padding by ``resize``, say): their contents
-  are compared with copies taken before ``serve`` ran;
-- the wrong bucket (not the smallest that holds the request): the executables handed to
-  ``serve`` count their calls per bucket. The lengths include every bucket size itself
-  and one more than it, and the bucket sizes arrive unsorted, so ``>`` for ``>=`` or
-  "the first key that fits" cannot pass by luck;
-- answers computed another way (NumPy, a jitted copy, the grader's reference), with or
-  without a decoy call to the executables: every result must be exactly an output
-  that one of the executables returned during ``serve``;
-- wrong numbers from the right executable (``n`` mixed up with the bucket length, the
-  request copied to the wrong place): compared with a float64 reference, and the hint
-  says which mistake fits the numbers.
+- bucket sizes never sorted: "the first key that fits" in dict order;
+- every bucket size itself and one more, and length 1: ``>`` for ``>=``, an off-by-one;
+- float32, then float16: a warm-up that ignores ``dtype``, float64 padding;
+- the same request arrays refilled and served again: results kept by ``id(x)``.
 """
 
 from __future__ import annotations
@@ -45,53 +21,65 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import monitoring
 
 from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, require, require_jit_on
-from jitlab.grading.checks import JIT_ON, grader_changes, grader_owned, shorten
-from jitlab.instruments.counting import COMPILE_EVENT, TRACE_EVENT, count_compiles
+from jitlab.grading.checks import JIT_ON, grader_changes, grader_owned, learner_line, shorten
+from jitlab.instruments.counting import count_compiles
 
 ROUNDS = (np.float32, np.float16)
 BUCKET_POOL = np.arange(8, 257, 8)
-BUCKETS_PER_ROUND = 4
-EXTRA_REQUESTS = 12
+BUCKETS_PER_ROUND, EXTRA_REQUESTS = 4, 12
 
-WARM_UP_RUNS = "warm_up runs"
-ONE_PER_BUCKET = "warm_up returns one entry per bucket"
-COMPILED_VALUES = "warm_up returns compiled executables"
-COMPILES_ONCE = "warm_up compiles fn once per bucket"
-TAKES_DTYPE = "each executable takes a padded request of its bucket's size and dtype"
-SERVE_RUNS = "serve runs"
-RIGHT_TYPES = "serve calls each executable with the types it was compiled for"
-NOTHING_COMPILED = "serve traces and compiles nothing"
-REQUESTS_KEPT = "serve leaves the caller's requests as they were"
-SMALLEST_BUCKET = "each request runs on the smallest bucket that holds it"
-ONE_RESULT_EACH = "serve returns one result per request"
-FROM_EXECUTABLES = "every result is what an executable returned"
-NUMBERS = "serve's numbers match the reference"
-
-CHECKS = (
-    WARM_UP_RUNS,
-    ONE_PER_BUCKET,
-    COMPILED_VALUES,
-    COMPILES_ONCE,
-    TAKES_DTYPE,
-    SERVE_RUNS,
-    RIGHT_TYPES,
-    NOTHING_COMPILED,
-    REQUESTS_KEPT,
-    SMALLEST_BUCKET,
-    ONE_RESULT_EACH,
-    FROM_EXECUTABLES,
-    NUMBERS,
-)
-
+CHECKS = {  # every check once: its name, then its default hint
+    (WARM_UP_RUNS := "warm_up runs"): "",
+    (ONE_PER_BUCKET := "warm_up returns one entry per bucket"): """build {size: executable for size
+        in bucket_sizes}""",
+    (COMPILED_VALUES := "warm_up returns compiled executables"): """jax.jit(fn) alone compiles
+        lazily, on the first call; use jax.jit(fn).lower(...).compile()""",
+    (COMPILES_ONCE := "warm_up compiles fn once per bucket"): """compile the fn you are given, once
+        per bucket size, from jax.ShapeDtypeStruct arguments""",
+    (TAKES_DTYPE := "each executable takes a padded request of its bucket's size and dtype"): """
+        build each jax.ShapeDtypeStruct from the bucket size and the dtype argument""",
+    (SERVE_RUNS := "serve runs"): "run the exercise cell on its own to see the full traceback",
+    (RIGHT_TYPES := "serve calls each executable with the types it was compiled for"): """pad with
+        NumPy to the bucket size, keeping the dtype: np.zeros(size, dtype=x.dtype), then copy x
+        in""",
+    (NOTHING_COMPILED := "serve traces and compiles nothing"): """call the executables from warm_up,
+        and pad with NumPy: jnp.pad, jnp.zeros and jax.jit all compile when they see a new shape""",
+    (REQUESTS_KEPT := "serve leaves the caller's requests as they were"): """pad a new array
+        (np.zeros(size, dtype=x.dtype), then copy x in); x.resize or writing into x changes the
+        caller's data""",
+    (SMALLEST_BUCKET := "each request runs on the smallest bucket that holds it"): """pick min(b for
+        b in compiled if b >= len(x)) and call compiled[b] once per request; the sizes do not
+        arrive sorted, and a request as long as a bucket fits in it""",
+    (ONE_RESULT_EACH := "serve returns one result per request"): """append what the executable
+        returns for each request""",
+    (FROM_EXECUTABLES := "every result is what an executable returned"): """return
+        compiled[size](padded, n) for every request; the grader's fn is not summarise, so
+        computing the answer another way cannot match""",
+    (NUMBERS := "serve's numbers match the reference"): """copy the request into the front of the
+        padded array, padded[:len(x)] = x, and pass len(x) as n""",
+}
+HINTS = {  # the mistakes a verdict names when the grader sees them (texts on one line)
+    JIT_ON: """remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) from your
+        code: a Compiled refuses to run with jit off""",
+    "kept": """the request arrays were the same as in the last serve, refilled with new values:
+        results kept by id(x) or by array are stale then; call the executable for every request""",
+    "lookup": "the buckets are the keys of `compiled`, whatever their sizes:",
+    "whole": """the numbers are those of the whole padded bucket: pass the request's real length
+        len(x) as n, not the bucket size""",
+    **CHECKS,
+}
+HINTS = {key: " ".join(text.split()) for key, text in HINTS.items()}
 _serial = itertools.count()
 
 
+def _check(check: str, ok: bool, expected: str, seen: str, hint: str = "") -> None:
+    require(check, ok, expected=expected, seen=seen, hint=hint or HINTS[check])
+
+
 def _make_kernel(name: str, scale: float, shift: float) -> Callable[[Any, Any], jax.Array]:
-    """``summarise``'s computation as a new function called ``name``, its output
-    multiplied by ``scale`` and shifted by ``shift`` (drawn by the grader each round)."""
+    """``summarise`` as a new function called ``name``, its output scaled and shifted."""
 
     def kernel(padded, n):
         valid = jnp.arange(padded.shape[0]) < n
@@ -107,74 +95,44 @@ def _make_kernel(name: str, scale: float, shift: float) -> Callable[[Any, Any], 
 
 
 def _reference(x: np.ndarray, scale: float, shift: float) -> np.ndarray:
-    """What the round's kernel returns for one unpadded request, in float64."""
     values = x.astype(np.float64)
     return np.array([values.mean(), values.std(), values.max()]) * scale + shift
 
 
 class _Watched:
-    """A Compiled that counts its calls and keeps what it returned; every other
-    attribute is the Compiled's own."""
+    """A Compiled that counts its calls and keeps what it returned."""
 
     def __init__(self, compiled: Any) -> None:
-        self._compiled = compiled
-        self.calls = 0
-        self.outputs: list[np.ndarray] = []
+        self._compiled, self.calls, self.outputs = compiled, 0, set()
         grader_owned(self, self.outputs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         with grader_changes(self):
             self.calls += 1
         out = self._compiled(*args, **kwargs)
-        kept = np.asarray(out)
+        kept = np.asarray(out, np.float32).tobytes()
         with grader_changes(self.outputs):
-            self.outputs.append(kept)
+            self.outputs.add(kept)
         return out
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._compiled, name)
 
 
-def _draw_buckets(rng: np.random.Generator) -> list[int]:
-    """Bucket sizes in an order that is never sorted, so the learner must sort them."""
+def _draw(rng: np.random.Generator) -> tuple[list[int], list[int]]:
+    """Unsorted bucket sizes; lengths: each size, one more, 1, one inside each bucket,
+    then any, shuffled."""
     sizes = [int(b) for b in rng.choice(BUCKET_POOL, size=BUCKETS_PER_ROUND, replace=False)]
     while sizes == sorted(sizes):
         rng.shuffle(sizes)
-    return sizes
-
-
-def _draw_lengths(rng: np.random.Generator, buckets: list[int]) -> list[int]:
-    """Every bucket size itself and one more (the edges of ``>=``), length 1, one length
-    strictly inside each bucket, then more of any length, shuffled."""
-    ordered = sorted(buckets)
+    ordered = sorted(sizes)
     lengths = [1, *ordered, *(b + 1 for b in ordered[:-1])]
     lengths += [
-        int(rng.integers(low + 1, high))
-        for low, high in zip([0, *ordered[:-1]], ordered, strict=True)
+        int(rng.integers(lo + 1, hi)) for lo, hi in zip([0, *ordered[:-1]], ordered, strict=True)
     ]
     lengths += [int(n) for n in rng.integers(1, ordered[-1] + 1, size=EXTRA_REQUESTS)]
     rng.shuffle(lengths)
-    return lengths
-
-
-def _padded_arg(compiled: Any) -> Any:
-    """The ArgInfo of ``padded``, passed by position or by name."""
-    args, kwargs = compiled.args_info
-    return args[0] if args else kwargs.get("padded")
-
-
-def _jit_switched_off(err: BaseException) -> bool:
-    return "Disable jit is not supported" in str(err)
-
-
-def _fail_jit_off(where: str, err: BaseException) -> None:
-    raise fail(
-        JIT_ON,
-        expected=f"jit switched on while {where} runs",
-        seen=shorten(f"{type(err).__name__}: {err}", 200),
-        hint="remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) "
-        "from your code: a Compiled refuses to run with jit off",
-    ) from err
+    return sizes, lengths
 
 
 def _check_warm_up(warm_up: Callable[..., Any], buckets: list[int], dtype: type, kernel) -> dict:
@@ -183,208 +141,152 @@ def _check_warm_up(warm_up: Callable[..., Any], buckets: list[int], dtype: type,
         compiled = call_learner(WARM_UP_RUNS, warm_up, kernel, list(buckets), dtype)
     passed(WARM_UP_RUNS)
     require_jit_on("after your warm_up ran")
-
     want = sorted(buckets)
-    keys = sorted(compiled) if isinstance(compiled, dict) else None
-    require(
-        ONE_PER_BUCKET,
-        keys == want,
-        expected=f"a dict with keys {want} (the bucket sizes passed in)",
-        seen=f"keys {keys}" if keys is not None else type(compiled).__name__,
-        hint="build {size: executable for size in bucket_sizes}",
+    keys = sorted(compiled) if isinstance(compiled, dict) else type(compiled).__name__
+    _check(
+        ONE_PER_BUCKET, keys == want, f"a dict with keys {want} (the sizes passed in)", f"{keys}"
     )
-    kinds = sorted({type(v).__name__ for v in compiled.values()})
-    require(
-        COMPILED_VALUES,
-        all(isinstance(v, jax.stages.Compiled) for v in compiled.values()),
-        expected="jax.stages.Compiled values, built before the first request",
-        seen=", ".join(kinds),
-        hint="jax.jit(fn) alone compiles lazily, on the first call; "
-        "use jax.jit(fn).lower(...).compile()",
-    )
-    require(
+    kinds = ", ".join(sorted({type(v).__name__ for v in compiled.values()}))
+    ok = all(isinstance(v, jax.stages.Compiled) for v in compiled.values())
+    _check(COMPILED_VALUES, ok, "jax.stages.Compiled values, built before the first request", kinds)
+    _check(
         COMPILES_ONCE,
         at_start.compiles == len(buckets),
-        expected=f"{len(buckets)} compilations of fn during warm_up ({label} round)",
-        seen=f"{at_start.compiles} compilation(s) of the fn passed in",
-        hint="compile the fn you are given, once per bucket size, from "
-        "jax.ShapeDtypeStruct arguments",
+        f"{len(buckets)} compilations of fn during warm_up ({label} round)",
+        f"{at_start.compiles} compilation(s) of the fn passed in",
     )
     takes = {}
     for size in want:
-        arg = _padded_arg(compiled[size])
+        args, kwargs = compiled[size].args_info
+        arg = args[0] if args else kwargs.get("padded")
         takes[size] = "?" if arg is None else f"{np.dtype(arg.dtype).name}{list(arg.shape)}"
-    wanted = {size: f"{label}[{size}]" for size in want}
-    wrong = [size for size in want if takes[size] != wanted[size]]
-    require(
-        TAKES_DTYPE,
-        not wrong,
-        expected=", ".join(f"{size}: {wanted[size]}" for size in wrong),
-        seen=", ".join(f"{size}: {takes[size]}" for size in wrong),
-        hint="build each jax.ShapeDtypeStruct from the bucket size and the dtype argument",
-    )
+    wrong = [size for size in want if takes[size] != f"{label}[{size}]"]
+    expected = ", ".join(f"{size}: {label}[{size}]" for size in wrong)
+    _check(TAKES_DTYPE, not wrong, expected, ", ".join(f"{s}: {takes[s]}" for s in wrong))
     return compiled
 
 
-def _run_serve(
-    serve: Callable[..., Any], requests: list[np.ndarray], watched: dict
-) -> tuple[Any, Any, list[str]]:
-    traced: list[str] = []
+def _serve_failure(err: Exception, requests: list, watched: dict) -> Exception:
+    """The verdict for an exception from ``serve``: what it most likely means here."""
+    lines, at = str(err).strip().splitlines(), learner_line(err)
+    seen = shorten(f"{type(err).__name__}: {lines[-1] if lines else ''}", 200)
+    seen += f", at {at}" if at else ""
+    if "Disable jit is not supported" in str(err):
+        return fail(JIT_ON, expected="jit on while serve runs", seen=seen, hint=HINTS[JIT_ON])
+    if isinstance(err, TypeError):
+        expected = "each request padded to its bucket's length, in the request's dtype"
+        return fail(RIGHT_TYPES, expected=expected, seen=seen, hint=HINTS[RIGHT_TYPES])
+    if isinstance(err, KeyError | IndexError | StopIteration | ValueError):
+        done = sum(w.calls for w in watched.values())
+        n = len(requests[min(done, len(requests) - 1)])
+        expected = f"request {done} (length {n}) to run on bucket "
+        expected += f"{min(b for b in watched if b >= n)} of {sorted(watched)}"
+        hint = f"{HINTS['lookup']} {HINTS[SMALLEST_BUCKET]}"
+        return fail(SMALLEST_BUCKET, expected=expected, seen=seen, hint=hint)
+    return fail(SERVE_RUNS, expected="serve to finish", seen=seen, hint=HINTS[SERVE_RUNS])
 
-    def on_duration(event: str, seconds: float, **kwargs: Any) -> None:
-        if event in (TRACE_EVENT, COMPILE_EVENT):
-            name = str(kwargs.get("fun_name", "?"))
-            traced.append(name[4:-1] if name.startswith("jit(") else name)
 
+def _run_serve(serve: Callable[..., Any], requests: list, watched: dict) -> tuple[Any, Any]:
     def serve_checked() -> Any:
         try:
             return serve(requests, watched)
-        except TypeError as err:
-            lines = str(err).strip().splitlines()
-            raise fail(
-                RIGHT_TYPES,
-                expected="each request padded to its bucket's length, in the request's dtype",
-                seen=shorten(f"TypeError: {lines[-1] if lines else err}", 300),
-                hint="pad with NumPy to the bucket size, keeping the dtype: "
-                "np.zeros(size, dtype=x.dtype), then copy x in",
-            ) from err
-        except Exception as err:
-            if _jit_switched_off(err):
-                _fail_jit_off("serve", err)
+        except (NotImplementedError, AssertionError):
             raise
+        except Exception as err:
+            raise _serve_failure(err, requests, watched) from err
 
     serve_checked.__name__ = "serve"
-    monitoring.register_event_duration_secs_listener(on_duration)
-    try:
-        with count_compiles(None, explain=False) as serving:
-            results = call_learner(SERVE_RUNS, serve_checked)
-    finally:
-        monitoring.unregister_event_duration_listener(on_duration)
+    with count_compiles(None, explain=False) as serving:
+        results = call_learner(SERVE_RUNS, serve_checked)
     passed(SERVE_RUNS)
     passed(RIGHT_TYPES)
     require_jit_on("after your serve ran")
-    return results, serving, sorted(set(traced))
+    return results, serving
 
 
-def _check_results(
-    results: Any,
-    requests: list[np.ndarray],
-    lengths: list[int],
-    buckets: list[int],
-    watched: dict,
-    scale: float,
-    shift: float,
-    label: str,
-) -> None:
+def _serve_round(serve, requests, lengths, watched, draw, before) -> list[bytes]:
+    """Check one ``serve`` of ``requests``; returns each result's bytes (for the next
+    round, whose arrays are these refilled: ``before``)."""
+    scale, shift, label = draw
+    originals = [x.copy() for x in requests]
+    results, serving = _run_serve(serve, requests, watched)
+    names = ", ".join(name.removeprefix("jit(").removesuffix(")") for name in serving.compiled)
+    _check(
+        NOTHING_COMPILED,
+        serving.compiles == 0 and serving.traces == 0,
+        f"0 traces and 0 compilations for {len(requests)} requests",
+        f"{serving.traces} trace(s), {serving.compiles} compilation(s), of: {names or '-'}",
+    )
+    changed = [
+        i
+        for i, (x, was) in enumerate(zip(requests, originals, strict=True))
+        if not np.array_equal(x, was)
+    ]
+    lengths_now = [len(requests[i]) for i in changed[:1]]
+    seen = f"{len(changed)} changed, the first: request {changed[:1]}, length now {lengths_now}"
+    _check(REQUESTS_KEPT, not changed, "every request array unchanged after serve", seen)
+
+    wanted = {size: 0 for size in sorted(watched)}
+    for n in lengths:
+        wanted[min(b for b in watched if b >= n)] += 1
+    calls = {size: watched[size].calls for size in sorted(watched)}
+    kept = before is not None and sum(calls.values()) < len(requests)
+    order = f"bucket sizes passed as {list(watched)}" + ", arrays refilled" * (before is not None)
+    expected = f"calls per bucket {wanted} ({label} round, {order})"
+    _check(
+        SMALLEST_BUCKET,
+        calls == wanted,
+        expected,
+        f"calls per bucket {calls}",
+        HINTS["kept"] * kept,
+    )
+
     got = list(results) if isinstance(results, list | tuple) else None
-    require(
-        ONE_RESULT_EACH,
-        got is not None and len(got) == len(requests),
-        expected=f"a list of {len(requests)} results, in request order",
-        seen=type(results).__name__ if got is None else f"{len(got)} results",
-        hint="append what the executable returns for each request",
-    )
-    returned = {out.astype(np.float32).tobytes() for w in watched.values() for out in w.outputs}
-    foreign = []
-    for i, result in enumerate(got):
+    seen = type(results).__name__ if got is None else f"{len(got)} results"
+    ok = got is not None and len(got) == len(requests)
+    _check(ONE_RESULT_EACH, ok, f"a list of {len(requests)} results, in request order", seen)
+    returned = set().union(*(w.outputs for w in watched.values()))
+    as_bytes = []
+    for result in got:
         try:
-            as_array = np.asarray(result, dtype=np.float32)
+            as_bytes.append(np.asarray(result, np.float32).reshape(3).tobytes())
         except (TypeError, ValueError):
-            as_array = None
-        if as_array is None or as_array.shape != (3,) or as_array.tobytes() not in returned:
-            foreign.append(i)
-    require(
-        FROM_EXECUTABLES,
-        not foreign,
-        expected="each result exactly as one of the executables returned it",
-        seen=f"{len(foreign)} of {len(got)} results came from somewhere else "
-        f"(the first: request {foreign[0] if foreign else '-'}, "
-        f"{shorten(repr(got[foreign[0]]), 80) if foreign else '-'})",
-        hint="return compiled[size](padded, n) for every request; the grader's fn is not "
-        "summarise, so computing the answer another way cannot match",
-    )
+            as_bytes.append(b"")
+    foreign = [i for i, b in enumerate(as_bytes) if b not in returned]
+    stale = any(before and as_bytes[i] == before[i] for i in foreign)
+    first = f"request {foreign[0]}: {shorten(repr(got[foreign[0]]), 80)}" if foreign else ""
+    seen = f"{len(foreign)} of {len(got)} results came from somewhere else ({first})"
+    expected = "each result exactly as one of the executables returned it during this serve"
+    _check(FROM_EXECUTABLES, not foreign, expected, seen, HINTS["kept"] * stale)
+
     got_np = np.stack([np.asarray(r, dtype=np.float64) for r in got])
     want = np.stack([_reference(x, scale, shift) for x in requests])
-    if np.allclose(got_np, want, rtol=1e-3, atol=1e-3):
-        passed(NUMBERS)
-        return
     wrong = [i for i in range(len(got)) if not np.allclose(got_np[i], want[i], 1e-3, 1e-3)]
-    first = wrong[0]
-    bucket = min(b for b in buckets if b >= lengths[first])
-    padded = np.zeros(bucket, requests[first].dtype)
-    padded[: lengths[first]] = requests[first]
-    as_bucket_n = _reference(padded, scale, shift)
-    if np.allclose(got_np[first], as_bucket_n, rtol=1e-3, atol=1e-3):
-        hint = "the numbers are those of the whole padded bucket: pass the request's real "
-        hint += "length len(x) as n, not the bucket size"
-    else:
-        hint = "copy the request into the front of the padded array, padded[:len(x)] = x, "
-        hint += "and pass len(x) as n"
-    raise fail(
-        NUMBERS,
-        expected=f"{np.array2string(want[first], precision=4)} for request {first} "
-        f"(length {lengths[first]}, {label})",
-        seen=f"{np.array2string(got_np[first], precision=4)}; {len(wrong)} of "
-        f"{len(got)} results differ",
-        hint=hint,
-    )
+    i = wrong[0] if wrong else 0
+    padded = np.zeros(min(b for b in watched if b >= lengths[i]), requests[i].dtype)
+    padded[: lengths[i]] = requests[i]
+    whole = np.allclose(got_np[i], _reference(padded, scale, shift), 1e-3, 1e-3)
+    expected = f"{np.array2string(want[i], precision=4)} for request {i} (length {lengths[i]}, "
+    seen = f"{np.array2string(got_np[i], precision=4)}; {len(wrong)} of {len(got)} results differ"
+    _check(NUMBERS, not wrong, expected + f"{label})", seen, HINTS["whole"] * whole)
+    return as_bytes
 
 
-@grader("compiling_less", checks=CHECKS)
+@grader("compiling_less", checks=tuple(CHECKS))
 def grade(warm_up: Callable[..., Any], serve: Callable[..., Any]) -> None:
-    """Grade the exercise's ``warm_up`` and ``serve`` on two rounds of fresh requests."""
+    """Grade ``warm_up`` and ``serve`` on two rounds of fresh requests, each served twice
+    from the same arrays (refilled in place, as a loader reuses its buffers)."""
     rng = fresh_rng()
     for dtype in ROUNDS:
-        label = np.dtype(dtype).name
         scale, shift = float(rng.uniform(0.5, 2.0)), float(rng.uniform(-3.0, 3.0))
         kernel = _make_kernel(f"summarise_{next(_serial)}", scale, shift)
-        buckets = _draw_buckets(rng)
+        buckets, lengths = _draw(rng)
         compiled = _check_warm_up(warm_up, buckets, dtype, kernel)
-
-        lengths = _draw_lengths(rng, buckets)
-        requests = [rng.normal(rng.normal(), 2.0, size=n).astype(dtype) for n in lengths]
-        originals = [x.copy() for x in requests]
-        watched = {size: _Watched(executable) for size, executable in compiled.items()}
-        grader_owned(watched)
-        results, serving, names = _run_serve(serve, requests, watched)
-
-        require(
-            NOTHING_COMPILED,
-            serving.compiles == 0 and serving.traces == 0,
-            expected=f"0 traces and 0 compilations for {len(requests)} requests",
-            seen=f"{serving.traces} trace(s), {serving.compiles} compilation(s), "
-            f"of: {', '.join(names)}",
-            hint="call the executables from warm_up, and pad with NumPy: jnp.pad, "
-            "jnp.zeros and jax.jit all compile when they see a new shape",
-        )
-        changed = [
-            i
-            for i, (now, before) in enumerate(zip(requests, originals, strict=True))
-            if now.shape != before.shape or not np.array_equal(now, before)
-        ]
-        require(
-            REQUESTS_KEPT,
-            not changed,
-            expected="every request array unchanged after serve",
-            seen=f"{len(changed)} request(s) changed, the first: request {changed[0]} "
-            f"(length {len(originals[changed[0]])}, now shape {requests[changed[0]].shape})"
-            if changed
-            else "-",
-            hint="pad a new array (np.zeros(size, dtype=x.dtype), then copy x in); "
-            "x.resize or writing into x changes the caller's data",
-        )
-        wanted_calls = {size: 0 for size in sorted(buckets)}
-        for n in lengths:
-            wanted_calls[min(b for b in buckets if b >= n)] += 1
-        seen_calls = {size: watched[size].calls for size in sorted(buckets)}
-        require(
-            SMALLEST_BUCKET,
-            seen_calls == wanted_calls,
-            expected=f"calls per bucket {wanted_calls} ({label} round, bucket sizes "
-            f"passed as {buckets})",
-            seen=f"calls per bucket {seen_calls}",
-            hint="pick min(b for b in compiled if b >= len(x)) and call compiled[b] once "
-            "per request; the sizes do not arrive sorted, and a request as long as a "
-            "bucket fits in it",
-        )
-        _check_results(results, requests, lengths, buckets, watched, scale, shift, label)
+        requests, before = [np.empty(n, dtype) for n in lengths], None
+        for _ in range(2):
+            for x in requests:
+                x[:] = rng.normal(rng.normal(), 2.0, size=len(x))
+            watched = {size: _Watched(compiled[size]) for size in buckets}
+            grader_owned(watched)
+            draw = (scale, shift, np.dtype(dtype).name)
+            before = _serve_round(serve, requests, lengths, watched, draw, before)

@@ -1,97 +1,113 @@
-"""Grader for the control flow exercise: gradient clipping and an early-stopping loop,
-each compiled once for every value of its data.
+"""Grader for control_flow: ``clip_by_norm`` and ``descend``, each compiled once for every
+value of its data. Every number comes out of the learner's jitted function, called here
+from an emptied cache, and is compared with a float64 NumPy reference kept in this module.
 
-The learner turns two NumPy-style functions with a Python ``if`` and ``while`` on
-values into jitted functions:
+What the drawing covers, every run (each wrong rule fails every run):
 
-- ``clip_by_norm(g, max_norm)``: scale ``g`` down to norm ``max_norm`` when it is longer;
-- ``descend(x0, curvature, lr, tol)``: clipped gradient descent on
-  ``0.5 * sum(curvature * x**2)`` until the gradient's norm is at most ``tol`` or
-  ``MAX_STEPS`` steps were taken; returns ``(x, steps)``.
-
-The grader calls the learner's jitted functions itself, after emptying their caches, so
-every number it checks comes out of the learner's compiled program. What it rejects:
-
-- a hard-coded answer: every run draws new sizes, vectors, limits and tolerances;
-- a Python ``if``/``while`` left on a traced value: the tracer error becomes a verdict
-  that names the fix, and a Python ``and`` inside a ``lax.while_loop`` condition is told
-  to use ``&``;
-- the decision taken outside ``jit``: a plain Python wrapper fails ``require_jitted``
-  (the real ``jax.jit`` type, not a look-alike), and NumPy code reached through a host
-  callback (``jax.pure_callback``/``io_callback``) fails "decides inside the compiled
-  program";
-- a data value made static (``static_argnames="max_norm"``, ``"tol"`` or ``"lr"``): one
-  compilation is allowed for all calls, and the verdict names the argument whose change
-  alone compiled again (found by the grader's own calls, not from JAX's guess);
-- wrong rules, on inputs drawn on purpose every run: a zero gradient (must come back
-  unchanged, not NaN), limits on both sides of the norm, a start that has already
-  converged (0 steps: a loop that steps before testing fails), problems that stop early
-  and problems that run into ``MAX_STEPS``, clipping that matters and clipping that
-  does not. Numbers and step counts are compared with a float64 NumPy reference kept
-  inside this module.
+- limits below and above the norm: jnp.clip per element, an inverted test, g / norm;
+- a zero vector: 0 / 0 = NaN; a clipped vector of norm ~1e-9: an eps added to the norm;
+- a limit equal to the norm: nothing (``>=`` scales by exactly 1, the same numbers);
+- a start whose gradient norm is exactly tol (float32-exact): ``>=`` for ``>`` in the rule;
+- a start below tol: a loop that steps before it tests;
+- two problems that never reach tol: a fixed-count loop, a loop bound off by one;
+- ten max_norm, eight lr and tol, all new: a data argument made static.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import jax
 import numpy as np
 
-from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, require, require_close
-from jitlab.grading.checks import require_compiles, require_jitted, shorten
-from jitlab.grading.kernel import host_callbacks, recompiled_by
+from jitlab.grading import Recorder, call_learner, fail, fresh_rng, grader, passed, require, why
+from jitlab.grading.checks import (
+    excerpt,
+    first_difference,
+    learner_line,
+    require_compiles,
+    require_jitted,
+)
+from jitlab.grading.kernel import host_callbacks
 from jitlab.instruments.counting import count_compiles
 
-MAX_STEPS = 100
-"""``descend`` takes at most this many steps (the exercise states the same number)."""
-
-CLIP_NORM = 1.0
-"""``descend`` clips every gradient to this norm before stepping."""
-
-CLIP_CALLS = 10
-DESCEND_PROBLEMS = 7
-
-# Relative slack when deciding whether a step count is right: float32 arithmetic can put
-# a gradient norm that the float64 reference finds a hair above ``tol`` a hair below it.
-_STOP_SLACK = 1e-3
-
+MAX_STEPS, CLIP_NORM = 100, 1.0  # the exercise states the same two numbers
+_STOP_SLACK = 1e-3  # float32 may see a norm the float64 reference finds a hair above tol
 _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError)
 
-CLIP_JITTED = "clip_by_norm is compiled with jax.jit"
-CLIP_RUNS = "clip_by_norm runs under jit"
-CLIP_SHORT = "clip_by_norm leaves short vectors alone"
-CLIP_ZERO = "clip_by_norm leaves a zero vector alone"
-CLIP_LONG = "clip_by_norm scales long vectors to norm max_norm"
-CLIP_ONCE = "clip_by_norm compiles once for every max_norm"
-CLIP_INSIDE = "clip_by_norm decides inside the compiled program"
-CLIP_CHECKS = (CLIP_JITTED, CLIP_RUNS, CLIP_LONG, CLIP_SHORT, CLIP_ZERO, CLIP_ONCE, CLIP_INSIDE)
-
-DESCEND_JITTED = "descend is compiled with jax.jit"
-DESCEND_RUNS = "descend runs under jit"
-DESCEND_PAIR = "descend returns (x, steps)"
-DESCEND_STEPS = "descend stops at the right step"
-DESCEND_X = "descend returns the right x"
-DESCEND_ONCE = "descend compiles once for every lr and tol"
-DESCEND_INSIDE = "descend decides inside the compiled program"
-DESCEND_CHECKS = (
-    DESCEND_JITTED,
-    DESCEND_RUNS,
-    DESCEND_PAIR,
-    DESCEND_STEPS,
-    DESCEND_X,
-    DESCEND_ONCE,
-    DESCEND_INSIDE,
+EARLY, CONVERGED, AT_TOL, LIMIT = (
+    "stops early",
+    "starts converged: norm(curvature * x0) < tol",
+    "starts exactly at tol: norm(curvature * x0) == tol",
+    f"never reaches tol in {MAX_STEPS} steps",
 )
+KINDS = (EARLY, EARLY, CONVERGED, EARLY, AT_TOL, EARLY, LIMIT, LIMIT)  # descend's problems
 
-
-# ------------------------------------------------------------------ the reference
+CLIP_CHECKS = {  # every check once: its name, then its default hint
+    (CLIP_JITTED := "clip_by_norm is compiled with jax.jit"): "decorate it with @jax.jit",
+    (CLIP_RUNS := "clip_by_norm runs under jit"): "",
+    (CLIP_LONG := "clip_by_norm scales long vectors to norm max_norm"): """scale the whole vector by
+        max_norm / norm(g), keeping its direction; jnp.clip limits each element, which is a
+        different thing""",
+    (CLIP_TINY := "clip_by_norm scales tiny vectors exactly (no eps)"): """the factor is exactly
+        max_norm / norm(g), however small the norm: an eps added to the norm (or a floor such as
+        jnp.maximum(norm, eps)) changes it for short vectors. The contract has no eps; jnp.where
+        already keeps the zero vector safe""",
+    (CLIP_SHORT := "clip_by_norm leaves short vectors alone"): """when norm(g) <= max_norm (the
+        limit may equal the norm), return g unchanged""",
+    (CLIP_ZERO := "clip_by_norm leaves a zero vector alone"): """a zero gradient is shorter than any
+        limit and must come back as zeros; dividing by its norm (0) gives NaN. Choose the factor
+        with jnp.where(norm > max_norm, max_norm / norm, 1.0)""",
+    (CLIP_ONCE := "clip_by_norm compiles once for every max_norm"): "",
+    (CLIP_INSIDE := "clip_by_norm decides inside the compiled program"): """a host callback runs
+        NumPy outside the compiled program; use jnp.where instead""",
+}
+DESCEND_CHECKS = {
+    (DESCEND_JITTED := "descend is compiled with jax.jit"): "decorate it with @jax.jit",
+    (DESCEND_RUNS := "descend runs under jit"): "",
+    (DESCEND_PAIR := "descend returns (x, steps)"): """return x and the step count together, e.g.
+        the final carry of lax.while_loop, with steps starting at jnp.int32(0)""",
+    (DESCEND_STEPS := "descend stops at the right step"): "",
+    (DESCEND_X := "descend returns the right x"): """each step is x - lr * clip_by_norm(curvature *
+        x, 1.0)""",
+    (DESCEND_ONCE := "descend compiles once for every lr and tol"): "",
+    (DESCEND_INSIDE := "descend decides inside the compiled program"): """a host callback runs NumPy
+        outside the compiled program; use lax.while_loop instead""",
+}
+CLIP_KINDS = (CLIP_LONG, CLIP_ZERO, CLIP_LONG, CLIP_SHORT, CLIP_TINY, CLIP_SHORT, CLIP_LONG)
+CLIP_KINDS += (CLIP_SHORT, CLIP_LONG, CLIP_SHORT)  # clip_by_norm's cases
+_TOL = {CLIP_TINY: (1e-4, 0.0), CLIP_SHORT: (1e-5, 1e-6), CLIP_ZERO: (0.0, 1e-6)}
+HINTS = {  # the mistakes the step counts and a tracer error point to
+    "fixed": """every problem ran all MAX_STEPS steps: a loop with a fixed count (fori_loop to
+        MAX_STEPS) never stops early; test the rule before every step""",
+    "no iterate": """your x is no iterate of the reference after any number of steps: each step is x
+        - lr * clip_by_norm(curvature * x, 1.0) (clip the gradient before stepping)""",
+    LIMIT: """the problems that never reach tol took {} steps, not MAX_STEPS = 100: the loop bound
+        is off; keep going while steps < MAX_STEPS""",
+    AT_TOL: """a gradient whose norm equals tol has converged (the rule is 'at most tol'): keep
+        going while norm > tol, not norm >= tol""",
+    CONVERGED: """a start that has already converged needs 0 steps: test the rule before every step,
+        including the first (lax.while_loop tests before its body)""",
+    "offset": """x is right, but every count is off by {}: start steps at 0 and add 1 for each step
+        taken""",
+    "rule": """check the stopping rule before every step: stop once norm(curvature * x) <= tol, or
+        after MAX_STEPS steps""",
+    "while": """you already use lax.while_loop; inside its functions every value is traced, so
+        Python's `and`, `or`, `not` and `if` cannot decide. Combine the two conditions with `&`:
+        (norm > tol) & (steps < MAX_STEPS)""",
+    "lax": """inside lax control flow ({}) every value is traced: use jnp.where, `&` and `|` instead
+        of Python's `if`/`and`/`or`""",
+    "jit": """replace the Python `if` with jnp.where or lax.cond, and the `while` with
+        lax.while_loop, so the decision is made inside the compiled program""",
+    **CLIP_CHECKS,
+    **DESCEND_CHECKS,
+}
+HINTS = {key: " ".join(text.split()) for key, text in HINTS.items()}
 
 
 def _reference_clip(g: np.ndarray, max_norm: float) -> np.ndarray:
-    """``g`` scaled to norm ``max_norm`` if it is longer, else ``g`` (float64)."""
     g = np.asarray(g, np.float64)
     norm = np.linalg.norm(g)
     return g * (max_norm / norm) if norm > max_norm else g
@@ -100,348 +116,198 @@ def _reference_clip(g: np.ndarray, max_norm: float) -> np.ndarray:
 def _reference_trajectory(
     x0: np.ndarray, curvature: np.ndarray, lr: float, tol: float
 ) -> tuple[list[np.ndarray], list[float], int]:
-    """Clipped gradient descent in float64, run for all ``MAX_STEPS`` steps.
-
-    Returns ``(xs, norms, steps)``: ``xs[k]`` is ``x`` after ``k`` steps, ``norms[k]`` the
-    norm of its gradient (what the stopping rule looks at before step ``k + 1``), and
-    ``steps`` where the rule stops: the first ``k`` with ``norms[k] <= tol``, or
-    ``MAX_STEPS``. The iterates past the stop are kept so that a float32 run that stops
-    one step later (see ``_acceptable_steps``) can still be compared.
-    """
-    x = np.asarray(x0, np.float64)
-    curvature = np.asarray(curvature, np.float64)
-    xs, norms = [x], [float(np.linalg.norm(curvature * x))]
-    for _ in range(MAX_STEPS):
-        x = x - lr * _reference_clip(curvature * x, CLIP_NORM)
-        xs.append(x)
-        norms.append(float(np.linalg.norm(curvature * x)))
-    steps = next((k for k, n in enumerate(norms) if n <= tol), MAX_STEPS)
-    return xs, norms, min(steps, MAX_STEPS)
+    """``(xs, norms, steps)`` in float64: ``xs[k]`` is x after k steps (two past
+    ``MAX_STEPS``, so a loop bound off by one still finds its iterate), ``norms[k]`` its
+    gradient's norm, ``steps`` where the exercise's rule stops."""
+    xs, curvature = [np.asarray(x0, np.float64)], np.asarray(curvature, np.float64)
+    for _ in range(MAX_STEPS + 2):
+        xs.append(xs[-1] - lr * _reference_clip(curvature * xs[-1], CLIP_NORM))
+    norms = [float(np.linalg.norm(curvature * x)) for x in xs]
+    return xs, norms, next((k for k in range(MAX_STEPS) if norms[k] <= tol), MAX_STEPS)
 
 
-def _acceptable_steps(norms: list[float], tol: float, steps: int) -> bool:
-    """Could a float32 run of the same rule stop after ``steps`` steps?
-
-    It must have had a reason to take each step (norm above ``tol``, within the slack)
-    and a reason to stop (norm at most ``tol`` within the slack, or ``MAX_STEPS``).
-    """
-    if not 0 <= steps <= MAX_STEPS:
-        return False
-    went_on = all(n > tol * (1 - _STOP_SLACK) for n in norms[:steps])
-    return went_on and (steps == MAX_STEPS or norms[steps] <= tol * (1 + _STOP_SLACK))
-
-
-# ------------------------------------------------------------ calling the learner
+def _acceptable_steps(
+    norms: list[float], tol: float, steps: int, slack: float = _STOP_SLACK
+) -> bool:
+    """Could a float32 run of the rule stop after ``steps``: a reason to take each step
+    and a reason to stop, within ``slack`` of ``tol``?"""
+    went_on = all(n > tol * (1 - slack) for n in norms[:steps])
+    stop = steps == MAX_STEPS or norms[steps] <= tol * (1 + slack)
+    return 0 <= steps <= MAX_STEPS and went_on and stop
 
 
 def _call(check: str, fn: Callable[..., Any], *args: Any) -> Any:
-    """Call the learner; a Python branch or loop on a tracer gets a verdict that says so.
-
-    Any other error is left to ``call_learner`` (which calls again and reports it), so
-    an unfinished stub still reads "not solved yet".
-    """
+    """Call the learner; a Python ``if``/``while``/``and`` on a tracer gets a verdict that
+    names the fix, any other error goes to ``call_learner`` (a stub reads "not solved")."""
     try:
         return fn(*args)
     except _TRACER_ERRORS as err:
-        raise _tracer_failure(check, err) from err
+        text, line = str(err), learner_line(err)
+        where = re.search(r"while tracing the function (\S+) at \S+ for (\w+)", text)
+        needed = re.search(r"depends on the values? of the arguments? ([^.]+)", text)
+        seen = f"{type(err).__name__}: {re.split(r'\.\s', text)[0]}"
+        seen += f" in {where[1]} (traced for {where[2]})" if where else ""
+        seen += f", which needed the value of {needed[1]}" if needed else ""
+        kind = "jit" if not where or where[2] == "jit" else "lax"
+        kind = "while" if where and where[2].startswith("while") else kind
+        expected = "a function that traces: no Python if/while/and on traced values"
+        seen += f", at {line}" if line else ""
+        hint = HINTS[kind].format(where and where[2])
+        raise fail(check, expected=expected, seen=seen, hint=hint) from err
     except Exception:
         return call_learner(check, fn, *args)
 
 
-def _tracer_failure(check: str, err: Exception) -> Exception:
-    text = str(err)
-    because = re.search(r"because it depends on the values? of the arguments? ([^.]+)", text)
-    where = re.search(r"while tracing the function (\S+) at \S+ for (\w+)", text)
-    seen = f"{type(err).__name__}: {text.splitlines()[0]}"
-    if where:
-        seen += f" (in {where.group(1)}, traced for {where.group(2)}"
-        seen += f"; it needed the value of {because.group(1)})" if because else ")"
-    elif because:
-        seen += f" (it needed the value of {because.group(1)})"
-    inside_lax = where is not None and where.group(2) != "jit"
-    if inside_lax and where.group(2).startswith("while"):
-        hint = (
-            "you already use lax.while_loop; inside its functions every value is traced, "
-            "so Python's `and`, `or`, `not` and `if` cannot decide. Combine the two "
-            "conditions with `&` (or jnp.logical_and): (norm > tol) & (steps < MAX_STEPS)"
-        )
-    elif inside_lax:
-        hint = (
-            f"inside lax control flow ({where.group(2)}) every value is traced: replace "
-            "Python's `if`/`and`/`or` there with jnp.where, `&` and `|`"
-        )
-    else:
-        hint = (
-            "replace the Python `if` with jnp.where or lax.cond, and the `while` with "
-            "lax.while_loop, so the decision is made inside the compiled program"
-        )
-    return fail(
-        check,
-        expected="a function that traces: no Python if/while/and/range() on traced values",
-        seen=seen,
-        hint=hint,
-    )
+def _counted(fn: Any, cases: list[tuple], check: str) -> tuple[list[Any], Any, Recorder]:
+    """The outputs of ``fn`` for every case, from an emptied cache, with the compile count
+    and the recorded calls (what ``why`` compares)."""
+    fn.clear_cache()
+    with count_compiles(fn) as count:
+        recorder = Recorder(fn, lambda: count.compiles)
+        outputs = [_call(check, recorder, *case) for case in cases]
+    passed(check)
+    return outputs, count, recorder
 
 
-def _compiles_once(
-    check: str,
-    count: Any,
-    *,
-    name: str,
-    calls: int,
-    causes: list[str],
-) -> None:
-    if causes:
-        what = " and ".join(causes)
-        because = f"a new {what} alone compiled {name} again"
-        hint = (
-            f"{what} change{'s' if len(causes) == 1 else ''} on every call: keep "
-            f"{'it' if len(causes) == 1 else 'them'} traced (no static_argnames / "
-            "static_argnums) and let jnp.where, lax.cond or lax.while_loop decide inside "
-            "the program"
-        )
-    else:
-        because = "no single argument's change explains it"
-        hint = (
-            "every call has the same shapes and dtypes, so one program must serve them "
-            "all: keep every argument traced (no static_argnames / static_argnums)"
-        )
-    jax_says = (
-        f'; JAX\'s own guess: "{shorten(count.last_reason, 160)}"' if count.explanations else ""
-    )
-    require_compiles(
-        check,
-        count,
-        exactly=1,
-        what=f"compilations of {name} for {calls} calls of the same shapes",
-        hint=hint,
-        seen_extra=because + jax_says if count.compiles > 1 else "",
-    )
+def _check(check: str, ok: bool, expected: str, seen: str, hint: str = "") -> None:
+    require(check, ok, expected=expected, seen=seen, hint=hint or HINTS[check])
 
 
-def _require_no_callback(check: str, fn: Any, args: Sequence[Any], name: str) -> None:
-    found = host_callbacks(fn, *args)
-    require(
-        check,
-        not found,
-        expected=f"{name}'s decision made by the compiled program (jnp/lax operations)",
-        seen=f"the program calls back into Python ({', '.join(found)})",
-        hint="a host callback runs NumPy outside the compiled program; use jnp.where, "
-        "lax.cond and lax.while_loop instead",
-    )
+def _require_cases(check: str, got: list, want: list, about: list[str], tol: tuple) -> None:
+    """Pass if every case matches; else name the first that does not, by its input."""
+    for out, ref, what in zip(got, want, about, strict=True):
+        out = np.asarray(out, np.float64)
+        if out.shape != ref.shape:
+            _check(check, False, f"shape {ref.shape} for {what}", f"shape {out.shape}")
+        at = first_difference(out, ref, rtol=tol[0], atol=tol[1])
+        seen = f"{excerpt(out, at)}, first wrong at index {at}"
+        _check(check, np.allclose(out, ref, *tol), f"{excerpt(ref, at)} for {what}", seen)
 
 
-# ------------------------------------------------------------------ clip_by_norm
+def _compiles_once(check: str, count: Any, name: str, recorder: Recorder) -> None:
+    found = why(recorder)
+    names = list(dict.fromkeys(d.where for r in found.recompiles for d in r.differences))
+    what, one = " and ".join(names), len(names) == 1
+    hint = f"{what} change{'s' * one} on every call: keep {'it' if one else 'them'} traced"
+    hint = hint if names else "calls of one shape share one program: keep every argument traced"
+    hint += " (no static_argnames / static_argnums); let jnp.where or lax decide in the program"
+    what = f"compilations of {name} for {len(recorder.calls)} calls of the same shapes"
+    extra = found.text if count.compiles > 1 else ""
+    require_compiles(check, count, exactly=1, what=what, hint=hint, seen_extra=extra)
+
+
+def _inside(check: str, fn: Any, args: tuple, name: str) -> None:
+    found = ", ".join(host_callbacks(fn, *args))
+    expected = f"{name}'s decision made by the compiled program (jnp/lax operations)"
+    _check(check, not found, expected, f"the program calls back into Python ({found})")
 
 
 def _clip_cases(rng: np.random.Generator, size: int) -> list[tuple[np.ndarray, float]]:
-    """Limits on both sides of the norm (alternating), a zero vector, and a limit that
-    equals the norm; every ``max_norm`` different."""
+    """One case per entry of ``CLIP_KINDS``, every ``max_norm`` different; case 3's limit
+    equals its norm."""
     cases = []
-    for i in range(CLIP_CALLS):
-        g = rng.normal(0.0, rng.uniform(0.5, 3.0), size=size).astype(np.float32)
-        norm = float(np.linalg.norm(g.astype(np.float64)))
-        # Even: the limit is below the norm (clip); odd: above it (leave alone).
-        factor = rng.uniform(0.2, 0.9) if i % 2 == 0 else rng.uniform(1.1, 3.0)
+    for i, kind in enumerate(CLIP_KINDS):
+        g = rng.normal(0.0, rng.uniform(0.5, 3.0), size=size) * (1e-10 if kind == CLIP_TINY else 1)
+        g = g.astype(np.float32) * (kind != CLIP_ZERO)
+        factor = rng.uniform(1.1, 3.0) if kind == CLIP_SHORT else rng.uniform(0.2, 0.9)
+        factor = 1.0 if i == 3 else rng.uniform(0.5, 2.0) if kind == CLIP_ZERO else factor
+        norm = np.linalg.norm(g.astype(np.float64)) if kind != CLIP_ZERO else 1.0
         cases.append((g, float(norm * factor)))
-    # Odd positions are "short": a zero vector, and one whose norm is exactly the limit.
-    cases[1] = (np.zeros(size, np.float32), float(rng.uniform(0.5, 2.0)))
-    g = cases[3][0]
-    cases[3] = (g, float(np.linalg.norm(g.astype(np.float64))))
     return cases
 
 
-@grader("control_flow", part="clip_by_norm", checks=CLIP_CHECKS)
+@grader("control_flow", part="clip_by_norm", checks=tuple(CLIP_CHECKS))
 def grade_clip(clip_by_norm: Callable[..., Any]) -> None:
-    """Grade ``clip_by_norm(g, max_norm)``: numbers on both sides of the limit and for a
-    zero vector, one compilation for ten different limits, no host callback."""
+    """Grade ``clip_by_norm(g, max_norm)`` on the drawn cases (the module's table)."""
     rng = fresh_rng()
-    require_jitted(CLIP_JITTED, clip_by_norm)
+    require_jitted(CLIP_JITTED, clip_by_norm, hint=HINTS[CLIP_JITTED])
+    cases = _clip_cases(rng, int(rng.integers(5, 40)))
+    got, count, recorder = _counted(clip_by_norm, cases, CLIP_RUNS)
+    want = [_reference_clip(g, m) for g, m in cases]
+    about = [f"g of norm {np.linalg.norm(g):.4g} and max_norm={m:.4g}" for g, m in cases]
+    for check in (CLIP_LONG, CLIP_TINY, CLIP_SHORT, CLIP_ZERO):
+        picked = [i for i, kind in enumerate(CLIP_KINDS) if kind == check]
+        tol = _TOL.get(check, (1e-4, 1e-6))
+        _require_cases(check, *([v[i] for i in picked] for v in (got, want, about)), tol)
 
-    size = int(rng.integers(5, 40))
-    cases = _clip_cases(rng, size)
-
-    clip_by_norm.clear_cache()
-    with count_compiles(clip_by_norm) as count:
-        outputs = [np.asarray(_call(CLIP_RUNS, clip_by_norm, g, m)) for g, m in cases]
-    passed(CLIP_RUNS)
-
-    wanted = [_reference_clip(g, m) for g, m in cases]
-    short = [i for i in range(len(cases)) if i % 2 == 1 and i != 1]
-    require_close(
-        CLIP_LONG,
-        np.stack(outputs[0::2]),
-        np.stack(wanted[0::2]),
-        rtol=1e-4,
-        atol=1e-6,
-        hint="scale the whole vector by max_norm / norm(g), keeping its direction; "
-        "jnp.clip limits each element, which is a different thing",
-    )
-
-    require_close(
-        CLIP_SHORT,
-        np.stack([outputs[i] for i in short]),
-        np.stack([wanted[i] for i in short]),
-        rtol=1e-5,
-        atol=1e-6,
-        hint="when norm(g) <= max_norm (the limit may equal the norm), return g unchanged",
-    )
-    require_close(
-        CLIP_ZERO,
-        outputs[1],
-        wanted[1],
-        atol=1e-6,
-        hint="a zero gradient is shorter than any limit and must come back as zeros; "
-        "dividing by its norm (0) gives NaN. Choose the factor with "
-        "jnp.where(norm > max_norm, max_norm / norm, 1.0)",
-    )
-    fresh = rng.normal(0.0, 2.0, size=(2, size)).astype(np.float32)
-    causes = recompiled_by(
-        clip_by_norm,
-        (fresh[0], 0.37),
-        {"g": (fresh[1], 0.37), "max_norm": (fresh[0], 0.41)},
-    )
-    _compiles_once(CLIP_ONCE, count, name="clip_by_norm", calls=len(cases), causes=causes)
-    _require_no_callback(CLIP_INSIDE, clip_by_norm, cases[0], "clip_by_norm")
-
-
-# ------------------------------------------------------------------ descend
+    _compiles_once(CLIP_ONCE, count, "clip_by_norm", recorder)
+    _inside(CLIP_INSIDE, clip_by_norm, cases[0], "clip_by_norm")
 
 
 def _problems(rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray, float, float]]:
-    """Problems that stop early, one that starts converged, and two that run into
-    ``MAX_STEPS``; every ``lr`` and ``tol`` different. Large starts make the first
-    gradients longer than ``CLIP_NORM`` (clipping matters), later ones shorter."""
-    size = int(rng.integers(4, 13))
-    problems = []
-    for i in range(DESCEND_PROBLEMS):
-        x0 = rng.normal(0.0, 2.0, size=size).astype(np.float32)
+    """One problem per entry of ``KINDS``; every ``lr`` and ``tol`` differs. Large starts
+    make the first gradients longer than ``CLIP_NORM`` (clipping matters)."""
+    size, problems = int(rng.integers(4, 13)), []
+    for kind in KINDS:
+        x0 = rng.normal(0.0, 2.0, size=size)
         curvature = rng.uniform(0.5, 2.0, size=size).astype(np.float32)
-        crawl = i >= DESCEND_PROBLEMS - 2
-        lr = rng.uniform(0.01, 0.03) if crawl else rng.uniform(0.3, 0.9)
-        tol = 10 ** rng.uniform(-3, -1)
-        if crawl:
-            # Gradient norm 10 at the start; a clipped step moves x by at most lr <= 0.03,
-            # so 100 steps change the gradient by at most 6: never below tol.
-            grad_norm = float(np.linalg.norm(curvature.astype(np.float64) * x0))
-            x0 = (x0 * (10.0 / grad_norm)).astype(np.float32)
-        problems.append((x0, curvature, float(lr), float(tol)))
-    # Already converged: the gradient's norm starts at half of tol, so 0 steps.
-    x0, curvature, lr, tol = problems[2]
-    grad_norm = float(np.linalg.norm(curvature.astype(np.float64) * x0))
-    problems[2] = ((x0 * (0.5 * tol / grad_norm)).astype(np.float32), curvature, lr, tol)
+        lr = rng.uniform(0.01, 0.03) if kind == LIMIT else rng.uniform(0.3, 0.9)
+        tol = np.float32(10 ** rng.uniform(-3, -1))
+        grad_norm = np.linalg.norm(curvature * x0)
+        if kind == LIMIT:  # gradient norm 10; 100 steps of at most lr change it by <= 6
+            x0 = x0 * (10.0 / grad_norm)
+        elif kind == CONVERGED:
+            x0 = x0 * (0.5 * tol / grad_norm)
+        elif kind == AT_TOL:  # one entry, curvature 1: its float32 norm is tol exactly
+            x0, curvature[:] = np.zeros(size), 1.0
+            x0[rng.integers(size)] = tol * rng.choice([-1, 1])
+        problems.append((x0.astype(np.float32), curvature, float(lr), float(tol)))
     return problems
 
 
-def _check_pairs(results: list[Any]) -> None:
+def _pairs(results: list[Any]) -> None:
     for result in results:
-        if not (isinstance(result, tuple | list) and len(result) == 2):
-            shape = len(result) if isinstance(result, tuple | list) else np.shape(result)
-            raise fail(
-                DESCEND_PAIR,
-                expected="a pair (x, steps)",
-                seen=f"{type(result).__name__} of length/shape {shape}",
-                hint="return x and the step count together, e.g. the final carry of lax.while_loop",
-            )
-        if np.ndim(result[1]) != 0:
-            raise fail(
-                DESCEND_PAIR,
-                expected="steps as a scalar integer",
-                seen=f"steps with shape {np.shape(result[1])}",
-                hint="count steps in the loop's carry, starting from jnp.int32(0)",
-            )
-    passed(DESCEND_PAIR)
+        pair = isinstance(result, tuple | list) and len(result) == 2
+        shape = np.shape(result[1]) if pair else None
+        seen = f"steps of shape {shape}" if pair else f"a {type(result).__name__}"
+        _check(DESCEND_PAIR, shape == (), "a pair (x, steps), steps a scalar integer", seen)
 
 
-def _steps_hint(
-    trajectories: list[tuple[list[np.ndarray], list[float], int]],
-    results: list[Any],
-    got_steps: list[int],
-) -> str:
-    """Why the step counts differ, from what the learner's own results show."""
-    if all(s == MAX_STEPS for s in got_steps):
-        return (
-            "every problem ran all MAX_STEPS steps: a loop with a fixed count "
-            "(fori_loop to MAX_STEPS) never stops early; test the rule before every step"
-        )
-    # Which reference iterate is the learner's x? If x is no iterate at all, the steps
-    # are wrong; if x is right for where the rule stops, only the count is off.
-    offsets = []
-    for (x, _), s, (xs, _, want) in zip(results, got_steps, trajectories, strict=True):
-        x = np.asarray(x, np.float64)
-        matches = [k for k, ref in enumerate(xs) if np.allclose(x, ref, rtol=1e-3, atol=1e-4)]
-        if not matches:
-            return (
-                "your x is not an iterate of the reference: each step is "
-                "x - lr * clip_by_norm(curvature * x, 1.0) (clip the gradient before "
-                "stepping)"
-            )
-        offsets.append(s - want if want in matches else None)
-    others = [o for i, o in enumerate(offsets) if i != 2]
-    if got_steps[2] != 0 and all(o == 0 for o in others):
-        return (
-            "problem 3 starts converged and needs 0 steps: test the rule before every "
-            "step, including the first"
-        )
-    known = {o for o in offsets if o is not None}
-    if len(known) == 1 and 0 not in known:
-        return (
-            f"x is right, but every count is off by {known.pop()}: start steps at 0 and "
-            "add 1 for each step taken"
-        )
-    return (
-        "check the stopping rule before every step: stop once norm(curvature * x) <= tol, "
-        "or after MAX_STEPS steps"
-    )
+def _steps_hint(got: list[int], want: list[int], x_at: list[set[int]]) -> str:
+    """The mistake the step counts and the learner's x point to, most specific first.
+    ``x_at[i]``: the numbers of steps whose reference iterate the learner's x equals."""
+    wrong = {kind for kind, s, w in zip(KINDS, got, want, strict=True) if s != w}
+    rows = zip(got, want, x_at, KINDS, strict=True)
+    offsets = {s - w for s, w, at, kind in rows if w in at and kind != LIMIT}
+    if all(s == MAX_STEPS for s in got):
+        return HINTS["fixed"]
+    if not all(x_at):
+        return HINTS["no iterate"]
+    if len(offsets) == 1 and 0 not in offsets:
+        return HINTS["offset"].format(*offsets)
+    if wrong in ({LIMIT}, {AT_TOL}):
+        took = sorted({s for kind, s in zip(KINDS, got, strict=True) if kind == LIMIT})
+        return HINTS[wrong.pop()].format(took)
+    return HINTS[CONVERGED] if CONVERGED in wrong else HINTS["rule"]
 
 
-@grader("control_flow", part="descend", checks=DESCEND_CHECKS)
+@grader("control_flow", part="descend", checks=tuple(DESCEND_CHECKS))
 def grade_descend(descend: Callable[..., Any]) -> None:
-    """Grade ``descend(x0, curvature, lr, tol)``: iterates and step counts against the
-    reference on problems that stop early, start converged or hit ``MAX_STEPS``, and one
-    compilation for seven different learning rates and tolerances."""
+    """Grade ``descend(x0, curvature, lr, tol)`` on the drawn problems (``KINDS``)."""
     rng = fresh_rng()
-    require_jitted(DESCEND_JITTED, descend)
+    require_jitted(DESCEND_JITTED, descend, hint=HINTS[DESCEND_JITTED])
     problems = _problems(rng)
+    results, count, recorder = _counted(descend, problems, DESCEND_RUNS)
+    _pairs(results)
 
-    descend.clear_cache()
-    with count_compiles(descend) as count:
-        results = [_call(DESCEND_RUNS, descend, *p) for p in problems]
-    passed(DESCEND_RUNS)
-    _check_pairs(results)
+    refs = [_reference_trajectory(*p) for p in problems]
+    got, want = [int(np.asarray(r[1])) for r in results], [ref[2] for ref in refs]
+    xs = [np.asarray(x, np.float64) for x, _ in results]
+    x_at = [
+        {k for k, r in enumerate(ref[0]) if np.allclose(x, r, 1e-3, 1e-4)}
+        for x, ref in zip(xs, refs, strict=True)
+    ]
+    ok = [
+        _acceptable_steps(ref[1], p[3], s, 0.0 if kind == AT_TOL else _STOP_SLACK)
+        for s, ref, p, kind in zip(got, refs, problems, KINDS, strict=True)
+    ]
+    i = ok.index(False) if False in ok else 0
+    expected = f"steps {want}: problem {i + 1} {KINDS[i]}, so {want[i]} steps"
+    seen = f"steps {got}: {got[i]} for problem {i + 1}"
+    _check(DESCEND_STEPS, all(ok), expected, seen, _steps_hint(got, want, x_at))
+    at = [ref[0][min(s, MAX_STEPS + 2)] for ref, s in zip(refs, got, strict=True)]
+    about = [f"problem {i + 1} ({KINDS[i]}) after {s} steps" for i, s in enumerate(got)]
+    _require_cases(DESCEND_X, xs, at, about, (1e-3, 1e-4))
 
-    trajectories = [_reference_trajectory(*p) for p in problems]
-    got_steps = [int(np.asarray(steps)) for _, steps in results]
-    want_steps = [steps for _, _, steps in trajectories]
-    ok = all(
-        _acceptable_steps(norms, tol, s)
-        for s, (_, norms, _), (_, _, _, tol) in zip(got_steps, trajectories, problems, strict=True)
-    )
-    require(
-        DESCEND_STEPS,
-        ok,
-        expected=f"steps {want_steps} (stop once norm(curvature * x) <= tol, or at {MAX_STEPS})",
-        seen=f"steps {got_steps}",
-        hint=_steps_hint(trajectories, results, got_steps),
-    )
-    require_close(
-        DESCEND_X,
-        np.stack([np.asarray(x) for x, _ in results]),
-        np.stack([xs[s] for (xs, _, _), s in zip(trajectories, got_steps, strict=True)]),
-        rtol=1e-3,
-        atol=1e-4,
-        hint="each step is x - lr * clip_by_norm(curvature * x, 1.0)",
-    )
-
-    x0, curvature, _, _ = problems[0]
-    causes = recompiled_by(
-        descend,
-        (x0 * 1.1, curvature, 0.511, 0.0123),
-        {
-            "x0": (x0 * 1.2, curvature, 0.511, 0.0123),
-            "lr": (x0 * 1.1, curvature, 0.533, 0.0123),
-            "tol": (x0 * 1.1, curvature, 0.511, 0.0137),
-        },
-    )
-    _compiles_once(DESCEND_ONCE, count, name="descend", calls=len(problems), causes=causes)
-    _require_no_callback(DESCEND_INSIDE, descend, problems[0], "descend")
+    _compiles_once(DESCEND_ONCE, count, "descend", recorder)
+    _inside(DESCEND_INSIDE, descend, problems[0], "descend")

@@ -13,11 +13,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jitlab.graders import compiling_less
+from jitlab.graders import compiling_less as cl
 from jitlab.grading import GradingFailure
+from jitlab.grading.checks import JIT_ON
 
 LENGTH = jax.ShapeDtypeStruct((), jnp.int32)
-REPEAT = 5  # wrong answers that could pass by luck are graded this many times
 
 
 def warm_up(fn, bucket_sizes, dtype):
@@ -38,23 +38,32 @@ def pad_numpy(x, size):
     return padded
 
 
-def serve(requests, compiled):
-    results = []
-    for x in requests:
-        size = smallest_bucket(compiled, len(x))
-        results.append(compiled[size](pad_numpy(x, size), np.int32(len(x))))
-    return results
+def serving(bucket=smallest_bucket, pad=pad_numpy, n=lambda x, size: np.int32(len(x))):
+    """A ``serve`` built from its three choices; each wrong answer swaps one."""
+
+    def serve(requests, compiled):
+        results = []
+        for x in requests:
+            size = bucket(compiled, len(x))
+            results.append(compiled[size](pad(x, size), n(x, size)))
+        return results
+
+    return serve
+
+
+serve = serving()
+
+
+def failure(warm, serve_fn) -> GradingFailure:
+    with pytest.raises(GradingFailure) as caught:
+        cl.grade(warm, serve_fn)
+    return caught.value
 
 
 # --- right answers ---------------------------------------------------------------------
 
 
-def test_reference_solution_passes(capsys):
-    compiling_less.grade(warm_up, serve)
-    assert "All checks passed" in capsys.readouterr().out
-
-
-def test_a_different_right_answer_passes():
+def test_the_solution_and_a_different_right_answer_pass(capsys):
     # trace() then lower() then compile(), bisect on sorted sizes, np.pad, a Python int
     # for n, requests grouped by bucket and put back in order, results as NumPy arrays.
     def warm_up_in_stages(fn, bucket_sizes, dtype):
@@ -75,77 +84,17 @@ def test_a_different_right_answer_passes():
                     results[i] = np.asarray(compiled[size](padded, len(x)))
         return results
 
-    compiling_less.grade(warm_up_in_stages, serve_grouped)
+    cl.grade(warm_up, serve)
+    cl.grade(warm_up_in_stages, serve_grouped)
+    assert capsys.readouterr().out.count("All checks passed") == 2
 
 
-# --- unsolved, crashed, switched off ---------------------------------------------------
+# --- wrong answers ---------------------------------------------------------------------
 
 
-def test_rejects_jit_switched_off_in_the_config():
-    def warm_up_then_off(fn, bucket_sizes, dtype):
-        executables = warm_up(fn, bucket_sizes, dtype)
-        jax.config.update("jax_disable_jit", True)
-        return executables
-
-    try:
-        with pytest.raises(GradingFailure, match="jit is on") as caught:
-            compiling_less.grade(warm_up_then_off, serve)
-    finally:
-        jax.config.update("jax_disable_jit", False)
-    assert "jit is switched off" in caught.value.seen
-
-
-def test_rejects_serving_inside_disable_jit():
-    def serve_without_jit(requests, compiled):
-        with jax.disable_jit():
-            return serve(requests, compiled)
-
-    with pytest.raises(GradingFailure, match="jit is on") as caught:
-        compiling_less.grade(warm_up, serve_without_jit)
-    assert "disable_jit" in caught.value.hint
-
-
-# --- warm_up ---------------------------------------------------------------------------
-
-
-def test_rejects_lazy_jit_without_warm_up():
-    def lazy_warm_up(fn, bucket_sizes, dtype):
-        return {size: jax.jit(fn) for size in bucket_sizes}  # compiles on the first call
-
-    with pytest.raises(GradingFailure, match="compiled executables"):
-        compiling_less.grade(lazy_warm_up, serve)
-
-
-def test_rejects_executables_of_another_function():
-    # Compiled, one per bucket, but of the learner's own copy of summarise.
-    def own_summarise(padded, n):
-        valid = jnp.arange(padded.shape[0]) < n
-        x = jnp.where(valid, padded.astype(jnp.float32), 0.0)
-        return jnp.stack([x.sum() / n, x.std(), x.max()])
-
-    def warm_up_own(fn, bucket_sizes, dtype):
-        return warm_up(own_summarise, bucket_sizes, dtype)
-
-    with pytest.raises(GradingFailure, match="compiles fn once per bucket"):
-        compiling_less.grade(warm_up_own, serve)
-
-
-def test_rejects_warm_up_for_the_wrong_dtype():
-    def float32_only(fn, bucket_sizes, dtype):
-        return warm_up(fn, bucket_sizes, jnp.float32)  # ignores `dtype`
-
-    with pytest.raises(GradingFailure, match="size and dtype") as caught:
-        compiling_less.grade(float32_only, serve)
-    assert "float16" in caught.value.expected
-
-
-# --- serve: compilation, types, the caller's data ---------------------------------------
-
-
-def test_rejects_compiling_in_the_serving_loop():
+def compile_in_the_loop():
     def lazy_summary(padded, n):
-        valid = jnp.arange(padded.shape[0]) < n
-        return jnp.sum(jnp.where(valid, padded, 0.0))
+        return jnp.sum(jnp.where(jnp.arange(padded.shape[0]) < n, padded, 0.0))
 
     lazy = jax.jit(lazy_summary)
 
@@ -155,159 +104,166 @@ def test_rejects_compiling_in_the_serving_loop():
             lazy(pad_numpy(x, smallest_bucket(compiled, len(x))), len(x))
         return out
 
-    with pytest.raises(GradingFailure, match="traces and compiles nothing") as caught:
-        compiling_less.grade(warm_up, serve_lazily)
-    assert "lazy_summary" in caught.value.seen
+    return serve_lazily
 
 
-def test_rejects_padding_with_jnp_pad():
-    def serve_jnp_pad(requests, compiled):
-        results = []
-        for x in requests:
-            size = smallest_bucket(compiled, len(x))
-            padded = jnp.pad(jnp.asarray(x), (0, size - len(x)))  # compiles per length
-            results.append(compiled[size](padded, len(x)))
-        return results
-
-    with pytest.raises(GradingFailure, match="traces and compiles nothing") as caught:
-        compiling_less.grade(warm_up, serve_jnp_pad)
-    assert "pad" in caught.value.seen
+def serve_without_jit(requests, compiled):
+    with jax.disable_jit():
+        return serve(requests, compiled)
 
 
-def test_rejects_skipping_the_padding():
-    def serve_unpadded(requests, compiled):
-        return [compiled[smallest_bucket(compiled, len(x))](x, len(x)) for x in requests]
-
-    with pytest.raises(GradingFailure, match="types it was compiled for") as caught:
-        compiling_less.grade(warm_up, serve_unpadded)
-    assert "TypeError" in caught.value.seen
+def own_summarise(padded, n):
+    valid = jnp.arange(padded.shape[0]) < n
+    x = jnp.where(valid, padded.astype(jnp.float32), 0.0)
+    return jnp.stack([x.sum() / n, x.std(), x.max()])
 
 
-def test_rejects_float64_padding():
-    def serve_float64_padding(requests, compiled):
-        results = []
-        for x in requests:
-            size = smallest_bucket(compiled, len(x))
-            padded = np.zeros(size)  # float64: becomes float32, never float16
-            padded[: len(x)] = x
-            results.append(compiled[size](padded, len(x)))
-        return results
-
-    with pytest.raises(GradingFailure, match="types it was compiled for") as caught:
-        compiling_less.grade(warm_up, serve_float64_padding)
-    assert "float16" in caught.value.seen
+def float64_padding(x, size):
+    padded = np.zeros(size)  # float64: becomes float32, never float16
+    padded[: len(x)] = x
+    return padded
 
 
-def test_rejects_padding_the_callers_array_in_place():
-    def serve_resize(requests, compiled):
-        results = []
-        for x in requests:
-            n = len(x)
-            size = smallest_bucket(compiled, n)
-            x.resize(size, refcheck=False)  # pads with zeros, in the caller's array
-            results.append(compiled[size](x, n))
-        return results
-
-    with pytest.raises(GradingFailure, match="leaves the caller's requests") as caught:
-        compiling_less.grade(warm_up, serve_resize)
-    assert "resize" in caught.value.hint
+def resize(x, size):
+    x.resize(size, refcheck=False)  # pads with zeros, in the caller's array
+    return x
 
 
-# --- serve: the bucket -----------------------------------------------------------------
+def right_aligned(x, size):
+    padded = np.zeros(size, dtype=x.dtype)
+    padded[size - len(x) :] = x  # at the end: the mask keeps the zeros
+    return padded
 
 
-def test_rejects_the_largest_bucket_for_everything():
-    def serve_largest(requests, compiled):
-        size = max(compiled)
-        return [compiled[size](pad_numpy(x, size), len(x)) for x in requests]
+def memo_by_id(decoy):
+    """Results kept by id(x): stale once the caller refills its arrays."""
+    memo = {}
 
-    with pytest.raises(GradingFailure, match="smallest bucket"):
-        compiling_less.grade(warm_up, serve_largest)
+    def serve_memo(requests, compiled):
+        fresh = serve(requests, compiled) if decoy else [None] * len(requests)
+        out = []
+        for x, result in zip(requests, fresh, strict=True):
+            if id(x) not in memo:
+                memo[id(x)] = result if decoy else serve([x], compiled)[0]
+            out.append(memo[id(x)])
+        return out
 
-
-def test_rejects_strictly_greater_every_time():
-    # `>` instead of `>=`: only a request exactly as long as a bucket tells them apart,
-    # and the grader draws those on purpose, every run.
-    def serve_strict(requests, compiled):
-        results = []
-        for x in requests:
-            fits = [s for s in compiled if s > len(x)] or [max(compiled)]
-            size = min(fits)
-            results.append(compiled[size](pad_numpy(x, size), len(x)))
-        return results
-
-    for _ in range(REPEAT):
-        with pytest.raises(GradingFailure, match="smallest bucket"):
-            compiling_less.grade(warm_up, serve_strict)
+    return serve_memo
 
 
-def test_rejects_first_fitting_key_in_dict_order_every_time():
-    # Right only when the sizes arrive sorted; the grader never passes them sorted.
-    def serve_first_fit(requests, compiled):
-        results = []
-        for x in requests:
-            size = next(s for s in compiled if s >= len(x))
-            results.append(compiled[size](pad_numpy(x, size), len(x)))
-        return results
-
-    for _ in range(REPEAT):
-        with pytest.raises(GradingFailure, match="smallest bucket"):
-            compiling_less.grade(warm_up, serve_first_fit)
+def serve_decoy(requests, compiled):
+    serve(requests, compiled)  # the decoy calls, results thrown away
+    return [np.array([x.astype(np.float64).mean(), x.std(), x.max()]) for x in requests]
 
 
-# --- serve: where the answers come from --------------------------------------------------
+def serve_reference(requests, compiled):
+    serve(requests, compiled)
+    return [cl._reference(x, 1.0, 0.0) for x in requests]
 
 
-def test_rejects_numpy_answers_with_a_decoy_call_per_request():
-    # Every executable is called as expected, but the answers are computed in NumPy.
-    def serve_decoy(requests, compiled):
-        serve(requests, compiled)  # the decoy calls, results thrown away
-        return [np.array([x.astype(np.float64).mean(), x.std(), x.max()]) for x in requests]
-
-    with pytest.raises(GradingFailure, match="what an executable returned"):
-        compiling_less.grade(warm_up, serve_decoy)
+def strictly_greater(compiled, n):  # `>` for `>=`: told apart by the lengths drawn on purpose
+    return min([s for s in compiled if s > n] or [max(compiled)])
 
 
-def test_rejects_the_graders_own_reference():
-    def serve_reference(requests, compiled):
-        serve(requests, compiled)
-        return [compiling_less._reference(x, 1.0, 0.0) for x in requests]
-
-    with pytest.raises(GradingFailure, match="what an executable returned"):
-        compiling_less.grade(warm_up, serve_reference)
+def power_of_two(compiled, n):  # KeyError: the grader's sizes are not powers of two
+    return 1 << max(n - 1, 1).bit_length()
 
 
-def test_rejects_answers_without_the_executables():
-    def serve_nothing(requests, compiled):
-        return [np.zeros(3, np.float32) for _ in requests]
-
-    with pytest.raises(GradingFailure, match="smallest bucket"):
-        compiling_less.grade(warm_up, serve_nothing)
+def bisect_right(compiled, n):  # IndexError for a request as long as the largest bucket
+    return sorted(compiled)[bisect.bisect_right(sorted(compiled), n)]
 
 
-def test_rejects_bucket_size_as_length_and_says_so():
-    def serve_wrong_n(requests, compiled):
-        results = []
-        for x in requests:
-            size = smallest_bucket(compiled, len(x))
-            results.append(compiled[size](pad_numpy(x, size), size))  # n should be len(x)
-        return results
+WRONG = {
+    # name: (warm_up, serve, the check it fails, words its verdict holds)
+    "serve under disable_jit": (warm_up, serve_without_jit, JIT_ON, ["disable_jit"]),
+    "lazy jit": (lambda f, b, d: {s: jax.jit(f) for s in b}, serve, cl.COMPILED_VALUES, []),
+    "another function": (
+        lambda f, b, d: warm_up(own_summarise, b, d),
+        serve,
+        cl.COMPILES_ONCE,
+        [],
+    ),
+    "ignores dtype": (
+        lambda f, b, d: warm_up(f, b, jnp.float32),
+        serve,
+        cl.TAKES_DTYPE,
+        ["float16["],
+    ),
+    "jit in the loop": (warm_up, compile_in_the_loop(), cl.NOTHING_COMPILED, ["lazy_summary"]),
+    "jnp.pad": (
+        warm_up,
+        serving(pad=lambda x, size: jnp.pad(jnp.asarray(x), (0, size - len(x)))),
+        cl.NOTHING_COMPILED,
+        ["pad"],
+    ),
+    "no padding": (warm_up, serving(pad=lambda x, size: x), cl.RIGHT_TYPES, ["TypeError"]),
+    "float64 padding": (warm_up, serving(pad=float64_padding), cl.RIGHT_TYPES, ["float16"]),
+    "resize in place": (warm_up, serving(pad=resize), cl.REQUESTS_KEPT, ["resize"]),
+    "largest bucket": (warm_up, serving(bucket=lambda c, n: max(c)), cl.SMALLEST_BUCKET, []),
+    "no executables": (
+        warm_up,
+        lambda requests, compiled: [np.zeros(3, np.float32) for _ in requests],
+        cl.SMALLEST_BUCKET,
+        [],
+    ),
+    "NumPy beside decoys": (warm_up, serve_decoy, cl.FROM_EXECUTABLES, []),
+    "the grader's reference": (warm_up, serve_reference, cl.FROM_EXECUTABLES, []),
+    "bucket size as n": (
+        warm_up,
+        serving(n=lambda x, size: size),
+        cl.NUMBERS,
+        ["not the bucket size"],
+    ),
+    "copied to the end": (warm_up, serving(pad=right_aligned), cl.NUMBERS, ["front"]),
+}
+ON_EVERY_DRAW = {  # answer factories for rules only some inputs expose, graded on 3 seeds
+    ">": (lambda: serving(bucket=strictly_greater), cl.SMALLEST_BUCKET, ["calls per bucket"]),
+    "first key that fits": (
+        lambda: serving(bucket=lambda c, n: next(s for s in c if s >= n)),
+        cl.SMALLEST_BUCKET,
+        ["not arrive sorted"],
+    ),
+    "memo by id": (lambda: memo_by_id(False), cl.SMALLEST_BUCKET, ["refilled", "id(x)"]),
+    "memo by id, decoys": (lambda: memo_by_id(True), cl.FROM_EXECUTABLES, ["refilled", "id(x)"]),
+    "powers of two": (
+        lambda: serving(bucket=power_of_two),
+        cl.SMALLEST_BUCKET,
+        ["KeyError", "keys of"],
+    ),
+    "bisect_right": (
+        lambda: serving(bucket=bisect_right),
+        cl.SMALLEST_BUCKET,
+        ["IndexError", "length"],
+    ),
+}
 
-    with pytest.raises(GradingFailure, match="match the reference") as caught:
-        compiling_less.grade(warm_up, serve_wrong_n)
-    assert "not the bucket size" in caught.value.hint
+
+@pytest.mark.parametrize("name", WRONG)
+def test_wrong_answers_fail_their_check(name):
+    warm, serve_fn, check, words = WRONG[name]
+    found = failure(warm, serve_fn)
+    assert found.check == check, found
+    assert all(word in str(found) for word in words), found
 
 
-def test_rejects_request_copied_to_the_end_and_says_so():
-    def serve_right_aligned(requests, compiled):
-        results = []
-        for x in requests:
-            size = smallest_bucket(compiled, len(x))
-            padded = np.zeros(size, dtype=x.dtype)
-            padded[size - len(x) :] = x  # at the end: the mask keeps the zeros
-            results.append(compiled[size](padded, len(x)))
-        return results
+@pytest.mark.parametrize("seed", ["1", "2", "3"])
+@pytest.mark.parametrize("name", ON_EVERY_DRAW)
+def test_wrong_rules_fail_on_every_draw(name, seed, monkeypatch):
+    monkeypatch.setenv("JITLAB_SEED", seed)
+    serve_fn, check, words = ON_EVERY_DRAW[name]
+    found = failure(warm_up, serve_fn())
+    assert found.check == check, found
+    assert all(word in str(found) for word in words), found
 
-    with pytest.raises(GradingFailure, match="match the reference") as caught:
-        compiling_less.grade(warm_up, serve_right_aligned)
-    assert "front" in caught.value.hint
+
+def test_jit_switched_off_in_the_config():
+    def warm_up_then_off(fn, bucket_sizes, dtype):
+        executables = warm_up(fn, bucket_sizes, dtype)
+        jax.config.update("jax_disable_jit", True)
+        return executables
+
+    try:
+        found = failure(warm_up_then_off, serve)
+    finally:
+        jax.config.update("jax_disable_jit", False)
+    assert found.check == JIT_ON and "jit is switched off" in found.seen

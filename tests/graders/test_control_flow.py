@@ -12,57 +12,51 @@ import pytest
 from exercise_cells import namespace
 from jax import lax
 
-from jitlab.graders import control_flow
+from jitlab.graders import control_flow as cf
 from jitlab.grading import GradingFailure
+from jitlab.grading.checks import JIT_ON
 
-MAX_STEPS = control_flow.MAX_STEPS
-JIT_ON = "jit is on and the compile counter hears JAX"
-
-
-@pytest.fixture
-def solution() -> dict:
-    """The solution's cells, grader cells left out, in fresh functions for every test."""
-    return namespace("control_flow")
+MAX_STEPS = cf.MAX_STEPS
 
 
-def clip_failure(clip) -> GradingFailure:
+def failure(grade, answer) -> GradingFailure:
     with pytest.raises(GradingFailure) as caught:
-        control_flow.grade_clip(clip)
+        grade(answer)
     return caught.value
 
 
-def descend_failure(descend) -> GradingFailure:
-    with pytest.raises(GradingFailure) as caught:
-        control_flow.grade_descend(descend)
-    return caught.value
+def named(fn, name="clip_by_norm", **jit):
+    """``fn`` jitted under the exercise's name (the compile counter matches by name)."""
+    fn.__name__ = fn.__qualname__ = name
+    return jax.jit(fn, **jit)
+
+
+def clip_with(factor, **jit):
+    """A jitted clip_by_norm that scales g by ``factor(norm, max_norm)``."""
+    return named(lambda g, max_norm: g * factor(jnp.linalg.norm(g), max_norm), **jit)
 
 
 def good_clip():
-    @jax.jit
-    def clip_by_norm(g, max_norm):
-        norm = jnp.linalg.norm(g)
-        return g * jnp.where(norm > max_norm, max_norm / norm, 1.0)
-
-    return clip_by_norm
+    return clip_with(lambda n, m: jnp.where(n > m, m / n, 1.0))
 
 
-def while_descend(clip, *, start=0, clip_step=True, and_op=None):
-    """descend with lax.while_loop; the keywords plant one mistake each."""
+def while_descend(clip=None, *, start=0, clip_step=True, cond=None, first_step=False):
+    """descend with lax.while_loop; each keyword plants one mistake."""
+    clip = clip or good_clip()
 
     @jax.jit
     def descend(x0, curvature, lr, tol):
         def keep_going(state):
-            x, steps = state
-            if and_op is not None:
-                return and_op(jnp.linalg.norm(curvature * x) > tol, steps < MAX_STEPS)
-            return (jnp.linalg.norm(curvature * x) > tol) & (steps < MAX_STEPS)
+            norm, steps = jnp.linalg.norm(curvature * state[0]), state[1]
+            return cond(norm, tol, steps) if cond else (norm > tol) & (steps < MAX_STEPS)
 
         def step(state):
             x, steps = state
             g = curvature * x
             return x - lr * (clip(g, 1.0) if clip_step else g), steps + 1
 
-        return lax.while_loop(keep_going, step, (x0, jnp.int32(start)))
+        start_state = (x0, jnp.int32(start))
+        return lax.while_loop(keep_going, step, step(start_state) if first_step else start_state)
 
     return descend
 
@@ -70,65 +64,46 @@ def while_descend(clip, *, start=0, clip_step=True, and_op=None):
 # --- right answers ----------------------------------------------------------------------
 
 
-def test_solution_file_passes(solution, capsys):
-    control_flow.grade_clip(solution["clip_by_norm"])
-    control_flow.grade_descend(solution["descend"])
-    out = capsys.readouterr().out
-    assert out.count("All checks passed") == 2
-
-
-def test_solution_constants_match_the_grader(solution):
-    assert solution["MAX_STEPS"] == control_flow.MAX_STEPS
-    assert solution["CLIP_NORM"] == control_flow.CLIP_NORM
-
-
-def test_another_correct_answer_passes():
-    """lax.cond, a norm by hand, and fori_loop with a frozen state: all different from
-    the reference, all inside the contract."""
+def test_the_solution_and_answers_written_differently_pass(capsys):
+    solution = namespace("control_flow")
+    assert (solution["MAX_STEPS"], solution["CLIP_NORM"]) == (cf.MAX_STEPS, cf.CLIP_NORM)
 
     @jax.jit
-    def clip_by_norm(g, max_norm):
+    def cond_clip(g, max_norm):  # lax.cond and a norm by hand
         norm = jnp.sqrt(jnp.sum(g * g))
         return lax.cond(norm > max_norm, lambda v: v * (max_norm / norm), lambda v: v, g)
 
     @jax.jit
-    def descend(x0, curvature, lr, tol):
+    def frozen_descend(x0, curvature, lr, tol):  # fori_loop with a frozen state
         def body(_, state):
             x, steps = state
             done = jnp.linalg.norm(curvature * x) <= tol
-            new_x = x - lr * clip_by_norm(curvature * x, 1.0)
+            new_x = x - lr * cond_clip(curvature * x, 1.0)
             return jnp.where(done, x, new_x), jnp.where(done, steps, steps + 1)
 
         return lax.fori_loop(0, MAX_STEPS, body, (x0, jnp.int32(0)))
 
-    control_flow.grade_clip(clip_by_norm)
-    control_flow.grade_descend(descend)
-
-
-def test_a_minimum_of_factors_passes():
-    """min(1, max_norm / norm) is inf-safe for a zero vector: also right."""
-
     @jax.jit
-    def clip_by_norm(g, max_norm):
-        return g * jnp.minimum(1.0, max_norm / jnp.linalg.norm(g))
-
-    control_flow.grade_clip(clip_by_norm)
-    control_flow.grade_descend(while_descend(clip_by_norm))
-
-
-def test_steps_as_another_integer_type_pass():
-    @jax.jit
-    def descend(x0, curvature, lr, tol):
-        x, steps = while_descend(good_clip())(x0, curvature, lr, tol)
+    def int16_steps(x0, curvature, lr, tol):
+        x, steps = while_descend()(x0, curvature, lr, tol)
         return x, steps.astype(jnp.int16)
 
-    control_flow.grade_descend(descend)
+    minimum = clip_with(lambda n, m: jnp.minimum(1.0, m / n))  # inf-safe for a zero vector
+    for clip, descend in [
+        (solution["clip_by_norm"], solution["descend"]),
+        (cond_clip, frozen_descend),
+        (minimum, while_descend(minimum)),
+        (good_clip(), int16_steps),
+    ]:
+        cf.grade_clip(clip)
+        cf.grade_descend(descend)
+    assert capsys.readouterr().out.count("All checks passed") == 8
 
 
 # --- wrong answers: clip_by_norm --------------------------------------------------------
 
 
-def test_rejects_python_if_on_a_tracer():
+def python_if():
     @jax.jit
     def clip_by_norm(g, max_norm):
         norm = jnp.linalg.norm(g)
@@ -136,310 +111,285 @@ def test_rejects_python_if_on_a_tracer():
             return g * (max_norm / norm)
         return g
 
-    failure = clip_failure(clip_by_norm)
-    assert failure.check == control_flow.CLIP_RUNS
-    assert "TracerBoolConversionError" in failure.seen
-    assert "max_norm" in failure.seen  # JAX's message names the argument
-    assert "jnp.where" in failure.hint
+    return clip_by_norm
 
 
-@pytest.mark.parametrize("static", [{"static_argnames": "max_norm"}, {"static_argnums": 1}])
-def test_rejects_static_max_norm(static):
-    # Numbers right, but one compilation per distinct max_norm.
-    @partial(jax.jit, **static)
+def decision_outside_jit():
+    scale = jax.jit(lambda g, factor: g * factor)
+
     def clip_by_norm(g, max_norm):
-        norm = jnp.linalg.norm(g)
-        return jnp.where(norm > max_norm, g * (max_norm / norm), g)
-
-    failure = clip_failure(clip_by_norm)
-    assert failure.check == control_flow.CLIP_ONCE
-    assert failure.seen.startswith(f"{control_flow.CLIP_CALLS} compilations")
-    assert "a new max_norm alone compiled" in failure.seen  # the grader's own finding
-    assert "max_norm" in failure.hint and "static" in failure.hint
-
-
-def test_rejects_decision_outside_jit_with_a_decoy_call():
-    @jax.jit
-    def scale(g, factor):
-        return g * factor
-
-    def clip_by_norm(g, max_norm):  # the branch is taken in Python, outside jit
         scale(g, 1.0)  # a decoy call, so that something compiles
         norm = float(np.linalg.norm(g))
         return g * (max_norm / norm) if norm > max_norm else g
 
-    assert clip_failure(clip_by_norm).check == control_flow.CLIP_JITTED
+    return clip_by_norm
 
 
-def test_rejects_a_look_alike_of_a_jitted_function():
-    class LooksJitted:
-        def __init__(self, fn):
-            self.fn, self.lower, self.trace = fn, None, None
+class LooksJitted:
+    def __init__(self, fn):
+        self.fn, self.lower, self.trace = fn, None, None
 
-        def clear_cache(self):
-            pass
+    def clear_cache(self):
+        pass
 
-        def __call__(self, *args):
-            return self.fn(*args)
-
-    failure = clip_failure(LooksJitted(control_flow._reference_clip))
-    assert failure.check == control_flow.CLIP_JITTED
+    def __call__(self, *args):
+        return self.fn(*args)
 
 
-def test_rejects_numpy_through_a_host_callback():
+def through_callback():
     def numpy_clip(g, max_norm):
-        norm = np.linalg.norm(g)
-        return (g * (max_norm / norm) if norm > max_norm else g).astype(np.float32)
+        return cf._reference_clip(g, max_norm).astype(np.float32)
 
-    @jax.jit
-    def clip_by_norm(g, max_norm):
-        return jax.pure_callback(numpy_clip, jax.ShapeDtypeStruct(g.shape, g.dtype), g, max_norm)
-
-    failure = clip_failure(clip_by_norm)
-    assert failure.check == control_flow.CLIP_INSIDE
-    assert "pure_callback" in failure.seen
+    shape = lambda g: jax.ShapeDtypeStruct(g.shape, g.dtype)  # noqa: E731
+    return named(lambda g, m: jax.pure_callback(numpy_clip, shape(g), g, m))
 
 
-def test_rejects_elementwise_clip():
-    @jax.jit
-    def clip_by_norm(g, max_norm):
-        return jnp.clip(g, -max_norm, max_norm)
-
-    failure = clip_failure(clip_by_norm)
-    assert failure.check in (control_flow.CLIP_SHORT, control_flow.CLIP_LONG)
+def static_clip(**static):
+    return clip_with(lambda n, m: jnp.where(n > m, m / n, 1.0), **static)
 
 
-def test_rejects_normalising_without_max_norm():
-    @jax.jit
-    def clip_by_norm(g, max_norm):
-        norm = jnp.linalg.norm(g)
-        return jnp.where(norm > max_norm, g / norm, g)
-
-    assert clip_failure(clip_by_norm).check == control_flow.CLIP_LONG
-
-
-def test_rejects_inverted_condition():
-    @jax.jit
-    def clip_by_norm(g, max_norm):
-        norm = jnp.linalg.norm(g)
-        return jnp.where(norm < max_norm, g * (max_norm / norm), g)
-
-    assert clip_failure(clip_by_norm).check == control_flow.CLIP_LONG
-
-
-def test_rejects_scaling_short_vectors_up():
-    @jax.jit
-    def clip_by_norm(g, max_norm):
-        return g * (max_norm / jnp.maximum(jnp.linalg.norm(g), 1e-12))  # always to max_norm
-
-    assert clip_failure(clip_by_norm).check == control_flow.CLIP_SHORT
-
-
-def test_rejects_nan_for_a_zero_vector():
-    @jax.jit
-    def clip_by_norm(g, max_norm):
-        norm = jnp.linalg.norm(g)
-        return g / norm * jnp.minimum(norm, max_norm)  # 0 / 0 for a zero gradient
-
-    failure = clip_failure(clip_by_norm)
-    assert failure.check == control_flow.CLIP_ZERO
-    assert "NaN" in failure.hint
-
-
-def test_rejects_a_wrapper_that_switches_jit_off_around_the_call():
+def jit_off_around():
     jitted = good_clip()
 
     def clip_by_norm(g, max_norm):
         with jax.disable_jit():
             return jitted(g, max_norm)
 
-    assert clip_failure(clip_by_norm).check == control_flow.CLIP_JITTED
+    return clip_by_norm
 
 
-def test_rejects_jit_switched_off_while_the_learner_code_runs():
+CLIP_WRONG = {
+    # name: (answer, the check it fails, words its verdict must hold)
+    "python if": (python_if, cf.CLIP_RUNS, ["TracerBoolConversionError", "max_norm", "jnp.where"]),
+    "static max_norm": (
+        lambda: static_clip(static_argnames="max_norm"),
+        cf.CLIP_ONCE,
+        [f"{len(cf.CLIP_KINDS)} compilations", "max_norm: ", "(static value)", "max_norm changes"],
+    ),
+    "static argnum": (lambda: static_clip(static_argnums=1), cf.CLIP_ONCE, ["max_norm changes"]),
+    "decoy outside jit": (decision_outside_jit, cf.CLIP_JITTED, []),
+    "look-alike": (lambda: LooksJitted(cf._reference_clip), cf.CLIP_JITTED, []),
+    "jit off around": (jit_off_around, cf.CLIP_JITTED, []),
+    "host callback": (through_callback, cf.CLIP_INSIDE, ["pure_callback"]),
+    "elementwise": (lambda: named(lambda g, m: jnp.clip(g, -m, m)), cf.CLIP_LONG, ["jnp.clip"]),
+    "g / norm": (lambda: clip_with(lambda n, m: jnp.where(n > m, 1 / n, 1.0)), cf.CLIP_LONG, []),
+    "inverted": (lambda: clip_with(lambda n, m: jnp.where(n < m, m / n, 1.0)), cf.CLIP_LONG, []),
+    "scales up": (lambda: clip_with(lambda n, m: m / jnp.maximum(n, 1e-30)), cf.CLIP_SHORT, []),
+    "0 / 0": (lambda: clip_with(lambda n, m: jnp.minimum(n, m) / n), cf.CLIP_ZERO, ["NaN"]),
+}
+CLIP_EDGES = {  # new wrong rules, graded with three seeds each
+    "eps 1e-6": (
+        lambda n, m: jnp.where(n > m, m / (n + 1e-6), 1.0),
+        ["eps", "for g of norm", "e-1"],
+    ),
+    "eps 1e-12": (lambda n, m: jnp.where(n > m, m / (n + 1e-12), 1.0), ["eps"]),
+    "floor": (lambda n, m: jnp.where(n > m, m / jnp.maximum(n, 1e-8), 1.0), ["jnp.maximum"]),
+    "eps in test": (lambda n, m: jnp.where(n > m + 1e-6, m / n, 1.0), ["eps"]),
+}
+
+
+def test_jit_switched_off_while_the_learner_code_runs():
     @jax.jit
     def clip_by_norm(g, max_norm):
         jax.config.update("jax_disable_jit", True)  # while tracing: every later call eager
-        norm = jnp.linalg.norm(g)
-        return g * jnp.where(norm > max_norm, max_norm / norm, 1.0)
+        return good_clip()(g, max_norm)
 
     try:
-        failure = clip_failure(clip_by_norm)
+        found = failure(cf.grade_clip, clip_by_norm)
+        assert found.check == JIT_ON
+        jax.config.update("jax_disable_jit", True)
+        assert failure(cf.grade_descend, while_descend()).check == JIT_ON
     finally:
         jax.config.update("jax_disable_jit", False)
-    assert failure.check == JIT_ON
 
 
 # --- wrong answers: descend -------------------------------------------------------------
 
 
-def test_rejects_python_while_on_a_tracer():
+def python_while():
     clip = good_clip()
 
     @jax.jit
     def descend(x0, curvature, lr, tol):
         x, steps = x0, 0
         while jnp.linalg.norm(curvature * x) > tol and steps < MAX_STEPS:
-            x = x - lr * clip(curvature * x, 1.0)
-            steps += 1
+            x, steps = x - lr * clip(curvature * x, 1.0), steps + 1
         return x, steps
 
-    failure = descend_failure(descend)
-    assert failure.check == control_flow.DESCEND_RUNS
-    assert "lax.while_loop" in failure.hint
+    return descend
 
 
-def test_python_and_inside_while_loop_is_told_about_the_ampersand():
-    descend = while_descend(good_clip(), and_op=lambda a, b: a and b)
-    failure = descend_failure(descend)
-    assert failure.check == control_flow.DESCEND_RUNS
-    assert "while_cond" in failure.seen
-    assert "you already use lax.while_loop" in failure.hint and "`&`" in failure.hint
-
-
-@pytest.mark.parametrize("static", ["tol", "lr"])
-def test_rejects_a_static_float_and_names_it(static):
-    clip = good_clip()
-
-    @partial(jax.jit, static_argnames=static)
-    def descend(x0, curvature, lr, tol):
-        def keep_going(state):
-            x, steps = state
-            return (jnp.linalg.norm(curvature * x) > tol) & (steps < MAX_STEPS)
-
-        def step(state):
-            x, steps = state
-            return x - lr * clip(curvature * x, 1.0), steps + 1
-
-        return lax.while_loop(keep_going, step, (x0, jnp.int32(0)))
-
-    failure = descend_failure(descend)
-    other = {"tol": "lr", "lr": "tol"}[static]
-    assert failure.check == control_flow.DESCEND_ONCE
-    assert f"a new {static} alone compiled" in failure.seen
-    assert other not in failure.seen.split("alone compiled")[0]
-    assert failure.hint.startswith(f"{static} changes on every call")
-
-
-def test_rejects_loop_that_never_stops_early():
+def fixed_count():
     clip = good_clip()
 
     @jax.jit
     def descend(x0, curvature, lr, tol):
         def body(_, state):
-            x, steps = state
-            return x - lr * clip(curvature * x, 1.0), steps + 1
+            return state[0] - lr * clip(curvature * state[0], 1.0), state[1] + 1
 
         return lax.fori_loop(0, MAX_STEPS, body, (x0, jnp.int32(0)))
 
-    failure = descend_failure(descend)
-    assert failure.check == control_flow.DESCEND_STEPS
-    assert "never stops early" in failure.hint
+    return descend
 
 
-def test_rejects_step_counted_off_by_one():
-    failure = descend_failure(while_descend(good_clip(), start=1))
-    assert failure.check == control_flow.DESCEND_STEPS
-    assert "x is right, but every count is off by 1" in failure.hint
-
-
-def test_rejects_a_loop_that_steps_before_testing():
-    """A do-while: right whenever at least one step is needed, wrong for a start that has
-    already converged (drawn on purpose every run)."""
-    clip = good_clip()
-
-    @jax.jit
-    def descend(x0, curvature, lr, tol):
-        def step(state):
-            x, steps = state
-            return x - lr * clip(curvature * x, 1.0), steps + 1
-
-        def keep_going(state):
-            x, steps = state
-            return (jnp.linalg.norm(curvature * x) > tol) & (steps < MAX_STEPS)
-
-        return lax.while_loop(keep_going, step, step((x0, jnp.int32(0))))
-
-    failure = descend_failure(descend)
-    assert failure.check == control_flow.DESCEND_STEPS
-    assert "starts converged" in failure.hint
-
-
-def test_rejects_unclipped_steps():
-    failure = descend_failure(while_descend(good_clip(), clip_step=False))
-    assert failure.check == control_flow.DESCEND_STEPS
-    assert "clip the gradient before stepping" in failure.hint
-
-
-def test_rejects_only_x_returned():
-    inner = while_descend(good_clip())
-
-    @jax.jit
-    def descend(x0, curvature, lr, tol):
-        return inner(x0, curvature, lr, tol)[0]
-
-    assert descend_failure(descend).check == control_flow.DESCEND_PAIR
-
-
-def test_rejects_descend_through_a_host_callback():
+def descend_callback():
     def numpy_descend(x0, curvature, lr, tol):
-        x, steps = np.asarray(x0, np.float64), 0
-        while np.linalg.norm(curvature * x) > tol and steps < MAX_STEPS:
-            x = x - lr * control_flow._reference_clip(curvature * x, 1.0)
-            steps += 1
-        return x.astype(np.float32), np.int32(steps)
+        xs, _, steps = cf._reference_trajectory(x0, curvature, float(lr), float(tol))
+        return xs[steps].astype(np.float32), np.int32(steps)
 
     @jax.jit
     def descend(x0, curvature, lr, tol):
         shapes = (jax.ShapeDtypeStruct(x0.shape, x0.dtype), jax.ShapeDtypeStruct((), jnp.int32))
         return jax.pure_callback(numpy_descend, shapes, x0, curvature, lr, tol)
 
-    assert descend_failure(descend).check == control_flow.DESCEND_INSIDE
+    return descend
 
 
-def test_rejects_descend_with_jit_switched_off():
-    jax.config.update("jax_disable_jit", True)
-    try:
-        failure = descend_failure(while_descend(good_clip()))
-    finally:
-        jax.config.update("jax_disable_jit", False)
-    assert failure.check == JIT_ON
+def only_x():
+    inner = while_descend()
+    return named(lambda x0, curvature, lr, tol: inner(x0, curvature, lr, tol)[0], "descend")
 
 
-# --- the reference itself ---------------------------------------------------------------
+def python_and(norm, tol, steps):
+    return norm > tol and steps < MAX_STEPS
 
 
-def test_reference_agrees_with_the_numpy_version_in_the_exercise(solution):
+DESCEND_WRONG = {
+    "python while": (python_while, cf.DESCEND_RUNS, ["lax.while_loop"]),
+    "python and": (
+        lambda: while_descend(cond=python_and),
+        cf.DESCEND_RUNS,
+        ["while_cond", "you already use lax.while_loop", "`&`"],
+    ),
+    "fixed count": (fixed_count, cf.DESCEND_STEPS, ["never stops early"]),
+    "counts from 1": (
+        lambda: while_descend(start=1),
+        cf.DESCEND_STEPS,
+        ["x is right, but every count is off by 1"],
+    ),
+    "steps before testing": (
+        lambda: while_descend(first_step=True),
+        cf.DESCEND_STEPS,
+        ["already converged", "problem 3 starts converged"],
+    ),
+    "unclipped": (
+        lambda: while_descend(clip_step=False),
+        cf.DESCEND_STEPS,
+        ["clip the gradient before stepping"],
+    ),
+    "only x": (only_x, cf.DESCEND_PAIR, []),
+    "host callback": (descend_callback, cf.DESCEND_INSIDE, ["pure_callback"]),
+}
+DESCEND_EDGES = {  # new wrong rules, graded with three seeds each
+    ">= tol": (
+        lambda n, tol, s: (n >= tol) & (s < MAX_STEPS),
+        ["problem 5 starts exactly at tol", "1 for problem 5", "not norm >= tol"],
+    ),
+    "<= MAX_STEPS": (
+        lambda n, tol, s: (n > tol) & (s <= MAX_STEPS),
+        ["took [101] steps", "loop bound is off", f"{MAX_STEPS} steps"],
+    ),
+    "< MAX_STEPS - 1": (
+        lambda n, tol, s: (n > tol) & (s < MAX_STEPS - 1),
+        ["took [99] steps", "loop bound is off"],
+    ),
+}
+
+
+PARTS = {"clip_by_norm": cf.grade_clip, "descend": cf.grade_descend}
+WRONG = {f"clip_by_norm: {k}": v for k, v in CLIP_WRONG.items()}
+WRONG |= {f"descend: {k}": v for k, v in DESCEND_WRONG.items()}
+EDGES = {
+    f"clip_by_norm: {k}": (partial(clip_with, f), cf.CLIP_TINY, w)
+    for k, (f, w) in CLIP_EDGES.items()
+}
+EDGES |= {
+    f"descend: {k}": (partial(while_descend, cond=c), cf.DESCEND_STEPS, w)
+    for k, (c, w) in DESCEND_EDGES.items()
+}
+
+
+def verdict(name, table):
+    answer, check, words = table[name]
+    found = failure(PARTS[name.split(":")[0]], answer())
+    assert found.check == check, found
+    assert all(word in str(found) for word in words), found
+    return found
+
+
+@pytest.mark.parametrize("name", WRONG)
+def test_wrong_answers_fail_their_check(name):
+    verdict(name, WRONG)
+
+
+@pytest.mark.parametrize("seed", ["11", "22", "33"])
+@pytest.mark.parametrize("name", EDGES)
+def test_wrong_rules_fail_on_every_draw(name, seed, monkeypatch):
+    monkeypatch.setenv("JITLAB_SEED", seed)
+    assert "not an iterate" not in str(verdict(name, EDGES))
+
+
+@pytest.mark.parametrize("static", ["tol", "lr"])
+def test_a_static_float_is_named(static):
+    clip = good_clip()
+
+    @partial(jax.jit, static_argnames=static)
+    def descend(x0, curvature, lr, tol):
+        def keep_going(state):
+            return (jnp.linalg.norm(curvature * state[0]) > tol) & (state[1] < MAX_STEPS)
+
+        def step(state):
+            return state[0] - lr * clip(curvature * state[0], 1.0), state[1] + 1
+
+        return lax.while_loop(keep_going, step, (x0, jnp.int32(0)))
+
+    found = failure(cf.grade_descend, descend)
+    other = {"tol": "lr", "lr": "tol"}[static]
+    assert found.check == cf.DESCEND_ONCE
+    assert f"{static}: " in found.seen and "(static value)" in found.seen
+    assert f"{other}: " not in found.seen
+    assert found.hint.startswith(f"{static} changes on every call")
+
+
+# --- the reference and the drawing -------------------------------------------------------
+
+
+def test_reference_agrees_with_the_numpy_version_in_the_exercise():
+    descend_numpy = namespace("control_flow")["descend_numpy"]
     rng = np.random.default_rng(0)
     for _ in range(20):
-        x0 = rng.normal(0.0, 2.0, size=6)
-        curvature = rng.uniform(0.5, 2.0, size=6)
+        x0, curvature = rng.normal(0.0, 2.0, size=6), rng.uniform(0.5, 2.0, size=6)
         lr, tol = float(rng.uniform(0.01, 0.9)), float(10 ** rng.uniform(-3, -1))
-        xs, _, steps = control_flow._reference_trajectory(x0, curvature, lr, tol)
-        want_x, want_steps = solution["descend_numpy"](x0, curvature, lr, tol)
+        xs, _, steps = cf._reference_trajectory(x0, curvature, lr, tol)
+        want_x, want_steps = descend_numpy(x0, curvature, lr, tol)
         assert steps == want_steps
         np.testing.assert_allclose(xs[steps], want_x, rtol=1e-12)
 
 
-def test_the_drawn_problems_include_every_edge_case():
-    rng = np.random.default_rng(3)
-    problems = control_flow._problems(rng)
-    steps = [control_flow._reference_trajectory(*p)[2] for p in problems]
-    assert steps[2] == 0  # a start that has already converged
-    assert steps[-1] == steps[-2] == MAX_STEPS  # problems that run into the limit
-    assert all(0 < s < MAX_STEPS for s in steps[:2] + steps[3:-2])  # early stops
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_the_drawn_inputs_hold_every_edge_case(seed):
+    rng = np.random.default_rng(seed)
+    problems = cf._problems(rng)
+    steps = [cf._reference_trajectory(*p)[2] for p in problems]
+    for kind, s, (x0, curvature, _, tol) in zip(cf.KINDS, steps, problems, strict=True):
+        assert s == {cf.CONVERGED: 0, cf.AT_TOL: 0, cf.LIMIT: MAX_STEPS}.get(kind, s)
+        assert kind != cf.EARLY or 0 < s < MAX_STEPS
+        norm = jnp.linalg.norm(jnp.asarray(curvature) * jnp.asarray(x0))
+        assert kind != cf.AT_TOL or float(norm) == tol  # exactly, in float32 on XLA
     assert len({p[2] for p in problems}) == len({p[3] for p in problems}) == len(problems)
-    cases = control_flow._clip_cases(rng, 7)
-    assert not cases[1][0].any()  # a zero vector
-    assert np.isclose(np.linalg.norm(cases[3][0].astype(np.float64)), cases[3][1])
+    cases = cf._clip_cases(rng, 7)
+    norms = [np.linalg.norm(g.astype(np.float64)) for g, _ in cases]
+    assert norms[1] == 0 and norms[4] < 1e-8 < norms[0] and np.isclose(norms[3], cases[3][1])
+    assert all(
+        n > m for n, (_, m), k in zip(norms, cases, cf.CLIP_KINDS, strict=True) if k == cf.CLIP_LONG
+    )
     assert len({m for _, m in cases}) == len(cases)
 
 
 def test_acceptable_steps_allows_only_the_boundary():
     norms = [10.0, 1.0, 0.1, 0.01000001, 0.001] + [0.0001] * (MAX_STEPS - 4)
-    assert control_flow._acceptable_steps(norms, 0.01, 4)
-    assert control_flow._acceptable_steps(norms, 0.01, 3)  # 0.01000001 is within the slack
-    assert not control_flow._acceptable_steps(norms, 0.01, 2)
-    assert not control_flow._acceptable_steps(norms, 0.01, 5)
-    assert not control_flow._acceptable_steps(norms, 0.01, MAX_STEPS)
-    assert not control_flow._acceptable_steps(norms, 0.01, -1)
+    assert cf._acceptable_steps(norms, 0.01, 4)
+    assert cf._acceptable_steps(norms, 0.01, 3)  # 0.01000001 is within the slack
+    assert not cf._acceptable_steps(norms, 0.01, 3, slack=0.0)
+    for wrong in (2, 5, MAX_STEPS, -1):
+        assert not cf._acceptable_steps(norms, 0.01, wrong)

@@ -9,103 +9,71 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from exercise_cells import namespace
 
 from jitlab.graders import static_arguments
 from jitlab.grading import GradingFailure
 
-ACTIVATIONS = {"relu": jax.nn.relu, "tanh": jnp.tanh, "softplus": jax.nn.softplus}
-
-
-def block(params, x, cfg, temperature):
-    """The exercise's block, as given."""
-    h = ACTIVATIONS[cfg.activation](x @ params["w1"] + params["b1"])
-    h = h @ params["w2"] + params["b2"]
-    if cfg.residual:
-        h = h + x
-    if cfg.layer_norm:
-        mean = h.mean(axis=-1, keepdims=True)
-        var = h.var(axis=-1, keepdims=True)
-        h = (h - mean) / jnp.sqrt(var + cfg.eps)
-    return jax.nn.softmax(h / temperature, axis=-1)
-
-
-@dataclasses.dataclass(frozen=True)
-class BlockConfig:
-    activation: str
-    residual: bool
-    layer_norm: bool
-    eps: float
+SA = static_arguments
+SOLUTION = namespace("static_arguments")
+ACTIVATIONS, block, BlockConfig = (SOLUTION[k] for k in ("ACTIVATIONS", "block", "BlockConfig"))
+TYPED = [("activation", str), ("residual", bool), ("layer_norm", bool), ("eps", float)]
 
 
 def make_forward():
     return jax.jit(block, static_argnames="cfg")
 
 
-JIT_ON = "jit is on and the compile counter hears JAX"
+def config(name, **dataclass_options):
+    """A dataclass with the four fields (``TYPED``), made with ``dataclass_options``."""
+    return dataclasses.make_dataclass(name, TYPED, **dataclass_options)
 
 
 def failure(config_class, make_forward_fn) -> GradingFailure:
     with pytest.raises(GradingFailure) as caught:
-        static_arguments.grade(config_class, make_forward_fn)
+        SA.grade(config_class, make_forward_fn)
     return caught.value
 
 
 # --- answers that should pass ----------------------------------------------------------
 
 
-def test_reference_solution_passes(capsys):
-    static_arguments.grade(BlockConfig, make_forward)
-    assert "All checks passed" in capsys.readouterr().out
+class InternedConfig:
+    """Equal values give the very same (immutable) object: equality is the contract."""
+
+    _made: typing.ClassVar[dict] = {}
+
+    def __new__(cls, activation, residual, layer_norm, eps):
+        key = (activation, residual, layer_norm, eps)
+        if key not in cls._made:
+            cls._made[key] = super().__new__(cls)
+            object.__setattr__(cls._made[key], "_key", key)
+        return cls._made[key]
+
+    def __getattr__(self, name):
+        if name in SA.FIELDS:
+            return self._key[SA.FIELDS.index(name)]
+        raise AttributeError(name)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("immutable")
+
+    def __eq__(self, other):
+        return isinstance(other, InternedConfig) and self._key == other._key
+
+    def __hash__(self):
+        return hash(self._key)
 
 
-def test_passes_twice_in_one_process():
-    # The grader empties the function's cache and draws fresh eps values, so a warm
-    # cache from an earlier run is no help and no hindrance.
-    forward = jax.jit(block, static_argnames="cfg")
-    static_arguments.grade(BlockConfig, lambda: forward)
-    static_arguments.grade(BlockConfig, lambda: forward)
-
-
-def test_named_tuple_and_static_argnums_pass():
-    class TupleConfig(typing.NamedTuple):
-        activation: str
-        residual: bool
-        layer_norm: bool
-        eps: float
-
-    static_arguments.grade(TupleConfig, lambda: jax.jit(block, static_argnums=2))
-
-
-def test_one_shared_instance_per_value_passes():
-    """Equal values give the very same (immutable) object: equality is the contract,
-    `a is not b` is not."""
-
-    class InternedConfig:
-        _made: typing.ClassVar[dict] = {}
-
-        def __new__(cls, activation, residual, layer_norm, eps):
-            key = (activation, residual, layer_norm, eps)
-            if key not in cls._made:
-                made = super().__new__(cls)
-                object.__setattr__(made, "_key", key)
-                cls._made[key] = made
-            return cls._made[key]
-
-        def __getattr__(self, name):
-            if name in static_arguments.FIELDS:
-                return self._key[static_arguments.FIELDS.index(name)]
-            raise AttributeError(name)
-
-        def __setattr__(self, name, value):
-            raise AttributeError("immutable")
-
-        def __eq__(self, other):
-            return isinstance(other, InternedConfig) and self._key == other._key
-
-        def __hash__(self):
-            return hash(self._key)
-
-    static_arguments.grade(InternedConfig, make_forward)
+def test_the_solution_and_other_right_answers_pass(capsys):
+    # Twice with one jitted function: the grader empties its cache and draws fresh eps
+    # values, so a warm cache from an earlier run is no help and no hindrance.
+    forward = SOLUTION["make_forward"]()
+    SA.grade(BlockConfig, lambda: forward)
+    SA.grade(BlockConfig, lambda: forward)
+    SA.grade(typing.NamedTuple("TupleConfig", TYPED), lambda: jax.jit(block, static_argnums=2))
+    SA.grade(InternedConfig, make_forward)
+    assert capsys.readouterr().out.count("All checks passed") == 4
 
 
 # --- wrong answers ---------------------------------------------------------------------
@@ -139,18 +107,16 @@ class KeyedConfig(IdentityConfig):
         return hash(self._key())
 
 
-class SkipsEpsConfig(KeyedConfig):
-    """Plausible: "eps is just a number, it doesn't change the program"."""
-
-    def _key(self):
-        return (self.activation, self.residual, self.layer_norm)
+def keyed(name, key):
+    """A KeyedConfig whose == and hash use ``key(cfg)`` (each a plausible mistake)."""
+    return type(name, (KeyedConfig,), {"_key": key})
 
 
-class RoundsEpsConfig(KeyedConfig):
-    """Plausible: "compare floats with a tolerance", here by rounding eps."""
-
-    def _key(self):
-        return (self.activation, self.residual, self.layer_norm, round(self.eps, 4))
+SkipsEpsConfig = keyed("SkipsEps", lambda c: (c.activation, c.residual, c.layer_norm))
+RoundsEpsConfig = keyed("RoundsEps", lambda c: (*SkipsEpsConfig._key(c), round(c.eps, 4)))
+Float32EpsConfig = keyed(
+    "Float32Eps", lambda c: (*SkipsEpsConfig._key(c), float(np.float32(c.eps)))
+)
 
 
 class PartlyFrozenConfig(IdentityConfig):
@@ -168,153 +134,164 @@ class PartlyFrozenConfig(IdentityConfig):
         return hash(tuple(sorted(vars(self).items())))
 
 
-@dataclasses.dataclass
-class MutableConfig:
-    """Plausible: a dataclass without frozen=True (no hash at all)."""
+MutableConfig = config("MutableConfig")  # no frozen=True: no hash at all
+UnsafeHashConfig = config("UnsafeHash", unsafe_hash=True)  # hashable, but can be changed
+KeywordOnlyConfig = config("KeywordOnly", frozen=True, kw_only=True)
+ReorderedConfig = dataclasses.make_dataclass("Reordered", TYPED[::-1], frozen=True)
 
-    activation: str
+
+class FrozenAgainstAssignmentOnly(KeyedConfig):
+    """__setattr__ refuses, __delattr__ was forgotten: ``del cfg.eps`` goes through."""
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class PytreeConfig:
+    """Plausible: a pytree config traces its fields, so the Python `if`s see tracers."""
+
+    activation: str = dataclasses.field(metadata={"static": True})
     residual: bool
     layer_norm: bool
     eps: float
 
 
-@dataclasses.dataclass(unsafe_hash=True)
-class UnsafeHashConfig:
-    """Plausible: hashable by value, but it can still be changed after use."""
-
-    activation: str
-    residual: bool
-    layer_norm: bool
-    eps: float
+def jit_block(**options):
+    return lambda: jax.jit(block, **options)
 
 
-def test_rejects_identity_hash():
-    found = failure(IdentityConfig, make_forward)
-    assert found.check == static_arguments.EQUAL
-    assert found.seen == "== gives False, hashes differ"  # no self-contradiction
-
-
-def test_rejects_equal_configs_with_identity_hashes():
-    class EqualButIdentityHash(KeyedConfig):
-        __hash__ = object.__hash__
-
-    found = failure(EqualButIdentityHash, make_forward)
-    assert found.check == static_arguments.EQUAL
-    assert found.seen == "hashes differ"
-
-
-def test_rejects_identity_hash_even_without_the_equality_check(monkeypatch):
-    # The compile count catches it too: one compilation per instance, and the verdict
-    # says what changed between the counted calls.
-    monkeypatch.setattr(static_arguments, "_check_value_semantics", lambda *a: None)
-    found = failure(IdentityConfig, make_forward)
-    assert found.check == static_arguments.SHARED
-    assert found.seen.startswith("4 compilation")
-    assert "only the config instance changed" in found.seen
-
-
-def test_rejects_eq_and_hash_that_skip_a_field():
-    found = failure(SkipsEpsConfig, make_forward)
-    assert found.check == static_arguments.DIFFER
-    assert "differ in eps" in found.expected
-
-
-def test_rejects_eq_that_rounds_a_float():
-    found = failure(RoundsEpsConfig, make_forward)
-    assert found.check == static_arguments.DIFFER
-    assert "eps (slightly)" in found.expected
-
-
-def test_skipped_field_returns_stale_numbers(monkeypatch):
-    # Without the equality check, the numbers check sees the stale result itself.
-    monkeypatch.setattr(static_arguments, "_check_value_semantics", lambda *a: None)
-    found = failure(SkipsEpsConfig, make_forward)
-    assert found.check == static_arguments.CHANGED_NUMBERS
-    assert "eps changed" in found.hint
-
-
-def test_rejects_mutable_dataclass():
-    found = failure(MutableConfig, make_forward)
-    assert found.check == static_arguments.HASHABLE
-    assert "frozen=True" in found.hint
-
-
-def test_rejects_unsafe_hash_mutable_config():
-    found = failure(UnsafeHashConfig, make_forward)
-    assert found.check == static_arguments.FROZEN
-    assert "activation, residual, layer_norm, eps" in found.seen
-
-
-def test_rejects_a_config_frozen_in_one_field_only():
-    found = failure(PartlyFrozenConfig, make_forward)
-    assert found.check == static_arguments.FROZEN
-    assert "residual" not in found.seen and "eps" in found.seen
-
-
-def test_rejects_traced_config():
-    # Forgetting static_argnames: cfg is traced, and jit cannot make an array of it.
-    found = failure(BlockConfig, lambda: jax.jit(block))
-    assert found.check == static_arguments.RUNS
-    assert "static" in found.hint
-
-
-def test_rejects_config_registered_as_a_pytree():
-    # Making the config a pytree traces its fields: the Python `if`s see tracers.
-    @jax.tree_util.register_dataclass
-    @dataclasses.dataclass(frozen=True)
-    class PytreeConfig:
-        residual: bool
-        layer_norm: bool
-        eps: float
-        activation: str = dataclasses.field(metadata={"static": True})
-
-    found = failure(PytreeConfig, lambda: jax.jit(block))
-    assert found.check == static_arguments.RUNS
-    assert "traced" in found.hint
-
-
-def test_rejects_static_temperature():
-    found = failure(BlockConfig, lambda: jax.jit(block, static_argnames=("cfg", "temperature")))
-    assert found.check == static_arguments.TEMPERATURES
-    assert "only temperature changed" in found.seen
-    assert "keep lr" not in found.hint and "temperature" in found.hint
-
-
-def test_rejects_work_outside_jit():
-    assert failure(BlockConfig, lambda: block).check == static_arguments.JITTED
-
-
-def test_rejects_a_plain_function_with_a_decoy_jitted_call():
+def decoy_forward():
     jitted = jax.jit(block, static_argnames="cfg")
 
     def forward(params, x, cfg, temperature):
         jitted(params, x, cfg, 1.0)  # a decoy, so that something compiles
         return block(params, x, cfg, temperature)  # the real work, op by op
 
-    assert failure(BlockConfig, lambda: forward).check == static_arguments.JITTED
+    return lambda: forward
 
 
-def test_rejects_numpy_through_a_host_callback():
+def callback_forward():
     def numpy_block(params, x, cfg, temperature):
         fields = {f: getattr(cfg, f) for f in static_arguments.FIELDS}
-        out = static_arguments._reference(params, x, fields, float(temperature))
-        return out.astype(np.float32)
+        return static_arguments._reference(params, x, fields, float(temperature)).astype(np.float32)
 
     def forward(params, x, cfg, temperature):
         shape = jax.ShapeDtypeStruct(x.shape, jnp.float32)
-        return jax.pure_callback(
-            lambda p, xx, t: numpy_block(p, xx, cfg, t), shape, params, x, temperature
-        )
+        call = lambda p, xx, t: numpy_block(p, xx, cfg, t)  # noqa: E731
+        return jax.pure_callback(call, shape, params, x, temperature)
 
-    found = failure(BlockConfig, lambda: jax.jit(forward, static_argnames="cfg"))
-    assert found.check == static_arguments.INSIDE
+    return lambda: jax.jit(forward, static_argnames="cfg")
 
 
-def test_rejects_jit_switched_off_around_the_learners_call():
+def jit_off_forward():
     jitted = jax.jit(block, static_argnames="cfg")
 
     def forward(params, x, cfg, temperature):
         with jax.disable_jit():
             return jitted(params, x, cfg, temperature)
 
-    assert failure(BlockConfig, lambda: forward).check == static_arguments.JITTED
+    return lambda: forward
+
+
+def naive_softmax_block(params, x, cfg, temperature):
+    """The block rewritten with a softmax that does not subtract the max."""
+    h = ACTIVATIONS[cfg.activation](x @ params["w1"] + params["b1"]) @ params["w2"] + params["b2"]
+    h = h + x if cfg.residual else h
+    if cfg.layer_norm:
+        h = (h - h.mean(-1, keepdims=True)) / jnp.sqrt(h.var(-1, keepdims=True) + cfg.eps)
+    e = jnp.exp(h / temperature)
+    return e / e.sum(-1, keepdims=True)
+
+
+WRONG = {
+    # name: (config class, make_forward, the check it fails, words its verdict holds)
+    "identity hash": (IdentityConfig, make_forward, SA.EQUAL, ["== gives False, hashes differ"]),
+    "equal, identity hash": (
+        type("EqualButIdentityHash", (KeyedConfig,), {"__hash__": object.__hash__}),
+        make_forward,
+        SA.EQUAL,
+        ["seen:     hashes differ"],
+    ),
+    "skips eps": (SkipsEpsConfig, make_forward, SA.DIFFER, ["differ in eps)"]),
+    "rounds eps": (RoundsEpsConfig, make_forward, SA.DIFFER, ["eps, its 6th digit"]),
+    "mutable dataclass": (MutableConfig, make_forward, SA.HASHABLE, ["frozen=True"]),
+    "unsafe_hash": (
+        UnsafeHashConfig,
+        make_forward,
+        SA.FROZEN,
+        [f"assigning {f}" for f in SA.FIELDS],
+    ),
+    "traced config": (BlockConfig, jit_block(), SA.RUNS, ["static"]),
+    "pytree config": (PytreeConfig, jit_block(), SA.RUNS, ["traced"]),
+    "static temperature": (
+        BlockConfig,
+        jit_block(static_argnames=("cfg", "temperature")),
+        SA.TEMPERATURES,
+        ["only temperature changed", "temperature"],
+    ),
+    "not jitted": (BlockConfig, lambda: block, SA.JITTED, []),
+    "decoy jitted call": (BlockConfig, decoy_forward(), SA.JITTED, []),
+    "host callback": (BlockConfig, callback_forward(), SA.INSIDE, []),
+    "jit off around": (BlockConfig, jit_off_forward(), SA.JITTED, []),
+    "keyword-only": (
+        KeywordOnlyConfig,
+        make_forward,
+        SA.BUILT,
+        ["TypeError", "in this order, positional"],
+    ),
+    "fields reordered": (ReorderedConfig, make_forward, SA.EQUAL, ["by position", "order"]),
+    "delete goes through": (FrozenAgainstAssignmentOnly, make_forward, SA.FROZEN, ["deleting eps"]),
+    "donated x": (
+        BlockConfig,
+        jit_block(static_argnames="cfg", donate_argnums=1),
+        SA.RUNS,
+        ["has been deleted", "donate", "the same params and x"],
+    ),
+}
+ON_EVERY_DRAW = {  # rules that only some inputs expose, graded on three seeds
+    "float32 eps": (Float32EpsConfig, make_forward, SA.DIFFER, ["eps, its 12th digit"]),
+    "softmax without the max": (
+        BlockConfig,
+        lambda: jax.jit(naive_softmax_block, static_argnames="cfg"),
+        SA.LATER_NUMBERS,
+        ["nan", "at temperature 0.01", "subtract the max"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", WRONG)
+def test_wrong_answers_fail_their_check(name):
+    config_class, make, check, words = WRONG[name]
+    found = failure(config_class, make)
+    assert found.check == check, found
+    assert all(word in str(found) for word in words), found
+
+
+@pytest.mark.parametrize("seed", ["4", "5", "6"])
+@pytest.mark.parametrize("name", ON_EVERY_DRAW)
+def test_wrong_rules_fail_on_every_draw(name, seed, monkeypatch):
+    monkeypatch.setenv("JITLAB_SEED", seed)
+    config_class, make, check, words = ON_EVERY_DRAW[name]
+    found = failure(config_class, make)
+    assert found.check == check, found
+    assert all(word in str(found) for word in words), found
+
+
+def test_a_config_frozen_in_one_field_only():
+    found = failure(PartlyFrozenConfig, make_forward)
+    assert found.check == static_arguments.FROZEN
+    assert "assigning residual" not in found.seen and "assigning eps" in found.seen
+
+
+@pytest.mark.parametrize("config_class", [IdentityConfig, SkipsEpsConfig])
+def test_the_counts_and_numbers_catch_it_without_the_equality_check(config_class, monkeypatch):
+    # One compilation per instance, or another config's stale numbers: the verdict says
+    # what changed between the counted calls.
+    monkeypatch.setattr(static_arguments, "_check_value_semantics", lambda *a: None)
+    found = failure(config_class, make_forward)
+    if config_class is IdentityConfig:
+        assert found.check == static_arguments.SHARED
+        assert found.seen.startswith("4 compilation")
+        assert "only the config instance changed" in found.seen
+    else:
+        assert found.check == static_arguments.CHANGED_NUMBERS
+        assert "eps changed" in found.hint
