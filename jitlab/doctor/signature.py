@@ -251,7 +251,7 @@ def identify(fun: Callable[..., Any]) -> FunctionInfo:
             (vars(k)["__call__"] for k in type(inner).__mro__ if "__call__" in vars(k)), None
         )
         code = getattr(call, "__code__", None)
-    qualname = getattr(inner, "__qualname__", None) or type(inner).__qualname__
+    qualname = getattr(inner, "__qualname__", None) or f"{type(inner).__qualname__}.__call__"
     return FunctionInfo(
         name=jax_name(fun),
         qualname=str(qualname),
