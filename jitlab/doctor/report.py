@@ -14,6 +14,7 @@ from typing import Any
 
 from jitlab.doctor import budgets as budgets_mod
 from jitlab.doctor import classify, wrap
+from jitlab.doctor import signature as sig
 from jitlab.doctor.recorder import (
     AOT,
     FIRST,
@@ -117,7 +118,7 @@ def _name_clashes(functions: list[FunctionRecord]) -> None:
         by_name.setdefault(f.name, []).append(f)
     for same in by_name.values():
         if len(same) < 2:
-            unnamed = same[0].name.startswith("<") and same[0].qualname
+            unnamed = same[0].name == sig.UNNAMED and same[0].qualname
             # a callable object has no __name__ (JAX: "<unnamed function>"): its class's
             # __call__ is what the user wrote
             same[0].display = same[0].qualname if unnamed else same[0].name

@@ -147,6 +147,9 @@ _serial_of = _Serials()  # function objects
 _class_serial = _Serials()  # pytree node classes: two classes may share one name
 
 
+UNNAMED = "<unnamed function>"  # JAX's name for a callable without a __name__
+
+
 def jax_name(fun: Any) -> str:
     """The name JAX puts in its events for ``fun`` (``__name__``, looking into partials)."""
     name = getattr(fun, "__name__", None)
@@ -154,7 +157,7 @@ def jax_name(fun: Any) -> str:
         return name
     if isinstance(fun, functools.partial):
         return jax_name(fun.func)
-    return "<unnamed function>"
+    return UNNAMED
 
 
 def _innermost(fun: Any) -> Any:
