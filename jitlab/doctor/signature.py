@@ -768,6 +768,23 @@ class Difference:
         return f"{self.where}: {self.now} now, {self.before} before"
 
 
+_FUNCTION_TYPES = ("function", "partial", "method", "builtin_function_or_method")
+
+
+def _static_difference(label: str, now: Static, before: Static) -> Difference:
+    """A static value that differs. A function made again (a lambda or ``partial`` per
+    call, passed where jit treats it as static, as ``eqx.filter_jit`` does every callable)
+    is a new function object, not a value to trace instead: the fix is to define it once."""
+    if now.type == before.type and now.type in _FUNCTION_TYPES:
+        now_text, before_text = _ADDRESS.sub("", now.text), _ADDRESS.sub("", before.text)
+        if now_text == before_text:
+            return Difference(
+                FUNCTION, label, f"{now_text} (a new function object, same code)", before_text
+            )
+    unequal = " (same text, but not equal)" if now.text == before.text else ""
+    return Difference(STATIC, label, str(now) + unequal, str(before))
+
+
 def _leaf_differences(path: str, new: Leaf, old: Leaf) -> list[Difference]:
     found = []
     if new.shape is None or old.shape is None:
@@ -864,8 +881,7 @@ def differences(new: Signature, old: Signature) -> list[Difference]:
         if now is None or before is None:
             found.append(Difference(STATIC, label, str(now or "absent"), str(before or "absent")))
         elif not now.same_as(before):
-            unequal = " (same text, but not equal)" if now.text == before.text else ""
-            found.append(Difference(STATIC, label, str(now) + unequal, str(before)))
+            found.append(_static_difference(label, now, before))
     for path in new.nodes.keys() | old.nodes.keys():
         in_new, in_old = path in new.nodes, path in old.nodes
         if in_new and in_old:
