@@ -555,9 +555,20 @@ def _field_names(node: Any, aux: Any) -> list[str] | None:
     """The names of a dataclass node's fields, when its metadata is one entry per field
     (as an Equinox Module's is: static values, a placeholder for each array field)."""
     if dataclasses.is_dataclass(node) and isinstance(aux, tuple):
-        names = [f.name for f in dataclasses.fields(node)]
+        fields = dataclasses.fields(node)
+        names = [f.name for f in fields]
         if len(names) == len(aux):
             return names
+        # jax.tree_util.register_dataclass: the metadata is the meta fields' values only,
+        # the fields marked static (or, registered by name, the fields holding them)
+        marked = [f.name for f in fields if f.metadata.get("static")]
+        if len(marked) == len(aux):
+            return marked
+        held = [
+            next((f.name for f in fields if getattr(node, f.name, None) is a), None) for a in aux
+        ]
+        if None not in held and len(set(held)) == len(held):
+            return [str(n) for n in held]
     return None
 
 
