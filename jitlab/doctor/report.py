@@ -417,6 +417,13 @@ def _timeline(record: FunctionRecord, width: int = WIDTH) -> list[str]:
     return out
 
 
+def _shown_name(report: Report, name: str, location: str) -> str:
+    """The name the table shows for a function (its qualified name when two share a name,
+    a callable object's ``Class.__call__``), so a budget line names the same row."""
+    record = next((f for f in report.functions if f.name == name and f.location == location), None)
+    return (record.display or record.name) if record is not None else name
+
+
 def budget_lines(report: Report) -> list[str]:
     if not report.verdicts:
         return []
@@ -431,7 +438,8 @@ def budget_lines(report: Report) -> list[str]:
             continue
         worst = max(v.counts, key=lambda c: c[2])
         if v.status == "ok":
-            out += _lines(f"ok: {v.budget} (at most {worst[2]}: {worst[0]})", "   ")
+            shown = _shown_name(report, worst[0], worst[1])
+            out += _lines(f"ok: {v.budget} (at most {worst[2]}: {shown})", "   ")
             continue
         for name, location, n in v.counts:
             if n <= v.budget.limit:
@@ -439,6 +447,7 @@ def budget_lines(report: Report) -> list[str]:
             record = next(
                 (f for f in report.functions if f.name == name and f.location == location), None
             )
+            name = _shown_name(report, name, location)
             why = ""
             if record is not None:
                 counts = record.cause_counts()

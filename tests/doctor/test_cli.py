@@ -160,6 +160,38 @@ def test_a_program_named_persistent_keeps_jax_s_text_off_stderr(tmp_path):
     assert "TRACING CACHE MISS" not in done.stderr
 
 
+TWO_LOSSES = """
+    import jax, jax.numpy as jnp
+
+    class Classifier:
+        @staticmethod
+        @jax.jit
+        def loss(x):
+            return x.sum()
+
+    class Regressor:
+        @staticmethod
+        @jax.jit
+        def loss(x):
+            return (x * x).sum()
+
+    for n in (2, 3):
+        Classifier.loss(jnp.ones(n))
+    Regressor.loss(jnp.ones(2))
+"""
+
+
+def test_a_budget_line_names_the_function_as_the_table_does(tmp_path, capsys):
+    """Two functions named ``loss``: the table shows their qualified names, and so does
+    each budget line (it said ``loss`` for both)."""
+    script = program(tmp_path, TWO_LOSSES)
+    budgets = ["--max-compiles", "Classifier.loss=1", "--max-compiles", "Regressor.*=1"]
+    assert main([*budgets, "--", script]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "EXCEEDED: Classifier.loss=1: Classifier.loss (" in err
+    assert "ok: Regressor.*=1 (at most 1: Regressor.loss)" in err
+
+
 def test_module_form(tmp_path, capsys, monkeypatch):
     program(tmp_path, SHAPES, name="shapes_module.py")
     monkeypatch.chdir(tmp_path)
