@@ -194,19 +194,24 @@ def _unsharded(type_text: str) -> str:
     return re.sub(r"\(\{.*?\}\)", "", re.sub(r"@[^,\]]*", "", type_text)).strip()
 
 
-def _type_change(now: str, before: str) -> str:
+def _type_change(now: str, before: str) -> set[str]:
+    """What changed between two of JAX's type texts: every part of it (a new length and a
+    new dtype at once is two causes, as the doctor's own comparison says)."""
     if "weak_type" in now or "weak_type" in before:
-        return WEAK_TYPE
+        return {WEAK_TYPE}
     if _unsharded(now) == _unsharded(before):
         # only the sharding written into the type differs: the axis a dimension is split
         # on ("f32[4@rows,2]") or the mesh axes ("i32[]({Explicit: ('device',)})")
-        return DEVICE
-    a, b = _SHAPED.match(now), _SHAPED.match(before)
+        return {DEVICE}
+    a, b = _SHAPED.match(_unsharded(now)), _SHAPED.match(_unsharded(before))
     if not a or not b:
-        return DTYPE
+        return {DTYPE}
+    found = set()
     if a.group(1) != b.group(1):
-        return DTYPE
-    return SHAPE
+        found.add(DTYPE)
+    if a.group(2) != b.group(2):
+        found.add(SHAPE)
+    return found or {DTYPE}
 
 
 def jax_opinion(text: str | None) -> list[str]:
@@ -220,7 +225,7 @@ def jax_opinion(text: str | None) -> list[str]:
     if "different input pytree" in text:
         return [PYTREE]
     if "different input types" in text:
-        found = {_type_change(m.group(2), m.group(3)) for m in _TYPE_LINE.finditer(text)}
+        found = set().union(*(_type_change(m[2], m[3]) for m in _TYPE_LINE.finditer(text)))
         return [c for c in CAUSES if c in found] or [SHAPE]
     return []
 

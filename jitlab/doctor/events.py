@@ -165,6 +165,10 @@ class _ExplanationFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         text = record.getMessage()
+        if text.startswith(MISS_MARK):
+            # a tracing-cache miss, whatever its text quotes (a file named persistent_*.py)
+            deliver(record)  # to the doctor (_hear) and any count_compiles block alike
+            return bool(_explain_before) or reaches_a_handler(self._logger)
         if "ersistent" in text or "PERSISTENT" in text:
             found = persistent_event(text)
             if found is None:

@@ -164,8 +164,9 @@ def _against_earlier(
 
 def _message(record: FunctionRecord, miss: Miss) -> str:
     alone = FunctionRecord(record.name, record.qualname, record.location, misses=[miss])
+    shown = record.qualname if record.name == sig.UNNAMED else record.name  # Loss.__call__
     head = (
-        f"{record.name} ({record.location}) compiled again inside no_recompiles "
+        f"{shown} ({record.location}) compiled again inside no_recompiles "
         f"(compilation {miss.number}):"
     )
     return "\n".join([head, *cause_lines(alone)])

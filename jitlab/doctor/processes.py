@@ -143,11 +143,10 @@ class ProcessRecorder(Recorder):
         except Exception as err:  # never break the program from inside JAX's compiler
             self.internal_errors.append(f"{type(err).__name__}: {err}")
 
-    def add(self, miss_events: list[Any], info: Any) -> None:
-        super().add(miss_events, info)
+    def add(self, miss_events: list[Any], info: Any) -> Any:
+        miss = super().add(miss_events, info)
         key = info.function.key
         record = self.functions[key]
-        miss = record.misses[-1]
         if miss.kind != TRANSFORM:
             # the function's call number (1-based, counted from the recorder's start)
             self._calls[(key, miss.number)] = self._call_number(key)
@@ -155,6 +154,7 @@ class ProcessRecorder(Recorder):
         self._writes += 1
         if self._writes <= _EVERY_WRITE or self._writes % _THEN_EVERY == 0:
             self.write(partial=True)
+        return miss  # the caller keeps it: a .lower()'s .compile() settles it later
 
     @property
     def written_path(self) -> Path:

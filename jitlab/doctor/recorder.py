@@ -81,6 +81,15 @@ class Miss:
             # JAX writes a Python int turned float as "now f32[] and before i32[]", a dtype
             # change; in the course's terms it is the Python-scalar cause (lesson 03)
             causes = [classify.WEAK_TYPE if c == classify.DTYPE else c for c in causes]
+        if self.jax_text and "metadata does not match" in self.jax_text:
+            # JAX's "pytree node metadata does not match" at a field the doctor found to be
+            # a plain static value (an Equinox static field, a register_dataclass meta
+            # field): in the course's terms that is the static-value cause (lesson 06)
+            if any(
+                d.part == sig.STATIC and d.where not in self.signature.statics
+                for d in self.differences
+            ):
+                causes = [classify.STATIC_VALUE if c == classify.PYTREE else c for c in causes]
         return list(dict.fromkeys(causes))
 
     @property

@@ -14,6 +14,7 @@ from typing import Any
 
 from jitlab.doctor import budgets as budgets_mod
 from jitlab.doctor import classify, wrap
+from jitlab.doctor import signature as sig
 from jitlab.doctor.recorder import (
     AOT,
     FIRST,
@@ -117,7 +118,10 @@ def _name_clashes(functions: list[FunctionRecord]) -> None:
         by_name.setdefault(f.name, []).append(f)
     for same in by_name.values():
         if len(same) < 2:
-            same[0].display = same[0].name
+            unnamed = same[0].name == sig.UNNAMED and same[0].qualname
+            # a callable object has no __name__ (JAX: "<unnamed function>"): its class's
+            # __call__ is what the user wrote
+            same[0].display = same[0].qualname if unnamed else same[0].name
             continue
         qualnames = Counter(f.qualname for f in same)
         for f in same:
@@ -303,20 +307,44 @@ def _helper_lines(report: Report) -> list[str]:
     return out
 
 
+def _one_per_place(diffs: list[Any]) -> list[Any]:
+    """One line per argument path: a leaf whose shape and dtype both changed is two
+    differences (two causes) but one change to show, the fuller text of the two."""
+    kept: list[Any] = []
+    for d in diffs:
+        same = next((i for i, k in enumerate(kept) if _one_text(k, d)), None)
+        if same is None:
+            kept.append(d)
+        elif len(f"{d.now}{d.before}") > len(f"{kept[same].now}{kept[same].before}"):
+            kept[same] = d
+    return kept
+
+
+def _one_text(a: Any, b: Any) -> bool:
+    """Two differences at one path that show one change (``f64[9]`` and ``f64[9] (NumPy
+    float64 array)``); a placement change at the same path is another change."""
+    if a.where != b.where:
+        return False
+    short, long = sorted((str(a.now), str(b.now)), key=len)
+    before_short, before_long = sorted((str(a.before), str(b.before)), key=len)
+    return long.startswith(short) and before_long.startswith(before_short)
+
+
 def _miss_example(miss: Miss, indent: str) -> list[str]:
     against = f", against {miss.compared_with}" if miss.compared_with else ""
     out = _lines(f"e.g. compilation {miss.number}{against}:", indent)
-    shown = miss.differences[:4]
+    places = _one_per_place(miss.differences)
+    shown = places[:4]
     for d in shown:
         out += _lines(f"{d.where}: {d.now} now, {d.before} before", indent + "    ")
-    if len(miss.differences) > len(shown):
-        out += _lines(f"... and {len(miss.differences) - len(shown)} more", indent + "    ")
+    if len(places) > len(shown):
+        out += _lines(f"... and {len(places) - len(shown)} more", indent + "    ")
     if not miss.differences:
         out += _lines(
             "nothing in the signature differs from an earlier compilation", indent + "    "
         )
     for number, diffs in miss.also_close[-2:]:
-        what = "; ".join(str(d) for d in diffs[:2]) or "nothing"
+        what = "; ".join(str(d) for d in _one_per_place(diffs)[:2]) or "nothing"
         out += _lines(f"equally close to {number}: {what}", indent + "    ")
     jax_causes = miss.jax_causes
     named = ", ".join(classify.CAUSES[c].title for c in jax_causes)
@@ -389,6 +417,13 @@ def _timeline(record: FunctionRecord, width: int = WIDTH) -> list[str]:
     return out
 
 
+def _shown_name(report: Report, name: str, location: str) -> str:
+    """The name the table shows for a function (its qualified name when two share a name,
+    a callable object's ``Class.__call__``), so a budget line names the same row."""
+    record = next((f for f in report.functions if f.name == name and f.location == location), None)
+    return (record.display or record.name) if record is not None else name
+
+
 def budget_lines(report: Report) -> list[str]:
     if not report.verdicts:
         return []
@@ -403,7 +438,8 @@ def budget_lines(report: Report) -> list[str]:
             continue
         worst = max(v.counts, key=lambda c: c[2])
         if v.status == "ok":
-            out += _lines(f"ok: {v.budget} (at most {worst[2]}: {worst[0]})", "   ")
+            shown = _shown_name(report, worst[0], worst[1])
+            out += _lines(f"ok: {v.budget} (at most {worst[2]}: {shown})", "   ")
             continue
         for name, location, n in v.counts:
             if n <= v.budget.limit:
@@ -411,6 +447,7 @@ def budget_lines(report: Report) -> list[str]:
             record = next(
                 (f for f in report.functions if f.name == name and f.location == location), None
             )
+            name = _shown_name(report, name, location)
             why = ""
             if record is not None:
                 counts = record.cause_counts()

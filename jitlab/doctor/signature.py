@@ -147,6 +147,9 @@ _serial_of = _Serials()  # function objects
 _class_serial = _Serials()  # pytree node classes: two classes may share one name
 
 
+UNNAMED = "<unnamed function>"  # JAX's name for a callable without a __name__
+
+
 def jax_name(fun: Any) -> str:
     """The name JAX puts in its events for ``fun`` (``__name__``, looking into partials)."""
     name = getattr(fun, "__name__", None)
@@ -154,7 +157,7 @@ def jax_name(fun: Any) -> str:
         return name
     if isinstance(fun, functools.partial):
         return jax_name(fun.func)
-    return "<unnamed function>"
+    return UNNAMED
 
 
 def _innermost(fun: Any) -> Any:
@@ -251,7 +254,7 @@ def identify(fun: Callable[..., Any]) -> FunctionInfo:
             (vars(k)["__call__"] for k in type(inner).__mro__ if "__call__" in vars(k)), None
         )
         code = getattr(call, "__code__", None)
-    qualname = getattr(inner, "__qualname__", None) or type(inner).__qualname__
+    qualname = getattr(inner, "__qualname__", None) or f"{type(inner).__qualname__}.__call__"
     return FunctionInfo(
         name=jax_name(fun),
         qualname=str(qualname),
@@ -552,9 +555,20 @@ def _field_names(node: Any, aux: Any) -> list[str] | None:
     """The names of a dataclass node's fields, when its metadata is one entry per field
     (as an Equinox Module's is: static values, a placeholder for each array field)."""
     if dataclasses.is_dataclass(node) and isinstance(aux, tuple):
-        names = [f.name for f in dataclasses.fields(node)]
+        fields = dataclasses.fields(node)
+        names = [f.name for f in fields]
         if len(names) == len(aux):
             return names
+        # jax.tree_util.register_dataclass: the metadata is the meta fields' values only,
+        # the fields marked static (or, registered by name, the fields holding them)
+        marked = [f.name for f in fields if f.metadata.get("static")]
+        if len(marked) == len(aux):
+            return marked
+        held = [
+            next((f.name for f in fields if getattr(node, f.name, None) is a), None) for a in aux
+        ]
+        if None not in held and len(set(held)) == len(held):
+            return [str(n) for n in held]
     return None
 
 
@@ -765,6 +779,23 @@ class Difference:
         return f"{self.where}: {self.now} now, {self.before} before"
 
 
+_FUNCTION_TYPES = ("function", "partial", "method", "builtin_function_or_method")
+
+
+def _static_difference(label: str, now: Static, before: Static) -> Difference:
+    """A static value that differs. A function made again (a lambda or ``partial`` per
+    call, passed where jit treats it as static, as ``eqx.filter_jit`` does every callable)
+    is a new function object, not a value to trace instead: the fix is to define it once."""
+    if now.type == before.type and now.type in _FUNCTION_TYPES:
+        now_text, before_text = _ADDRESS.sub("", now.text), _ADDRESS.sub("", before.text)
+        if now_text == before_text:
+            return Difference(
+                FUNCTION, label, f"{now_text} (a new function object, same code)", before_text
+            )
+    unequal = " (same text, but not equal)" if now.text == before.text else ""
+    return Difference(STATIC, label, str(now) + unequal, str(before))
+
+
 def _leaf_differences(path: str, new: Leaf, old: Leaf) -> list[Difference]:
     found = []
     if new.shape is None or old.shape is None:
@@ -861,8 +892,7 @@ def differences(new: Signature, old: Signature) -> list[Difference]:
         if now is None or before is None:
             found.append(Difference(STATIC, label, str(now or "absent"), str(before or "absent")))
         elif not now.same_as(before):
-            unequal = " (same text, but not equal)" if now.text == before.text else ""
-            found.append(Difference(STATIC, label, str(now) + unequal, str(before)))
+            found.append(_static_difference(label, now, before))
     for path in new.nodes.keys() | old.nodes.keys():
         in_new, in_old = path in new.nodes, path in old.nodes
         if in_new and in_old:

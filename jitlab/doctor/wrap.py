@@ -36,7 +36,7 @@ _installed = 0
 _original_jit: Callable[..., Any] | None = None
 
 
-_DELEGATED = ("trace", "eval_shape", "clear_cache", "_cache_size", "_fun")
+_DELEGATED = ("eval_shape", "clear_cache", "_cache_size", "_fun")
 
 
 class _Depth(threading.local):
@@ -102,6 +102,32 @@ def watch_jitted(jitted: Any, fun: Callable[..., Any], options: dict[str, Any]) 
         _watch_compile(lowered, function, static_spec, args, kwargs, seen)
         return lowered
 
+    def trace(*args: Any, **kwargs: Any) -> Any:
+        """``jitted.trace(...)``: its ``.lower()`` is recorded as ``lower`` is, with the
+        trace's own events (``.trace(...).lower().compile()`` is the newer warm-up)."""
+        __tracebackhide__ = True
+        mark = len(stream)
+        traced = jitted.trace(*args, **kwargs)
+        real_lower = getattr(traced, "lower", None)
+        if real_lower is None:
+            return traced
+
+        def lower_traced(*a: Any, **k: Any) -> Any:
+            __tracebackhide__ = True
+            lowered = real_lower(*a, **k)
+            seen = []
+            if len(stream) != mark:
+                seen = observe(function, static_spec, args, kwargs, mark, "lower")
+            _watch_compile(lowered, function, static_spec, args, kwargs, seen)
+            return lowered
+
+        functools.update_wrapper(lower_traced, real_lower, updated=())
+        try:
+            traced.lower = lower_traced
+        except AttributeError:  # a Traced without a __dict__: counted by name only
+            pass
+        return traced
+
     functools.update_wrapper(watched, fun, updated=())
     watched.__name__ = function.name  # a partial has none: JAX's name for it
     for name in _DELEGATED:
@@ -111,6 +137,9 @@ def watch_jitted(jitted: Any, fun: Callable[..., Any], options: dict[str, Any]) 
     if getattr(jitted, "lower", None) is not None:
         functools.update_wrapper(lower, jitted.lower, updated=())
         watched.lower = lower  # type: ignore[attr-defined]
+    if getattr(jitted, "trace", None) is not None:
+        functools.update_wrapper(trace, jitted.trace, updated=())
+        watched.trace = trace  # type: ignore[attr-defined]
     watched._jitted = jitted  # type: ignore[attr-defined]
     watched._function = function  # type: ignore[attr-defined]
     return watched

@@ -174,3 +174,21 @@ def test_the_example_on_the_doctor_page(tmp_path):
     )
     assert done.returncode == 1
     assert shown in done.stderr, done.stderr[-3000:]
+
+
+def test_a_callable_object_is_named_by_its_class_s_call(watched):
+    """A jitted callable object has no ``__name__`` (JAX: ``<unnamed function>``); the
+    guard names what the user wrote, as the report's table does."""
+
+    class Scale:
+        def __call__(self, x):
+            return 2 * x
+
+    scale = jax.jit(Scale())
+    with pytest.raises(Recompiled) as caught, no_recompiles():
+        scale(jnp.ones(2))
+        scale(jnp.ones(3))
+    first = str(caught.value).splitlines()[0]
+    assert first.startswith(
+        "test_a_callable_object_is_named_by_its_class_s_call.<locals>.Scale.__call__ ("
+    )

@@ -224,7 +224,7 @@ def test_hook_explanation_wording(explanations_heard):
     jitted = jax.jit(f)
     jitted(jnp.ones(2, jnp.float32))
     jitted(jnp.ones(3, jnp.float32))  # shape
-    jitted(jnp.ones(3, jnp.int32))  # dtype
+    jitted(jnp.ones(2, jnp.int32))  # dtype (the closest key is f32[2]: the dtype alone)
     jitted(jnp.float32(1.0))
     jitted(1.0)  # weak type
     jitted((jnp.ones(2),))  # pytree
