@@ -12,8 +12,8 @@ import importlib
 from typing import Any
 
 _NAMES = {
-    "calls": "Call Leaf Recorder Signature bound_arguments differences missed_calls "
-    "reachable_functions recording same_content signature",
+    "calls": "Call Leaf Recorder bound_arguments missed_calls reachable_functions recording "
+    "same_content type_changes type_text",
     "checks": "BUCKETS_FEW BUCKETS_HOLD JIT_ON GradingFailure call_learner fail fresh_rng "
     "grader is_jitted learner_error passed require require_buckets require_close "
     "require_compiles require_jit_on require_jitted shorten",
