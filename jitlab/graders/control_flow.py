@@ -24,9 +24,8 @@ import numpy as np
 
 from jitlab.grading import Recorder, call_learner, fail, fresh_rng, grader, passed, require, why
 from jitlab.grading.checks import (
-    excerpt,
-    first_difference,
     learner_line,
+    require_close,
     require_compiles,
     require_jitted,
 )
@@ -176,12 +175,7 @@ def _check(check: str, ok: bool, expected: str, seen: str, hint: str = "") -> No
 def _require_cases(check: str, got: list, want: list, about: list[str], tol: tuple) -> None:
     """Pass if every case matches; else name the first that does not, by its input."""
     for out, ref, what in zip(got, want, about, strict=True):
-        out = np.asarray(out, np.float64)
-        if out.shape != ref.shape:
-            _check(check, False, f"shape {ref.shape} for {what}", f"shape {out.shape}")
-        at = first_difference(out, ref, rtol=tol[0], atol=tol[1])
-        seen = f"{excerpt(out, at)}, first wrong at index {at}"
-        _check(check, np.allclose(out, ref, *tol), f"{excerpt(ref, at)} for {what}", seen)
+        require_close(check, out, ref, rtol=tol[0], atol=tol[1], about=what, hint=HINTS[check])
 
 
 def _compiles_once(check: str, count: Any, name: str, recorder: Recorder) -> None:

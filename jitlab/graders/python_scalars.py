@@ -24,7 +24,7 @@ import numpy as np
 from jitlab.doctor.signature import KEYWORD, STATIC
 from jitlab.grading import Call, call_learner, fail, fresh_rng, grader, why
 from jitlab.grading.calls import same_content, type_changes, type_text
-from jitlab.grading.checks import passed, require, shorten
+from jitlab.grading.checks import passed, require, require_close, shorten
 from jitlab.grading.kernel import JIT_ON, JITTED, UNCHANGED, KernelExercise
 
 TRAIN = KernelExercise("train", "sgd_step", "sgd_step(state, batch, lr)")
@@ -122,21 +122,11 @@ def _require_state(check: str, got: Any, want: Any, who: str, tolerance: float =
     """``got`` matches ``want`` entry by entry; a failure names the entries that differ."""
     mine, theirs = _vector(got, check, who), _vector(want, check, "the reference")
     names = [f"params['w'][{i}]" for i in range(theirs.size - 2)] + ["params['b']", "avg_loss"]
-    if mine.shape != theirs.shape:
-        wrong = ["params['w'] (its shape)"]
-    else:
-        close = np.isclose(mine, theirs, rtol=tolerance, atol=tolerance * 0.1)
-        wrong = [names[i] for i in np.flatnonzero(~close)]
-    if not wrong:
-        return passed(check)
-    shown = [names.index(w) for w in wrong[:3] if w in names]
-    raise fail(
-        check,
-        expected=", ".join(f"{names[i]} = {theirs[i]:.6g}" for i in shown) or str(theirs),
-        seen=(", ".join(f"{names[i]} = {mine[i]:.6g}" for i in shown) or str(mine))
-        + f" ({len(wrong)} of {len(names)} entries of {who}'s state differ)",
-        hint=STATE_HINTS["avg_loss" if wrong == ["avg_loss"] and check != INIT else check],
-    )
+    require_close(
+        check, mine, theirs, rtol=tolerance, atol=tolerance * 0.1, names=names,
+        whose=f"{who}'s state", hint=lambda wrong: STATE_HINTS[
+            "avg_loss" if wrong == ["avg_loss"] and check != INIT else check],
+    )  # fmt: skip
 
 
 def _kind(difference: Any) -> str:
