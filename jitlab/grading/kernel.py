@@ -128,12 +128,18 @@ def _copy(tree: Any) -> Any:
 
 
 def same_value(a: Any, b: Any) -> bool:
-    """``a`` and ``b`` hold the same numbers (exactly), whatever their container."""
-    try:
-        left, right = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    except (TypeError, ValueError):
-        return False
-    return left.shape == right.shape and np.array_equal(left, right, equal_nan=True)
+    """``a`` and ``b`` hold the same numbers (exactly; a NaN equals a NaN), leaf by leaf
+    when they have as many leaves, whatever their containers (a jnp and a NumPy array,
+    a tuple and a list, of one value are the same)."""
+    left, right = jax.tree.leaves(a), jax.tree.leaves(b)
+    for x, y in zip(left, right, strict=True) if len(left) == len(right) else [(a, b)]:
+        try:
+            x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+        except (TypeError, ValueError):
+            return False
+        if x.shape != y.shape or not np.array_equal(x, y, equal_nan=True):
+            return False
+    return True
 
 
 @dataclasses.dataclass(frozen=True)
