@@ -22,8 +22,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from jitlab.grading import Recorder, call_learner, fail, fresh_rng, grader, passed, require, why
+from jitlab.grading import Recorder, call_learner, fail, fresh_rng, grader, passed, why
 from jitlab.grading.checks import (
+    Hints,
     learner_line,
     require_close,
     require_compiles,
@@ -103,7 +104,8 @@ HINTS = {  # the mistakes the step counts and a tracer error point to
     **CLIP_CHECKS,
     **DESCEND_CHECKS,
 }
-HINTS = {key: " ".join(text.split()) for key, text in HINTS.items()}
+HINTS = Hints(HINTS)
+_check = HINTS.require
 
 
 def _reference_clip(g: np.ndarray, max_norm: float) -> np.ndarray:
@@ -166,10 +168,6 @@ def _counted(fn: Any, cases: list[tuple], check: str) -> tuple[list[Any], Any, R
         outputs = [_call(check, recorder, *case) for case in cases]
     passed(check)
     return outputs, count, recorder
-
-
-def _check(check: str, ok: bool, expected: str, seen: str, hint: str = "") -> None:
-    require(check, ok, expected=expected, seen=seen, hint=hint or HINTS[check])
 
 
 def _require_cases(check: str, got: list, want: list, about: list[str], tol: tuple) -> None:

@@ -90,6 +90,18 @@ def require(check: str, ok: bool, *, expected: str, seen: str, hint: str = "") -
     passed(check)
 
 
+class Hints(dict):
+    """A grader's own checks and mistakes, by name, to their default hint: each written as
+    one triple-quoted text in the module (its whitespace joined here, once, at import).
+    :meth:`require` is :func:`require` with the check's own hint unless one is given."""
+
+    def __init__(self, *tables: dict[str, str]) -> None:
+        super().__init__({key: " ".join(text.split()) for t in tables for key, text in t.items()})
+
+    def require(self, check: str, ok: bool, expected: str, seen: str, hint: str = "") -> None:
+        require(check, ok, expected=expected, seen=seen, hint=hint or self[check])
+
+
 def shorten(text: str, limit: int = 240) -> str:
     """``text`` on one line, cut at a word boundary with "…" when longer than ``limit``.
 
