@@ -26,14 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.grading import GradingFailure, call_learner, fresh_rng, grader, passed
-from jitlab.grading.checks import (
-    Hints,
-    learner_error,
-    require_close,
-    require_compiles,
-    require_jitted,
-)
+from jitlab.grading import GradingFailure, Hints, call_learner, fresh_rng, grader, passed
+from jitlab.grading.checks import learner_error, require_close, require_compiles, require_jitted
 from jitlab.grading.kernel import host_callbacks
 from jitlab.instruments.counting import count_compiles
 
