@@ -102,6 +102,12 @@ class Hints(dict):
         require(check, ok, expected=expected, seen=seen, hint=hint or self[check])
 
 
+def fail_unless(check: str, ok: bool, **verdict: str) -> None:
+    """Fail ``check`` unless ``ok``, passing nothing: a check made in a loop passes at its end."""
+    if not ok:
+        raise fail(check, **verdict)
+
+
 def shorten(text: str, limit: int = 240) -> str:
     """``text`` on one line, cut at a word boundary with "…" when longer than ``limit``.
 
