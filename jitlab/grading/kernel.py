@@ -21,6 +21,7 @@ from jitlab.grading.calls import Call, Recorder, copy_leaf, missed_calls, record
 from jitlab.grading.checks import (
     JIT_OFF_HINT,
     call_learner,
+    grader_changes,
     is_jitted,
     require,
     require_compiles,
@@ -230,7 +231,8 @@ class KernelExercise:
             count_compiles(kernel) as count,
             recording(wrapper, kernel, lambda: count.compiles) as recorder,
         ):
-            recorder.on_call = lambda call: call.jit_on or self.jit_on(recorder, call)
+            with grader_changes(recorder):  # strict mode: grading's own change
+                recorder.on_call = lambda call: call.jit_on or self.jit_on(recorder, call)
             run = Run(recorder, count, [], [])
             for args, kwargs in arguments:  # a generator may refill what it gave before
                 run.given.append((args, kwargs))
