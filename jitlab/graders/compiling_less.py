@@ -22,8 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, require, require_jit_on
-from jitlab.grading.checks import JIT_ON, grader_changes, grader_owned, learner_line, shorten
+from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, require_jit_on
+from jitlab.grading.checks import JIT_ON, Hints, grader_changes, grader_owned, learner_line, shorten
 from jitlab.instruments.counting import count_compiles
 
 ROUNDS = (np.float32, np.float16)
@@ -70,12 +70,9 @@ HINTS = {  # the mistakes a verdict names when the grader sees them (texts on on
         len(x) as n, not the bucket size""",
     **CHECKS,
 }
-HINTS = {key: " ".join(text.split()) for key, text in HINTS.items()}
+HINTS = Hints(HINTS)
+_check = HINTS.require
 _serial = itertools.count()
-
-
-def _check(check: str, ok: bool, expected: str, seen: str, hint: str = "") -> None:
-    require(check, ok, expected=expected, seen=seen, hint=hint or HINTS[check])
 
 
 def _make_kernel(name: str, scale: float, shift: float) -> Callable[[Any, Any], jax.Array]:

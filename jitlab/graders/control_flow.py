@@ -22,11 +22,11 @@ from typing import Any
 import jax
 import numpy as np
 
-from jitlab.grading import Recorder, call_learner, fail, fresh_rng, grader, passed, require, why
+from jitlab.grading import Recorder, call_learner, fail, fresh_rng, grader, passed, why
 from jitlab.grading.checks import (
-    excerpt,
-    first_difference,
+    Hints,
     learner_line,
+    require_close,
     require_compiles,
     require_jitted,
 )
@@ -104,7 +104,8 @@ HINTS = {  # the mistakes the step counts and a tracer error point to
     **CLIP_CHECKS,
     **DESCEND_CHECKS,
 }
-HINTS = {key: " ".join(text.split()) for key, text in HINTS.items()}
+HINTS = Hints(HINTS)
+_check = HINTS.require
 
 
 def _reference_clip(g: np.ndarray, max_norm: float) -> np.ndarray:
@@ -169,19 +170,10 @@ def _counted(fn: Any, cases: list[tuple], check: str) -> tuple[list[Any], Any, R
     return outputs, count, recorder
 
 
-def _check(check: str, ok: bool, expected: str, seen: str, hint: str = "") -> None:
-    require(check, ok, expected=expected, seen=seen, hint=hint or HINTS[check])
-
-
 def _require_cases(check: str, got: list, want: list, about: list[str], tol: tuple) -> None:
     """Pass if every case matches; else name the first that does not, by its input."""
     for out, ref, what in zip(got, want, about, strict=True):
-        out = np.asarray(out, np.float64)
-        if out.shape != ref.shape:
-            _check(check, False, f"shape {ref.shape} for {what}", f"shape {out.shape}")
-        at = first_difference(out, ref, rtol=tol[0], atol=tol[1])
-        seen = f"{excerpt(out, at)}, first wrong at index {at}"
-        _check(check, np.allclose(out, ref, *tol), f"{excerpt(ref, at)} for {what}", seen)
+        require_close(check, out, ref, rtol=tol[0], atol=tol[1], about=what, hint=HINTS[check])
 
 
 def _compiles_once(check: str, count: Any, name: str, recorder: Recorder) -> None:

@@ -11,7 +11,6 @@ the sharding's type tells answers apart (the tests run again on eight devices).
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any
 
 import jax
@@ -20,7 +19,8 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, require_jit_on, why
-from jitlab.grading.checks import shorten
+from jitlab.grading.causes import Called
+from jitlab.grading.checks import fail_unless, shorten
 from jitlab.instruments.counting import count_compiles
 
 DRAWN = {  # what the drawing covers: the wrong rule each part breaks, on every run
@@ -58,12 +58,6 @@ CHECKS = (
     COMPILES_ONCE,
     SPLIT,
 )
-
-
-def _unless(check: str, ok: bool, **verdict: str) -> None:
-    """Fail ``check`` unless ``ok``, passing nothing: checks made in a loop pass at its end."""
-    if not ok:
-        raise fail(check, **verdict)
 
 
 def _meshes(rng: np.random.Generator) -> tuple[Mesh, Mesh]:
@@ -197,7 +191,7 @@ def _check_arrays(originals: list[dict], arrived: list[dict], placed: list[dict]
                     "already in place, and the caller still holds it: do not donate "
                     "(donate_argnums) or delete the arrays you were given",
                 )
-            _unless(
+            fail_unless(
                 CALLER_KEPT,
                 now is None or np.array_equal(np.asarray(now), want[key]),
                 expected=f"{key} of {batch} unchanged after place",
@@ -210,7 +204,7 @@ def _check_arrays(originals: list[dict], arrived: list[dict], placed: list[dict]
         batch = f"batch {number} ({kinds[number]})"
         for key in ("x", "y"):
             got, wanted = np.asarray(placed[number][key]), want[key]
-            _unless(
+            fail_unless(
                 VALUES,
                 (got.dtype, got.shape) == (wanted.dtype, wanted.shape),
                 expected=f"{key}: {wanted.dtype}{list(wanted.shape)} (as it arrived)",
@@ -218,7 +212,7 @@ def _check_arrays(originals: list[dict], arrived: list[dict], placed: list[dict]
                 hint="placing a batch moves it; it must not cast or reshape it",
             )
             row = int(np.argmax((got != wanted).reshape(len(got), -1).any(axis=1)))
-            _unless(
+            fail_unless(
                 VALUES,
                 np.array_equal(got, wanted),
                 expected=f"{key} of {batch} exactly as it arrived",
@@ -247,9 +241,7 @@ def _run_step(w: np.ndarray, batches: list[tuple[int, dict]], came: list, mesh: 
                     + shorten(f"{type(err).__name__}: {str(err).splitlines()[0]}", 200),
                     hint=_sharding_hint(batch["x"], mesh, came[number]),
                 ) from err
-            calls.append(
-                SimpleNamespace(args=(w, batch), kwargs={}, compiled=count.compiles > before)
-            )
+            calls.append(Called((w, batch), {}, count.compiles > before))
     label = lambda i: f"batch {batches[i][0]} ({kinds[batches[i][0]]})"  # noqa: E731
     return count, why(calls, step, label=label)
 
@@ -261,7 +253,7 @@ def _check_compiles(count, found, batches: list[tuple[int, dict]], which: int, m
     if stayed:
         hint += f"; batch {stayed[0]} is still on the mesh it arrived on: move every batch "
         hint += "onto the mesh passed in, whatever spec it arrived with"
-    _unless(
+    fail_unless(
         COMPILES_ONCE,
         count.compiles == 1,
         expected=f"1 compilation for the {len(batches)} batches placed with mesh {which}",
@@ -276,7 +268,7 @@ def _check_sharding(jobs: list, placed: list[dict], came: list, meshes: tuple) -
         for key in ("x", "y"):
             value = placed[number][key]
             sharding = getattr(value, "sharding", None)
-            _unless(
+            fail_unless(
                 SPLIT,
                 isinstance(value, jax.Array)
                 and isinstance(sharding, NamedSharding)
@@ -314,7 +306,7 @@ def grade(place: Callable[[dict, Any], dict]) -> None:
     placed = []
     for batch, (_, which) in zip(arrived, jobs, strict=True):
         placed.append(out := call_learner(PLACE_RUNS, place, batch, meshes[which]))
-        _unless(
+        fail_unless(
             DICT_KEYS,
             isinstance(out, dict) and set(out) == {"x", "y"},
             expected="{'x': ..., 'y': ...}",

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jitlab.grading import Recorder, call_learner, fail, fresh_rng, grader, is_jitted, passed
 from jitlab.grading.calls import recording
 from jitlab.grading.checks import require, require_close, shorten
-from jitlab.grading.kernel import FROM_KERNEL, JIT_ON, JITTED, KernelExercise
+from jitlab.grading.kernel import FROM_KERNEL, JIT_ON, JITTED, KernelExercise, same_value
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
 FIT = KernelExercise("fit", "sgd_step", "sgd_step(params, x, y, weight_decay)")
@@ -102,19 +101,6 @@ def _pair(check: str, result: Any, what: str) -> tuple[Any, Any]:
     return params, result[1]
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Equal numbers, leaf by leaf (a jnp and a NumPy array of one value are the same)."""
-    try:
-        left, right = jax.tree.leaves(a), jax.tree.leaves(b)
-        return len(left) == len(right) and all(
-            np.shape(p) == np.shape(q)
-            and np.array_equal(np.asarray(p, float), np.asarray(q, float))
-            for p, q in zip(left, right, strict=True)
-        )
-    except (TypeError, ValueError):
-        return False
-
-
 def _check_calls(proxy: Recorder, fit_jitted: bool, number: int, first: bool) -> None:
     FIT.jit_on(proxy)
     calls, traced = proxy.calls, proxy.traced
@@ -149,10 +135,12 @@ def _check_threading(proxy: Recorder, params: dict, batches: list, weight_decay:
                        hint=f"call {FIT.call} for each batch")  # fmt: skip
         got_params, got_x, got_y, got_wd = arguments
         problems = ["params that are not the previous step's new params"] * (
-            not _same(got_params, current)
+            not same_value(got_params, current)
         )
-        problems += [f"not batch {i + 1}'s x and y"] * (not (_same(got_x, x) and _same(got_y, y)))
-        if not _same(got_wd, weight_decay):
+        problems += [f"not batch {i + 1}'s x and y"] * (
+            not (same_value(got_x, x) and same_value(got_y, y))
+        )
+        if not same_value(got_wd, weight_decay):
             problems.append(f"weight_decay={shorten(repr(got_wd), 40)} instead of {weight_decay}")
         if problems:
             raise fail(
@@ -170,7 +158,9 @@ def _check_threading(proxy: Recorder, params: dict, batches: list, weight_decay:
 def _check_from_step(proxy: Recorder, got_params: Any, got_losses: Any) -> None:
     outs = [c.out for c in proxy.calls]
     losses = np.stack([np.asarray(o[1]) for o in outs])
-    ok = _same(np.asarray(got_losses).reshape(-1), losses) and _same(got_params, outs[-1][0])
+    ok = same_value(np.asarray(got_losses).reshape(-1), losses) and same_value(
+        got_params, outs[-1][0]
+    )
     FIT.require(FROM_KERNEL, ok, expected="fit's losses and final params as sgd_step returned them",
                 seen="they differ from what fit's own calls of sgd_step returned",
                 hint="return the params and losses that sgd_step computed, not values "

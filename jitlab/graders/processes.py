@@ -22,7 +22,6 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import jax
@@ -32,6 +31,7 @@ from jax.sharding import PartitionSpec as P
 
 from jitlab.doctor import classify
 from jitlab.grading import JIT_ON, GradingFailure, call_learner, fail, fresh_rng, grader, why
+from jitlab.grading.causes import Called
 from jitlab.grading.checks import (
     is_jitted,
     passed,
@@ -278,7 +278,7 @@ def _stop(worker, step: int, where: str, error: dict | None, calls: list) -> lis
     return calls
 
 
-def _run_steps(worker, plan: Plan, functions, mesh, w, count) -> list[SimpleNamespace]:
+def _run_steps(worker, plan: Plan, functions, mesh, w, count) -> list[Called]:
     """In a worker: every step of this process's stream, until the processes disagree;
     the calls of ``train_step`` that ran."""
     (make_global_batch, train_step), calls = functions, []
@@ -318,7 +318,7 @@ def _run_steps(worker, plan: Plan, functions, mesh, w, count) -> list[SimpleName
             w, loss = train_step(*args)
         except Exception as err:
             return _stop(worker, step, "train_step", _error(err), calls)
-        calls.append(SimpleNamespace(args=args, kwargs={}, compiled=count.compiles > before))
+        calls.append(Called(args, {}, count.compiles > before))
         worker.emit(
             "step",
             step=step,

@@ -22,9 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jitlab.doctor.signature import KEYWORD, STATIC
-from jitlab.grading import Call, call_learner, differences, fail, fresh_rng, grader, why
-from jitlab.grading.calls import same_content, signature
-from jitlab.grading.checks import passed, require, shorten
+from jitlab.grading import Call, call_learner, fail, fresh_rng, grader, why
+from jitlab.grading.calls import same_content, type_changes, type_text
+from jitlab.grading.checks import passed, require, require_close, shorten
 from jitlab.grading.kernel import JIT_ON, JITTED, UNCHANGED, KernelExercise
 
 TRAIN = KernelExercise("train", "sgd_step", "sgd_step(state, batch, lr)")
@@ -122,30 +122,11 @@ def _require_state(check: str, got: Any, want: Any, who: str, tolerance: float =
     """``got`` matches ``want`` entry by entry; a failure names the entries that differ."""
     mine, theirs = _vector(got, check, who), _vector(want, check, "the reference")
     names = [f"params['w'][{i}]" for i in range(theirs.size - 2)] + ["params['b']", "avg_loss"]
-    if mine.shape != theirs.shape:
-        wrong = ["params['w'] (its shape)"]
-    else:
-        close = np.isclose(mine, theirs, rtol=tolerance, atol=tolerance * 0.1)
-        wrong = [names[i] for i in np.flatnonzero(~close)]
-    if not wrong:
-        return passed(check)
-    shown = [names.index(w) for w in wrong[:3] if w in names]
-    raise fail(
-        check,
-        expected=", ".join(f"{names[i]} = {theirs[i]:.6g}" for i in shown) or str(theirs),
-        seen=(", ".join(f"{names[i]} = {mine[i]:.6g}" for i in shown) or str(mine))
-        + f" ({len(wrong)} of {len(names)} entries of {who}'s state differ)",
-        hint=STATE_HINTS["avg_loss" if wrong == ["avg_loss"] and check != INIT else check],
-    )
-
-
-def _types(state: Any) -> Any:
-    """The state's structure and abstract values, as ``jax.tree.map(jax.typeof, ...)``."""
-    return signature(_types, (state,), {})
-
-
-def _batch_types(batch: Any) -> Any:
-    return signature(_batch_types, (batch,), {})
+    require_close(
+        check, mine, theirs, rtol=tolerance, atol=tolerance * 0.1, names=names,
+        whose=f"{who}'s state", hint=lambda wrong: STATE_HINTS[
+            "avg_loss" if wrong == ["avg_loss"] and check != INIT else check],
+    )  # fmt: skip
 
 
 def _kind(difference: Any) -> str:
@@ -172,8 +153,8 @@ def grade(
     start = call_learner(INIT, init, params)
     _require_state(INIT, start, {"params": params, "avg_loss": 0.0}, "init", tolerance=0)
     stepped = call_learner(SAME_TYPES, sgd_step, start, batches[1], lr)
-    found = differences(
-        _types(start), _types(stepped), limit=4, then_label="from init", now_label="after one step"
+    found = type_changes(
+        start, stepped, name="state", labels=("from init", "after one step"), limit=4
     )
     text = " ".join(found)
     hint = "write each entry in init with the dtype and shape sgd_step returns"
@@ -216,7 +197,8 @@ def grade(
         reference = _reference_step(reference, batch, float(value))
     _require_state(NUMBERS, final, reference, "train")
     found = why(calls)
-    avals = sorted({call.signature.leaf("lr") or "?" for call in calls})
+    avals = sorted({type_text(call.arguments["lr"]) if "lr" in call.arguments else "?"
+                    for call in calls})  # fmt: skip
     hint = found.hint_for(HINTS, HINTS["other"], most=1, kind=_kind)
     hint = hint.format(avals=f"{len(avals)} abstract values ({', '.join(avals)})")
     what = f"compilations of sgd_step over {STEPS} steps"
@@ -244,11 +226,11 @@ def _require_every_batch(
     previous = start
     for i, call in enumerate(calls):
         state, batch = [*call.arguments.values(), None, None][:2]
-        given, got = _batch_types(batches[i]), _batch_types(batch)
-        cast = "; ".join(differences(given, got, then_label="given", now_label="passed"))
+        cast = "; ".join(type_changes(batches[i], batch, name="batch", labels=("given", "passed")))
+        given = "(" + ", ".join(map(type_text, batches[i])) + ")"
         origin = f"call {i}" if i else "init(params)"
         problems = (
-            (got != given, f"batch number {i} as the loader gave it {given}", cast,
+            (bool(cast), f"batch number {i} as the loader gave it {given}", cast,
              "pass each batch to sgd_step as it is: a cast of the batch (to bfloat16, say) "
              "changes the numbers; only lr needs converting"),
             (not same_content(batch, batches[i]), f"batch number {i}", "another batch",

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.grading import GradingFailure, call_learner, fresh_rng, grader, passed, require
+from jitlab.grading import GradingFailure, Hints, call_learner, fresh_rng, grader, passed
 from jitlab.grading.checks import learner_error, require_close, require_compiles, require_jitted
 from jitlab.grading.kernel import host_callbacks
 from jitlab.instruments.counting import count_compiles
@@ -83,7 +83,8 @@ HINTS = {  # the mistakes that a verdict names when the grader sees them
         nothing""",
     **CHECKS,
 }
-HINTS = {key: " ".join(text.split()) for key, text in HINTS.items()}
+HINTS = Hints(HINTS)
+_check = HINTS.require
 _NUMPY_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "relu": lambda z: np.maximum(z, 0.0),
     "tanh": np.tanh,
@@ -147,10 +148,6 @@ def _forward(forward: Callable[..., Any], *args: Any) -> Any:
         else:
             hint = HINTS["donated"] if "has been deleted" in text else ""
         raise learner_error(RUNS, err, hint=hint) from err
-
-
-def _check(check: str, ok: bool, expected: str, seen: str, hint: str = "") -> None:
-    require(check, ok, expected=expected, seen=seen, hint=hint or HINTS[check])
 
 
 def _check_value_semantics(config_class: Any, base: dict, variants: dict[str, dict]) -> None:

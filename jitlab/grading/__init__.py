@@ -12,12 +12,12 @@ import importlib
 from typing import Any
 
 _NAMES = {
-    "calls": "Call Leaf Recorder Signature bound_arguments differences missed_calls "
-    "reachable_functions recording same_content signature",
-    "checks": "BUCKETS_FEW BUCKETS_HOLD JIT_ON GradingFailure call_learner fail fresh_rng "
-    "grader is_jitted learner_error passed require require_buckets require_close "
-    "require_compiles require_jit_on require_jitted shorten",
-    "causes": "Why jit_options key_of why",
+    "calls": "Call Leaf Recorder bound_arguments missed_calls reachable_functions recording "
+    "same_content type_changes type_text",
+    "checks": "BUCKETS_FEW BUCKETS_HOLD JIT_ON GradingFailure Hints call_learner fail "
+    "fail_unless fresh_rng grader is_jitted learner_error passed require require_buckets "
+    "require_close require_compiles require_jit_on require_jitted shorten",
+    "causes": "Called Why jit_options key_of why",
 }
 _HOME = {
     name: f"jitlab.grading.{module}" for module, names in _NAMES.items() for name in names.split()

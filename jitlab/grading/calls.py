@@ -27,36 +27,21 @@ import numpy as np
 
 from jitlab.grading.checks import grader_changes, grader_owned, is_jitted
 
-# ------------------------------------------------------------------ signatures
-
-
-@dataclasses.dataclass(frozen=True)
-class Signature:
-    """A call's types as ``jax.typeof`` prints them, for the graders that read them:
-    ``style`` (positional names, then ``name=``), ``leaves`` ((path, type), "None" for a
-    None) and ``structure`` (the treedefs). Causes come from ``Call.key`` and ``why``."""
-
-    style: str
-    leaves: tuple[tuple[str, str], ...]
-    structure: str
-
-    def leaf(self, path: str) -> str | None:
-        return dict(self.leaves).get(path)
-
-    def __str__(self) -> str:  # (padded: float32[512], n: ~int32[])
-        return "(" + ", ".join(f"{path}: {kind}" for path, kind in self.leaves) + ")"
+# ------------------------------------------------------------------ leaves and types
 
 
 class Leaf(NamedTuple):
     """One argument leaf: its path (``batch['x']``), a copy taken before the call (None
-    for a tracer) and its type as in :class:`Signature`."""
+    for a tracer) and its type as :func:`type_text` writes it."""
 
     path: str
     value: Any
     type: str
 
 
-def _abstract(value: Any) -> str:
+def type_text(value: Any) -> str:
+    """``value``'s abstract type as ``jax.typeof`` prints it (``~float32[]``), "None" for
+    a None, its class name for what JAX cannot type."""
     if value is None:
         return "None"
     try:
@@ -86,64 +71,36 @@ def bound_arguments(fn: Callable[..., Any], args: tuple, kwargs: dict) -> dict[s
         return {**{f"arg{i}": a for i, a in enumerate(args)}, **kwargs}
 
 
-def _described(
-    fn: Callable[..., Any], args: tuple, kwargs: dict, *, copies: bool
-) -> tuple[dict[str, Any], Signature, tuple[Leaf, ...]]:
-    """Bound arguments, signature and leaves of ``fn(*args, **kwargs)``."""
-    named = bound_arguments(fn, args, kwargs)
-    positional = list(named)[: len(args)]
-    style = ", ".join(positional + [f"{key}=" for key in kwargs])
-    leaves: list[Leaf] = []
-    structures = []
-    for name, value in named.items():  # in the order of the parameters
-        flat, treedef = jax.tree_util.tree_flatten_with_path(value, is_leaf=lambda v: v is None)
-        for path, v in flat:
-            kept = copy_leaf(v) if copies else None
-            leaves.append(Leaf(name + jax.tree_util.keystr(path), kept, _abstract(v)))
-        structures.append(f"{name}={treedef}")
-    sig = Signature(
-        style=style,
-        leaves=tuple((leaf.path, leaf.type) for leaf in leaves),
-        structure=", ".join(structures),
-    )
-    return named, sig, tuple(leaves)
+def _leaves(name: str, tree: Any, *, copies: bool = False) -> tuple[list[Leaf], Any]:
+    flat, treedef = jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda v: v is None)
+    return [
+        Leaf(name + jax.tree_util.keystr(path), copy_leaf(v) if copies else None, type_text(v))
+        for path, v in flat
+    ], treedef
 
 
-def signature(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Signature:
-    """The abstract signature of ``fn(*args, **kwargs)`` (``fn`` is not called)."""
-    return _described(fn, args, kwargs, copies=False)[1]
-
-
-def differences(
-    before: Signature,
-    now: Signature,
-    *,
-    limit: int = 3,
-    then_label: str = "before",
-    now_label: str = "now",
+def type_changes(
+    before: Any, now: Any, *, name: str, labels: tuple[str, str] = ("before", "now"), limit: int = 3
 ) -> list[str]:
-    """What differs from ``before`` to ``now``, one short phrase per difference
-    ("state['avg_loss']: ~float32[] before, float32[] now"), at most ``limit`` of them
-    and then "and N more"."""
-    found = []
-    if before.style != now.style:
-        found.append(f"called as ({now.style}) {now_label}, ({before.style}) {then_label}")
-    old, new = dict(before.leaves), dict(now.leaves)
-    for path in [p for p in new if p in old and new[p] != old[p]]:
-        found.append(f"{path}: {old[path]} {then_label}, {new[path]} {now_label}")
-    gone = [p for p in old if p not in new]
-    added = [p for p in new if p not in old]
-    if added:
-        found.append(f"{', '.join(added)}: absent {then_label}, present {now_label}")
-    if gone:
-        found.append(f"{', '.join(gone)}: present {then_label}, absent {now_label}")
-    if not found and before.structure != now.structure:
-        found.append(
-            f"containers differ: {now.structure} {now_label}, {before.structure} {then_label}"
-        )
-    if len(found) > limit:
-        found = [*found[:limit], f"and {len(found) - limit} more"]
-    return found
+    """How the types (:func:`type_text`) of pytree ``now`` differ from ``before``'s, one
+    phrase each ("state['avg_loss']: ~float32[] before, float32[] now"; ``name`` is the
+    root's), at most ``limit`` and then "and N more"; the containers when no leaf
+    differs. Causes of a recompilation come from ``Call.key`` and ``why`` instead."""
+    (old, old_tree), (new, new_tree) = _leaves(name, before), _leaves(name, now)
+    then, at = labels
+    old_types, new_types = dict((x.path, x.type) for x in old), dict((x.path, x.type) for x in new)
+    found = [
+        f"{p}: {old_types[p]} {then}, {t} {at}"
+        for p, t in new_types.items()
+        if p in old_types and t != old_types[p]
+    ]
+    if added := [p for p in new_types if p not in old_types]:
+        found.append(f"{', '.join(added)}: absent {then}, present {at}")
+    if gone := [p for p in old_types if p not in new_types]:
+        found.append(f"{', '.join(gone)}: present {then}, absent {at}")
+    if not found and old_tree != new_tree:
+        found.append(f"containers differ: {new_tree} {at}, {old_tree} {then}")
+    return [*found[:limit], f"and {len(found) - limit} more"] if len(found) > limit else found
 
 
 # ------------------------------------------------------------------ the recorder
@@ -152,8 +109,8 @@ def differences(
 @dataclasses.dataclass
 class Call:
     """One call that went through a :class:`Recorder`: the arguments as passed (the
-    caller's objects) and bound to the target's parameter names; their :class:`Signature`
-    and :class:`Leaf` copies taken before the call; the doctor's signature ``key``
+    caller's objects) and bound to the target's parameter names; their :class:`Leaf`
+    copies taken before the call; the doctor's signature ``key``
     (what :func:`jitlab.grading.why` compares); whether jit was on, whether it was made
     while another function was traced, whether it compiled (by the counter given to
     :func:`recording`) or raised; the output and copies of its leaves."""
@@ -161,7 +118,6 @@ class Call:
     args: tuple
     kwargs: dict
     arguments: dict[str, Any]
-    signature: Signature
     inputs: tuple[Leaf, ...]
     jit_on: bool
     traced: bool = False
@@ -201,9 +157,12 @@ class Recorder:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         traced = _has_tracer((args, kwargs))
-        named, sig, inputs = _described(self.target, args, kwargs, copies=not traced)
+        named = bound_arguments(self.target, args, kwargs)
+        inputs = tuple(
+            leaf for n, v in named.items() for leaf in _leaves(n, v, copies=not traced)[0]
+        )
         jit_on = not jax.config.jax_disable_jit
-        call = Call(args, kwargs, named, sig, inputs, jit_on, traced, key=self._key(args, kwargs))
+        call = Call(args, kwargs, named, inputs, jit_on, traced, key=self._key(args, kwargs))
         if self.on_call is not None:
             self.on_call(call)
         before = self._compiles()

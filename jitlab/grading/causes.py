@@ -13,12 +13,21 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from jitlab.doctor import classify
 from jitlab.doctor import signature as sig
 
 Key = Callable[[tuple, Mapping[str, Any]], "sig.Signature | None"]
+
+
+class Called(NamedTuple):
+    """A call a grader made of the jitted function itself, for :func:`why` (which then
+    takes its key from ``fn``): the arguments and whether the call compiled."""
+
+    args: tuple
+    kwargs: dict
+    compiled: bool
 
 
 def jit_options(fn: Any) -> dict[str, Any]:

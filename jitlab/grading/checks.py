@@ -90,6 +90,24 @@ def require(check: str, ok: bool, *, expected: str, seen: str, hint: str = "") -
     passed(check)
 
 
+class Hints(dict):
+    """A grader's own checks and mistakes, by name, to their default hint: each written as
+    one triple-quoted text in the module (its whitespace joined here, once, at import).
+    :meth:`require` is :func:`require` with the check's own hint unless one is given."""
+
+    def __init__(self, *tables: dict[str, str]) -> None:
+        super().__init__({key: " ".join(text.split()) for t in tables for key, text in t.items()})
+
+    def require(self, check: str, ok: bool, expected: str, seen: str, hint: str = "") -> None:
+        require(check, ok, expected=expected, seen=seen, hint=hint or self[check])
+
+
+def fail_unless(check: str, ok: bool, **verdict: str) -> None:
+    """Fail ``check`` unless ``ok``, passing nothing: a check made in a loop passes at its end."""
+    if not ok:
+        raise fail(check, **verdict)
+
+
 def shorten(text: str, limit: int = 240) -> str:
     """``text`` on one line, cut at a word boundary with "…" when longer than ``limit``.
 
@@ -238,28 +256,56 @@ def grader_changes(*objects: Any) -> Iterator[None]:
 
 
 def require_close(
-    check: str, got: Any, want: Any, *, rtol: float = 1e-5, atol: float = 1e-5, hint: str = ""
+    check: str,
+    got: Any,
+    want: Any,
+    *,
+    rtol: float = 1e-5,
+    atol: float = 1e-5,
+    hint: str | Callable[[list[str]], str] = "",
+    about: str = "",
+    names: Sequence[str] | None = None,
+    whose: str = "the output",
 ) -> None:
-    """Pass if ``got`` matches ``want`` in shape and value."""
+    """Pass if ``got`` matches ``want`` in shape and value. ``about`` names the input
+    that was given ("for g of norm 3.2"); ``names`` names each flat entry
+    ("params['b']"), and a failure then shows up to three that differ, ``whose`` they
+    are, and takes ``hint(those names)`` when ``hint`` is callable."""
     got_np, want_np = np.asarray(got), np.asarray(want)
+    suffix = f" for {about}" if about else ""
     if got_np.shape != want_np.shape:
+        wrong = ["its shape"]
+    else:
+        close = np.isclose(got_np, want_np, rtol=rtol, atol=atol)
+        wrong = [names[i] if names else str(i) for i in np.flatnonzero(~close.reshape(-1))]
+    if not wrong:
+        return passed(check)
+    text = hint(wrong) if callable(hint) else hint
+    if wrong == ["its shape"]:
         raise fail(
             check,
-            expected=f"an array of shape {want_np.shape}",
+            expected=f"an array of shape {want_np.shape}{suffix}",
             seen=f"shape {got_np.shape}",
-            hint=hint or "check which axis you reduce over, and that padding is removed",
+            hint=text or "check which axis you reduce over, and that padding is removed",
         )
-    if not np.allclose(got_np, want_np, rtol=rtol, atol=atol):
+    if names:
+        shown = [list(names).index(w) for w in wrong[:3]]
+        flat_got, flat_want = got_np.reshape(-1), want_np.reshape(-1)
+        expected = ", ".join(f"{names[i]} = {flat_want[i]:.6g}" for i in shown) + suffix
+        seen = ", ".join(f"{names[i]} = {flat_got[i]:.6g}" for i in shown)
+        seen += f" ({len(wrong)} of {len(names)} entries of {whose} differ)"
+    else:
         worst = int(np.argmax(np.abs(got_np - want_np))) if got_np.size else 0
         first = first_difference(got_np, want_np, rtol=rtol, atol=atol)
-        raise fail(
-            check,
-            expected=f"{excerpt(want_np, first)} (from the reference implementation)",
-            seen=f"{excerpt(got_np, first)} (first wrong at flat index {first}, largest "
-            f"error at {worst})",
-            hint=hint or "compare with the reference on a small input by hand",
-        )
-    passed(check)
+        expected = f"{excerpt(want_np, first)}{suffix or ' (from the reference implementation)'}"
+        seen = f"{excerpt(got_np, first)} (first wrong at flat index {first}, largest "
+        seen += f"error at {worst})"
+    raise fail(
+        check,
+        expected=expected,
+        seen=seen,
+        hint=text or "compare with the reference on a small input by hand",
+    )
 
 
 def is_jitted(fn: Any) -> bool:

@@ -21,6 +21,7 @@ from jitlab.grading.calls import Call, Recorder, copy_leaf, missed_calls, record
 from jitlab.grading.checks import (
     JIT_OFF_HINT,
     call_learner,
+    grader_changes,
     is_jitted,
     require,
     require_compiles,
@@ -128,12 +129,18 @@ def _copy(tree: Any) -> Any:
 
 
 def same_value(a: Any, b: Any) -> bool:
-    """``a`` and ``b`` hold the same numbers (exactly), whatever their container."""
-    try:
-        left, right = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    except (TypeError, ValueError):
-        return False
-    return left.shape == right.shape and np.array_equal(left, right, equal_nan=True)
+    """``a`` and ``b`` hold the same numbers (exactly; a NaN equals a NaN), leaf by leaf
+    when they have as many leaves, whatever their containers (a jnp and a NumPy array,
+    a tuple and a list, of one value are the same)."""
+    left, right = jax.tree.leaves(a), jax.tree.leaves(b)
+    for x, y in zip(left, right, strict=True) if len(left) == len(right) else [(a, b)]:
+        try:
+            x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+        except (TypeError, ValueError):
+            return False
+        if x.shape != y.shape or not np.array_equal(x, y, equal_nan=True):
+            return False
+    return True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,7 +231,8 @@ class KernelExercise:
             count_compiles(kernel) as count,
             recording(wrapper, kernel, lambda: count.compiles) as recorder,
         ):
-            recorder.on_call = lambda call: call.jit_on or self.jit_on(recorder, call)
+            with grader_changes(recorder):  # strict mode: grading's own change
+                recorder.on_call = lambda call: call.jit_on or self.jit_on(recorder, call)
             run = Run(recorder, count, [], [])
             for args, kwargs in arguments:  # a generator may refill what it gave before
                 run.given.append((args, kwargs))

@@ -266,3 +266,26 @@ def test_a_wrong_array_verdict_shows_where_the_arrays_differ():
         require_close("numbers", got, want)
     assert "-7." in failure.value.seen and "40." in failure.value.expected
     assert "first wrong at flat index 40" in failure.value.seen
+
+
+def test_a_wrong_entry_verdict_names_the_entry_and_the_input():
+    names = ["w[0]", "w[1]", "b"]
+    with pytest.raises(GradingFailure) as failure:
+        require_close("numbers", [1.0, 2.0, 5.0], [1.0, 2.0, 3.0], names=names, whose="the state",
+                      about="batch 2", hint=lambda wrong: f"look at {wrong}")  # fmt: skip
+    assert failure.value.expected == "b = 3 for batch 2"
+    assert failure.value.seen == "b = 5 (1 of 3 entries of the state differ)"
+    assert failure.value.hint == "look at ['b']"
+    with pytest.raises(GradingFailure) as failure:
+        require_close("numbers", np.ones(2), np.ones(3), about="x of size 3")
+    assert failure.value.expected == "an array of shape (3,) for x of size 3"
+
+
+def test_same_value_ignores_containers_not_numbers():
+    from jitlab.grading.kernel import same_value
+
+    x = np.array([1.0, np.nan])
+    assert same_value((x, 2.0), [jax.numpy.asarray(x), np.float32(2.0)])
+    assert same_value({"a": x}, (x,)) and same_value(np.stack([x, x]), [x, x])
+    assert not same_value((x, 2.0), (x, 3.0)) and not same_value(x, x[:1])
+    assert not same_value((x, x), (x,)) and not same_value("a", "a")
