@@ -64,7 +64,8 @@ HINTS = {  # the mistakes a verdict names when the grader sees them (texts on on
     JIT_ON: """remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) from your
         code: a Compiled refuses to run with jit off""",
     "kept": """the request arrays were the same as in the last serve, refilled with new values:
-        results kept by id(x) or by array are stale then; call the executable for every request""",
+        anything kept by id(x) (a result, a padded copy) is stale then; pad each request again
+        and call the executable for it, every time""",
     "lookup": "the buckets are the keys of `compiled`, whatever their sizes:",
     "whole": """the numbers are those of the whole padded bucket: pass the request's real length
         len(x) as n, not the bucket size""",
@@ -265,7 +266,9 @@ def _serve_round(serve, requests, lengths, watched, draw, before) -> list[bytes]
     whole = np.allclose(got_np[i], _reference(padded, scale, shift), 1e-3, 1e-3)
     expected = f"{np.array2string(want[i], precision=4)} for request {i} (length {lengths[i]}, "
     seen = f"{np.array2string(got_np[i], precision=4)}; {len(wrong)} of {len(got)} results differ"
-    _check(NUMBERS, not wrong, expected + f"{label})", seen, HINTS["whole"] * whole)
+    stale = before is not None and any(as_bytes[j] == before[j] for j in wrong)
+    hint = HINTS["kept"] if stale else HINTS["whole"] * whole  # padded copies kept by id(x)
+    _check(NUMBERS, not wrong, expected + f"{label})", seen, hint)
     return as_bytes
 
 

@@ -6,8 +6,8 @@ What the drawing covers, every run, and the wrong rule it breaks:
 
 ===============================================  ======================================
 every length 1..1,000 through bucket_size         a table or dict that misses a length
-garbage past n: large, then +-inf and nan         no mask, a mask of <= n, a 0/1 mask
-                                                  multiplied in (inf * 0 is nan)
+garbage past n: large, then +-inf and nan         no mask, a mask of <= n, a float 0/1
+                                                  mask multiplied in (inf * 0 is nan)
 a length that fills its bucket, and one past it   padding assumed, off-by-one buckets
 two lengths in one bucket                         a static n
 values equal to the threshold, one float32 step   >= for >, a nudged threshold
@@ -135,7 +135,7 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
                 expected=f"{want:.6g} for n={m} in a bucket of {sizes[m]}, {what} past n",
                 seen=shorten(str(np.asarray(got)), 80),
                 hint="select with jnp.where(jnp.arange(padded.shape[0]) < n, ...) before "
-                "summing (a 0/1 mask multiplied in still gives inf * 0 = nan), and divide "
+                "summing (a float 0/1 mask multiplied in can turn inf * 0 into nan), and divide "
                 "by n, not by the padded length",
             )
     passed(PADDING)
