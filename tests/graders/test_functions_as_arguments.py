@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from exercise_cells import exercise, namespace
+from tables import fails, passes
 
 from jitlab.graders import functions_as_arguments
-from jitlab.grading import GradingFailure
 
 LEARNING_RATE = functions_as_arguments.LEARNING_RATE
 
@@ -37,14 +37,7 @@ def _loop(step):
     return fit
 
 
-JIT_ON = "jit is on and the compile counter hears JAX"
 G = functions_as_arguments
-
-
-def grade_failure(step, fit_fn) -> GradingFailure:
-    with pytest.raises(GradingFailure) as caught:
-        G.grade(step, fit_fn)
-    return caught.value
 
 
 def fresh_step():
@@ -55,17 +48,15 @@ def fresh_step():
 # --- right answers ----------------------------------------------------------------------
 
 
-def test_solution_passes(capsys):
+def test_solution_passes():
     step = fresh_step()
-    G.grade(step, _loop(step))
-    assert "All checks passed" in capsys.readouterr().out
+    passes(G.grade, step, _loop(step))
 
 
-def test_solution_file_passes(capsys):
+def test_solution_file_passes():
     """The solution's own cells, run as a module: fit finds sgd_step in its globals."""
     solution = namespace("functions_as_arguments", skip="count_compiles")
-    G.grade(solution["sgd_step"], solution["fit"])
-    assert "All checks passed" in capsys.readouterr().out
+    passes(G.grade, solution["sgd_step"], solution["fit"])
 
 
 def test_another_correct_answer_passes():
@@ -87,12 +78,12 @@ def test_another_correct_answer_passes():
             i += 1
         return params, np.array(losses)
 
-    G.grade(step, fit)
+    passes(G.grade, step, fit)
 
 
 def test_a_jitted_fit_that_traces_the_step_passes():
     step = fresh_step()
-    G.grade(step, jax.jit(_loop(step)))
+    passes(G.grade, step, jax.jit(_loop(step)))
 
 
 # --- wrong answers -----------------------------------------------------------------------
@@ -234,10 +225,7 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
 @pytest.mark.parametrize("wrong", WRONG)
 def test_wrong_answer_is_rejected_and_named(wrong):
     make, check, seen, hint = WRONG[wrong]
-    failure = grade_failure(*make())
-    assert failure.check == check, failure
-    assert all(words in failure.expected + failure.seen for words in seen), failure
-    assert all(words in failure.hint for words in hint), failure
+    fails(G.grade, *make(), check=check, words=seen, hint=hint)
 
 
 # --- the reference itself ---------------------------------------------------------------
