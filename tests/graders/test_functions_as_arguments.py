@@ -81,6 +81,17 @@ def test_another_correct_answer_passes():
     passes(G.grade, step, fit)
 
 
+def test_weight_decay_cast_to_float32_passes():
+    """The step computes in float32, so jnp.float32(weight_decay) is the same value (a
+    held-out learner's right answer that was once rejected as 'stale')."""
+    step = fresh_step()
+
+    def fit(params, batches, weight_decay):
+        return _loop(step)(params, batches, jnp.float32(weight_decay))
+
+    passes(G.grade, step, fit)
+
+
 def test_a_jitted_fit_that_traces_the_step_passes():
     step = fresh_step()
     passes(G.grade, step, jax.jit(_loop(step)))
