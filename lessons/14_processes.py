@@ -477,8 +477,8 @@ if p0.error:  # process 1's abort reached it in the middle of the step
     assert p0.error["type"] == "ValueError"
     assert p0.error["message"].startswith("UNKNOWN: Gloo")
     assert "Connection reset by peer" in p0.error["message"]
-else:  # process 0 had what it wanted before process 1 died, and finished the step
-    assert len(p0.of("step")) == 4 and p0.of("finished")
+else:  # it finished the step, or (rarely) was still inside it, silent, when stopped
+    assert len(p0.of("step")) == (4 if p0.of("finished") else 3), p0.log[-2000:]
 assert crashed.stopped == "stalled" and p0.killed  # either way, it never exited
 label = "ragged batch, gathered errors: process 1 aborts, the launcher stops process 0"
 jitlab.record(label, total_s=crashed.seconds)
@@ -490,7 +490,8 @@ jitlab.record(label, total_s=crashed.seconds)
 # gloo's own question "Is there a distributed collective mismatch in your code?").
 # What process 0 sees is a race: if process 1's abort reaches it in the middle of the
 # step, it raises a `ValueError` ("UNKNOWN: Gloo ... failed ... Connection reset by
-# peer"); if not, it finishes the step with what it received and carries on.
+# peer"); if not, it finishes the step with what it received and carries on (and,
+# rarely, it is still waiting inside the step, silent, when it is stopped).
 # Either way it then does not exit: `jax.distributed` shuts down with a barrier that
 # waits for every process, and process 1 is gone. The launcher stopped it after 3 s in
 # which nothing happened.
