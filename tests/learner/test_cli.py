@@ -13,29 +13,9 @@ import threading
 import time
 
 import pytest
+from answers import SOLVED, run, start_watch, write_answer
 
-from jitlab.learner import cli, progress
-
-SOLVED = "    return x * 2\n"
-
-
-def run(capsys, *argv: str) -> tuple[int, str]:
-    code = cli.main(list(argv))
-    return code, capsys.readouterr().out
-
-
-def write_answer(course, body: str, *, before: str = "", after_import: str = "") -> str:
-    """The learner's copy with ``double``'s stub replaced by ``body`` (and extra code)."""
-    exercise = course.lesson("doubling").exercise
-    text = exercise.learner_copy.read_text()
-    text = text.replace("    raise NotImplementedError\n", body)
-    if after_import:
-        text = text.replace("import jax\n", "import jax\n" + after_import, 1)
-    if before:
-        text = text.replace('# %% tags=["grader"]', before + '\n# %% tags=["grader"]', 1)
-    exercise.learner_copy.write_text(text)
-    return text
-
+from jitlab.learner import progress
 
 # ------------------------------------------------------------------ verdicts
 
@@ -329,13 +309,7 @@ def test_list_into_a_closed_pipe_ends_without_a_traceback(fixture_course):
 def test_watch_rechecks_when_the_file_is_saved(fixture_course):
     exercise = fixture_course.lesson("doubling").exercise
     write_answer(fixture_course, SOLVED)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "jitlab.learner.cli", "watch", "01"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    process = start_watch()
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(x) for x in process.stdout], daemon=True).start()
 

@@ -5,38 +5,15 @@ grader cells can be restored without losing the learner's code; hints come per p
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
+
+from answers import GRADER, SOLVED, run, start_watch, write_answer
 
 from jitlab.course.exercise_source import generated_text
 from jitlab.course.manifest import ROOT_ENV, load_course
-from jitlab.learner import cli, parts, progress
+from jitlab.learner import parts, progress
 from jitlab.learner.check import restore_grader_cells
-
-SOLVED = "    return x * 2\n"
-GRADER = '# %% tags=["grader"]'
-
-
-def run(capsys, *argv: str) -> tuple[int, str]:
-    code = cli.main(list(argv))
-    return code, capsys.readouterr().out
-
-
-def learner_copy(course):
-    return course.lesson("doubling").exercise.learner_copy
-
-
-def write_answer(course, body: str, before: str = "") -> str:
-    copy = learner_copy(course)
-    text = copy.read_text().replace("    raise NotImplementedError\n", body)
-    if before:
-        text = text.replace(GRADER, before + "\n" + GRADER, 1)
-    copy.write_text(text)
-    return text
-
 
 # --------------------------------------------------------------- interrupted
 
@@ -45,13 +22,7 @@ def test_ctrl_c_during_a_check_under_watch_stops_at_once_and_changes_nothing(fix
     exercise = fixture_course.lesson("doubling").exercise
     text = write_answer(fixture_course, SOLVED, before="# %%\nimport time\ntime.sleep(600)\n")
     state = progress.state_file()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "jitlab.learner.cli", "watch", "01"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    process = start_watch()
     seen: list[str] = []
     reader = threading.Thread(target=lambda: seen.extend(process.stdout), daemon=True)
     reader.start()
