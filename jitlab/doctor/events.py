@@ -173,9 +173,12 @@ class _ExplanationFilter(logging.Filter):
             found = persistent_event(text)
             if found is None:
                 return True
-            STREAM.append(found)
             if PERSISTENT_MISS_MARK in text:
-                deliver(record)  # a count_compiles block keeps it with its explanations
+                # through _hear, as every hearer gets it: a count_compiles block whose
+                # filter saw it first has delivered it already, and drops it
+                deliver(record)
+            else:
+                STREAM.append(found)
             return bool(_explain_before) or reaches_a_handler(self._logger)
         if MISS_MARK not in text:
             return True
@@ -184,7 +187,12 @@ class _ExplanationFilter(logging.Filter):
 
 
 def _hear(text: str) -> None:
-    if MISS_MARK not in text:  # persistent-cache texts are recorded by the filter itself
+    if PERSISTENT_MISS_MARK in text:  # the other persistent-cache texts: by the filter
+        found = persistent_event(text)
+        if found is not None:
+            STREAM.append(found)
+        return
+    if MISS_MARK not in text:
         return
     STREAM.append(Event("explain", explained_function(text), text=text))
 

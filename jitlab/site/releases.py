@@ -122,9 +122,11 @@ def _hook_lines(results: list[dict[str, Any]]) -> list[str]:
     lines = ["\n## The doctor's private hooks\n"]
     for result in recorded:
         hooks = result["private_hooks"]
-        broken = {test: said for test, said in hooks.items() if said != "passed"}
+        broken = {test: said for test, said in hooks.items() if said not in ("passed", "skipped")}
+        skipped = sum(said == "skipped" for said in hooks.values())
         lines.append(
-            f"- **jax {result['release']}**: {len(hooks) - len(broken)} of {len(hooks)} hold"
+            f"- **jax {result['release']}**: {len(hooks) - len(broken) - skipped} of "
+            f"{len(hooks)} hold" + (f", {skipped} skipped (a package absent)" if skipped else "")
         )
         lines += [f"    - `{test}`: {_short(said, 160)}" for test, said in sorted(broken.items())]
     return lines

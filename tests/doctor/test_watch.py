@@ -395,3 +395,30 @@ def test_the_fast_path_hook_is_measured_and_removed():
     record = doctor.report().function("tick")
     assert (record.calls, record.warm_calls, record.python_calls) == (5, 4, 1)
     assert record.python_reasons == {"NumPy inputs": 1}
+
+
+PERSISTENT_INSIDE_COUNT = """
+import sys, tempfile, jax, jax.numpy as jnp
+jax.config.update("jax_compilation_cache_dir", tempfile.mkdtemp())
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+from jitlab.doctor import watch
+from jitlab.doctor.report import render
+from jitlab.instruments.counting import count_compiles
+with count_compiles(None):  # its filter sees the persistent cache's misses first
+    with watch() as doctor:
+        f = jax.jit(lambda x: x * 2 + 1)
+        f(jnp.ones(3)); f(jnp.ones(4))
+print(render(doctor.report()))
+"""
+
+
+def test_persistent_misses_reach_the_doctor_inside_a_count_compiles_block():
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", PERSISTENT_INSIDE_COUNT],
+        capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    assert "persistent cache: 0 hits, 2 misses, 2 written" in done.stdout, done.stdout

@@ -2,36 +2,32 @@
 
 A wrong-answer row names the answer, the check it must fail, words the verdict must hold
 and words its hint must hold; a right-answer row names an answer that must pass. Rows
-whose draw varies run under several ``JITLAB_SEED`` values (``SEEDS``).
+whose draw varies run under several seeds (``SEEDS``, through ``checks.SEED``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-import os
 from collections.abc import Callable, Iterable, Iterator
 
 import pytest
 
-from jitlab.grading import GradingFailure
+from jitlab.grading import GradingFailure, checks
 
 SEEDS = ("1", "2", "3")
 
 
 @contextlib.contextmanager
 def seeded(seed: object = None) -> Iterator[None]:
-    """Run under ``JITLAB_SEED=seed`` (``None``: the grader's own fresh draw)."""
-    old = os.environ.get("JITLAB_SEED")
+    """Grade with the draw of ``seed`` (``None``: the grader's own fresh draw)."""
+    old = checks.SEED
     if seed is not None:
-        os.environ["JITLAB_SEED"] = str(seed)
+        checks.SEED = int(seed)
     try:
         yield
     finally:
-        if old is None:
-            os.environ.pop("JITLAB_SEED", None)
-        else:
-            os.environ["JITLAB_SEED"] = old
+        checks.SEED = old
 
 
 def fails(

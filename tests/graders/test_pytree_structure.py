@@ -14,7 +14,7 @@ import pytest
 from exercise_cells import namespace
 
 from jitlab.graders import pytree_structure
-from jitlab.grading import GradingFailure
+from jitlab.grading import GradingFailure, checks
 
 
 def predict(params, x):
@@ -262,7 +262,7 @@ def test_a_wrong_answer_fails_its_check(name):
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_rejects_batches_memoised_by_id(seed, monkeypatch):
     # The loader reuses its dicts and arrays: a copy kept by id() goes stale.
-    monkeypatch.setenv("JITLAB_SEED", str(seed))
+    monkeypatch.setattr(checks, "SEED", int(seed))
     batch_loss, kept = make_batch_loss(), {}
 
     def loss(params, batch):
@@ -276,7 +276,7 @@ def test_rejects_batches_memoised_by_id(seed, monkeypatch):
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_rejects_results_memoised_by_id(seed, monkeypatch):
-    monkeypatch.setenv("JITLAB_SEED", str(seed))
+    monkeypatch.setattr(checks, "SEED", int(seed))
     batch_loss, kept = make_batch_loss(), {}
 
     def loss(params, batch):

@@ -12,7 +12,7 @@ import pytest
 from exercise_cells import namespace
 
 from jitlab.graders import static_arguments
-from jitlab.grading import GradingFailure
+from jitlab.grading import GradingFailure, checks
 
 SA = static_arguments
 SOLUTION = namespace("static_arguments")
@@ -269,7 +269,7 @@ def test_wrong_answers_fail_their_check(name):
 @pytest.mark.parametrize("seed", ["4", "5", "6"])
 @pytest.mark.parametrize("name", ON_EVERY_DRAW)
 def test_wrong_rules_fail_on_every_draw(name, seed, monkeypatch):
-    monkeypatch.setenv("JITLAB_SEED", seed)
+    monkeypatch.setattr(checks, "SEED", int(seed))
     config_class, make, check, words = ON_EVERY_DRAW[name]
     found = failure(config_class, make)
     assert found.check == check, found

@@ -108,10 +108,11 @@ def test_the_releases_page_names_each_private_hook_that_broke(tmp_path):
     import json
 
     hooks = {"test_hook_a": "passed", "test_hook_b": "AttributeError: no _cache_size"}
+    hooks["test_hook_c"] = "skipped"
     for result in (PINNED, {**OLDER, "private_hooks": hooks}):
         (tmp_path / f"jax-{result['release']}.json").write_text(json.dumps(result))
     page = releases_page(tmp_path)
-    assert "**jax 0.10.2**: 1 of 2 hold" in page
+    assert "**jax 0.10.2**: 1 of 3 hold, 1 skipped" in page
     assert "`test_hook_b`: AttributeError: no _cache_size" in page
     assert "test_hook_a`" not in page
 
