@@ -12,9 +12,10 @@
 #       before showing the reference.'
 #     - Section 2 has two jobs that end badly on purpose. In the gathered-errors job,
 #       process 1 aborts and the launcher kills process 0 after 3 s of silence; whether
-#       process 0 raised first is a race, and the cell accepts both outcomes. The declared-shape
-#       job runs with shutdown_timeout_seconds=2 so that it ends by itself; mention
-#       that the default is five minutes.
+#       process 0 raised first is a race, and the cell accepts each outcome (raised,
+#       finished the step, or rarely still inside it). The declared-shape job runs with
+#       shutdown_timeout_seconds=2 so that it ends by itself; mention that the default
+#       is five minutes.
 #     - The persistent-cache result (process 1 never gets a hit) is what this CPU setup
 #       does. Do not promise learners the same on their cluster; teach them to count
 #       cache hits per process.
@@ -26,14 +27,14 @@
 #     keypoints:
 #     - Every process traces and compiles the step for itself. Two processes mean two
 #       cold starts, and compile counts must be collected from each process.
-#     - With a shared persistent cache, only process 0 writes (jax/_src/compiler.py,
-#       _cache_write). On this CPU setup process 1's cache key also differs from process
-#       0's (its accelerator_config part), so process 1 compiles again at every start.
+#     - With a shared persistent cache, only process 0 writes. On this CPU setup process
+#       1's cache key also differs from process 0's (its accelerator_config part), so
+#       process 1 compiles again at every start.
 #     - make_array_from_process_local_data infers the global shape from each process's
 #       own rows. A ragged batch on one process gives that process a program of its
 #       own. If the collectives still match in size, nothing fails and the processes
-#       silently disagree; if not, gloo aborts a process (SIGABRT) and the other raises
-#       or finishes, then hangs on its way out.
+#       silently disagree; if not, gloo aborts a process (SIGABRT) and the other raises,
+#       finishes or stalls, then hangs on its way out.
 #     - 'Declaring the global shape makes the ragged process raise ValueError while
 #       the other waits in the collective: a hang that ends only when jax.distributed''s
 #       shutdown barrier gives up (shutdown_timeout_seconds, 300 s by default).'
@@ -601,9 +602,9 @@ np.testing.assert_allclose(fixed_w, [want, want], rtol=1e-4, atol=1e-6)
 # ## 3. A static value read from each process's environment
 #
 # A job reads its weight decay from an environment variable, and the step takes it as
-# a static argument (lesson 06): `decayed_step`, the fix's step. On one host the variable is set to something else: a
-# stale shell profile, a different launch script. Process 1 gets `WEIGHT_DECAY=0.1`;
-# process 0 has none and uses 0.
+# a static argument (lesson 06): `decayed_step`, the fix's step. On one host the
+# variable is set to something else: a stale shell profile, a different launch script.
+# Process 1 gets `WEIGHT_DECAY=0.1`; process 0 has none and uses 0.
 
 
 # %%
