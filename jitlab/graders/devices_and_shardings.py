@@ -180,7 +180,7 @@ def _check_arrays(originals: list[dict], arrived: list[dict], placed: list[dict]
     for number, want in enumerate(originals):
         batch = f"batch {number} ({kinds[number]})"
         for key in ("x", "y"):
-            now = arrived[number].get(key)  # None: the dict was emptied (values say so)
+            now = arrived[number].get(key)  # None: taken out of the caller's dict
             if isinstance(now, jax.Array) and now.is_deleted():
                 raise fail(
                     CALLER_KEPT,
@@ -193,11 +193,13 @@ def _check_arrays(originals: list[dict], arrived: list[dict], placed: list[dict]
                 )
             fail_unless(
                 CALLER_KEPT,
-                now is None or np.array_equal(np.asarray(now), want[key]),
+                now is not None and np.array_equal(np.asarray(now), want[key]),
                 expected=f"{key} of {batch} unchanged after place",
-                seen=f"it changed ({describe(now)})",
-                hint="build and return new arrays (jax.device_put does); do not write into "
-                "the arrays you were given",
+                seen=f"it changed ({describe(now)})"
+                if now is not None
+                else "it is gone from the caller's dict (popped or deleted)",
+                hint="build and return a new dict of new arrays (jax.device_put makes them); "
+                "do not write into, or take from, the dict and arrays you were given",
             )
     passed(CALLER_KEPT)
     for number, want in enumerate(originals):

@@ -115,6 +115,11 @@ WRONG = {
     "a tuple": (lambda b, mesh: (b["x"], b["y"]), grader.DICT_KEYS, ("tuple",)),
     "zeroes the host copy": (zero_the_host_copy, grader.CALLER_KEPT, ("do not write",)),
     "donates the caller's arrays": (donated, grader.CALLER_KEPT, ("was deleted", "donate")),
+    "pops the caller's arrays": (
+        lambda b, mesh: put({k: b.pop(k) for k in ("x", "y")}, mesh),
+        grader.CALLER_KEPT,
+        ("gone from the caller's dict",),
+    ),
     "a cast to bfloat16": (
         lambda b, mesh: put({k: jnp.asarray(v, jnp.bfloat16) for k, v in b.items()}, mesh),
         grader.VALUES,
