@@ -20,6 +20,7 @@ import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+import jitlab.grading.checks as grading_checks
 from jitlab.graders import devices_and_shardings as grader
 from jitlab.grading import JIT_ON, GradingFailure
 
@@ -224,7 +225,7 @@ def test_wrong_on_several_devices(name, seed, monkeypatch):
     if len(jax.devices()) < 2:
         pytest.skip("with one device, sharded and unsharded hold the same data")
     place, checks, words = SEVERAL[name]
-    monkeypatch.setattr(checks, "SEED", int(seed))
+    monkeypatch.setattr(grading_checks, "SEED", int(seed))
     KEPT.clear()
     with pytest.raises(GradingFailure) as info:
         grader.grade(place)

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 from exercise_cells import namespace
 
+import jitlab.grading.checks as grading_checks
 from jitlab.graders import pytree_structure
-from jitlab.grading import GradingFailure, checks
+from jitlab.grading import GradingFailure
 
 
 def predict(params, x):
@@ -262,7 +263,7 @@ def test_a_wrong_answer_fails_its_check(name):
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_rejects_batches_memoised_by_id(seed, monkeypatch):
     # The loader reuses its dicts and arrays: a copy kept by id() goes stale.
-    monkeypatch.setattr(checks, "SEED", int(seed))
+    monkeypatch.setattr(grading_checks, "SEED", int(seed))
     batch_loss, kept = make_batch_loss(), {}
 
     def loss(params, batch):
@@ -276,7 +277,7 @@ def test_rejects_batches_memoised_by_id(seed, monkeypatch):
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_rejects_results_memoised_by_id(seed, monkeypatch):
-    monkeypatch.setattr(checks, "SEED", int(seed))
+    monkeypatch.setattr(grading_checks, "SEED", int(seed))
     batch_loss, kept = make_batch_loss(), {}
 
     def loss(params, batch):

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from exercise_cells import namespace
 
+import jitlab.grading.checks as grading_checks
 from jitlab.graders import static_arguments
-from jitlab.grading import GradingFailure, checks
+from jitlab.grading import GradingFailure
 
 SA = static_arguments
 SOLUTION = namespace("static_arguments")
@@ -269,7 +270,7 @@ def test_wrong_answers_fail_their_check(name):
 @pytest.mark.parametrize("seed", ["4", "5", "6"])
 @pytest.mark.parametrize("name", ON_EVERY_DRAW)
 def test_wrong_rules_fail_on_every_draw(name, seed, monkeypatch):
-    monkeypatch.setattr(checks, "SEED", int(seed))
+    monkeypatch.setattr(grading_checks, "SEED", int(seed))
     config_class, make, check, words = ON_EVERY_DRAW[name]
     found = failure(config_class, make)
     assert found.check == check, found
