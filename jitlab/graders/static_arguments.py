@@ -8,8 +8,9 @@ static-value miss reads "cache miss explanation unavailable").
 What the drawing covers, every run (each wrong rule fails every run):
 
 - a config built by keyword and one by position: kw_only fields, a wrong field order;
-- configs differing in one field each, and eps in its 6th and its 12th digit: ``==`` or
-  ``__hash__`` that skips a field, rounds, compares with a tolerance or as float32;
+- configs differing in one field each, and eps raised and lowered in its 6th and its 12th
+  digit: ``==`` or ``__hash__`` that skips a field, rounds (one of the two stays equal,
+  whatever eps is drawn), compares with a tolerance or as float32;
 - assignment and deletion of every field: a config frozen in some fields, or only
   against assignment;
 - the same params and x passed to every call: a donated argument;
@@ -216,10 +217,12 @@ def grade(config_class: Callable[..., Any], make_forward: Callable[[], Any]) -> 
     """Check ``BlockConfig`` and ``make_forward`` by numbers and compile counts."""
     rng = fresh_rng()
     base, variants = _draw_fields(rng)
-    # eps in its 6th and 12th digit: told apart by == only (a float32 eps is the same)
+    # eps in its 6th and 12th digit: told apart by == only (a float32 eps is the same).
+    # Raised and lowered: a key that rounds eps keeps one of the two equal, whatever eps.
     slightly = {
-        f"eps, its {d}th digit": dict(base, eps=base["eps"] * (1 + 10.0 ** (1 - d)))
+        f"eps, its {d}th digit {way}": dict(base, eps=base["eps"] * (1 + sign * 10.0 ** (1 - d)))
         for d in (6, 12)
+        for way, sign in (("raised", 1), ("lowered", -1))
     }
     _check_value_semantics(config_class, base, {**variants, **slightly})
 

@@ -277,6 +277,20 @@ def test_wrong_rules_fail_on_every_draw(name, seed, monkeypatch):
     assert all(word in str(found) for word in words), found
 
 
+@pytest.mark.parametrize("eps", [0.012349999, 0.01235])  # just under and at a 4-digit edge
+def test_rounding_eps_is_caught_whatever_eps_is_drawn(eps, monkeypatch):
+    # Raised alone, 0.012349999 rounds apart from itself (0.0123 against 0.0124).
+    draw = static_arguments._draw_fields
+
+    def at_the_edge(rng):
+        base, variants = draw(rng)
+        return dict(base, eps=eps), variants
+
+    monkeypatch.setattr(static_arguments, "_draw_fields", at_the_edge)
+    found = failure(RoundsEpsConfig, make_forward)
+    assert found.check == SA.DIFFER and "eps, its 6th digit" in str(found), found
+
+
 def test_a_config_frozen_in_one_field_only():
     found = failure(PartlyFrozenConfig, make_forward)
     assert found.check == static_arguments.FROZEN
