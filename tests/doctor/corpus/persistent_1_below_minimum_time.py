@@ -8,6 +8,7 @@ jax.clear_caches() its next call is a hit (still a compilation to jit: it is rea
 # doctor-persistent: small_op miss=1 hit=0 not_written=1
 # doctor-persistent: kept_op miss=1 hit=1 written=1
 
+import shutil
 import tempfile
 
 import jax
@@ -40,3 +41,4 @@ try:
 finally:
     jax.config.update("jax_compilation_cache_dir", saved[0])
     jax.config.update("jax_persistent_cache_min_compile_time_secs", saved[1])
+    shutil.rmtree(folder, ignore_errors=True)
