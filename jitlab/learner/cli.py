@@ -336,6 +336,10 @@ def cmd_watch(args: argparse.Namespace, course: Course) -> int:
         if checking:  # the check did not finish: no verdict, and nothing was recorded
             _say(f"\ninterrupted: {path.name} and your progress are as they were")
         _say("\nstopped watching")
+        # Out without Python's teardown, as after a check: its signal handlers go back to
+        # the default there, and a Ctrl-C pressed twice would end it by SIGINT (-2; seen).
+        global _SKIP_TEARDOWN
+        _SKIP_TEARDOWN = True
     finally:
         if kernel is not None:
             kernel.stop()
