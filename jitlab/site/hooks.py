@@ -39,7 +39,7 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jupytext
 from mkdocs.plugins import event_priority
@@ -184,42 +184,67 @@ def fold_predicted_answers(html: str) -> str:
     After a Predict box (up to the next text cell), a code cell tagged ``answer`` (the
     proof: its asserts and the printed result) is folded whole, code and output; any
     other code cell keeps its code in view, the experiment, and has its output folded.
+    The page is scanned for its div and details tags, not parsed: the rest of it stays
+    byte for byte as nbconvert and the theme wrote it (a parse and re-serialisation of
+    fifteen lesson pages took a third of the site's build).
     """
-    from bs4 import BeautifulSoup
+    elements = _elements(html)
+    details = [e for e in elements if e.tag == "details"]
+    cells = [e for e in elements if "jp-Cell" in e.classes]
 
-    soup = BeautifulSoup(html, "html.parser")
-    answering = False
-    for cell in soup.select("div.jp-Cell"):
-        classes = cell.get("class") or []
-        if "jp-MarkdownCell" in classes:
-            titles = cell.select(".admonition.question .admonition-title")
-            answering = any(t.get_text(strip=True) == "Predict" for t in titles)
-            continue
-        if not answering or "jp-CodeCell" not in classes:
-            continue
-        if cell.find_parent("details") is not None:  # a cell nested in a cell: done
-            continue
-        if ANSWER_CLASS in classes:
-            _fold(soup, cell)
-            continue
-        output = cell.select_one("div.jp-Cell-outputWrapper")
-        if output is None or not output.get_text(strip=True) and not output.find("img"):
-            continue
-        if output.find_parent("details") is not None:
-            continue
-        _fold(soup, output)
-    return str(soup)
+    def inside(e: _Element, of: list[_Element]) -> bool:
+        return any(o.start < e.start and e.end <= o.end for o in of if o is not e)
+
+    folds, answering = [], False
+    for cell in (c for c in cells if not inside(c, cells)):  # a cell nested in a cell: done
+        if "jp-MarkdownCell" in cell.classes:
+            answering = bool(_PREDICT_TITLE.search(html, cell.start, cell.end))
+        elif answering and "jp-CodeCell" in cell.classes and not inside(cell, details):
+            if ANSWER_CLASS in cell.classes:
+                folds.append(cell)
+                continue
+            output = next((e for e in elements if _is_output_of(e, cell)), None)
+            if output and not inside(output, details) and _SHOWS.search(html, *output[:2]):
+                folds.append(output)
+    for e in reversed(folds):
+        html = f"{html[: e.start]}{_FOLD}{html[e.start : e.end]}</details>{html[e.end :]}"
+    return html
 
 
 ANSWER_CLASS = "celltag_answer"  # nbconvert gives a cell tagged "answer" this class
+_FOLD = '<details class="jitlab-answer"><summary>Show what happened</summary>'
+_TAG = re.compile(r"<(/?)(div|details)\b([^>]*)>")
+_CLASS = re.compile(r'\bclass="([^"]*)"')
+_PREDICT_TITLE = re.compile(
+    r'<div class="admonition question\b[^"]*"[^>]*>\s*<p class="admonition-title">\s*Predict\s*</p>'
+)
+_SHOWS = re.compile(r">[^<]*\S[^<]*<|<img\b")  # some text, or an image
 
 
-def _fold(soup: Any, element: Any) -> None:
-    details = soup.new_tag("details", attrs={"class": "jitlab-answer"})
-    summary = soup.new_tag("summary")
-    summary.string = "Show what happened"
-    element.wrap(details)
-    details.insert(0, summary)
+class _Element(NamedTuple):
+    start: int
+    end: int  # past its closing tag
+    tag: str
+    classes: tuple[str, ...]
+
+
+def _elements(html: str) -> list[_Element]:
+    """Every div and details element of ``html``, in the order they open."""
+    opened: list[tuple[int, str, tuple[str, ...]]] = []
+    found = []
+    for tag in _TAG.finditer(html):
+        if not tag.group(1):
+            classes = _CLASS.search(tag.group(3))
+            names = tuple(classes.group(1).split()) if classes else ()
+            opened.append((tag.start(), tag.group(2), names))
+        elif opened:
+            start, name, names = opened.pop()
+            found.append(_Element(start, tag.end(), name, names))
+    return sorted(found)
+
+
+def _is_output_of(e: _Element, cell: _Element) -> bool:
+    return cell.start < e.start < cell.end and "jp-Cell-outputWrapper" in e.classes
 
 
 _RELATIVE_DIRECTORY_HREF = re.compile(r'href="((?:\.\./)+[\w./-]*/)(#[^"]*)?"')
