@@ -1,8 +1,6 @@
-"""Grader for closures_and_globals: ``confident_probs(logits, temperature, threshold)``,
-jitted, called CHANGES times with a new temperature and threshold each time. A wrong
-result is explained by the values it matches (an earlier call's, the module's globals).
-
-What the drawing covers, every run, and the wrong rule it breaks:
+"""Grader for closures_and_globals: the jitted ``confident_probs(logits, temperature,
+threshold)`` called CHANGES times with new values; a wrong result is named by the values
+it matches (an earlier call's, the module's globals). What the drawing covers, every run:
 
 ==============================================  =======================================
 a new temperature and threshold on every call   a global or closure read once, a static
@@ -23,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from jitlab.grading import call_learner, fail, fresh_rng, grader, is_jitted, passed, require
+from jitlab.grading import Hints, call_learner, fail, fresh_rng, grader, is_jitted, passed
 from jitlab.grading.checks import require_compiles, require_jitted, shorten
 from jitlab.grading.kernel import host_callbacks, recompiled_by
 from jitlab.instruments.counting import count_compiles
@@ -31,12 +29,30 @@ from jitlab.instruments.counting import count_compiles
 CHANGES, NEAR = 8, 4  # setting NEAR has a temperature within 2% of the one before it
 DEFAULTS = (1.0, 0.5)  # the exercise's TEMPERATURE and THRESHOLD, to name a stale value
 RTOL, ATOL, MARGIN = 1e-4, 1e-6, 2e-3
-JITTED = "confident_probs is itself jitted (the work happens inside jit)"
-RUNS = "confident_probs runs"
-USES_VALUES = "every call uses the temperature and threshold passed in"
-ONCE = "one compilation for every temperature and threshold"
-INSIDE = "the work happens inside the compiled program"
-CHECKS = (RUNS, USES_VALUES, JITTED, ONCE, INSIDE)
+CHECKS = RUNS, USES_VALUES, JITTED, ONCE, INSIDE = (
+    "confident_probs runs",
+    "every call uses the temperature and threshold passed in",
+    "confident_probs is itself jitted (the work happens inside jit)",
+    "one compilation for every temperature and threshold",
+    "the work happens inside the compiled program",
+)
+HINTS = Hints(  # a check's hint, and what a wrong result of one call points to
+    {
+        JITTED: """decorate confident_probs with @jax.jit; do not wrap a jitted helper in
+        Python code that does part of the work or sets globals""",
+        INSIDE: """write the computation with jax.nn.softmax and jnp.where inside the jitted
+        function; a host callback runs it outside the compiled program""",
+        "stale": """the value reached the jitted code through a global (or a closure) that
+        JAX read once, while tracing; use the `temperature` and `threshold` arguments
+        inside the jitted function instead""",
+        "module": "read `temperature` and `threshold` from the arguments, not the globals",
+        "formula": """divide the logits by temperature, softmax over the last axis, take the
+        largest probability per row, and set it to 0.0 where it is below threshold""",
+        ">=": "a row whose confidence equals the threshold is not below it: keep it (>=)",
+        "overflow": """exp(logits / temperature) overflows to inf for large logits (inf /
+        inf is nan): subtract each row's max first, or use jax.nn.softmax""",
+    }
+)
 
 
 def _reference(logits: np.ndarray, temperature: float, threshold: float) -> np.ndarray:
@@ -77,18 +93,20 @@ def _draw_settings(
             t = float(np.round(settings[-1][0] * rng.choice([0.98, 1.02]), 4))
         elif any(abs(t - old) < 0.05 for old, _ in settings) or abs(t - 1.0) < 0.1:
             continue
-        ordered = np.sort(_reference(logits, t, 0.0)[ordinary])
-        gaps = [k for k in range(len(ordered) // 5, len(ordered) * 4 // 5)
-                if ordered[k + 1] - ordered[k] > 2 * MARGIN]  # fmt: skip
+        top, n = np.sort(_reference(logits, t, 0.0)[ordinary]), np.count_nonzero(ordinary)
+        gaps = [k for k in range(n // 5, n * 4 // 5) if top[k + 1] - top[k] > 2 * MARGIN]
         if not gaps:
             continue
         k = int(rng.choice(gaps))
-        threshold = float((ordered[k] + ordered[k + 1]) / 2)
-        want = _reference(logits, t, threshold)
-        ignored = _reference(logits, t, DEFAULTS[1]), _reference(logits, DEFAULTS[0], threshold)
-        if any(_close(want, old) for old in seen) or _close(want, ignored[0]):
-            continue
-        if not _close(ignored[1], seen[0]):  # ignoring one must not look like both
+        threshold = float((top[k] + top[k + 1]) / 2)
+        want, *ignored = (
+            _reference(logits, *s) for s in ((t, threshold), (t, 0.5), (1, threshold))
+        )
+        # a new answer, and one that ignoring the threshold changes; ignoring the
+        # temperature alone must not look like ignoring both
+        if not any(_close(want, old) for old in (*seen, ignored[0])) and not _close(
+            ignored[1], seen[0]
+        ):
             settings.append((t, threshold))
             seen.append(want)
     else:
@@ -101,80 +119,63 @@ def _draw_settings(
 def _which_values(fn: Any, index: int, logits: np.ndarray, settings: list, got: np.ndarray) -> str:
     """The values ``got`` is the answer for, when they are not call ``index``'s:
     "temperature 1 (the module's TEMPERATURE) instead of 2.31", or ""."""
-    temperature, threshold = settings[index]
+    now = settings[index]
+    sources = {"passed in": now, **{f"call {j + 1}'s": settings[j] for j in range(index)}}
     namespace = getattr(getattr(fn, "__wrapped__", fn), "__globals__", {})
-    temperatures, thresholds = {temperature: "passed in"}, {threshold: "passed in"}
-    for j in range(index):
-        temperatures.setdefault(settings[j][0], f"call {j + 1}'s")
-        thresholds.setdefault(settings[j][1], f"call {j + 1}'s")
     module = namespace.get("TEMPERATURE"), namespace.get("THRESHOLD")
-    for label, (t, thr) in (("the module's", module), ("the exercise's default", DEFAULTS)):
-        if isinstance(t, float | int) and isinstance(thr, float | int):
-            temperatures.setdefault(float(t), f"{label} TEMPERATURE")
-            thresholds.setdefault(float(thr), f"{label} THRESHOLD")
+    if all(isinstance(value, float | int) for value in module):
+        sources["the module's"] = tuple(map(float, module))
+    sources["the exercise's default"] = DEFAULTS
     pairs = sorted(  # pairs from one source first (both the module's, both call 2's)
-        itertools.product(temperatures.items(), thresholds.items()),
-        key=lambda p: p[0][1].split(" T")[0] != p[1][1].split(" T")[0],
+        itertools.product(sources.items(), repeat=2), key=lambda p: p[0][0] != p[1][0]
     )
-    for (t, t_from), (thr, thr_from) in pairs:
-        if (t, thr) != (temperature, threshold) and _close(got, _reference(logits, t, thr)):
-            wrong = [f"temperature {t:g} ({t_from}) instead of {temperature:g}"] * (
-                t != temperature
-            )
-            wrong += [f"threshold {thr:.4f} ({thr_from}) instead of {threshold:.4f}"] * (
-                thr != threshold
-            )
+    for (t_from, (t, _)), (thr_from, (_, thr)) in pairs:
+        if (t, thr) != now and _close(got, _reference(logits, t, thr)):
+            wrong = [
+                f"temperature {t:g} ({t_from}{' TEMPERATURE' * (t_from[:3] == 'the')}) "
+                f"instead of {now[0]:g}"
+            ] * (t != now[0])
+            wrong += [
+                f"threshold {thr:.4f} ({thr_from}{' THRESHOLD' * (thr_from[:3] == 'the')}) "
+                f"instead of {now[1]:.4f}"
+            ] * (thr != now[1])
             return "; ".join(wrong)
     return ""
 
 
-def _check_call(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any) -> None:
-    temperature, threshold = settings[index]
+def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any) -> dict:
+    """The verdict when call ``index`` did not return the reference ({} when it did): the
+    values its result is for, or else its first wrong row and the mistake it points to."""
+    now = settings[index]
     try:
         got = np.asarray(got, np.float64)
     except (TypeError, ValueError):
         got = np.full((), np.nan)
-    want = _reference(logits, temperature, threshold)
+    want = _reference(logits, *now)
+    call = f"call {index + 1} (temperature={now[0]:g}, threshold={now[1]:.4f})"
     if _close(got, want):
-        return
-    call = f"call {index + 1} (temperature={temperature:g}, threshold={threshold:.4f})"
-    used = _which_values(fn, index, logits, settings, got)
-    if used:
+        return {}
+    if used := _which_values(fn, index, logits, settings, got):
         stale = "call " in used
-        raise fail(
-            USES_VALUES,
+        seen = f"call {index + 1} returned the result for {used}"
+        seen += ": a stale result, with no error" * stale
+        return dict(
             expected=f"{call}: the result for these values",
-            seen=f"call {index + 1} returned the result for {used}"
-            + (": a stale result, with no error" if stale else ""),
-            hint="the value reached the jitted code through a global (or a closure) that JAX "
-            "read once, while tracing; use the `temperature` and `threshold` arguments inside "
-            "the jitted function instead"
-            if stale
-            else "read `temperature` and `threshold` from the arguments, not from the "
-            "module-level names",
+            seen=seen,
+            hint=HINTS["stale" if stale else "module"],
         )
-    hint = "divide the logits by temperature, softmax over the last axis, take the largest " \
-        "probability per row, and set it to 0.0 where it is below threshold"  # fmt: skip
-    row = 0
-    if got.shape == want.shape:
-        wrong = ~np.isclose(got, want, rtol=RTOL, atol=ATOL)
-        row = int(np.argmax(wrong))
-        if np.allclose(want[wrong], threshold, rtol=0, atol=1e-6):
-            hint = "a row whose confidence equals the threshold is not below it: keep it " \
-                "(top >= threshold, not >)"  # fmt: skip
-        elif logits[wrong].min(axis=-1).max() < logits[wrong].max() - 100:
-            hint = "exp(logits / temperature) overflows to inf for large logits (inf / inf " \
-                "is nan): subtract each row's max first, or use jax.nn.softmax"  # fmt: skip
-    raise fail(
-        USES_VALUES,
-        expected=f"{call}: row {row} = {want.reshape(-1)[row]:.6g} (largest logit "
-        f"{logits[row].max():.4g})"
-        if got.shape == want.shape
-        else f"shape {want.shape}",
-        seen=f"row {row} = {got.reshape(-1)[row]:.6g}"
-        if got.shape == want.shape
-        else f"shape {got.shape}",  # fmt: skip
-        hint=hint,
+    if got.shape != want.shape:
+        return dict(
+            expected=f"{call}: shape {want.shape}", seen=f"shape {got.shape}", hint=HINTS["formula"]
+        )
+    wrong = ~np.isclose(got, want, rtol=RTOL, atol=ATOL)
+    row = int(np.argmax(wrong))
+    huge = logits[wrong].min(axis=-1).max() < logits[wrong].max() - 100
+    at_threshold = np.allclose(want[wrong], now[1], rtol=0, atol=1e-6)
+    return dict(
+        expected=f"{call}: row {row} = {want[row]:.6g} (largest logit {logits[row].max():.4g})",
+        seen=f"row {row} = {got[row]:.6g}",
+        hint=HINTS[">=" if at_threshold else "overflow" if huge else "formula"],
     )
 
 
@@ -191,24 +192,17 @@ def grade(confident_probs: Callable[..., Any]) -> None:
         outputs = [call_learner(RUNS, confident_probs, logits, t, thr) for t, thr in settings]
     passed(RUNS)
     for index, got in enumerate(outputs):  # the values first: a stale global is the lesson
-        _check_call(confident_probs, index, logits, settings, got)
+        if mistake := _mistake(confident_probs, index, logits, settings, got):
+            raise fail(USES_VALUES, **mistake)
     passed(USES_VALUES)
-    require_jitted(
-        JITTED,
-        confident_probs,
-        hint="decorate confident_probs with @jax.jit; do not wrap a jitted helper in "
-        "Python code that does part of the work or sets globals",
-    )
-    causes = []
-    if count.compiles > 1:
-        base, other = (logits, 0.777, 0.4321), np.ascontiguousarray(logits[::-1])
-        variants = {"logits": (other, 0.777, 0.4321), "temperature": (logits, 0.888, 0.4321)}
-        variants["threshold"] = (logits, 0.777, 0.4567)
-        causes = recompiled_by(confident_probs, base, variants)
+    require_jitted(JITTED, confident_probs, hint=HINTS[JITTED])
+    base, changed = (logits, 0.777, 0.4321), (np.ascontiguousarray(logits[::-1]), 0.888, 0.4567)
+    names = ("logits", "temperature", "threshold")
+    variants = {name: (*base[:i], changed[i], *base[i + 1 :]) for i, name in enumerate(names)}
+    causes = recompiled_by(confident_probs, base, variants) if count.compiles > 1 else []
     what = " and ".join(causes) or "a value"
-    jax_says = (
-        f'; JAX\'s own guess: "{shorten(count.last_reason, 160)}"' if count.explanations else ""
-    )
+    extra = [f"a new {what} alone compiled again"] * bool(causes)
+    extra += [f'JAX\'s own guess: "{shorten(count.last_reason, 160)}"'] * bool(count.explanations)
     require_compiles(
         ONCE,
         count,
@@ -217,16 +211,8 @@ def grade(confident_probs: Callable[..., Any]) -> None:
         hint=f"{what} changes on every call: keep temperature and threshold as ordinary "
         "(traced) arguments; a static float is part of the cache key, so every new value "
         "compiles a new program",
-        seen_extra=(f"a new {what} alone compiled again" if causes else "") + jax_says
-        if count.compiles > 1
-        else "",
+        seen_extra="; ".join(extra) if count.compiles > 1 else "",
     )
     found = host_callbacks(confident_probs, logits, *settings[0])
-    require(
-        INSIDE,
-        not found,
-        expected="the softmax and the threshold computed by the compiled program",
-        seen=f"the program calls back into Python ({', '.join(found)})",
-        hint="write the computation with jax.nn.softmax and jnp.where inside the jitted "
-        "function; a host callback runs it outside the compiled program",
-    )
+    expected = "the softmax and the threshold computed by the compiled program"
+    HINTS.require(INSIDE, not found, expected, f"the program calls back into Python ({found})")
