@@ -36,18 +36,15 @@ CHECKS = RUNS, USES_VALUES, JITTED, ONCE, INSIDE = (
     "one compilation for every temperature and threshold",
     "the work happens inside the compiled program",
 )
-HINTS = Hints(  # a check's hint, and what a wrong result of one call points to
+HINTS = Hints(  # a check's hint, and the mistakes a wrong result of one call points to
     {
-        JITTED: """decorate confident_probs with @jax.jit; do not wrap a jitted helper in
-        Python code that does part of the work or sets globals""",
-        INSIDE: """write the computation with jax.nn.softmax and jnp.where inside the jitted
-        function; a host callback runs it outside the compiled program""",
-        "stale": """the value reached the jitted code through a global (or a closure) that
-        JAX read once, while tracing; use the `temperature` and `threshold` arguments
-        inside the jitted function instead""",
+        JITTED: "decorate confident_probs with @jax.jit; no Python wrapper doing part of the work",
+        INSIDE: "compute with jax.nn.softmax and jnp.where in the jitted function, no callback",
+        "stale": """JAX read that global (or closure) once, while tracing: use the
+        `temperature` and `threshold` arguments inside the jitted function instead""",
         "module": "read `temperature` and `threshold` from the arguments, not the globals",
-        "formula": """divide the logits by temperature, softmax over the last axis, take the
-        largest probability per row, and set it to 0.0 where it is below threshold""",
+        "formula": """divide the logits by temperature, softmax over the last axis, take
+        the largest probability per row, and set it to 0.0 where it is below threshold""",
         ">=": "a row whose confidence equals the threshold is not below it: keep it (>=)",
         "overflow": """exp(logits / temperature) overflows to inf for large logits (inf /
         inf is nan): subtract each row's max first, or use jax.nn.softmax""",
@@ -86,8 +83,6 @@ def _draw_settings(
     settings: list[tuple[float, float]] = []
     seen = [_reference(logits, *DEFAULTS)]
     for _attempt in range(100_000):
-        if len(settings) == CHANGES - 1:
-            break
         t = float(np.round(rng.uniform(0.3, 3.0), 3))
         if len(settings) == NEAR:
             t = float(np.round(settings[-1][0] * rng.choice([0.98, 1.02]), 4))
@@ -95,20 +90,18 @@ def _draw_settings(
             continue
         top, n = np.sort(_reference(logits, t, 0.0)[ordinary]), np.count_nonzero(ordinary)
         gaps = [k for k in range(n // 5, n * 4 // 5) if top[k + 1] - top[k] > 2 * MARGIN]
-        if not gaps:
-            continue
-        k = int(rng.choice(gaps))
+        k = int(rng.choice(gaps)) if gaps else 0
         threshold = float((top[k] + top[k + 1]) / 2)
-        want, *ignored = (
-            _reference(logits, *s) for s in ((t, threshold), (t, 0.5), (1, threshold))
-        )
-        # a new answer, and one that ignoring the threshold changes; ignoring the
-        # temperature alone must not look like ignoring both
-        if not any(_close(want, old) for old in (*seen, ignored[0])) and not _close(
-            ignored[1], seen[0]
-        ):
+        want = _reference(logits, t, threshold)
+        ignored = _reference(logits, t, DEFAULTS[1]), _reference(logits, DEFAULTS[0], threshold)
+        # a new answer, one ignoring the threshold changes; ignoring the temperature alone
+        # must not look like ignoring both
+        new = not any(_close(want, old) for old in (*seen, ignored[0]))
+        if gaps and new and not _close(ignored[1], seen[0]):
             settings.append((t, threshold))
             seen.append(want)
+        if len(settings) == CHANGES - 1:
+            break
     else:
         raise RuntimeError("could not draw distinct settings for these logits (grader bug)")
     grid = [float(np.round(3.0 * 1.05**k, 3)) for k in range(15)]  # from 3 to 6
@@ -124,28 +117,26 @@ def _which_values(fn: Any, index: int, logits: np.ndarray, settings: list, got: 
     namespace = getattr(getattr(fn, "__wrapped__", fn), "__globals__", {})
     module = namespace.get("TEMPERATURE"), namespace.get("THRESHOLD")
     if all(isinstance(value, float | int) for value in module):
-        sources["the module's"] = tuple(map(float, module))
-    sources["the exercise's default"] = DEFAULTS
+        sources["the module's {}"] = tuple(map(float, module))
+    sources["the exercise's default {}"] = DEFAULTS
     pairs = sorted(  # pairs from one source first (both the module's, both call 2's)
         itertools.product(sources.items(), repeat=2), key=lambda p: p[0][0] != p[1][0]
     )
     for (t_from, (t, _)), (thr_from, (_, thr)) in pairs:
         if (t, thr) != now and _close(got, _reference(logits, t, thr)):
-            wrong = [
-                f"temperature {t:g} ({t_from}{' TEMPERATURE' * (t_from[:3] == 'the')}) "
-                f"instead of {now[0]:g}"
-            ] * (t != now[0])
-            wrong += [
-                f"threshold {thr:.4f} ({thr_from}{' THRESHOLD' * (thr_from[:3] == 'the')}) "
-                f"instead of {now[1]:.4f}"
-            ] * (thr != now[1])
-            return "; ".join(wrong)
+            temperature = (
+                f"temperature {t:g} ({t_from.format('TEMPERATURE')}) instead of {now[0]:g}"
+            )
+            threshold = (
+                f"threshold {thr:.4f} ({thr_from.format('THRESHOLD')}) instead of {now[1]:.4f}"
+            )
+            return "; ".join([temperature] * (t != now[0]) + [threshold] * (thr != now[1]))
     return ""
 
 
-def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any) -> dict:
-    """The verdict when call ``index`` did not return the reference ({} when it did): the
-    values its result is for, or else its first wrong row and the mistake it points to."""
+def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any) -> tuple:
+    """(expected, seen, hint) when call ``index`` did not return the reference, else ():
+    the values its result is for, or its first wrong row and the mistake it points to."""
     now = settings[index]
     try:
         got = np.asarray(got, np.float64)
@@ -154,29 +145,20 @@ def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any) 
     want = _reference(logits, *now)
     call = f"call {index + 1} (temperature={now[0]:g}, threshold={now[1]:.4f})"
     if _close(got, want):
-        return {}
+        return ()
     if used := _which_values(fn, index, logits, settings, got):
-        stale = "call " in used
-        seen = f"call {index + 1} returned the result for {used}"
-        seen += ": a stale result, with no error" * stale
-        return dict(
-            expected=f"{call}: the result for these values",
-            seen=seen,
-            hint=HINTS["stale" if stale else "module"],
-        )
+        stale = ": a stale result, with no error" * ("call " in used)
+        seen = f"call {index + 1} returned the result for {used}{stale}"
+        return f"{call}: the result for these values", seen, HINTS["stale" if stale else "module"]
     if got.shape != want.shape:
-        return dict(
-            expected=f"{call}: shape {want.shape}", seen=f"shape {got.shape}", hint=HINTS["formula"]
-        )
+        return f"{call}: shape {want.shape}", f"shape {got.shape}", HINTS["formula"]
     wrong = ~np.isclose(got, want, rtol=RTOL, atol=ATOL)
     row = int(np.argmax(wrong))
     huge = logits[wrong].min(axis=-1).max() < logits[wrong].max() - 100
     at_threshold = np.allclose(want[wrong], now[1], rtol=0, atol=1e-6)
-    return dict(
-        expected=f"{call}: row {row} = {want[row]:.6g} (largest logit {logits[row].max():.4g})",
-        seen=f"row {row} = {got[row]:.6g}",
-        hint=HINTS[">=" if at_threshold else "overflow" if huge else "formula"],
-    )
+    expected = f"{call}: row {row} = {want[row]:.6g} (largest logit {logits[row].max():.4g})"
+    hint = HINTS[">=" if at_threshold else "overflow" if huge else "formula"]
+    return expected, f"row {row} = {got[row]:.6g}", hint
 
 
 @grader("closures_and_globals", checks=CHECKS)
@@ -193,7 +175,8 @@ def grade(confident_probs: Callable[..., Any]) -> None:
     passed(RUNS)
     for index, got in enumerate(outputs):  # the values first: a stale global is the lesson
         if mistake := _mistake(confident_probs, index, logits, settings, got):
-            raise fail(USES_VALUES, **mistake)
+            expected, seen, hint = mistake
+            raise fail(USES_VALUES, expected=expected, seen=seen, hint=hint)
     passed(USES_VALUES)
     require_jitted(JITTED, confident_probs, hint=HINTS[JITTED])
     base, changed = (logits, 0.777, 0.4321), (np.ascontiguousarray(logits[::-1]), 0.888, 0.4567)
@@ -215,4 +198,6 @@ def grade(confident_probs: Callable[..., Any]) -> None:
     )
     found = host_callbacks(confident_probs, logits, *settings[0])
     expected = "the softmax and the threshold computed by the compiled program"
-    HINTS.require(INSIDE, not found, expected, f"the program calls back into Python ({found})")
+    HINTS.require(
+        INSIDE, not found, expected, f"the program calls back into Python ({', '.join(found)})"
+    )
