@@ -109,10 +109,19 @@ def _draw_settings(
     return [*settings, (last, 1.0)]
 
 
-def _which_values(fn: Any, index: int, logits: np.ndarray, settings: list, got: np.ndarray) -> str:
-    """The values ``got`` is the answer for, when they are not call ``index``'s:
-    "temperature 1 (the module's TEMPERATURE) instead of 2.31", or ""."""
+def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any) -> tuple:
+    """(expected, seen, hint) when call ``index`` did not return the reference, else ():
+    the values its result is the answer for ("temperature 1 (the module's TEMPERATURE)
+    instead of 2.31"), or else its first wrong row and the mistake that row points to."""
     now = settings[index]
+    try:
+        got = np.asarray(got, np.float64)
+    except (TypeError, ValueError):
+        got = np.full((), np.nan)
+    want = _reference(logits, *now)
+    call = f"call {index + 1} (temperature={now[0]:g}, threshold={now[1]:.4f})"
+    if _close(got, want):
+        return ()
     sources = {"passed in": now, **{f"call {j + 1}'s": settings[j] for j in range(index)}}
     namespace = getattr(getattr(fn, "__wrapped__", fn), "__globals__", {})
     module = namespace.get("TEMPERATURE"), namespace.get("THRESHOLD")
@@ -130,26 +139,14 @@ def _which_values(fn: Any, index: int, logits: np.ndarray, settings: list, got: 
             threshold = (
                 f"threshold {thr:.4f} ({thr_from.format('THRESHOLD')}) instead of {now[1]:.4f}"
             )
-            return "; ".join([temperature] * (t != now[0]) + [threshold] * (thr != now[1]))
-    return ""
-
-
-def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any) -> tuple:
-    """(expected, seen, hint) when call ``index`` did not return the reference, else ():
-    the values its result is for, or its first wrong row and the mistake it points to."""
-    now = settings[index]
-    try:
-        got = np.asarray(got, np.float64)
-    except (TypeError, ValueError):
-        got = np.full((), np.nan)
-    want = _reference(logits, *now)
-    call = f"call {index + 1} (temperature={now[0]:g}, threshold={now[1]:.4f})"
-    if _close(got, want):
-        return ()
-    if used := _which_values(fn, index, logits, settings, got):
-        stale = ": a stale result, with no error" * ("call " in used)
-        seen = f"call {index + 1} returned the result for {used}{stale}"
-        return f"{call}: the result for these values", seen, HINTS["stale" if stale else "module"]
+            used = "; ".join([temperature] * (t != now[0]) + [threshold] * (thr != now[1]))
+            stale = ": a stale result, with no error" * ("call " in used)
+            seen = f"call {index + 1} returned the result for {used}{stale}"
+            return (
+                f"{call}: the result for these values",
+                seen,
+                HINTS["stale" if stale else "module"],
+            )
     if got.shape != want.shape:
         return f"{call}: shape {want.shape}", f"shape {got.shape}", HINTS["formula"]
     wrong = ~np.isclose(got, want, rtol=RTOL, atol=ATOL)
@@ -191,13 +188,10 @@ def grade(confident_probs: Callable[..., Any]) -> None:
         count,
         exactly=1,
         what=f"compilation(s) for {CHANGES} calls at one shape of logits",
-        hint=f"{what} changes on every call: keep temperature and threshold as ordinary "
-        "(traced) arguments; a static float is part of the cache key, so every new value "
-        "compiles a new program",
+        hint=f"{what} changes on every call: keep temperature and threshold traced arguments; "
+        "a static float is part of the cache key, so each new value compiles a new program",
         seen_extra="; ".join(extra) if count.compiles > 1 else "",
     )
-    found = host_callbacks(confident_probs, logits, *settings[0])
+    found = ", ".join(host_callbacks(confident_probs, logits, *settings[0]))
     expected = "the softmax and the threshold computed by the compiled program"
-    HINTS.require(
-        INSIDE, not found, expected, f"the program calls back into Python ({', '.join(found)})"
-    )
+    HINTS.require(INSIDE, not found, expected, f"the program calls back into Python ({found})")

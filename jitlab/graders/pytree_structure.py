@@ -40,14 +40,11 @@ RUNS, ONE_CALL, SCALAR, NUMBERS, ONCE = (
 WEAK = "the filled-in weights are weakly typed (~): give the fill a dtype, np.ones_like(y)"
 HINTS = Hints(  # by check (the kernel's by its name template), mistake, or signature part
     {
-        UNCHANGED.name: """the loader may reuse its dicts and arrays: build a new dict (and
-        new arrays) for batch_loss, never assign to, pop from or edit in place the given""",
+        UNCHANGED.name: "the loader reuses dicts and arrays: never edit in place, assign to or pop",
         ONE_CALL: "loss should tidy the batch and return batch_loss(params, tidy_batch)",
         SCALAR: "reduce over the batch (a weighted mean of the squared errors) and return it",
-        NUMBERS: """the loss is sum(w * (pred - y)**2) / sum(w); a batch without weights
-        counts every example once (weight 1, not 0)""",
-        "stale": """wrong only for batches the loader reused (refilled with new values): do
-        not keep results or tidied batches by id() or by object""",
+        NUMBERS: "the loss is sum(w * (pred - y)**2) / sum(w); no weights means 1s, not 0s",
+        "stale": "wrong only for batches the loader refilled: keep nothing by id() or object",
         ONCE: "give batch_loss the same keys, always arrays, and call it positionally",
         sig.KEYWORD: "call batch_loss one way only, whichever way loss was called",
         "none": '"weights": None and no "weights" key are the same: pass an array in both',
@@ -57,8 +54,7 @@ HINTS = Hints(  # by check (the kernel's by its name template), mistake, or sign
         "types": 'the filled-in weights need the dtype of real ones: np.ones_like(batch["y"])',
         sig.WEAK_TYPE: WEAK,
         sig.PYTHON_SCALAR: WEAK,
-        "again": "batch_loss compiled again for the same arguments: do not clear its cache, "
-        "or build a new jitted function, inside loss",
+        "again": "same arguments compiled again: do not clear its cache or jit anew in loss",
     }
 )
 LOSS = KernelExercise("loss", "batch_loss", "batch_loss(params, tidy_batch)", HINTS)
@@ -68,11 +64,9 @@ CHECKS += (*LOSS.names(FROM_KERNEL, UNCHANGED), SCALAR, NUMBERS, ONCE)
 
 def _reference_loss(params: dict[str, Any], batch: dict[str, Any]) -> float:
     """Weighted mean squared error in float64; no weights means weight 1 everywhere."""
-    x = np.asarray(batch["x"], dtype=np.float64)
-    y = np.asarray(batch["y"], dtype=np.float64)
-    pred = x @ np.asarray(params["w"], dtype=np.float64) + float(params["b"])
-    weights = batch.get("weights")
-    w = np.ones_like(y) if weights is None else np.asarray(weights, dtype=np.float64)
+    x, y = np.asarray(batch["x"], np.float64), np.asarray(batch["y"], np.float64)
+    w = np.ones_like(y) if batch.get("weights") is None else batch["weights"].astype(np.float64)
+    pred = x @ np.asarray(params["w"], np.float64) + float(params["b"])
     return float(np.sum(w * (pred - y) ** 2) / np.sum(w))
 
 
