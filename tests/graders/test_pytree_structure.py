@@ -45,8 +45,13 @@ def tidy(batch):
     return {"x": batch["x"], "y": batch["y"], "weights": weights}
 
 
-def same(batch_loss):
-    return lambda params, batch: batch_loss(params, tidy(batch))
+def loss_of(body):
+    """Makes, around a batch_loss ``c``, a loss(params, batch) returning ``body(c, params,
+    batch)``."""
+    return lambda c: lambda params, batch: body(c, params, batch)
+
+
+same = loss_of(lambda c, p, b: c(p, tidy(b)))
 
 
 # ------------------------------------------------------------------ right answers
@@ -98,7 +103,7 @@ def only_missing_key(params, batch):
 
 def given(weights):
     """A loss that passes batch_loss x, y and ``weights(batch)``."""
-    return lambda c: lambda params, batch: c(params, {**tidy(batch), "weights": weights(batch)})
+    return loss_of(lambda c, p, b: c(p, {**tidy(b), "weights": weights(b)}))
 
 
 def filled(fill):
@@ -114,23 +119,12 @@ def numpy_loss(params, batch):
 
 
 def after_a_real_call(answer):
-    return lambda c: lambda params, batch: c(params, tidy(batch)) and answer(params, batch)
+    return loss_of(lambda c, p, b: c(p, tidy(b)) and answer(p, b))
 
 
-def passes_on(batch_loss):
-    return lambda params, batch: batch_loss(params, batch)
-
-
-def keeps_ids(batch_loss):  # a copy, so the caller's dict is safe, but "ids" rides along
-    return lambda params, batch: batch_loss(params, {**batch, **tidy(batch)})
-
-
-def clears_cache(batch_loss):
-    return lambda params, batch: batch_loss.clear_cache() or batch_loss(params, tidy(batch))
-
-
-def jit_per_call(batch_loss):
-    return lambda params, batch: jax.jit(lambda q, d: batch_loss(q, d))(params, tidy(batch))
+keeps_ids = loss_of(lambda c, p, b: c(p, {**b, **tidy(b)}))  # the caller's dict is safe
+clears_cache = loss_of(lambda c, p, b: c.clear_cache() or c(p, tidy(b)))
+jit_per_call = loss_of(lambda c, p, b: jax.jit(lambda q, d: c(q, d))(p, tidy(b)))
 
 
 def forwards_style(batch_loss):
@@ -185,7 +179,7 @@ RETURNS, C = "returns what batch_loss computed", core()
 WRONG = {  # name: (makes the core, makes the loss around it, the failing check, words in the
     # verdict, words in its hint); a decoy, NumPy outside jit, a look-alike of jit and jit
     # switched off in the wrapper are in test_generic_cheats.py
-    "batch passed through": (core(handles_weights_inside), passes_on, ONCE,
+    "batch passed through": (core(handles_weights_inside), loss_of(lambda c, p, b: c(p, b)), ONCE,
                              ["4 compilations", "batch['"], []),
     "only a missing key handled": (core(only_missing_key), given(lambda b: b.get(
         "weights", np.ones_like(b["y"]))), ONCE, ["2 compilations", "batch['weights']"],
