@@ -2,15 +2,13 @@
 threshold)`` called CHANGES times with new values; a wrong result is named by the values
 it matches (an earlier call's, the module's globals). What the drawing covers, every run:
 
-==============================================  =======================================
-a new temperature and threshold on every call   a global or closure read once, a static
-                                                float (one compilation per value)
-a temperature within 2% of the one before       a rounded or bucketed temperature
-rows with a logit of 300 to 400                 a softmax without the max shift (inf/inf)
-threshold 1.0 on the last call, where those     ``>`` for ``>=`` (below means strictly)
-rows' confidence is exactly 1.0
-every other row clear of every threshold        (float32 rounding never flips a row)
-==============================================  =======================================
+=============================================  ==============================================
+a new temperature and threshold on every call  a global or closure read once; a static float
+a temperature within 2% of the one before      a rounded or bucketed temperature
+rows with a logit of 300 to 400                a softmax without the max shift (inf/inf)
+threshold 1.0 last: those rows' top is 1.0     ``>`` for ``>=`` (below means strictly)
+every other row clear of every threshold       (float32 rounding never flips a row)
+=============================================  ==============================================
 """
 
 from __future__ import annotations
@@ -40,14 +38,11 @@ HINTS = Hints(  # a check's hint, and the mistakes a wrong result of one call po
     {
         JITTED: "decorate confident_probs with @jax.jit; no Python wrapper doing part of the work",
         INSIDE: "compute with jax.nn.softmax and jnp.where in the jitted function, no callback",
-        "stale": """JAX read that global (or closure) once, while tracing: use the
-        `temperature` and `threshold` arguments inside the jitted function instead""",
+        "stale": "JAX read that global (or closure) once, while tracing: use the arguments",
         "module": "read `temperature` and `threshold` from the arguments, not the globals",
-        "formula": """divide the logits by temperature, softmax over the last axis, take
-        the largest probability per row, and set it to 0.0 where it is below threshold""",
+        "formula": "softmax(logits / temperature) over the last axis, max per row, 0 below",
         ">=": "a row whose confidence equals the threshold is not below it: keep it (>=)",
-        "overflow": """exp(logits / temperature) overflows to inf for large logits (inf /
-        inf is nan): subtract each row's max first, or use jax.nn.softmax""",
+        "overflow": "exp overflows to inf for large logits (inf/inf = nan): subtract the max",
     }
 )
 
@@ -74,9 +69,7 @@ def _logits(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return logits.astype(np.float32), ~np.isin(np.arange(batch), rows)
 
 
-def _draw_settings(
-    rng: np.random.Generator, logits: np.ndarray, ordinary: np.ndarray
-) -> list[tuple[float, float]]:
+def _draw_settings(rng: np.random.Generator, logits: np.ndarray, ordinary: np.ndarray) -> list:
     """CHANGES (temperature, threshold) pairs, each giving a clearly different answer
     from every one before it and from the defaults, ignoring either value showing; the
     last has threshold 1.0 and a temperature at which every ordinary row is below it."""
@@ -122,31 +115,23 @@ def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any) 
     call = f"call {index + 1} (temperature={now[0]:g}, threshold={now[1]:.4f})"
     if _close(got, want):
         return ()
-    sources = {"passed in": now, **{f"call {j + 1}'s": settings[j] for j in range(index)}}
+    sources = [("passed in", "passed in", now)]  # (temperature's, threshold's name, values)
+    sources += [(f"call {j + 1}'s", f"call {j + 1}'s", settings[j]) for j in range(index)]
     namespace = getattr(getattr(fn, "__wrapped__", fn), "__globals__", {})
     module = namespace.get("TEMPERATURE"), namespace.get("THRESHOLD")
-    if all(isinstance(value, float | int) for value in module):
-        sources["the module's {}"] = tuple(map(float, module))
-    sources["the exercise's default {}"] = DEFAULTS
-    pairs = sorted(  # pairs from one source first (both the module's, both call 2's)
-        itertools.product(sources.items(), repeat=2), key=lambda p: p[0][0] != p[1][0]
-    )
-    for (t_from, (t, _)), (thr_from, (_, thr)) in pairs:
+    for label, values in (("the module's", module), ("the exercise's default", DEFAULTS)):
+        if all(isinstance(value, float | int) for value in values):
+            named = f"{label} TEMPERATURE", f"{label} THRESHOLD"
+            sources.append((*named, tuple(map(float, values))))
+    for a, b in sorted(itertools.product(sources, repeat=2), key=lambda p: p[0] is not p[1]):
+        t, thr = a[2][0], b[2][1]  # pairs from one source first (both the module's, call 2's)
         if (t, thr) != now and _close(got, _reference(logits, t, thr)):
-            temperature = (
-                f"temperature {t:g} ({t_from.format('TEMPERATURE')}) instead of {now[0]:g}"
-            )
-            threshold = (
-                f"threshold {thr:.4f} ({thr_from.format('THRESHOLD')}) instead of {now[1]:.4f}"
-            )
-            used = "; ".join([temperature] * (t != now[0]) + [threshold] * (thr != now[1]))
-            stale = ": a stale result, with no error" * ("call " in used)
-            seen = f"call {index + 1} returned the result for {used}{stale}"
-            return (
-                f"{call}: the result for these values",
-                seen,
-                HINTS["stale" if stale else "module"],
-            )
+            used = [f"temperature {t:g} ({a[0]}) instead of {now[0]:g}"] * (t != now[0])
+            used += [f"threshold {thr:.4f} ({b[1]}) instead of {now[1]:.4f}"] * (thr != now[1])
+            stale = ": a stale result, with no error" * any("call " in u for u in used)
+            seen = f"call {index + 1} returned the result for {'; '.join(used)}{stale}"
+            hint = HINTS["stale" if stale else "module"]
+            return f"{call}: the result for these values", seen, hint
     if got.shape != want.shape:
         return f"{call}: shape {want.shape}", f"shape {got.shape}", HINTS["formula"]
     wrong = ~np.isclose(got, want, rtol=RTOL, atol=ATOL)

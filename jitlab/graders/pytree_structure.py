@@ -1,8 +1,7 @@
 """Grader for pytree_structure: the plain ``loss(params, batch)`` tidies whatever batch
 the loader produced and returns the jitted ``batch_loss(params, tidy_batch)``, which must
-compile once for every kind of batch in every calling style. The standard checks are
-:class:`~jitlab.grading.kernel.KernelExercise`'s; a recompilation is named by ``why``.
-"""
+compile once for every kind of batch in every calling style (checks of
+:class:`~jitlab.grading.kernel.KernelExercise`; a recompilation named by ``why``)."""
 
 from __future__ import annotations
 
@@ -149,20 +148,11 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
     got = np.array([float(np.asarray(out)) for out in run.outputs])
     wrong = list(np.flatnonzero(~np.isclose(got, wanted, rtol=1e-4)))
     i, kinds = (wrong or [0])[0], ", ".join(sorted({plan[j][0] for j in wrong}))
-    HINTS.require(
-        NUMBERS,
-        not wrong,
-        f"{wanted[i]:.6g} (the reference) for call {i + 1} of loss: a batch with "
-        f"{plan[i][0]}, called as {plan[i][1]}",
-        f"{got[i]:.6g}; wrong for {len(wrong)} of {len(plan)} calls, batches with {kinds}",
-        HINTS["stale"] if wrong and all(reused[j] for j in wrong) else "",
-    )
+    first = f"call {i + 1} of loss: a batch with {plan[i][0]}, called as {plan[i][1]}"
+    seen = f"{got[i]:.6g}; wrong for {len(wrong)} of {len(plan)} calls, batches with {kinds}"
+    hint = HINTS["stale"] if wrong and all(reused[j] for j in wrong) else ""
+    HINTS.require(NUMBERS, not wrong, f"{wanted[i]:.6g} (the reference) for {first}", seen, hint)
     found = why(run.recorder)
-    LOSS.compiles(
-        ONCE,
-        run.count,
-        exactly=1,
-        what=f"compilations of batch_loss for {len(plan)} batches",
-        hint=found.hint_for(HINTS, HINTS[ONCE], kind=_kind),
-        cause=found.text,
-    )
+    hint = found.hint_for(HINTS, HINTS[ONCE], kind=_kind)
+    what = f"compilations of batch_loss for {len(plan)} batches"
+    LOSS.compiles(ONCE, run.count, exactly=1, what=what, hint=hint, cause=found.text)
