@@ -1,6 +1,5 @@
-"""Grader for closures_and_globals: the jitted ``confident_probs(logits, temperature,
-threshold)`` called CHANGES times with new values; a wrong result is named by the values
-it matches (an earlier call's, the module's globals). What the drawing covers, every run:
+"""Grader for closures_and_globals: the jitted ``confident_probs``, called CHANGES times with
+new values; a wrong result is named by the values it matches. What the drawing covers:
 
 =============================================  ==============================================
 a new temperature and threshold on every call  a global or closure read once; a static float
@@ -40,7 +39,7 @@ HINTS = Hints(  # a check's hint, and the mistakes a wrong result of one call po
         INSIDE: "compute with jax.nn.softmax and jnp.where in the jitted function, no callback",
         "stale": "JAX read that global (or closure) once, while tracing: use the arguments",
         "module": "read `temperature` and `threshold` from the arguments, not the globals",
-        "formula": "softmax(logits / temperature) over the last axis, max per row, 0 below",
+        "formula": "softmax(logits / temperature) on the last axis, top per row, 0.0 below it",
         ">=": "a row whose confidence equals the threshold is not below it: keep it (>=)",
         "overflow": "exp overflows to inf for large logits (inf/inf = nan): subtract the max",
     }
@@ -60,8 +59,7 @@ def _close(got: np.ndarray, want: np.ndarray) -> bool:
 
 
 def _logits(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Fresh logits of a fresh shape, three rows of which have one logit of 300 to 400;
-    and which rows are ordinary."""
+    """Logits of a fresh shape, three rows with a logit of 300 to 400; the other rows."""
     batch, classes = int(rng.integers(40, 97)), int(rng.integers(3, 11))
     logits = rng.normal(size=(batch, classes)) * rng.uniform(1.0, 3.0)
     rows = rng.choice(batch, size=3, replace=False)
@@ -73,8 +71,7 @@ def _draw_settings(rng: np.random.Generator, logits: np.ndarray, ordinary: np.nd
     """CHANGES (temperature, threshold) pairs, each giving a clearly different answer
     from every one before it and from the defaults, ignoring either value showing; the
     last has threshold 1.0 and a temperature at which every ordinary row is below it."""
-    settings: list[tuple[float, float]] = []
-    seen = [_reference(logits, *DEFAULTS)]
+    settings, seen = [], [_reference(logits, *DEFAULTS)]  # (temperature, threshold), answers
     for _attempt in range(100_000):
         t = float(np.round(rng.uniform(0.3, 3.0), 3))
         if len(settings) == NEAR:
@@ -87,8 +84,7 @@ def _draw_settings(rng: np.random.Generator, logits: np.ndarray, ordinary: np.nd
         threshold = float((top[k] + top[k + 1]) / 2)
         want = _reference(logits, t, threshold)
         ignored = _reference(logits, t, DEFAULTS[1]), _reference(logits, DEFAULTS[0], threshold)
-        # a new answer, one ignoring the threshold changes; ignoring the temperature alone
-        # must not look like ignoring both
+        # new; changed by ignoring the threshold; ignoring the temperature is not both
         new = not any(_close(want, old) for old in (*seen, ignored[0]))
         if gaps and new and not _close(ignored[1], seen[0]):
             settings.append((t, threshold))
@@ -102,10 +98,9 @@ def _draw_settings(rng: np.random.Generator, logits: np.ndarray, ordinary: np.nd
     return [*settings, (last, 1.0)]
 
 
-def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any) -> tuple:
-    """(expected, seen, hint) when call ``index`` did not return the reference, else ():
-    the values its result is the answer for ("temperature 1 (the module's TEMPERATURE)
-    instead of 2.31"), or else its first wrong row and the mistake that row points to."""
+def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any) -> dict:
+    """The verdict when call ``index`` did not return the reference ({} when it did):
+    the values its result is for, or else its first wrong row and the mistake it shows."""
     now = settings[index]
     try:
         got = np.asarray(got, np.float64)
@@ -114,7 +109,7 @@ def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any) 
     want = _reference(logits, *now)
     call = f"call {index + 1} (temperature={now[0]:g}, threshold={now[1]:.4f})"
     if _close(got, want):
-        return ()
+        return {}
     sources = [("passed in", "passed in", now)]  # (temperature's, threshold's name, values)
     sources += [(f"call {j + 1}'s", f"call {j + 1}'s", settings[j]) for j in range(index)]
     namespace = getattr(getattr(fn, "__wrapped__", fn), "__globals__", {})
@@ -131,16 +126,17 @@ def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any) 
             stale = ": a stale result, with no error" * any("call " in u for u in used)
             seen = f"call {index + 1} returned the result for {'; '.join(used)}{stale}"
             hint = HINTS["stale" if stale else "module"]
-            return f"{call}: the result for these values", seen, hint
+            return dict(expected=f"{call}: the result for these values", seen=seen, hint=hint)
+    hint = HINTS["formula"]
     if got.shape != want.shape:
-        return f"{call}: shape {want.shape}", f"shape {got.shape}", HINTS["formula"]
+        return dict(expected=f"{call}: shape {want.shape}", seen=f"shape {got.shape}", hint=hint)
     wrong = ~np.isclose(got, want, rtol=RTOL, atol=ATOL)
     row = int(np.argmax(wrong))
     huge = logits[wrong].min(axis=-1).max() < logits[wrong].max() - 100
     at_threshold = np.allclose(want[wrong], now[1], rtol=0, atol=1e-6)
     expected = f"{call}: row {row} = {want[row]:.6g} (largest logit {logits[row].max():.4g})"
     hint = HINTS[">=" if at_threshold else "overflow" if huge else "formula"]
-    return expected, f"row {row} = {got[row]:.6g}", hint
+    return dict(expected=expected, seen=f"row {row} = {got[row]:.6g}", hint=hint)
 
 
 @grader("closures_and_globals", checks=CHECKS)
@@ -157,8 +153,7 @@ def grade(confident_probs: Callable[..., Any]) -> None:
     passed(RUNS)
     for index, got in enumerate(outputs):  # the values first: a stale global is the lesson
         if mistake := _mistake(confident_probs, index, logits, settings, got):
-            expected, seen, hint = mistake
-            raise fail(USES_VALUES, expected=expected, seen=seen, hint=hint)
+            raise fail(USES_VALUES, **mistake)
     passed(USES_VALUES)
     require_jitted(JITTED, confident_probs, hint=HINTS[JITTED])
     base, changed = (logits, 0.777, 0.4321), (np.ascontiguousarray(logits[::-1]), 0.888, 0.4567)
@@ -168,15 +163,9 @@ def grade(confident_probs: Callable[..., Any]) -> None:
     what = " and ".join(causes) or "a value"
     extra = [f"a new {what} alone compiled again"] * bool(causes)
     extra += [f'JAX\'s own guess: "{shorten(count.last_reason, 160)}"'] * bool(count.explanations)
-    require_compiles(
-        ONCE,
-        count,
-        exactly=1,
-        what=f"compilation(s) for {CHANGES} calls at one shape of logits",
-        hint=f"{what} changes on every call: keep temperature and threshold traced arguments; "
-        "a static float is part of the cache key, so each new value compiles a new program",
-        seen_extra="; ".join(extra) if count.compiles > 1 else "",
-    )
+    hint = f"{what} changes on every call: keep temperature and threshold traced arguments; "
+    hint += "a static float is part of the cache key, so each new value compiles a new program"
+    counted = f"compilation(s) for {CHANGES} calls at one shape of logits"
+    require_compiles(ONCE, count, exactly=1, what=counted, hint=hint, seen_extra="; ".join(extra))
     found = ", ".join(host_callbacks(confident_probs, logits, *settings[0]))
-    expected = "the softmax and the threshold computed by the compiled program"
-    HINTS.require(INSIDE, not found, expected, f"the program calls back into Python ({found})")
+    HINTS.require(INSIDE, not found, "the work in the compiled program", f"host callbacks: {found}")

@@ -1,7 +1,6 @@
-"""Grader for pytree_structure: the plain ``loss(params, batch)`` tidies whatever batch
-the loader produced and returns the jitted ``batch_loss(params, tidy_batch)``, which must
-compile once for every kind of batch in every calling style (checks of
-:class:`~jitlab.grading.kernel.KernelExercise`; a recompilation named by ``why``)."""
+"""Grader for pytree_structure: the plain ``loss(params, batch)`` tidies any batch and
+returns the jitted ``batch_loss(params, tidy_batch)``, compiled once for every kind of batch
+in every calling style (:class:`~jitlab.grading.kernel.KernelExercise`'s checks)."""
 
 from __future__ import annotations
 
@@ -36,7 +35,6 @@ RUNS, ONE_CALL, SCALAR, NUMBERS, ONCE = (
     "the losses match the reference",
     "batch_loss compiles once for all batches",
 )
-WEAK = "the filled-in weights are weakly typed (~): give the fill a dtype, np.ones_like(y)"
 HINTS = Hints(  # by check (the kernel's by its name template), mistake, or signature part
     {
         UNCHANGED.name: "the loader reuses dicts and arrays: never edit in place, assign to or pop",
@@ -45,17 +43,17 @@ HINTS = Hints(  # by check (the kernel's by its name template), mistake, or sign
         NUMBERS: "the loss is sum(w * (pred - y)**2) / sum(w); no weights means 1s, not 0s",
         "stale": "wrong only for batches the loader refilled: keep nothing by id() or object",
         ONCE: "give batch_loss the same keys, always arrays, and call it positionally",
-        sig.KEYWORD: "call batch_loss one way only, whichever way loss was called",
+        "style": "call batch_loss one way only, whichever way loss was called",
         "none": '"weights": None and no "weights" key are the same: pass an array in both',
         "weights": "give batch_loss an array of weights in every case (ones where none)",
         "keys": "build a new dict with exactly the keys batch_loss needs, the same every time",
         "containers": "pass batch_loss the same containers every time (a dict, not a tuple)",
         "types": 'the filled-in weights need the dtype of real ones: np.ones_like(batch["y"])',
-        sig.WEAK_TYPE: WEAK,
-        sig.PYTHON_SCALAR: WEAK,
+        "weak": 'the fill is weakly typed (~), real weights are not: np.ones_like(batch["y"])',
         "again": "same arguments compiled again: do not clear its cache or jit anew in loss",
     }
 )
+PARTS = {sig.KEYWORD: "style", sig.WEAK_TYPE: "weak", sig.PYTHON_SCALAR: "weak"}  # else types
 LOSS = KernelExercise("loss", "batch_loss", "batch_loss(params, tidy_batch)", HINTS)
 CHECKS = (*LOSS.names(JITTED, PLAIN), RUNS, LOSS.name(JIT_ON), ONE_CALL)
 CHECKS += (*LOSS.names(FROM_KERNEL, UNCHANGED), SCALAR, NUMBERS, ONCE)
@@ -73,12 +71,11 @@ def _make_batch(rng: np.random.Generator, kind: str, n: int, f: int, first_id: i
     x = rng.normal(size=(n, f)).astype(np.float32)
     y = rng.normal(loc=rng.normal(), size=n).astype(np.float32)
     weights = rng.uniform(0.1, 2.0, size=n).astype(np.float32)
-    ids = np.arange(first_id, first_id + n, dtype=np.int32)
     return {
         "no weights": {"x": x, "y": y},
         "weights": {"x": x, "y": y, "weights": weights},
         "weights=None": {"x": x, "y": y, "weights": None},
-        "extra ids": {"x": x, "y": y, "ids": ids},
+        "extra ids": {"x": x, "y": y, "ids": np.arange(first_id, first_id + n, dtype=np.int32)},
     }.get(kind, {"weights": weights, "y": y, "x": x})
 
 
@@ -99,7 +96,7 @@ def _refill(batch: dict, fresh: dict) -> dict:
 def _kind(d: sig.Difference) -> str:
     """Which of the hints a difference between two calls of batch_loss calls for."""
     if d.part != sig.STRUCTURE:
-        return d.part if d.part in (sig.KEYWORD, sig.WEAK_TYPE, sig.PYTHON_SCALAR) else "types"
+        return PARTS.get(d.part, "types")
     if "None" in (d.now, d.before):
         return "none"
     if "absent" in (d.now, d.before):
@@ -122,8 +119,7 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
     wanted: list[float] = []
 
     def arguments() -> Any:
-        """The loader's batches: every kind's second, fourth... batch is its last one's
-        dict and arrays, refilled with new values."""
+        """The loader's batches: a kind's second, fourth... is its last, refilled in place."""
         last: dict[str, dict] = {}
         for i, (kind, style) in enumerate(plan):
             fresh = _make_batch(rng, kind, n, f, i * n)
