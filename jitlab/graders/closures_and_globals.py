@@ -41,7 +41,7 @@ HINTS = Hints(  # a check's hint, and the mistakes a wrong result of one call po
         "module": "read `temperature` and `threshold` from the arguments, not the globals",
         "formula": "softmax(logits / temperature) on the last axis, top per row, 0.0 below it",
         ">=": "a row whose confidence equals the threshold is not below it: keep it (>=)",
-        "overflow": "exp overflows to inf for large logits (inf/inf = nan): subtract the max",
+        "overflow": "exp overflows on big logits (inf/inf is nan): subtract each row's max",
     }
 )
 
