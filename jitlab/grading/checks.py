@@ -279,6 +279,58 @@ def require_close(
     raise fail(check, expected=expected, seen=seen, hint=text)
 
 
+def as_numbers(value: Any) -> np.ndarray | None:
+    """``value`` as a float64 array, or None when it is not numbers (a string, a dict)."""
+    try:
+        return np.asarray(value, np.float64)
+    except (TypeError, ValueError):
+        return None
+
+
+def wrong_cases(got: Sequence[Any], want: Sequence[Any], *, rtol: float, atol: float) -> list[int]:
+    """The indices ``i`` where ``got[i]`` is not ``want[i]``: another shape, not numbers,
+    a NaN, or a value outside the tolerance."""
+    pairs = [(as_numbers(g), np.asarray(w, np.float64)) for g, w in zip(got, want, strict=True)]
+    return [
+        i
+        for i, (g, w) in enumerate(pairs)
+        if g is None or g.shape != w.shape or not np.allclose(g, w, rtol=rtol, atol=atol)
+    ]
+
+
+def _shown(value: Any) -> str:
+    array = as_numbers(value)
+    if array is None:
+        return shorten(repr(value), 120)
+    return f"{float(array):.6g}" if array.shape == () else f"{excerpt(array)} (shape {array.shape})"
+
+
+def require_cases(
+    check: str,
+    got: Sequence[Any],
+    want: Sequence[Any],
+    *,
+    about: Callable[[int], str],
+    hint: str | Callable[[list[int]], str],
+    rtol: float = 1e-5,
+    atol: float = 1e-5,
+) -> None:
+    """Pass if every output ``got[i]`` matches the reference ``want[i]`` (see
+    :func:`wrong_cases`); else name the first wrong case by its input (``about(i)``, "an
+    array of length 7"), show both values and how many cases are wrong. A callable
+    ``hint`` gets the wrong indices (to tell "only the reused batches" apart)."""
+    wrong = wrong_cases(got, want, rtol=rtol, atol=atol)
+    if not wrong:
+        return passed(check)
+    i = wrong[0]
+    raise fail(
+        check,
+        expected=f"{_shown(want[i])} (the reference) for {about(i)}",
+        seen=f"{_shown(got[i])}; wrong for {len(wrong)} of {len(got)} cases",
+        hint=hint(wrong) if callable(hint) else hint,
+    )
+
+
 def first_difference(got: Any, want: Any, *, rtol: float = 0.0, atol: float = 0.0) -> int:
     """The first flat index where two arrays of one shape differ (0 if they do not)."""
     a, b = np.asarray(got).reshape(-1), np.asarray(want).reshape(-1)
