@@ -96,11 +96,8 @@ def shorten(text: str, limit: int = 240) -> str:
     if len(one_line) <= limit:
         return one_line
     window = one_line[: limit + 1]  # a word that ends exactly at the limit stays whole
-    space = window.rfind(" ")
-    if space > 0:
-        cut = window[:space]
-    else:  # one token longer than the limit: cut after its last punctuation, if any
-        cut = window[: max(window.rfind(c) for c in ",;:([{=") + 1]
+    space = window.rfind(" ")  # else one long token: cut after its last punctuation, if any
+    cut = window[:space] if space > 0 else window[: max(window.rfind(c) for c in ",;:([{=") + 1]
     return (cut.rstrip(",;:") + " …").lstrip()
 
 
@@ -425,28 +422,13 @@ JIT_OFF_HINT = (
 _HANDS_OFF = "leave jax.monitoring, jax.jit and jitlab alone in your code"
 
 
-def _canary_count() -> tuple[int, int]:
-    """Compile a brand-new function and return (traces, compiles) the counter heard."""
+def require_jit_on(moment: str) -> None:
+    """Fail with the real cause when jit is off, or when the counter no longer hears a
+    brand-new function compile."""
     import jax
     import jax.numpy as jnp
 
     from jitlab.instruments.counting import count_compiles
-
-    def jitlab_canary(x: Any) -> Any:
-        return x * 2.0 + 1.0
-
-    size = int(np.random.default_rng().integers(3, 64))
-    jitted = jax.jit(jitlab_canary)
-    with count_compiles(jitted, explain=False) as count:
-        out = jitted(jnp.arange(size, dtype=jnp.float32))
-    if not np.allclose(np.asarray(out), np.arange(size) * 2.0 + 1.0):
-        return -1, -1
-    return count.traces, count.compiles
-
-
-def require_jit_on(moment: str) -> None:
-    """Fail with the real cause when jit is off, or the counter no longer hears JAX."""
-    import jax
 
     if jax.config.jax_disable_jit:
         raise fail(
@@ -456,7 +438,15 @@ def require_jit_on(moment: str) -> None:
             "compile counts mean nothing",
             hint=JIT_OFF_HINT,
         )
-    traces, compiles = _canary_count()
+
+    def jitlab_canary(x: Any) -> Any:
+        return x * 2.0 + 1.0
+
+    size, jitted = int(np.random.default_rng().integers(3, 64)), jax.jit(jitlab_canary)
+    with count_compiles(jitted, explain=False) as count:
+        out = jitted(jnp.arange(size, dtype=jnp.float32))
+    right = np.allclose(np.asarray(out), np.arange(size) * 2.0 + 1.0)
+    traces, compiles = (count.traces, count.compiles) if right else (-1, -1)
     require(
         JIT_ON,
         (traces, compiles) == (1, 1),
@@ -467,22 +457,13 @@ def require_jit_on(moment: str) -> None:
     )
 
 
-def title_of(slug: str, part: str = "") -> str:
-    """``01 shapes: positions``: the number from ``course.yml``, the slug, the part (a
-    slug the course does not list, a test's toy grader, stands alone)."""
-    from jitlab.course.manifest import CourseError, lesson_number
-
-    try:
-        number = lesson_number(slug) + " "
-    except (CourseError, ValueError):
-        number = ""
-    return f"{number}{slug.replace('_', ' ')}" + (f": {part}" if part else "")
-
-
 def grader(slug: str, checks: Sequence[str], *, part: str = "") -> Callable[[F], F]:
     """Declare a grading function: its exercise's slug (and ``part`` when it has more
     than one grader) and every check it reports, in order. It runs between two canary
-    compilations, must pass every declared check, and then reports itself complete."""
+    compilations, must pass every declared check, and then reports itself complete,
+    titled ``01 shapes: positions`` (the number from ``course.yml``; a slug the course
+    does not list, a test's toy grader, stands alone)."""
+    from jitlab.course.manifest import CourseError, lesson_number
     from jitlab.instruments.counting import CounterLost
 
     declared = (JIT_ON, *checks)
@@ -491,7 +472,11 @@ def grader(slug: str, checks: Sequence[str], *, part: str = "") -> Callable[[F],
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> None:
             global _session
-            title = title_of(slug, part)
+            try:
+                number = lesson_number(slug) + " "
+            except (CourseError, ValueError):
+                number = ""
+            title = f"{number}{slug.replace('_', ' ')}" + (f": {part}" if part else "")
             outer, _session = _session, _Session(title, declared, slug)
             session = _session
             try:
@@ -499,12 +484,8 @@ def grader(slug: str, checks: Sequence[str], *, part: str = "") -> Callable[[F],
                 try:
                     fn(*args, **kwargs)
                 except CounterLost as lost:
-                    raise fail(
-                        JIT_ON,
-                        expected="the compile counter to hear JAX while your code runs",
-                        seen=str(lost),
-                        hint=_HANDS_OFF,
-                    ) from None
+                    expected = "the compile counter to hear JAX while your code runs"
+                    raise fail(JIT_ON, expected=expected, seen=str(lost), hint=_HANDS_OFF) from None
                 missing = [c for c in declared if c not in session.passed]
                 if missing:
                     raise TypeError(f"grader {title!r} never reported {missing}")
