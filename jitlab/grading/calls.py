@@ -1,14 +1,11 @@
 """See every call a learner's wrapper makes to a jitted function, without changing it.
 
 A compile count cannot tell whether a wrapper's answers came from the jitted function (a
-NumPy path beside one decoy call compiles once too), so a grader watches the calls.
-Inside :func:`recording`, every reference to the target that the wrapper can reach
-(globals, closure cells, defaults, of it and of the helpers it reaches, through partials,
-methods, ``__wrapped__`` and callable objects) is rebound to a :class:`Recorder`, which
-forwards each call unchanged to the same jitted object (caches and counts are as without
-it) and keeps a :class:`Call`. Everything is put back afterwards. Not seen: a target
-reached through a list, a dict, an attribute or a library (:data:`LIBRARIES`); the
-wrapper then "never called" it.
+NumPy path beside one decoy call compiles once too), so a grader watches the calls: inside
+:func:`recording`, every reference to the target the wrapper can reach is a
+:class:`Recorder`, which forwards each call unchanged (caches and counts are as without
+it) and keeps a :class:`Call`. Not seen: a target reached through a list, a dict, an
+attribute or a library (:data:`LIBRARIES`); the wrapper then "never called" it.
 """
 
 from __future__ import annotations
@@ -36,12 +33,9 @@ class Leaf(NamedTuple):
 
 
 def type_text(value: Any) -> str:
-    """``value``'s abstract type as ``jax.typeof`` prints it (``~float32[]``), "None" for
-    a None, its class name for what JAX cannot type."""
-    if value is None:
-        return "None"
+    """``value``'s type as ``jax.typeof`` prints it (``~float32[]``), else its class name."""
     try:
-        return str(jax.typeof(value))
+        return "None" if value is None else str(jax.typeof(value))
     except TypeError:
         return type(value).__name__
 
@@ -72,10 +66,9 @@ def _leaves(name: str, tree: Any, *, copies: bool = False) -> list[Leaf]:
 def type_changes(
     before: Any, now: Any, *, name: str, labels: tuple[str, str] = ("before", "now"), limit: int = 3
 ) -> list[str]:
-    """How the types (:func:`type_text`) of pytree ``now`` differ from ``before``'s, one
-    phrase each ("state['avg_loss']: ~float32[] before, float32[] now"; ``name`` is the
-    root's), at most ``limit`` and then "and N more"; the containers when no leaf
-    differs. Causes of a recompilation come from ``Call.key`` and ``why`` instead."""
+    """How the leaf types of pytree ``now`` (``name`` is its root's) differ from
+    ``before``'s, one phrase each ("state['avg_loss']: ~float32[] before, float32[] now"),
+    at most ``limit``; the containers when no leaf differs."""
     then, at = labels
     old = {x.path: x.type for x in _leaves(name, before)}
     new = {x.path: x.type for x in _leaves(name, now)}
@@ -92,11 +85,9 @@ def type_changes(
 
 @dataclasses.dataclass
 class Call:
-    """One call through a :class:`Recorder`: the arguments as passed (the caller's
-    objects) and bound to the target's parameter names; their :class:`Leaf` copies taken
-    before the call; the doctor's signature ``key`` (what :func:`jitlab.grading.why`
-    compares); whether jit was on, whether it was made while another function was traced,
-    whether it compiled or raised; the output and copies of its leaves."""
+    """One call through a :class:`Recorder`: the arguments as passed and by parameter
+    name, their leaves copied before the call, the doctor's signature ``key`` (for
+    :func:`jitlab.grading.why`), the output and copies of its leaves."""
 
     args: tuple
     kwargs: dict
@@ -116,10 +107,9 @@ def _has_tracer(tree: Any) -> bool:
 
 
 class Recorder:
-    """Forwards calls to ``target`` (a jitted function) and keeps each: ``calls`` the
-    dispatches, ``traced`` the calls made while another function was traced (inlined
-    there). ``compiles()`` counts the target's compilations so far, so that each call
-    knows whether it compiled. Other attributes (``clear_cache``...) are the target's."""
+    """Forwards calls to ``target`` and keeps each: ``calls`` the dispatches, ``traced``
+    those made while another function was traced (inlined there). ``compiles()`` counts
+    the target's compilations so far. Other attributes are the target's."""
 
     def __init__(self, target: Callable[..., Any], compiles: Callable[[], int] | None = None):
         from jitlab.grading.causes import key_of
@@ -168,11 +158,9 @@ class Recorder:
         return f"Recorder({self.target!r})"
 
 
+# Packages whose functions are never followed (nor their namespaces changed); how deep.
 LIBRARIES = ("jax", "jaxlib", "numpy", "jitlab", "optax", "flax", "equinox", "chex")
-"""Top-level packages whose functions are never followed (nor their namespaces changed)."""
-
 DEPTH = 4
-"""How many calls deep :func:`recording` follows helpers by default."""
 
 _MOST_FUNCTIONS = 200  # a bound on the walk, whatever the learner's code looks like
 
@@ -186,9 +174,8 @@ def _attribute(obj: Any, name: str) -> Any:
 
 
 def _python_functions(obj: Any, target: Any) -> list[Any]:
-    """The plain Python functions behind ``obj``: itself, or what a jitted function, a
-    ``functools.partial`` (and its arguments), a bound method, a decorator's
-    ``__wrapped__`` or a callable object's ``__call__`` holds. Never the target."""
+    """The plain Python functions behind ``obj`` (through a jit, a partial and its
+    arguments, a method, ``__wrapped__``, a callable object's ``__call__``), not target."""
     found: list[Any] = []
     todo = [obj]
     for _ in range(32):  # partials of partials of ...: a short chain in practice
@@ -226,9 +213,8 @@ def _cell_contents(cell: Any) -> Any:
 def reachable_functions(
     wrapper: Callable[..., Any], target: Any = None, *, depth: int = DEPTH
 ) -> list[Any]:
-    """``wrapper``'s plain Python function and those it can reach, ``depth`` levels deep,
-    through closure cells, (keyword) defaults, ``__wrapped__`` and the globals its code
-    names. Library functions (:data:`LIBRARIES`) and ``target`` are not followed."""
+    """``wrapper``'s function and those it reaches ``depth`` levels deep through closure
+    cells, defaults, ``__wrapped__`` and the globals its code names (not libraries)."""
     found: list[Any] = []
     frontier: list[Any] = [wrapper]
     for _ in range(depth + 1):
@@ -249,8 +235,7 @@ def reachable_functions(
 
 
 def _swap(undo: list, get: Callable[[], Any], put: Callable[[Any], Any], new: Any) -> None:
-    """Put ``new`` in a slot; ``undo`` puts the old value back unless the learner's code
-    rebound the slot meanwhile."""
+    """Put ``new`` in a slot; ``undo`` puts the old value back unless the slot changed."""
     old = get()
     put(new)
     undo.append(lambda: get() is new and put(old))
@@ -265,10 +250,8 @@ def recording(
     depth: int = DEPTH,
 ) -> Iterator[Recorder]:
     """While the block runs, ``wrapper`` reaches ``target`` only through a Recorder: every
-    reference to it in the globals, closure cells and (keyword) defaults of the functions
-    :func:`reachable_functions` finds is rebound, and put back afterwards whatever
-    happens. ``compiles`` (``lambda: count.compiles``) lets each :class:`Call` say
-    whether it compiled."""
+    reference in the globals, closure cells and defaults of the functions it reaches is
+    rebound, and put back afterwards. ``compiles``: ``lambda: count.compiles``."""
     recorder = Recorder(target, compiles)
     undo: list[Callable[[], Any]] = []
     namespaces: list[dict[str, Any]] = []
@@ -301,26 +284,20 @@ def recording(
 
 
 def same_content(a: Any, b: Any) -> bool:
-    """Two pytrees have one structure and equal leaves (values, not ids; a NaN equals a
-    NaN)."""
+    """Two pytrees have one structure and equal leaves (values, not ids; NaN equals NaN)."""
     (leaves_a, tree_a), (leaves_b, tree_b) = _flat(a), _flat(b)
-    if tree_a != tree_b:
+    pairs = zip(leaves_a, leaves_b, strict=True)
+    return tree_a == tree_b and all(_same_leaf(x, y) for (_, x), (_, y) in pairs)
+
+
+def _same_leaf(x: Any, y: Any) -> bool:
+    if x is None or y is None:
+        return x is None and y is None
+    try:
+        xa, ya = np.asarray(x), np.asarray(y)
+    except Exception:
         return False
-    for (_, x), (_, y) in zip(leaves_a, leaves_b, strict=True):
-        if x is None or y is None:
-            if (x is None) != (y is None):
-                return False
-            continue
-        try:
-            xa, ya = np.asarray(x), np.asarray(y)
-        except Exception:
-            return False
-        if xa.shape != ya.shape:
-            return False
-        try:
-            equal = np.array_equal(xa, ya, equal_nan=True)  # a NaN result is still its own
-        except TypeError:  # dtypes without NaN (objects, strings)
-            equal = np.array_equal(xa, ya)
-        if not equal:
-            return False
-    return True
+    try:
+        return xa.shape == ya.shape and np.array_equal(xa, ya, equal_nan=True)  # NaN is its own
+    except TypeError:  # dtypes without NaN (objects, strings)
+        return np.array_equal(xa, ya)

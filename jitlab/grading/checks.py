@@ -1,9 +1,7 @@
-"""Building blocks for the exercises' graders.
-
-Each check passes quietly or raises ``GradingFailure`` (expected, seen, hint).
-:func:`grader` compiles a fresh canary before and after, so jit switched off or emptied
-monitoring listeners fail by name, and reports the run complete to the runner
-(:mod:`jitlab.grading.verdict`) only once every declared check passed.
+"""Building blocks for the exercises' graders: each check passes or raises
+``GradingFailure`` (expected, seen, hint). :func:`grader` compiles a fresh canary before
+and after, so that jit switched off or emptied monitoring listeners fail by name, and
+reports the run complete only once every declared check passed.
 """
 
 from __future__ import annotations
@@ -78,9 +76,8 @@ def fail_unless(check: str, ok: bool, **verdict: str) -> None:
 
 
 class Hints(dict):
-    """A grader's checks and mistakes, by name, to their default hint, each written as one
-    triple-quoted text (whitespace joined once, at import). :meth:`require` is
-    :func:`require` with the check's own hint unless one is given."""
+    """A grader's checks and mistakes, by name, to their default hint (triple-quoted texts,
+    whitespace joined once); :meth:`require` uses the check's own hint unless given one."""
 
     def __init__(self, *tables: dict[str, str]) -> None:
         super().__init__({key: " ".join(text.split()) for t in tables for key, text in t.items()})
@@ -107,11 +104,9 @@ def shorten(text: str, limit: int = 240) -> str:
 def call_learner(
     check: str, fn: Callable[..., Any], *args: Any, lesson: str = "", **kwargs: Any
 ) -> Any:
-    """Call the learner's function; an unfinished stub or a crash becomes a failed check.
-
-    ``lesson`` (a slug, by default the running grader's) names the exercise a stub's hint
-    points to. Each call is announced to ``sys.audit`` (``jitlab.learner_call``), so that
-    ``jitlab check --strict`` checks what grading relies on around it."""
+    """Call the learner's function; an unfinished stub or a crash becomes a failed check
+    (a stub's hint names ``lesson``, by default the grader's). Each call is announced to
+    ``sys.audit``, so that ``jitlab check --strict`` checks what grading relies on."""
     sys.audit("jitlab.learner_call", "enter")
     try:
         return fn(*args, **kwargs)
@@ -193,9 +188,8 @@ def learner_line(err: BaseException) -> str:
 def learner_error(
     check: str, err: BaseException, *, expected: str = "", hint: str = ""
 ) -> GradingFailure:
-    """The failed ``check`` for an exception from the learner's code: its type and first
-    line, the learner's line that raised it, and a hint for that kind of exception
-    (``hint`` replaces it where the grader knows the exercise's likely mistake)."""
+    """The failed ``check`` for an exception from the learner's code: its type, text and
+    line, and a hint for that kind of exception unless the grader gives a likelier one."""
     where = learner_line(err)
     return fail(
         check,
@@ -206,19 +200,17 @@ def learner_error(
 
 
 def grader_owned(*objects: Any) -> None:
-    """Announce objects grading hands to the learner's code and reads back afterwards (a
-    counter, a recorder's list of calls): ``jitlab check --strict`` reports any change to
-    them that does not come through :func:`grader_changes`."""
+    """Announce objects grading hands to the learner's code and reads back (a recorder's
+    calls): strict mode reports a change to them not made through :func:`grader_changes`."""
     for obj in objects:
         sys.audit("jitlab.grader_state", obj, "after")
 
 
 @contextlib.contextmanager
 def grader_changes(*objects: Any) -> Iterator[None]:
-    """Around grading's own change to objects announced by :func:`grader_owned`: strict
-    mode checks that nobody else changed them before (a learner forging a counter, then
-    calling the wrapper so that the count moves on from the forged value), and keeps their
-    new state after. No learner code may run inside the block."""
+    """Around grading's own change to announced objects (no learner code inside): strict
+    mode first checks nobody else changed them (a forged count that the next call would
+    move on from), then keeps their new state."""
     for obj in objects:
         sys.audit("jitlab.grader_state", obj, "before")
     yield
@@ -241,9 +233,8 @@ def require_close(
     whose: str = "the output",
 ) -> None:
     """Pass if ``got`` matches ``want`` in shape and value. ``about`` names the input
-    given ("for g of norm 3.2"); ``names`` names each flat entry ("params['b']"): a
-    failure then shows up to three that differ, ``whose`` they are, and takes
-    ``hint(those names)`` when ``hint`` is callable."""
+    ("g of norm 3.2"); ``names`` each flat entry ("params['b']"), and a failure shows up to
+    three that differ, ``whose`` they are, and takes ``hint(their names)`` if callable."""
     got_np, want_np = np.asarray(got), np.asarray(want)
     suffix = f" for {about}" if about else ""
     if got_np.shape != want_np.shape:
@@ -336,9 +327,8 @@ def first_difference(got: Any, want: Any, *, rtol: float = 0.0, atol: float = 0.
 
 
 def excerpt(array: Any, at: int = 0, count: int = 6) -> str:
-    """``count`` entries of ``array`` (flattened) from just before flat index ``at``, "…"
-    for what is left out. Both sides of a verdict cut at the same ``at`` (where they first
-    differ), so that the difference is on the screen, not behind the "…"."""
+    """``count`` entries of ``array`` (flat) from just before index ``at``: both sides of a
+    verdict cut where they first differ, so that the difference is on screen, not in "…"."""
     flat = np.asarray(array).reshape(-1)
     start = max(0, min(at - 1, flat.size - count))
     shown = np.array2string(flat[start : start + count], precision=4, separator=", ")[1:-1]
@@ -388,11 +378,9 @@ def require_compiles(
     hint: str,
     seen_extra: str = "",
 ) -> None:
-    """Pass if ``count.compiles`` (a ``CompileCount``) is within the stated bounds.
-
-    ``what`` says what was counted ("compilations of padded_rms over 50 calls"), its first
-    word singular after a 1. ``seen_extra`` adds what the grader found out about why
-    (never JAX's closest-key guess alone, which can name the wrong cause)."""
+    """Pass if ``count.compiles`` is within the bounds. ``what`` says what was counted
+    ("compilations of padded_rms over 50 calls"); ``seen_extra`` what the grader found out
+    about why (never JAX's closest-key guess alone, which can name the wrong cause)."""
     n = count.compiles
     tests = {"exactly": n.__eq__, "at least": n.__ge__, "at most": n.__le__}
     given = {"exactly": exactly, "at least": at_least, "at most": at_most}
@@ -458,11 +446,9 @@ def require_jit_on(moment: str) -> None:
 
 
 def grader(slug: str, checks: Sequence[str], *, part: str = "") -> Callable[[F], F]:
-    """Declare a grading function: its exercise's slug (and ``part`` when it has more
-    than one grader) and every check it reports, in order. It runs between two canary
-    compilations, must pass every declared check, and then reports itself complete,
-    titled ``01 shapes: positions`` (the number from ``course.yml``; a slug the course
-    does not list, a test's toy grader, stands alone)."""
+    """Declare a grading function: its exercise's slug (``part`` when it has several) and
+    every check it reports, in order. It runs between two canaries, must pass every check,
+    and then reports itself complete as ``01 shapes: positions`` (number from course.yml)."""
     from jitlab.course.manifest import CourseError, lesson_number
     from jitlab.instruments.counting import CounterLost
 
@@ -515,10 +501,9 @@ def require_buckets(
     smallest_allowed: int = 16,
     lesson: str = "",
 ) -> None:
-    """Pass if ``bucket_size`` buckets the lengths 1..``up_to`` as the exercise states:
-    every bucket holds its length and wastes less than half (anything up to
-    ``smallest_allowed`` is fine), with at most ``most`` distinct sizes. The exercise must
-    state ``most``: a bucket per length wastes nothing, and only a bound rejects it."""
+    """Pass if every bucket of 1..``up_to`` holds its length and wastes less than half (or
+    is at most ``smallest_allowed``), in at most ``most`` sizes. The exercise must state
+    ``most``: a bucket per length wastes nothing, and only a bound rejects it."""
     sizes = set()
     for n in range(1, up_to + 1):
         size = call_learner(BUCKETS_HOLD, bucket_size, n, lesson=lesson)

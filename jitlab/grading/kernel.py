@@ -1,9 +1,9 @@
 """The kernel exercise: a plain Python *wrapper* that calls a jitted *kernel*.
 
 Each standard check is declared once here (name, expectation, default hint); a grader
-supplies its inputs, reference and own hints, and runs them in order: ``jitted``,
-``plain``, ``no_callbacks``, ``run`` (the counted, recorded calls from an emptied cache),
-``jit_on``, ``calls_kernel``, ``returns_kernel_output``, ``unchanged``, ``compiles``.
+supplies inputs, reference and hints, and runs ``jitted``, ``plain``, ``no_callbacks``,
+``run`` (the counted, recorded calls from an emptied cache), then ``jit_on``,
+``calls_kernel``, ``returns_kernel_output``, ``unchanged`` and ``compiles`` on the run.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from jitlab.grading.checks import (
     is_jitted,
     require,
     require_compiles,
+    require_jitted,
     shorten,
 )
 from jitlab.instruments.counting import CompileCount, count_compiles
@@ -101,9 +102,8 @@ def recompiled_by(
 @dataclasses.dataclass
 class Run:
     """The wrapper's calls in one counted, recorded block: for call ``i`` the caller's
-    objects ``given[i]`` (a loader may refill them later), a copy ``copies[i]`` taken just
-    before, what it returned, the kernel calls it dispatched, and whether it changed its
-    arguments' content."""
+    objects (a loader may refill them later), a copy taken just before, the output, the
+    kernel calls it dispatched, and whether it changed its arguments' content."""
 
     recorder: Recorder
     count: CompileCount
@@ -119,9 +119,8 @@ class Run:
 
 
 def same_value(a: Any, b: Any) -> bool:
-    """``a`` and ``b`` hold the same numbers (exactly; a NaN equals a NaN), leaf by leaf
-    when they have as many leaves, whatever their containers (a jnp and a NumPy array,
-    a tuple and a list, of one value are the same)."""
+    """``a`` and ``b`` hold the same numbers (exactly; NaN equals NaN), leaf by leaf when
+    they have as many leaves, whatever their containers (a tuple and a list are the same)."""
     left, right = jax.tree.leaves(a), jax.tree.leaves(b)
     for x, y in zip(left, right, strict=True) if len(left) == len(right) else [(a, b)]:
         try:
@@ -164,8 +163,8 @@ class KernelExercise:
         require(self.name(check), ok, expected=expected, seen=seen, hint=hint)
 
     def jitted(self, kernel: Any) -> None:
-        seen = f"{type(kernel).__name__} {getattr(kernel, '__name__', '')}".strip()
-        self.require(JITTED, is_jitted(kernel), seen=seen)
+        hint = self.hints.get(JITTED.name) or self._text(JITTED.hint)
+        require_jitted(self.name(JITTED), kernel, hint=hint)
 
     def plain(self, wrapper: Any, *, seen: str = "") -> None:
         seen = seen or (
