@@ -494,19 +494,14 @@ BUCKETS_FEW = "lengths share a few buckets"
 
 
 def require_buckets(
-    bucket_size: Callable[[int], int],
-    *,
-    up_to: int,
-    most: int,
-    smallest_allowed: int = 16,
-    lesson: str = "",
+    bucket_size: Callable[[int], int], *, up_to: int, most: int, smallest_allowed: int = 16
 ) -> None:
     """Pass if every bucket of 1..``up_to`` holds its length and wastes less than half (or
     is at most ``smallest_allowed``), in at most ``most`` sizes. The exercise must state
     ``most``: a bucket per length wastes nothing, and only a bound rejects it."""
     sizes = set()
     for n in range(1, up_to + 1):
-        size = call_learner(BUCKETS_HOLD, bucket_size, n, lesson=lesson)
+        size = call_learner(BUCKETS_HOLD, bucket_size, n)
         limit = max(2 * n - 1, smallest_allowed)
         fail_unless(
             BUCKETS_HOLD,
