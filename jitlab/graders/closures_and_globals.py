@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from jitlab.grading import Hints, call_learner, fail, fresh_rng, grader, is_jitted, passed
-from jitlab.grading.checks import require_compiles, require_jitted, shorten
+from jitlab.grading.checks import as_numbers, require_compiles, require_jitted, shorten
 from jitlab.grading.kernel import host_callbacks, recompiled_by
 from jitlab.instruments.counting import count_compiles
 
@@ -102,10 +102,7 @@ def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any) 
     """The verdict when call ``index`` did not return the reference ({} when it did):
     the values its result is for, or else its first wrong row and the mistake it shows."""
     now = settings[index]
-    try:
-        got = np.asarray(got, np.float64)
-    except (TypeError, ValueError):
-        got = np.full((), np.nan)
+    got = np.full((), np.nan) if (numbers := as_numbers(got)) is None else numbers
     want = _reference(logits, *now)
     call = f"call {index + 1} (temperature={now[0]:g}, threshold={now[1]:.4f})"
     if _close(got, want):

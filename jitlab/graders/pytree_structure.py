@@ -12,7 +12,7 @@ import numpy as np
 
 from jitlab.doctor import signature as sig
 from jitlab.grading import Hints, fresh_rng, grader, passed, why
-from jitlab.grading.calls import missed_calls, same_content
+from jitlab.grading.calls import same_content
 from jitlab.grading.kernel import FROM_KERNEL, JIT_ON, JITTED, PLAIN, UNCHANGED, KernelExercise
 
 KINDS = ("no weights", "weights", "weights=None", "extra ids", "weights, keys reordered")
@@ -38,7 +38,8 @@ RUNS, ONE_CALL, SCALAR, NUMBERS, ONCE = (
 HINTS = Hints(  # by check (the kernel's by its name template), mistake, or signature part
     {
         UNCHANGED.name: "the loader reuses dicts and arrays: never edit in place, assign to or pop",
-        ONE_CALL: "loss should tidy the batch and return batch_loss(params, tidy_batch)",
+        ONE_CALL: "call batch_loss by that name once and return it: batch_loss(params, tidy)",
+        "traced": "batch_loss ran only while another function was being traced: call it itself",
         SCALAR: "reduce over the batch (a weighted mean of the squared errors) and return it",
         NUMBERS: "the loss is sum(w * (pred - y)**2) / sum(w); no weights means 1s, not 0s",
         "stale": "wrong only for batches the loader refilled: keep nothing by id() or object",
@@ -131,10 +132,9 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
     passed(RUNS)
     LOSS.jit_on(run.recorder)
     counts, never = sorted({len(made) for made in run.calls}), sum(not m for m in run.calls)
-    seen = f"{len(run.kernel_calls)} call(s) of batch_loss in all; per call of loss: {counts}"
-    seen, hint = (seen, "") if not never else missed_calls(
-        run.recorder, wrapper="loss", target="batch_loss", missed=never, total=len(plan),
-        direct_call=LOSS.call)  # fmt: skip
+    seen = f"{len(run.kernel_calls)} call(s) of batch_loss in all, per call of loss: {counts}"
+    seen += f"; {never} of {len(plan)} calls of loss never called batch_loss" * bool(never)
+    hint = HINTS["traced" if never and run.recorder.traced else ONE_CALL]
     expected = f"1 call of batch_loss for each of the {len(plan)} calls of loss"
     HINTS.require(ONE_CALL, counts == [1], expected, seen, hint)
     LOSS.returns_kernel_output(run, same=same_content)
