@@ -39,7 +39,7 @@ HINTS = Hints(  # by check (the kernel's by its name template), mistake, or sign
     {
         UNCHANGED.name: "the loader reuses dicts and arrays: never edit in place, assign to or pop",
         ONE_CALL: "call batch_loss by that name once and return it: batch_loss(params, tidy)",
-        "traced": "batch_loss ran only while another function was being traced: call it itself",
+        "traced": "batch_loss ran only while another function was being traced: call it directly",
         SCALAR: "reduce over the batch (a weighted mean of the squared errors) and return it",
         NUMBERS: "the loss is sum(w * (pred - y)**2) / sum(w); no weights means 1s, not 0s",
         "stale": "wrong only for batches the loader refilled: keep nothing by id() or object",
