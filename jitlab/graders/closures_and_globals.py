@@ -1,18 +1,13 @@
-"""Grader for closures_and_globals: ``confident_probs(logits, temperature, threshold)``,
-jitted, called CHANGES times with a new temperature and threshold each time. A wrong
-result is explained by the values it matches (an earlier call's, the module's globals).
+"""Grader for closures_and_globals: the jitted ``confident_probs``, called CHANGES times with
+new values; a wrong result is named by the values it matches. What the drawing covers:
 
-What the drawing covers, every run, and the wrong rule it breaks:
-
-==============================================  =======================================
-a new temperature and threshold on every call   a global or closure read once, a static
-                                                float (one compilation per value)
-a temperature within 2% of the one before       a rounded or bucketed temperature
-rows with a logit of 300 to 400                 a softmax without the max shift (inf/inf)
-threshold 1.0 on the last call, where those     ``>`` for ``>=`` (below means strictly)
-rows' confidence is exactly 1.0
-every other row clear of every threshold        (float32 rounding never flips a row)
-==============================================  =======================================
+=============================================  ==============================================
+a new temperature and threshold on every call  a global or closure read once; a static float
+a temperature within 2% of the one before      a rounded or bucketed temperature
+rows with a logit of 300 to 400                a softmax without the max shift (inf/inf)
+threshold 1.0 last: those rows' top is 1.0     ``>`` for ``>=`` (below means strictly)
+every other row clear of every threshold       (float32 rounding never flips a row)
+=============================================  ==============================================
 """
 
 from __future__ import annotations
@@ -23,20 +18,32 @@ from typing import Any
 
 import numpy as np
 
-from jitlab.grading import call_learner, fail, fresh_rng, grader, is_jitted, passed, require
-from jitlab.grading.checks import require_compiles, require_jitted, shorten
+from jitlab.grading import Hints, call_learner, fail, fresh_rng, grader, is_jitted, passed
+from jitlab.grading.checks import as_numbers, require_compiles, require_jitted, shorten
 from jitlab.grading.kernel import host_callbacks, recompiled_by
 from jitlab.instruments.counting import count_compiles
 
 CHANGES, NEAR = 8, 4  # setting NEAR has a temperature within 2% of the one before it
 DEFAULTS = (1.0, 0.5)  # the exercise's TEMPERATURE and THRESHOLD, to name a stale value
 RTOL, ATOL, MARGIN = 1e-4, 1e-6, 2e-3
-JITTED = "confident_probs is itself jitted (the work happens inside jit)"
-RUNS = "confident_probs runs"
-USES_VALUES = "every call uses the temperature and threshold passed in"
-ONCE = "one compilation for every temperature and threshold"
-INSIDE = "the work happens inside the compiled program"
-CHECKS = (RUNS, USES_VALUES, JITTED, ONCE, INSIDE)
+CHECKS = RUNS, USES_VALUES, JITTED, ONCE, INSIDE = (
+    "confident_probs runs",
+    "every call uses the temperature and threshold passed in",
+    "confident_probs is itself jitted (the work happens inside jit)",
+    "one compilation for every temperature and threshold",
+    "the work happens inside the compiled program",
+)
+HINTS = Hints(  # a check's hint, and the mistakes a wrong result of one call points to
+    {
+        JITTED: "decorate confident_probs with @jax.jit; no Python wrapper doing part of the work",
+        INSIDE: "compute with jax.nn.softmax and jnp.where in the jitted function, no callback",
+        "stale": "JAX read that global (or closure) once, while tracing: use the arguments",
+        "module": "read `temperature` and `threshold` from the arguments, not the globals",
+        "formula": "softmax(logits / temperature) on the last axis, top per row, 0.0 below it",
+        ">=": "a row whose confidence equals the threshold is not below it: keep it (>=)",
+        "overflow": "exp overflows on big logits (inf/inf is nan): subtract each row's max",
+    }
+)
 
 
 def _reference(logits: np.ndarray, temperature: float, threshold: float) -> np.ndarray:
@@ -52,8 +59,7 @@ def _close(got: np.ndarray, want: np.ndarray) -> bool:
 
 
 def _logits(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Fresh logits of a fresh shape, three rows of which have one logit of 300 to 400;
-    and which rows are ordinary."""
+    """Logits of a fresh shape, three rows with a logit of 300 to 400; the other rows."""
     batch, classes = int(rng.integers(40, 97)), int(rng.integers(3, 11))
     logits = rng.normal(size=(batch, classes)) * rng.uniform(1.0, 3.0)
     rows = rng.choice(batch, size=3, replace=False)
@@ -61,36 +67,30 @@ def _logits(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return logits.astype(np.float32), ~np.isin(np.arange(batch), rows)
 
 
-def _draw_settings(
-    rng: np.random.Generator, logits: np.ndarray, ordinary: np.ndarray
-) -> list[tuple[float, float]]:
+def _draw_settings(rng: np.random.Generator, logits: np.ndarray, ordinary: np.ndarray) -> list:
     """CHANGES (temperature, threshold) pairs, each giving a clearly different answer
     from every one before it and from the defaults, ignoring either value showing; the
     last has threshold 1.0 and a temperature at which every ordinary row is below it."""
-    settings: list[tuple[float, float]] = []
-    seen = [_reference(logits, *DEFAULTS)]
+    settings, seen = [], [_reference(logits, *DEFAULTS)]  # (temperature, threshold), answers
     for _attempt in range(100_000):
-        if len(settings) == CHANGES - 1:
-            break
         t = float(np.round(rng.uniform(0.3, 3.0), 3))
         if len(settings) == NEAR:
             t = float(np.round(settings[-1][0] * rng.choice([0.98, 1.02]), 4))
         elif any(abs(t - old) < 0.05 for old, _ in settings) or abs(t - 1.0) < 0.1:
             continue
-        ordered = np.sort(_reference(logits, t, 0.0)[ordinary])
-        gaps = [k for k in range(len(ordered) // 5, len(ordered) * 4 // 5)
-                if ordered[k + 1] - ordered[k] > 2 * MARGIN]  # fmt: skip
-        if not gaps:
-            continue
-        k = int(rng.choice(gaps))
-        threshold = float((ordered[k] + ordered[k + 1]) / 2)
+        top, n = np.sort(_reference(logits, t, 0.0)[ordinary]), np.count_nonzero(ordinary)
+        gaps = [k for k in range(n // 5, n * 4 // 5) if top[k + 1] - top[k] > 2 * MARGIN]
+        k = int(rng.choice(gaps)) if gaps else 0
+        threshold = float((top[k] + top[k + 1]) / 2)
         want = _reference(logits, t, threshold)
         ignored = _reference(logits, t, DEFAULTS[1]), _reference(logits, DEFAULTS[0], threshold)
-        if any(_close(want, old) for old in seen) or _close(want, ignored[0]):
-            continue
-        if not _close(ignored[1], seen[0]):  # ignoring one must not look like both
+        # new; changed by ignoring the threshold; ignoring the temperature is not both
+        new = not any(_close(want, old) for old in (*seen, ignored[0]))
+        if gaps and new and not _close(ignored[1], seen[0]):
             settings.append((t, threshold))
             seen.append(want)
+        if len(settings) == CHANGES - 1:
+            break
     else:
         raise RuntimeError("could not draw distinct settings for these logits (grader bug)")
     grid = [float(np.round(3.0 * 1.05**k, 3)) for k in range(15)]  # from 3 to 6
@@ -98,84 +98,42 @@ def _draw_settings(
     return [*settings, (last, 1.0)]
 
 
-def _which_values(fn: Any, index: int, logits: np.ndarray, settings: list, got: np.ndarray) -> str:
-    """The values ``got`` is the answer for, when they are not call ``index``'s:
-    "temperature 1 (the module's TEMPERATURE) instead of 2.31", or ""."""
-    temperature, threshold = settings[index]
-    namespace = getattr(getattr(fn, "__wrapped__", fn), "__globals__", {})
-    temperatures, thresholds = {temperature: "passed in"}, {threshold: "passed in"}
-    for j in range(index):
-        temperatures.setdefault(settings[j][0], f"call {j + 1}'s")
-        thresholds.setdefault(settings[j][1], f"call {j + 1}'s")
-    module = namespace.get("TEMPERATURE"), namespace.get("THRESHOLD")
-    for label, (t, thr) in (("the module's", module), ("the exercise's default", DEFAULTS)):
-        if isinstance(t, float | int) and isinstance(thr, float | int):
-            temperatures.setdefault(float(t), f"{label} TEMPERATURE")
-            thresholds.setdefault(float(thr), f"{label} THRESHOLD")
-    pairs = sorted(  # pairs from one source first (both the module's, both call 2's)
-        itertools.product(temperatures.items(), thresholds.items()),
-        key=lambda p: p[0][1].split(" T")[0] != p[1][1].split(" T")[0],
-    )
-    for (t, t_from), (thr, thr_from) in pairs:
-        if (t, thr) != (temperature, threshold) and _close(got, _reference(logits, t, thr)):
-            wrong = [f"temperature {t:g} ({t_from}) instead of {temperature:g}"] * (
-                t != temperature
-            )
-            wrong += [f"threshold {thr:.4f} ({thr_from}) instead of {threshold:.4f}"] * (
-                thr != threshold
-            )
-            return "; ".join(wrong)
-    return ""
-
-
-def _check_call(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any) -> None:
-    temperature, threshold = settings[index]
-    try:
-        got = np.asarray(got, np.float64)
-    except (TypeError, ValueError):
-        got = np.full((), np.nan)
-    want = _reference(logits, temperature, threshold)
+def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any) -> dict:
+    """The verdict when call ``index`` did not return the reference ({} when it did):
+    the values its result is for, or else its first wrong row and the mistake it shows."""
+    now = settings[index]
+    got = np.full((), np.nan) if (numbers := as_numbers(got)) is None else numbers
+    want = _reference(logits, *now)
+    call = f"call {index + 1} (temperature={now[0]:g}, threshold={now[1]:.4f})"
     if _close(got, want):
-        return
-    call = f"call {index + 1} (temperature={temperature:g}, threshold={threshold:.4f})"
-    used = _which_values(fn, index, logits, settings, got)
-    if used:
-        stale = "call " in used
-        raise fail(
-            USES_VALUES,
-            expected=f"{call}: the result for these values",
-            seen=f"call {index + 1} returned the result for {used}"
-            + (": a stale result, with no error" if stale else ""),
-            hint="the value reached the jitted code through a global (or a closure) that JAX "
-            "read once, while tracing; use the `temperature` and `threshold` arguments inside "
-            "the jitted function instead"
-            if stale
-            else "read `temperature` and `threshold` from the arguments, not from the "
-            "module-level names",
-        )
-    hint = "divide the logits by temperature, softmax over the last axis, take the largest " \
-        "probability per row, and set it to 0.0 where it is below threshold"  # fmt: skip
-    row = 0
-    if got.shape == want.shape:
-        wrong = ~np.isclose(got, want, rtol=RTOL, atol=ATOL)
-        row = int(np.argmax(wrong))
-        if np.allclose(want[wrong], threshold, rtol=0, atol=1e-6):
-            hint = "a row whose confidence equals the threshold is not below it: keep it " \
-                "(top >= threshold, not >)"  # fmt: skip
-        elif logits[wrong].min(axis=-1).max() < logits[wrong].max() - 100:
-            hint = "exp(logits / temperature) overflows to inf for large logits (inf / inf " \
-                "is nan): subtract each row's max first, or use jax.nn.softmax"  # fmt: skip
-    raise fail(
-        USES_VALUES,
-        expected=f"{call}: row {row} = {want.reshape(-1)[row]:.6g} (largest logit "
-        f"{logits[row].max():.4g})"
-        if got.shape == want.shape
-        else f"shape {want.shape}",
-        seen=f"row {row} = {got.reshape(-1)[row]:.6g}"
-        if got.shape == want.shape
-        else f"shape {got.shape}",  # fmt: skip
-        hint=hint,
-    )
+        return {}
+    sources = [("passed in", "passed in", now)]  # (temperature's, threshold's name, values)
+    sources += [(f"call {j + 1}'s", f"call {j + 1}'s", settings[j]) for j in range(index)]
+    namespace = getattr(getattr(fn, "__wrapped__", fn), "__globals__", {})
+    module = namespace.get("TEMPERATURE"), namespace.get("THRESHOLD")
+    for label, values in (("the module's", module), ("the exercise's default", DEFAULTS)):
+        if all(isinstance(value, float | int) for value in values):
+            named = f"{label} TEMPERATURE", f"{label} THRESHOLD"
+            sources.append((*named, tuple(map(float, values))))
+    for a, b in sorted(itertools.product(sources, repeat=2), key=lambda p: p[0] is not p[1]):
+        t, thr = a[2][0], b[2][1]  # pairs from one source first (both the module's, call 2's)
+        if (t, thr) != now and _close(got, _reference(logits, t, thr)):
+            used = [f"temperature {t:g} ({a[0]}) instead of {now[0]:g}"] * (t != now[0])
+            used += [f"threshold {thr:.4f} ({b[1]}) instead of {now[1]:.4f}"] * (thr != now[1])
+            stale = ": a stale result, with no error" * any("call " in u for u in used)
+            seen = f"call {index + 1} returned the result for {'; '.join(used)}{stale}"
+            hint = HINTS["stale" if stale else "module"]
+            return dict(expected=f"{call}: the result for these values", seen=seen, hint=hint)
+    hint = HINTS["formula"]
+    if got.shape != want.shape:
+        return dict(expected=f"{call}: shape {want.shape}", seen=f"shape {got.shape}", hint=hint)
+    wrong = ~np.isclose(got, want, rtol=RTOL, atol=ATOL)
+    row = int(np.argmax(wrong))
+    huge = logits[wrong].min(axis=-1).max() < logits[wrong].max() - 100
+    at_threshold = np.allclose(want[wrong], now[1], rtol=0, atol=1e-6)
+    expected = f"{call}: row {row} = {want[row]:.6g} (largest logit {logits[row].max():.4g})"
+    hint = HINTS[">=" if at_threshold else "overflow" if huge else "formula"]
+    return dict(expected=expected, seen=f"row {row} = {got[row]:.6g}", hint=hint)
 
 
 @grader("closures_and_globals", checks=CHECKS)
@@ -191,42 +149,20 @@ def grade(confident_probs: Callable[..., Any]) -> None:
         outputs = [call_learner(RUNS, confident_probs, logits, t, thr) for t, thr in settings]
     passed(RUNS)
     for index, got in enumerate(outputs):  # the values first: a stale global is the lesson
-        _check_call(confident_probs, index, logits, settings, got)
+        if mistake := _mistake(confident_probs, index, logits, settings, got):
+            raise fail(USES_VALUES, **mistake)
     passed(USES_VALUES)
-    require_jitted(
-        JITTED,
-        confident_probs,
-        hint="decorate confident_probs with @jax.jit; do not wrap a jitted helper in "
-        "Python code that does part of the work or sets globals",
-    )
-    causes = []
-    if count.compiles > 1:
-        base, other = (logits, 0.777, 0.4321), np.ascontiguousarray(logits[::-1])
-        variants = {"logits": (other, 0.777, 0.4321), "temperature": (logits, 0.888, 0.4321)}
-        variants["threshold"] = (logits, 0.777, 0.4567)
-        causes = recompiled_by(confident_probs, base, variants)
+    require_jitted(JITTED, confident_probs, hint=HINTS[JITTED])
+    base, changed = (logits, 0.777, 0.4321), (np.ascontiguousarray(logits[::-1]), 0.888, 0.4567)
+    names = ("logits", "temperature", "threshold")
+    variants = {name: (*base[:i], changed[i], *base[i + 1 :]) for i, name in enumerate(names)}
+    causes = recompiled_by(confident_probs, base, variants) if count.compiles > 1 else []
     what = " and ".join(causes) or "a value"
-    jax_says = (
-        f'; JAX\'s own guess: "{shorten(count.last_reason, 160)}"' if count.explanations else ""
-    )
-    require_compiles(
-        ONCE,
-        count,
-        exactly=1,
-        what=f"compilation(s) for {CHANGES} calls at one shape of logits",
-        hint=f"{what} changes on every call: keep temperature and threshold as ordinary "
-        "(traced) arguments; a static float is part of the cache key, so every new value "
-        "compiles a new program",
-        seen_extra=(f"a new {what} alone compiled again" if causes else "") + jax_says
-        if count.compiles > 1
-        else "",
-    )
-    found = host_callbacks(confident_probs, logits, *settings[0])
-    require(
-        INSIDE,
-        not found,
-        expected="the softmax and the threshold computed by the compiled program",
-        seen=f"the program calls back into Python ({', '.join(found)})",
-        hint="write the computation with jax.nn.softmax and jnp.where inside the jitted "
-        "function; a host callback runs it outside the compiled program",
-    )
+    extra = [f"a new {what} alone compiled again"] * bool(causes)
+    extra += [f'JAX\'s own guess: "{shorten(count.last_reason, 160)}"'] * bool(count.explanations)
+    hint = f"{what} changes on every call: keep temperature and threshold traced arguments; "
+    hint += "a static float is part of the cache key, so each new value compiles a new program"
+    counted = f"compilation(s) for {CHANGES} calls at one shape of logits"
+    require_compiles(ONCE, count, exactly=1, what=counted, hint=hint, seen_extra="; ".join(extra))
+    found = ", ".join(host_callbacks(confident_probs, logits, *settings[0]))
+    HINTS.require(INSIDE, not found, "the work in the compiled program", f"host callbacks: {found}")

@@ -1,12 +1,6 @@
-"""Grader for the pytree structure exercise: a weighted loss over untidy batches,
-compiled once.
-
-``loss(params, batch)`` (plain Python) tidies whatever batch the loader produced and
-calls the jitted ``batch_loss(params, batch)`` once. Every run calls ``loss`` with every
-kind of batch in every calling style, the loader reusing its dicts and arrays; the
-standard kernel checks (:mod:`jitlab.grading.kernel`) run on those calls, and a
-recompilation is named by :func:`jitlab.grading.why`.
-"""
+"""Grader for pytree_structure: the plain ``loss(params, batch)`` tidies any batch and
+returns the jitted ``batch_loss(params, tidy_batch)``, compiled once for every kind of batch
+in every calling style (:class:`~jitlab.grading.kernel.KernelExercise`'s checks)."""
 
 from __future__ import annotations
 
@@ -17,20 +11,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from jitlab.doctor import signature as sig
-from jitlab.grading import fresh_rng, grader, passed, why
+from jitlab.grading import Hints, fresh_rng, grader, passed, why
 from jitlab.grading.calls import same_content
-from jitlab.grading.checks import require
-from jitlab.grading.kernel import (
-    FROM_KERNEL,
-    JIT_ON,
-    JITTED,
-    PLAIN,
-    UNCHANGED,
-    KernelExercise,
-)
+from jitlab.grading.kernel import FROM_KERNEL, JIT_ON, JITTED, PLAIN, UNCHANGED, KernelExercise
 
 KINDS = ("no weights", "weights", "weights=None", "extra ids", "weights, keys reordered")
-STYLES = ("loss(params, batch)", "loss(params, batch=batch)", "loss(params=..., batch=...)")
+STYLES = {  # a calling style: how it passes (params, batch) to loss
+    "loss(params, batch)": lambda p, b: ((p, b), {}),
+    "loss(params, batch=batch)": lambda p, b: ((p,), {"batch": b}),
+    "loss(params=..., batch=...)": lambda p, b: ((), {"params": p, "batch": b}),
+}
 EXTRA_CALLS = 9  # on top of one call for every (kind, style) pair
 DRAWS = {  # what the drawing covers: the wrong rule each draw breaks, on every run
     "every kind of batch in every calling style, shuffled": "a kind or a style not tidied",
@@ -38,42 +28,43 @@ DRAWS = {  # what the drawing covers: the wrong rule each draw breaks, on every 
     "every kind's second batch is its first dict and arrays, refilled": "memoising by id()",
     "keys in another order": "(must not matter: dict keys are sorted in the pytree)",
 }
-
-_KERNEL_HINTS = {  # by the standard check's name template
-    PLAIN.name: "a jitted loss sees every batch structure and compiles for each one; "
-    "tidy the batch in plain Python first, then call the jitted batch_loss",
-    FROM_KERNEL.name: "return batch_loss(params, tidy_batch) as it is; do the "
-    "arithmetic inside batch_loss, not around it",
-    UNCHANGED.name: "the loader may reuse its dicts and arrays; build a new dict for "
-    "batch_loss (and new arrays) instead of assigning to, popping from, or editing in "
-    "place what you were given",
-}
-LOSS = KernelExercise("loss", "batch_loss", "batch_loss(params, tidy_batch)", _KERNEL_HINTS)
-RUNS = "loss runs on every kind of batch and calling style"
-ONE_CALL = "loss calls batch_loss once per call"
-SCALAR = "loss returns one number per batch"
-NUMBERS = "the losses match the reference"
-ONCE = "batch_loss compiles once for all batches"
-CHECKS = (
-    *LOSS.names(JITTED, PLAIN),
-    RUNS,
-    LOSS.name(JIT_ON),
-    ONE_CALL,
-    LOSS.name(FROM_KERNEL),
-    LOSS.name(UNCHANGED),
-    SCALAR,
-    NUMBERS,
-    ONCE,
+RUNS, ONE_CALL, SCALAR, NUMBERS, ONCE = (
+    "loss runs on every kind of batch and calling style",
+    "loss calls batch_loss once per call",
+    "loss returns one number per batch",
+    "the losses match the reference",
+    "batch_loss compiles once for all batches",
 )
+HINTS = Hints(  # by check (the kernel's by its name template), mistake, or signature part
+    {
+        UNCHANGED.name: "the loader reuses dicts and arrays: never edit in place, assign to or pop",
+        ONE_CALL: "call batch_loss by that name once and return it: batch_loss(params, tidy)",
+        "traced": "batch_loss ran only while another function was being traced: call it directly",
+        SCALAR: "reduce over the batch (a weighted mean of the squared errors) and return it",
+        NUMBERS: "the loss is sum(w * (pred - y)**2) / sum(w); no weights means 1s, not 0s",
+        "stale": "wrong only for batches the loader refilled: keep nothing by id() or object",
+        ONCE: "give batch_loss the same keys, always arrays, and call it positionally",
+        "style": "call batch_loss one way only, whichever way loss was called",
+        "none": '"weights": None and no "weights" key are the same: pass an array in both',
+        "weights": "give batch_loss an array of weights in every case (ones where none)",
+        "keys": "build a new dict with exactly the keys batch_loss needs, the same every time",
+        "containers": "pass batch_loss the same containers every time (a dict, not a tuple)",
+        "types": 'the filled-in weights need the dtype of real ones: np.ones_like(batch["y"])',
+        "weak": 'the fill is weakly typed (~), real weights are not: np.ones_like(batch["y"])',
+        "again": "same arguments compiled again: do not clear its cache or jit anew in loss",
+    }
+)
+PARTS = {sig.KEYWORD: "style", sig.WEAK_TYPE: "weak", sig.PYTHON_SCALAR: "weak"}  # else types
+LOSS = KernelExercise("loss", "batch_loss", "batch_loss(params, tidy_batch)", HINTS)
+CHECKS = (*LOSS.names(JITTED, PLAIN), RUNS, LOSS.name(JIT_ON), ONE_CALL)
+CHECKS += (*LOSS.names(FROM_KERNEL, UNCHANGED), SCALAR, NUMBERS, ONCE)
 
 
 def _reference_loss(params: dict[str, Any], batch: dict[str, Any]) -> float:
     """Weighted mean squared error in float64; no weights means weight 1 everywhere."""
-    x = np.asarray(batch["x"], dtype=np.float64)
-    y = np.asarray(batch["y"], dtype=np.float64)
-    pred = x @ np.asarray(params["w"], dtype=np.float64) + float(params["b"])
-    weights = batch.get("weights")
-    w = np.ones_like(y) if weights is None else np.asarray(weights, dtype=np.float64)
+    x, y = np.asarray(batch["x"], np.float64), np.asarray(batch["y"], np.float64)
+    w = np.ones_like(y) if batch.get("weights") is None else batch["weights"].astype(np.float64)
+    pred = x @ np.asarray(params["w"], np.float64) + float(params["b"])
     return float(np.sum(w * (pred - y) ** 2) / np.sum(w))
 
 
@@ -81,12 +72,11 @@ def _make_batch(rng: np.random.Generator, kind: str, n: int, f: int, first_id: i
     x = rng.normal(size=(n, f)).astype(np.float32)
     y = rng.normal(loc=rng.normal(), size=n).astype(np.float32)
     weights = rng.uniform(0.1, 2.0, size=n).astype(np.float32)
-    ids = np.arange(first_id, first_id + n, dtype=np.int32)
     return {
         "no weights": {"x": x, "y": y},
         "weights": {"x": x, "y": y, "weights": weights},
         "weights=None": {"x": x, "y": y, "weights": None},
-        "extra ids": {"x": x, "y": y, "ids": ids},
+        "extra ids": {"x": x, "y": y, "ids": np.arange(first_id, first_id + n, dtype=np.int32)},
     }.get(kind, {"weights": weights, "y": y, "x": x})
 
 
@@ -104,21 +94,10 @@ def _refill(batch: dict, fresh: dict) -> dict:
     return batch
 
 
-def _arguments(style: str, params: dict, batch: dict) -> tuple[tuple, dict]:
-    """How a caller in ``style`` passes (params, batch) to loss."""
-    if style == STYLES[0]:
-        return (params, batch), {}
-    if style == STYLES[1]:
-        return (params,), {"batch": batch}
-    return (), {"params": params, "batch": batch}
-
-
 def _kind(d: sig.Difference) -> str:
-    """Which of :data:`_HINTS` a difference between two calls of batch_loss calls for."""
-    if d.part == sig.KEYWORD:
-        return "style"
+    """Which of the hints a difference between two calls of batch_loss calls for."""
     if d.part != sig.STRUCTURE:
-        return "weak" if d.part in (sig.WEAK_TYPE, sig.PYTHON_SCALAR) else "types"
+        return PARTS.get(d.part, "types")
     if "None" in (d.now, d.before):
         return "none"
     if "absent" in (d.now, d.before):
@@ -126,117 +105,50 @@ def _kind(d: sig.Difference) -> str:
     return "containers"
 
 
-_HINTS = {
-    "style": "callers use keywords sometimes; whichever way loss was called, call "
-    "batch_loss one way only: batch_loss(params, tidy_batch)",
-    "none": '"weights": None and no "weights" key mean the same thing; give batch_loss '
-    "an array of weights in both cases",
-    "weights": "batches with and without weights reach batch_loss with different keys; "
-    "give batch_loss an array of weights in every case (ones where there are none)",
-    "keys": "do not pass the caller's dict on: build a new dict with exactly the keys "
-    "batch_loss needs, the same keys every time",
-    "containers": "pass batch_loss the same container types every time (a dict, not "
-    "sometimes a tuple or a list)",
-    "types": "the filled-in weights must have the same shape and dtype as real weights, "
-    'e.g. np.ones_like(batch["y"])',
-    "weak": "the filled-in weights are weakly typed (~), real weights are not: "
-    "jnp.full(n, 1.0) or a Python float makes a weak array; give the fill an explicit "
-    'dtype, e.g. np.ones_like(batch["y"])',
-    "again": "batch_loss compiled again for arguments it had compiled for already: do "
-    "not clear its cache, or build a new jitted function, inside loss",
-}
-
-
 @grader("pytree_structure", checks=CHECKS)
 def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
     """Grade the exercise: numbers right for every kind of batch, one compilation."""
     rng = fresh_rng()
     LOSS.jitted(batch_loss)
-    LOSS.plain(
-        loss,
-        seen=f"loss is a jitted function ({getattr(loss, '__name__', type(loss).__name__)})",
-    )
+    LOSS.plain(loss)
     n, f = int(rng.integers(16, 65)), int(rng.integers(4, 10))
-    params = {
-        "w": jnp.asarray(rng.normal(size=f), dtype=jnp.float32),
-        "b": jnp.float32(rng.normal()),
-    }
+    params = {"w": jnp.asarray(rng.normal(size=f), jnp.float32), "b": jnp.float32(rng.normal())}
     plan = [(kind, style) for kind in KINDS for style in STYLES]
-    plan += [(str(rng.choice(KINDS)), str(rng.choice(STYLES))) for _ in range(EXTRA_CALLS)]
+    plan += [(str(rng.choice(KINDS)), str(rng.choice(list(STYLES)))) for _ in range(EXTRA_CALLS)]
     plan = [plan[i] for i in rng.permutation(len(plan))]
+    reused = [sum(k == kind for k, _ in plan[:i]) % 2 == 1 for i, (kind, _) in enumerate(plan)]
     wanted: list[float] = []
-    reused: list[bool] = []
 
     def arguments() -> Any:
-        """The loader's batches: every kind's second, fourth... batch is its last one's
-        dict and arrays, refilled with new values."""
+        """The loader's batches: a kind's second, fourth... is its last, refilled in place."""
         last: dict[str, dict] = {}
         for i, (kind, style) in enumerate(plan):
             fresh = _make_batch(rng, kind, n, f, i * n)
-            reused.append(sum(k == kind for k, _ in plan[:i]) % 2 == 1)
-            batch = _refill(last[kind], fresh) if reused[-1] else fresh
-            last[kind] = batch
+            last[kind] = batch = _refill(last[kind], fresh) if reused[i] else fresh
             wanted.append(_reference_loss(params, batch))
-            yield _arguments(style, params, batch)
+            yield STYLES[style](params, batch)
 
     run = LOSS.run(loss, batch_loss, arguments(), check=RUNS, refills=True)
     passed(RUNS)
     LOSS.jit_on(run.recorder)
-    calls, count = run.kernel_calls, run.count
-    counts = sorted({len(made) for made in run.calls})
-    hint = "loss should tidy the batch and return batch_loss(params, tidy_batch): one call"
-    if not calls and run.recorder.traced:
-        hint += "; batch_loss was only called while another function was being traced"
-    elif not calls and count.compiles:
-        hint += "; batch_loss compiled, but not through a name loss holds"
-    require(
-        ONE_CALL,
-        counts == [1],
-        expected=f"1 call of batch_loss for each of the {len(plan)} calls of loss",
-        seen=f"{len(calls)} call(s) of batch_loss in all; per call of loss: "
-        + ", ".join(str(c) for c in counts),
-        hint=hint,
-    )
+    counts, never = sorted({len(made) for made in run.calls}), sum(not m for m in run.calls)
+    seen = f"{len(run.kernel_calls)} call(s) of batch_loss in all, per call of loss: {counts}"
+    seen += f"; {never} of {len(plan)} calls of loss never called batch_loss" * bool(never)
+    hint = HINTS["traced" if never and run.recorder.traced else ONE_CALL]
+    expected = f"1 call of batch_loss for each of the {len(plan)} calls of loss"
+    HINTS.require(ONE_CALL, counts == [1], expected, seen, hint)
     LOSS.returns_kernel_output(run, same=same_content)
     LOSS.unchanged(run, what=lambda i: f"a batch of kind {plan[i][0]}")
-    outputs = run.outputs
-    shapes = sorted({str(np.shape(out)) for out in outputs})
-    require(
-        SCALAR,
-        shapes == ["()"],
-        expected="a scalar (shape ()) for each call",
-        seen="results of shape " + ", ".join(shapes),
-        hint="reduce over the batch (a weighted mean of the squared errors) and return it",
-    )
-    got = np.array([float(np.asarray(out)) for out in outputs])
-    wrong = [i for i in range(len(plan)) if not np.isclose(got[i], wanted[i], rtol=1e-4)]
-    kinds_wrong = sorted({plan[i][0] for i in wrong})
-    stale = wrong and all(reused[i] for i in wrong)
-    first = wrong[0] if wrong else 0
-    require(
-        NUMBERS,
-        not wrong,
-        expected=f"{wanted[first]:.6g} (the reference) for call {first + 1} of loss: a batch "
-        f"with {plan[first][0]}, called as {plan[first][1]}",
-        seen=f"{got[first]:.6g}; wrong for {len(wrong)} of {len(plan)} calls, batches with "
-        + ", ".join(kinds_wrong),
-        hint="wrong only for batches the loader reused (the same dict and arrays, refilled "
-        "with new values): do not keep results or tidied batches by id() or by object"
-        if stale
-        else "the loss is sum(w * (pred - y)**2) / sum(w), and a batch without weights "
-        "counts every example once (weight 1, not 0)",
-    )
+    shapes = ", ".join(sorted({str(np.shape(out)) for out in run.outputs}))
+    HINTS.require(SCALAR, shapes == "()", "a scalar (shape ()) for each call", f"shape {shapes}")
+    got = np.array([float(np.asarray(out)) for out in run.outputs])
+    wrong = list(np.flatnonzero(~np.isclose(got, wanted, rtol=1e-4)))
+    i, kinds = (wrong or [0])[0], ", ".join(sorted({plan[j][0] for j in wrong}))
+    first = f"call {i + 1} of loss: a batch with {plan[i][0]}, called as {plan[i][1]}"
+    seen = f"{got[i]:.6g}; wrong for {len(wrong)} of {len(plan)} calls, batches with {kinds}"
+    hint = HINTS["stale"] if wrong and all(reused[j] for j in wrong) else ""
+    HINTS.require(NUMBERS, not wrong, f"{wanted[i]:.6g} (the reference) for {first}", seen, hint)
     found = why(run.recorder)
-    LOSS.compiles(
-        ONCE,
-        count,
-        exactly=1,
-        what=f"compilations of batch_loss for {len(plan)} batches",
-        hint=found.hint_for(
-            _HINTS,
-            "give batch_loss the same structure every time (same keys, always arrays) "
-            "and call it positionally",
-            kind=_kind,
-        ),
-        cause=found.text,
-    )
+    hint = found.hint_for(HINTS, HINTS[ONCE], kind=_kind)
+    what = f"compilations of batch_loss for {len(plan)} batches"
+    LOSS.compiles(ONCE, run.count, exactly=1, what=what, hint=hint, cause=found.text)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from tables import fails, passes, rows
 
-from jitlab.graders import closures_and_globals
+from jitlab.graders import closures_and_globals as G
 
 TEMPERATURE = 1.0
 THRESHOLD = 0.5
@@ -17,9 +17,6 @@ THRESHOLD = 0.5
 def _score(logits, temperature, threshold):
     top = jax.nn.softmax(logits / temperature, axis=-1).max(axis=-1)
     return jnp.where(top >= threshold, top, 0.0)
-
-
-G = closures_and_globals
 
 
 def good():
@@ -31,10 +28,6 @@ def good():
 
 
 # --- right answers ----------------------------------------------------------------------
-
-
-def test_reference_solution_passes():
-    passes(G.grade, good())
 
 
 def test_another_correct_answer_passes():
@@ -49,7 +42,7 @@ def test_another_correct_answer_passes():
     passes(G.grade, confident_probs)
 
 
-def test_passes_twice_with_one_function():
+def test_a_right_answer_passes_twice():
     fn = good()
     passes(G.grade, fn)
     passes(G.grade, fn)  # the grader empties the cache: a warm function is counted from zero

@@ -12,10 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from exercise_cells import namespace
+from tables import fails, passes, rows
 
-import jitlab.grading.checks as grading_checks
-from jitlab.graders import pytree_structure
-from jitlab.grading import GradingFailure
+from jitlab.graders import pytree_structure as G
 
 
 def predict(params, x):
@@ -27,13 +26,16 @@ def weighted(params, batch):
     return jnp.sum(batch["weights"] * err) / jnp.sum(batch["weights"])
 
 
-def make_batch_loss(body=weighted):
-    """A jitted core (a fresh object each time), for the wrappers below."""
+def core(body=weighted):
+    """Makes a jitted batch_loss over ``body``, a new function each time."""
 
-    def batch_loss(params, batch):  # count_compiles knows a function by its name
-        return body(params, batch)
+    def make():
+        def batch_loss(params, batch):  # count_compiles knows a function by its name
+            return body(params, batch)
 
-    return jax.jit(batch_loss)
+        return jax.jit(batch_loss)
+
+    return make
 
 
 def tidy(batch):
@@ -43,40 +45,28 @@ def tidy(batch):
     return {"x": batch["x"], "y": batch["y"], "weights": weights}
 
 
-def make_loss(batch_loss):
-    def loss(params, batch):
-        return batch_loss(params, tidy(batch))
-
-    return loss
-
-
-def numpy_loss(params, batch):
-    weights = batch.get("weights")
-    w = np.ones_like(batch["y"]) if weights is None else np.asarray(weights)
-    pred = np.asarray(batch["x"]) @ np.asarray(params["w"]) + float(params["b"])
-    return np.sum(w * (pred - batch["y"]) ** 2) / np.sum(w)
+def loss_of(body):
+    """Makes, around a batch_loss ``c``, a loss(params, batch) returning ``body(c, params,
+    batch)``."""
+    return lambda c: lambda params, batch: body(c, params, batch)
 
 
-def grade_failure(loss, batch_loss, match: str) -> GradingFailure:
-    with pytest.raises(GradingFailure, match=match) as info:
-        pytree_structure.grade(loss, batch_loss)
-    return info.value
+same = loss_of(lambda c, p, b: c(p, tidy(b)))
 
 
 # ------------------------------------------------------------------ right answers
 
 
-def test_solution_passes(capsys):
+def test_solution_passes():
     solved = namespace("pytree_structure")
-    pytree_structure.grade(solved["loss"], solved["batch_loss"])
-    assert "All checks passed" in capsys.readouterr().out
+    passes(G.grade, solved["loss"], solved["batch_loss"])
 
 
 def test_a_differently_written_right_answer_passes():
     # A tuple instead of a dict, float64 ones (canonicalised to float32), keyword-only
     # handling through **kwargs, a helper reached through a global, and a Python float
     # returned instead of the array: all within the contract.
-    namespace = {"jax": jax, "jnp": jnp, "np": np, "predict": predict}
+    names = {"jax": jax, "jnp": jnp, "np": np, "predict": predict}
     exec(
         "@jax.jit\n"
         "def batch_loss(params, batch):\n"
@@ -91,10 +81,10 @@ def test_a_differently_written_right_answer_passes():
         "    params = kwargs['params'] if 'params' in kwargs else args[0]\n"
         "    batch = kwargs['batch'] if 'batch' in kwargs else args[-1]\n"
         "    return float(core(params, batch))\n",
-        namespace,
+        names,
     )
-    pytree_structure.grade(namespace["loss"], namespace["batch_loss"])
-    assert type(namespace["batch_loss"]).__name__ != "Recorder"  # put back afterwards
+    passes(G.grade, names["loss"], names["batch_loss"])
+    assert type(names["batch_loss"]).__name__ != "Recorder"  # put back afterwards
 
 
 # ------------------------------------------------------------------ wrong answers
@@ -113,7 +103,7 @@ def only_missing_key(params, batch):
 
 def given(weights):
     """A loss that passes batch_loss x, y and ``weights(batch)``."""
-    return lambda c: lambda params, batch: c(params, {**tidy(batch), "weights": weights(batch)})
+    return loss_of(lambda c, p, b: c(p, {**tidy(b), "weights": weights(b)}))
 
 
 def filled(fill):
@@ -121,9 +111,20 @@ def filled(fill):
     return given(lambda b: fill(b) if b.get("weights") is None else b["weights"])
 
 
-def keeps_extra_keys(batch_loss):
-    # a copy, so the caller's dict is safe, but "ids" rides along
-    return lambda params, batch: batch_loss(params, {**batch, **tidy(batch)})
+def numpy_loss(params, batch):
+    weights = batch.get("weights")
+    w = np.ones_like(batch["y"]) if weights is None else np.asarray(weights)
+    pred = np.asarray(batch["x"]) @ np.asarray(params["w"]) + float(params["b"])
+    return jnp.asarray(np.sum(w * (pred - batch["y"]) ** 2) / np.sum(w), jnp.float32)
+
+
+def after_a_real_call(answer):
+    return loss_of(lambda c, p, b: c(p, tidy(b)) and answer(p, b))
+
+
+keeps_ids = loss_of(lambda c, p, b: c(p, {**b, **tidy(b)}))  # the caller's dict is safe
+clears_cache = loss_of(lambda c, p, b: c.clear_cache() or c(p, tidy(b)))
+jit_per_call = loss_of(lambda c, p, b: jax.jit(lambda q, d: c(q, d))(p, tidy(b)))
 
 
 def forwards_style(batch_loss):
@@ -133,10 +134,6 @@ def forwards_style(batch_loss):
         return batch_loss(args[0], tidy(args[1]))
 
     return loss
-
-
-def after_a_real_call(answer):
-    return lambda c: lambda params, batch: c(params, tidy(batch)) and answer(params, batch)
 
 
 def edits_callers_batch(batch_loss):
@@ -158,131 +155,66 @@ def normalises_in_place(batch_loss):
     return loss
 
 
-def core(body=weighted):
-    return lambda: make_batch_loss(body)
+def memoised_by_id(results):
+    """A loss that keeps, by the batch's id(), its tidied copy (or with ``results`` its
+    loss): the loader reuses its dicts and arrays, so what it keeps goes stale."""
+
+    def wrap(batch_loss):
+        kept = {}
+
+        def loss(params, batch):
+            if id(batch) not in kept:
+                tidied = {k: np.array(v) for k, v in tidy(batch).items()}
+                kept[id(batch)] = batch_loss(params, tidied) if results else tidied
+            return kept[id(batch)] if results else batch_loss(params, kept[id(batch)])
+
+        return loss
+
+    return wrap
 
 
-same = make_loss
-WRONG = {
-    # name: (makes the core, makes the loss around it, the failing check, words in the
-    # verdict); a decoy, NumPy outside jit, a look-alike of jit and jit switched off in
-    # the wrapper are in test_generic_cheats.py
-    "batch passed through": (
-        core(handles_weights_inside),
-        lambda c: lambda params, batch: c(params, batch),
-        "compiles once",
-        ("4 compilations", "batch['"),
-    ),
-    "only a missing key handled": (
-        core(only_missing_key),
-        given(lambda b: b["weights"] if "weights" in b else np.ones_like(b["y"])),
-        "compiles once",
-        ("2 compilations", "batch['weights']", "None and no"),
-    ),
-    "extra keys kept": (core(), keeps_extra_keys, "compiles once", ("ids", "exactly the keys")),
-    "calling style forwarded": (
-        core(),
-        forwards_style,
-        "compiles once",
-        ("keyword", "positional", "one way"),
-    ),
-    "integer fill": (
-        core(),
-        filled(lambda b: np.ones(len(b["y"]), np.int32)),
-        "compiles once",
-        ("i32[", "f32[", "dtype"),
-    ),
-    "weak fill": (
-        core(),
-        filled(lambda b: jnp.full(len(b["y"]), 1.0)),
-        "compiles once",
-        ("2 compilations", "~f32[", "weak"),
-    ),
-    "cache cleared every call": (
-        core(),
-        lambda c: lambda params, batch: c.clear_cache() or c(params, tidy(batch)),
-        "compiles once",
-        ("the same signature as call 1", "clear its cache"),
-    ),
-    "NumPy answer after a real call": (
-        core(),
-        after_a_real_call(lambda p, b: jnp.asarray(numpy_loss(p, b), jnp.float32)),
-        "returns what batch_loss computed",
-        "",
-    ),
-    "the grader's reference": (
-        core(),
-        after_a_real_call(pytree_structure._reference_loss),
-        "returns what batch_loss computed",
-        "",
-    ),
-    "a new jit per call": (
-        core(),
-        lambda c: lambda params, batch: jax.jit(lambda q, d: c(q, d))(params, tidy(batch)),
-        "once per call",
-        "while another function was being traced",
-    ),
-    "jitted loss": (
-        lambda: jax.jit(lambda params, batch: weighted(params, tidy(batch))),
-        lambda c: c,
-        "plain Python function",
-        "",
-    ),
-    "batch_loss not jitted": (lambda: weighted, same, "compiled with jax.jit", ""),
-    "weights filled with zeros": (
-        core(),
-        filled(lambda b: np.zeros_like(b["y"])),
-        "match the reference",
-        "no weights",
-    ),
-    "weights ignored": (
-        core(lambda p, b: jnp.mean((predict(p, b["x"]) - b["y"]) ** 2)),
-        same,
-        "match the reference",
-        "weights",
-    ),
-    "caller's batch edited": (core(), edits_callers_batch, "caller's arguments", ""),
-    "weights normalised in place": (
-        core(),
-        normalises_in_place,
-        "caller's arguments",
-        ("weights", "in place"),
-    ),
+ONCE, CALL, NUMBERS, SAME = "compiles once", "once per call", "match the reference", "caller's"
+RETURNS, C = "returns what batch_loss computed", core()
+# fmt: off
+WRONG = {  # name: (makes the core, makes the loss around it, the failing check, words in the
+    # verdict, words in its hint); a decoy, NumPy outside jit, a look-alike of jit and jit
+    # switched off in the wrapper are in test_generic_cheats.py
+    "batch passed through": (core(handles_weights_inside), loss_of(lambda c, p, b: c(p, b)), ONCE,
+                             ["4 compilations", "batch['"], []),
+    "only a missing key handled": (core(only_missing_key), given(lambda b: b.get(
+        "weights", np.ones_like(b["y"]))), ONCE, ["2 compilations", "batch['weights']"],
+        ["None and no"]),
+    "extra keys kept": (C, keeps_ids, ONCE, ["ids"], ["exactly the keys"]),
+    "calling style forwarded": (C, forwards_style, ONCE, ["keyword", "positional"], ["one way"]),
+    "integer fill": (C, filled(lambda b: np.ones(len(b["y"]), np.int32)), ONCE,
+                     ["i32[", "f32["], ["dtype"]),
+    "weak fill": (C, filled(lambda b: jnp.full(len(b["y"]), 1.0)), ONCE,
+                  ["2 compilations", "~f32["], ["weak"]),
+    "cache cleared every call": (C, clears_cache, ONCE, ["the same signature as call 1"],
+                                 ["clear its cache"]),
+    "NumPy answer after a real call": (C, after_a_real_call(numpy_loss), RETURNS, [], []),
+    "the grader's reference": (C, after_a_real_call(G._reference_loss), RETURNS, [], []),
+    "a new jit per call": (C, jit_per_call, CALL, ["while another function was being traced"],
+                           []),
+    "jitted loss": (lambda: jax.jit(lambda p, b: weighted(p, tidy(b))), lambda c: c,
+                    "plain Python function", [], []),
+    "batch_loss not jitted": (lambda: weighted, same, "compiled with jax.jit", [], []),
+    "weights filled with zeros": (C, filled(lambda b: np.zeros_like(b["y"])), NUMBERS,
+                                  ["no weights"], []),
+    "weights ignored": (core(lambda p, b: jnp.mean((predict(p, b["x"]) - b["y"]) ** 2)), same,
+                        NUMBERS, ["weights"], []),
+    "caller's batch edited": (C, edits_callers_batch, SAME, [], []),
+    "weights normalised in place": (C, normalises_in_place, SAME, ["weights"], ["in place"]),
+    "tidied batches kept by id()": (C, memoised_by_id(False), NUMBERS, [], ["refilled", "id()"]),
+    "results kept by id()": (C, memoised_by_id(True), CALL, ["never called batch_loss"], []),
 }
+# fmt: on
+MEMO = ("tidied batches kept by id()", "results kept by id()")  # a loader's reuse, any draw
 
 
-@pytest.mark.parametrize("name", WRONG)
-def test_a_wrong_answer_fails_its_check(name):
-    make_core, make_wrapper, check, words = WRONG[name]
+@pytest.mark.parametrize(("name", "seed"), rows(WRONG, seeded=MEMO))
+def test_a_wrong_answer_fails_its_check(name, seed):
+    make_core, make_loss, check, words, hint = WRONG[name]
     batch_loss = make_core()
-    failure = grade_failure(make_wrapper(batch_loss), batch_loss, check)
-    text = str(failure)
-    assert all(w in text for w in ([words] if isinstance(words, str) else words)), text
-
-
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_rejects_batches_memoised_by_id(seed, monkeypatch):
-    # The loader reuses its dicts and arrays: a copy kept by id() goes stale.
-    monkeypatch.setattr(grading_checks, "SEED", int(seed))
-    batch_loss, kept = make_batch_loss(), {}
-
-    def loss(params, batch):
-        if id(batch) not in kept:
-            kept[id(batch)] = {k: np.array(v) for k, v in tidy(batch).items()}
-        return batch_loss(params, kept[id(batch)])
-
-    failure = grade_failure(loss, batch_loss, "match the reference")
-    assert "reused" in failure.hint and "id()" in failure.hint
-
-
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_rejects_results_memoised_by_id(seed, monkeypatch):
-    monkeypatch.setattr(grading_checks, "SEED", int(seed))
-    batch_loss, kept = make_batch_loss(), {}
-
-    def loss(params, batch):
-        if id(batch) not in kept:
-            kept[id(batch)] = batch_loss(params, tidy(batch))
-        return kept[id(batch)]
-
-    grade_failure(loss, batch_loss, "once per call")
+    loss = make_loss(batch_loss)
+    fails(G.grade, loss, batch_loss, check=check, words=words, hint=hint, seed=seed)
