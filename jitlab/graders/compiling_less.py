@@ -1,10 +1,8 @@
 """Grader for compiling_less: ``warm_up`` builds one executable per bucket at start-up,
 ``serve`` pads each request with NumPy and runs it on the smallest bucket, compiling
 nothing. The grader's kernel is ``summarise`` scaled and shifted by numbers drawn each
-round, so only the executables can produce its answers; every result must be exactly
-one an executable returned during that ``serve``.
-
-What the drawing covers, every run (each wrong rule fails every run):
+round, so only the executables can produce its answers (each result must be exactly one
+an executable returned during that ``serve``). The draw, every run:
 
 - bucket sizes never sorted: "the first key that fits" in dict order;
 - every bucket size itself and one more, and length 1: ``>`` for ``>=``, an off-by-one;
@@ -147,9 +145,8 @@ def _warm_up(warm_up: Callable[..., Any], buckets: list[int], dtype: type, kerne
     passed(WARM_UP_RUNS)
     require_jit_on("after your warm_up ran")
     keys = sorted(compiled) if isinstance(compiled, dict) else type(compiled).__name__
-    _check(
-        ONE_PER_BUCKET, keys == want, f"a dict with keys {want} (the sizes passed in)", str(keys)
-    )
+    expected = f"a dict with keys {want} (the sizes passed in)"
+    _check(ONE_PER_BUCKET, keys == want, expected, str(keys))
     kinds = ", ".join(sorted({type(v).__name__ for v in compiled.values()}))
     ok = all(isinstance(v, jax.stages.Compiled) for v in compiled.values())
     _check(COMPILED_VALUES, ok, "jax.stages.Compiled values, built before the first request", kinds)
@@ -187,8 +184,11 @@ def _serve_failure(err: Exception, requests: list, watched: dict) -> Exception:
     return fail(check, expected=expected, seen=seen, hint=HINTS[hint])
 
 
-def _serve(serve: Callable[..., Any], requests: list, watched: dict) -> tuple[Any, Any]:
-    """``serve(requests, watched)``, its traces and compilations counted."""
+def _serve_round(serve, requests, watched, draw, before) -> list[bytes]:
+    """Check one ``serve`` of ``requests``; returns each result's bytes (for the next
+    round, whose arrays are these refilled: ``before``)."""
+    (scale, shift, label), lengths = draw, [len(x) for x in requests]
+    originals = [x.copy() for x in requests]
 
     def serve_checked() -> Any:
         try:
@@ -204,15 +204,6 @@ def _serve(serve: Callable[..., Any], requests: list, watched: dict) -> tuple[An
     passed(SERVE_RUNS)
     passed(RIGHT_TYPES)
     require_jit_on("after your serve ran")
-    return results, serving
-
-
-def _serve_round(serve, requests, watched, draw, before) -> list[bytes]:
-    """Check one ``serve`` of ``requests``; returns each result's bytes (for the next
-    round, whose arrays are these refilled: ``before``)."""
-    (scale, shift, label), lengths = draw, [len(x) for x in requests]
-    originals = [x.copy() for x in requests]
-    results, serving = _serve(serve, requests, watched)
     names = ", ".join(name.removeprefix("jit(").removesuffix(")") for name in serving.compiled)
     ok = serving.compiles == serving.traces == 0
     seen = f"{serving.traces} trace(s), {serving.compiles} compilation(s), of: {names or '-'}"
@@ -227,10 +218,8 @@ def _serve_round(serve, requests, watched, draw, before) -> list[bytes]:
     calls = {size: watched[size].calls for size in sorted(watched)}
     kept = before is not None and sum(calls.values()) < len(requests)
     order = f"bucket sizes passed as {list(watched)}" + ", arrays refilled" * (before is not None)
-    expected, seen = (
-        f"calls per bucket {wanted} ({label} round, {order})",
-        f"calls per bucket {calls}",
-    )
+    expected = f"calls per bucket {wanted} ({label} round, {order})"
+    seen = f"calls per bucket {calls}"
     _check(SMALLEST_BUCKET, calls == wanted, expected, seen, HINTS["kept"] * kept)
 
     got = list(results) if isinstance(results, list | tuple) else None
@@ -243,13 +232,8 @@ def _serve_round(serve, requests, watched, draw, before) -> list[bytes]:
     first = f"request {foreign[0]}: {shorten(repr(got[foreign[0]]), 80)}" if foreign else ""
     seen = f"{len(foreign)} of {len(got)} results came from somewhere else ({first})"
     expected = "each result exactly as one of the executables returned it during this serve"
-    _check(
-        FROM_EXECUTABLES,
-        not foreign,
-        expected,
-        seen,
-        HINTS["kept"] * bool(stale.intersection(foreign)),
-    )
+    hint = HINTS["kept"] * bool(stale.intersection(foreign))
+    _check(FROM_EXECUTABLES, not foreign, expected, seen, hint)
 
     got_np = np.stack([np.asarray(r, dtype=np.float64) for r in got])
     want = np.stack([_reference(x, scale, shift) for x in requests])

@@ -1,8 +1,6 @@
 """Grader for control_flow: ``clip_by_norm`` and ``descend``, each compiled once for every
 value of its data. Every number comes out of the learner's jitted function, called from
-an emptied cache, and is compared with a float64 NumPy reference kept here.
-
-What the drawing covers, every run (each wrong rule fails every run):
+an emptied cache, and is compared with a float64 NumPy reference. The draw, every run:
 
 - limits below and above the norm: jnp.clip per element, an inverted test, g / norm;
 - a zero vector: 0 / 0 = NaN; a clipped vector of norm ~1e-9: an eps added to the norm;
@@ -15,8 +13,10 @@ What the drawing covers, every run (each wrong rule fails every run):
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import jax
@@ -52,7 +52,7 @@ CLIP_CHECKS = {  # every check once: its name, then its default hint
     (CLIP_ZERO := "clip_by_norm leaves a zero vector alone"): """a zero vector divided by its norm
         (0) gives NaN: choose the factor with jnp.where(norm > max_norm, max_norm / norm, 1.0)""",
     (CLIP_ONCE := "clip_by_norm compiles once for every max_norm"): "",
-    (CLIP_INSIDE := "clip_by_norm decides inside the compiled program"): "use jnp.where",
+    (CLIP_INSIDE := "clip_by_norm decides inside the compiled program"): "jnp.where",
 }
 DESCEND_CHECKS = {
     (DESCEND_JITTED := "descend is compiled with jax.jit"): "decorate it with @jax.jit",
@@ -63,11 +63,12 @@ DESCEND_CHECKS = {
     (DESCEND_X := "descend returns the right x"): """each step is x - lr * clip_by_norm(curvature *
         x, 1.0)""",
     (DESCEND_ONCE := "descend compiles once for every lr and tol"): "",
-    (DESCEND_INSIDE := "descend decides inside the compiled program"): "use lax.while_loop",
+    (DESCEND_INSIDE := "descend decides inside the compiled program"): "lax.while_loop",
 }
 CLIP_KINDS = (CLIP_LONG, CLIP_ZERO, CLIP_LONG, CLIP_SHORT, CLIP_TINY, CLIP_SHORT, CLIP_LONG)
 CLIP_KINDS += (CLIP_SHORT, CLIP_LONG, CLIP_SHORT)  # clip_by_norm's cases
-_TOL = {CLIP_TINY: (1e-4, 0.0), CLIP_SHORT: (1e-5, 1e-6), CLIP_ZERO: (0.0, 1e-6)}
+_TOL = {CLIP_LONG: (1e-4, 1e-6), CLIP_TINY: (1e-4, 0.0), CLIP_SHORT: (1e-5, 1e-6)}
+_TOL |= {CLIP_ZERO: (0.0, 1e-6)}  # rtol and atol of each kind of case, in the checks' order
 HINTS = Hints(  # the mistakes the step counts and a tracer error point to, then the checks'
     {
         "fixed": """every problem ran all MAX_STEPS steps: a loop with a fixed count (fori_loop to
@@ -80,13 +81,12 @@ HINTS = Hints(  # the mistakes the step counts and a tracer error point to, then
         keep going while norm > tol, not norm >= tol""",
         CONVERGED: """a start that has already converged needs 0 steps: test the rule before
         every step, including the first (lax.while_loop tests before its body)""",
-        "offset": """x is right, but every count is off by {}: start steps at 0 and add 1 for each
-        step taken""",
+        "offset": "x is right, but every count is off by {}: start steps at 0, add 1 per step",
         "rule": """check the stopping rule before every step: stop once norm(curvature * x) <=
         tol, or after MAX_STEPS steps""",
         "while": """you already use lax.while_loop; inside its functions every value is traced,
-        so Python's `and`, `or`, `not` and `if` cannot decide. Combine the two conditions with
-        `&`: (norm > tol) & (steps < MAX_STEPS)""",
+        so Python's `and`, `or`, `not` and `if` cannot decide: write (norm > tol) & (steps <
+        MAX_STEPS), with `&`""",
         "lax": """inside lax control flow ({}) every value is traced: use jnp.where, `&` and `|`
         instead of Python's `if`/`and`/`or`""",
         "jit": """replace the Python `if` with jnp.where or lax.cond, and the `while` with
@@ -117,9 +117,7 @@ def _reference_trajectory(
     return xs, norms, next((k for k in range(MAX_STEPS) if norms[k] <= tol), MAX_STEPS)
 
 
-def _acceptable_steps(
-    norms: list[float], tol: float, steps: int, slack: float = _STOP_SLACK
-) -> bool:
+def _acceptable_steps(norms: list[float], tol: float, steps: int, slack=_STOP_SLACK) -> bool:
     """Could a float32 run of the rule stop after ``steps``: a reason to take each step
     and a reason to stop, within ``slack`` of ``tol``?"""
     went_on = all(n > tol * (1 - slack) for n in norms[:steps])
@@ -130,22 +128,20 @@ def _acceptable_steps(
 def _tracer_failure(check: str, err: Exception) -> Exception:
     """A Python ``if``/``while``/``and`` on a tracer: where it was, and the fix there."""
     text, line = str(err), learner_line(err)
-    where = re.search(r"while tracing the function (\S+) at \S+ for (\w+)", text)
+    where = re.search(r"tracing the function (\S+) at \S+ for (\w+)", text) or ("", "?", "jit")
     needed = re.search(r"depends on the values? of the arguments? ([^.]+)", text)
-    seen = f"{type(err).__name__}: {re.split(r'\.\s', text)[0]}"
-    seen += f" in {where[1]} (traced for {where[2]})" if where else ""
-    seen += f", which needed the value of {needed[1]}" if needed else ""
+    seen = f"{type(err).__name__}: {re.split(r'\.\s', text)[0]} in {where[1]} (traced for "
+    seen += f"{where[2]})" + (f", which needed the value of {needed[1]}" if needed else "")
     seen += f", at {line}" if line else ""
-    traced_for = where[2] if where else "jit"
-    kind = "jit" if traced_for == "jit" else "while" if traced_for.startswith("while") else "lax"
+    kind = "jit" if where[2] == "jit" else "while" if where[2].startswith("while") else "lax"
     expected = "a function that traces: no Python if/while/and on traced values"
-    return fail(check, expected=expected, seen=seen, hint=HINTS[kind].format(traced_for))
+    return fail(check, expected=expected, seen=seen, hint=HINTS[kind].format(where[2]))
 
 
-def _grade(fn: Any, name: str, checks: tuple[str, ...], cases: list, judge: Callable) -> None:
-    """The checks both functions share, around ``judge(cases, outputs)``: ``fn`` is jitted,
-    runs every case from an emptied cache (each call inside ``call_learner``), compiles
-    once, and has no host callback."""
+@contextlib.contextmanager
+def _graded(fn: Any, name: str, checks: tuple[str, ...], cases: list) -> Iterator[list]:
+    """The checks both functions share, around the block that judges the outputs: ``fn`` is
+    jitted, runs every case from an emptied cache, compiles once, has no host callback."""
     jitted, runs, once, inside = checks
     require_jitted(jitted, fn, hint=HINTS[jitted])
 
@@ -161,18 +157,16 @@ def _grade(fn: Any, name: str, checks: tuple[str, ...], cases: list, judge: Call
         recorder = Recorder(fn, lambda: count.compiles)
         outputs = [call_learner(runs, traced, *case) for case in cases]
     passed(runs)
-    judge(cases, outputs)
+    yield outputs
     found = why(recorder)
-    names = list(dict.fromkeys(d.where for r in found.recompiles for d in r.differences))
-    what, one = " and ".join(names), len(names) == 1
-    hint = f"{what} change{'s' * one} on every call: keep {'it' if one else 'them'} traced"
-    hint = hint if names else "calls of one shape share one program: keep every argument traced"
-    hint += " (no static_argnames / static_argnums); let jnp.where or lax decide in the program"
+    names = " and ".join(dict.fromkeys(d.where for r in found.recompiles for d in r.differences))
+    hint = f"keep {names or 'every argument'} traced (no static_argnames / static_argnums): "
+    hint += "calls of one shape share one program; let jnp.where or lax decide in it"
     what = f"compilations of {name} for {len(cases)} calls of the same shapes"
     require_compiles(once, count, exactly=1, what=what, hint=hint, seen_extra=found.text)
     found = ", ".join(call_learner(inside, host_callbacks, fn, *cases[0]))
     expected = f"{name}'s decision made by the compiled program (jnp/lax operations)"
-    hint = f"a host callback runs NumPy outside the compiled program: {HINTS[inside]} instead"
+    hint = f"a host callback runs NumPy outside the compiled program: use {HINTS[inside]}"
     _check(inside, not found, expected, f"the program calls back into Python ({found})", hint)
 
 
@@ -190,26 +184,20 @@ def _clip_cases(rng: np.random.Generator, size: int) -> list[tuple[np.ndarray, f
     return cases
 
 
-def _judge_clip(cases: list[tuple[np.ndarray, float]], got: list[Any]) -> None:
-    """Each kind of case against the reference, in the order of the checks."""
-    for check in (CLIP_LONG, CLIP_TINY, CLIP_SHORT, CLIP_ZERO):
-        rtol, atol = _TOL.get(check, (1e-4, 1e-6))
-        for (g, m), out, kind in zip(cases, got, CLIP_KINDS, strict=True):
-            about = f"g of norm {np.linalg.norm(g):.4g} and max_norm={m:.4g}"
-            want = _reference_clip(g, m)
-            if kind == check:
-                require_close(
-                    check, out, want, rtol=rtol, atol=atol, about=about, hint=HINTS[check]
-                )
-
-
 @grader("control_flow", part="clip_by_norm", checks=tuple(CLIP_CHECKS))
 def grade_clip(clip_by_norm: Callable[..., Any]) -> None:
-    """Grade ``clip_by_norm(g, max_norm)`` on the drawn cases (``CLIP_KINDS``)."""
+    """Grade ``clip_by_norm(g, max_norm)`` on the drawn cases (``CLIP_KINDS``), each kind
+    against the reference in the order of the checks."""
     rng = fresh_rng()
     cases = _clip_cases(rng, int(rng.integers(5, 40)))
     checks = (CLIP_JITTED, CLIP_RUNS, CLIP_ONCE, CLIP_INSIDE)
-    _grade(clip_by_norm, "clip_by_norm", checks, cases, _judge_clip)
+    with _graded(clip_by_norm, "clip_by_norm", checks, cases) as got:
+        for check, (rtol, atol) in _TOL.items():  # in the order of the checks
+            close = partial(require_close, check, rtol=rtol, atol=atol, hint=HINTS[check])
+            for (g, m), out, kind in zip(cases, got, CLIP_KINDS, strict=True):
+                about = f"g of norm {np.linalg.norm(g):.4g} and max_norm={m:.4g}"
+                if kind == check:
+                    close(out, _reference_clip(g, m), about=about)
 
 
 def _problems(rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray, float, float]]:
@@ -251,35 +239,33 @@ def _steps_hint(got: list[int], want: list[int], x_at: list[set[int]]) -> str:
     return HINTS[CONVERGED] if CONVERGED in wrong else HINTS["rule"]
 
 
-def _judge_descend(problems: list[tuple], results: list[Any]) -> None:
-    """A pair each; the step counts the rule allows; x after that many reference steps."""
-    for result in results:
-        pair = isinstance(result, tuple | list) and len(result) == 2
-        shape = np.shape(result[1]) if pair else None
-        seen = f"steps of shape {shape}" if pair else f"a {type(result).__name__}"
-        _check(DESCEND_PAIR, shape == (), "a pair (x, steps), steps a scalar integer", seen)
-    refs = [_reference_trajectory(*p) for p in problems]
-    got, want = [int(np.asarray(r[1])) for r in results], [ref[2] for ref in refs]
-    xs = [np.asarray(x, np.float64) for x, _ in results]
-    x_at = [
-        {k for k, r in enumerate(ref[0]) if np.allclose(x, r, 1e-3, 1e-4)}
-        for x, ref in zip(xs, refs, strict=True)
-    ]
-    ok = [
-        _acceptable_steps(ref[1], p[3], s, 0.0 if kind == AT_TOL else _STOP_SLACK)
-        for s, ref, p, kind in zip(got, refs, problems, KINDS, strict=True)
-    ]
-    i = ok.index(False) if False in ok else 0
-    expected = f"steps {want}: problem {i + 1} {KINDS[i]}, so {want[i]} steps"
-    seen = f"steps {got}: {got[i]} for problem {i + 1}"
-    _check(DESCEND_STEPS, all(ok), expected, seen, _steps_hint(got, want, x_at))
-    for i, (x, ref, s) in enumerate(zip(xs, refs, got, strict=True)):
-        about, hint = f"problem {i + 1} ({KINDS[i]}) after {s} steps", HINTS[DESCEND_X]
-        require_close(DESCEND_X, x, ref[0][s], rtol=1e-3, atol=1e-4, about=about, hint=hint)
-
-
 @grader("control_flow", part="descend", checks=tuple(DESCEND_CHECKS))
 def grade_descend(descend: Callable[..., Any]) -> None:
-    """Grade ``descend(x0, curvature, lr, tol)`` on the drawn problems (``KINDS``)."""
+    """Grade ``descend(x0, curvature, lr, tol)`` on the drawn problems (``KINDS``): a pair
+    each, step counts the rule allows, and x after that many reference steps."""
+    problems = _problems(fresh_rng())
     checks = (DESCEND_JITTED, DESCEND_RUNS, DESCEND_ONCE, DESCEND_INSIDE)
-    _grade(descend, "descend", checks, _problems(fresh_rng()), _judge_descend)
+    with _graded(descend, "descend", checks, problems) as results:
+        for result in results:
+            pair = isinstance(result, tuple | list) and len(result) == 2
+            shape = np.shape(result[1]) if pair else None
+            seen = f"steps of shape {shape}" if pair else f"a {type(result).__name__}"
+            _check(DESCEND_PAIR, shape == (), "a pair (x, steps), steps a scalar integer", seen)
+        refs = [_reference_trajectory(*p) for p in problems]
+        got, want = [int(np.asarray(r[1])) for r in results], [ref[2] for ref in refs]
+        xs = [np.asarray(x, np.float64) for x, _ in results]
+        x_at = [
+            {k for k, r in enumerate(ref[0]) if np.allclose(x, r, 1e-3, 1e-4)}
+            for x, ref in zip(xs, refs, strict=True)
+        ]
+        ok = [
+            _acceptable_steps(ref[1], p[3], s, 0.0 if kind == AT_TOL else _STOP_SLACK)
+            for s, ref, p, kind in zip(got, refs, problems, KINDS, strict=True)
+        ]
+        i = ok.index(False) if False in ok else 0
+        expected = f"steps {want}: problem {i + 1} {KINDS[i]}, so {want[i]} steps"
+        seen = f"steps {got}: {got[i]} for problem {i + 1}"
+        _check(DESCEND_STEPS, all(ok), expected, seen, _steps_hint(got, want, x_at))
+        for i, (x, ref, s) in enumerate(zip(xs, refs, got, strict=True)):
+            about, hint = f"problem {i + 1} ({KINDS[i]}) after {s} steps", HINTS[DESCEND_X]
+            require_close(DESCEND_X, x, ref[0][s], rtol=1e-3, atol=1e-4, about=about, hint=hint)
