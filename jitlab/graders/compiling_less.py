@@ -40,21 +40,18 @@ CHECKS = {  # every check once: its name, then its default hint
         build each jax.ShapeDtypeStruct from the bucket size and the dtype argument""",
     (SERVE_RUNS := "serve runs"): "run the exercise cell on its own to see the full traceback",
     (RIGHT_TYPES := "serve calls each executable with the types it was compiled for"): """pad with
-        NumPy to the bucket size, keeping the dtype: np.zeros(size, dtype=x.dtype), then copy x
-        in""",
+        NumPy in the request's dtype: np.zeros(size, dtype=x.dtype), then copy x in""",
     (NOTHING_COMPILED := "serve traces and compiles nothing"): """call the executables from warm_up,
         and pad with NumPy: jnp.pad, jnp.zeros and jax.jit all compile when they see a new shape""",
-    (REQUESTS_KEPT := "serve leaves the caller's requests as they were"): """pad a new array
-        (np.zeros(size, dtype=x.dtype), then copy x in); x.resize or writing into x changes the
-        caller's data""",
-    (SMALLEST_BUCKET := "each request runs on the smallest bucket that holds it"): """pick min(b for
-        b in compiled if b >= len(x)) and call compiled[b] once per request; the sizes do not
+    (REQUESTS_KEPT := "serve leaves the caller's requests as they were"): """pad a new array:
+        x.resize, or writing into x, changes the caller's data""",
+    (SMALLEST_BUCKET := "each request runs on the smallest bucket that holds it"): """call
+        compiled[min(b for b in compiled if b >= len(x))] once per request: the sizes do not
         arrive sorted, and a request as long as a bucket fits in it""",
     (ONE_RESULT_EACH := "serve returns one result per request"): """append what the executable
         returns for each request""",
     (FROM_EXECUTABLES := "every result is what an executable returned"): """return
-        compiled[size](padded, n) for every request; the grader's fn is not summarise, so
-        computing the answer another way cannot match""",
+        compiled[size](padded, n) itself: the grader's fn is not summarise, nothing else matches""",
     (NUMBERS := "serve's numbers match the reference"): """copy the request into the front of the
         padded array, padded[:len(x)] = x, and pass len(x) as n""",
 }
@@ -62,9 +59,8 @@ HINTS = Hints(  # the mistakes a verdict names when the grader sees them, then t
     {
         JIT_ON: """remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) from
         your code: a Compiled refuses to run with jit off""",
-        "kept": """the request arrays were the same as in the last serve, refilled with new
-        values: anything kept by id(x) (a result, a padded copy) is stale then; pad each request
-        again and call the executable for it, every time""",
+        "kept": """the request arrays were refilled since the last serve: anything kept by id(x) (a
+        result, a padded copy) is stale; pad and run every request again, every time""",
         "lookup": "the buckets are the keys of `compiled`, whatever their sizes: "
         + CHECKS[SMALLEST_BUCKET],
         "whole": """the numbers are those of the whole padded bucket: pass the request's real
@@ -235,13 +231,12 @@ def _serve_round(serve, requests, watched, draw, before) -> list[bytes]:
     hint = HINTS["kept"] * bool(stale.intersection(foreign))
     _check(FROM_EXECUTABLES, not foreign, expected, seen, hint)
 
-    got_np = np.stack([np.asarray(r, dtype=np.float64) for r in got])
-    want = np.stack([_reference(x, scale, shift) for x in requests])
-    wrong = [i for i in range(len(got)) if not np.allclose(got_np[i], want[i], 1e-3, 1e-3)]
+    got_np = [np.asarray(r, np.float64) for r in got]
+    want = [_reference(x, scale, shift) for x in requests]
+    wrong = [i for i, g in enumerate(got_np) if not np.allclose(g, want[i], 1e-3, 1e-3)]
     i = wrong[0] if wrong else 0
-    padded = np.zeros(bucket[i], requests[i].dtype)
-    padded[: lengths[i]] = requests[i]
-    whole = np.allclose(got_np[i], _reference(padded, scale, shift), 1e-3, 1e-3)
+    whole = _reference(np.pad(requests[i], (0, bucket[i] - lengths[i])), scale, shift)
+    whole = np.allclose(got_np[i], whole, 1e-3, 1e-3)  # the bucket's size passed as n
     expected = f"{np.array2string(want[i], precision=4)} for request {i} (length {lengths[i]}, "
     seen = f"{np.array2string(got_np[i], precision=4)}; {len(wrong)} of {len(got)} results differ"
     hint = HINTS["kept"] if stale.intersection(wrong) else HINTS["whole"] * whole
