@@ -126,9 +126,7 @@ def _draw(rng: np.random.Generator) -> tuple[list[int], list[int]]:
         rng.shuffle(sizes)
     ordered = sorted(sizes)
     lengths = [1, *ordered, *(b + 1 for b in ordered[:-1])]
-    lengths += [
-        int(rng.integers(lo + 1, hi)) for lo, hi in zip([0, *ordered[:-1]], ordered, strict=True)
-    ]
+    lengths += [int(rng.integers(lo + 1, hi)) for lo, hi in itertools.pairwise([0, *ordered])]
     lengths += [int(n) for n in rng.integers(1, ordered[-1] + 1, size=EXTRA_REQUESTS)]
     rng.shuffle(lengths)
     return sizes, lengths
@@ -169,7 +167,7 @@ def _serve_failure(err: Exception, requests: list, watched: dict) -> Exception:
     n = len(requests[min(done, len(requests) - 1)])
     bucket = f"request {done} (length {n}) to run on bucket "
     bucket += f"{min(b for b in watched if b >= n)} of {sorted(watched)}"
-    check, expected, hint = (SERVE_RUNS, "serve to finish", SERVE_RUNS)
+    check, expected, hint = SERVE_RUNS, "serve to finish", SERVE_RUNS
     if "Disable jit is not supported" in str(err):
         check, expected, hint = JIT_ON, "jit on while serve runs", JIT_ON
     elif isinstance(err, TypeError):

@@ -254,14 +254,10 @@ def grade_descend(descend: Callable[..., Any]) -> None:
         refs = [_reference_trajectory(*p) for p in problems]
         got, want = [int(np.asarray(r[1])) for r in results], [ref[2] for ref in refs]
         xs = [np.asarray(x, np.float64) for x, _ in results]
-        x_at = [
-            {k for k, r in enumerate(ref[0]) if np.allclose(x, r, 1e-3, 1e-4)}
-            for x, ref in zip(xs, refs, strict=True)
-        ]
-        ok = [
-            _acceptable_steps(ref[1], p[3], s, 0.0 if kind == AT_TOL else _STOP_SLACK)
-            for s, ref, p, kind in zip(got, refs, problems, KINDS, strict=True)
-        ]
+        x_at, ok = [], []  # the steps whose reference iterate x equals; s allowed
+        for x, s, (its, norms, _), p, kind in zip(xs, got, refs, problems, KINDS, strict=True):
+            x_at.append({k for k, r in enumerate(its) if np.allclose(x, r, 1e-3, 1e-4)})
+            ok.append(_acceptable_steps(norms, p[3], s, 0.0 if kind == AT_TOL else _STOP_SLACK))
         i = ok.index(False) if False in ok else 0
         expected = f"steps {want}: problem {i + 1} {KINDS[i]}, so {want[i]} steps"
         seen = f"steps {got}: {got[i]} for problem {i + 1}"

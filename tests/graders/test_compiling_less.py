@@ -1,12 +1,11 @@
-"""The compiling-less grader passes right answers and rejects each kind of wrong one.
-
-Every learner function here is built inside its test (a factory per table row), so no
-test depends on what another compiled; the grader makes a fresh kernel each round.
-"""
+"""The compiling-less grader passes right answers and rejects each kind of wrong one. Each
+row builds its answer in its test, and the grader makes a fresh kernel each round, so no
+test depends on what another compiled."""
 
 from __future__ import annotations
 
 import bisect
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +17,13 @@ from jitlab.graders import compiling_less as cl
 from jitlab.grading.checks import JIT_ON
 
 LENGTH = jax.ShapeDtypeStruct((), jnp.int32)
+jit_off = partial(jax.config.update, "jax_disable_jit", True)
+
+
+@pytest.fixture(autouse=True)
+def jit_back_on():  # after a row that switches jit off in the config
+    yield
+    jax.config.update("jax_disable_jit", False)
 
 
 def warm_up(fn, bucket_sizes, dtype):
@@ -154,11 +160,8 @@ def bisect_right(compiled, n):  # IndexError for a request as long as the larges
     return sorted(compiled)[bisect.bisect_right(sorted(compiled), n)]
 
 
-def numpy_summary(x):
-    return np.array([x.astype(np.float64).mean(), x.std(), x.max()])
-
-
 WRONG_WARM_UP = {  # name: (warm_up, the check it fails), served by the right serve
+    "jit off in the config": (lambda f, b, d: (warm_up(f, b, d), jit_off())[0], JIT_ON),
     "lazy jit": (lambda f, b, d: {s: jax.jit(f) for s in b}, cl.COMPILED_VALUES),
     "another function": (lambda f, b, d: warm_up(own_summarise, b, d), cl.COMPILES_ONCE),
     "ignores dtype": (lambda f, b, d: warm_up(f, b, jnp.float32), cl.TAKES_DTYPE),
@@ -181,7 +184,10 @@ WRONG_SERVE = {  # name: (a factory of serve, the check it fails), after the rig
         lambda: lambda r, c: [np.zeros(3, np.float32) for _ in r],
         cl.SMALLEST_BUCKET,
     ),
-    "NumPy beside decoys": (lambda: beside_decoys(numpy_summary), cl.FROM_EXECUTABLES),
+    "NumPy beside decoys": (
+        lambda: beside_decoys(lambda x: np.array([x.astype(np.float64).mean(), x.std(), x.max()])),
+        cl.FROM_EXECUTABLES,
+    ),
     "the grader's reference": (
         lambda: beside_decoys(lambda x: cl._reference(x, 1.0, 0.0)),
         cl.FROM_EXECUTABLES,
@@ -202,6 +208,7 @@ ON_EVERY_DRAW = {  # rules only some inputs expose, graded on three seeds
     "bisect_right": (lambda: serving(bucket=bisect_right), cl.SMALLEST_BUCKET),
 }
 WORDS = {  # what a verdict must hold, where more than its check
+    "jit off in the config": ["jit is switched off"],
     "ignores dtype": ["float16["],
     "serve under disable_jit": ["disable_jit"],
     "jit in the loop": ["lazy_summary"],
@@ -227,16 +234,3 @@ def test_wrong_answers_fail_their_check(name, seed):
     answer, check = (WRONG | ON_EVERY_DRAW)[name]
     warm, serve_fn = (answer, serve) if name in WRONG_WARM_UP else (warm_up, answer())
     fails(cl.grade, warm, serve_fn, check=check, words=WORDS.get(name, ()), seed=seed)
-
-
-def test_jit_switched_off_in_the_config():
-    def warm_up_then_off(fn, bucket_sizes, dtype):
-        executables = warm_up(fn, bucket_sizes, dtype)
-        jax.config.update("jax_disable_jit", True)
-        return executables
-
-    try:
-        found = fails(cl.grade, warm_up_then_off, serve, check=JIT_ON)
-    finally:
-        jax.config.update("jax_disable_jit", False)
-    assert "jit is switched off" in found.seen

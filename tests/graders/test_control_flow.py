@@ -4,6 +4,7 @@ every kind of wrong answer with a verdict that names its real mistake."""
 from __future__ import annotations
 
 import sys
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +17,7 @@ from tables import fails, passes, rows
 from jitlab.graders import control_flow as cf
 from jitlab.grading.checks import JIT_ON
 
-MAX_STEPS = cf.MAX_STEPS
+MAX_STEPS, N_CLIP = cf.MAX_STEPS, len(cf.CLIP_KINDS)
 
 
 def named(fn, name="clip_by_norm", **jit):
@@ -93,8 +94,8 @@ def test_the_solution_and_answers_written_differently_pass():
 
 
 def test_every_call_of_the_learner_is_bracketed_for_strict_mode(monkeypatch):
-    """Strict mode compares its stock around each call into the learner's code: every
-    trace of the learner's function runs between an "enter" and a "leave"."""
+    """Strict mode compares its stock around each call into the learner's code (between
+    an "enter" and a "leave"): both parts trace the learner's function only there."""
     depth, seen, audit = [0], [], sys.audit
 
     def spy(event, *args):
@@ -102,31 +103,22 @@ def test_every_call_of_the_learner_is_bracketed_for_strict_mode(monkeypatch):
             depth[0] += 1 if args[0] == "enter" else -1
         audit(event, *args)
 
-    def rule(norm, max_norm):
+    def traced(value):  # called while the learner's function is traced
         seen.append(depth[0])
-        return right(norm, max_norm)
-
-    def cond(norm, tol, steps):
-        seen.append(depth[0])
-        return (norm > tol) & (steps < MAX_STEPS)
+        return value
 
     monkeypatch.setattr(sys, "audit", spy)
-    passes(cf.grade_clip, clip_with(rule))
-    passes(cf.grade_descend, while_descend(cond=cond))
+    passes(cf.grade_clip, clip_with(lambda n, m: traced(right(n, m))))
+    passes(cf.grade_descend, while_descend(cond=lambda n, t, s: traced((n > t) & (s < MAX_STEPS))))
     assert len(seen) >= 2 and all(seen), seen  # one trace of each, at least
 
 
 # --- wrong answers ----------------------------------------------------------------------
 
 
-def decision_outside_jit():
+def decision_outside_jit():  # a decoy jitted call, so that something compiles
     scale = jax.jit(lambda g, factor: g * factor)
-
-    def clip_by_norm(g, max_norm):
-        scale(g, 1.0)  # a decoy call, so that something compiles
-        return cf._reference_clip(g, max_norm)
-
-    return clip_by_norm
+    return lambda g, max_norm: (scale(g, 1.0), cf._reference_clip(g, max_norm))[1]
 
 
 class LooksJitted:  # jax.jit's methods on a plain function
@@ -142,14 +134,8 @@ def through_callback():
     return named(lambda g, m: jax.pure_callback(numpy_clip, shape(g), g, m))
 
 
-def jit_off_around():
-    jitted = clip_with(right)
-
-    def clip_by_norm(g, max_norm):
-        with jax.disable_jit():
-            return jitted(g, max_norm)
-
-    return clip_by_norm
+def jit_off_around():  # a plain function that calls the jitted one with jit off
+    return jax.disable_jit()(clip_with(right))
 
 
 def python_while():
@@ -191,11 +177,6 @@ def descend_callback():
     return descend
 
 
-def only_x():
-    inner = while_descend()
-    return named(lambda x0, curvature, lr, tol: inner(x0, curvature, lr, tol)[0], "descend")
-
-
 def python_and(norm, tol, steps):
     return norm > tol and steps < MAX_STEPS
 
@@ -219,47 +200,25 @@ WRONG = {  # name: (a factory of the wrong answer, the check it fails: the grade
     "counts from 1": (lambda: while_descend(start=1), cf.DESCEND_STEPS),
     "steps before testing": (lambda: while_descend(first_step=True), cf.DESCEND_STEPS),
     "unclipped": (lambda: while_descend(clip_step=False), cf.DESCEND_STEPS),
-    "only x": (only_x, cf.DESCEND_PAIR),
+    "only x": (lambda: named(lambda *a: while_descend()(*a)[0], "descend"), cf.DESCEND_PAIR),
     "descend's host callback": (descend_callback, cf.DESCEND_INSIDE),
 }
-EDGES = {  # rules only the drawn edge cases expose, graded with three seeds each
-    "eps 1e-6": (
-        lambda: clip_with(lambda n, m: jnp.where(n > m, m / (n + 1e-6), 1.0)),
-        cf.CLIP_TINY,
-    ),
-    "eps 1e-12": (
-        lambda: clip_with(lambda n, m: jnp.where(n > m, m / (n + 1e-12), 1.0)),
-        cf.CLIP_TINY,
-    ),
-    "floor": (
-        lambda: clip_with(lambda n, m: jnp.where(n > m, m / jnp.maximum(n, 1e-8), 1.0)),
-        cf.CLIP_TINY,
-    ),
-    "eps in test": (
-        lambda: clip_with(lambda n, m: jnp.where(n > m + 1e-6, m / n, 1.0)),
-        cf.CLIP_TINY,
-    ),
-    ">= tol": (
-        lambda: while_descend(cond=lambda n, t, s: (n >= t) & (s < MAX_STEPS)),
-        cf.DESCEND_STEPS,
-    ),
-    "<= MAX_STEPS": (
-        lambda: while_descend(cond=lambda n, t, s: (n > t) & (s <= MAX_STEPS)),
-        cf.DESCEND_STEPS,
-    ),
-    "< MAX_STEPS - 1": (
-        lambda: while_descend(cond=lambda n, t, s: (n > t) & (s < MAX_STEPS - 1)),
-        cf.DESCEND_STEPS,
-    ),
+CLIP_EDGES = {  # clip factors only the drawn edge cases expose, graded with three seeds each
+    "eps 1e-6": lambda n, m: jnp.where(n > m, m / (n + 1e-6), 1.0),
+    "eps 1e-12": lambda n, m: jnp.where(n > m, m / (n + 1e-12), 1.0),
+    "floor": lambda n, m: jnp.where(n > m, m / jnp.maximum(n, 1e-8), 1.0),
+    "eps in test": lambda n, m: jnp.where(n > m + 1e-6, m / n, 1.0),
 }
+STOP_EDGES = {  # stopping rules (norm, tol, steps) likewise
+    ">= tol": lambda n, t, s: (n >= t) & (s < MAX_STEPS),
+    "<= MAX_STEPS": lambda n, t, s: (n > t) & (s <= MAX_STEPS),
+    "< MAX_STEPS - 1": lambda n, t, s: (n > t) & (s < MAX_STEPS - 1),
+}
+EDGES = {k: (partial(clip_with, f), cf.CLIP_TINY) for k, f in CLIP_EDGES.items()}
+EDGES |= {k: (partial(while_descend, cond=c), cf.DESCEND_STEPS) for k, c in STOP_EDGES.items()}
 WORDS = {  # what a verdict must hold, where more than its check
     "python if": ["TracerBoolConversionError", "max_norm", "jnp.where"],
-    "static max_norm": [
-        f"{len(cf.CLIP_KINDS)} compilations",
-        "max_norm: ",
-        "(static value)",
-        "keep max_norm",
-    ],
+    "static max_norm": [f"{N_CLIP} compilations", "max_norm: ", "(static value)", "keep max_norm"],
     "static argnum": ["keep max_norm traced"],
     "host callback": ["pure_callback"],
     "elementwise": ["jnp.clip"],
@@ -289,10 +248,9 @@ def test_wrong_answers_fail_their_check(name, seed):
     assert name in WRONG or "no iterate" not in found.hint  # an edge, not a wrong step
 
 
-@pytest.mark.parametrize("static", ["tol", "lr"])
-def test_a_static_float_is_named(static):
+@pytest.mark.parametrize(("static", "other"), [("tol", "lr"), ("lr", "tol")])
+def test_a_static_float_is_named(static, other):
     found = fails(cf.grade_descend, while_descend(static_argnames=static), check=cf.DESCEND_ONCE)
-    other = {"tol": "lr", "lr": "tol"}[static]
     assert f"{static}: " in found.seen and "(static value)" in found.seen
     assert f"{other}: " not in found.seen
     assert found.hint.startswith(f"keep {static} traced")
