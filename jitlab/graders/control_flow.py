@@ -117,7 +117,7 @@ def _reference_trajectory(
     return xs, norms, next((k for k in range(MAX_STEPS) if norms[k] <= tol), MAX_STEPS)
 
 
-def _acceptable_steps(norms: list[float], tol: float, steps: int, slack=_STOP_SLACK) -> bool:
+def _may_stop(norms: list[float], tol: float, steps: int, slack: float = _STOP_SLACK) -> bool:
     """Could a float32 run of the rule stop after ``steps``: a reason to take each step
     and a reason to stop, within ``slack`` of ``tol``?"""
     went_on = all(n > tol * (1 - slack) for n in norms[:steps])
@@ -139,10 +139,11 @@ def _tracer_failure(check: str, err: Exception) -> Exception:
 
 
 @contextlib.contextmanager
-def _graded(fn: Any, name: str, checks: tuple[str, ...], cases: list) -> Iterator[list]:
-    """The checks both functions share, around the block that judges the outputs: ``fn`` is
-    jitted, runs every case from an emptied cache, compiles once, has no host callback."""
-    jitted, runs, once, inside = checks
+def _graded(fn: Any, name: str, checks: dict[str, str], cases: list) -> Iterator[list]:
+    """The checks both functions share (the first two and last two of ``checks``), around
+    the block that judges the outputs: ``fn`` is jitted, runs every case from an emptied
+    cache, compiles once, has no host callback."""
+    jitted, runs, *_, once, inside = checks
     require_jitted(jitted, fn, hint=HINTS[jitted])
 
     def traced(*args: Any) -> Any:  # a tracer error gets a verdict that names the fix
@@ -190,8 +191,7 @@ def grade_clip(clip_by_norm: Callable[..., Any]) -> None:
     against the reference in the order of the checks."""
     rng = fresh_rng()
     cases = _clip_cases(rng, int(rng.integers(5, 40)))
-    checks = (CLIP_JITTED, CLIP_RUNS, CLIP_ONCE, CLIP_INSIDE)
-    with _graded(clip_by_norm, "clip_by_norm", checks, cases) as got:
+    with _graded(clip_by_norm, "clip_by_norm", CLIP_CHECKS, cases) as got:
         for check, (rtol, atol) in _TOL.items():  # in the order of the checks
             close = partial(require_close, check, rtol=rtol, atol=atol, hint=HINTS[check])
             for (g, m), out, kind in zip(cases, got, CLIP_KINDS, strict=True):
@@ -244,8 +244,7 @@ def grade_descend(descend: Callable[..., Any]) -> None:
     """Grade ``descend(x0, curvature, lr, tol)`` on the drawn problems (``KINDS``): a pair
     each, step counts the rule allows, and x after that many reference steps."""
     problems = _problems(fresh_rng())
-    checks = (DESCEND_JITTED, DESCEND_RUNS, DESCEND_ONCE, DESCEND_INSIDE)
-    with _graded(descend, "descend", checks, problems) as results:
+    with _graded(descend, "descend", DESCEND_CHECKS, problems) as results:
         for result in results:
             pair = isinstance(result, tuple | list) and len(result) == 2
             shape = np.shape(result[1]) if pair else None
@@ -257,7 +256,7 @@ def grade_descend(descend: Callable[..., Any]) -> None:
         x_at, ok = [], []  # the steps whose reference iterate x equals; s allowed
         for x, s, (its, norms, _), p, kind in zip(xs, got, refs, problems, KINDS, strict=True):
             x_at.append({k for k, r in enumerate(its) if np.allclose(x, r, 1e-3, 1e-4)})
-            ok.append(_acceptable_steps(norms, p[3], s, 0.0 if kind == AT_TOL else _STOP_SLACK))
+            ok.append(_may_stop(norms, p[3], s, 0.0 if kind == AT_TOL else _STOP_SLACK))
         i = ok.index(False) if False in ok else 0
         expected = f"steps {want}: problem {i + 1} {KINDS[i]}, so {want[i]} steps"
         seen = f"steps {got}: {got[i]} for problem {i + 1}"

@@ -307,8 +307,8 @@ def test_the_drawn_inputs_hold_every_edge_case(seed):
 
 def test_acceptable_steps_allows_only_the_boundary():
     norms = [10.0, 1.0, 0.1, 0.01000001, 0.001] + [0.0001] * (MAX_STEPS - 4)
-    assert cf._acceptable_steps(norms, 0.01, 4)
-    assert cf._acceptable_steps(norms, 0.01, 3)  # 0.01000001 is within the slack
-    assert not cf._acceptable_steps(norms, 0.01, 3, slack=0.0)
+    assert cf._may_stop(norms, 0.01, 4)
+    assert cf._may_stop(norms, 0.01, 3)  # 0.01000001 is within the slack
+    assert not cf._may_stop(norms, 0.01, 3, slack=0.0)
     for wrong in (2, 5, MAX_STEPS, -1):
-        assert not cf._acceptable_steps(norms, 0.01, wrong)
+        assert not cf._may_stop(norms, 0.01, wrong)
