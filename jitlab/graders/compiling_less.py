@@ -24,8 +24,7 @@ from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, requir
 from jitlab.grading.checks import JIT_ON, Hints, grader_changes, grader_owned, learner_line, shorten
 from jitlab.instruments.counting import count_compiles
 
-ROUNDS = (np.float32, np.float16)
-BUCKET_POOL = np.arange(8, 257, 8)
+ROUNDS, BUCKET_POOL = (np.float32, np.float16), np.arange(8, 257, 8)
 BUCKETS_PER_ROUND, EXTRA_REQUESTS = 4, 12
 
 CHECKS = {  # every check once: its name, then its default hint
@@ -55,19 +54,17 @@ CHECKS = {  # every check once: its name, then its default hint
     (NUMBERS := "serve's numbers match the reference"): """copy the request into the front of the
         padded array, padded[:len(x)] = x, and pass len(x) as n""",
 }
-HINTS = Hints(  # the mistakes a verdict names when the grader sees them, then the checks'
-    {
-        JIT_ON: """remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) from
-        your code: a Compiled refuses to run with jit off""",
-        "kept": """the request arrays were refilled since the last serve: anything kept by id(x) (a
-        result, a padded copy) is stale; pad and run every request again, every time""",
-        "lookup": "the buckets are the keys of `compiled`, whatever their sizes: "
-        + CHECKS[SMALLEST_BUCKET],
-        "whole": """the numbers are those of the whole padded bucket: pass the request's real
-        length len(x) as n, not the bucket size""",
-    },
-    CHECKS,
-)
+_MISTAKES = {  # the mistakes a verdict names when the grader sees them
+    JIT_ON: """remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) from
+    your code: a Compiled refuses to run with jit off""",
+    "kept": """the request arrays were refilled since the last serve: anything kept by id(x) (a
+    result, a padded copy) is stale; pad and run every request again, every time""",
+    "lookup": "the buckets are the keys of `compiled`, whatever their sizes: "
+    + CHECKS[SMALLEST_BUCKET],
+    "whole": """the numbers are those of the whole padded bucket: pass the request's real
+    length len(x) as n, not the bucket size""",
+}
+HINTS = Hints(_MISTAKES, CHECKS)
 _check = HINTS.require
 _serial = itertools.count()
 

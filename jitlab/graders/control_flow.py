@@ -31,12 +31,9 @@ MAX_STEPS, CLIP_NORM = 100, 1.0  # the exercise states the same two numbers
 _STOP_SLACK = 1e-3  # float32 may see a norm the float64 reference finds a hair above tol
 _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError)
 
-EARLY, CONVERGED, AT_TOL, LIMIT = (
-    "stops early",
-    "starts converged: norm(curvature * x0) < tol",
-    "starts exactly at tol: norm(curvature * x0) == tol",
-    f"never reaches tol in {MAX_STEPS} steps",
-)
+EARLY, LIMIT = "stops early", f"never reaches tol in {MAX_STEPS} steps"
+CONVERGED = "starts converged: norm(curvature * x0) < tol"
+AT_TOL = "starts exactly at tol: norm(curvature * x0) == tol"
 KINDS = (EARLY, EARLY, CONVERGED, EARLY, AT_TOL, EARLY, LIMIT, LIMIT)  # descend's problems
 
 CLIP_CHECKS = {  # every check once: its name, then its default hint
@@ -69,32 +66,29 @@ CLIP_KINDS = (CLIP_LONG, CLIP_ZERO, CLIP_LONG, CLIP_SHORT, CLIP_TINY, CLIP_SHORT
 CLIP_KINDS += (CLIP_SHORT, CLIP_LONG, CLIP_SHORT)  # clip_by_norm's cases
 _TOL = {CLIP_LONG: (1e-4, 1e-6), CLIP_TINY: (1e-4, 0.0), CLIP_SHORT: (1e-5, 1e-6)}
 _TOL |= {CLIP_ZERO: (0.0, 1e-6)}  # rtol and atol of each kind of case, in the checks' order
-HINTS = Hints(  # the mistakes the step counts and a tracer error point to, then the checks'
-    {
-        "fixed": """every problem ran all MAX_STEPS steps: a loop with a fixed count (fori_loop to
-        MAX_STEPS) never stops early; test the rule before every step""",
-        "no iterate": """your x is no iterate of the reference after any number of steps: each
-        step is x - lr * clip_by_norm(curvature * x, 1.0) (clip the gradient before stepping)""",
-        LIMIT: """the problems that never reach tol took {} steps, not MAX_STEPS = 100: the loop
-        bound is off; keep going while steps < MAX_STEPS""",
-        AT_TOL: """a gradient whose norm equals tol has converged (the rule is 'at most tol'):
-        keep going while norm > tol, not norm >= tol""",
-        CONVERGED: """a start that has already converged needs 0 steps: test the rule before
-        every step, including the first (lax.while_loop tests before its body)""",
-        "offset": "x is right, but every count is off by {}: start steps at 0, add 1 per step",
-        "rule": """check the stopping rule before every step: stop once norm(curvature * x) <=
-        tol, or after MAX_STEPS steps""",
-        "while": """you already use lax.while_loop; inside its functions every value is traced,
-        so Python's `and`, `or`, `not` and `if` cannot decide: write (norm > tol) & (steps <
-        MAX_STEPS), with `&`""",
-        "lax": """inside lax control flow ({}) every value is traced: use jnp.where, `&` and `|`
-        instead of Python's `if`/`and`/`or`""",
-        "jit": """replace the Python `if` with jnp.where or lax.cond, and the `while` with
-        lax.while_loop, so the decision is made inside the compiled program""",
-    },
-    CLIP_CHECKS,
-    DESCEND_CHECKS,
-)
+_MISTAKES = {  # the mistakes the step counts and a tracer error point to
+    "fixed": """every problem ran all MAX_STEPS steps: a loop with a fixed count (fori_loop to
+    MAX_STEPS) never stops early; test the rule before every step""",
+    "no iterate": """your x is no iterate of the reference after any number of steps: each
+    step is x - lr * clip_by_norm(curvature * x, 1.0) (clip the gradient before stepping)""",
+    LIMIT: """the problems that never reach tol took {} steps, not MAX_STEPS = 100: the loop
+    bound is off; keep going while steps < MAX_STEPS""",
+    AT_TOL: """a gradient whose norm equals tol has converged (the rule is 'at most tol'):
+    keep going while norm > tol, not norm >= tol""",
+    CONVERGED: """a start that has already converged needs 0 steps: test the rule before
+    every step, including the first (lax.while_loop tests before its body)""",
+    "offset": "x is right, but every count is off by {}: start steps at 0, add 1 per step",
+    "rule": """check the stopping rule before every step: stop once norm(curvature * x) <=
+    tol, or after MAX_STEPS steps""",
+    "while": """you already use lax.while_loop; inside its functions every value is traced,
+    so Python's `and`, `or`, `not` and `if` cannot decide: write (norm > tol) & (steps <
+    MAX_STEPS), with `&`""",
+    "lax": """inside lax control flow ({}) every value is traced: use jnp.where, `&` and `|`
+    instead of Python's `if`/`and`/`or`""",
+    "jit": """replace the Python `if` with jnp.where or lax.cond, and the `while` with
+    lax.while_loop, so the decision is made inside the compiled program""",
+}
+HINTS = Hints(_MISTAKES, CLIP_CHECKS, DESCEND_CHECKS)
 _check = HINTS.require
 
 

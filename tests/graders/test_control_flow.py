@@ -305,7 +305,7 @@ def test_the_drawn_inputs_hold_every_edge_case(seed):
     assert all(long) and len({m for _, m in cases}) == len(cases)
 
 
-def test_acceptable_steps_allows_only_the_boundary():
+def test_may_stop_allows_only_the_boundary():
     norms = [10.0, 1.0, 0.1, 0.01000001, 0.001] + [0.0001] * (MAX_STEPS - 4)
     assert cf._may_stop(norms, 0.01, 4)
     assert cf._may_stop(norms, 0.01, 3)  # 0.01000001 is within the slack
