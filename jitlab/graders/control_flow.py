@@ -49,7 +49,8 @@ CLIP_CHECKS = {  # every check once: its name, then its default hint
     (CLIP_ZERO := "clip_by_norm leaves a zero vector alone"): """a zero vector divided by its norm
         (0) gives NaN: choose the factor with jnp.where(norm > max_norm, max_norm / norm, 1.0)""",
     (CLIP_ONCE := "clip_by_norm compiles once for every max_norm"): "",
-    (CLIP_INSIDE := "clip_by_norm decides inside the compiled program"): "jnp.where",
+    (CLIP_INSIDE := "clip_by_norm decides inside the compiled program"): """a host callback runs
+        NumPy outside the compiled program: use jnp.where""",
 }
 DESCEND_CHECKS = {
     (DESCEND_JITTED := "descend is compiled with jax.jit"): "decorate it with @jax.jit",
@@ -60,7 +61,8 @@ DESCEND_CHECKS = {
     (DESCEND_X := "descend returns the right x"): """each step is x - lr * clip_by_norm(curvature *
         x, 1.0)""",
     (DESCEND_ONCE := "descend compiles once for every lr and tol"): "",
-    (DESCEND_INSIDE := "descend decides inside the compiled program"): "lax.while_loop",
+    (DESCEND_INSIDE := "descend decides inside the compiled program"): """a host callback runs
+        NumPy outside the compiled program: use lax.while_loop""",
 }
 CLIP_KINDS = (CLIP_LONG, CLIP_ZERO, CLIP_LONG, CLIP_SHORT, CLIP_TINY, CLIP_SHORT, CLIP_LONG)
 CLIP_KINDS += (CLIP_SHORT, CLIP_LONG, CLIP_SHORT)  # clip_by_norm's cases
@@ -140,17 +142,17 @@ def _graded(fn: Any, name: str, checks: dict[str, str], cases: list) -> Iterator
     jitted, runs, *_, once, inside = checks
     require_jitted(jitted, fn, hint=HINTS[jitted])
 
-    def traced(*args: Any) -> Any:  # a tracer error gets a verdict that names the fix
+    def call(*args: Any) -> Any:  # a tracer error gets a verdict that names the fix
         try:
             return recorder(*args)
         except _TRACER_ERRORS as err:
             raise _tracer_failure(runs, err) from err
 
-    traced.__name__ = name
+    call.__name__ = name
     fn.clear_cache()
     with count_compiles(fn) as count:
         recorder = Recorder(fn, lambda: count.compiles)
-        outputs = [call_learner(runs, traced, *case) for case in cases]
+        outputs = [call_learner(runs, call, *case) for case in cases]
     passed(runs)
     yield outputs
     found = why(recorder)
@@ -161,8 +163,7 @@ def _graded(fn: Any, name: str, checks: dict[str, str], cases: list) -> Iterator
     require_compiles(once, count, exactly=1, what=what, hint=hint, seen_extra=found.text)
     found = ", ".join(call_learner(inside, host_callbacks, fn, *cases[0]))
     expected = f"{name}'s decision made by the compiled program (jnp/lax operations)"
-    hint = f"a host callback runs NumPy outside the compiled program: use {HINTS[inside]}"
-    _check(inside, not found, expected, f"the program calls back into Python ({found})", hint)
+    _check(inside, not found, expected, f"the program calls back into Python ({found})")
 
 
 def _clip_cases(rng: np.random.Generator, size: int) -> list[tuple[np.ndarray, float]]:
