@@ -1,10 +1,8 @@
 """Grader for compiling_less: ``warm_up`` builds one executable per bucket at start-up,
 ``serve`` pads each request with NumPy and runs it on the smallest bucket, compiling
 nothing. The grader's kernel is ``summarise`` scaled and shifted by numbers drawn each
-round, so only the executables can produce its answers; every result must be exactly
-one an executable returned during that ``serve``.
-
-What the drawing covers, every run (each wrong rule fails every run):
+round, so only the executables can produce its answers (each result must be exactly one
+an executable returned during that ``serve``). The draw, every run:
 
 - bucket sizes never sorted: "the first key that fits" in dict order;
 - every bucket size itself and one more, and length 1: ``>`` for ``>=``, an off-by-one;
@@ -26,8 +24,7 @@ from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, requir
 from jitlab.grading.checks import JIT_ON, Hints, grader_changes, grader_owned, learner_line, shorten
 from jitlab.instruments.counting import count_compiles
 
-ROUNDS = (np.float32, np.float16)
-BUCKET_POOL = np.arange(8, 257, 8)
+ROUNDS, BUCKET_POOL = (np.float32, np.float16), np.arange(8, 257, 8)
 BUCKETS_PER_ROUND, EXTRA_REQUESTS = 4, 12
 
 CHECKS = {  # every check once: its name, then its default hint
@@ -42,36 +39,32 @@ CHECKS = {  # every check once: its name, then its default hint
         build each jax.ShapeDtypeStruct from the bucket size and the dtype argument""",
     (SERVE_RUNS := "serve runs"): "run the exercise cell on its own to see the full traceback",
     (RIGHT_TYPES := "serve calls each executable with the types it was compiled for"): """pad with
-        NumPy to the bucket size, keeping the dtype: np.zeros(size, dtype=x.dtype), then copy x
-        in""",
+        NumPy in the request's dtype: np.zeros(size, dtype=x.dtype), then copy x in""",
     (NOTHING_COMPILED := "serve traces and compiles nothing"): """call the executables from warm_up,
         and pad with NumPy: jnp.pad, jnp.zeros and jax.jit all compile when they see a new shape""",
-    (REQUESTS_KEPT := "serve leaves the caller's requests as they were"): """pad a new array
-        (np.zeros(size, dtype=x.dtype), then copy x in); x.resize or writing into x changes the
-        caller's data""",
-    (SMALLEST_BUCKET := "each request runs on the smallest bucket that holds it"): """pick min(b for
-        b in compiled if b >= len(x)) and call compiled[b] once per request; the sizes do not
+    (REQUESTS_KEPT := "serve leaves the caller's requests as they were"): """pad a new array:
+        x.resize, or writing into x, changes the caller's data""",
+    (SMALLEST_BUCKET := "each request runs on the smallest bucket that holds it"): """call
+        compiled[min(b for b in compiled if b >= len(x))] once per request: the sizes do not
         arrive sorted, and a request as long as a bucket fits in it""",
     (ONE_RESULT_EACH := "serve returns one result per request"): """append what the executable
         returns for each request""",
     (FROM_EXECUTABLES := "every result is what an executable returned"): """return
-        compiled[size](padded, n) for every request; the grader's fn is not summarise, so
-        computing the answer another way cannot match""",
+        compiled[size](padded, n) itself: the grader's fn is not summarise, nothing else matches""",
     (NUMBERS := "serve's numbers match the reference"): """copy the request into the front of the
         padded array, padded[:len(x)] = x, and pass len(x) as n""",
 }
-HINTS = {  # the mistakes a verdict names when the grader sees them (texts on one line)
-    JIT_ON: """remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) from your
-        code: a Compiled refuses to run with jit off""",
-    "kept": """the request arrays were the same as in the last serve, refilled with new values:
-        anything kept by id(x) (a result, a padded copy) is stale then; pad each request again
-        and call the executable for it, every time""",
-    "lookup": "the buckets are the keys of `compiled`, whatever their sizes:",
-    "whole": """the numbers are those of the whole padded bucket: pass the request's real length
-        len(x) as n, not the bucket size""",
-    **CHECKS,
+_MISTAKES = {  # the mistakes a verdict names when the grader sees them
+    JIT_ON: """remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) from
+    your code: a Compiled refuses to run with jit off""",
+    "kept": """the request arrays were refilled since the last serve: anything kept by id(x) (a
+    result, a padded copy) is stale; pad and run every request again, every time""",
+    "lookup": "the buckets are the keys of `compiled`, whatever their sizes: "
+    + CHECKS[SMALLEST_BUCKET],
+    "whole": """the numbers are those of the whole padded bucket: pass the request's real
+    length len(x) as n, not the bucket size""",
 }
-HINTS = Hints(HINTS)
+HINTS = Hints(_MISTAKES, CHECKS)
 _check = HINTS.require
 _serial = itertools.count()
 
@@ -82,11 +75,9 @@ def _make_kernel(name: str, scale: float, shift: float) -> Callable[[Any, Any], 
     def kernel(padded, n):
         valid = jnp.arange(padded.shape[0]) < n
         x = jnp.where(valid, padded.astype(jnp.float32), 0.0)
-        count = jnp.asarray(n, jnp.float32)
-        mean = jnp.sum(x) / count
-        var = jnp.sum(jnp.where(valid, (x - mean) ** 2, 0.0)) / count
-        peak = jnp.max(jnp.where(valid, x, -jnp.inf))
-        return jnp.stack([mean, jnp.sqrt(var), peak]) * scale + shift
+        mean = jnp.sum(x) / n
+        std = jnp.sqrt(jnp.sum(jnp.where(valid, (x - mean) ** 2, 0.0)) / n)
+        return jnp.stack([mean, std, jnp.max(jnp.where(valid, x, -jnp.inf))]) * scale + shift
 
     kernel.__name__ = kernel.__qualname__ = name
     return kernel
@@ -95,6 +86,14 @@ def _make_kernel(name: str, scale: float, shift: float) -> Callable[[Any, Any], 
 def _reference(x: np.ndarray, scale: float, shift: float) -> np.ndarray:
     values = x.astype(np.float64)
     return np.array([values.mean(), values.std(), values.max()]) * scale + shift
+
+
+def _bytes(result: Any) -> bytes:
+    """A result as the bytes of its three float32 numbers (b"" for anything else)."""
+    try:
+        return np.asarray(result, np.float32).reshape(3).tobytes()
+    except (TypeError, ValueError):
+        return b""
 
 
 class _Watched:
@@ -108,9 +107,8 @@ class _Watched:
         with grader_changes(self):
             self.calls += 1
         out = self._compiled(*args, **kwargs)
-        kept = np.asarray(out, np.float32).tobytes()
         with grader_changes(self.outputs):
-            self.outputs.add(kept)
+            self.outputs.add(_bytes(out))
         return out
 
     def __getattr__(self, name: str) -> Any:
@@ -125,34 +123,27 @@ def _draw(rng: np.random.Generator) -> tuple[list[int], list[int]]:
         rng.shuffle(sizes)
     ordered = sorted(sizes)
     lengths = [1, *ordered, *(b + 1 for b in ordered[:-1])]
-    lengths += [
-        int(rng.integers(lo + 1, hi)) for lo, hi in zip([0, *ordered[:-1]], ordered, strict=True)
-    ]
+    lengths += [int(rng.integers(lo + 1, hi)) for lo, hi in itertools.pairwise([0, *ordered])]
     lengths += [int(n) for n in rng.integers(1, ordered[-1] + 1, size=EXTRA_REQUESTS)]
     rng.shuffle(lengths)
     return sizes, lengths
 
 
-def _check_warm_up(warm_up: Callable[..., Any], buckets: list[int], dtype: type, kernel) -> dict:
-    label = np.dtype(dtype).name
+def _warm_up(warm_up: Callable[..., Any], buckets: list[int], dtype: type, kernel) -> dict:
+    label, want = np.dtype(dtype).name, sorted(buckets)
     with count_compiles(kernel, explain=False) as at_start:
         compiled = call_learner(WARM_UP_RUNS, warm_up, kernel, list(buckets), dtype)
     passed(WARM_UP_RUNS)
     require_jit_on("after your warm_up ran")
-    want = sorted(buckets)
     keys = sorted(compiled) if isinstance(compiled, dict) else type(compiled).__name__
-    _check(
-        ONE_PER_BUCKET, keys == want, f"a dict with keys {want} (the sizes passed in)", f"{keys}"
-    )
+    expected = f"a dict with keys {want} (the sizes passed in)"
+    _check(ONE_PER_BUCKET, keys == want, expected, str(keys))
     kinds = ", ".join(sorted({type(v).__name__ for v in compiled.values()}))
     ok = all(isinstance(v, jax.stages.Compiled) for v in compiled.values())
     _check(COMPILED_VALUES, ok, "jax.stages.Compiled values, built before the first request", kinds)
-    _check(
-        COMPILES_ONCE,
-        at_start.compiles == len(buckets),
-        f"{len(buckets)} compilations of fn during warm_up ({label} round)",
-        f"{at_start.compiles} compilation(s) of the fn passed in",
-    )
+    expected = f"{len(buckets)} compilations of fn during warm_up ({label} round)"
+    seen = f"{at_start.compiles} compilation(s) of the fn passed in"
+    _check(COMPILES_ONCE, at_start.compiles == len(buckets), expected, seen)
     takes = {}
     for size in want:
         args, kwargs = compiled[size].args_info
@@ -169,22 +160,27 @@ def _serve_failure(err: Exception, requests: list, watched: dict) -> Exception:
     lines, at = str(err).strip().splitlines(), learner_line(err)
     seen = shorten(f"{type(err).__name__}: {lines[-1] if lines else ''}", 200)
     seen += f", at {at}" if at else ""
+    done = sum(w.calls for w in watched.values())
+    n = len(requests[min(done, len(requests) - 1)])
+    bucket = f"request {done} (length {n}) to run on bucket "
+    bucket += f"{min(b for b in watched if b >= n)} of {sorted(watched)}"
+    check, expected, hint = SERVE_RUNS, "serve to finish", SERVE_RUNS
     if "Disable jit is not supported" in str(err):
-        return fail(JIT_ON, expected="jit on while serve runs", seen=seen, hint=HINTS[JIT_ON])
-    if isinstance(err, TypeError):
+        check, expected, hint = JIT_ON, "jit on while serve runs", JIT_ON
+    elif isinstance(err, TypeError):
         expected = "each request padded to its bucket's length, in the request's dtype"
-        return fail(RIGHT_TYPES, expected=expected, seen=seen, hint=HINTS[RIGHT_TYPES])
-    if isinstance(err, KeyError | IndexError | StopIteration | ValueError):
-        done = sum(w.calls for w in watched.values())
-        n = len(requests[min(done, len(requests) - 1)])
-        expected = f"request {done} (length {n}) to run on bucket "
-        expected += f"{min(b for b in watched if b >= n)} of {sorted(watched)}"
-        hint = f"{HINTS['lookup']} {HINTS[SMALLEST_BUCKET]}"
-        return fail(SMALLEST_BUCKET, expected=expected, seen=seen, hint=hint)
-    return fail(SERVE_RUNS, expected="serve to finish", seen=seen, hint=HINTS[SERVE_RUNS])
+        check, hint = RIGHT_TYPES, RIGHT_TYPES
+    elif isinstance(err, LookupError | StopIteration | ValueError):
+        check, expected, hint = SMALLEST_BUCKET, bucket, "lookup"
+    return fail(check, expected=expected, seen=seen, hint=HINTS[hint])
 
 
-def _run_serve(serve: Callable[..., Any], requests: list, watched: dict) -> tuple[Any, Any]:
+def _serve_round(serve, requests, watched, draw, before) -> list[bytes]:
+    """Check one ``serve`` of ``requests``; returns each result's bytes (for the next
+    round, whose arrays are these refilled: ``before``)."""
+    (scale, shift, label), lengths = draw, [len(x) for x in requests]
+    originals = [x.copy() for x in requests]
+
     def serve_checked() -> Any:
         try:
             return serve(requests, watched)
@@ -199,75 +195,46 @@ def _run_serve(serve: Callable[..., Any], requests: list, watched: dict) -> tupl
     passed(SERVE_RUNS)
     passed(RIGHT_TYPES)
     require_jit_on("after your serve ran")
-    return results, serving
-
-
-def _serve_round(serve, requests, lengths, watched, draw, before) -> list[bytes]:
-    """Check one ``serve`` of ``requests``; returns each result's bytes (for the next
-    round, whose arrays are these refilled: ``before``)."""
-    scale, shift, label = draw
-    originals = [x.copy() for x in requests]
-    results, serving = _run_serve(serve, requests, watched)
     names = ", ".join(name.removeprefix("jit(").removesuffix(")") for name in serving.compiled)
-    _check(
-        NOTHING_COMPILED,
-        serving.compiles == 0 and serving.traces == 0,
-        f"0 traces and 0 compilations for {len(requests)} requests",
-        f"{serving.traces} trace(s), {serving.compiles} compilation(s), of: {names or '-'}",
-    )
-    changed = [
-        i
-        for i, (x, was) in enumerate(zip(requests, originals, strict=True))
-        if not np.array_equal(x, was)
-    ]
-    lengths_now = [len(requests[i]) for i in changed[:1]]
-    seen = f"{len(changed)} changed, the first: request {changed[:1]}, length now {lengths_now}"
+    ok = serving.compiles == serving.traces == 0
+    seen = f"{serving.traces} trace(s), {serving.compiles} compilation(s), of: {names or '-'}"
+    _check(NOTHING_COMPILED, ok, f"0 traces and 0 compilations for {len(requests)} requests", seen)
+    changed = [i for i, x in enumerate(requests) if not np.array_equal(x, originals[i])]
+    now = [len(requests[i]) for i in changed[:1]]
+    seen = f"{len(changed)} changed, the first: request {changed[:1]}, length now {now}"
     _check(REQUESTS_KEPT, not changed, "every request array unchanged after serve", seen)
 
-    wanted = {size: 0 for size in sorted(watched)}
-    for n in lengths:
-        wanted[min(b for b in watched if b >= n)] += 1
+    bucket = [min(b for b in watched if b >= n) for n in lengths]
+    wanted = {size: bucket.count(size) for size in sorted(watched)}
     calls = {size: watched[size].calls for size in sorted(watched)}
     kept = before is not None and sum(calls.values()) < len(requests)
     order = f"bucket sizes passed as {list(watched)}" + ", arrays refilled" * (before is not None)
     expected = f"calls per bucket {wanted} ({label} round, {order})"
-    _check(
-        SMALLEST_BUCKET,
-        calls == wanted,
-        expected,
-        f"calls per bucket {calls}",
-        HINTS["kept"] * kept,
-    )
+    seen = f"calls per bucket {calls}"
+    _check(SMALLEST_BUCKET, calls == wanted, expected, seen, HINTS["kept"] * kept)
 
     got = list(results) if isinstance(results, list | tuple) else None
     seen = type(results).__name__ if got is None else f"{len(got)} results"
     ok = got is not None and len(got) == len(requests)
     _check(ONE_RESULT_EACH, ok, f"a list of {len(requests)} results, in request order", seen)
-    returned = set().union(*(w.outputs for w in watched.values()))
-    as_bytes = []
-    for result in got:
-        try:
-            as_bytes.append(np.asarray(result, np.float32).reshape(3).tobytes())
-        except (TypeError, ValueError):
-            as_bytes.append(b"")
+    returned, as_bytes = set().union(*(w.outputs for w in watched.values())), list(map(_bytes, got))
     foreign = [i for i, b in enumerate(as_bytes) if b not in returned]
-    stale = any(before and as_bytes[i] == before[i] for i in foreign)
+    stale = {i for i, b in enumerate(as_bytes) if before and b == before[i]}  # kept by id(x)
     first = f"request {foreign[0]}: {shorten(repr(got[foreign[0]]), 80)}" if foreign else ""
     seen = f"{len(foreign)} of {len(got)} results came from somewhere else ({first})"
     expected = "each result exactly as one of the executables returned it during this serve"
-    _check(FROM_EXECUTABLES, not foreign, expected, seen, HINTS["kept"] * stale)
+    hint = HINTS["kept"] * bool(stale.intersection(foreign))
+    _check(FROM_EXECUTABLES, not foreign, expected, seen, hint)
 
-    got_np = np.stack([np.asarray(r, dtype=np.float64) for r in got])
-    want = np.stack([_reference(x, scale, shift) for x in requests])
-    wrong = [i for i in range(len(got)) if not np.allclose(got_np[i], want[i], 1e-3, 1e-3)]
+    got_np = [np.asarray(r, np.float64) for r in got]
+    want = [_reference(x, scale, shift) for x in requests]
+    wrong = [i for i, g in enumerate(got_np) if not np.allclose(g, want[i], 1e-3, 1e-3)]
     i = wrong[0] if wrong else 0
-    padded = np.zeros(min(b for b in watched if b >= lengths[i]), requests[i].dtype)
-    padded[: lengths[i]] = requests[i]
-    whole = np.allclose(got_np[i], _reference(padded, scale, shift), 1e-3, 1e-3)
+    whole = _reference(np.pad(requests[i], (0, bucket[i] - lengths[i])), scale, shift)
+    whole = np.allclose(got_np[i], whole, 1e-3, 1e-3)  # the bucket's size passed as n
     expected = f"{np.array2string(want[i], precision=4)} for request {i} (length {lengths[i]}, "
     seen = f"{np.array2string(got_np[i], precision=4)}; {len(wrong)} of {len(got)} results differ"
-    stale = before is not None and any(as_bytes[j] == before[j] for j in wrong)
-    hint = HINTS["kept"] if stale else HINTS["whole"] * whole  # padded copies kept by id(x)
+    hint = HINTS["kept"] if stale.intersection(wrong) else HINTS["whole"] * whole
     _check(NUMBERS, not wrong, expected + f"{label})", seen, hint)
     return as_bytes
 
@@ -281,7 +248,7 @@ def grade(warm_up: Callable[..., Any], serve: Callable[..., Any]) -> None:
         scale, shift = float(rng.uniform(0.5, 2.0)), float(rng.uniform(-3.0, 3.0))
         kernel = _make_kernel(f"summarise_{next(_serial)}", scale, shift)
         buckets, lengths = _draw(rng)
-        compiled = _check_warm_up(warm_up, buckets, dtype, kernel)
+        compiled = _warm_up(warm_up, buckets, dtype, kernel)
         requests, before = [np.empty(n, dtype) for n in lengths], None
         for _ in range(2):
             for x in requests:
@@ -289,4 +256,4 @@ def grade(warm_up: Callable[..., Any], serve: Callable[..., Any]) -> None:
             watched = {size: _Watched(compiled[size]) for size in buckets}
             grader_owned(watched)
             draw = (scale, shift, np.dtype(dtype).name)
-            before = _serve_round(serve, requests, lengths, watched, draw, before)
+            before = _serve_round(serve, requests, watched, draw, before)

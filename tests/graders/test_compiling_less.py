@@ -1,12 +1,11 @@
-"""The compiling-less grader passes right answers and rejects each kind of wrong one.
-
-Every learner function here is defined inside its test, so no test depends on what
-another compiled; the grader makes a fresh kernel each round.
-"""
+"""The compiling-less grader passes right answers and rejects each kind of wrong one. Each
+row builds its answer in its test, and the grader makes a fresh kernel each round, so no
+test depends on what another compiled."""
 
 from __future__ import annotations
 
 import bisect
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +17,13 @@ from jitlab.graders import compiling_less as cl
 from jitlab.grading.checks import JIT_ON
 
 LENGTH = jax.ShapeDtypeStruct((), jnp.int32)
+jit_off = partial(jax.config.update, "jax_disable_jit", True)
+
+
+@pytest.fixture(autouse=True)
+def jit_back_on():  # after a row that switches jit off in the config
+    yield
+    jax.config.update("jax_disable_jit", False)
 
 
 def warm_up(fn, bucket_sizes, dtype):
@@ -54,9 +60,6 @@ def serving(bucket=smallest_bucket, pad=pad_numpy, n=lambda x, size: np.int32(le
 serve = serving()
 
 
-# --- right answers ---------------------------------------------------------------------
-
-
 def test_the_solution_and_a_different_right_answer_pass():
     # trace() then lower() then compile(), bisect on sorted sizes, np.pad, a Python int
     # for n, requests grouped by bucket and put back in order, results as NumPy arrays.
@@ -85,6 +88,11 @@ def test_the_solution_and_a_different_right_answer_pass():
 # --- wrong answers ---------------------------------------------------------------------
 
 
+def own_summarise(padded, n):  # not the fn warm_up was given
+    x = jnp.where(jnp.arange(padded.shape[0]) < n, padded.astype(jnp.float32), 0.0)
+    return jnp.stack([x.sum() / n, x.std(), x.max()])
+
+
 def compile_in_the_loop():
     def lazy_summary(padded, n):
         return jnp.sum(jnp.where(jnp.arange(padded.shape[0]) < n, padded, 0.0))
@@ -105,40 +113,11 @@ def serve_without_jit(requests, compiled):
         return serve(requests, compiled)
 
 
-def own_summarise(padded, n):
-    valid = jnp.arange(padded.shape[0]) < n
-    x = jnp.where(valid, padded.astype(jnp.float32), 0.0)
-    return jnp.stack([x.sum() / n, x.std(), x.max()])
-
-
-def float64_padding(x, size):
-    padded = np.zeros(size)  # float64: becomes float32, never float16
-    padded[: len(x)] = x
-    return padded
-
-
-def resize(x, size):
-    x.resize(size, refcheck=False)  # pads with zeros, in the caller's array
-    return x
-
-
-def right_aligned(x, size):
-    padded = np.zeros(size, dtype=x.dtype)
-    padded[size - len(x) :] = x  # at the end: the mask keeps the zeros
-    return padded
-
-
 def padded_by_id():
     """Padded copies kept by id(x): the executables run on stale data once the caller
     refills its arrays (every call still goes through an executable)."""
     memo = {}
-
-    def pad(x, size):
-        if id(x) not in memo:
-            memo[id(x)] = pad_numpy(x, size)
-        return memo[id(x)]
-
-    return pad
+    return serving(pad=lambda x, size: memo.setdefault(id(x), pad_numpy(x, size)))
 
 
 def memo_by_id(decoy):
@@ -157,14 +136,16 @@ def memo_by_id(decoy):
     return serve_memo
 
 
-def serve_decoy(requests, compiled):
-    serve(requests, compiled)  # the decoy calls, results thrown away
-    return [np.array([x.astype(np.float64).mean(), x.std(), x.max()]) for x in requests]
+def beside_decoys(answer):  # the executables called, their results thrown away
+    return lambda requests, compiled: serve(requests, compiled) and list(map(answer, requests))
 
 
-def serve_reference(requests, compiled):
-    serve(requests, compiled)
-    return [cl._reference(x, 1.0, 0.0) for x in requests]
+def jnp_pad(x, size):
+    return jnp.pad(jnp.asarray(x), (0, size - len(x)))
+
+
+def right_aligned(x, size):  # at the end: the mask keeps the zeros
+    return np.concatenate([np.zeros(size - len(x), x.dtype), x])
 
 
 def strictly_greater(compiled, n):  # `>` for `>=`: told apart by the lengths drawn on purpose
@@ -179,90 +160,77 @@ def bisect_right(compiled, n):  # IndexError for a request as long as the larges
     return sorted(compiled)[bisect.bisect_right(sorted(compiled), n)]
 
 
-WRONG = {
-    # name: (warm_up, serve, the check it fails, words its verdict holds)
-    "serve under disable_jit": (warm_up, serve_without_jit, JIT_ON, ["disable_jit"]),
-    "lazy jit": (lambda f, b, d: {s: jax.jit(f) for s in b}, serve, cl.COMPILED_VALUES, []),
-    "another function": (
-        lambda f, b, d: warm_up(own_summarise, b, d),
-        serve,
-        cl.COMPILES_ONCE,
-        [],
-    ),
-    "ignores dtype": (
-        lambda f, b, d: warm_up(f, b, jnp.float32),
-        serve,
-        cl.TAKES_DTYPE,
-        ["float16["],
-    ),
-    "jit in the loop": (warm_up, compile_in_the_loop(), cl.NOTHING_COMPILED, ["lazy_summary"]),
-    "jnp.pad": (
-        warm_up,
-        serving(pad=lambda x, size: jnp.pad(jnp.asarray(x), (0, size - len(x)))),
-        cl.NOTHING_COMPILED,
-        ["pad"],
-    ),
-    "no padding": (warm_up, serving(pad=lambda x, size: x), cl.RIGHT_TYPES, ["TypeError"]),
-    "float64 padding": (warm_up, serving(pad=float64_padding), cl.RIGHT_TYPES, ["float16"]),
-    "resize in place": (warm_up, serving(pad=resize), cl.REQUESTS_KEPT, ["resize"]),
-    "largest bucket": (warm_up, serving(bucket=lambda c, n: max(c)), cl.SMALLEST_BUCKET, []),
-    "no executables": (
-        warm_up,
-        lambda requests, compiled: [np.zeros(3, np.float32) for _ in requests],
-        cl.SMALLEST_BUCKET,
-        [],
-    ),
-    "NumPy beside decoys": (warm_up, serve_decoy, cl.FROM_EXECUTABLES, []),
-    "the grader's reference": (warm_up, serve_reference, cl.FROM_EXECUTABLES, []),
-    "bucket size as n": (
-        warm_up,
-        serving(n=lambda x, size: size),
-        cl.NUMBERS,
-        ["not the bucket size"],
-    ),
-    "copied to the end": (warm_up, serving(pad=right_aligned), cl.NUMBERS, ["front"]),
+WRONG_WARM_UP = {  # name: (warm_up, the check it fails), served by the right serve
+    "jit off in the config": (lambda f, b, d: (warm_up(f, b, d), jit_off())[0], JIT_ON),
+    "lazy jit": (lambda f, b, d: {s: jax.jit(f) for s in b}, cl.COMPILED_VALUES),
+    "another function": (lambda f, b, d: warm_up(own_summarise, b, d), cl.COMPILES_ONCE),
+    "ignores dtype": (lambda f, b, d: warm_up(f, b, jnp.float32), cl.TAKES_DTYPE),
 }
-ON_EVERY_DRAW = {  # answer factories for rules only some inputs expose, graded on 3 seeds
-    ">": (lambda: serving(bucket=strictly_greater), cl.SMALLEST_BUCKET, ["calls per bucket"]),
+WRONG_SERVE = {  # name: (a factory of serve, the check it fails), after the right warm_up
+    "serve under disable_jit": (lambda: serve_without_jit, JIT_ON),
+    "jit in the loop": (compile_in_the_loop, cl.NOTHING_COMPILED),
+    "jnp.pad": (lambda: serving(pad=jnp_pad), cl.NOTHING_COMPILED),
+    "no padding": (lambda: serving(pad=lambda x, size: x), cl.RIGHT_TYPES),
+    "float64 padding": (
+        lambda: serving(pad=lambda x, s: pad_numpy(x.astype(float), s)),
+        cl.RIGHT_TYPES,
+    ),
+    "resize in place": (
+        lambda: serving(pad=lambda x, s: x.resize(s, refcheck=False) or x),
+        cl.REQUESTS_KEPT,
+    ),
+    "largest bucket": (lambda: serving(bucket=lambda c, n: max(c)), cl.SMALLEST_BUCKET),
+    "no executables": (
+        lambda: lambda r, c: [np.zeros(3, np.float32) for _ in r],
+        cl.SMALLEST_BUCKET,
+    ),
+    "NumPy beside decoys": (
+        lambda: beside_decoys(lambda x: np.array([x.astype(np.float64).mean(), x.std(), x.max()])),
+        cl.FROM_EXECUTABLES,
+    ),
+    "the grader's reference": (
+        lambda: beside_decoys(lambda x: cl._reference(x, 1.0, 0.0)),
+        cl.FROM_EXECUTABLES,
+    ),
+    "bucket size as n": (lambda: serving(n=lambda x, size: size), cl.NUMBERS),
+    "copied to the end": (lambda: serving(pad=right_aligned), cl.NUMBERS),
+}
+ON_EVERY_DRAW = {  # rules only some inputs expose, graded on three seeds
+    ">": (lambda: serving(bucket=strictly_greater), cl.SMALLEST_BUCKET),
     "first key that fits": (
         lambda: serving(bucket=lambda c, n: next(s for s in c if s >= n)),
         cl.SMALLEST_BUCKET,
-        ["not arrive sorted"],
     ),
-    "memo by id": (lambda: memo_by_id(False), cl.SMALLEST_BUCKET, ["refilled", "id(x)"]),
-    "memo by id, decoys": (lambda: memo_by_id(True), cl.FROM_EXECUTABLES, ["refilled", "id(x)"]),
-    "padded copies by id": (lambda: serving(pad=padded_by_id()), cl.NUMBERS, ["padded copy"]),
-    "powers of two": (
-        lambda: serving(bucket=power_of_two),
-        cl.SMALLEST_BUCKET,
-        ["KeyError", "keys of"],
-    ),
-    "bisect_right": (
-        lambda: serving(bucket=bisect_right),
-        cl.SMALLEST_BUCKET,
-        ["IndexError", "length"],
-    ),
+    "memo by id": (lambda: memo_by_id(False), cl.SMALLEST_BUCKET),
+    "memo by id, decoys": (lambda: memo_by_id(True), cl.FROM_EXECUTABLES),
+    "padded copies by id": (padded_by_id, cl.NUMBERS),
+    "powers of two": (lambda: serving(bucket=power_of_two), cl.SMALLEST_BUCKET),
+    "bisect_right": (lambda: serving(bucket=bisect_right), cl.SMALLEST_BUCKET),
 }
+WORDS = {  # what a verdict must hold, where more than its check
+    "jit off in the config": ["jit is switched off"],
+    "ignores dtype": ["float16["],
+    "serve under disable_jit": ["disable_jit"],
+    "jit in the loop": ["lazy_summary"],
+    "jnp.pad": ["pad"],
+    "no padding": ["TypeError"],
+    "float64 padding": ["float16"],
+    "resize in place": ["resize"],
+    "bucket size as n": ["not the bucket size"],
+    "copied to the end": ["front"],
+    ">": ["calls per bucket"],
+    "first key that fits": ["not arrive sorted"],
+    "memo by id": ["refilled", "id(x)"],
+    "memo by id, decoys": ["refilled", "id(x)"],
+    "padded copies by id": ["padded copy"],
+    "powers of two": ["KeyError", "keys of"],
+    "bisect_right": ["IndexError", "length"],
+}
+WRONG = WRONG_WARM_UP | WRONG_SERVE
 
 
 @pytest.mark.parametrize(("name", "seed"), rows(WRONG) + rows(ON_EVERY_DRAW, ON_EVERY_DRAW))
 def test_wrong_answers_fail_their_check(name, seed):
-    if name in WRONG:
-        warm, serve_fn, check, words = WRONG[name]
-    else:
-        make, check, words = ON_EVERY_DRAW[name]
-        warm, serve_fn = warm_up, make()
-    fails(cl.grade, warm, serve_fn, check=check, words=words, seed=seed)
-
-
-def test_jit_switched_off_in_the_config():
-    def warm_up_then_off(fn, bucket_sizes, dtype):
-        executables = warm_up(fn, bucket_sizes, dtype)
-        jax.config.update("jax_disable_jit", True)
-        return executables
-
-    try:
-        found = fails(cl.grade, warm_up_then_off, serve, check=JIT_ON)
-    finally:
-        jax.config.update("jax_disable_jit", False)
-    assert "jit is switched off" in found.seen
+    answer, check = (WRONG | ON_EVERY_DRAW)[name]
+    warm, serve_fn = (answer, serve) if name in WRONG_WARM_UP else (warm_up, answer())
+    fails(cl.grade, warm, serve_fn, check=check, words=WORDS.get(name, ()), seed=seed)

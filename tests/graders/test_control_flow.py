@@ -3,6 +3,7 @@ every kind of wrong answer with a verdict that names its real mistake."""
 
 from __future__ import annotations
 
+import sys
 from functools import partial
 
 import jax
@@ -16,7 +17,7 @@ from tables import fails, passes, rows
 from jitlab.graders import control_flow as cf
 from jitlab.grading.checks import JIT_ON
 
-MAX_STEPS = cf.MAX_STEPS
+MAX_STEPS, N_CLIP = cf.MAX_STEPS, len(cf.CLIP_KINDS)
 
 
 def named(fn, name="clip_by_norm", **jit):
@@ -30,15 +31,14 @@ def clip_with(factor, **jit):
     return named(lambda g, max_norm: g * factor(jnp.linalg.norm(g), max_norm), **jit)
 
 
-def good_clip():
-    return clip_with(lambda n, m: jnp.where(n > m, m / n, 1.0))
+def right(norm, max_norm):
+    return jnp.where(norm > max_norm, max_norm / norm, 1.0)
 
 
-def while_descend(clip=None, *, start=0, clip_step=True, cond=None, first_step=False):
+def while_descend(clip=None, *, start=0, clip_step=True, cond=None, first_step=False, **jit):
     """descend with lax.while_loop; each keyword plants one mistake."""
-    clip = clip or good_clip()
+    clip = clip or clip_with(right)
 
-    @jax.jit
     def descend(x0, curvature, lr, tol):
         def keep_going(state):
             norm, steps = jnp.linalg.norm(curvature * state[0]), state[1]
@@ -52,7 +52,7 @@ def while_descend(clip=None, *, start=0, clip_step=True, cond=None, first_step=F
         start_state = (x0, jnp.int32(start))
         return lax.while_loop(keep_going, step, step(start_state) if first_step else start_state)
 
-    return descend
+    return jax.jit(descend, **jit)
 
 
 # --- right answers ----------------------------------------------------------------------
@@ -87,46 +87,43 @@ def test_the_solution_and_answers_written_differently_pass():
         (solution["clip_by_norm"], solution["descend"]),
         (cond_clip, frozen_descend),
         (minimum, while_descend(minimum)),
-        (good_clip(), int16_steps),
+        (clip_with(right), int16_steps),
     ]:
         passes(cf.grade_clip, clip)
         passes(cf.grade_descend, descend)
 
 
-# --- wrong answers: clip_by_norm --------------------------------------------------------
+def test_every_call_of_the_learner_is_bracketed_for_strict_mode(monkeypatch):
+    """Strict mode compares its stock around each call into the learner's code (between
+    an "enter" and a "leave"): both parts trace the learner's function only there."""
+    depth, seen, audit = [0], [], sys.audit
+
+    def spy(event, *args):
+        if event == "jitlab.learner_call":
+            depth[0] += 1 if args[0] == "enter" else -1
+        audit(event, *args)
+
+    def traced(value):  # called while the learner's function is traced
+        seen.append(depth[0])
+        return value
+
+    monkeypatch.setattr(sys, "audit", spy)
+    passes(cf.grade_clip, clip_with(lambda n, m: traced(right(n, m))))
+    passes(cf.grade_descend, while_descend(cond=lambda n, t, s: traced((n > t) & (s < MAX_STEPS))))
+    assert len(seen) >= 2 and all(seen), seen  # one trace of each, at least
 
 
-def python_if():
-    @jax.jit
-    def clip_by_norm(g, max_norm):
-        norm = jnp.linalg.norm(g)
-        if norm > max_norm:
-            return g * (max_norm / norm)
-        return g
-
-    return clip_by_norm
+# --- wrong answers ----------------------------------------------------------------------
 
 
-def decision_outside_jit():
+def decision_outside_jit():  # a decoy jitted call, so that something compiles
     scale = jax.jit(lambda g, factor: g * factor)
-
-    def clip_by_norm(g, max_norm):
-        scale(g, 1.0)  # a decoy call, so that something compiles
-        norm = float(np.linalg.norm(g))
-        return g * (max_norm / norm) if norm > max_norm else g
-
-    return clip_by_norm
+    return lambda g, max_norm: (scale(g, 1.0), cf._reference_clip(g, max_norm))[1]
 
 
-class LooksJitted:
-    def __init__(self, fn):
-        self.fn, self.lower, self.trace = fn, None, None
-
-    def clear_cache(self):
-        pass
-
-    def __call__(self, *args):
-        return self.fn(*args)
+class LooksJitted:  # jax.jit's methods on a plain function
+    lower = trace = clear_cache = staticmethod(lambda *args: None)
+    __call__ = staticmethod(cf._reference_clip)
 
 
 def through_callback():
@@ -137,69 +134,12 @@ def through_callback():
     return named(lambda g, m: jax.pure_callback(numpy_clip, shape(g), g, m))
 
 
-def static_clip(**static):
-    return clip_with(lambda n, m: jnp.where(n > m, m / n, 1.0), **static)
-
-
-def jit_off_around():
-    jitted = good_clip()
-
-    def clip_by_norm(g, max_norm):
-        with jax.disable_jit():
-            return jitted(g, max_norm)
-
-    return clip_by_norm
-
-
-CLIP_WRONG = {
-    # name: (answer, the check it fails, words its verdict must hold)
-    "python if": (python_if, cf.CLIP_RUNS, ["TracerBoolConversionError", "max_norm", "jnp.where"]),
-    "static max_norm": (
-        lambda: static_clip(static_argnames="max_norm"),
-        cf.CLIP_ONCE,
-        [f"{len(cf.CLIP_KINDS)} compilations", "max_norm: ", "(static value)", "max_norm changes"],
-    ),
-    "static argnum": (lambda: static_clip(static_argnums=1), cf.CLIP_ONCE, ["max_norm changes"]),
-    "decoy outside jit": (decision_outside_jit, cf.CLIP_JITTED, []),
-    "look-alike": (lambda: LooksJitted(cf._reference_clip), cf.CLIP_JITTED, []),
-    "jit off around": (jit_off_around, cf.CLIP_JITTED, []),
-    "host callback": (through_callback, cf.CLIP_INSIDE, ["pure_callback"]),
-    "elementwise": (lambda: named(lambda g, m: jnp.clip(g, -m, m)), cf.CLIP_LONG, ["jnp.clip"]),
-    "g / norm": (lambda: clip_with(lambda n, m: jnp.where(n > m, 1 / n, 1.0)), cf.CLIP_LONG, []),
-    "inverted": (lambda: clip_with(lambda n, m: jnp.where(n < m, m / n, 1.0)), cf.CLIP_LONG, []),
-    "scales up": (lambda: clip_with(lambda n, m: m / jnp.maximum(n, 1e-30)), cf.CLIP_SHORT, []),
-    "0 / 0": (lambda: clip_with(lambda n, m: jnp.minimum(n, m) / n), cf.CLIP_ZERO, ["NaN"]),
-}
-CLIP_EDGES = {  # new wrong rules, graded with three seeds each
-    "eps 1e-6": (
-        lambda n, m: jnp.where(n > m, m / (n + 1e-6), 1.0),
-        ["eps", "for g of norm", "e-1"],
-    ),
-    "eps 1e-12": (lambda n, m: jnp.where(n > m, m / (n + 1e-12), 1.0), ["eps"]),
-    "floor": (lambda n, m: jnp.where(n > m, m / jnp.maximum(n, 1e-8), 1.0), ["jnp.maximum"]),
-    "eps in test": (lambda n, m: jnp.where(n > m + 1e-6, m / n, 1.0), ["eps"]),
-}
-
-
-def test_jit_switched_off_while_the_learner_code_runs():
-    @jax.jit
-    def clip_by_norm(g, max_norm):
-        jax.config.update("jax_disable_jit", True)  # while tracing: every later call eager
-        return good_clip()(g, max_norm)
-
-    try:
-        fails(cf.grade_clip, clip_by_norm, check=JIT_ON)
-        jax.config.update("jax_disable_jit", True)
-        fails(cf.grade_descend, while_descend(), check=JIT_ON)
-    finally:
-        jax.config.update("jax_disable_jit", False)
-
-
-# --- wrong answers: descend -------------------------------------------------------------
+def jit_off_around():  # a plain function that calls the jitted one with jit off
+    return jax.disable_jit()(clip_with(right))
 
 
 def python_while():
-    clip = good_clip()
+    clip = clip_with(right)
 
     @jax.jit
     def descend(x0, curvature, lr, tol):
@@ -212,7 +152,7 @@ def python_while():
 
 
 def fixed_count():
-    clip = good_clip()
+    clip = clip_with(right)
 
     @jax.jit
     def descend(x0, curvature, lr, tol):
@@ -237,96 +177,97 @@ def descend_callback():
     return descend
 
 
-def only_x():
-    inner = while_descend()
-    return named(lambda x0, curvature, lr, tol: inner(x0, curvature, lr, tol)[0], "descend")
-
-
 def python_and(norm, tol, steps):
     return norm > tol and steps < MAX_STEPS
 
 
-DESCEND_WRONG = {
-    "python while": (python_while, cf.DESCEND_RUNS, ["lax.while_loop"]),
-    "python and": (
-        lambda: while_descend(cond=python_and),
-        cf.DESCEND_RUNS,
-        ["while_cond", "you already use lax.while_loop", "`&`"],
-    ),
-    "fixed count": (fixed_count, cf.DESCEND_STEPS, ["never stops early"]),
-    "counts from 1": (
-        lambda: while_descend(start=1),
-        cf.DESCEND_STEPS,
-        ["x is right, but every count is off by 1"],
-    ),
-    "steps before testing": (
-        lambda: while_descend(first_step=True),
-        cf.DESCEND_STEPS,
-        ["already converged", "problem 3 starts converged"],
-    ),
-    "unclipped": (
-        lambda: while_descend(clip_step=False),
-        cf.DESCEND_STEPS,
-        ["clip the gradient before stepping"],
-    ),
-    "only x": (only_x, cf.DESCEND_PAIR, []),
-    "host callback": (descend_callback, cf.DESCEND_INSIDE, ["pure_callback"]),
+WRONG = {  # name: (a factory of the wrong answer, the check it fails: the grader by its name)
+    "python if": (lambda: clip_with(lambda n, m: m / n if n > m else 1.0), cf.CLIP_RUNS),
+    "static max_norm": (lambda: clip_with(right, static_argnames="max_norm"), cf.CLIP_ONCE),
+    "static argnum": (lambda: clip_with(right, static_argnums=1), cf.CLIP_ONCE),
+    "decoy outside jit": (decision_outside_jit, cf.CLIP_JITTED),
+    "look-alike": (LooksJitted, cf.CLIP_JITTED),
+    "jit off around": (jit_off_around, cf.CLIP_JITTED),
+    "host callback": (through_callback, cf.CLIP_INSIDE),
+    "elementwise": (lambda: named(lambda g, m: jnp.clip(g, -m, m)), cf.CLIP_LONG),
+    "g / norm": (lambda: clip_with(lambda n, m: jnp.where(n > m, 1 / n, 1.0)), cf.CLIP_LONG),
+    "inverted": (lambda: clip_with(lambda n, m: jnp.where(n < m, m / n, 1.0)), cf.CLIP_LONG),
+    "scales up": (lambda: clip_with(lambda n, m: m / jnp.maximum(n, 1e-30)), cf.CLIP_SHORT),
+    "0 / 0": (lambda: clip_with(lambda n, m: jnp.minimum(n, m) / n), cf.CLIP_ZERO),
+    "python while": (python_while, cf.DESCEND_RUNS),
+    "python and": (lambda: while_descend(cond=python_and), cf.DESCEND_RUNS),
+    "fixed count": (fixed_count, cf.DESCEND_STEPS),
+    "counts from 1": (lambda: while_descend(start=1), cf.DESCEND_STEPS),
+    "steps before testing": (lambda: while_descend(first_step=True), cf.DESCEND_STEPS),
+    "unclipped": (lambda: while_descend(clip_step=False), cf.DESCEND_STEPS),
+    "only x": (lambda: named(lambda *a: while_descend()(*a)[0], "descend"), cf.DESCEND_PAIR),
+    "descend's host callback": (descend_callback, cf.DESCEND_INSIDE),
 }
-DESCEND_EDGES = {  # new wrong rules, graded with three seeds each
-    ">= tol": (
-        lambda n, tol, s: (n >= tol) & (s < MAX_STEPS),
-        ["problem 5 starts exactly at tol", "1 for problem 5", "not norm >= tol"],
-    ),
-    "<= MAX_STEPS": (
-        lambda n, tol, s: (n > tol) & (s <= MAX_STEPS),
-        ["took [101] steps", "loop bound is off", f"{MAX_STEPS} steps"],
-    ),
-    "< MAX_STEPS - 1": (
-        lambda n, tol, s: (n > tol) & (s < MAX_STEPS - 1),
-        ["took [99] steps", "loop bound is off"],
-    ),
+CLIP_EDGES = {  # clip factors only the drawn edge cases expose, graded with three seeds each
+    "eps 1e-6": lambda n, m: jnp.where(n > m, m / (n + 1e-6), 1.0),
+    "eps 1e-12": lambda n, m: jnp.where(n > m, m / (n + 1e-12), 1.0),
+    "floor": lambda n, m: jnp.where(n > m, m / jnp.maximum(n, 1e-8), 1.0),
+    "eps in test": lambda n, m: jnp.where(n > m + 1e-6, m / n, 1.0),
 }
-
-
-PARTS = {"clip_by_norm": cf.grade_clip, "descend": cf.grade_descend}
-WRONG = {f"clip_by_norm: {k}": v for k, v in CLIP_WRONG.items()}
-WRONG |= {f"descend: {k}": v for k, v in DESCEND_WRONG.items()}
-EDGES = {
-    f"clip_by_norm: {k}": (partial(clip_with, f), cf.CLIP_TINY, w)
-    for k, (f, w) in CLIP_EDGES.items()
+STOP_EDGES = {  # stopping rules (norm, tol, steps) likewise
+    ">= tol": lambda n, t, s: (n >= t) & (s < MAX_STEPS),
+    "<= MAX_STEPS": lambda n, t, s: (n > t) & (s <= MAX_STEPS),
+    "< MAX_STEPS - 1": lambda n, t, s: (n > t) & (s < MAX_STEPS - 1),
 }
-EDGES |= {
-    f"descend: {k}": (partial(while_descend, cond=c), cf.DESCEND_STEPS, w)
-    for k, (c, w) in DESCEND_EDGES.items()
+EDGES = {k: (partial(clip_with, f), cf.CLIP_TINY) for k, f in CLIP_EDGES.items()}
+EDGES |= {k: (partial(while_descend, cond=c), cf.DESCEND_STEPS) for k, c in STOP_EDGES.items()}
+WORDS = {  # what a verdict must hold, where more than its check
+    "python if": ["TracerBoolConversionError", "max_norm", "jnp.where"],
+    "static max_norm": [f"{N_CLIP} compilations", "max_norm: ", "(static value)", "keep max_norm"],
+    "static argnum": ["keep max_norm traced"],
+    "host callback": ["pure_callback"],
+    "elementwise": ["jnp.clip"],
+    "0 / 0": ["NaN"],
+    "python while": ["lax.while_loop"],
+    "python and": ["while_cond", "you already use lax.while_loop", "`&`"],
+    "fixed count": ["never stops early"],
+    "counts from 1": ["x is right, but every count is off by 1"],
+    "steps before testing": ["already converged", "problem 3 starts converged"],
+    "unclipped": ["clip the gradient before stepping"],
+    "descend's host callback": ["pure_callback"],
+    "eps 1e-6": ["eps", "for g of norm", "e-1"],
+    "eps 1e-12": ["eps"],
+    "floor": ["jnp.maximum"],
+    "eps in test": ["eps"],
+    ">= tol": ["problem 5 starts exactly at tol", "1 for problem 5", "not norm >= tol"],
+    "<= MAX_STEPS": ["took [101] steps", "loop bound is off", f"{MAX_STEPS} steps"],
+    "< MAX_STEPS - 1": ["took [99] steps", "loop bound is off"],
 }
 
 
 @pytest.mark.parametrize(("name", "seed"), rows(WRONG) + rows(EDGES, EDGES))
 def test_wrong_answers_fail_their_check(name, seed):
-    answer, check, words = (WRONG | EDGES)[name]
-    found = fails(PARTS[name.split(":")[0]], answer(), check=check, words=words, seed=seed)
-    assert name in WRONG or "not an iterate" not in str(found)
+    answer, check = (WRONG | EDGES)[name]
+    grade = cf.grade_clip if check.startswith("clip_by_norm") else cf.grade_descend
+    found = fails(grade, answer(), check=check, words=WORDS.get(name, ()), seed=seed)
+    assert name in WRONG or "no iterate" not in found.hint  # an edge, not a wrong step
 
 
-@pytest.mark.parametrize("static", ["tol", "lr"])
-def test_a_static_float_is_named(static):
-    clip = good_clip()
-
-    @partial(jax.jit, static_argnames=static)
-    def descend(x0, curvature, lr, tol):
-        def keep_going(state):
-            return (jnp.linalg.norm(curvature * state[0]) > tol) & (state[1] < MAX_STEPS)
-
-        def step(state):
-            return state[0] - lr * clip(curvature * state[0], 1.0), state[1] + 1
-
-        return lax.while_loop(keep_going, step, (x0, jnp.int32(0)))
-
-    found = fails(cf.grade_descend, descend, check=cf.DESCEND_ONCE)
-    other = {"tol": "lr", "lr": "tol"}[static]
+@pytest.mark.parametrize(("static", "other"), [("tol", "lr"), ("lr", "tol")])
+def test_a_static_float_is_named(static, other):
+    found = fails(cf.grade_descend, while_descend(static_argnames=static), check=cf.DESCEND_ONCE)
     assert f"{static}: " in found.seen and "(static value)" in found.seen
     assert f"{other}: " not in found.seen
-    assert found.hint.startswith(f"{static} changes on every call")
+    assert found.hint.startswith(f"keep {static} traced")
+
+
+def test_jit_switched_off_while_the_learner_code_runs():
+    @jax.jit
+    def clip_by_norm(g, max_norm):
+        jax.config.update("jax_disable_jit", True)  # while tracing: every later call eager
+        return clip_with(right)(g, max_norm)
+
+    try:
+        fails(cf.grade_clip, clip_by_norm, check=JIT_ON)
+        jax.config.update("jax_disable_jit", True)
+        fails(cf.grade_descend, while_descend(), check=JIT_ON)
+    finally:
+        jax.config.update("jax_disable_jit", False)
 
 
 # --- the reference and the drawing -------------------------------------------------------
@@ -358,16 +299,16 @@ def test_the_drawn_inputs_hold_every_edge_case(seed):
     cases = cf._clip_cases(rng, 7)
     norms = [np.linalg.norm(g.astype(np.float64)) for g, _ in cases]
     assert norms[1] == 0 and norms[4] < 1e-8 < norms[0] and np.isclose(norms[3], cases[3][1])
-    assert all(
+    long = [
         n > m for n, (_, m), k in zip(norms, cases, cf.CLIP_KINDS, strict=True) if k == cf.CLIP_LONG
-    )
-    assert len({m for _, m in cases}) == len(cases)
+    ]
+    assert all(long) and len({m for _, m in cases}) == len(cases)
 
 
-def test_acceptable_steps_allows_only_the_boundary():
+def test_may_stop_allows_only_the_boundary():
     norms = [10.0, 1.0, 0.1, 0.01000001, 0.001] + [0.0001] * (MAX_STEPS - 4)
-    assert cf._acceptable_steps(norms, 0.01, 4)
-    assert cf._acceptable_steps(norms, 0.01, 3)  # 0.01000001 is within the slack
-    assert not cf._acceptable_steps(norms, 0.01, 3, slack=0.0)
+    assert cf._may_stop(norms, 0.01, 4)
+    assert cf._may_stop(norms, 0.01, 3)  # 0.01000001 is within the slack
+    assert not cf._may_stop(norms, 0.01, 3, slack=0.0)
     for wrong in (2, 5, MAX_STEPS, -1):
-        assert not cf._acceptable_steps(norms, 0.01, wrong)
+        assert not cf._may_stop(norms, 0.01, wrong)
