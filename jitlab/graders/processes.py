@@ -1,20 +1,26 @@
 """Grader for the many processes exercise: one program on every process.
 
-The learner's cell is copied into a module that two JAX processes, one CPU device each,
-import (:func:`stream`) to run their own ragged streams, counting ``train_step``'s
-compilations. The workers judge what only they see (jit and the counter there too, where
-the notebook's canary cannot look) and hand their first failure to the notebook as a
-record. Before each step they compare what they are about to run with a fixed-size
-collective and stop together when it differs: a verdict, not the hang or abort of a job.
+Two JAX processes, one CPU device each, import the learner's cell (:func:`stream`) and
+run their own ragged streams, counting ``train_step``'s compilations. They judge what only
+they see (jit and the counter there too) and send their first failure to the notebook as
+a record. Before each step they compare what they are about to run with a fixed-size
+collective and stop together when it differs: a verdict, not the hang of a real job.
+
+What the drawing covers, every run (the wrong rule each part breaks):
+
+- step 0, max_rows rows on process 0 and one on the other: the global shape inferred per
+  process, a bucket per local length;
+- step 1 small and step 2 full on every process: agreed buckets, a static length;
+- step 3, a real row of zeros (x and y) on process 0: padding told apart by its zeros;
+- the last step, one process short: a mean over the padding;
+- new data, max_rows, F and lr: hard-coded numbers. Not drawn: one CPU device per process.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import inspect
-import io
 import linecache
 import runpy
 import tempfile
@@ -29,43 +35,22 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jitlab.doctor import classify
-from jitlab.grading import Called, GradingFailure, call_learner, fail, fresh_rng, grader, passed
-from jitlab.grading.causes import why
-from jitlab.grading.checks import (
-    JIT_OFF_HINT,
-    JIT_ON,
-    Hints,
-    is_jitted,
-    require_close,
-    require_jit_on,
-    shorten,
-)
+from jitlab.grading import JIT_ON, GradingFailure, Hints, call_learner, fail, grader, is_jitted
+from jitlab.grading.causes import Called, why
+from jitlab.grading.checks import fresh_rng, passed, require_close, require_jit_on, shorten
 from jitlab.instruments import multiprocess
 
 STEPS, ZERO_ROW_STEP = 8, 3
 FEATURES, MAX_ROWS = (3, 6), (4, 9)  # drawn from [low, high)
-RTOL, ATOL = 1e-4, 1e-5
-DRAWN = {  # what the drawing covers: the wrong rule each part breaks, on every run
-    "step 0: max_rows rows on process 0, one on the others": "the global shape inferred "
-    "per process; a bucket per local length",
-    "step 1 small and step 2 full on every process": "agreed buckets; a static length; "
-    "the mean over the padding",
-    f"step {ZERO_ROW_STEP}: a real row of zeros (x and y) on process 0": "padding told "
-    "apart by its zeros instead of a mask",
-    "the last step: one process short": "a mean over the padding",
-    "new data, max_rows, F and lr": "hard-coded numbers",
-    "one CPU device per process, as the exercise states": "(not drawn)",
-}
+TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
 PAD = "pad x and y to max_rows rows on every process, with a mask for the padding"
 CHECKS = {  # every check once, in order: its name, then its default hint
     (FUNCTIONS := "make_global_batch and train_step are functions"): "define both with def",
     (JITTED := "train_step is compiled with jax.jit"): """decorate train_step with @jax.jit,
         and do all its work inside it""",
-    (SOURCE := "the grader finds the cell that defines your functions"): """define both
-        functions with def (train_step with @jax.jit) in the exercise cell, run it, then the
-        grader cell""",
-    (STARTED := "two worker processes start"): """this is the machine, not your code: run the
-        grader cell again""",
+    (SOURCE := "the grader finds the cell that defines your functions"): """define both with
+        def (train_step with @jax.jit) in the exercise cell, and run it before the grader""",
+    (STARTED := "two worker processes start"): "the machine failed, not your code: run it again",
     (CELL_RUNS := "your cell runs in every process"): """the workers run your whole cell with
         only jax, jnp, np, NamedSharding, P and functools imported: keep everything the
         functions need in it, and nothing that uses the notebook's other variables""",
@@ -76,12 +61,11 @@ CHECKS = {  # every check once, in order: its name, then its default hint
         make_array_from_process_local_data the global shape: max_rows times the number of
         processes""",
     (SAME_PROGRAM := "every process compiles the same program"): """something static differs
-        between processes (a value read from jax.process_index(), the environment, or a
-        file): decide it once and use the same value everywhere""",
-    (FINISHED := "both worker processes finish"): """a process that waits for ever or aborts
-        ran a different program from the other one: run processes.show(make_global_batch,
-        train_step), the snippet under the cell, to see what each process built and
-        compiled""",
+        between processes (read from jax.process_index(), the environment, a file): decide
+        it once, the same everywhere""",
+    (FINISHED := "both worker processes finish"): """a process that hangs or aborts ran
+        another program than the other: processes.show(make_global_batch, train_step), the
+        snippet under the cell, shows what each one built and compiled""",
     (ONCE := "train_step compiles exactly once on each process"): """the shapes never
         changed, so a static value did: pass lengths and masks as arrays, not as static
         arguments or pytree metadata""",
@@ -91,8 +75,8 @@ CHECKS = {  # every check once, in order: its name, then its default hint
         the real rows of every process: mask the padding (a real row may hold zeros), and
         divide by the sum of the mask over the whole global batch""",
 }
-MISTAKES = {  # the hints of mistakes the checks tell apart
-    JIT_ON: JIT_OFF_HINT,
+MISTAKES = {  # the hints of mistakes that the checks tell apart
+    JIT_ON: "take jax.disable_jit out of train_step: the step must run compiled",
     "never": """train_step never compiled during the grader's steps: do not call it in the
         cell itself, and do all its work inside the jitted function""",
     classify.SHAPE: """each new global shape is a new program on every process: pad to
@@ -134,7 +118,7 @@ class Plan:
 
     @classmethod
     def draw(cls, rng: np.random.Generator, processes: int = 2) -> Plan:
-        """Fresh sizes, ragged in every way that :data:`DRAWN` lists."""
+        """Fresh sizes, ragged in every way the module's docstring lists."""
         top = int(rng.integers(*MAX_ROWS))
         lengths = rng.integers(1, top + 1, size=(processes, STEPS))
         lengths[:, 0] = [top] + [1] * (processes - 1)
@@ -169,17 +153,14 @@ class Plan:
 
 
 # --- inside each worker: the first failure is raised, and sent to the notebook ------------
-
-
 class _Stopped(Exception):
     """Another process failed, and reports why: this one stops quietly."""
 
 
 def _everyone(failure: GradingFailure | None, *texts: str) -> list[bool]:
-    """Whether every process holds the same each of ``texts``; raises ``failure`` here,
-    or :class:`_Stopped` when another process failed, so that all stop at once. A
-    fixed-size collective, run with jit on (under ``jax_disable_jit`` the gather never
-    meets the other processes)."""
+    """Whether every process holds the same each of ``texts``; raises ``failure`` here, or
+    :class:`_Stopped` when another process failed: all stop at once. A fixed-size gather,
+    with jit on (under ``jax_disable_jit`` it never meets the other processes)."""
     digest = b"".join(hashlib.sha256(text.encode()).digest()[:8] for text in texts)
     with jax.disable_jit(False):
         mine = np.frombuffer(bytes([failure is None]) + digest, np.uint8)
@@ -211,16 +192,14 @@ def _jit_failure(moment: str, canary: bool = True) -> GradingFailure | None:
     """Jit off (or, with ``canary``, the counter deaf) here, as ``@grader`` would see it."""
     try:
         if canary or jax.config.jax_disable_jit:
-            with contextlib.redirect_stdout(io.StringIO()):  # no ✓ in the worker's log
-                require_jit_on(moment)
+            require_jit_on(moment)
     except GradingFailure as failure:
         return failure
     return None
 
 
 def _leaf(value: Any) -> str:
-    """A leaf's dtype, shape and sharding (or value): the same on every process when the
-    global batches are."""
+    """A leaf's dtype, shape and sharding (or its value), as text."""
     if isinstance(value, jax.Array):
         spec = getattr(value.sharding, "spec", type(value.sharding).__name__)
         return f"{value.dtype}{list(value.shape)} {spec}"
@@ -230,11 +209,11 @@ def _leaf(value: Any) -> str:
 
 
 def _to_host(value: Any) -> np.ndarray:
-    if isinstance(value, jax.Array) and not value.is_fully_addressable:
-        if value.is_fully_replicated:
-            return np.asarray(value.addressable_data(0))
-        return np.asarray(multihost_utils.process_allgather(value, tiled=True))
-    return np.asarray(value)
+    if not isinstance(value, jax.Array) or value.is_fully_addressable:
+        return np.asarray(value)
+    if value.is_fully_replicated:  # no collective: the processes need not meet
+        return np.asarray(value.addressable_data(0))
+    return np.asarray(multihost_utils.process_allgather(value, tiled=True))
 
 
 def stream(worker: multiprocess.Worker) -> None:
@@ -252,8 +231,9 @@ def stream(worker: multiprocess.Worker) -> None:
         failure = GradingFailure(JIT_ON, expected=expected, seen=str(lost), hint=HINTS["counter"])
     except GradingFailure as err:
         failure = err
-    verdict = {key: getattr(failure, key) for key in ("check", "expected", "seen", "hint")}
-    worker.emit("verdict", **verdict)
+    worker.emit(
+        "verdict", **{k: getattr(failure, k) for k in ("check", "expected", "seen", "hint")}
+    )
 
 
 def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
@@ -275,10 +255,9 @@ def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
             leaves, tree = jax.tree.flatten(batch)
             leaves = "; ".join(map(_leaf, leaves))
             off = _jit_failure(f"{at}, when train_step was about to run", canary=False)
-            same_tree, same_leaves = _everyone(off or failure, str(tree), leaves)
-            seen = shorten(leaves + ("" if same_tree else f" ({tree})"), 150)
-            expected = f"the same shapes on every process {at}"
-            _check(SAME_BATCH, same_tree and same_leaves, expected, seen)
+            same = _everyone(off or failure, str(tree), leaves)  # the tree holds static values
+            seen = shorten(leaves + ("" if same[0] else f" ({tree})"), 150)
+            _check(SAME_BATCH, all(same), f"the same shapes on every process {at}", seen)
             args, before = (w, batch, plan.lr), count.compiles
             if step == 0 and hasattr(train_step, "lower"):
                 lowered, failure = _attempt(STEP_RUNS, at, train_step.lower, *args)
@@ -291,7 +270,8 @@ def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
                 seen = f"{type(out).__name__} ({at})"
                 raise failure or fail(STEP_RUNS, expected="(new_w, loss)", seen=seen)
             calls.append(Called(args, {}, count.compiles > before))
-            (w, loss), _ = out, shapes.add(leaves)
+            w, loss = out
+            shapes.add(leaves)
             on_mesh = isinstance(w, jax.Array) and not w.is_fully_addressable
             results.append((float(np.mean(_to_host(loss))), _to_host(w), on_mesh, type(w)))
             worker.emit("step", step=step, batch=leaves, loss=results[-1][0])
@@ -300,7 +280,8 @@ def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
     found = why(calls, train_step, label=lambda i: f"step {i}")
     batches = f"; {len(shapes)} different global batches" * (classify.SHAPE in found.causes)
     hint = HINTS["never" if count.compiles == 0 else classify.SHAPE if batches else ONCE]
-    seen = f"{count.compiles}{batches}" + (f"; {shorten(found.text, 150)}" if found else "")
+    cause = f"; {shorten(found.text, 150)}" if found else ""
+    seen = f"{count.compiles} compilations{batches}{cause}"
     expected = f"exactly 1 compilation on each process for {STEPS} ragged steps"
     _check(ONCE, count.compiles == 1, expected, seen, hint)
     types = ", ".join(sorted({kind.__name__ for *_, kind in results}))
@@ -312,24 +293,20 @@ def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
         rows += "; a real row of zeros on process 0" * (step == ZERO_ROW_STEP)
         for name, got, want in (("loss", loss, losses[step]), ("new_w", w, weights[step])):
             about = f"{name} at step {step} (real rows per process: {rows})"
-            require_close(
-                NUMBERS, got, want, rtol=RTOL, atol=ATOL, about=about, hint=HINTS[NUMBERS]
-            )
+            require_close(NUMBERS, got, want, **TOLERANCE, about=about, hint=HINTS[NUMBERS])
 
 
 # --- in the notebook ----------------------------------------------------------------------
-
-
 def launch(make_global_batch: Callable, train_step: Callable, plan: Plan) -> multiprocess.Run:
     """Run :func:`stream` on two processes with the learner's cell; return the run."""
     source = learner_source(make_global_batch, train_step)
     with tempfile.TemporaryDirectory(prefix="jitlab-grader-processes-") as scratch:
         path = Path(scratch) / "learner_cell.py"
         path.write_text(multiprocess.PRELUDE + "\n\n" + source, encoding="utf-8")
-        options = {"learner": str(path), "plan": dataclasses.asdict(plan)}
+        opts = {"learner": str(path), "plan": dataclasses.asdict(plan)}
         try:
             return multiprocess.run(
-                f"{__name__}:stream", options=options, timeout=50.0, stall_timeout=15.0
+                f"{__name__}:stream", options=opts, timeout=50, stall_timeout=15
             )
         except multiprocess.LaunchError as err:
             expected = "two JAX processes joined by jax.distributed on 127.0.0.1"
@@ -361,14 +338,10 @@ def grade(make_global_batch: Callable[..., Any], train_step: Callable[..., Any])
     both, kind = callable(make_global_batch) and callable(train_step), type(train_step).__name__
     _check(FUNCTIONS, both, "two functions", f"{type(make_global_batch).__name__}, {kind}")
     code = getattr(inspect.unwrap(train_step), "__code__", None)
-    if not is_jitted(train_step) and code and _names_disable_jit(code):
-        raise fail(
-            JIT_ON,
-            expected="train_step compiled by jax.jit, with jit switched on",
-            seen=f"{kind} {train_step.__name__}, whose code calls jax.disable_jit: it "
-            "switches jit off and runs the step op by op",
-            hint=HINTS[JIT_ON],
-        )
+    off = not is_jitted(train_step) and code is not None and _names_disable_jit(code)
+    seen = f"{kind} {getattr(train_step, '__name__', '')}, whose code calls jax.disable_jit: "
+    seen += "it switches jit off and runs the step op by op"
+    _check(JIT_ON, not off, "train_step compiled by jax.jit, with jit switched on", seen)
     _check(JITTED, is_jitted(train_step), "a function wrapped by jax.jit", kind)
     plan = Plan.draw(fresh_rng())
     run = launch(make_global_batch, train_step, plan)
@@ -400,4 +373,4 @@ def show(make_global_batch: Callable[..., Any], train_step: Callable[..., Any]) 
         print(f"process {worker.process_id}: " + "; ".join(said))
 
 
-__all__ = ["DRAWN", "Plan", "grade", "launch", "learner_source", "show", "stream"]
+__all__ = ["Plan", "grade", "launch", "learner_source", "show", "stream"]
