@@ -1,10 +1,10 @@
 """Grader for the many processes exercise: one program on every process.
 
-Two JAX processes, one CPU device each, import the learner's cell (:func:`stream`) and
-run their own ragged streams, counting ``train_step``'s compilations. They judge what only
-they see (jit and the counter there too) and send their first failure to the notebook as
-a record. Before each step they compare what they are about to run with a fixed-size
-collective and stop together when it differs: a verdict, not the hang of a real job.
+Two JAX processes, one CPU device each, run the learner's cell on their own ragged streams
+(:func:`stream`), judge what only they see (compilations, jit and the counter there too)
+and send their first failure to the notebook as a record. Before each step they compare
+what they are about to run with a fixed-size collective and stop together when it
+differs: a verdict, not the hang of a real job.
 
 What the drawing covers, every run (the wrong rule each part breaks):
 
@@ -39,9 +39,10 @@ from jitlab.grading import JIT_ON, GradingFailure, Hints, call_learner, fail, gr
 from jitlab.grading.causes import Called, why
 from jitlab.grading.checks import fresh_rng, passed, require_close, require_jit_on, shorten
 from jitlab.instruments import multiprocess
+from jitlab.instruments.counting import CounterLost, count_compiles
+from jitlab.instruments.timing import print_table
 
-STEPS, ZERO_ROW_STEP = 8, 3
-FEATURES, MAX_ROWS = (3, 6), (4, 9)  # drawn from [low, high)
+STEPS, ZERO_ROW_STEP, FEATURES, MAX_ROWS = 8, 3, (3, 6), (4, 9)  # sizes from [low, high)
 TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
 PAD = "pad x and y to max_rows rows on every process, with a mask for the padding"
 CHECKS = {  # every check once, in order: its name, then its default hint
@@ -174,8 +175,7 @@ def _everyone(failure: GradingFailure | None, *texts: str) -> list[bool]:
 
 
 def _attempt(check: str, at: str, fn: Callable[..., Any], *args: Any) -> tuple[Any, Any]:
-    """``(fn(*args), None)``, or ``(None, the failure)`` saying where, with the
-    exercise's own hint for a name from the notebook and for ragged local rows."""
+    """``(fn(*args), None)``, or ``(None, its failure)`` saying where, in this exercise's words."""
     try:
         return call_learner(check, fn, *args, lesson="processes"), None
     except GradingFailure as failure:
@@ -219,8 +219,6 @@ def _to_host(value: Any) -> np.ndarray:
 def stream(worker: multiprocess.Worker) -> None:
     """The worker's side of grading: judge this process's stream, and hand the first
     failure to the notebook as a ``verdict`` record."""
-    from jitlab.instruments.counting import CounterLost
-
     plan = Plan(**{**worker.options["plan"], "lengths": tuple(worker.options["plan"]["lengths"])})
     try:
         return _judge(worker, plan)
@@ -237,12 +235,9 @@ def stream(worker: multiprocess.Worker) -> None:
 
 
 def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
-    """Every step of this process's stream, checked as it runs, then its compilations
-    and numbers."""
-    from jitlab.instruments.counting import count_compiles
-
-    path = worker.options["learner"]
-    cell, failure = _attempt(CELL_RUNS, "at import", runpy.run_path, path, None, "learner_cell")
+    """Every step of this process's stream, checked as it runs; then its compiles, numbers."""
+    exec(multiprocess.PRELUDE, ns := {})  # the names the cell starts with, as the exercise says
+    cell, failure = _attempt(CELL_RUNS, "at import", runpy.run_path, worker.options["learner"], ns)
     _everyone(failure or _jit_failure("in the worker, after your cell ran"))
     make_global_batch, train_step = cell["make_global_batch"], cell["train_step"]
     mesh = jax.make_mesh((jax.device_count(),), ("data",), axis_types=(AxisType.Auto,))
@@ -288,12 +283,13 @@ def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
     expected = "train_step to return the new weights as a jax.Array on the mesh"
     _check(GLOBAL_W, all(on_mesh for *_, on_mesh, _ in results), expected, types)
     losses, weights = plan.reference()
+    w_names = [f"new_w[{i}]" for i in range(plan.features)]
     for step, (loss, w, *_) in enumerate(results):
         rows = ", ".join(str(p[step]) for p in plan.lengths) + f"; max_rows {plan.max_rows}"
         rows += "; a real row of zeros on process 0" * (step == ZERO_ROW_STEP)
-        for name, got, want in (("loss", loss, losses[step]), ("new_w", w, weights[step])):
-            about = f"{name} at step {step} (real rows per process: {rows})"
-            require_close(NUMBERS, got, want, **TOLERANCE, about=about, hint=HINTS[NUMBERS])
+        about, hint = f"step {step} (real rows per process: {rows})", HINTS[NUMBERS]
+        for got, want, names in ((loss, losses[step], ["loss"]), (w, weights[step], w_names)):
+            require_close(NUMBERS, got, want, **TOLERANCE, about=about, names=names, hint=hint)
 
 
 # --- in the notebook ----------------------------------------------------------------------
@@ -301,12 +297,12 @@ def launch(make_global_batch: Callable, train_step: Callable, plan: Plan) -> mul
     """Run :func:`stream` on two processes with the learner's cell; return the run."""
     source = learner_source(make_global_batch, train_step)
     with tempfile.TemporaryDirectory(prefix="jitlab-grader-processes-") as scratch:
-        path = Path(scratch) / "learner_cell.py"
-        path.write_text(multiprocess.PRELUDE + "\n\n" + source, encoding="utf-8")
-        opts = {"learner": str(path), "plan": dataclasses.asdict(plan)}
+        path = Path(scratch) / "your_cell.py"  # the prelude apart: the cell's own line numbers
+        path.write_text(source, encoding="utf-8")
+        options = {"learner": str(path), "plan": dataclasses.asdict(plan)}
         try:
             return multiprocess.run(
-                f"{__name__}:stream", options=opts, timeout=50, stall_timeout=15
+                f"{__name__}:stream", options=options, timeout=50.0, stall_timeout=15.0
             )
         except multiprocess.LaunchError as err:
             expected = "two JAX processes joined by jax.distributed on 127.0.0.1"
@@ -357,13 +353,9 @@ def grade(make_global_batch: Callable[..., Any], train_step: Callable[..., Any])
 def show(make_global_batch: Callable[..., Any], train_step: Callable[..., Any]) -> None:
     """Run the learner's functions on two processes as the grader does, and print what
     each process built, compiled and computed, without judging."""
-    from jitlab.instruments.timing import print_table
-
     plan = Plan.draw(fresh_rng())
     run = launch(make_global_batch, train_step, plan)
-    print(f"max_rows={plan.max_rows}; real rows per step, process by process:")
-    for process, lengths in enumerate(plan.lengths):
-        print(f"  process {process}: {list(lengths)}")
+    print(f"max_rows {plan.max_rows}; real rows at each step, per process: {plan.lengths}")
     keys = ("process_id", "step", "batch", "loss")
     print_table({k: r[k] for k in keys} for w in run.workers for r in w.of("step"))
     for worker in run.workers:

@@ -269,7 +269,7 @@ WRONG = {  # the stub's cell is the exercise's
     "the mean over the padding": wrong(NUMBERS, "sum of the mask", PADDED, MEAN_OVER_PADDING),
     # No mask used: a row of zeros taken for padding. The real one at step 3 counts.
     "padding told apart by its zeros": wrong(
-        NUMBERS, ("at step 3", "a real row of zeros"), PADDED, ZEROS_AS_PADDING
+        NUMBERS, ("for step 3", "a real row of zeros"), PADDED, ZEROS_AS_PADDING
     ),
     "hard-coded numbers": wrong(NUMBERS, (), PADDED, HARD_CODED),
     "work outside jit": wrong(JITTED, (), PADDED, UNJITTED),
