@@ -19,6 +19,7 @@ What the drawing covers, every run (the wrong rule each part breaks):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import inspect
 import linecache
@@ -255,7 +256,8 @@ def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
             _check(SAME_BATCH, all(same), f"the same shapes on every process {at}", seen)
             args, before = (w, batch, plan.lr), count.compiles
             if step == 0 and hasattr(train_step, "lower"):
-                lowered, failure = _attempt(STEP_RUNS, at, train_step.lower, *args)
+                lower = functools.update_wrapper(functools.partial(train_step.lower), train_step)
+                lowered, failure = _attempt(STEP_RUNS, at, lower, *args)  # a stub names train_step
                 text = lowered.as_text() if lowered else ""
                 program = hashlib.sha256(text.encode()).hexdigest()[:12]
                 same = _everyone(failure, program)[0]

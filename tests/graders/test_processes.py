@@ -24,8 +24,7 @@ pair = operator.itemgetter("make_global_batch", "train_step")
 
 
 def cell(tmp_path: Path, *sources: str) -> tuple:
-    """``make_global_batch`` and ``train_step`` from a cell file holding the ``sources``,
-    or from the exercise's learner's copy when there are none."""
+    """The two functions from a cell file of ``sources``, or from the exercise's stubs."""
     path = tmp_path / "cell.py"
     path.write_text("\n\n".join([multiprocess.PRELUDE, *map(textwrap.dedent, sources)]))
     return pair(runpy.run_path(str(path)) if sources else namespace("processes", learner_copy=True))
@@ -207,6 +206,7 @@ if len(_calls) == 4 and jax.process_index() == 1:
     _open.append(jax.disable_jit())
     _open[-1].__enter__()
 """
+STUB_STEP = "@jax.jit\ndef train_step(w, batch, lr):\n    raise NotImplementedError\n"
 HARD_CODED = """
 @jax.jit
 def train_step(w, batch, lr):
@@ -248,6 +248,7 @@ JIT_OFF_AT_ONE_STEP = "_calls, _open = [], []", with_lines(PADDED, OFF_AT_ONE_ST
 OTHER_CELLS = PADDED.replace("n = len(y)", "n = min(len(y), MAX_ROWS)"), MASKED
 WRONG = {  # the stub's cell is the exercise's
     "the stub": wrong(BATCH_RUNS, ("not solved yet", "`jitlab hint processes`")),
+    "a stub train_step": wrong(processes.STEP_RUNS, "train_step to return", PADDED, STUB_STEP),
     # No padding: the global shape is inferred from each process's rows.
     "the global shape inferred per process": wrong(
         SAME_BATCH, ("at step 0", "process 0:", "process 1:", "max_rows"), *INFERRED
