@@ -65,22 +65,19 @@ CHECKS = (BUCKETS_HOLD, BUCKETS_FEW, STEP.name(JITTED), RUNS, RETURNS,
 
 HINTS = Hints(
     {
-        "again": """the first run was right: the second passes the first run's dicts and
-            arrays again, refilled with new data; nothing may be remembered from an earlier
-            call (by id() or otherwise)""",
-        "update": """the loss at step {k} is right for the params train_step was given, but
-            those differ from the original loop's: the update at step {before} is wrong.
-            params - lr * gradient, with that step's lr and weight decay""",
-        "decay": """the losses go wrong from step {k}, after weight decay was switched on at
-            step {DECAY_FROM}: a global read inside a jitted function is frozen at trace
-            time. Read CONFIG in train_fast on every step and pass the value in""",
-        "padded": """batch {k} is padded from {n} to {size} time steps: mask the padding out
-            of the mean (tanh of a zero row is tanh(b), not 0) and divide by the true length;
+        "again": """the first run was right: the second gets the same dicts and arrays again,
+            refilled with new data; remember nothing from an earlier call (by id() or otherwise)""",
+        "update": """the loss at step {k} is right for the params train_step was given, but they
+            differ from the loop's: the update at step {before} is wrong (params - lr *
+            gradient, with that step's lr and weight decay)""",
+        "decay": """the losses go wrong from step {k}, after weight decay was switched on at step
+            {DECAY_FROM}: a global read inside a jitted function is frozen at trace time. Read
+            CONFIG in train_fast on every step and pass the value in""",
+        "padded": """batch {k} is padded from {n} to {size} time steps: mask the padding out of
+            the mean (tanh of a zero row is tanh(b), not 0) and divide by the true length;
             check the mask's bound, < length""",
-        "an array": """batch {k} has no padding and weights: the data term is the weighted
-            mean sum(weights * err) / sum(weights)""",
-        "ones": """batch {k} has no padding and weights {form}: that means weights of one,
-            the plain mean of the squared errors""",
+        "weights": """batch {k} has no padding: with weights the data term is sum(weights * err)
+            / sum(weights); weights None or absent mean weights of one, the plain mean""",
         # what changed between calls in one bucket, by the doctor's cause
         classify.PYTREE: """the batch's structure changes: always pass the same keys, with
             weights of one when they are missing or None""",
@@ -89,8 +86,7 @@ HINTS = Hints(
         classify.DTYPE: "give every argument one dtype at every step: convert at the boundary",
         classify.SHAPE: "pad every batch to bucket_size(length) and pass the length as an array",
         classify.STATIC_VALUE: """a static argument compiles once per value: keep it traced
-            (remove it from static_argnums / static_argnames) as an np.float32 or np.int32
-            scalar""",
+            (remove it from static_argnums / static_argnames), an np.float32 or np.int32""",
     }
 )
 
@@ -144,9 +140,7 @@ def _reference_train(params: dict[str, Any], batches: list[Batch]) -> tuple[Para
 
 def _make_params(rng: np.random.Generator) -> dict[str, Any]:
     w, b, v = rng.normal(size=(F, H)) / np.sqrt(F), 0.5 * rng.normal(size=H), rng.normal(size=H)
-    return {
-        k: jnp.asarray(p, jnp.float32) for k, p in zip("wbv", (w, b, v / np.sqrt(H)), strict=True)
-    }
+    return dict(zip("wbv", map(jnp.float32, (w, b, v / np.sqrt(H))), strict=True))
 
 
 def _make_problem(rng: np.random.Generator, lengths: list[int]) -> list[Batch]:
@@ -256,7 +250,7 @@ def _require_losses(
     fed = _fed(calls, got[k])
     own = fed is not None and np.isclose(got[k], _reference_step(fed, batch, lr, decay)[1], 1e-3)
     cause = [(again, "again"), (own, "update"), (k >= DECAY_FROM, "decay"),
-             (bucket(n) > n, "padded"), (form == "an array", form), (True, "ones")]  # fmt: skip
+             (bucket(n) > n, "padded"), (True, "weights")]  # fmt: skip
     hint = HINTS[next(name for ok, name in cause if ok)]
     raise fail(
         check,
@@ -264,7 +258,7 @@ def _require_losses(
         seen=f"{got[k]:.6g}, and {wrong.size} of {STEPS} steps wrong (the first: {k}). "
         f"Batch {k}: length {n} (bucket {bucket(n)}), weights {form}, lr {lr:.4g}, "
         f"weight decay {decay}",
-        hint=hint.format(k=k, before=k - 1, n=n, size=bucket(n), form=form, **globals()),
+        hint=hint.format(k=k, before=k - 1, n=n, size=bucket(n), DECAY_FROM=DECAY_FROM),
     )
 
 

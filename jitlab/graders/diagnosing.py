@@ -51,12 +51,8 @@ def _problem(rng: np.random.Generator) -> tuple[np.ndarray, list[dict], list[Any
     # With 10 or more decay steps the last cosine is below 2.5 % of base: a floor above
     # 3 % is always reached, so a Python float comes back at the end.
     floor = base * float(rng.uniform(0.03, 0.06))
-    rates = [
-        base * (s + 1) / warmup
-        if s < warmup
-        else max(floor, base * 0.5 * (1.0 + np.cos(np.pi * (s - warmup) / decay)))
-        for s in range(total)
-    ]
+    cosine = [base * 0.5 * (1.0 + np.cos(np.pi * s / decay)) for s in range(decay)]
+    rates = [base * (s + 1) / warmup for s in range(warmup)] + [max(floor, c) for c in cosine]
     size = int(rng.integers(16, 49))
     true_w, w0 = rng.normal(size=(2, FEATURES)).astype(np.float32)
     batches = []
@@ -100,24 +96,26 @@ def _changed(batch: dict, lr: Any, prepared: tuple) -> str:
     return ""
 
 
-def _require_trajectory(
-    check: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: float, changes: list[str],
-    what: str,
-) -> None:  # fmt: skip
-    """Every step close to the reference, and fed the numbers it was given."""
-    bad = ~np.isclose(got, want, rtol=rtol, atol=atol).all(axis=1) | np.array(changes, bool)
-    step = int(np.argmax(bad))
-    require(
-        check,
-        not bad.any(),
-        expected=f"{what} at step {step}: {excerpt(want[step])} (float32 lr, the batch as given)",
-        seen=f"{excerpt(got[step])}; {int(bad.sum())} of {len(got)} steps differ",
-        hint=f"prepare_batch changed more than lr's type: {changes[step]}. Only lr's kind of "
-        "number needs fixing; keep the batch as it came and lr's value"
-        if changes[step]
-        else "fixed_step must be the update w - lr * grad(mean((x @ w - y)**2)), "
-        "fed the batch and lr that prepare_batch returned",
-    )
+def _require_numbers(w0: np.ndarray, got: np.ndarray, want: np.ndarray, changes: list[str]):
+    """Every step's w and update close to the reference's, and fed the numbers given."""
+    got_d, want_d = (np.diff(np.vstack([w0, w]), axis=0) for w in (got, want))
+    for check, what, mine, theirs, rtol, atol in (
+        (WEIGHTS, "w after the update", got, want, 1e-4, 1e-5),
+        (UPDATES, "the update (lr * gradient)", got_d, want_d, 2e-3, 1e-4 * np.abs(want_d).max()),
+    ):
+        bad = ~np.isclose(mine, theirs, rtol=rtol, atol=atol).all(axis=1) | np.array(changes, bool)
+        k = int(np.argmax(bad))
+        require(
+            check,
+            not bad.any(),
+            expected=f"{what} at step {k}: {excerpt(theirs[k])} (float32 lr, the batch as given)",
+            seen=f"{excerpt(mine[k])}; {int(bad.sum())} of {len(mine)} steps differ",
+            hint=f"prepare_batch changed more than lr's type: {changes[k]}. Only lr's kind of "
+            "number needs fixing; keep the batch as it came and lr's value"
+            if changes[k]
+            else "fixed_step must be the update w - lr * grad(mean((x @ w - y)**2)), fed the "
+            "batch and lr that prepare_batch returned",
+        )
 
 
 @grader("diagnosing", checks=CHECKS)
@@ -152,11 +150,7 @@ def grade(prepare_batch: Callable[..., Any], fixed_step: Callable[..., Any]) -> 
         "op by op, uncompiled",
         hint=JIT_OFF_HINT,
     )
-    got_w, want = np.stack(got), _reference(w0, batches, rates)
-    _require_trajectory(WEIGHTS, got_w, want, 1e-4, 1e-5, changes, "w after the update")
-    got_d, want_d = np.diff(np.vstack([w0, got_w]), axis=0), np.diff(np.vstack([w0, want]), axis=0)
-    scale = 1e-4 * float(np.abs(want_d).max())
-    _require_trajectory(UPDATES, got_d, want_d, 2e-3, scale, changes, "the update (lr * gradient)")
+    _require_numbers(w0, np.stack(got), _reference(w0, batches, rates), changes)
     require(
         COMPILED,
         count.compiles >= 1,
