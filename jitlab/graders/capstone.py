@@ -1,9 +1,8 @@
 """Grader for the capstone exercise: a training loop with several causes at once.
 
 ``train_fast(params, batches)`` must return the naive loop's final params and per-step
-losses as ``train_step`` computes them, compiling it at most once per bucket. Every name
-that refers to ``train_step`` is rebound to a recorder meanwhile (``KernelExercise.run``),
-so the grader sees each call, what went in and out.
+losses as ``train_step`` computes them (the grader records its calls: ``KernelExercise``),
+compiling it at most once per bucket.
 
 What every run draws, on purpose (``_problem``; the learner's own buckets decide):
   step 0   weights an array, a length exactly on a bucket   a wrong weighted mean
@@ -94,9 +93,6 @@ Batch = dict[str, Any]
 Params = dict[str, np.ndarray]
 
 
-# ------------------------------------------------------------------ the reference
-
-
 def _learning_rate(step: int) -> float:
     """The exercise's schedule, with its types (Python float, then NumPy float64)."""
     if step < WARMUP:
@@ -133,9 +129,6 @@ def _reference_train(params: dict[str, Any], batches: list[Batch]) -> tuple[Para
         params, value = _reference_step(params, batch, _learning_rate(step), _weight_decay(step))
         losses.append(value)
     return params, np.array(losses)
-
-
-# ------------------------------------------------------------------ fresh problems
 
 
 def _make_params(rng: np.random.Generator) -> dict[str, Any]:
@@ -189,9 +182,6 @@ def _second(rng: np.random.Generator, bucket: Callable, first: list[int], old: l
     return old
 
 
-# ------------------------------------------------------------------ checks
-
-
 def _bucket_of(bucket_size: Callable[[int], int]) -> Callable[[int], int]:
     """``bucket_size``, whose errors name the length (a table that stops short fails there)."""
 
@@ -236,20 +226,23 @@ def _fed(calls: list[Call], loss: float) -> Params | None:
 
 
 def _require_losses(
-    check: str, got: np.ndarray, batches: list[Batch], want: np.ndarray, calls: list[Call],
-    bucket: Callable[[int], int], again: bool = False,
-) -> None:  # fmt: skip
-    """The losses match; else a verdict naming the step, its batch, and what to look at."""
+    check: str, got: np.ndarray, params: dict, batches: list[Batch], calls: list[Call],
+    bucket: Callable[[int], int],
+) -> Params:  # fmt: skip
+    """The losses match the naive loop's (its final params returned); else a verdict naming
+    the step, its batch, and what to look at (no ``calls``: the second run's)."""
+    want_params, want = _reference_train(params, batches)
     wrong = np.flatnonzero(~np.isclose(got, want, rtol=1e-3, atol=1e-5))
     if not wrong.size:
-        return passed(check)
+        passed(check)
+        return want_params
     k = int(wrong[0])
     batch, lr, decay = batches[k], _learning_rate(k), _weight_decay(k)
     n, weights = batch["x"].shape[1], batch.get("weights", "absent")
     form = "an array" if isinstance(weights, np.ndarray) else weights
     fed = _fed(calls, got[k])
     own = fed is not None and np.isclose(got[k], _reference_step(fed, batch, lr, decay)[1], 1e-3)
-    cause = [(again, "again"), (own, "update"), (k >= DECAY_FROM, "decay"),
+    cause = [(not calls, "again"), (own, "update"), (k >= DECAY_FROM, "decay"),
              (bucket(n) > n, "padded"), (True, "weights")]  # fmt: skip
     hint = HINTS[next(name for ok, name in cause if ok)]
     raise fail(
@@ -342,11 +335,7 @@ def _cause(recorder: Recorder, buckets: set[int]) -> tuple[str, str]:
 
 
 @grader("capstone", checks=CHECKS)
-def grade(
-    train_fast: Callable[..., Any],
-    train_step: Callable[..., Any],
-    bucket_size: Callable[[int], int],
-) -> None:
+def grade(train_fast: Callable, train_step: Callable, bucket_size: Callable[[int], int]) -> None:
     """Grade the exercise: the naive loop's numbers, from train_step, once per bucket."""
     rng = fresh_rng()
     bucket = _bucket_of(bucket_size)
@@ -375,8 +364,7 @@ def grade(
         "jax.jit(partial(...)) built per step is a new function each time",
     )
 
-    want_params, want_losses = _reference_train(params, batches)
-    _require_losses(LOSSES, got_losses, batches, want_losses, recorder.calls, bucket)
+    want_params = _require_losses(LOSSES, got_losses, params, batches, recorder.calls, bucket)
     wrong = [k for k, p in want_params.items() if not _close(got[0][k], p)]
     require(
         PARAMS,
@@ -402,9 +390,7 @@ def grade(
     with count_compiles(ANY_FUNCTION) as everything:
         result2 = call_learner(RUNS_AGAIN, train_fast, params2, batches2)
     passed(RUNS_AGAIN)
-    want2 = _reference_train(params2, batches2)[1]
-    _require_losses(LOSSES_AGAIN, _losses(result2, RETURNS_AGAIN), batches2, want2, [], bucket,
-                    again=True)  # fmt: skip
+    _require_losses(LOSSES_AGAIN, _losses(result2, RETURNS_AGAIN), params2, batches2, [], bucket)
     compiled = ", ".join(f"{name} x{n}" for name, n in everything.compiled.most_common(4))
     require(
         NOTHING_NEW,
