@@ -349,7 +349,7 @@ def grade(train_fast: Callable, train_step: Callable, bucket_size: Callable[[int
     passed(RUNS)
     recorder, count, got = run.recorder, run.count, run.outputs[0]
     got_losses = _losses(got, RETURNS)
-    changes = type_changes(run.copies[0][0], run.given[0][0], name="(params, batches)")
+    changes = type_changes(run.copies[0][0][1], run.given[0][0][1], name="batches", limit=1)
     STEP.unchanged(run, what=lambda i: "; ".join(changes) or "values changed in place")
     STEP.jit_on(recorder)
     traced = len(recorder.traced)

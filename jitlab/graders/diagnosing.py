@@ -109,7 +109,8 @@ def _require_numbers(w0: np.ndarray, got: np.ndarray, want: np.ndarray, changes:
             check,
             not bad.any(),
             expected=f"{what} at step {k}: {excerpt(theirs[k])} (float32 lr, the batch as given)",
-            seen=f"{excerpt(mine[k])}; {int(bad.sum())} of {len(mine)} steps differ",
+            seen=f"{excerpt(mine[k])}; {int(bad.sum())} of {len(mine)} steps differ"
+            + (" or were fed other numbers" if changes[k] else ""),
             hint=f"prepare_batch changed more than lr's type: {changes[k]}. Only lr's kind of "
             "number needs fixing; keep the batch as it came and lr's value"
             if changes[k]
