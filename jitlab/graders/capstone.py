@@ -1,9 +1,8 @@
 """Grader for the capstone exercise: a training loop with several causes at once.
 
 ``train_fast(params, batches)`` must return the naive loop's final params and per-step
-losses as ``train_step`` computes them, compiling ``train_step`` at most once per bucket.
-While it runs, every name that refers to ``train_step`` is rebound to a recorder
-(:func:`jitlab.grading.recording`), so the grader sees each call, what went in and out.
+losses as ``train_step`` computes them (the grader records its calls: ``KernelExercise``),
+compiling it at most once per bucket.
 
 What every run draws, on purpose (``_problem``; the learner's own buckets decide):
   step 0   weights an array, a length exactly on a bucket   a wrong weighted mean
@@ -18,7 +17,7 @@ What every run draws, on purpose (``_problem``; the learner's own buckets decide
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import jax
@@ -27,10 +26,10 @@ import numpy as np
 
 from jitlab.doctor import classify
 from jitlab.grading import BUCKETS_FEW, BUCKETS_HOLD, call_learner, fail, fresh_rng, grader
-from jitlab.grading.calls import Call, Recorder, same_content
+from jitlab.grading.calls import Call, Recorder, type_changes
 from jitlab.grading.causes import why
-from jitlab.grading.checks import learner_error, passed, require, require_buckets, shorten
-from jitlab.grading.kernel import JIT_ON, JITTED, UNCHANGED, KernelExercise
+from jitlab.grading.checks import Hints, learner_error, passed, require, require_buckets, shorten
+from jitlab.grading.kernel import JIT_ON, JITTED, UNCHANGED, KernelExercise, same_value
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
 # The constants of the exercise's setup cell (a test compares the reference with its loop).
@@ -44,11 +43,9 @@ STEP = KernelExercise(
     wrapper="train_fast",
     kernel="train_step",
     call="train_step(params, batch, lr, weight_decay)",
-    hints={
-        UNCHANGED.name: "build a new dict at the boundary ({**batch, ...}) and pad into a new "
-        "array; never assign into the caller's batch",
-    },
-)
+    hints={UNCHANGED.name: "build a new dict at the boundary ({**batch, ...}) and pad into a "
+           "new array; never assign into the caller's batch"},
+)  # fmt: skip
 RUNS = "train_fast runs on fresh batches"
 RETURNS = "train_fast returns (params, losses)"
 CALLED = "train_fast calls train_step at every step"
@@ -65,11 +62,35 @@ CHECKS = (BUCKETS_HOLD, BUCKETS_FEW, STEP.name(JITTED), RUNS, RETURNS,
           *STEP.names(UNCHANGED, JIT_ON), CALLED, LOSSES, PARAMS, FROM_STEP, UPDATES,
           PER_BUCKET, RUNS_AGAIN, RETURNS_AGAIN, LOSSES_AGAIN, NOTHING_NEW)  # fmt: skip
 
+HINTS = Hints(
+    {
+        "again": """the first run was right: the second gets the same dicts and arrays again,
+            refilled with new data; remember nothing from an earlier call (by id() or otherwise)""",
+        "update": """the loss at step {k} is right for the params train_step was given, but they
+            differ from the loop's: the update at step {before} is wrong (params - lr *
+            gradient, with that step's lr and weight decay)""",
+        "decay": """the losses go wrong from step {k}, after weight decay was switched on at step
+            {DECAY_FROM}: a global read inside a jitted function is frozen at trace time. Read
+            CONFIG in train_fast on every step and pass the value in""",
+        "padded": """batch {k} is padded from {n} to {size} time steps: mask the padding out of
+            the mean (tanh of a zero row is tanh(b), not 0) and divide by the true length;
+            check the mask's bound, < length""",
+        "weights": """batch {k} has no padding: with weights the data term is sum(weights * err)
+            / sum(weights); weights None or absent mean weights of one, the plain mean""",
+        # what changed between calls in one bucket, by the doctor's cause
+        classify.PYTREE: """the batch's structure changes: always pass the same keys, with
+            weights of one when they are missing or None""",
+        classify.WEAK_TYPE: """give every scalar one type at every step: convert it at the
+            boundary with np.float32(...), and keep it traced""",
+        classify.DTYPE: "give every argument one dtype at every step: convert at the boundary",
+        classify.SHAPE: "pad every batch to bucket_size(length) and pass the length as an array",
+        classify.STATIC_VALUE: """a static argument compiles once per value: keep it traced
+            (remove it from static_argnums / static_argnames), an np.float32 or np.int32""",
+    }
+)
+
 Batch = dict[str, Any]
 Params = dict[str, np.ndarray]
-
-
-# ------------------------------------------------------------------ the reference
 
 
 def _learning_rate(step: int) -> float:
@@ -110,15 +131,9 @@ def _reference_train(params: dict[str, Any], batches: list[Batch]) -> tuple[Para
     return params, np.array(losses)
 
 
-# ------------------------------------------------------------------ fresh problems
-
-
 def _make_params(rng: np.random.Generator) -> dict[str, Any]:
-    return {
-        "w": jnp.asarray(rng.normal(size=(F, H)) / np.sqrt(F), jnp.float32),
-        "b": jnp.asarray(0.5 * rng.normal(size=H), jnp.float32),
-        "v": jnp.asarray(rng.normal(size=H) / np.sqrt(H), jnp.float32),
-    }
+    w, b, v = rng.normal(size=(F, H)) / np.sqrt(F), 0.5 * rng.normal(size=H), rng.normal(size=H)
+    return dict(zip("wbv", map(jnp.float32, (w, b, v / np.sqrt(H))), strict=True))
 
 
 def _make_problem(rng: np.random.Generator, lengths: list[int]) -> list[Batch]:
@@ -129,12 +144,10 @@ def _make_problem(rng: np.random.Generator, lengths: list[int]) -> list[Batch]:
     for length, form in zip(lengths, forms, strict=False):
         x = rng.normal(size=(B, length, F)).astype(np.float32)
         y = np.tanh(x.sum(axis=(1, 2)) / length) + 0.1 * rng.normal(size=B)
-        batch: Batch = {"x": x, "y": y.astype(np.float32)}
+        batches.append({"x": x, "y": y.astype(np.float32)})
         if form != "absent":
-            batch["weights"] = (
-                rng.uniform(0.5, 1.5, B).astype(np.float32) if form == "array" else None
-            )
-        batches.append(batch)
+            weights = rng.uniform(0.5, 1.5, B).astype(np.float32) if form == "array" else None
+            batches[-1]["weights"] = weights
     return batches
 
 
@@ -150,17 +163,15 @@ def _problem(rng: np.random.Generator, bucket: Callable[[int], int]) -> list[int
     return drawn
 
 
-def _again(rng: np.random.Generator, bucket: Callable, buckets: set[int], first: list[int]):
-    """The second run's lengths: in the compiled buckets, new ones at even steps, the first
-    run's at odd steps (so that their arrays are refilled in place)."""
+def _second(rng: np.random.Generator, bucket: Callable, first: list[int], old: list[Batch]):
+    """The second run's batches: lengths in the compiled buckets, new ones at even steps and
+    the first run's at odd steps, written into the first run's dicts, and into its arrays
+    where the shapes agree (so that the odd steps' arrays are refilled in place)."""
+    buckets = {bucket(n) for n in first}
     inside = [n for n in range(MIN_LENGTH, MAX_LENGTH + 1) if bucket(n) in buckets]
     new = [n for n in inside if n not in first] or inside
-    return [int(rng.choice(new)) if i % 2 == 0 else first[i] for i in range(STEPS)]
-
-
-def _refill(old: list[Batch], new: list[Batch]) -> list[Batch]:
-    """``new``'s data in ``old``'s dicts, and in its arrays where the shapes agree."""
-    for mine, fresh in zip(old, new, strict=True):
+    lengths = [int(rng.choice(new)) if i % 2 == 0 else first[i] for i in range(STEPS)]
+    for mine, fresh in zip(old, _make_problem(rng, lengths), strict=True):
         arrays = {k: v for k, v in mine.items() if isinstance(v, np.ndarray)}
         mine.clear()
         for key, value in fresh.items():
@@ -171,11 +182,8 @@ def _refill(old: list[Batch], new: list[Batch]) -> list[Batch]:
     return old
 
 
-# ------------------------------------------------------------------ checks
-
-
 def _bucket_of(bucket_size: Callable[[int], int]) -> Callable[[int], int]:
-    """``bucket_size`` whose errors name the length and the learner's line."""
+    """``bucket_size``, whose errors name the length (a table that stops short fails there)."""
 
     @functools.wraps(bucket_size)
     def bucket(n: int) -> int:
@@ -184,43 +192,28 @@ def _bucket_of(bucket_size: Callable[[int], int]) -> Callable[[int], int]:
         except NotImplementedError:
             raise
         except Exception as err:
-            raise learner_error(
-                BUCKETS_HOLD, err, expected=f"bucket_size({n}) to return a size (every length "
-                f"1 to {BUCKETS_UP_TO})", hint="a table or list of sizes that stops short fails "
-                "for longer lengths: compute the size (round n up to a power of two)",
-            ) from err  # fmt: skip
+            raise learner_error(BUCKETS_HOLD, err, expected=f"bucket_size({n}) to return a "
+                                f"size (every length 1 to {BUCKETS_UP_TO})") from err  # fmt: skip
 
     return bucket
 
 
-def _unpack(result: Any, check: str) -> tuple[dict[str, Any], np.ndarray]:
-    ok = isinstance(result, tuple | list) and len(result) == 2
-    if not ok or not isinstance(result[0], dict) or set(result[0]) != {"w", "b", "v"}:
-        raise fail(
-            check,
-            expected='a pair (params, losses), params a dict with keys "w", "b", "v"',
-            seen=shorten(f"{type(result).__name__}: {result!r}", 200),
-            hint="return params, np.array(losses), as train does",
-        )
-    losses = np.asarray(result[1], dtype=np.float64).reshape(-1)
+def _losses(result: Any, check: str) -> np.ndarray:
+    """The losses of the pair (params, losses) that ``check`` requires."""
+    pair = isinstance(result, tuple | list) and len(result) == 2 and isinstance(result[0], dict)
+    losses = np.asarray(result[1] if pair else (), np.float64).reshape(-1)
     require(
         check,
-        losses.shape == (STEPS,),
-        expected=f"one loss per batch: {STEPS} numbers",
-        seen=f"{losses.size} numbers",
-        hint="append float(loss) at every step, before moving to the next batch",
+        pair and set(result[0]) == {"w", "b", "v"} and losses.shape == (STEPS,),
+        expected=f'(params, losses): params a dict with keys "w", "b", "v", and {STEPS} losses',
+        seen=shorten(f"{type(result).__name__}: {result!r}", 200),
+        hint="return params, np.array(losses), as train does, with float(loss) of every step",
     )
-    return result[0], losses
+    return losses
 
 
-def _changes(before: list[Batch], after: list[Batch]) -> str:
-    for index, (old, new) in enumerate(zip(before, after, strict=True)):
-        for key in sorted(set(old) | set(new)):
-            if key not in old or key not in new or not same_content(old[key], new[key]):
-                return f"batch {index}: {key!r} " + (
-                    "added" if key not in old else "removed" if key not in new else "changed"
-                )
-    return ""
+def _close(got: Any, want: np.ndarray) -> bool:
+    return np.shape(got) == want.shape and np.allclose(got, want, rtol=1e-3, atol=1e-5)
 
 
 def _fed(calls: list[Call], loss: float) -> Params | None:
@@ -233,147 +226,96 @@ def _fed(calls: list[Call], loss: float) -> Params | None:
 
 
 def _require_losses(
-    check: str, got: np.ndarray, batches: list[Batch], want: np.ndarray, calls: list[Call],
-    bucket: Callable[[int], int], again: bool = False,
-) -> None:  # fmt: skip
-    """The losses match; else a verdict naming the step, its batch, and what to look at."""
+    check: str, got: np.ndarray, params: dict, batches: list[Batch], calls: list[Call],
+    bucket: Callable[[int], int],
+) -> Params:  # fmt: skip
+    """The losses match the naive loop's (its final params returned); else a verdict naming
+    the step, its batch, and what to look at (no ``calls``: the second run's)."""
+    want_params, want = _reference_train(params, batches)
     wrong = np.flatnonzero(~np.isclose(got, want, rtol=1e-3, atol=1e-5))
     if not wrong.size:
-        return passed(check)
+        passed(check)
+        return want_params
     k = int(wrong[0])
     batch, lr, decay = batches[k], _learning_rate(k), _weight_decay(k)
     n, weights = batch["x"].shape[1], batch.get("weights", "absent")
     form = "an array" if isinstance(weights, np.ndarray) else weights
     fed = _fed(calls, got[k])
-    if again:
-        hint = ("the first run was right: the second passes the first run's dicts and arrays "
-                "again, refilled with new data; nothing may be remembered from an earlier "
-                "call (by id() or otherwise)")  # fmt: skip
-    elif fed is not None and np.isclose(got[k], _reference_step(fed, batch, lr, decay)[1], 1e-3):
-        hint = (f"the loss at step {k} is right for the params train_step was given, but "
-                f"those differ from the original loop's: the update at step {k - 1} is wrong. "
-                "params - lr * gradient, with that step's lr and weight decay")  # fmt: skip
-    elif k >= DECAY_FROM:
-        hint = (f"the losses go wrong from step {k}, after weight decay was switched on at "
-                f"step {DECAY_FROM}: a global read inside a jitted function is frozen at trace "
-                "time. Read CONFIG in train_fast on every step and pass the value in")  # fmt: skip
-    elif bucket(n) > n:
-        hint = (f"batch {k} is padded from {n} to {bucket(n)} time steps: mask the padding out "
-                "of the mean (tanh of a zero row is tanh(b), not 0) and divide by the true "
-                "length; check the mask's bound, < length")  # fmt: skip
-    elif form == "an array":
-        hint = (
-            f"batch {k} has no padding and weights: the data term is the weighted mean "
-            "sum(weights * err) / sum(weights)"
-        )
-    else:
-        hint = (f"batch {k} has no padding and weights {form}: that means weights of one, "
-                "the plain mean of the squared errors")  # fmt: skip
+    own = fed is not None and np.isclose(got[k], _reference_step(fed, batch, lr, decay)[1], 1e-3)
+    cause = [(not calls, "again"), (own, "update"), (k >= DECAY_FROM, "decay"),
+             (bucket(n) > n, "padded"), (True, "weights")]  # fmt: skip
+    hint = HINTS[next(name for ok, name in cause if ok)]
     raise fail(
         check,
         expected=f"the loss at step {k}: {want[k]:.6g} (the original loop)",
         seen=f"{got[k]:.6g}, and {wrong.size} of {STEPS} steps wrong (the first: {k}). "
         f"Batch {k}: length {n} (bucket {bucket(n)}), weights {form}, lr {lr:.4g}, "
         f"weight decay {decay}",
-        hint=hint,
+        hint=hint.format(k=k, before=k - 1, n=n, size=bucket(n), DECAY_FROM=DECAY_FROM),
     )
 
 
-def _is_w(leaf: Any) -> bool:
-    return isinstance(leaf, np.ndarray) and leaf.shape == (F, H)
+def _ws(leaves: Iterable[Any]) -> list[np.ndarray]:
+    """The leaves shaped like params['w'], as float32 arrays."""
+    return [np.asarray(leaf, np.float32) for leaf in leaves if np.shape(leaf) == (F, H)]
 
 
-def _same(a: Any, b: Any) -> bool:
-    return np.shape(a) == np.shape(b) and np.array_equal(
-        np.asarray(a, np.float32), np.asarray(b, np.float32)
-    )
+def _chains(calls: list[Call], start_w: np.ndarray) -> dict[bytes, tuple[int, int]]:
+    """For each ``w`` the calls returned: the longest chain of calls leading to it from
+    ``start_w``, each fed the ``w`` the one before returned, as (its length, its last call)."""
+    made = {start_w.tobytes(): (0, -1)}
+    for i, call in enumerate(calls):
+        fed = [
+            made[w.tobytes()][0] for w in _ws(v for _, v, _ in call.inputs) if w.tobytes() in made
+        ]
+        made.update({w.tobytes(): (max(fed) + 1, i) for w in _ws(call.outputs) if fed})
+    return made
 
 
-def _chain(calls: list[Call], start_w: np.ndarray, final_w: np.ndarray) -> list[int]:
-    """Indices of a chain of calls leading from ``start_w`` to ``final_w``, each call fed
-    the ``w`` the previous one returned (empty when there is none)."""
-    chain: list[int] = []
-    target, upto = final_w, len(calls)
-    while True:
-        found = next(
-            (i for i in range(upto - 1, -1, -1)
-             if any(_is_w(out) and _same(out, target) for out in calls[i].outputs)),
-            None,
-        )  # fmt: skip
-        if found is None:
-            return []
-        chain.append(found)
-        fed = [leaf for _, leaf, _ in calls[found].inputs if _is_w(leaf)]
-        if any(_same(leaf, start_w) for leaf in fed):
-            return chain[::-1]
-        if not fed:
-            return []
-        target, upto = fed[0], found
-
-
-def _require_from_step(recorder: Recorder, params0: dict, got: dict, losses: np.ndarray) -> list:
-    """The returned losses and params are train_step's own outputs, along one chain."""
-    scalars = {
-        float(np.float32(out))
-        for call in recorder.calls
-        for out in call.outputs
-        if isinstance(out, np.ndarray) and out.size == 1
-    }
+def _require_from_step(calls: list[Call], params0: dict, got: dict, losses: np.ndarray) -> Call:
+    """The returned losses and params are train_step's own outputs, along one chain of
+    calls from ``params0``; returns the last call of the chain."""
+    scalars = {float(np.float32(o)) for call in calls for o in call.outputs if np.size(o) == 1}
     foreign = [i for i, value in enumerate(losses) if float(np.float32(value)) not in scalars]
-    chain = _chain(recorder.calls, np.asarray(params0["w"]), np.asarray(got["w"]))
-    last = recorder.calls[chain[-1]].outputs if chain else ()
-    others = [name for name in "bv" if not any(_same(out, got[name]) for out in last)]
+    start_w, final_w = _ws([params0["w"], got["w"]])
+    length, last = _chains(calls, start_w).get(final_w.tobytes(), (0, -1))
+    others = [k for k in "bv" if not any(same_value(o, got[k]) for o in calls[last].outputs)]
     if foreign:
         seen = f"the losses at steps {foreign[:6]} are not among train_step's outputs"
-    elif len(chain) < STEPS:
-        seen = (f"the final params['w'] comes from a chain of {len(chain)} train_step calls "
+    elif length < STEPS:
+        seen = (f"the final params['w'] comes from a chain of {length} train_step calls "
                 f"from the starting params, not {STEPS} (one per step)")  # fmt: skip
     else:
         seen = f"the final params {others} are not what the last train_step call returned"
     require(
         FROM_STEP,
-        not foreign and len(chain) >= STEPS and not others,
+        not foreign and length >= STEPS and not others,
         expected="each step's loss and the final params as train_step returned them, each "
         "step fed the params the previous step returned",
         seen=seen,
         hint="keep the loop's state in train_step's outputs: params, value = train_step("
         "params, ...), then losses.append(float(value)); no second computation outside it",
     )
-    return chain
+    return calls[last]
 
 
-def _require_real_update(recorder: Recorder, chain: list[int], rng: np.random.Generator) -> None:
+def _require_real_update(step: Callable, call: Call, rng: np.random.Generator) -> None:
     """Fed the same inputs with a perturbed ``w``, the step must return another ``w``."""
-    call = recorder.calls[chain[-1]]
-    given = next(leaf for _, leaf, _ in call.inputs if _is_w(leaf))
+    given = _ws(v for _, v, _ in call.inputs)[0]
     nudged = (given + rng.normal(scale=0.5, size=given.shape)).astype(np.float32)
-
-    def swap(leaf: Any) -> Any:
-        return nudged if np.shape(leaf) == (F, H) and _same(leaf, given) else leaf
-
-    args, kwargs = jax.tree.map(swap, (call.args, call.kwargs))
-    out = call_learner(UPDATES, recorder.target, *args, **kwargs)
-    new_w = [np.asarray(leaf) for leaf in jax.tree.leaves(out) if np.shape(leaf) == (F, H)]
+    args, kwargs = jax.tree.map(
+        lambda leaf: nudged if np.shape(leaf) == (F, H) and same_value(leaf, given) else leaf,
+        (call.args, call.kwargs),
+    )
+    new_w = _ws(jax.tree.leaves(call_learner(UPDATES, step, *args, **kwargs)))
     require(
         UPDATES,
-        bool(new_w) and not any(_same(a, b) for a in new_w for b in call.outputs if _is_w(b)),
+        bool(new_w) and not any(same_value(a, b) for a in new_w for b in _ws(call.outputs)),
         expected="another new w when train_step is given another w",
         seen="train_step returned the same w for a different w: it does not compute the "
         "update from the params it is given",
         hint="compute the gradient and the update inside train_step, from its params argument",
     )
-
-
-CAUSE_HINTS = {
-    classify.PYTREE: "the batch's structure changes: always pass the same keys, with weights "
-    "of one when they are missing or None",
-    classify.WEAK_TYPE: "give every scalar one type at every step: convert it at the boundary "
-    "with np.float32(...), and keep it traced",
-    classify.DTYPE: "give every argument one dtype at every step: convert at the boundary",
-    classify.SHAPE: "pad every batch to bucket_size(length) and pass the length as an array",
-    classify.STATIC_VALUE: "a static argument compiles once per value: keep it traced (remove "
-    "it from static_argnums / static_argnames) as an np.float32 or np.int32 scalar",
-}
 
 
 def _cause(recorder: Recorder, buckets: set[int]) -> tuple[str, str]:
@@ -385,19 +327,15 @@ def _cause(recorder: Recorder, buckets: set[int]) -> tuple[str, str]:
         groups.setdefault(shape, []).append(call)
     if len(groups) > len(buckets):
         seen = f"x reached train_step in {len(groups)} shapes for {len(buckets)} buckets"
-        return seen, CAUSE_HINTS[classify.SHAPE]
+        return seen, HINTS[classify.SHAPE]
     step = {id(call): i for i, call in enumerate(recorder.calls)}
     found = [why(g, label=lambda i, g=g: f"call {step[id(g[i])] + 1}") for g in groups.values()]
-    hints = dict.fromkeys(f.hint_for(CAUSE_HINTS) for f in found if f)
+    hints = dict.fromkeys(f.hint_for(HINTS) for f in found if f)
     return "; ".join(f.text for f in found if f), ". Also: ".join(hints)
 
 
 @grader("capstone", checks=CHECKS)
-def grade(
-    train_fast: Callable[..., Any],
-    train_step: Callable[..., Any],
-    bucket_size: Callable[[int], int],
-) -> None:
+def grade(train_fast: Callable, train_step: Callable, bucket_size: Callable[[int], int]) -> None:
     """Grade the exercise: the naive loop's numbers, from train_step, once per bucket."""
     rng = fresh_rng()
     bucket = _bucket_of(bucket_size)
@@ -409,10 +347,10 @@ def grade(
     buckets = {bucket(n) for n in lengths}
     run = STEP.run(train_fast, train_step, [((params, batches), {})], check=RUNS)
     passed(RUNS)
-    recorder, count = run.recorder, run.count
-    got_params, got_losses = _unpack(run.outputs[0], RETURNS)
-    changes = _changes(run.copies[0][0][1], batches)
-    STEP.require(UNCHANGED, not changes, seen=changes)
+    recorder, count, got = run.recorder, run.count, run.outputs[0]
+    got_losses = _losses(got, RETURNS)
+    changes = type_changes(run.copies[0][0][1], run.given[0][0][1], name="batches", limit=1)
+    STEP.unchanged(run, what=lambda i: "; ".join(changes) or "values changed in place")
     STEP.jit_on(recorder)
     traced = len(recorder.traced)
     require(
@@ -426,9 +364,8 @@ def grade(
         "jax.jit(partial(...)) built per step is a new function each time",
     )
 
-    want_params, want_losses = _reference_train(params, batches)
-    _require_losses(LOSSES, got_losses, batches, want_losses, recorder.calls, bucket)
-    wrong = [k for k in "wbv" if not np.allclose(got_params[k], want_params[k], 1e-3, 1e-5)]
+    want_params = _require_losses(LOSSES, got_losses, params, batches, recorder.calls, bucket)
+    wrong = [k for k, p in want_params.items() if not _close(got[0][k], p)]
     require(
         PARAMS,
         not wrong,
@@ -436,9 +373,8 @@ def grade(
         seen=f"{', '.join(wrong)} differ from the original loop's",
         hint="return the params from the last train_step call",
     )
-    _require_real_update(
-        recorder, _require_from_step(recorder, params, got_params, got_losses), rng
-    )
+    last = _require_from_step(recorder.calls, params, got[0], got_losses)
+    _require_real_update(train_step, last, rng)
     seen, hint = _cause(recorder, buckets) if count.compiles > len(buckets) else ("", "")
     STEP.compiles(
         PER_BUCKET,
@@ -450,14 +386,11 @@ def grade(
         cause=seen,
     )
 
-    params2 = _make_params(rng)
-    batches2 = _refill(batches, _make_problem(rng, _again(rng, bucket, buckets, lengths)))
+    params2, batches2 = _make_params(rng), _second(rng, bucket, lengths, batches)
     with count_compiles(ANY_FUNCTION) as everything:
         result2 = call_learner(RUNS_AGAIN, train_fast, params2, batches2)
     passed(RUNS_AGAIN)
-    _, got_losses2 = _unpack(result2, RETURNS_AGAIN)
-    want2 = _reference_train(params2, batches2)[1]
-    _require_losses(LOSSES_AGAIN, got_losses2, batches2, want2, [], bucket, again=True)
+    _require_losses(LOSSES_AGAIN, _losses(result2, RETURNS_AGAIN), params2, batches2, [], bucket)
     compiled = ", ".join(f"{name} x{n}" for name, n in everything.compiled.most_common(4))
     require(
         NOTHING_NEW,
