@@ -1,9 +1,8 @@
 """Grader for static_arguments: ``BlockConfig`` (equal and hashable by value, immutable)
 and ``make_forward()`` (``block`` jitted with ``cfg`` alone static), by a float64 NumPy
-reference and compile counts from an emptied cache. JAX explains a static-value miss only
-as "cache miss explanation unavailable", so each count's verdict names the one thing
-that changed between its calls. Every call into the learner's code, ``==`` and ``hash``
-too, goes through ``call_learner``, which strict mode brackets.
+reference and compile counts from an emptied cache, whose verdicts name the one thing that
+changed (JAX explains a static-value miss only as "cache miss explanation unavailable").
+Every call of the learner's code, ``==`` and ``hash`` too, goes through ``call_learner``.
 
 What the drawing covers, every run (each wrong rule fails every run):
 
@@ -19,9 +18,9 @@ What the drawing covers, every run (each wrong rule fails every run):
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -40,30 +39,23 @@ PARAMS = {"w1": ((8, 24), 0.5), "b1": ((24,), 0.1), "w2": ((24, 8), 0.5), "b2": 
 CLOSE = {"rtol": 1e-4, "atol": 1e-6}  # float32 against float64; a stale eps misses by far more
 
 CHECKS = {  # every check once: its name, then its default hint
-    (BUILT := "a config can be built from its four fields"): """the exercise builds configs
-        both ways, BlockConfig('tanh', True, True, 1e-3) and by keyword: keep the four fields,
-        in this order, positional""",
-    (HASHABLE := "a config is hashable"): """a @dataclass that is not frozen gets __hash__ =
-        None; @dataclasses.dataclass(frozen=True) hashes the fields""",
-    (EQUAL := "two configs built from the same values are equal and hash alike"): """an
-        ordinary class compares and hashes by identity, so each new instance compiles again:
-        compare and hash by the field values""",
-    (DIFFER := "configs that differ in any one field are not equal"): """block bakes every
-        field into the compiled program: __eq__ and __hash__ must compare all four exactly (no
-        rounding, no tolerance, no float32)""",
+    (BUILT := "a config can be built from its four fields"): """build it by keyword and as
+        BlockConfig('tanh', True, True, 1e-3): the four fields, in this order, positional""",
+    (HASHABLE := "a config is hashable"): """a @dataclass hashes its fields with frozen=True,
+        and has __hash__ = None without""",
+    (EQUAL := "two configs built from the same values are equal and hash alike"): """a class
+        compares and hashes by identity unless told otherwise: use the field values""",
+    (DIFFER := "configs that differ in any one field are not equal"): """__eq__ and __hash__
+        must use all four fields exactly (no rounding, no tolerance, no float32)""",
     (FROZEN := "a config cannot be changed after it is built"): """a changed config keeps its
-        old program, or corrupts the cache's key: use @dataclasses.dataclass(frozen=True), and
-        dataclasses.replace for changed copies""",
+        old program: use @dataclasses.dataclass(frozen=True), and dataclasses.replace""",
     (RETURNS := "make_forward() returns a function"): "",
     (JITTED := "make_forward() returns a jitted function"): "return jax.jit(block, ...)",
     (RUNS := "block runs with cfg static"): "",
-    (BASE_NUMBERS := "numbers match the reference for the base config"): """block is given:
-        make_forward must wrap block itself, unchanged""",
+    (BASE_NUMBERS := "numbers match the reference for the base config"): "wrap block unchanged",
     (CHANGED_NUMBERS := "a changed field gives new numbers, not stale ones"): "",
-    (SHARED := "fresh but equal configs share one compilation"): """each new but equal
-        instance compiled again: hash and compare configs by their values""",
-    (TEMPERATURES := "new temperatures compile nothing more"): """a static temperature
-        compiles once per value: mark only cfg static""",
+    (SHARED := "fresh but equal configs share one compilation"): "hash and compare by value",
+    (TEMPERATURES := "new temperatures compile nothing more"): "mark cfg alone static",
     (CHANGED_ONCE := "a changed config compiles exactly once"): """a new config value needs
         its own program once, and equal ones must share it""",
     (LATER_NUMBERS := "numbers stay right for every temperature and config"): """every call
@@ -72,23 +64,20 @@ CHECKS = {  # every check once: its name, then its default hint
         itself: a host callback runs the work outside the compiled program""",
 }
 MISTAKES = {  # the mistakes that a verdict names when the grader sees them
-    "nan": """NaN: a softmax that does not subtract the max overflows for a small temperature:
-        wrap block as given (jax.nn.softmax subtracts it)""",
+    "nan": """NaN: a softmax that does not subtract the max overflows at a small temperature:
+        wrap block as given""",
     "reused": "the changed config reused the old program: residual must be in __eq__ and __hash__",
     "order": """the config built by position differs from the one built by keyword: declare the
         fields in the order activation, residual, layer_norm, eps""",
 }
-TRACED = """jax.jit traces every argument not marked static, and a config is not an array: mark
-    cfg with static_argnames (or static_argnums)"""
+TRACED = "a config is not an array: mark cfg with static_argnames (or static_argnums)"
 RUN_ERRORS = {  # a word of what the learner's forward raised: the likely mistake
-    "Non-hashable static": """params and x are arrays: they stay traced. Only cfg is static,
-        and it must be hashable""",
-    "ConcretizationTypeError": """cfg's fields are traced (is cfg a registered pytree, or not
-        static?): make cfg a static argument of jax.jit""",
+    "Non-hashable static": "params and x are arrays, traced: only cfg is static (and hashable)",
+    "ConcretizationTypeError": "cfg's fields are traced (a pytree, or not static?): make it static",
     "abstract array": TRACED,
     "valid JAX type": TRACED,
     "has been deleted": """the caller passes the same params and x to every call: donating
-        them (donate_argnums / donate_argnames) deletes the caller's arrays; donate nothing""",
+        them deletes the caller's arrays; donate nothing""",
 }
 HINTS = Hints(CHECKS, MISTAKES, RUN_ERRORS)
 COUNTED = {  # check: (compilations, the calls counted, what alone changed between them)
@@ -115,40 +104,40 @@ def _describe(fields: dict[str, Any]) -> str:
 
 def _call(check: str, fn: Any, *args: Any, hint: Any = "", expected: str = "", **kw: Any) -> Any:
     """``call_learner``, with this exercise's ``hint`` for what the learner's code raised (a
-    list: the hint of the first of its words that the exception's type and text hold)."""
+    dict: the hint of its first key that the exception's type and text hold)."""
 
     def learner() -> Any:
         try:
-            return fn(*args, **kw)
+            out = fn(*args, **kw)  # an array is computed here, inside the bracket
+            return jax.block_until_ready(out) if isinstance(out, jax.Array) else out
         except (NotImplementedError, GradingFailure):  # call_learner's own verdicts
             raise
         except Exception as err:
             said = f"{type(err).__name__}: {err}"
-            found = [HINTS[w] for w in hint if w in said] if isinstance(hint, list) else [hint]
+            found = [HINTS[w] for w in hint if w in said] if isinstance(hint, dict) else [hint]
             raise learner_error(check, err, expected=expected, hint=(found + [""])[0]) from err
 
     learner.__name__ = getattr(fn, "__name__", "BlockConfig")
     return call_learner(check, learner)
 
 
-def _build(config_class: Callable[..., Any], fields: dict[str, Any], by_position: bool = False):
+def _build(config_class: Any, fields: dict[str, Any], by_position: bool = False):
     """A fresh config, by keyword or by position (the exercise shows both)."""
     if by_position:
         return _call(BUILT, config_class, *(fields[f] for f in FIELDS), hint=HINTS[BUILT])
     return _call(BUILT, config_class, **fields, hint=HINTS[BUILT])
 
 
-def _changes(config_class: Any, base: dict[str, Any]) -> list[str]:
-    """What went through, of assigning and deleting each field of a fresh config."""
-    new = dict(
-        residual=not base["residual"], layer_norm=not base["layer_norm"], eps=2 * base["eps"]
-    )
-    new["activation"] = "relu" if base["activation"] != "relu" else "tanh"
+def _changes(config_class: Any, base: dict[str, Any], variants: dict[str, dict]) -> list[str]:
+    """What went through, of assigning each field of a fresh config its value in the variant
+    named after it, and of deleting it."""
     changed = []
     for field, how in itertools.product(FIELDS, ("assigning", "deleting")):
         cfg = _build(config_class, base)
         try:
-            setattr(cfg, field, new[field]) if how == "assigning" else delattr(cfg, field)
+            setattr(cfg, field, variants[field][field]) if how == "assigning" else delattr(
+                cfg, field
+            )
         except Exception:
             continue
         changed += [f"{how} {field}"] * (getattr(cfg, field, None) != base[field])
@@ -173,26 +162,22 @@ def _check_value_semantics(config_class: Any, base: dict, variants: dict[str, di
         seen = "they compare equal, so the second would reuse the first's executable"
         ok = bool(_call(DIFFER, operator.ne, first, _build(config_class, fields)))
         HINTS.require(DIFFER, ok, expected, seen)
-    changed = _call(FROZEN, _changes, config_class, base)
+    changed = _call(FROZEN, _changes, config_class, base, variants)
     expected = "cfg.<field> = ... and del cfg.<field> to raise for every field"
     HINTS.require(FROZEN, not changed, expected, f"{', '.join(changed)} went through")
 
 
 def _draw_fields(rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """The base config's fields, and for each field a config that differs in it alone."""
-    base = dict(activation=str(rng.choice(list(ACTIVATIONS))), residual=True, layer_norm=True)
-    base["eps"] = eps = float(np.round(rng.uniform(0.01, 0.05), 6))
-    other = str(rng.choice([a for a in ACTIVATIONS if a != base["activation"]]))
-    return base, {
-        "activation": dict(base, activation=other),
-        "residual": dict(base, residual=False),
-        "layer_norm": dict(base, layer_norm=False),
-        "eps": dict(base, eps=float(np.round(eps + rng.uniform(1.0, 2.0), 6))),
-    }
+    activation, other = (str(a) for a in rng.choice(list(ACTIVATIONS), 2, replace=False))
+    eps = float(np.round(rng.uniform(0.01, 0.05), 6))
+    base = dict(zip(FIELDS, (activation, True, True, eps), strict=True))
+    changed = (other, False, False, float(np.round(eps + rng.uniform(1.0, 2.0), 6)))
+    return base, {f: dict(base, **{f: v}) for f, v in zip(FIELDS, changed, strict=True)}
 
 
 @grader("static_arguments", checks=tuple(CHECKS))
-def grade(config_class: Callable[..., Any], make_forward: Callable[[], Any]) -> None:
+def grade(config_class: Any, make_forward: Any) -> None:
     """Check ``BlockConfig`` and ``make_forward`` by numbers and compile counts."""
     rng = fresh_rng()
     base, variants = _draw_fields(rng)
@@ -212,14 +197,7 @@ def grade(config_class: Callable[..., Any], make_forward: Callable[[], Any]) -> 
     x_np = rng.normal(size=(16, 8)).astype(np.float32)
     params, x = {k: jnp.asarray(v) for k, v in params_np.items()}, jnp.asarray(x_np)
 
-    def run(cfg: Any, temperature: float) -> Any:
-        """The learner's forward on the grader's params and x, computed."""
-
-        def block() -> Any:
-            return jax.block_until_ready(forward(params, x, cfg, temperature))
-
-        return _call(RUNS, block, hint=list(RUN_ERRORS))
-
+    run = functools.partial(_call, RUNS, forward, params, x, hint=RUN_ERRORS)
     forward.clear_cache()
     temperature = float(rng.uniform(0.5, 2.0))
     want_base = _reference(params_np, x_np, base, temperature)
