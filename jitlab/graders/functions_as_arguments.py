@@ -1,8 +1,7 @@
 """Grader for functions_as_arguments: a jitted ``sgd_step(params, x, y, weight_decay)``
-and ``fit(params, batches, weight_decay)`` that calls it once per batch, so that a
-weight-decay sweep compiles once. ``fit``'s calls of ``sgd_step`` are recorded
-(:func:`jitlab.grading.recording`); a ``fit`` that is itself jitted passes if the step
-is traced into its program.
+and ``fit(params, batches, weight_decay)`` calling it once per batch, so a weight-decay
+sweep compiles once. ``fit``'s calls of ``sgd_step`` are recorded; a jitted ``fit`` passes
+if the step is traced into its program.
 
 What the drawing covers, every run, and the wrong rule it breaks:
 
@@ -41,30 +40,25 @@ CHECKS = {  # every check once: its name, then its default hint
     (STEP_LOSS := "sgd_step: loss before the update"): NUMBERS,
     (STEP_W := "sgd_step: new w"): NUMBERS,
     (STEP_B := "sgd_step: new b"): NUMBERS,
-    (STEP_ONCE := "sgd_step compiles once for every weight_decay"): """only weight_decay changed
-        between these calls: pass it as an ordinary (traced) argument, not in
-        static_argnums/static_argnames, so every value shares one program""",
+    (STEP_ONCE := "sgd_step compiles once for every weight_decay"): """pass weight_decay as an
+        ordinary (traced) argument, not a static one, so that every value shares one program""",
     (FIT_RUNS := "fit runs"): "",
     (FIT_PAIR := "fit returns (params, losses)"): "",
     (FIT_JIT_ON := FIT.name(JIT_ON)): "",
-    (FIT_CALLS := "fit calls the jitted sgd_step once per batch"): """call the jitted sgd_step
-        once per batch inside fit (the grader watches the name sgd_step in fit's module and
-        closure); a NumPy loop, or another jitted function, does not count""",
+    (FIT_CALLS := "fit calls the jitted sgd_step once per batch"): """call the jitted sgd_step,
+        by that name, once per batch in fit; a NumPy loop or another jitted function won't do""",
     (FIT_THREADS := "fit passes sgd_step the params, each batch and the weight_decay"): """thread
-        params through the loop, and pass every call the weight_decay that fit was given (a
-        value kept from an earlier fit is stale)""",
-    (FIT_FROM_STEP := FIT.name(FROM_KERNEL)): """return the params and losses that sgd_step
-        computed, not values computed again elsewhere""",
+        params through the loop; pass each call fit's own weight_decay (an earlier one is stale)""",
+    (FIT_FROM_STEP := FIT.name(FROM_KERNEL)): "return what sgd_step computed, not a recomputation",
     (FIT_LOSSES := "fit: per-batch losses"): NUMBERS,
     (FIT_W := "fit: final w"): NUMBERS,
     (FIT_B := "fit: final b"): NUMBERS,
     (FIT_NOTHING := "three more fits (new data, new weight_decay) compile nothing"): """a lambda,
-        functools.partial, nested def or jax.value_and_grad(...) built inside fit is a new
-        function object on every call, and jit's cache never saw it. Build the jitted step
-        once, at top level, and pass it the values that change""",
+        functools.partial, nested def or jax.value_and_grad(...) built in fit is a new function
+        every call, new to jit's cache: build the jitted step once, at top level""",
     (FIT_STAYS := "fit stays right for every weight_decay"): """a value baked in at trace time (a
-        global, an attribute, a default), or a result kept from an earlier call, stays the same
-        in later calls: pass weight_decay and the batches in as arguments on every call""",
+        global, an attribute, a default) or a result kept from an earlier call goes stale: pass
+        weight_decay and the batches as arguments""",
 }
 HINTS = Hints(CHECKS)
 ORDER = (2, 0, 1)  # the loss, then w, then b, of a (w, b, loss) row
@@ -91,10 +85,9 @@ def _problem(rng: np.random.Generator, count: int, size: int, features: int) -> 
     """Fresh params (and their float64 w, b), ``count`` float32 NumPy batches, and their
     float64 copies."""
     w, b = rng.normal(scale=0.5, size=features).astype(np.float32), rng.normal(scale=0.5)
-    true_w, batches = rng.normal(size=features), []
-    for _ in range(count):
-        x = rng.normal(size=(size, features)).astype(np.float32)
-        batches.append((x, (x @ true_w + 0.3 + 0.1 * rng.normal(size=size)).astype(np.float32)))
+    true_w, xs = rng.normal(size=features), rng.normal(size=(count, size, features))
+    batches = [(x, x @ true_w + 0.3 + 0.1 * rng.normal(size=size)) for x in xs.astype(np.float32)]
+    batches = [(x, y.astype(np.float32)) for x, y in batches]
     in_float64 = [(x.astype(np.float64), y.astype(np.float64)) for x, y in batches]
     params = {"w": jnp.asarray(w), "b": jnp.asarray(b, jnp.float32)}
     return params, w.astype(np.float64), float(np.float32(b)), batches, in_float64
@@ -114,9 +107,8 @@ def _pair(check: str, result: Any, what: str) -> tuple[Any, Any, Any]:
 
 
 def _same_decay(got: Any, weight_decay: float) -> bool:
-    """``got`` is fit's ``weight_decay`` as the step computes with it: float32 (the step
-    runs in float32, so ``jnp.float32(weight_decay)`` is the same value; a stale value
-    from another fit is 25 % off)."""
+    """``got`` is ``weight_decay`` in float32, as the step computes with it (so
+    ``jnp.float32(weight_decay)`` is the same value; a stale one is 25 % off)."""
     try:
         return bool(np.asarray(got, np.float32) == np.float32(weight_decay))
     except (TypeError, ValueError):
@@ -165,10 +157,9 @@ def grade(sgd_step: Any, fit: Any) -> None:
     want = [_reference_step(w0, b0, x64, y64, wd) for wd in decays[:3]]  # a row per decay
     for check, i in zip((STEP_LOSS, STEP_W, STEP_B), ORDER, strict=True):
         require_close(check, [g[i] for g in got], [r[i] for r in want], rtol=1e-4, hint=NUMBERS)
-    what = "compilation(s) of sgd_step for 3 calls with the same arrays and 3 different "
-    what += "weight_decay values"
-    hint, cause = HINTS[STEP_ONCE], "only weight_decay changed"
-    FIT.compiles(STEP_ONCE, step_count, exactly=1, what=what, hint=hint, cause=cause)
+    what = "compilation(s) of sgd_step for 3 calls with 3 weight_decay values"
+    cause = "only weight_decay changed"
+    FIT.compiles(STEP_ONCE, step_count, exactly=1, what=what, hint=HINTS[STEP_ONCE], cause=cause)
 
     fit_jitted = is_jitted(fit)
     if fit_jitted:
@@ -187,12 +178,9 @@ def grade(sgd_step: Any, fit: Any) -> None:
             result = call_learner(FIT_RUNS, fit, params, batches, wd)
         passed(FIT_RUNS)
         if number > 1:  # one fit at a time, so a wrong answer fails after one fit, not three
-            guess = f'; JAX\'s own guess: "{shorten(everything.last_reason, 160)}"'
-            seen = f"{everything.compiles} compilation(s) in fit number {number} ({N_BATCHES} "
-            seen += "batches, new data and weight_decay, same shapes)"
-            seen += guess if everything.explanations else ""
-            expected = "0 compilations: every function fit jits was compiled by the first fit"
-            HINTS.require(FIT_NOTHING, everything.compiles == 0, expected, seen)
+            what = f"compilation(s) in fit number {number} ({N_BATCHES} batches, new data and "
+            what += "weight_decay, same shapes)"
+            FIT.compiles(FIT_NOTHING, everything, exactly=0, what=what, hint=HINTS[FIT_NOTHING])
         got = _pair(FIT_PAIR, result, "(params, losses)")
         passed(FIT_PAIR)
 
@@ -212,9 +200,8 @@ def grade(sgd_step: Any, fit: Any) -> None:
             expected += f"params), its batch, and weight_decay={wd}"
             HINTS.require(FIT_THREADS, not seen, expected, seen)
             outs = [call.out for call in calls]
-            losses = np.stack([np.asarray(out[1]) for out in outs])
-            ok = same_value(np.asarray(got[2]).reshape(-1), losses)
-            ok = ok and same_value(got[:2], (outs[-1][0]["w"], outs[-1][0]["b"]))
+            want = outs[-1][0]["w"], outs[-1][0]["b"], np.stack([np.asarray(o[1]) for o in outs])
+            ok = same_value((*got[:2], np.asarray(got[2]).reshape(-1)), want)
             expected = "fit's losses and final params as sgd_step returned them"
             seen = "they differ from what fit's own calls of sgd_step returned"
             FIT.require(FROM_KERNEL, ok, expected=expected, seen=seen, hint=HINTS[FIT_FROM_STEP])

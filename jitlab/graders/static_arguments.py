@@ -133,11 +133,9 @@ def _changes(config_class: Any, base: dict[str, Any], variants: dict[str, dict])
     named after it, and of deleting it."""
     changed = []
     for field, how in itertools.product(FIELDS, ("assigning", "deleting")):
-        cfg = _build(config_class, base)
+        cfg, value = _build(config_class, base), variants[field][field]
         try:
-            setattr(cfg, field, variants[field][field]) if how == "assigning" else delattr(
-                cfg, field
-            )
+            setattr(cfg, field, value) if how == "assigning" else delattr(cfg, field)
         except Exception:
             continue
         changed += [f"{how} {field}"] * (getattr(cfg, field, None) != base[field])
