@@ -19,8 +19,11 @@ ACTIVATIONS, block, BlockConfig = (SOLUTION[k] for k in ("ACTIVATIONS", "block",
 TYPED = [("activation", str), ("residual", bool), ("layer_norm", bool), ("eps", float)]
 
 
-def make_forward():
-    return jax.jit(block, static_argnames="cfg")
+def jit_block(fun=block, **options):
+    return lambda: jax.jit(fun, **options)
+
+
+make_forward = jit_block(static_argnames="cfg")
 
 
 def config(name, **dataclass_options):
@@ -76,10 +79,8 @@ class IdentityConfig:
     """Plausible: an ordinary class. Hash and == by identity."""
 
     def __init__(self, activation, residual, layer_norm, eps):
-        self.activation = activation
-        self.residual = residual
-        self.layer_norm = layer_norm
-        self.eps = eps
+        for name, value in zip(SA.FIELDS, (activation, residual, layer_norm, eps), strict=True):
+            setattr(self, name, value)
 
 
 class KeyedConfig(IdentityConfig):
@@ -137,41 +138,33 @@ class PytreeConfig:
     eps: float
 
 
-def jit_block(fun=block, **options):
-    return lambda: jax.jit(fun, **options)
-
-
-def decoy_forward():
+def wrapped(body):
+    """A plain make_forward around the jitted block: ``body(jitted, *args)`` does the work."""
     jitted = jax.jit(block, static_argnames="cfg")
+    return lambda: lambda *args: body(jitted, *args)
 
-    def forward(params, x, cfg, temperature):
-        jitted(params, x, cfg, 1.0)  # a decoy, so that something compiles
-        return block(params, x, cfg, temperature)  # the real work, op by op
 
-    return lambda: forward
+def decoy(jitted, params, x, cfg, temperature):
+    jitted(params, x, cfg, 1.0)  # a decoy, so that something compiles
+    return block(params, x, cfg, temperature)  # the real work, op by op
 
 
 def callback_forward():
-    def numpy_block(params, x, cfg, temperature):
-        fields = {f: getattr(cfg, f) for f in SA.FIELDS}
-        return SA._reference(params, x, fields, float(temperature)).astype(np.float32)
-
     def forward(params, x, cfg, temperature):
+        fields = {f: getattr(cfg, f) for f in SA.FIELDS}
+
+        def numpy_block(p, xx, t):
+            return SA._reference(p, xx, fields, float(t)).astype(np.float32)
+
         shape = jax.ShapeDtypeStruct(x.shape, jnp.float32)
-        call = lambda p, xx, t: numpy_block(p, xx, cfg, t)  # noqa: E731
-        return jax.pure_callback(call, shape, params, x, temperature)
+        return jax.pure_callback(numpy_block, shape, params, x, temperature)
 
     return lambda: jax.jit(forward, static_argnames="cfg")
 
 
-def jit_off_forward():
-    jitted = jax.jit(block, static_argnames="cfg")
-
-    def forward(params, x, cfg, temperature):
-        with jax.disable_jit():
-            return jitted(params, x, cfg, temperature)
-
-    return lambda: forward
+def jit_off(jitted, *args):
+    with jax.disable_jit():
+        return jitted(*args)
 
 
 def naive_softmax_block(params, x, cfg, temperature):
@@ -210,9 +203,9 @@ WRONG = {  # name: (config class, make_forward, the check it fails, words its ve
     "static temperature": (BlockConfig, jit_block(static_argnames=("cfg", "temperature")),
                            SA.TEMPERATURES, ["only temperature changed", "temperature"]),
     "not jitted": (BlockConfig, lambda: block, SA.JITTED, []),
-    "decoy jitted call": (BlockConfig, decoy_forward(), SA.JITTED, []),
+    "decoy jitted call": (BlockConfig, wrapped(decoy), SA.JITTED, []),
     "host callback": (BlockConfig, callback_forward(), SA.INSIDE, []),
-    "jit off around": (BlockConfig, jit_off_forward(), SA.JITTED, []),
+    "jit off around": (BlockConfig, wrapped(jit_off), SA.JITTED, []),
     "donated x": (BlockConfig, jit_block(static_argnames="cfg", donate_argnums=1), SA.RUNS,
                   ["has been deleted", "donate", "the same params and x"]),
     "naive softmax": (BlockConfig, jit_block(naive_softmax_block, static_argnames="cfg"),
