@@ -33,13 +33,13 @@ LEARNING_RATE = 0.1  # must equal LEARNING_RATE in the exercise's setup cell
 N_BATCHES = 4
 NUMBERS = """loss = mean((x @ w + b - y)**2) + weight_decay * sum(w**2); the step returns the
     loss at the params it was given, and params - LEARNING_RATE * gradient"""
+STEP_NUMBERS = ("sgd_step: loss before the update", "sgd_step: new w", "sgd_step: new b")
+FIT_NUMBERS = ("fit: per-batch losses", "fit: final w", "fit: final b")
 CHECKS = {  # every check once: its name, then its default hint
     (STEP_RUNS := "sgd_step runs"): "",
     (STEP_JITTED := FIT.name(JITTED)): "",
     (STEP_PAIR := "sgd_step returns (new_params, loss)"): "",
-    (STEP_LOSS := "sgd_step: loss before the update"): NUMBERS,
-    (STEP_W := "sgd_step: new w"): NUMBERS,
-    (STEP_B := "sgd_step: new b"): NUMBERS,
+    **dict.fromkeys(STEP_NUMBERS, NUMBERS),
     (STEP_ONCE := "sgd_step compiles once for every weight_decay"): """pass weight_decay as an
         ordinary (traced) argument, not a static one, so that every value shares one program""",
     (FIT_RUNS := "fit runs"): "",
@@ -50,9 +50,7 @@ CHECKS = {  # every check once: its name, then its default hint
     (FIT_THREADS := "fit passes sgd_step the params, each batch and the weight_decay"): """thread
         params through the loop; pass each call fit's own weight_decay (an earlier one is stale)""",
     (FIT_FROM_STEP := FIT.name(FROM_KERNEL)): "return what sgd_step computed, not a recomputation",
-    (FIT_LOSSES := "fit: per-batch losses"): NUMBERS,
-    (FIT_W := "fit: final w"): NUMBERS,
-    (FIT_B := "fit: final b"): NUMBERS,
+    **dict.fromkeys(FIT_NUMBERS, NUMBERS),
     (FIT_NOTHING := "three more fits (new data, new weight_decay) compile nothing"): """a lambda,
         functools.partial, nested def or jax.value_and_grad(...) built in fit is a new function
         every call, new to jit's cache: build the jitted step once, at top level""",
@@ -61,24 +59,23 @@ CHECKS = {  # every check once: its name, then its default hint
         weight_decay and the batches as arguments""",
 }
 HINTS = Hints(CHECKS)
-ORDER = (2, 0, 1)  # the loss, then w, then b, of a (w, b, loss) row
 
 
 def _reference_step(w: Any, b: float, x: Any, y: Any, weight_decay: float) -> tuple:
-    """One SGD step of the exercise's model, in float64 NumPy: (new w, new b, loss)."""
+    """One SGD step of the exercise's model, in float64 NumPy: (loss, new w, new b)."""
     residual = x @ w + b - y
     value = float(np.mean(residual**2) + weight_decay * np.sum(w**2))
     grad_w = 2.0 * x.T @ residual / len(y) + 2.0 * weight_decay * w
-    return w - LEARNING_RATE * grad_w, b - LEARNING_RATE * 2.0 * float(np.mean(residual)), value
+    return value, w - LEARNING_RATE * grad_w, b - LEARNING_RATE * 2.0 * float(np.mean(residual))
 
 
 def _reference_fit(w: Any, b: float, batches: list, weight_decay: float) -> tuple:
-    """The whole loop: (final w, final b, per-batch losses)."""
+    """The whole loop: (per-batch losses, final w, final b)."""
     losses = []
     for x, y in batches:
-        w, b, value = _reference_step(w, b, x, y, weight_decay)
+        value, w, b = _reference_step(w, b, x, y, weight_decay)
         losses.append(value)
-    return w, b, np.array(losses)
+    return np.array(losses), w, b
 
 
 def _problem(rng: np.random.Generator, count: int, size: int, features: int) -> tuple:
@@ -94,7 +91,7 @@ def _problem(rng: np.random.Generator, count: int, size: int, features: int) -> 
 
 
 def _pair(check: str, result: Any, what: str) -> tuple[Any, Any, Any]:
-    """(w, b, second) of ``result``, a pair whose first item is params as the step got them."""
+    """(second, w, b) of ``result``, a pair whose first item is params as the step got them."""
     pair = isinstance(result, tuple | list) and len(result) == 2
     params = result[0] if pair else None
     ok = pair and isinstance(params, dict) and set(params) == {"w", "b"}
@@ -103,16 +100,7 @@ def _pair(check: str, result: Any, what: str) -> tuple[Any, Any, Any]:
     expected = f'a pair {what}, its params a dict with keys "w" and "b"'
     hint = f"return {what} as a tuple, params in the structure you were given"
     fail_unless(check, ok, expected=expected, seen=seen, hint=hint)
-    return params["w"], params["b"], result[1]
-
-
-def _same_decay(got: Any, weight_decay: float) -> bool:
-    """``got`` is ``weight_decay`` in float32, as the step computes with it (so
-    ``jnp.float32(weight_decay)`` is the same value; a stale one is 25 % off)."""
-    try:
-        return bool(np.asarray(got, np.float32) == np.float32(weight_decay))
-    except (TypeError, ValueError):
-        return False
+    return result[1], params["w"], params["b"]
 
 
 def _threading(proxy: Recorder, params: dict, batches: list, weight_decay: float) -> str:
@@ -127,7 +115,11 @@ def _threading(proxy: Recorder, params: dict, batches: list, weight_decay: float
             wrong.append("params that are not the previous step's new params")
         if not (same_value(given[1], x) and same_value(given[2], y)):
             wrong.append(f"not batch {i + 1}'s x and y")
-        if not _same_decay(given[3], weight_decay):
+        try:  # in float32, as the step computes: jnp.float32(weight_decay) is the same value
+            same_decay = bool(np.asarray(given[3], np.float32) == np.float32(weight_decay))
+        except (TypeError, ValueError):  # not a number; a stale one is 25 % off
+            same_decay = False
+        if not same_decay:
             wrong.append(f"weight_decay={shorten(repr(given[3]), 40)} instead of {weight_decay}")
         if wrong:
             return f"call {i + 1} passed " + "; ".join(wrong)
@@ -155,14 +147,13 @@ def grade(sgd_step: Any, fit: Any) -> None:
     got = [_pair(STEP_PAIR, result, "(new_params, loss)") for result in steps]
     passed(STEP_PAIR)
     want = [_reference_step(w0, b0, x64, y64, wd) for wd in decays[:3]]  # a row per decay
-    for check, i in zip((STEP_LOSS, STEP_W, STEP_B), ORDER, strict=True):
+    for i, check in enumerate(STEP_NUMBERS):
         require_close(check, [g[i] for g in got], [r[i] for r in want], rtol=1e-4, hint=NUMBERS)
     what = "compilation(s) of sgd_step for 3 calls with 3 weight_decay values"
     cause = "only weight_decay changed"
     FIT.compiles(STEP_ONCE, step_count, exactly=1, what=what, hint=HINTS[STEP_ONCE], cause=cause)
 
-    fit_jitted = is_jitted(fit)
-    if fit_jitted:
+    if fit_jitted := is_jitted(fit):
         fit.clear_cache()
     previous: list = []
     for number, wd in enumerate(decays[3:], start=1):
@@ -178,8 +169,7 @@ def grade(sgd_step: Any, fit: Any) -> None:
             result = call_learner(FIT_RUNS, fit, params, batches, wd)
         passed(FIT_RUNS)
         if number > 1:  # one fit at a time, so a wrong answer fails after one fit, not three
-            what = f"compilation(s) in fit number {number} ({N_BATCHES} batches, new data and "
-            what += "weight_decay, same shapes)"
+            what = f"compilation(s) in fit number {number} (new data and weight_decay, same shapes)"
             FIT.compiles(FIT_NOTHING, everything, exactly=0, what=what, hint=HINTS[FIT_NOTHING])
         got = _pair(FIT_PAIR, result, "(params, losses)")
         passed(FIT_PAIR)
@@ -200,8 +190,8 @@ def grade(sgd_step: Any, fit: Any) -> None:
             expected += f"params), its batch, and weight_decay={wd}"
             HINTS.require(FIT_THREADS, not seen, expected, seen)
             outs = [call.out for call in calls]
-            want = outs[-1][0]["w"], outs[-1][0]["b"], np.stack([np.asarray(o[1]) for o in outs])
-            ok = same_value((*got[:2], np.asarray(got[2]).reshape(-1)), want)
+            want = np.stack([np.asarray(o[1]) for o in outs]), outs[-1][0]["w"], outs[-1][0]["b"]
+            ok = same_value((np.asarray(got[0]).reshape(-1), *got[1:]), want)
             expected = "fit's losses and final params as sgd_step returned them"
             seen = "they differ from what fit's own calls of sgd_step returned"
             FIT.require(FROM_KERNEL, ok, expected=expected, seen=seen, hint=HINTS[FIT_FROM_STEP])
@@ -209,6 +199,5 @@ def grade(sgd_step: Any, fit: Any) -> None:
         passed(FIT_FROM_STEP)
         want = _reference_fit(w0, b0, batches64, wd)
         about = f"fit number {number} (weight_decay={wd:.2e}, its own batches)"
-        checks = (FIT_LOSSES, FIT_W, FIT_B) if number == 1 else (FIT_STAYS,) * 3
-        for check, i in zip(checks, ORDER, strict=True):
+        for i, check in enumerate(FIT_NUMBERS if number == 1 else (FIT_STAYS,) * 3):
             require_close(check, got[i], want[i], rtol=1e-4, about=about, hint=HINTS[check])

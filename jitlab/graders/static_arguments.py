@@ -1,17 +1,16 @@
 """Grader for static_arguments: ``BlockConfig`` (equal and hashable by value, immutable)
 and ``make_forward()`` (``block`` jitted with ``cfg`` alone static), by a float64 NumPy
-reference and compile counts from an emptied cache, whose verdicts name the one thing that
-changed (JAX explains a static-value miss only as "cache miss explanation unavailable").
-Every call of the learner's code, ``==`` and ``hash`` too, goes through ``call_learner``.
+reference and compile counts whose verdicts name the one thing that changed (JAX explains
+a static-value miss only as "cache miss explanation unavailable"). Every call of the
+learner's code, ``==`` and ``hash`` too, goes through ``call_learner``.
 
 What the drawing covers, every run (each wrong rule fails every run):
-
 - built by keyword and by position: kw_only fields, a wrong field order;
-- configs differing in one field each, and in eps raised and lowered in its 6th and 12th
-  digit: ``==`` or ``__hash__`` that skips a field, rounds (one of the two stays equal,
-  whatever eps is drawn), compares with a tolerance or as float32;
+- one field changed, and eps raised and lowered in its 6th and 12th digit: ``==`` or
+  ``__hash__`` that skips a field, rounds (one of the two stays equal whatever eps is),
+  compares with a tolerance or as float32;
 - assigning and deleting every field: frozen in some fields, or against assignment only;
-- the same params and x passed to every call: a donated argument;
+- the same params and x in every call: a donated argument;
 - six new temperatures, one of 0.01-0.015: a static temperature, a softmax without the
   max shift (NaN).
 """
@@ -102,7 +101,7 @@ def _describe(fields: dict[str, Any]) -> str:
     return "BlockConfig(" + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"
 
 
-def _call(check: str, fn: Any, *args: Any, hint: Any = "", expected: str = "", **kw: Any) -> Any:
+def _call(check: str, fn: Any, *args: Any, hint: str | dict = "", **kw: Any) -> Any:
     """``call_learner``, with this exercise's ``hint`` for what the learner's code raised (a
     dict: the hint of its first key that the exception's type and text hold)."""
 
@@ -115,7 +114,7 @@ def _call(check: str, fn: Any, *args: Any, hint: Any = "", expected: str = "", *
         except Exception as err:
             said = f"{type(err).__name__}: {err}"
             found = [HINTS[w] for w in hint if w in said] if isinstance(hint, dict) else [hint]
-            raise learner_error(check, err, expected=expected, hint=(found + [""])[0]) from err
+            raise learner_error(check, err, hint=(found + [""])[0]) from err
 
     learner.__name__ = getattr(fn, "__name__", "BlockConfig")
     return call_learner(check, learner)
@@ -146,8 +145,7 @@ def _check_value_semantics(config_class: Any, base: dict, variants: dict[str, di
     """Built both ways, hashable, equal by value, unequal in any one field, frozen."""
     first, second = _build(config_class, base), _build(config_class, base, by_position=True)
     passed(BUILT)
-    said = {"hint": HINTS[HASHABLE], "expected": "hash(cfg) to return a number"}
-    hashes = [_call(HASHABLE, hash, cfg, **said) for cfg in (first, second)]
+    hashes = [_call(HASHABLE, hash, cfg, hint=HINTS[HASHABLE]) for cfg in (first, second)]
     passed(HASHABLE)
     equal = bool(_call(EQUAL, operator.eq, first, second))
     problems = ["== gives False"] * (not equal) + ["hashes differ"] * (hashes[0] != hashes[1])
@@ -205,8 +203,7 @@ def grade(config_class: Any, make_forward: Any) -> None:
     for field, fields in variants.items():
         want = _reference(params_np, x_np, fields, temperature)
         assert not np.allclose(want, want_base, **CLOSE), field  # grader sanity
-        hint = f"these are the numbers for another config ({field} changed): {field} must take "
-        hint += "part in __eq__ and __hash__"
+        hint = f"another config's numbers ({field} changed): {field} must be in __eq__ and __hash__"
         got = run(_build(config_class, fields), temperature)
         require_close(CHANGED_NUMBERS, got, want, **CLOSE, hint=hint)
 

@@ -154,7 +154,7 @@ def numpy_with_a_decoy(step):
         step(params, *batches[0], weight_decay)  # the decoy
         numpy_batches = [(np.asarray(x, float), np.asarray(y, float)) for x, y in batches]
         w, b = np.asarray(params["w"], float), float(params["b"])
-        w, b, losses = G._reference_fit(w, b, numpy_batches, weight_decay)
+        losses, w, b = G._reference_fit(w, b, numpy_batches, weight_decay)
         return {"w": w, "b": b}, losses
 
     return fit
@@ -166,7 +166,7 @@ def decoys_per_batch(step):
         for x, y in batches:
             params, _ = step(params, x, y, weight_decay)  # called, then ignored
             x64, y64 = np.asarray(x, float), np.asarray(y, float)
-            w, b, value = G._reference_step(w, b, x64, y64, weight_decay)
+            value, w, b = G._reference_step(w, b, x64, y64, weight_decay)
             losses.append(value)
         return {"w": w, "b": b}, np.array(losses)
 
@@ -207,8 +207,8 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
                        ["weight_decay"]),
     "static by number": (BY_NUMBER, G.STEP_ONCE, ["only weight_decay changed"], []),
     "unjitted step": (lambda: (_update, _loop(_update)), G.STEP_JITTED, [], []),
-    "no decay": (with_step(_loop, lambda: jax.jit(no_decay)), G.STEP_LOSS, [], []),
-    "loss after the update": (with_step(_loop, lambda: jax.jit(late_loss)), G.STEP_LOSS, [], []),
+    "no decay": (with_step(_loop, lambda: jax.jit(no_decay)), "loss before the update", [], []),
+    "late loss": (with_step(_loop, lambda: jax.jit(late_loss)), "loss before the update", [], []),
     "lambda per batch": (with_step(lambda_per_batch), G.FIT_CALLS, ["0 call(s) of sgd_step"], []),
     "new jit per fit": (with_step(new_jit_per_fit), G.FIT_NOTHING, ["in fit number 2"], []),
     "partial per fit": (with_step(partial_per_fit), G.FIT_CALLS, [], []),
@@ -239,7 +239,7 @@ def test_reference_matches_the_jax_model():
     w, x, y = (rng.normal(size=shape).astype(np.float32) for shape in (3, (8, 3), 8))
     got, value = fresh_step()({"w": w, "b": np.float32(0.2)}, x, y, 0.05)
     want = G._reference_step(*(a.astype(float) for a in (w, np.float32(0.2), x, y)), 0.05)
-    for got_one, want_one in zip((got["w"], got["b"], value), want, strict=True):
+    for got_one, want_one in zip((value, got["w"], got["b"]), want, strict=True):
         np.testing.assert_allclose(got_one, want_one, rtol=1e-5)
 
 
