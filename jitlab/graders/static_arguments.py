@@ -54,7 +54,8 @@ CHECKS = {  # every check once: its name, then its default hint
     (BASE_NUMBERS := "numbers match the reference for the base config"): "wrap block unchanged",
     (CHANGED_NUMBERS := "a changed field gives new numbers, not stale ones"): "",
     (SHARED := "fresh but equal configs share one compilation"): "hash and compare by value",
-    (TEMPERATURES := "new temperatures compile nothing more"): "mark cfg alone static",
+    (TEMPERATURES := "new temperatures compile nothing more"): """a static temperature
+        compiles once per value: mark cfg alone static""",
     (CHANGED_ONCE := "a changed config compiles exactly once"): """a new config value needs
         its own program once, and equal ones must share it""",
     (LATER_NUMBERS := "numbers stay right for every temperature and config"): """every call
@@ -101,7 +102,7 @@ def _describe(fields: dict[str, Any]) -> str:
     return "BlockConfig(" + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"
 
 
-def _call(check: str, fn: Any, *args: Any, hint: str | dict = "", **kw: Any) -> Any:
+def _call(check: str, fn: Any, *args: Any, hint: Any = "", expected: str = "", **kw: Any) -> Any:
     """``call_learner``, with this exercise's ``hint`` for what the learner's code raised (a
     dict: the hint of its first key that the exception's type and text hold)."""
 
@@ -114,7 +115,7 @@ def _call(check: str, fn: Any, *args: Any, hint: str | dict = "", **kw: Any) -> 
         except Exception as err:
             said = f"{type(err).__name__}: {err}"
             found = [HINTS[w] for w in hint if w in said] if isinstance(hint, dict) else [hint]
-            raise learner_error(check, err, hint=(found + [""])[0]) from err
+            raise learner_error(check, err, expected=expected, hint=(found + [""])[0]) from err
 
     learner.__name__ = getattr(fn, "__name__", "BlockConfig")
     return call_learner(check, learner)
@@ -145,7 +146,8 @@ def _check_value_semantics(config_class: Any, base: dict, variants: dict[str, di
     """Built both ways, hashable, equal by value, unequal in any one field, frozen."""
     first, second = _build(config_class, base), _build(config_class, base, by_position=True)
     passed(BUILT)
-    hashes = [_call(HASHABLE, hash, cfg, hint=HINTS[HASHABLE]) for cfg in (first, second)]
+    said = {"hint": HINTS[HASHABLE], "expected": "hash(cfg) to return a number"}
+    hashes = [_call(HASHABLE, hash, cfg, **said) for cfg in (first, second)]
     passed(HASHABLE)
     equal = bool(_call(EQUAL, operator.eq, first, second))
     problems = ["== gives False"] * (not equal) + ["hashes differ"] * (hashes[0] != hashes[1])
