@@ -79,8 +79,7 @@ def _reference_fit(w: Any, b: float, batches: list, weight_decay: float) -> tupl
 
 
 def _problem(rng: np.random.Generator, count: int, size: int, features: int) -> tuple:
-    """Fresh params (and their float64 w, b), ``count`` float32 NumPy batches, and their
-    float64 copies."""
+    """Fresh params, their float64 w and b, ``count`` float32 NumPy batches, float64 copies."""
     w, b = rng.normal(scale=0.5, size=features).astype(np.float32), rng.normal(scale=0.5)
     true_w, xs = rng.normal(size=features), rng.normal(size=(count, size, features))
     batches = [(x, x @ true_w + 0.3 + 0.1 * rng.normal(size=size)) for x in xs.astype(np.float32)]

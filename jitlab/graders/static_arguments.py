@@ -35,6 +35,7 @@ FIELDS = ("activation", "residual", "layer_norm", "eps")
 ACTIVATIONS = {"relu": lambda z: np.maximum(z, 0.0), "tanh": np.tanh}
 ACTIVATIONS["softplus"] = lambda z: np.logaddexp(z, 0.0)
 PARAMS = {"w1": ((8, 24), 0.5), "b1": ((24,), 0.1), "w2": ((24, 8), 0.5), "b2": ((8,), 0.1)}
+DESCRIBE = "BlockConfig({activation!r}, {residual}, {layer_norm}, {eps!r})".format_map
 CLOSE = {"rtol": 1e-4, "atol": 1e-6}  # float32 against float64; a stale eps misses by far more
 
 CHECKS = {  # every check once: its name, then its default hint
@@ -98,10 +99,6 @@ def _reference(params: dict, x: np.ndarray, fields: dict[str, Any], temperature:
     return e / e.sum(-1, keepdims=True)
 
 
-def _describe(fields: dict[str, Any]) -> str:
-    return "BlockConfig(" + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"
-
-
 def _call(check: str, fn: Any, *args: Any, hint: Any = "", expected: str = "", **kw: Any) -> Any:
     """``call_learner``, with this exercise's ``hint`` for what the learner's code raised (a
     dict: the hint of its first key that the exception's type and text hold)."""
@@ -129,8 +126,7 @@ def _build(config_class: Any, fields: dict[str, Any], by_position: bool = False)
 
 
 def _changes(config_class: Any, base: dict[str, Any], variants: dict[str, dict]) -> list[str]:
-    """What went through, of assigning each field of a fresh config its value in the variant
-    named after it, and of deleting it."""
+    """What went through of assigning (its variant's value) and deleting each field."""
     changed = []
     for field, how in itertools.product(FIELDS, ("assigning", "deleting")):
         cfg, value = _build(config_class, base), variants[field][field]
@@ -151,12 +147,12 @@ def _check_value_semantics(config_class: Any, base: dict, variants: dict[str, di
     passed(HASHABLE)
     equal = bool(_call(EQUAL, operator.eq, first, second))
     problems = ["== gives False"] * (not equal) + ["hashes differ"] * (hashes[0] != hashes[1])
-    expected = f"{_describe(base)} built by keyword and by position: == True, equal hashes"
+    expected = f"{DESCRIBE(base)} built by keyword and by position: == True, equal hashes"
     order = not equal and bool(_call(EQUAL, operator.eq, first, _build(config_class, base)))
     hint = HINTS["order"] if order else ""
     HINTS.require(EQUAL, not problems, expected, ", ".join(problems), hint)
     for field, fields in variants.items():
-        expected = f"{_describe(base)} != {_describe(fields)} (they differ in {field})"
+        expected = f"{DESCRIBE(base)} != {DESCRIBE(fields)} (they differ in {field})"
         seen = "they compare equal, so the second would reuse the first's executable"
         ok = bool(_call(DIFFER, operator.ne, first, _build(config_class, fields)))
         HINTS.require(DIFFER, ok, expected, seen)
