@@ -230,9 +230,6 @@ def test_wrong_answer_is_rejected_and_named(wrong):
     fails(G.grade, *make(), check=check, words=seen, hint=hint)
 
 
-# --- the reference itself ---------------------------------------------------------------
-
-
 def test_reference_matches_the_jax_model():
     """The grader's NumPy reference agrees with the exercise's loss and step in JAX."""
     rng = np.random.default_rng(1)
