@@ -11,9 +11,9 @@ import pytest
 from exercise_cells import exercise, namespace
 from tables import fails, passes
 
-from jitlab.graders import functions_as_arguments
+from jitlab.graders import functions_as_arguments as G
 
-LEARNING_RATE = functions_as_arguments.LEARNING_RATE
+LEARNING_RATE = G.LEARNING_RATE
 
 
 def loss(params, x, y, weight_decay):
@@ -37,29 +37,31 @@ def _loop(step):
     return fit
 
 
-G = functions_as_arguments
-
-
 def fresh_step():
     """A new jitted step per test: no test relies on what another compiled."""
     return jax.jit(_update)
 
 
+def with_step(make_fit, step=None):
+    """(step, fit) with a fresh step, and ``make_fit(step)`` as fit."""
+
+    def build():
+        chosen = step() if step else fresh_step()
+        return chosen, make_fit(chosen)
+
+    return build
+
+
 # --- right answers ----------------------------------------------------------------------
 
 
-def test_solution_passes():
-    step = fresh_step()
-    passes(G.grade, step, _loop(step))
-
-
-def test_solution_file_passes():
+def solution_file():
     """The solution's own cells, run as a module: fit finds sgd_step in its globals."""
     solution = namespace("functions_as_arguments", skip="count_compiles")
-    passes(G.grade, solution["sgd_step"], solution["fit"])
+    return solution["sgd_step"], solution["fit"]
 
 
-def test_another_correct_answer_passes():
+def another_answer():
     """Keyword arguments, a while loop over an index, the step as a default argument,
     losses as a NumPy array: different from the reference, inside the contract."""
 
@@ -78,40 +80,30 @@ def test_another_correct_answer_passes():
             i += 1
         return params, np.array(losses)
 
-    passes(G.grade, step, fit)
+    return step, fit
 
 
-def test_weight_decay_cast_to_float32_passes():
+def cast_to_float32(step):
     """The step computes in float32, so jnp.float32(weight_decay) is the same value (a
     held-out learner's right answer that was once rejected as 'stale')."""
-    step = fresh_step()
-
-    def fit(params, batches, weight_decay):
-        return _loop(step)(params, batches, jnp.float32(weight_decay))
-
-    passes(G.grade, step, fit)
+    return lambda params, batches, wd: _loop(step)(params, batches, jnp.float32(wd))
 
 
-def test_a_jitted_fit_that_traces_the_step_passes():
-    step = fresh_step()
-    passes(G.grade, step, jax.jit(_loop(step)))
+RIGHT = {
+    "the solution": with_step(_loop),
+    "the solution file": solution_file,
+    "another answer": another_answer,
+    "weight_decay cast to float32": with_step(cast_to_float32),
+    "a jitted fit that traces the step": with_step(lambda step: jax.jit(_loop(step))),
+}
+
+
+@pytest.mark.parametrize("right", RIGHT)
+def test_right_answers_pass(right):
+    passes(G.grade, *RIGHT[right]())
 
 
 # --- wrong answers -----------------------------------------------------------------------
-
-
-def with_step(make_fit, step=None):
-    """(step, fit) with a fresh step, and ``make_fit(step)`` as fit."""
-
-    def build():
-        chosen = step() if step else fresh_step()
-        return chosen, make_fit(chosen)
-
-    return build
-
-
-def jitted_step(body):
-    return lambda: jax.jit(body)
 
 
 def no_decay(params, x, y, weight_decay):
@@ -162,7 +154,7 @@ def numpy_with_a_decoy(step):
         step(params, *batches[0], weight_decay)  # the decoy
         numpy_batches = [(np.asarray(x, float), np.asarray(y, float)) for x, y in batches]
         w, b = np.asarray(params["w"], float), float(params["b"])
-        w, b, losses = G._reference_fit(w, b, numpy_batches, weight_decay)
+        losses, w, b = G._reference_fit(w, b, numpy_batches, weight_decay)
         return {"w": w, "b": b}, losses
 
     return fit
@@ -173,9 +165,8 @@ def decoys_per_batch(step):
         w, b, losses = np.asarray(params["w"], float), float(params["b"]), []
         for x, y in batches:
             params, _ = step(params, x, y, weight_decay)  # called, then ignored
-            w, b, value = G._reference_step(
-                w, b, np.asarray(x, float), np.asarray(y, float), weight_decay
-            )
+            x64, y64 = np.asarray(x, float), np.asarray(y, float)
+            value, w, b = G._reference_step(w, b, x64, y64, weight_decay)
             losses.append(value)
         return {"w": w, "b": b}, np.array(losses)
 
@@ -216,8 +207,8 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
                        ["weight_decay"]),
     "static by number": (BY_NUMBER, G.STEP_ONCE, ["only weight_decay changed"], []),
     "unjitted step": (lambda: (_update, _loop(_update)), G.STEP_JITTED, [], []),
-    "no decay": (with_step(_loop, jitted_step(no_decay)), G.STEP_LOSS, [], []),
-    "loss after the update": (with_step(_loop, jitted_step(late_loss)), G.STEP_LOSS, [], []),
+    "no decay": (with_step(_loop, lambda: jax.jit(no_decay)), "loss before the update", [], []),
+    "late loss": (with_step(_loop, lambda: jax.jit(late_loss)), "loss before the update", [], []),
     "lambda per batch": (with_step(lambda_per_batch), G.FIT_CALLS, ["0 call(s) of sgd_step"], []),
     "new jit per fit": (with_step(new_jit_per_fit), G.FIT_NOTHING, ["in fit number 2"], []),
     "partial per fit": (with_step(partial_per_fit), G.FIT_CALLS, [], []),
@@ -239,22 +230,14 @@ def test_wrong_answer_is_rejected_and_named(wrong):
     fails(G.grade, *make(), check=check, words=seen, hint=hint)
 
 
-# --- the reference itself ---------------------------------------------------------------
-
-
 def test_reference_matches_the_jax_model():
     """The grader's NumPy reference agrees with the exercise's loss and step in JAX."""
     rng = np.random.default_rng(1)
-    w, b = rng.normal(size=3), 0.2
-    x, y = rng.normal(size=(8, 3)), rng.normal(size=8)
-    want_w, want_b, want_value = G._reference_step(w, b, x, y, 0.05)
-    params = {"w": jnp.asarray(w, jnp.float32), "b": jnp.float32(b)}
-    got, value = fresh_step()(
-        params, jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32), 0.05
-    )
-    np.testing.assert_allclose(got["w"], want_w, rtol=1e-5)
-    np.testing.assert_allclose(got["b"], want_b, rtol=1e-5)
-    np.testing.assert_allclose(value, want_value, rtol=1e-5)
+    w, x, y = (rng.normal(size=shape).astype(np.float32) for shape in (3, (8, 3), 8))
+    got, value = fresh_step()({"w": w, "b": np.float32(0.2)}, x, y, 0.05)
+    want = G._reference_step(*(a.astype(float) for a in (w, np.float32(0.2), x, y)), 0.05)
+    for got_one, want_one in zip((value, got["w"], got["b"]), want, strict=True):
+        np.testing.assert_allclose(got_one, want_one, rtol=1e-5)
 
 
 @pytest.mark.parametrize("copy", ["learner_copy", "source"])

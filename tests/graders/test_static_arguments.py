@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 import typing
 
 import jax
@@ -10,33 +11,28 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from exercise_cells import namespace
+from tables import fails, passes, rows
 
-import jitlab.grading.checks as grading_checks
-from jitlab.graders import static_arguments
-from jitlab.grading import GradingFailure
+from jitlab.graders import static_arguments as SA
 
-SA = static_arguments
 SOLUTION = namespace("static_arguments")
 ACTIVATIONS, block, BlockConfig = (SOLUTION[k] for k in ("ACTIVATIONS", "block", "BlockConfig"))
 TYPED = [("activation", str), ("residual", bool), ("layer_norm", bool), ("eps", float)]
 
 
-def make_forward():
-    return jax.jit(block, static_argnames="cfg")
+def jit_block(fun=block, **options):
+    return lambda: jax.jit(fun, **options)
+
+
+make_forward = jit_block(static_argnames="cfg")
 
 
 def config(name, **dataclass_options):
-    """A dataclass with the four fields (``TYPED``), made with ``dataclass_options``."""
     return dataclasses.make_dataclass(name, TYPED, **dataclass_options)
 
 
-def failure(config_class, make_forward_fn) -> GradingFailure:
-    with pytest.raises(GradingFailure) as caught:
-        SA.grade(config_class, make_forward_fn)
-    return caught.value
-
-
-# --- answers that should pass ----------------------------------------------------------
+DEPTH = []  # grading's strict-mode brackets: 1 entering the learner's code, -1 leaving it
+OUTSIDE = []  # the methods of InternedConfig that grading called outside every bracket
 
 
 class InternedConfig:
@@ -52,6 +48,7 @@ class InternedConfig:
         return cls._made[key]
 
     def __getattr__(self, name):
+        OUTSIDE.extend(["getattr"] * (sum(DEPTH) < 1))
         if name in SA.FIELDS:
             return self._key[SA.FIELDS.index(name)]
         raise AttributeError(name)
@@ -60,38 +57,44 @@ class InternedConfig:
         raise AttributeError("immutable")
 
     def __eq__(self, other):
+        OUTSIDE.extend(["=="] * (sum(DEPTH) < 1))
         return isinstance(other, InternedConfig) and self._key == other._key
 
     def __hash__(self):
+        OUTSIDE.extend(["hash"] * (sum(DEPTH) < 1))
         return hash(self._key)
 
 
-def test_the_solution_and_other_right_answers_pass(capsys):
+def test_the_solution_and_other_right_answers_pass(monkeypatch):
     # Twice with one jitted function: the grader empties its cache and draws fresh eps
     # values, so a warm cache from an earlier run is no help and no hindrance.
+    audit = sys.audit
+
+    def watch(event, *args):  # what `jitlab check --strict` hears around each learner call
+        DEPTH.extend([1 if args == ("enter",) else -1] * (event == "jitlab.learner_call"))
+        audit(event, *args)
+
+    monkeypatch.setattr(sys, "audit", watch)
     forward = SOLUTION["make_forward"]()
-    SA.grade(BlockConfig, lambda: forward)
-    SA.grade(BlockConfig, lambda: forward)
-    SA.grade(typing.NamedTuple("TupleConfig", TYPED), lambda: jax.jit(block, static_argnums=2))
-    SA.grade(InternedConfig, make_forward)
-    assert capsys.readouterr().out.count("All checks passed") == 4
-
-
-# --- wrong answers ---------------------------------------------------------------------
+    passes(SA.grade, BlockConfig, lambda: forward)
+    passes(SA.grade, BlockConfig, lambda: forward)
+    TupleConfig = typing.NamedTuple("TupleConfig", TYPED)
+    passes(SA.grade, TupleConfig, lambda: jax.jit(block, static_argnums=2))
+    passes(SA.grade, InternedConfig, make_forward)
+    assert DEPTH and sum(DEPTH) == 0 and not OUTSIDE, OUTSIDE  # every call in a bracket
 
 
 class IdentityConfig:
     """Plausible: an ordinary class. Hash and == by identity."""
 
     def __init__(self, activation, residual, layer_norm, eps):
-        self.activation = activation
-        self.residual = residual
-        self.layer_norm = layer_norm
-        self.eps = eps
+        for name, value in zip(SA.FIELDS, (activation, residual, layer_norm, eps), strict=True):
+            setattr(self, name, value)
 
 
 class KeyedConfig(IdentityConfig):
-    """Frozen after __init__; equality and hash from ``_key()`` (subclasses vary it)."""
+    """Frozen after __init__ (against assignment only: ``del cfg.eps`` goes through);
+    equality and hash from ``_key()``, which subclasses vary."""
 
     def __setattr__(self, name, value):
         if hasattr(self, "eps"):
@@ -109,40 +112,21 @@ class KeyedConfig(IdentityConfig):
 
 
 def keyed(name, key):
-    """A KeyedConfig whose == and hash use ``key(cfg)`` (each a plausible mistake)."""
     return type(name, (KeyedConfig,), {"_key": key})
 
 
 SkipsEpsConfig = keyed("SkipsEps", lambda c: (c.activation, c.residual, c.layer_norm))
 RoundsEpsConfig = keyed("RoundsEps", lambda c: (*SkipsEpsConfig._key(c), round(c.eps, 4)))
-Float32EpsConfig = keyed(
-    "Float32Eps", lambda c: (*SkipsEpsConfig._key(c), float(np.float32(c.eps)))
-)
+Float32EpsConfig = keyed("F32Eps", lambda c: (*SkipsEpsConfig._key(c), np.float32(c.eps)))
 
 
-class PartlyFrozenConfig(IdentityConfig):
+class PartlyFrozenConfig(KeyedConfig):
     """Freezes residual only (what the old grader tried), the other fields stay open."""
 
     def __setattr__(self, name, value):
         if name == "residual" and hasattr(self, "residual"):
             raise AttributeError("frozen")
-        super().__setattr__(name, value)
-
-    def __eq__(self, other):
-        return type(other) is type(self) and vars(self) == vars(other)
-
-    def __hash__(self):
-        return hash(tuple(sorted(vars(self).items())))
-
-
-MutableConfig = config("MutableConfig")  # no frozen=True: no hash at all
-UnsafeHashConfig = config("UnsafeHash", unsafe_hash=True)  # hashable, but can be changed
-KeywordOnlyConfig = config("KeywordOnly", frozen=True, kw_only=True)
-ReorderedConfig = dataclasses.make_dataclass("Reordered", TYPED[::-1], frozen=True)
-
-
-class FrozenAgainstAssignmentOnly(KeyedConfig):
-    """__setattr__ refuses, __delattr__ was forgotten: ``del cfg.eps`` goes through."""
+        object.__setattr__(self, name, value)
 
 
 @jax.tree_util.register_dataclass
@@ -156,41 +140,33 @@ class PytreeConfig:
     eps: float
 
 
-def jit_block(**options):
-    return lambda: jax.jit(block, **options)
-
-
-def decoy_forward():
+def wrapped(body):
+    """A plain make_forward around the jitted block: ``body(jitted, *args)`` does the work."""
     jitted = jax.jit(block, static_argnames="cfg")
+    return lambda: lambda *args: body(jitted, *args)
 
-    def forward(params, x, cfg, temperature):
-        jitted(params, x, cfg, 1.0)  # a decoy, so that something compiles
-        return block(params, x, cfg, temperature)  # the real work, op by op
 
-    return lambda: forward
+def decoy(jitted, params, x, cfg, temperature):
+    jitted(params, x, cfg, 1.0)  # a decoy, so that something compiles
+    return block(params, x, cfg, temperature)  # the real work, op by op
 
 
 def callback_forward():
-    def numpy_block(params, x, cfg, temperature):
-        fields = {f: getattr(cfg, f) for f in static_arguments.FIELDS}
-        return static_arguments._reference(params, x, fields, float(temperature)).astype(np.float32)
-
     def forward(params, x, cfg, temperature):
+        fields = {f: getattr(cfg, f) for f in SA.FIELDS}
+
+        def numpy_block(p, xx, t):
+            return SA._reference(p, xx, fields, float(t)).astype(np.float32)
+
         shape = jax.ShapeDtypeStruct(x.shape, jnp.float32)
-        call = lambda p, xx, t: numpy_block(p, xx, cfg, t)  # noqa: E731
-        return jax.pure_callback(call, shape, params, x, temperature)
+        return jax.pure_callback(numpy_block, shape, params, x, temperature)
 
     return lambda: jax.jit(forward, static_argnames="cfg")
 
 
-def jit_off_forward():
-    jitted = jax.jit(block, static_argnames="cfg")
-
-    def forward(params, x, cfg, temperature):
-        with jax.disable_jit():
-            return jitted(params, x, cfg, temperature)
-
-    return lambda: forward
+def jit_off(jitted, *args):
+    with jax.disable_jit():
+        return jitted(*args)
 
 
 def naive_softmax_block(params, x, cfg, temperature):
@@ -203,110 +179,70 @@ def naive_softmax_block(params, x, cfg, temperature):
     return e / e.sum(-1, keepdims=True)
 
 
-WRONG = {
-    # name: (config class, make_forward, the check it fails, words its verdict holds)
+EqualButIdentityHash = type("EqualButIdHash", (KeyedConfig,), {"__hash__": object.__hash__})
+# fmt: off
+WRONG = {  # name: (config class, make_forward, the check it fails, words its verdict holds)
     "identity hash": (IdentityConfig, make_forward, SA.EQUAL, ["== gives False, hashes differ"]),
-    "equal, identity hash": (
-        type("EqualButIdentityHash", (KeyedConfig,), {"__hash__": object.__hash__}),
-        make_forward,
-        SA.EQUAL,
-        ["seen:     hashes differ"],
-    ),
+    "equal, identity hash": (EqualButIdentityHash, make_forward, SA.EQUAL,
+                             ["seen:     hashes differ"]),
     "skips eps": (SkipsEpsConfig, make_forward, SA.DIFFER, ["differ in eps)"]),
     "rounds eps": (RoundsEpsConfig, make_forward, SA.DIFFER, ["eps, its 6th digit"]),
-    "mutable dataclass": (MutableConfig, make_forward, SA.HASHABLE, ["frozen=True"]),
-    "unsafe_hash": (
-        UnsafeHashConfig,
-        make_forward,
-        SA.FROZEN,
-        [f"assigning {f}" for f in SA.FIELDS],
-    ),
+    "float32 eps": (Float32EpsConfig, make_forward, SA.DIFFER, ["eps, its 12th digit"]),
+    "mutable dataclass": (config("Mutable"), make_forward, SA.HASHABLE, ["frozen=True"]),
+    "unsafe_hash": (config("UnsafeHash", unsafe_hash=True), make_forward, SA.FROZEN,
+                    [f"assigning {f}" for f in SA.FIELDS]),
+    "frozen in residual only": (PartlyFrozenConfig, make_forward, SA.FROZEN,  # not assigning it
+                                ["seen:     assigning activation, deleting activation, deleting "
+                                 "residual, assigning layer_norm", "assigning eps"]),
+    "delete goes through": (KeyedConfig, make_forward, SA.FROZEN,
+                            ["seen:     deleting activation, deleting residual", "deleting eps"]),
+    "keyword-only": (config("KeywordOnly", frozen=True, kw_only=True), make_forward, SA.BUILT,
+                     ["TypeError", "in this order, positional"]),
+    "fields reordered": (dataclasses.make_dataclass("Reordered", TYPED[::-1], frozen=True),
+                         make_forward, SA.EQUAL, ["by position", "order"]),
     "traced config": (BlockConfig, jit_block(), SA.RUNS, ["static"]),
     "pytree config": (PytreeConfig, jit_block(), SA.RUNS, ["traced"]),
-    "static temperature": (
-        BlockConfig,
-        jit_block(static_argnames=("cfg", "temperature")),
-        SA.TEMPERATURES,
-        ["only temperature changed", "temperature"],
-    ),
+    "static temperature": (BlockConfig, jit_block(static_argnames=("cfg", "temperature")),
+                           SA.TEMPERATURES, ["only temperature changed", "temperature"]),
     "not jitted": (BlockConfig, lambda: block, SA.JITTED, []),
-    "decoy jitted call": (BlockConfig, decoy_forward(), SA.JITTED, []),
+    "decoy jitted call": (BlockConfig, wrapped(decoy), SA.JITTED, []),
     "host callback": (BlockConfig, callback_forward(), SA.INSIDE, []),
-    "jit off around": (BlockConfig, jit_off_forward(), SA.JITTED, []),
-    "keyword-only": (
-        KeywordOnlyConfig,
-        make_forward,
-        SA.BUILT,
-        ["TypeError", "in this order, positional"],
-    ),
-    "fields reordered": (ReorderedConfig, make_forward, SA.EQUAL, ["by position", "order"]),
-    "delete goes through": (FrozenAgainstAssignmentOnly, make_forward, SA.FROZEN, ["deleting eps"]),
-    "donated x": (
-        BlockConfig,
-        jit_block(static_argnames="cfg", donate_argnums=1),
-        SA.RUNS,
-        ["has been deleted", "donate", "the same params and x"],
-    ),
+    "jit off around": (BlockConfig, wrapped(jit_off), SA.JITTED, []),
+    "donated x": (BlockConfig, jit_block(static_argnames="cfg", donate_argnums=1), SA.RUNS,
+                  ["has been deleted", "donate", "the same params and x"]),
+    "naive softmax": (BlockConfig, jit_block(naive_softmax_block, static_argnames="cfg"),
+                      SA.LATER_NUMBERS, ["nan", "at temperature 0.01", "subtract the max"]),
 }
-ON_EVERY_DRAW = {  # rules that only some inputs expose, graded on three seeds
-    "float32 eps": (Float32EpsConfig, make_forward, SA.DIFFER, ["eps, its 12th digit"]),
-    "softmax without the max": (
-        BlockConfig,
-        lambda: jax.jit(naive_softmax_block, static_argnames="cfg"),
-        SA.LATER_NUMBERS,
-        ["nan", "at temperature 0.01", "subtract the max"],
-    ),
-}
+# fmt: on
+ON_EVERY_DRAW = ("float32 eps", "naive softmax")  # rules only some inputs expose
 
 
-@pytest.mark.parametrize("name", WRONG)
-def test_wrong_answers_fail_their_check(name):
+@pytest.mark.parametrize(("name", "seed"), rows(WRONG, ON_EVERY_DRAW))
+def test_wrong_answers_fail_their_check(name, seed):
     config_class, make, check, words = WRONG[name]
-    found = failure(config_class, make)
-    assert found.check == check, found
-    assert all(word in str(found) for word in words), found
-
-
-@pytest.mark.parametrize("seed", ["4", "5", "6"])
-@pytest.mark.parametrize("name", ON_EVERY_DRAW)
-def test_wrong_rules_fail_on_every_draw(name, seed, monkeypatch):
-    monkeypatch.setattr(grading_checks, "SEED", int(seed))
-    config_class, make, check, words = ON_EVERY_DRAW[name]
-    found = failure(config_class, make)
-    assert found.check == check, found
-    assert all(word in str(found) for word in words), found
+    fails(SA.grade, config_class, make, check=check, words=words, seed=seed)
 
 
 @pytest.mark.parametrize("eps", [0.012349999, 0.01235])  # just under and at a 4-digit edge
 def test_rounding_eps_is_caught_whatever_eps_is_drawn(eps, monkeypatch):
     # Raised alone, 0.012349999 rounds apart from itself (0.0123 against 0.0124).
-    draw = static_arguments._draw_fields
+    draw = SA._draw_fields
 
     def at_the_edge(rng):
         base, variants = draw(rng)
         return dict(base, eps=eps), variants
 
-    monkeypatch.setattr(static_arguments, "_draw_fields", at_the_edge)
-    found = failure(RoundsEpsConfig, make_forward)
-    assert found.check == SA.DIFFER and "eps, its 6th digit" in str(found), found
-
-
-def test_a_config_frozen_in_one_field_only():
-    found = failure(PartlyFrozenConfig, make_forward)
-    assert found.check == static_arguments.FROZEN
-    assert "assigning residual" not in found.seen and "assigning eps" in found.seen
+    monkeypatch.setattr(SA, "_draw_fields", at_the_edge)
+    fails(SA.grade, RoundsEpsConfig, make_forward, check=SA.DIFFER, words="eps, its 6th digit")
 
 
 @pytest.mark.parametrize("config_class", [IdentityConfig, SkipsEpsConfig])
 def test_the_counts_and_numbers_catch_it_without_the_equality_check(config_class, monkeypatch):
     # One compilation per instance, or another config's stale numbers: the verdict says
     # what changed between the counted calls.
-    monkeypatch.setattr(static_arguments, "_check_value_semantics", lambda *a: None)
-    found = failure(config_class, make_forward)
+    monkeypatch.setattr(SA, "_check_value_semantics", lambda *a: None)
     if config_class is IdentityConfig:
-        assert found.check == static_arguments.SHARED
-        assert found.seen.startswith("4 compilation")
-        assert "only the config instance changed" in found.seen
+        words = ["seen:     4 compilation", "only the config instance changed"]
+        fails(SA.grade, config_class, make_forward, check=SA.SHARED, words=words)
     else:
-        assert found.check == static_arguments.CHANGED_NUMBERS
-        assert "eps changed" in found.hint
+        fails(SA.grade, config_class, make_forward, check=SA.CHANGED_NUMBERS, hint="eps changed")
