@@ -68,11 +68,9 @@ class Recompile:
                 f"{label(self.index)}: the same signature as {label(self.against)}, "
                 "which had compiled already (its cache was cleared, or jit was built again)"
             )
-        found = [
-            f"{d} ({classify.CAUSES[classify.cause_of(d)].title})" for d in self.differences[:3]
-        ]
-        more = len(self.differences) - 3
-        return f"{label(self.index)}: " + "; ".join(found + ([f"{more} more"] if more > 0 else []))
+        found = [f"{d} ({classify.CAUSES[classify.cause_of(d)].title})" for d in self.differences]
+        more = [f"{len(found) - 3} more"] if len(found) > 3 else []
+        return f"{label(self.index)}: " + "; ".join(found[:3] + more)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -169,12 +169,9 @@ def learner_line(err: BaseException) -> str:
     from pathlib import Path
 
     paths = [sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")]
-    skip = {str(Path(p).resolve()) for p in paths} | {str(Path(__file__).resolve().parents[1])}
-    mine = [
-        frame
-        for frame in traceback.extract_tb(err.__traceback__)
-        if not any(str(Path(frame.filename).resolve()).startswith(s) for s in skip)
-    ]
+    skip = (*(str(Path(p).resolve()) for p in paths), str(Path(__file__).resolve().parents[1]))
+    frames = traceback.extract_tb(err.__traceback__)
+    mine = [f for f in frames if not str(Path(f.filename).resolve()).startswith(skip)]
     if not mine:
         return ""
     frame = mine[-1]
