@@ -2,12 +2,10 @@
 
 ``place(batch, mesh)`` gets batches as every loader hands them over (``LOADERS``) and must
 return each on ``NamedSharding(mesh, P("data"))`` of the mesh it is handed, holding exactly
-what arrived. The grader's own fresh jitted step then must compile once per mesh (its
-numbers and output sharding follow, so they are not checked again). With one device,
-split and unsplit hold the same data and the two meshes are one: only the sharding's type
-tells answers apart (the tests run again on eight devices).
-
-What every run draws, and the wrong rule each part breaks:
+what arrived; the grader's own fresh jitted step must then compile once per mesh (its
+numbers and output sharding follow). With one device, split and unsplit hold the same data
+and the two meshes are one: only the sharding's type tells answers apart (the tests run
+again on eight devices). What every run draws, and the wrong rule each part breaks:
   two meshes, their devices in orders   a mesh from jax.devices() or a global one; a
   of the grader's own                   sharding kept from the first call
   every loader, on each mesh            moving only some batches
@@ -83,17 +81,6 @@ def _meshes(rng: np.random.Generator) -> tuple[Mesh, ...]:
         if len(devices) < 2 or order != sorted(order) and (len(devices) < 3 or order not in orders):
             orders.append(order)
     return tuple(Mesh(devices[o], ("data",), axis_types=(AxisType.Auto,)) for o in orders)
-
-
-def _make_step() -> Callable[..., Any]:
-    """A fresh copy of the exercise's step, so every count starts from zero."""
-
-    @jax.jit
-    def graded_step(w, batch):
-        err = batch["x"] @ w - batch["y"]
-        return err**2, 2.0 * (batch["x"].T @ err) / err.shape[0]
-
-    return graded_step
 
 
 def describe(value: Any) -> str:
@@ -191,15 +178,22 @@ def _check_arrays(originals: list[dict], arrived: list[dict], placed: list[dict]
     passed(VALUES)
 
 
-def _run_step(w: np.ndarray, placed: list[dict], mine: list[int], came: list, mesh: Mesh, kinds):
-    """The grader's fresh step on one mesh's batches (``mine``): its compile count, and
-    the doctor's causes of every compilation after the first."""
-    step, calls = _make_step(), []
-    with count_compiles(step) as count:
+def _compiles_once(w: np.ndarray, jobs: list, placed: list, came: list, meshes: tuple, which: int):
+    """A fresh copy of the exercise's step runs on the batches placed with mesh ``which``
+    and compiles once; else the doctor's causes of every compilation after the first."""
+    mine, mesh = [n for n, (_, m) in enumerate(jobs) if m == which], meshes[which]
+
+    @jax.jit
+    def graded_step(w, batch):
+        err = batch["x"] @ w - batch["y"]
+        return err**2, 2.0 * (batch["x"].T @ err) / err.shape[0]
+
+    calls = []
+    with count_compiles(graded_step) as count:
         for n in mine:
             before, x = count.compiles, placed[n]["x"]
             try:
-                jax.block_until_ready(step(w, placed[n]))
+                jax.block_until_ready(graded_step(w, placed[n]))
             except Exception as err:
                 elsewhere = " on another mesh" if _mesh_of(x) not in (None, mesh) else ""
                 raise fail(
@@ -210,7 +204,16 @@ def _run_step(w: np.ndarray, placed: list[dict], mine: list[int], came: list, me
                     hint=_sharding_hint(x, mesh, came[n]),
                 ) from err
             calls.append(Called((w, placed[n]), {}, count.compiles > before))
-    return count, why(calls, step, label=lambda i: f"batch {mine[i]} ({kinds[mine[i]]})")
+    found = why(calls, graded_step, label=lambda i: f"batch {mine[i]} ({jobs[mine[i]][0]})")
+    stayed = [n for n in mine if _stayed(_mesh_of(placed[n]["x"]), came[n], mesh)]
+    fail_unless(
+        COMPILES_ONCE,
+        count.compiles == 1,
+        expected=f"1 compilation for the {len(mine)} batches placed with mesh {which}",
+        seen=f"{count.compiles} compilations; " + shorten(found.text, 400),
+        hint=HINTS[COMPILES_ONCE]
+        + (f"; batch {stayed[0]}: {HINTS['mesh']} {HINTS['stayed']}" if stayed else ""),
+    )
 
 
 @grader("devices_and_shardings", checks=tuple(CHECKS))
@@ -248,22 +251,9 @@ def grade(place: Callable[[dict, Any], dict]) -> None:
     require_jit_on("after your place ran")
     kinds = [kind for kind, _ in jobs]
     _check_arrays(originals, arrived, placed, kinds)
-    mine = [[n for n, (_, m) in enumerate(jobs) if m == which] for which in (0, 1)]
-    runs = [_run_step(w, placed, mine[m], came, meshes[m], kinds) for m in (0, 1)]
+    for which in (0, 1):
+        _compiles_once(w, jobs, placed, came, meshes, which)
     passed(STEP_RUNS)
-    for which, (count, found) in enumerate(runs):
-        mesh, hint = meshes[which], HINTS[COMPILES_ONCE]
-        stayed = [n for n in mine[which] if _stayed(_mesh_of(placed[n]["x"]), came[n], mesh)]
-        if stayed:
-            hint += f"; batch {stayed[0]} is still on the mesh it arrived on: move every batch "
-            hint += "onto the mesh passed in, whatever spec it arrived with"
-        fail_unless(
-            COMPILES_ONCE,
-            count.compiles == 1,
-            expected=f"1 compilation for the {len(mine[which])} batches placed with mesh {which}",
-            seen=f"{count.compiles} compilations; " + shorten(found.text, 400),
-            hint=hint,
-        )
     passed(COMPILES_ONCE)
     for n, (kind, which) in enumerate(jobs):
         for key in ("x", "y"):

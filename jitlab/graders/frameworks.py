@@ -137,15 +137,10 @@ def reference_fit(weights: list, learning_rate: float, batches: list) -> np.ndar
 
 
 def _batches(rng: np.random.Generator, size: int, features: int) -> list:
-    true_w, out = rng.normal(size=features), []
-    for _ in range(N_BATCHES):
-        x = rng.normal(size=(size, features)).astype(np.float32)
-        y = (np.tanh(x @ true_w) + 0.1 * rng.normal(size=size)).astype(np.float32)
-        out.append((jnp.asarray(x), jnp.asarray(y)))
-    return out
-
-
-# --- what the learner returns -------------------------------------------------------
+    true_w, shape = rng.normal(size=features), (N_BATCHES, size)
+    xs = rng.normal(size=(*shape, features)).astype(np.float32)
+    ys = (np.tanh(xs @ true_w) + 0.1 * rng.normal(size=shape)).astype(np.float32)
+    return [(jnp.asarray(x), jnp.asarray(y)) for x, y in zip(xs, ys, strict=True)]
 
 
 def require_pytree_of_arrays(check: str, tree: Any, what: str) -> None:
@@ -205,11 +200,16 @@ def _grader_loop(init: Any, train_step: Any, model: Any, rate: float, batches: l
     return np.array(losses)
 
 
-# --- the checks of a phase ------------------------------------------------------------
-
-
-def _require_compiled(check: str, seen: dict[str, Any], batches: list) -> None:
-    """The model ran in a compiled program on every batch, and never eagerly."""
+def _require_compiled(check: str, seen: dict[str, Any], who: str, batches: list) -> None:
+    """Jit was on; the model ran in a compiled program on every batch, and never eagerly."""
+    fail_unless(
+        JIT_ON,
+        not seen["jit_off"],
+        expected=f"jit switched on while {who} runs",
+        seen=f"jit was switched off (jax.disable_jit() or jax_disable_jit) while {who} ran: "
+        f"the model ran op by op {seen['jit_off']} time(s)",
+        hint=JIT_OFF_HINT,
+    )
     count, sums = f"{seen['compiled']} compiled execution(s)", seen["sums"]
     missed = [
         i for i, (x, _) in enumerate(batches) if not np.isclose(sums, jnp.sum(x), 1e-4, 1e-4).any()
@@ -267,9 +267,6 @@ def _require_no_compiles(check: str, count: Any, who: str, calls: list) -> None:
     )
 
 
-# --- the grade ----------------------------------------------------------------------
-
-
 @grader("frameworks", checks=CHECKS)
 def grade(init: Any, train_step: Any, fit: Any) -> None:
     """Grade the exercise: pytrees of arrays, compiled steps, numbers, and no recompilation."""
@@ -277,12 +274,12 @@ def grade(init: Any, train_step: Any, fit: Any) -> None:
     features, hidden, size = (int(n) for n in rng.integers((3, 8, 16), (9, 25, 49)))
     # Rates between 0.02 and 0.3, 20 % or more apart (bins 35 % apart, jittered by 5 %).
     rates = rng.choice(np.geomspace(0.02, 0.3, 10), 4, replace=False) * rng.uniform(0.95, 1.05, 4)
+    rates = [float(r) for r in rates]
     seeds = [int(s) for s in rng.choice(10_000, size=4, replace=False)]
 
-    def model(run: int) -> Regressor:
-        return Regressor(features, hidden, rngs=nnx.Rngs(seeds[run]))
-
-    result = call_learner(INIT_RUNS, init, model(0), float(rates[0]))
+    result = call_learner(
+        INIT_RUNS, init, Regressor(features, hidden, rngs=nnx.Rngs(seeds[0])), rates[0]
+    )
     _, params, opt_state = _unpack(INIT_RETURNS, result, "graphdef, params, opt_state")
     passed(INIT_RUNS)
     passed(INIT_RETURNS)
@@ -299,35 +296,22 @@ def grade(init: Any, train_step: Any, fit: Any) -> None:
     shared = _batches(rng, size, features)  # every fit gets this one list, as in a sweep
     calls: list = []  # train_step's calls, in every run: what why compares
     for checks, runs in ((STEP, (0, 1)), (FIT, (2, 3))):
-        who, done = "fit" if checks is FIT else "the grader's loop over train_step", []
+        who, got, want = "fit" if checks is FIT else "the grader's loop over train_step", [], []
         for run in runs:
-            rate, learner = float(rates[run]), model(run)
+            rate, learner = rates[run], Regressor(features, hidden, rngs=nnx.Rngs(seeds[run]))
             batches = shared if checks is FIT else _batches(rng, size, features)
-            want = reference_fit(model_weights(learner), rate, batches)
+            want.append(reference_fit(model_weights(learner), rate, batches))
             _probed()
             with count_compiles(ANY_FUNCTION) as count:
                 if checks is FIT:
                     with recording(fit, train_step, lambda: count.compiles) as step:
-                        losses = call_learner(FIT_RUNS, fit, learner, rate, batches)
+                        got.append(call_learner(FIT_RUNS, fit, learner, rate, batches))
                 else:
                     step = Recorder(train_step, lambda: count.compiles)
-                    losses = _grader_loop(init, step, learner, rate, batches)
-            seen = _probed()
-            fail_unless(  # at once: the next run would be as slow
-                JIT_ON,
-                not seen["jit_off"],
-                expected=f"jit switched on while {who} runs",
-                seen=f"jit was switched off (jax.disable_jit() or jax_disable_jit) while {who} "
-                f"ran: the model ran op by op {seen['jit_off']} time(s)",
-                hint=JIT_OFF_HINT,
-            )
+                    got.append(_grader_loop(init, step, learner, rate, batches))
+            _require_compiled(checks[-3], _probed(), who, batches)
             calls += step.calls
-            done.append((seen, batches, losses, want, count))
-        for check in checks[:-3]:
+        for check in checks[:-2]:
             passed(check)
-        for seen, batches, *_ in done:
-            _require_compiled(checks[-3], seen, batches)
-        passed(checks[-3])
-        got, want = [r[2] for r in done], [r[3] for r in done]
-        _require_losses(checks[-2], got, want, rates[list(runs)], who)
-        _require_no_compiles(checks[-1], done[1][4], who, calls)
+        _require_losses(checks[-2], got, want, [rates[r] for r in runs], who)
+        _require_no_compiles(checks[-1], count, who, calls)
