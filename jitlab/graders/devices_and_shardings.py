@@ -37,7 +37,7 @@ CHECKS = {  # every check once: its name, then its default hint
         dict of new arrays (jax.device_put makes them); do not write into, or take from, the dict
         and arrays you were given""",
     (VALUES := "place keeps every value and dtype"): """jax.device_put moves data without changing
-        it; do not rebuild, reorder or recompute the arrays""",
+        it: do not cast, reshape, rebuild, reorder or recompute the arrays""",
     (STEP_RUNS := "the step runs on every placed batch"): "",
     (COMPILES_ONCE := "the step compiles once per mesh for all its batches"): """each device and
         each sharding is its own executable: put every batch on the same NamedSharding(mesh,
@@ -160,19 +160,15 @@ def _check_arrays(originals: list[dict], arrived: list[dict], placed: list[dict]
     passed(CALLER_KEPT)
     for what, key, want, _, value in arrays:
         got = np.asarray(value)
+        same = (got.dtype, got.shape) == (want.dtype, want.shape)
+        row = int(np.argmax((got != want).reshape(len(got), -1).any(axis=1))) if same else 0
         fail_unless(
             VALUES,
-            (got.dtype, got.shape) == (want.dtype, want.shape),
-            expected=f"{key}: {want.dtype}{list(want.shape)} (as it arrived)",
-            seen=f"{what}: {got.dtype}{list(got.shape)}",
-            hint="placing a batch moves it; it must not cast or reshape it",
-        )
-        row = int(np.argmax((got != want).reshape(len(got), -1).any(axis=1)))
-        fail_unless(
-            VALUES,
-            np.array_equal(got, want),
-            expected=f"{what} exactly as it arrived",
-            seen=f"row {row} of {key} differs: {got[row]} instead of {want[row]}",
+            same and np.array_equal(got, want),
+            expected=f"{what} exactly as it arrived: {want.dtype}{list(want.shape)}",
+            seen=f"row {row} of {key} differs: {got[row]} instead of {want[row]}"
+            if same
+            else f"{got.dtype}{list(got.shape)}",
             hint=HINTS[VALUES],
         )
     passed(VALUES)

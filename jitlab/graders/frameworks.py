@@ -115,15 +115,11 @@ class Regressor(nnx.Module):
         return self.out(nnx.relu(self.hidden(x)))[:, 0]
 
 
-def model_weights(model: nnx.Module) -> list[np.ndarray]:
-    """The model's (b1, w1, b2, w2) in float64, copied before the learner runs."""
-    return [np.array(a, np.float64) for a in jax.tree.leaves(nnx.state(model, nnx.Param))]
-
-
-def reference_fit(weights: list, learning_rate: float, batches: list) -> np.ndarray:
-    """Plain SGD on the two-layer ReLU regressor, in float64: the loss before each step."""
-    b1, w1, (b2,), w2 = weights[0], weights[1], weights[2], weights[3][:, 0]
-    losses = []
+def reference_fit(model: nnx.Module, learning_rate: float, batches: list) -> np.ndarray:
+    """Plain SGD on the model's weights (taken now, before the learner runs), in float64: the
+    loss before each step."""
+    b1, w1, (b2,), w2 = [np.array(a, np.float64) for a in jax.tree.leaves(nnx.state(model))]
+    w2, losses = w2[:, 0], []
     for x, y in batches:
         x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
         h = np.maximum(z := x @ w1 + b1, 0.0)
@@ -300,7 +296,7 @@ def grade(init: Any, train_step: Any, fit: Any) -> None:
         for run in runs:
             rate, learner = rates[run], Regressor(features, hidden, rngs=nnx.Rngs(seeds[run]))
             batches = shared if checks is FIT else _batches(rng, size, features)
-            want.append(reference_fit(model_weights(learner), rate, batches))
+            want.append(reference_fit(learner, rate, batches))
             _probed()
             with count_compiles(ANY_FUNCTION) as count:
                 if checks is FIT:

@@ -92,25 +92,12 @@ def donated(batch, mesh):
     return jax.jit(lambda b: jax.tree.map(lambda a: a * 1, b), donate_argnums=0)(put(batch, mesh))
 
 
-def leave_what_is_on_a_mesh(batch, mesh):
-    if isinstance(getattr(batch["x"], "sharding", None), NamedSharding):
-        return batch
-    return put(batch, mesh)
-
-
 KEPT: list = []  # emptied before each grading
 
 
 def first_mesh_kept(batch, mesh):
     KEPT.append(KEPT[0] if KEPT else split(mesh))
     return jax.device_put(batch, KEPT[0])
-
-
-def leave_what_is_split_over_data(batch, mesh):
-    sharding = getattr(batch["x"], "sharding", None)
-    if isinstance(sharding, NamedSharding) and sharding.spec == P("data"):
-        return batch
-    return put(batch, mesh)
 
 
 def under_disable_jit(batch, mesh):
@@ -151,7 +138,9 @@ WRONG = {  # (answer, the check(s) it fails, words its verdict holds): on any nu
         ("compilations; batch", "NamedSharding"),
     ),
     "moves only what is not on a mesh": (
-        leave_what_is_on_a_mesh,
+        lambda b, m: (
+            b if isinstance(getattr(b["x"], "sharding", None), NamedSharding) else put(b, m)
+        ),
         grader.COMPILES_ONCE,
         ("compilations",),
     ),
@@ -175,7 +164,9 @@ SEVERAL = {  # (answer, the check(s) it fails, words its verdict holds): several
     ),
     "the first call's sharding kept": (first_mesh_kept, grader.SPLIT, ("earlier call",)),
     'leaves what is split over "data"': (
-        leave_what_is_split_over_data,
+        lambda b, m: (
+            b if getattr(getattr(b["x"], "sharding", None), "spec", 0) == P("data") else put(b, m)
+        ),
         grader.COMPILES_ONCE,
         ("on another mesh", "whatever spec"),
     ),
