@@ -54,18 +54,18 @@ MISTAKES = {  # and the hints of the mistakes a verdict names
         it (or moved it inside jax.disable_jit(), which on this release can leave it there)""",
 }
 HINTS = Hints(CHECKS, MISTAKES)
-OTHER_MESH = 'sharded over "data" on another mesh with the same axis names'
-LOADERS: dict[str, Callable[..., dict]] = {  # (batch, mesh, the other mesh, a device, a 2-D mesh)
+LOADERS: dict[str, Callable[..., dict]] = {  # (batch, mesh, other mesh, a device, a 2-D grid)
     "host NumPy": lambda b, *_: dict(b),
     "uncommitted jnp array": lambda b, *_: {k: jax.numpy.asarray(v) for k, v in b.items()},
     "committed to device 0": lambda b, *_: jax.device_put(b, jax.devices()[0]),
-    "committed to another device": lambda b, mesh, other, device, _: jax.device_put(b, device),
-    'already sharded over "data"': lambda b, mesh, *_: jax.device_put(b, _split(mesh)),
-    OTHER_MESH: lambda b, mesh, other, *_: jax.device_put(b, _split(other)),
-    "replicated over the mesh": lambda b, mesh, *_: jax.device_put(b, NamedSharding(mesh, P())),
-    "sharded over a 2-D mesh": lambda b, *a: jax.device_put(b, NamedSharding(a[-1], P("b"))),
+    "committed to another device": lambda b, m, o, d, g: jax.device_put(b, d),
+    'already sharded over "data"': lambda b, m, *_: jax.device_put(b, _split(m)),
+    'sharded over "data" on another mesh with the same axis names': lambda b, m, o, *_: (
+        jax.device_put(b, _split(o))
+    ),
+    "replicated over the mesh": lambda b, m, *_: jax.device_put(b, NamedSharding(m, P())),
+    "sharded over a 2-D mesh": lambda b, m, o, d, g: jax.device_put(b, NamedSharding(g, P("b"))),
 }
-KINDS = tuple(LOADERS)
 
 
 def _split(mesh: Mesh) -> NamedSharding:
@@ -223,7 +223,7 @@ def grade(place: Callable[[dict, Any], dict]) -> None:
     )
     features, size = int(rng.integers(3, 7)), n * int(rng.integers(2, 5))
     w = rng.normal(size=features).astype(np.float32)
-    jobs = [(kind, which) for kind in KINDS for which in (0, 1)]
+    jobs = [(kind, which) for kind in LOADERS for which in (0, 1)]
     jobs = [jobs[i] for i in rng.permutation(len(jobs))]
     originals, arrived, placed = [], [], []
     for kind, which in jobs:
@@ -268,4 +268,4 @@ def grade(place: Callable[[dict, Any], dict]) -> None:
     passed(SPLIT)
 
 
-__all__ = ["CHECKS", "KINDS", "LOADERS", "describe", "grade"]
+__all__ = ["CHECKS", "LOADERS", "describe", "grade"]
