@@ -270,7 +270,7 @@ WRONG = {
     "hard-coded losses": (
         fits(lambda *args: fit(*args) * 0 + jnp.asarray([0.9, 0.8, 0.7, 0.6])),
         "fit: losses",
-        ["batch 0"],
+        ["run 1 of fit", "wrong for 2 of 2"],
     ),
     "a step rebuilt in every fit": (  # a new lambda jitted on every call
         fits(lambda *args: loop_with(init, jax.jit(lambda *a: _step(*a)))(*args)),
