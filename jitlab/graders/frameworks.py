@@ -228,19 +228,6 @@ def _require_compiled(check: str, seen: dict[str, Any], who: str, batches: list)
     )
 
 
-def _require_losses(check: str, got: list, want: list, rates: list, who: str) -> None:
-    """Both runs' losses match; a verdict names the run and its learning rate."""
-    require_cases(
-        check,
-        got,
-        want,
-        about=lambda i: f"run {i + 1} of {who} (learning rate {rates[i]:.4g}), in float64",
-        hint=lambda wrong: HINTS["stale" if wrong == [1] else "numbers"],
-        rtol=1e-4,
-        atol=1e-5,
-    )
-
-
 def _require_no_compiles(check: str, count: Any, who: str, calls: list) -> None:
     """Nothing compiled; else what did (by name) and why train_step did (the frame's why)."""
     found = why(calls, label=lambda i: f"call {i + 1} of train_step")
@@ -303,5 +290,11 @@ def grade(init: Any, train_step: Any, fit: Any) -> None:
             calls += step.calls
         for check in checks[:-2]:
             passed(check)
-        _require_losses(checks[-2], got, want, [rates[r] for r in runs], who)
+        labels = [
+            f"run {i + 1} of {who} (learning rate {rates[r]:.4g})" for i, r in enumerate(runs)
+        ]
+        stale = lambda wrong: HINTS["stale" if wrong == [1] else "numbers"]  # noqa: E731
+        require_cases(
+            checks[-2], got, want, about=labels.__getitem__, hint=stale, rtol=1e-4, atol=1e-5
+        )
         _require_no_compiles(checks[-1], count, who, calls)
