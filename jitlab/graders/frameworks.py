@@ -24,7 +24,7 @@ from flax import nnx
 
 from jitlab.doctor import classify
 from jitlab.grading import call_learner, fail, fail_unless, fresh_rng, learner_error, require_cases
-from jitlab.grading.calls import Recorder, recording
+from jitlab.grading.calls import Recorder, copy_leaf, recording
 from jitlab.grading.causes import why
 from jitlab.grading.checks import JIT_OFF_HINT, JIT_ON, Hints, grader, is_jitted, passed, shorten
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
@@ -282,7 +282,8 @@ def grade(init: Any, train_step: Any, fit: Any) -> None:
             with count_compiles(ANY_FUNCTION) as count:
                 if checks is FIT:
                     with recording(fit, train_step, lambda: count.compiles) as step:
-                        got.append(call_learner(FIT_RUNS, fit, learner, rate, batches))
+                        losses = call_learner(FIT_RUNS, fit, learner, rate, batches)
+                    got.append(jax.tree.map(copy_leaf, losses))  # as returned, kept
                 else:
                     step = Recorder(train_step, lambda: count.compiles)
                     got.append(_grader_loop(init, step, learner, rate, batches))
