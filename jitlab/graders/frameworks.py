@@ -29,27 +29,30 @@ from jitlab.grading.causes import why
 from jitlab.grading.checks import JIT_OFF_HINT, JIT_ON, Hints, grader, is_jitted, passed, shorten
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
-CHECKS = (
-    "init runs",
-    "init returns (graphdef, params, opt_state)",
-    "params is a pytree of arrays",
-    "opt_state is a pytree of arrays",
-    "train_step is a jitted function",
-    # The grader's own loop over train_step, then fit, each run twice; a phase's checks end
-    # with: the model ran compiled on every batch, the losses, run 2 compiled nothing.
-    "train_step runs",
-    "train_step returns (params, opt_state, loss)",
+# The grader's own loop over train_step, then fit, each run twice; a phase's checks end with:
+# the model ran compiled on every batch, the losses, run 2 compiled nothing.
+STEP = (
+    STEP_RUNS := "train_step runs",
+    STEP_RETURNS := "train_step returns (params, opt_state, loss)",
     "train_step runs the model in a compiled program at every step",
     "train_step: losses match the reference",
     "new models and learning rates compile nothing",
-    "fit runs",
+)
+FIT = (
+    FIT_RUNS := "fit runs",
     "fit runs the model in a compiled program, once per batch",
     "fit: losses match the reference",
     "more fits compile nothing",
 )
-INIT_RUNS, INIT_RETURNS, PARAMS_ARRAYS, OPT_STATE_ARRAYS, STEP_JITTED = CHECKS[:5]
-STEP, FIT = CHECKS[5:10], CHECKS[10:]
-STEP_RUNS, STEP_RETURNS, FIT_RUNS = STEP[0], STEP[1], FIT[0]
+CHECKS = (
+    INIT_RUNS := "init runs",
+    INIT_RETURNS := "init returns (graphdef, params, opt_state)",
+    PARAMS_ARRAYS := "params is a pytree of arrays",
+    OPT_STATE_ARRAYS := "opt_state is a pytree of arrays",
+    STEP_JITTED := "train_step is a jitted function",
+    *STEP,
+    *FIT,
+)
 N_BATCHES = 4
 HINTS = {  # no key is a signature part or a cause but these two, for Why.hint_for
     classify.STATIC_VALUE: """something static changes from run to run: an Optax
