@@ -216,12 +216,11 @@ def _compiles_once(w: np.ndarray, jobs: list, placed: list, came: list, meshes: 
 def grade(place: Callable[[dict, Any], dict]) -> None:
     """Check ``place(batch, mesh)`` by values, shardings, and the step's compile count."""
     rng = fresh_rng()
-    meshes, devices, n = _meshes(rng), jax.devices(), jax.device_count()
-    device = devices[int(rng.integers(1, n))] if n > 1 else devices[0]
-    grid = jax.make_mesh(
-        (n // 2, 2) if n % 2 == 0 else (n, 1), ("a", "b"), (AxisType.Auto,) * 2, devices=devices
-    )
-    features, size = int(rng.integers(3, 7)), n * int(rng.integers(2, 5))
+    meshes, devices, count = _meshes(rng), jax.devices(), jax.device_count()
+    device = devices[int(rng.integers(1, count))] if count > 1 else devices[0]
+    shape = (count // 2, 2) if count % 2 == 0 else (count, 1)
+    grid = jax.make_mesh(shape, ("a", "b"), (AxisType.Auto,) * 2, devices=devices)
+    features, size = int(rng.integers(3, 7)), count * int(rng.integers(2, 5))
     w = rng.normal(size=features).astype(np.float32)
     jobs = [(kind, which) for kind in LOADERS for which in (0, 1)]
     jobs = [jobs[i] for i in rng.permutation(len(jobs))]
@@ -245,8 +244,7 @@ def grade(place: Callable[[dict, Any], dict]) -> None:
     passed(PLACE_RUNS)
     passed(DICT_KEYS)
     require_jit_on("after your place ran")
-    kinds = [kind for kind, _ in jobs]
-    _check_arrays(originals, arrived, placed, kinds)
+    _check_arrays(originals, arrived, placed, [kind for kind, _ in jobs])
     for which in (0, 1):
         _compiles_once(w, jobs, placed, came, meshes, which)
     passed(STEP_RUNS)
