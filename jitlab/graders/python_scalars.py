@@ -50,34 +50,28 @@ SCALAR_KINDS: dict[str, Callable[[float], Any]] = {
 HINTS = Hints({  # by check, by mistake, and by the kind (_kind) of a recompilation's cause
     ONE_STEP: "params - lr * jax.grad(loss)(params, batch) for w and b",
     INIT: "init(params) returns these params unchanged, and avg_loss equal to 0",
-    NUMBERS: """use lr = schedule(step) for batch number step (from 0), unrounded: the
-        learning rates are fractions, so an integer or a 16-bit dtype changes them""",
-    "avg_loss": """avg_loss = 0.9 * avg_loss + 0.1 * loss(params, batch), with the loss of the
-        params before the update""",
-    "structure": """keep the state's structure: the same keys, and avg_loss one number:
-        jnp.zeros((), jnp.float32) to start with""",
+    NUMBERS: """use lr = schedule(step) for batch number step (from 0), unrounded: an integer
+        or a 16-bit dtype changes the fractions""",
+    "avg_loss": "avg_loss = 0.9 * avg_loss + 0.1 * loss(params, batch), before the update",
+    "structure": "keep the state's keys, and avg_loss one number: jnp.zeros((), jnp.float32)",
     SAME_TYPES: "write each entry in init with the dtype and shape sgd_step returns",
-    "weak init": """a weak type (~) where sgd_step returns a strong one: a Python 0.0, or
-        jnp.asarray(0.0), is weak; write jnp.zeros((), jnp.float32) in init""",
-    "missing": """init must build every entry sgd_step returns, with the same keys and no None
-        slots for the first step to fill""",
-    EVERY_BATCH: """call sgd_step (by that name) once for every batch: the update has to happen
-        inside the jitted step""",
-    "cast": """pass each batch to sgd_step as it is: a cast of the batch (to bfloat16, say)
-        changes the numbers; only lr needs converting""",
+    "weak init": """a weak type (~) where sgd_step returns a strong one: 0.0 and
+        jnp.asarray(0.0) are weak; write jnp.zeros((), jnp.float32) in init""",
+    "missing": "init must build every entry sgd_step returns: the same keys, no None slots",
+    EVERY_BATCH: "call sgd_step (by that name) once per batch: the update happens in the step",
+    "cast": """pass each batch as it is: a cast of the batch (to bfloat16, say) changes the
+        numbers; only lr needs converting""",
+    FROM_STEP: "return the state from the loop as it is; the work happens in sgd_step",
     "order": "go through the batches in order: for step, batch in enumerate(batches)",
-    "chain": """start from init(params) and pass each call the state the previous call
-        returned""",
+    "chain": "start from init(params); pass each call the state the previous call returned",
     "state": """the state's types changed after a step: start train from init(params), and make
-        init return the types sgd_step returns (compare jax.tree.map(jax.typeof, state)
-        before and after one step)""",
+        init return the types sgd_step returns""",
     "lr": """lr reached sgd_step as {avals}; convert it in train, before the call, to one dtype
-        and weak flag, e.g. jnp.asarray(lr, jnp.float32) (inside sgd_step is too late)""",
+        and weak flag: jnp.asarray(lr, jnp.float32) (inside sgd_step is too late)""",
     "style": "call sgd_step one way every time (positionally, say)",
-    "static": """lr looks static (every new value compiles): keep it a traced argument; static
-        is for values that select a different program""",
-    "again": """sgd_step compiled again for arguments it had compiled for already: do not
-        clear its cache, or build a new jitted function, inside train""",
+    "static": "lr looks static (every new value compiles): keep it a traced argument",
+    "again": """sgd_step compiled again for arguments it had seen: do not clear its cache, or
+        build a new jitted function, inside train""",
     "other": "give sgd_step the same abstract arguments at every call",
 })  # fmt: skip
 
@@ -157,16 +151,14 @@ def grade(
     start = call_learner(INIT, init, params)
     _require_state(INIT, start, {"params": params, "avg_loss": 0.0}, "init", tolerance=0)
     stepped = call_learner(SAME_TYPES, sgd_step, start, batches[1], lr)
-    found = type_changes(
-        start, stepped, name="state", labels=("from init", "after one step"), limit=4
-    )
-    text = " ".join(found)
+    labels = ("from init", "after one step")
+    text = "; ".join(type_changes(start, stepped, name="state", labels=labels, limit=4))
     missing = any(key in text for key in ("None", ": absent ", ": present ", "containers"))
     HINTS.require(
         SAME_TYPES,
-        not found,
+        not text,
         expected="jax.tree.map(jax.typeof, state) the same before and after one step",
-        seen="; ".join(found),
+        seen=text,
         hint=HINTS["missing"] if missing else HINTS["weak init"] if "~" in text else "",
     )
 
@@ -183,7 +175,6 @@ def grade(
         same_content(final, calls[-1].out),
         expected="train to return the state the last sgd_step call returned",
         seen="train's result differs from the output of its last sgd_step call",
-        hint="return the state from the loop as it is; the work happens in sgd_step",
     )
     TRAIN.unchanged(run, what=lambda i: "params or batches")
     reference = {"params": params, "avg_loss": 0.0}

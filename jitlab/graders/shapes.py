@@ -37,13 +37,9 @@ NUMBERS = "rms matches the reference"
 PER_BUCKET = "at most one compilation per bucket"
 CHECKS = (*RMS.names(k.JITTED, k.PLAIN), c.BUCKETS_HOLD, c.BUCKETS_FEW, RMS.name(k.NO_CALLBACKS))
 CHECKS += (PADDING, NUMBERS, *RMS.names(k.UNCHANGED, k.JIT_ON, k.FROM_KERNEL), PER_BUCKET)
-TRACED_N = "pad to bucket_size(len(x)) and keep n traced"
-N_TYPES = "pass n the same way on every call (for instance always len(x), a Python int)"
-CAUSE_HINTS = {sig.WEAK_TYPE: N_TYPES, sig.PYTHON_SCALAR: N_TYPES, sig.DTYPE: N_TYPES}
-CAUSE_HINTS[sig.STATIC] = (
-    "keep n a traced argument: remove it from static_argnums / static_argnames (and do not "
-    "close over it); only the padded length should vary"
-)
+N_TYPES = "pass n the same way on every call (always len(x), a Python int, say)"
+CAUSE_HINTS = dict.fromkeys((sig.WEAK_TYPE, sig.PYTHON_SCALAR, sig.DTYPE), N_TYPES)
+CAUSE_HINTS[sig.STATIC] = "keep n traced: not in static_argnums / static_argnames, not closed over"
 
 
 def _reference_rms(x: np.ndarray) -> float:
@@ -84,7 +80,7 @@ def _cause(sizes: dict[int, int], lengths: list[int], run: k.Run) -> tuple[str, 
                 "pad x to bucket_size(len(x)), so that lengths in one bucket share a shape",
             )
     found = why(run.recorder)
-    return found.text, found.hint_for(CAUSE_HINTS, TRACED_N)
+    return found.text, found.hint_for(CAUSE_HINTS, "pad to bucket_size(len(x)) and keep n traced")
 
 
 @grader("shapes", part="one compilation per bucket", checks=CHECKS)
@@ -101,10 +97,9 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
             raise c.learner_error(
                 c.BUCKETS_HOLD,
                 err,
-                expected=f"bucket_size({m}) to return a size: every length from 1 to "
-                f"{MAX_LENGTH} has one",
-                hint=f"look at the lookup in bucket_size for n={m}: its table must cover "
-                f"every length up to {MAX_LENGTH} (or compute the next power of two)",
+                expected=f"bucket_size({m}) to return a size, as for every n to {MAX_LENGTH}",
+                hint=f"look at the lookup in bucket_size for n={m}: cover every n to "
+                f"{MAX_LENGTH}, or compute the next power of two",
             ) from err
     c.require_buckets(bucket_size, up_to=MAX_LENGTH, most=MOST_BUCKETS, smallest_allowed=16)
     sizes = {m: int(bucket_size(m)) for m in range(1, MAX_LENGTH + 1)}
@@ -124,9 +119,8 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
             _close(got, _reference_rms(x), one_number=False),
             expected=f"{_reference_rms(x):.6g} for n={m} in a bucket of {sizes[m]}, {what} past n",
             seen=c.shorten(str(np.asarray(got)), 80),
-            hint="select with jnp.where(jnp.arange(padded.shape[0]) < n, ...) before summing "
-            "(a float 0/1 mask multiplied in can turn inf * 0 into nan), and divide by n, not "
-            "by the padded length",
+            hint="select with jnp.where(jnp.arange(padded.shape[0]) < n, ...) (a 0/1 mask "
+            "multiplied in turns inf * 0 into nan), and divide by n, not the padded length",
         )
     passed(PADDING)
 
@@ -150,8 +144,7 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
             NUMBERS,
             failure.__cause__,
             expected=f"rms(x) to return for x of length {m} (bucket_size({m}) is {sizes[m]})",
-            hint="look at how rms finds the bucket for this length: call bucket_size(len(x)) "
-            "and pad to that, not a table of your own",
+            hint="pad x to bucket_size(len(x)), not to a table of your own",
         ) from None
     for m, ((x,), _), got in zip(lengths, run.copies, run.outputs, strict=True):
         fail_unless(
@@ -255,18 +248,16 @@ def grade_positions(loud_positions: Any) -> None:
                     seen=f"count {c.shorten(str(got_count.tolist()), 60)}",
                     hint="count is how many are real: jnp.sum(x > threshold)")  # fmt: skip
     passed(POSITIONS_OK)
-    static = count.compiles > 1 and compiled[1] == 0 and compiled[2] > 0
+    static = count.compiles > 1 and compiled[1] == 0 and compiled[2] > 0  # threshold alone
     POSITIONS.compiles(
         POSITIONS_ONCE,
         count,
         exactly=1,
-        what=f"compilations for {len(cases)} calls on arrays of length {length} with "
-        "different data and thresholds",
+        what=f"compilations for {len(cases)} calls on arrays of length {length}",
         hint="remove threshold from static_argnums / static_argnames: keep it traced"
         if static
         else "use a fixed size (size=x.shape[0]) and keep threshold an ordinary argument",
-        cause="it compiled again when only the threshold changed, and not when only the "
-        "data changed: threshold is static"
+        cause="a new threshold compiled again, new data did not: threshold is static"
         if static
         else "",
     )
