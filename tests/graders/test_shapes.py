@@ -200,8 +200,8 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, in hint)
                        [], []),  # the RMS does not change, the data does
     "hard-coded": (rms_of(lambda k: lambda x: k(np.ones(8, np.float32), 8) * 0 + 1.0),
                    "rms matches", [], []),
-    "own table": (rms_of(own_table), "rms matches", ["KeyError: 1024", "x of length"],
-                  ["bucket_size(len(x))"]),
+    "own table": (rms_of(own_table), "rms matches", ["KeyError: ", "x of length", "bucket_size("],
+                  ["bucket_size(len(x))"]),  # the first length it has no pad for: any draw
 }
 # fmt: on
 EVERY_DRAW = ["mask <= n", "0/1 mask", "clipped mask", "sorts in place", "own table"]
