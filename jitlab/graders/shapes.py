@@ -253,7 +253,8 @@ def grade_positions(loud_positions: Any) -> None:
         POSITIONS_ONCE,
         count,
         exactly=1,
-        what=f"compilations for {len(cases)} calls on arrays of length {length}",
+        what=f"compilations for {len(cases)} calls on arrays of length {length} with "
+        "different data and thresholds",
         hint="remove threshold from static_argnums / static_argnames: keep it traced"
         if static
         else "use a fixed size (size=x.shape[0]) and keep threshold an ordinary argument",
