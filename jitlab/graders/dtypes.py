@@ -30,16 +30,10 @@ from jitlab.grading.checks import shorten
 SOURCE_DTYPES: tuple[type, ...] = (np.float64, np.float32, np.int32, np.int64, np.uint8, np.int16)
 RTOL = ATOL = 1e-4  # float32 accuracy, with room; float16 and integer casts miss by far more
 TINY = 1e-4  # the spread of one column of every float batch
-SCORE = k.KernelExercise("score", "score_core", "score_core(x, weights)", Hints({
+HINTS = {  # by standard check, by the doctor's cause (for the count), by kind of wrong number
     k.PLAIN.name: """remove @jax.jit from score; the cast happens in score, the arithmetic in
         score_core""",
     k.UNCHANGED.name: "work on a converted copy (jnp.asarray makes one); never write into batch",
-}))  # fmt: skip
-NUMBERS = "score matches the reference for every source dtype"
-ONCE = "score_core compiles once for a pass of the loader"
-CHECKS = (*SCORE.names(k.JITTED, k.PLAIN, k.NO_CALLBACKS, k.UNCHANGED), NUMBERS)
-CHECKS += (*SCORE.names(k.JIT_ON, k.FROM_KERNEL), ONCE)
-HINTS = Hints({  # by the doctor's cause (for the count), or by the kind of wrong number
     sig.DTYPE: """in score, before calling score_core, convert every batch to one float dtype
         (jnp.asarray takes a dtype); a cast inside score_core comes after the cache lookup,
         which already used the dtype x had when it reached score_core""",
@@ -55,7 +49,13 @@ HINTS = Hints({  # by the doctor's cause (for the count), or by the kind of wron
     "formula": """the formula is wrong whatever the dtype: standardise each column (axis=0)
         with the population standard deviation (jnp.std, ddof=0), then z @ weights""",
     "other": "compute every batch in float32; the {wrong} batches come out wrong",
-})  # fmt: skip
+}
+HINTS = Hints(HINTS)
+SCORE = k.KernelExercise("score", "score_core", "score_core(x, weights)", HINTS)
+NUMBERS = "score matches the reference for every source dtype"
+ONCE = "score_core compiles once for a pass of the loader"
+CHECKS = (*SCORE.names(k.JITTED, k.PLAIN, k.NO_CALLBACKS, k.UNCHANGED), NUMBERS)
+CHECKS += (*SCORE.names(k.JIT_ON, k.FROM_KERNEL), ONCE)
 
 
 def _reference(batch: np.ndarray, weights: np.ndarray) -> np.ndarray:

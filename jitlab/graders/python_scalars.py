@@ -47,7 +47,7 @@ SCALAR_KINDS: dict[str, Callable[[float], Any]] = {
     "jnp.float32": jnp.float32,
     "weak jnp scalar": lambda value: jnp.asarray(float(value)),
 }
-HINTS = Hints({  # by check, by mistake, and by the kind (_kind) of a recompilation's cause
+HINTS = {  # by check, by mistake, and by the kind (_kind) of a recompilation's cause
     ONE_STEP: "params - lr * jax.grad(loss)(params, batch) for w and b",
     INIT: "init(params) returns these params unchanged, and avg_loss equal to 0",
     NUMBERS: """use lr = schedule(step) for batch number step (from 0), unrounded: an integer
@@ -73,7 +73,8 @@ HINTS = Hints({  # by check, by mistake, and by the kind (_kind) of a recompilat
     "again": """sgd_step compiled again for arguments it had seen: do not clear its cache, or
         build a new jitted function, inside train""",
     "other": "give sgd_step the same abstract arguments at every call",
-})  # fmt: skip
+}
+HINTS = Hints(HINTS)
 
 
 def _make_problem(rng: np.random.Generator) -> tuple[dict, list, list]:
