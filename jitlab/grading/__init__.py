@@ -1,9 +1,8 @@
-"""Checks for graders, verdicts for the runner, and recording of a learner's calls to a
-jitted function (see ``checks``, ``verdict`` and ``calls``).
+"""Checks for graders (``checks``, ``kernel``), recording of a learner's calls
+(``calls``), their causes (``causes``) and verdicts for the runner (``verdict``).
 
-The names below load on first use: the runner imports ``jitlab.grading.verdict`` to
-read verdicts and has no use for JAX, which ``checks`` and ``calls`` import (about
-0.7 s of every ``jitlab check``). Graders, in the kernel, get them as before.
+The names below load on first use: the runner imports ``jitlab.grading.verdict`` and has
+no use for JAX, which the others import (about 0.7 s of every ``jitlab check``).
 """
 
 from __future__ import annotations
@@ -12,29 +11,23 @@ import importlib
 from typing import Any
 
 _NAMES = {
-    "calls": "Call Leaf Recorder bound_arguments missed_calls reachable_functions recording "
-    "same_content type_changes type_text",
-    "checks": "BUCKETS_FEW BUCKETS_HOLD JIT_ON GradingFailure Hints call_learner fail "
-    "fail_unless fresh_rng grader is_jitted learner_error passed require require_buckets "
-    "require_close require_compiles require_jit_on require_jitted shorten",
+    "calls": "Call Leaf Recorder reachable_functions recording same_content type_changes type_text",
+    "checks": "BUCKETS_FEW BUCKETS_HOLD JIT_ON GradingFailure Hints as_numbers call_learner fail "
+    "fail_unless fresh_rng grader is_jitted learner_error passed require "
+    "require_buckets require_cases require_close require_compiles require_jit_on "
+    "require_jitted shorten wrong_cases",
     "causes": "Called Why jit_options key_of why",
 }
-_HOME = {
-    name: f"jitlab.grading.{module}" for module, names in _NAMES.items() for name in names.split()
-}
+_HOME = {name: f"jitlab.grading.{mod}" for mod, names in _NAMES.items() for name in names.split()}
+__all__ = sorted(_HOME)
 
 
 def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
+    if name not in _HOME:
         raise AttributeError(f"module 'jitlab.grading' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
+    globals()[name] = value = getattr(importlib.import_module(_HOME[name]), name)
     return value
 
 
 def __dir__() -> list[str]:
     return sorted([*globals(), *_HOME])
-
-
-__all__ = sorted(_HOME)

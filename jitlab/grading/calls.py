@@ -1,16 +1,11 @@
 """See every call a learner's wrapper makes to a jitted function, without changing it.
 
-Counting compilations cannot tell whether a wrapper's answers came from the jitted
-function (a NumPy path beside one decoy call compiles once too), so a grader watches the
-calls. Inside :func:`recording`, every reference to the target that the wrapper can reach
-(globals, closure cells, defaults of it and of the helpers it reaches, through partials,
-methods, ``__wrapped__`` and callable objects) is rebound to a :class:`Recorder`, which
-forwards each call unchanged to the same jitted object (caches and counts are as without
-it) and keeps a :class:`Call`: the arguments, copies of their leaves taken before the
-call, the doctor's signature (``key``), whether jit was on, whether it compiled, the
-output. Calls made while another function is traced are kept apart (``traced``).
-Everything is put back afterwards. Not seen: a target reached through a list, a dict, an
-attribute or a library's function (:data:`LIBRARIES`); the wrapper then "never called" it.
+A compile count cannot tell whether a wrapper's answers came from the jitted function (a
+NumPy path beside one decoy call compiles once too), so a grader watches the calls: inside
+:func:`recording`, every reference to the target the wrapper can reach is a
+:class:`Recorder`, which forwards each call unchanged (caches and counts are as without
+it) and keeps a :class:`Call`. Not seen: a target reached through a list, a dict, an
+attribute or a library (:data:`LIBRARIES`); the wrapper then "never called" it.
 """
 
 from __future__ import annotations
@@ -27,8 +22,6 @@ import numpy as np
 
 from jitlab.grading.checks import grader_changes, grader_owned, is_jitted
 
-# ------------------------------------------------------------------ leaves and types
-
 
 class Leaf(NamedTuple):
     """One argument leaf: its path (``batch['x']``), a copy taken before the call (None
@@ -40,12 +33,9 @@ class Leaf(NamedTuple):
 
 
 def type_text(value: Any) -> str:
-    """``value``'s abstract type as ``jax.typeof`` prints it (``~float32[]``), "None" for
-    a None, its class name for what JAX cannot type."""
-    if value is None:
-        return "None"
+    """``value``'s type as ``jax.typeof`` prints it (``~float32[]``), else its class name."""
     try:
-        return str(jax.typeof(value))
+        return "None" if value is None else str(jax.typeof(value))
     except TypeError:
         return type(value).__name__
 
@@ -62,58 +52,42 @@ def copy_leaf(leaf: Any) -> Any:
     return leaf
 
 
-def bound_arguments(fn: Callable[..., Any], args: tuple, kwargs: dict) -> dict[str, Any]:
-    """The call's arguments by parameter name, in the parameters' order (``arg0``,
-    ``arg1``... and the keywords as given when they do not bind to ``fn``)."""
-    try:
-        return dict(inspect.signature(fn).bind(*args, **kwargs).arguments)
-    except (TypeError, ValueError):
-        return {**{f"arg{i}": a for i, a in enumerate(args)}, **kwargs}
+def _flat(tree: Any) -> tuple[list[tuple[Any, Any]], Any]:
+    return jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda v: v is None)
 
 
-def _leaves(name: str, tree: Any, *, copies: bool = False) -> tuple[list[Leaf], Any]:
-    flat, treedef = jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda v: v is None)
+def _leaves(name: str, tree: Any, *, copies: bool = False) -> list[Leaf]:
     return [
         Leaf(name + jax.tree_util.keystr(path), copy_leaf(v) if copies else None, type_text(v))
-        for path, v in flat
-    ], treedef
+        for path, v in _flat(tree)[0]
+    ]
 
 
 def type_changes(
     before: Any, now: Any, *, name: str, labels: tuple[str, str] = ("before", "now"), limit: int = 3
 ) -> list[str]:
-    """How the types (:func:`type_text`) of pytree ``now`` differ from ``before``'s, one
-    phrase each ("state['avg_loss']: ~float32[] before, float32[] now"; ``name`` is the
-    root's), at most ``limit`` and then "and N more"; the containers when no leaf
-    differs. Causes of a recompilation come from ``Call.key`` and ``why`` instead."""
-    (old, old_tree), (new, new_tree) = _leaves(name, before), _leaves(name, now)
+    """How the leaf types of pytree ``now`` (``name`` is its root's) differ from
+    ``before``'s, one phrase each ("state['avg_loss']: ~float32[] before, float32[] now"),
+    at most ``limit``; the containers when no leaf differs."""
     then, at = labels
-    old_types, new_types = dict((x.path, x.type) for x in old), dict((x.path, x.type) for x in new)
-    found = [
-        f"{p}: {old_types[p]} {then}, {t} {at}"
-        for p, t in new_types.items()
-        if p in old_types and t != old_types[p]
-    ]
-    if added := [p for p in new_types if p not in old_types]:
+    old = {x.path: x.type for x in _leaves(name, before)}
+    new = {x.path: x.type for x in _leaves(name, now)}
+    found = [f"{p}: {old[p]} {then}, {t} {at}" for p, t in new.items() if old.get(p, t) != t]
+    if added := [p for p in new if p not in old]:
         found.append(f"{', '.join(added)}: absent {then}, present {at}")
-    if gone := [p for p in old_types if p not in new_types]:
+    if gone := [p for p in old if p not in new]:
         found.append(f"{', '.join(gone)}: present {then}, absent {at}")
+    old_tree, new_tree = _flat(before)[1], _flat(now)[1]
     if not found and old_tree != new_tree:
         found.append(f"containers differ: {new_tree} {at}, {old_tree} {then}")
     return [*found[:limit], f"and {len(found) - limit} more"] if len(found) > limit else found
 
 
-# ------------------------------------------------------------------ the recorder
-
-
 @dataclasses.dataclass
 class Call:
-    """One call that went through a :class:`Recorder`: the arguments as passed (the
-    caller's objects) and bound to the target's parameter names; their :class:`Leaf`
-    copies taken before the call; the doctor's signature ``key``
-    (what :func:`jitlab.grading.why` compares); whether jit was on, whether it was made
-    while another function was traced, whether it compiled (by the counter given to
-    :func:`recording`) or raised; the output and copies of its leaves."""
+    """One call through a :class:`Recorder`: the arguments as passed and by parameter
+    name, their leaves copied before the call, the doctor's signature ``key`` (for
+    :func:`jitlab.grading.why`), the output and copies of its leaves."""
 
     args: tuple
     kwargs: dict
@@ -133,23 +107,16 @@ def _has_tracer(tree: Any) -> bool:
 
 
 class Recorder:
-    """Forwards calls to ``target`` (a jitted function) and remembers each one:
-    ``calls`` the dispatches, ``traced`` the calls made while another function was traced
-    (inlined there). ``compiles()`` counts the target's compilations so far, so that each
-    call knows whether it compiled; ``options`` (``static_argnums``...) are for ``key``.
-    Attributes (``clear_cache``, ``lower``...) are the target's."""
+    """Forwards calls to ``target`` and keeps each: ``calls`` the dispatches, ``traced``
+    those made while another function was traced (inlined there). ``compiles()`` counts
+    the target's compilations so far. Other attributes are the target's."""
 
-    def __init__(
-        self,
-        target: Callable[..., Any],
-        compiles: Callable[[], int] | None = None,
-        **options: Any,
-    ) -> None:
+    def __init__(self, target: Callable[..., Any], compiles: Callable[[], int] | None = None):
         from jitlab.grading.causes import key_of
 
         self.target = target
         self._compiles = compiles or (lambda: 0)
-        self._key = key_of(target, **options)
+        self._key = key_of(target)
         self.on_call: Callable[[Call], None] | None = None  # sees each call before it runs
         self.calls: list[Call] = []
         self.traced: list[Call] = []
@@ -157,10 +124,11 @@ class Recorder:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         traced = _has_tracer((args, kwargs))
-        named = bound_arguments(self.target, args, kwargs)
-        inputs = tuple(
-            leaf for n, v in named.items() for leaf in _leaves(n, v, copies=not traced)[0]
-        )
+        try:
+            named = dict(inspect.signature(self.target).bind(*args, **kwargs).arguments)
+        except (TypeError, ValueError):
+            named = {**{f"arg{i}": a for i, a in enumerate(args)}, **kwargs}
+        inputs = tuple(leaf for n, v in named.items() for leaf in _leaves(n, v, copies=not traced))
         jit_on = not jax.config.jax_disable_jit
         call = Call(args, kwargs, named, inputs, jit_on, traced, key=self._key(args, kwargs))
         if self.on_call is not None:
@@ -190,21 +158,24 @@ class Recorder:
         return f"Recorder({self.target!r})"
 
 
-# ------------------------------------------------------------------ rebinding
-
+# Packages whose functions are never followed (nor their namespaces changed); how deep.
 LIBRARIES = ("jax", "jaxlib", "numpy", "jitlab", "optax", "flax", "equinox", "chex")
-"""Top-level packages whose functions are never followed (nor their namespaces changed)."""
-
 DEPTH = 4
-"""How many calls deep :func:`recording` follows helpers by default."""
 
 _MOST_FUNCTIONS = 200  # a bound on the walk, whatever the learner's code looks like
 
 
+def _attribute(obj: Any, name: str) -> Any:
+    """``obj.name``, or None however the lookup fails (a learner's ``__getattr__``)."""
+    try:
+        return getattr(obj, name, None)
+    except Exception:
+        return None
+
+
 def _python_functions(obj: Any, target: Any) -> list[Any]:
-    """The plain Python functions behind ``obj``: itself, or what a jitted function, a
-    ``functools.partial`` (and its arguments), a bound method, a decorator's
-    ``__wrapped__`` or a callable object's ``__call__`` holds. Never the target."""
+    """The plain Python functions behind ``obj`` (through a jit, a partial and its
+    arguments, a method, ``__wrapped__``, a callable object's ``__call__``), not target."""
     found: list[Any] = []
     todo = [obj]
     for _ in range(32):  # partials of partials of ...: a short chain in practice
@@ -221,32 +192,15 @@ def _python_functions(obj: Any, target: Any) -> list[Any]:
             todo.append(fn.__func__)
         elif is_jitted(fn) or _attribute(fn, "__wrapped__") is not None:
             todo.append(_attribute(fn, "__wrapped__"))
-        else:
-            call = inspect.getattr_static(type(fn), "__call__", None)
-            if inspect.isfunction(call):
-                todo.append(call)
+        elif inspect.isfunction(call := inspect.getattr_static(type(fn), "__call__", None)):
+            todo.append(call)
     return found
-
-
-def _attribute(obj: Any, name: str) -> Any:
-    """``obj.name``, or None however the lookup fails (a learner's ``__getattr__``)."""
-    try:
-        return getattr(obj, name, None)
-    except Exception:
-        return None
-
-
-def _is_library(fn: Any) -> bool:
-    return str(getattr(fn, "__module__", "") or "").split(".")[0] in LIBRARIES
 
 
 def _global_names(code: Any) -> list[str]:
     """The global names a code object and the code objects nested in it use."""
-    names = list(code.co_names)
-    for const in code.co_consts:
-        if inspect.iscode(const):
-            names += _global_names(const)
-    return names
+    nested = [_global_names(c) for c in code.co_consts if inspect.iscode(c)]
+    return [*code.co_names, *(name for names in nested for name in names)]
 
 
 def _cell_contents(cell: Any) -> Any:
@@ -259,28 +213,32 @@ def _cell_contents(cell: Any) -> Any:
 def reachable_functions(
     wrapper: Callable[..., Any], target: Any = None, *, depth: int = DEPTH
 ) -> list[Any]:
-    """``wrapper``'s plain Python function and those it can reach, ``depth`` levels deep:
-    through its closure cells, defaults, keyword defaults, ``__wrapped__`` and the
-    globals its code names (see :func:`_python_functions` for what is looked through).
-    Library functions (:data:`LIBRARIES`) and ``target`` itself are not followed."""
+    """``wrapper``'s function and those it reaches ``depth`` levels deep through closure
+    cells, defaults, ``__wrapped__`` and the globals its code names (not libraries)."""
     found: list[Any] = []
     frontier: list[Any] = [wrapper]
     for _ in range(depth + 1):
         reached: list[Any] = []
-        for obj in frontier:
-            for fn in _python_functions(obj, target):
-                if any(fn is f for f in found) or _is_library(fn):
-                    continue
-                if len(found) >= _MOST_FUNCTIONS:
-                    return found
-                found.append(fn)
-                reached += [_cell_contents(cell) for cell in fn.__closure__ or ()]
-                reached += list(fn.__defaults__ or ())
-                reached += list((fn.__kwdefaults__ or {}).values())
-                reached.append(getattr(fn, "__wrapped__", None))
-                reached += [fn.__globals__.get(name) for name in _global_names(fn.__code__)]
+        for fn in (fn for obj in frontier for fn in _python_functions(obj, target)):
+            library = str(getattr(fn, "__module__", "") or "").split(".")[0] in LIBRARIES
+            if any(fn is f for f in found) or library:
+                continue
+            if len(found) >= _MOST_FUNCTIONS:
+                return found
+            found.append(fn)
+            reached += [_cell_contents(cell) for cell in fn.__closure__ or ()]
+            reached += [*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values()]
+            reached.append(getattr(fn, "__wrapped__", None))
+            reached += [fn.__globals__.get(name) for name in _global_names(fn.__code__)]
         frontier = reached
     return found
+
+
+def _swap(undo: list, get: Callable[[], Any], put: Callable[[Any], Any], new: Any) -> None:
+    """Put ``new`` in a slot; ``undo`` puts the old value back unless the slot changed."""
+    old = get()
+    put(new)
+    undo.append(lambda: get() is new and put(old))
 
 
 @contextmanager
@@ -290,40 +248,25 @@ def recording(
     compiles: Callable[[], int] | None = None,
     *,
     depth: int = DEPTH,
-    **options: Any,
 ) -> Iterator[Recorder]:
-    """While the block runs, ``wrapper`` reaches ``target`` only through a Recorder.
-
-    Rebinds every reference to ``target`` in the globals, closure cells and (keyword)
-    defaults of ``wrapper`` and of the functions it reaches (:func:`reachable_functions`)
-    and puts each back afterwards, whatever happens, unless the learner's code rebound it
-    meanwhile. ``compiles`` (``lambda: count.compiles``) lets each :class:`Call` say
-    whether it compiled; ``options`` (``static_argnums``...) say which arguments are
-    static where :func:`jitlab.grading.jit_options` cannot read them from ``target``.
-    """
-    recorder = Recorder(target, compiles, **options)
+    """While the block runs, ``wrapper`` reaches ``target`` only through a Recorder: every
+    reference in the globals, closure cells and defaults of the functions it reaches is
+    rebound, and put back afterwards. ``compiles``: ``lambda: count.compiles``."""
+    recorder = Recorder(target, compiles)
     undo: list[Callable[[], Any]] = []
     namespaces: list[dict[str, Any]] = []
     try:
         for fn in reachable_functions(wrapper, target, depth=depth):
-            namespace = fn.__globals__
-            if not any(namespace is seen for seen in namespaces):
-                namespaces.append(namespace)
-                for name in [name for name, value in namespace.items() if value is target]:
-                    namespace[name] = recorder
-                    undo.append(
-                        lambda ns=namespace, n=name: (
-                            ns.get(n) is recorder and ns.__setitem__(n, target)
-                        )
-                    )
+            ns = fn.__globals__
+            if not any(ns is seen for seen in namespaces):
+                namespaces.append(ns)
+                for name in [name for name, value in ns.items() if value is target]:
+                    put = functools.partial(ns.__setitem__, name)
+                    _swap(undo, functools.partial(ns.get, name), put, recorder)
             for cell in fn.__closure__ or ():
                 if _cell_contents(cell) is target:
-                    cell.cell_contents = recorder
-                    undo.append(
-                        lambda c=cell: (
-                            _cell_contents(c) is recorder and setattr(c, "cell_contents", target)
-                        )
-                    )
+                    put = functools.partial(setattr, cell, "cell_contents")
+                    _swap(undo, functools.partial(_cell_contents, cell), put, recorder)
             for attribute in ("__defaults__", "__kwdefaults__"):
                 old = getattr(fn, attribute)
                 if isinstance(old, dict) and any(v is target for v in old.values()):
@@ -332,71 +275,29 @@ def recording(
                     mine = tuple(recorder if v is target else v for v in old)
                 else:
                     continue
-                setattr(fn, attribute, mine)
-                undo.append(
-                    lambda f=fn, a=attribute, m=mine, o=old: getattr(f, a) is m and setattr(f, a, o)
-                )
+                put = functools.partial(setattr, fn, attribute)
+                _swap(undo, functools.partial(getattr, fn, attribute), put, mine)
         yield recorder
     finally:
         for restore in reversed(undo):
             restore()
 
 
-# ------------------------------------------------------------------ comparing outputs
-
-
 def same_content(a: Any, b: Any) -> bool:
-    """True when two pytrees have one structure and equal leaves (values, not ids; a NaN
-    equals a NaN)."""
-    leaves_a, tree_a = jax.tree_util.tree_flatten(a, is_leaf=lambda v: v is None)
-    leaves_b, tree_b = jax.tree_util.tree_flatten(b, is_leaf=lambda v: v is None)
-    if tree_a != tree_b:
+    """Two pytrees have one structure and equal leaves (values, not ids; NaN equals NaN)."""
+    (leaves_a, tree_a), (leaves_b, tree_b) = _flat(a), _flat(b)
+    pairs = zip(leaves_a, leaves_b, strict=True)
+    return tree_a == tree_b and all(_same_leaf(x, y) for (_, x), (_, y) in pairs)
+
+
+def _same_leaf(x: Any, y: Any) -> bool:
+    if x is None or y is None:
+        return x is None and y is None
+    try:
+        xa, ya = np.asarray(x), np.asarray(y)
+    except Exception:
         return False
-    for x, y in zip(leaves_a, leaves_b, strict=True):
-        if (x is None) != (y is None):
-            return False
-        if x is None:
-            continue
-        try:
-            xa, ya = np.asarray(x), np.asarray(y)
-        except Exception:
-            return False
-        if xa.shape != ya.shape:
-            return False
-        try:
-            equal = np.array_equal(xa, ya, equal_nan=True)  # a NaN result is still its own
-        except TypeError:  # dtypes without NaN (objects, strings)
-            equal = np.array_equal(xa, ya)
-        if not equal:
-            return False
-    return True
-
-
-def missed_calls(
-    recorder: Recorder,
-    *,
-    wrapper: str,
-    target: str,
-    missed: int,
-    total: int,
-    first: str = "",
-    direct_call: str,
-) -> tuple[str, str]:
-    """(``seen``, ``hint``) when ``missed`` of ``total`` calls of ``wrapper`` did not
-    dispatch ``target``: it was only called inside a trace (a ``jax.jit`` of the
-    learner's own inlines it), or never. ``first`` names the first such call;
-    ``direct_call`` is how the wrapper should call it (``"score_core(x, w)"``)."""
-    if recorder.traced:
-        return (
-            f"{missed} of {total} calls of {wrapper} did not run {target} itself: {target} "
-            f"was called {len(recorder.traced)} time(s), each while another function was "
-            f"being traced (a jax.jit inside {wrapper}), which inlines it into that "
-            "function's program",
-            f"call {direct_call} directly in {wrapper}, not inside a jax.jit of your own, "
-            "and return its result",
-        )
-    return (
-        f"{missed} of {total} calls of {wrapper} never called {target}{first}",
-        f"{wrapper} must call {target} by that name and return its result; an answer "
-        f"computed in NumPy, or by a function other than {target}, does not count",
-    )
+    try:
+        return xa.shape == ya.shape and np.array_equal(xa, ya, equal_nan=True)  # NaN is its own
+    except TypeError:  # dtypes without NaN (objects, strings)
+        return np.array_equal(xa, ya)

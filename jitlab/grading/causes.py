@@ -1,12 +1,9 @@
-"""Why a learner's jitted function compiled again, named by the doctor's one cause engine.
+"""Why a learner's jitted function compiled again, named by the doctor's cause engine.
 
-A grader records the calls of the learner's jitted function (:func:`recording`); each
-:class:`~jitlab.grading.calls.Call` carries ``key``, the doctor's signature of its
-arguments (:func:`jitlab.doctor.signature.take`) taken before the call. :func:`why`
-compares every call that compiled with the earlier calls that compiled, as the doctor
-does (the closest one, the most recent of equals), and names each difference and its
-cause (:func:`jitlab.doctor.classify.causes_of`): a grader puts ``why(...).text`` in
-its verdict and picks its hint by ``why(...).causes`` or ``.parts``.
+Each recorded :class:`~jitlab.grading.calls.Call` carries ``key``, the doctor's signature
+of its arguments. :func:`why` compares every call that compiled with the closest earlier
+one that compiled (the most recent of equals), as the doctor does, and names each
+difference and its cause (:func:`jitlab.doctor.classify.causes_of`).
 """
 
 from __future__ import annotations
@@ -22,8 +19,7 @@ Key = Callable[[tuple, Mapping[str, Any]], "sig.Signature | None"]
 
 
 class Called(NamedTuple):
-    """A call a grader made of the jitted function itself, for :func:`why` (which then
-    takes its key from ``fn``): the arguments and whether the call compiled."""
+    """A call a grader made of the jitted function itself, for ``why(calls, fn)``."""
 
     args: tuple
     kwargs: dict
@@ -31,16 +27,15 @@ class Called(NamedTuple):
 
 
 def jit_options(fn: Any) -> dict[str, Any]:
-    """The static and donated arguments ``jax.jit`` was given for ``fn``, from
-    ``PjitFunction._jit_info`` (JAX 0.12.0.1 has no public accessor; it holds both
-    ``static_argnums`` and ``static_argnames``, resolved); {} for anything else."""
+    """The static and donated arguments ``jax.jit`` was given for ``fn``, resolved, from
+    ``PjitFunction._jit_info`` (JAX 0.12.0.1 has no public accessor); {} for others."""
     info = getattr(fn, "_jit_info", None)
     names = ("static_argnums", "static_argnames", "donate_argnums", "donate_argnames")
     return {name: getattr(info, name) for name in names if getattr(info, name, None)}
 
 
 def key_of(fn: Any, **options: Any) -> Key:
-    """Takes the doctor's signature of a call of ``fn`` (None where it cannot);
+    """The doctor's signature of a call of ``fn`` (None where it cannot be taken);
     ``options`` (``static_argnums``...) replace what :func:`jit_options` reads."""
     try:
         function = sig.identify(fn)
@@ -59,8 +54,7 @@ def key_of(fn: Any, **options: Any) -> Key:
 
 @dataclasses.dataclass(frozen=True)
 class Recompile:
-    """Call ``index`` compiled again: what differs from the earlier compiling call
-    ``against``, and the causes."""
+    """Call ``index`` compiled again: how it differs from compiling call ``against``."""
 
     index: int
     against: int
@@ -74,21 +68,17 @@ class Recompile:
                 f"{label(self.index)}: the same signature as {label(self.against)}, "
                 "which had compiled already (its cache was cleared, or jit was built again)"
             )
-        found = [
-            f"{d} ({classify.CAUSES[classify.cause_of(d)].title})" for d in self.differences[:3]
-        ]
-        more = len(self.differences) - 3
-        return f"{label(self.index)}: " + "; ".join(found + ([f"{more} more"] if more > 0 else []))
+        found = [f"{d} ({classify.CAUSES[classify.cause_of(d)].title})" for d in self.differences]
+        more = [f"{len(found) - 3} more"] if len(found) > 3 else []
+        return f"{label(self.index)}: " + "; ".join(found[:3] + more)
 
 
 @dataclasses.dataclass(frozen=True)
 class Why:
-    """The causes of every compilation after the first, ready for a verdict.
-
-    ``causes``: the doctor's cause ids (``classify.SHAPE``...) in the course's order;
-    ``parts``: the signature parts that differed (``sig.KEYWORD``...), in order of
-    appearance; ``text``: what changed at the first few recompilations; ``hint``: the
-    doctor's fix for each cause. Empty (and false) when nothing compiled again."""
+    """The causes of every compilation after the first, for a verdict: ``causes`` the
+    doctor's ids (``classify.SHAPE``...) in the course's order, ``parts`` the signature
+    parts that differed (``sig.KEYWORD``...), ``text`` what changed at the first few,
+    ``hint`` the doctor's fix for each cause. False when nothing compiled again."""
 
     recompiles: tuple[Recompile, ...]
     causes: tuple[str, ...]
@@ -132,25 +122,21 @@ def why(
     most: int = 3,
     **options: Any,
 ) -> Why:
-    """Why the calls that compiled after the first one did, from recorded ``calls``
-    (:class:`~jitlab.grading.calls.Call`, or a :class:`Recorder`). Each call's ``key``
-    is used; ``fn`` (the jitted function) and ``options`` (``static_argnums``...)
-    retake the keys from the calls' arguments instead. ``label`` names call ``i``."""
-    calls = list(getattr(calls, "calls", calls))
+    """Why the calls that compiled after the first did, from recorded ``calls`` (or a
+    ``Recorder``), by each call's ``key``; ``fn`` (the jitted function) and ``options``
+    (``static_argnums``...) retake the keys from their arguments. ``label`` names call i."""
     take = key_of(fn, **options) if fn is not None else None
     seen: list[tuple[int, sig.Signature]] = []
     found: list[Recompile] = []
-    for i, call in enumerate(calls):
+    for i, call in enumerate(getattr(calls, "calls", calls)):
         if not call.compiled:
             continue
         key = take(call.args, call.kwargs) if take else getattr(call, "key", None)
-        if key is None:
-            continue
-        if seen:
+        if key is not None and seen:
             against, diffs = _closest(key, seen)
-            causes = classify.causes_of(diffs)
-            found.append(Recompile(i, against, tuple(diffs), tuple(causes)))
-        seen.append((i, key))
+            found.append(Recompile(i, against, tuple(diffs), tuple(classify.causes_of(diffs))))
+        if key is not None:
+            seen.append((i, key))
     ids = {c for r in found for c in r.causes}
     if len(ids) > 1:
         ids.discard(classify.UNKNOWN)

@@ -1,11 +1,7 @@
-"""Building blocks for the exercises' graders.
-
-A grader (decorated with :func:`grader`) draws fresh inputs, compares numbers with a
-reference and counts compilations; each check passes quietly or raises
+"""Building blocks for the exercises' graders: each check passes or raises
 ``GradingFailure`` (expected, seen, hint). :func:`grader` compiles a fresh canary before
-and after, so jit switched off or emptied monitoring listeners fail by name; it requires
-every declared check to be reported and only then reports the run complete to the
-runner (:mod:`jitlab.grading.verdict`).
+and after, so that jit switched off or emptied monitoring listeners fail by name, and
+reports the run complete only once every declared check passed.
 """
 
 from __future__ import annotations
@@ -29,14 +25,9 @@ class GradingFailure(AssertionError):
     """A check of the learner's work failed; the message is meant for the learner."""
 
     def __init__(self, check: str, *, expected: str, seen: str, hint: str = "") -> None:
-        self.check = check
-        self.expected = expected
-        self.seen = seen
-        self.hint = hint
+        self.check, self.expected, self.seen, self.hint = check, expected, seen, hint
         lines = [f"✗ {check}", f"  expected: {expected}", f"  seen:     {seen}"]
-        if hint:
-            lines.append(f"  hint:     {hint}")
-        super().__init__("\n".join(lines))
+        super().__init__("\n".join(lines + ([f"  hint:     {hint}"] if hint else [])))
 
 
 @dataclasses.dataclass
@@ -50,35 +41,24 @@ class _Session:
 _session: _Session | None = None
 
 
-def _declared(check: str) -> None:
-    if _session is not None and check not in _session.declared:
-        raise TypeError(f"grader {_session.title!r} reports an undeclared check {check!r}")
+def _report(check: Check) -> None:
+    if _session is not None and check.name not in _session.declared:
+        raise TypeError(f"grader {_session.title!r} reports an undeclared check {check.name!r}")
+    send_check(dataclasses.replace(check, grader=_session.title if _session else ""))
 
 
 def passed(check: str) -> None:
     """Record and print a passed check (once, however often it is checked)."""
-    _declared(check)
-    if _session is not None:
-        if check in _session.passed:
-            return
-        _session.passed.append(check)
-    send_check(Check(name=check, passed=True, grader=_session.title if _session else ""))
-    print(f"✓ {check}")
+    if _session is None or check not in _session.passed:
+        _report(Check(check, True))
+        if _session is not None:
+            _session.passed.append(check)
+        print(f"✓ {check}")
 
 
 def fail(check: str, *, expected: str, seen: str, hint: str = "") -> GradingFailure:
     """Record a failed check and return the exception to raise."""
-    _declared(check)
-    send_check(
-        Check(
-            name=check,
-            passed=False,
-            expected=expected,
-            seen=seen,
-            hint=hint,
-            grader=_session.title if _session else "",
-        )
-    )
+    _report(Check(check, False, expected, seen, hint))
     return GradingFailure(check, expected=expected, seen=seen, hint=hint)
 
 
@@ -89,10 +69,15 @@ def require(check: str, ok: bool, *, expected: str, seen: str, hint: str = "") -
     passed(check)
 
 
+def fail_unless(check: str, ok: bool, **verdict: str) -> None:
+    """Fail ``check`` unless ``ok``, passing nothing: a check made in a loop passes at its end."""
+    if not ok:
+        raise fail(check, **verdict)
+
+
 class Hints(dict):
-    """A grader's own checks and mistakes, by name, to their default hint: each written as
-    one triple-quoted text in the module (its whitespace joined here, once, at import).
-    :meth:`require` is :func:`require` with the check's own hint unless one is given."""
+    """A grader's checks and mistakes, by name, to their default hint (triple-quoted texts,
+    whitespace joined once); :meth:`require` uses the check's own hint unless given one."""
 
     def __init__(self, *tables: dict[str, str]) -> None:
         super().__init__({key: " ".join(text.split()) for t in tables for key, text in t.items()})
@@ -101,54 +86,38 @@ class Hints(dict):
         require(check, ok, expected=expected, seen=seen, hint=hint or self[check])
 
 
-def fail_unless(check: str, ok: bool, **verdict: str) -> None:
-    """Fail ``check`` unless ``ok``, passing nothing: a check made in a loop passes at its end."""
-    if not ok:
-        raise fail(check, **verdict)
-
-
 def shorten(text: str, limit: int = 240) -> str:
-    """``text`` on one line, cut at a word boundary with "…" when longer than ``limit``.
-
-    Never mid-number or mid-token: JAX's messages quote values like ``Static(val=0.001)``
-    whose cut-off form would mislead.
-    """
+    """``text`` on one line, cut with "…" at a word boundary when longer than ``limit``:
+    never mid-token, since a cut ``Static(val=0.001)`` from JAX would mislead."""
     one_line = " ".join(str(text).split())
     if len(one_line) <= limit:
         return one_line
     window = one_line[: limit + 1]  # a word that ends exactly at the limit stays whole
-    space = window.rfind(" ")
-    if space > 0:
-        cut = window[:space]
-    else:  # one token longer than the limit: cut after its last punctuation, if any
-        cut = window[: max(window.rfind(c) for c in ",;:([{=") + 1]
+    space = window.rfind(" ")  # else one long token: cut after its last punctuation, if any
+    cut = window[:space] if space > 0 else window[: max(window.rfind(c) for c in ",;:([{=") + 1]
     return (cut.rstrip(",;:") + " …").lstrip()
 
 
 # ----------------------------------------------------------------- calling the learner
 
-SOLVE_HINT = "replace the `raise NotImplementedError` in the exercise cell"
-
 
 def call_learner(
     check: str, fn: Callable[..., Any], *args: Any, lesson: str = "", **kwargs: Any
 ) -> Any:
-    """Call the learner's function; an unfinished stub or a crash becomes a failed check.
-
-    ``lesson`` (a slug) names the exercise whose hints a stub points to; by default the
-    running grader's. Each call is announced to ``sys.audit`` (``jitlab.learner_call``),
-    so ``jitlab check --strict`` checks what grading relies on around every call."""
+    """Call the learner's function; an unfinished stub or a crash becomes a failed check
+    (a stub's hint names ``lesson``, by default the grader's). Each call is announced to
+    ``sys.audit``, so that ``jitlab check --strict`` checks what grading relies on."""
     sys.audit("jitlab.learner_call", "enter")
     try:
         return fn(*args, **kwargs)
     except NotImplementedError:
         lesson = lesson or (_session.slug if _session else "")
-        hint = SOLVE_HINT + (f"; `jitlab hint {lesson}` if you are stuck" if lesson else "")
         raise fail(
             check,
             expected=f"{getattr(fn, '__name__', 'your function')} to return a result",
             seen="NotImplementedError: the exercise is not solved yet",
-            hint=hint,
+            hint="replace the `raise NotImplementedError` in the exercise cell"
+            + (f"; `jitlab hint {lesson}` if you are stuck" if lesson else ""),
         ) from None
     except GradingFailure:
         raise
@@ -200,28 +169,24 @@ def learner_line(err: BaseException) -> str:
     from pathlib import Path
 
     paths = [sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")]
-    skip = {str(Path(p).resolve()) for p in paths} | {str(Path(__file__).resolve().parents[1])}
-    mine = [
-        frame
-        for frame in traceback.extract_tb(err.__traceback__)
-        if not any(str(Path(frame.filename).resolve()).startswith(s) for s in skip)
-    ]
+    skip = (*(str(Path(p).resolve()) for p in paths), str(Path(__file__).resolve().parents[1]))
+    frames = traceback.extract_tb(err.__traceback__)
+    mine = [f for f in frames if not str(Path(f.filename).resolve()).startswith(skip)]
     if not mine:
         return ""
     frame = mine[-1]
     line = shorten((frame.line or linecache.getline(frame.filename, frame.lineno)).strip(), 80)
-    place = f"{Path(frame.filename).name}:{frame.lineno}"
     if not Path(frame.filename).is_file():  # a notebook cell: its line says more
         return f"`{line}`" if line else ""
+    place = f"{Path(frame.filename).name}:{frame.lineno}"
     return f"`{line}` ({place})" if line else place
 
 
 def learner_error(
     check: str, err: BaseException, *, expected: str = "", hint: str = ""
 ) -> GradingFailure:
-    """The failed ``check`` for an exception from the learner's code: its type and first
-    line, the learner's line that raised it, and a hint for that kind of exception
-    (``hint`` replaces it where the grader knows the exercise's likely mistake)."""
+    """The failed ``check`` for an exception from the learner's code: its type, text and
+    line, and a hint for that kind of exception unless the grader gives a likelier one."""
     where = learner_line(err)
     return fail(
         check,
@@ -232,26 +197,24 @@ def learner_error(
 
 
 def grader_owned(*objects: Any) -> None:
-    """Announce objects grading hands to the learner's code and reads back afterwards (a
-    wrapper's ``.calls`` counter, a recorder's list of calls), as grading made them:
-    ``jitlab check --strict`` reports any change that does not come through
-    :func:`grader_changes` (``sys.audit("jitlab.grader_state", obj, "after")``)."""
+    """Announce objects grading hands to the learner's code and reads back (a recorder's
+    calls): strict mode reports a change to them not made through :func:`grader_changes`."""
     for obj in objects:
         sys.audit("jitlab.grader_state", obj, "after")
 
 
 @contextlib.contextmanager
 def grader_changes(*objects: Any) -> Iterator[None]:
-    """Around grading's own change to objects announced by :func:`grader_owned`:
-    ``jitlab check --strict`` checks before it that nobody else changed them (the
-    learner's code editing a counter, then calling the wrapper so that the count moves
-    on from the forged value), and keeps their new state after it. No learner code may
-    run inside the block."""
+    """Around grading's own change to announced objects (no learner code inside): strict
+    mode first checks nobody else changed them (a forged count that the next call would
+    move on from), then keeps their new state."""
     for obj in objects:
         sys.audit("jitlab.grader_state", obj, "before")
     yield
-    for obj in objects:
-        sys.audit("jitlab.grader_state", obj, "after")
+    grader_owned(*objects)
+
+
+# ----------------------------------------------------------------- comparing numbers
 
 
 def require_close(
@@ -267,28 +230,25 @@ def require_close(
     whose: str = "the output",
 ) -> None:
     """Pass if ``got`` matches ``want`` in shape and value. ``about`` names the input
-    that was given ("for g of norm 3.2"); ``names`` names each flat entry
-    ("params['b']"), and a failure then shows up to three that differ, ``whose`` they
-    are, and takes ``hint(those names)`` when ``hint`` is callable."""
+    ("g of norm 3.2"); ``names`` each flat entry ("params['b']"), and a failure shows up to
+    three that differ, ``whose`` they are, and takes ``hint(their names)`` if callable."""
     got_np, want_np = np.asarray(got), np.asarray(want)
     suffix = f" for {about}" if about else ""
     if got_np.shape != want_np.shape:
-        wrong = ["its shape"]
-    else:
-        close = np.isclose(got_np, want_np, rtol=rtol, atol=atol)
-        wrong = [names[i] if names else str(i) for i in np.flatnonzero(~close.reshape(-1))]
-    if not wrong:
-        return passed(check)
-    text = hint(wrong) if callable(hint) else hint
-    if wrong == ["its shape"]:
         raise fail(
             check,
             expected=f"an array of shape {want_np.shape}{suffix}",
             seen=f"shape {got_np.shape}",
-            hint=text or "check which axis you reduce over, and that padding is removed",
+            hint=(hint(["its shape"]) if callable(hint) else hint)
+            or "check which axis you reduce over, and that padding is removed",
         )
+    close = np.isclose(got_np, want_np, rtol=rtol, atol=atol).reshape(-1)
+    bad = np.flatnonzero(~close)
+    wrong = [names[i] if names else str(i) for i in bad]
+    if not wrong:
+        return passed(check)
     if names:
-        shown = [list(names).index(w) for w in wrong[:3]]
+        shown = bad[:3]
         flat_got, flat_want = got_np.reshape(-1), want_np.reshape(-1)
         expected = ", ".join(f"{names[i]} = {flat_want[i]:.6g}" for i in shown) + suffix
         seen = ", ".join(f"{names[i]} = {flat_got[i]:.6g}" for i in shown)
@@ -299,24 +259,98 @@ def require_close(
         expected = f"{excerpt(want_np, first)}{suffix or ' (from the reference implementation)'}"
         seen = f"{excerpt(got_np, first)} (first wrong at flat index {first}, largest "
         seen += f"error at {worst})"
+    by_hand = "compare with the reference on a small input by hand"
+    text = (hint(wrong) if callable(hint) else hint) or by_hand
+    raise fail(check, expected=expected, seen=seen, hint=text)
+
+
+def as_numbers(value: Any) -> np.ndarray | None:
+    """``value`` as a float64 array, or None when it is not numbers (a string, a dict)."""
+    try:
+        return np.asarray(value, np.float64)
+    except (TypeError, ValueError):
+        return None
+
+
+def wrong_cases(got: Sequence[Any], want: Sequence[Any], *, rtol: float, atol: float) -> list[int]:
+    """The indices ``i`` where ``got[i]`` is not ``want[i]``: another shape, not numbers,
+    a NaN, or a value outside the tolerance."""
+    pairs = [(as_numbers(g), np.asarray(w, np.float64)) for g, w in zip(got, want, strict=True)]
+    return [
+        i
+        for i, (g, w) in enumerate(pairs)
+        if g is None or g.shape != w.shape or not np.allclose(g, w, rtol=rtol, atol=atol)
+    ]
+
+
+def _shown(value: Any) -> str:
+    array = as_numbers(value)
+    if array is None:
+        return shorten(repr(value), 120)
+    return f"{float(array):.6g}" if array.shape == () else f"{excerpt(array)} (shape {array.shape})"
+
+
+def require_cases(
+    check: str,
+    got: Sequence[Any],
+    want: Sequence[Any],
+    *,
+    about: Callable[[int], str],
+    hint: str | Callable[[list[int]], str],
+    rtol: float = 1e-5,
+    atol: float = 1e-5,
+) -> None:
+    """Pass if every output ``got[i]`` matches the reference ``want[i]`` (see
+    :func:`wrong_cases`); else name the first wrong case by its input (``about(i)``, "an
+    array of length 7"), show both values and how many cases are wrong. A callable
+    ``hint`` gets the wrong indices (to tell "only the reused batches" apart)."""
+    wrong = wrong_cases(got, want, rtol=rtol, atol=atol)
+    if not wrong:
+        return passed(check)
+    i = wrong[0]
     raise fail(
         check,
-        expected=expected,
-        seen=seen,
-        hint=text or "compare with the reference on a small input by hand",
+        expected=f"{_shown(want[i])} (the reference) for {about(i)}",
+        seen=f"{_shown(got[i])}; wrong for {len(wrong)} of {len(got)} cases",
+        hint=hint(wrong) if callable(hint) else hint,
     )
+
+
+def first_difference(got: Any, want: Any, *, rtol: float = 0.0, atol: float = 0.0) -> int:
+    """The first flat index where two arrays of one shape differ (0 if they do not)."""
+    a, b = np.asarray(got).reshape(-1), np.asarray(want).reshape(-1)
+    differs = ~np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+    return int(np.argmax(differs)) if differs.any() else 0
+
+
+def excerpt(array: Any, at: int = 0, count: int = 6) -> str:
+    """``count`` entries of ``array`` (flat) from just before index ``at``: both sides of a
+    verdict cut where they first differ, so that the difference is on screen, not in "…"."""
+    flat = np.asarray(array).reshape(-1)
+    start = max(0, min(at - 1, flat.size - count))
+    shown = np.array2string(flat[start : start + count], precision=4, separator=", ")[1:-1]
+    head = f"[… {start} entries, " if start else "["
+    return head + shown + (", …]" if start + count < flat.size else "]")
+
+
+SEED: int | None = None
+"""Set by the course's tests only (a wrong answer run on several draws). Not read from
+the environment: a learner's ``export`` must not make every grading draw the same."""
+
+
+def fresh_rng() -> np.random.Generator:
+    """A generator seeded from the clock, so every grading run sees new inputs."""
+    return np.random.default_rng(time.time_ns() % 2**32 if SEED is None else SEED)
+
+
+# ----------------------------------------------------------------- jit and compiles
 
 
 def is_jitted(fn: Any) -> bool:
     """True for the object ``jax.jit`` returns (not a look-alike with the same methods)."""
     import jax
 
-    reference = jax.jit(_identity)
-    return type(fn) is type(reference)
-
-
-def _identity(x: Any) -> Any:
-    return x
+    return type(fn) is type(jax.jit(abs))
 
 
 def require_jitted(check: str, fn: Any, *, hint: str = "") -> None:
@@ -341,69 +375,26 @@ def require_compiles(
     hint: str,
     seen_extra: str = "",
 ) -> None:
-    """Pass if ``count.compiles`` (a ``CompileCount``) is within the stated bounds.
-
-    ``what`` says what was counted ("compilations of padded_rms over 50 calls"); after
-    the number 1 its first word reads in the singular ("exactly 1 compilation of ...").
-    ``seen_extra`` adds what the grader found out about why (never JAX's closest-key
-    guess alone, which can name the wrong cause).
-    """
+    """Pass if ``count.compiles`` is within the bounds. ``what`` says what was counted
+    ("compilations of padded_rms over 50 calls"); ``seen_extra`` what the grader found out
+    about why (never JAX's closest-key guess alone, which can name the wrong cause)."""
     n = count.compiles
-    bounds: list[tuple[str, int]] = []
-    ok = True
-    if exactly is not None:
-        bounds.append(("exactly", exactly))
-        ok &= n == exactly
-    if at_least is not None:
-        bounds.append(("at least", at_least))
-        ok &= n >= at_least
-    if at_most is not None:
-        bounds.append(("at most", at_most))
-        ok &= n <= at_most
+    tests = {"exactly": n.__eq__, "at least": n.__ge__, "at most": n.__le__}
+    given = {"exactly": exactly, "at least": at_least, "at most": at_most}
+    bounds = [(words, bound) for words, bound in given.items() if bound is not None]
     stated = " and ".join(f"{words} {bound}" for words, bound in bounds)
     expected = f"{stated} {_counted(bounds[-1][1], what) if bounds else what}"
     seen = f"{n} {_counted(n, what)}" + (f"; {seen_extra}" if seen_extra else "")
+    ok = all(tests[words](bound) for words, bound in bounds)
     require(check, ok, expected=expected, seen=seen, hint=hint)
-
-
-_SINGULAR = {"compilations": "compilation", "compilation(s)": "compilation"}
 
 
 def _counted(number: int, what: str) -> str:
     """``what`` as it reads after ``number``: its first word singular for 1."""
     first, space, rest = what.partition(" ")
-    if number == 1:
-        first = _SINGULAR.get(first, first)
+    if number == 1 and first in ("compilations", "compilation(s)"):
+        first = "compilation"
     return first + space + rest
-
-
-SEED: int | None = None
-"""Set by the course's tests only (a wrong answer run on several draws). Not read from
-the environment: a learner's ``export`` must not make every grading draw the same."""
-
-
-def fresh_rng() -> np.random.Generator:
-    """A generator seeded from the clock, so every grading run sees new inputs."""
-    return np.random.default_rng(time.time_ns() % 2**32 if SEED is None else SEED)
-
-
-def first_difference(got: Any, want: Any, *, rtol: float = 0.0, atol: float = 0.0) -> int:
-    """The first flat index where two arrays of one shape differ (0 if they do not)."""
-    a, b = np.asarray(got).reshape(-1), np.asarray(want).reshape(-1)
-    differs = ~np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
-    return int(np.argmax(differs)) if differs.any() else 0
-
-
-def excerpt(array: Any, at: int = 0, count: int = 6) -> str:
-    """``count`` entries of ``array`` (flattened) from just before flat index ``at``, "…"
-    marking what is left out. Both sides of a verdict cut at the same ``at`` (where they
-    first differ), so the difference is on the screen, not behind the "…"."""
-    flat = np.asarray(array).reshape(-1)
-    start = max(0, min(at - 1, flat.size - count))
-    shown = np.array2string(flat[start : start + count], precision=4, separator=", ")[1:-1]
-    head = f"[… {start} entries, " if start else "["
-    tail = ", …]" if start + count < flat.size else "]"
-    return head + shown + tail
 
 
 # ------------------------------------------------------------------- the grader frame
@@ -413,30 +404,16 @@ JIT_OFF_HINT = (
     "remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) from your "
     "code: the exercise is about what jit compiles"
 )
+_HANDS_OFF = "leave jax.monitoring, jax.jit and jitlab alone in your code"
 
 
-def _canary_count() -> tuple[int, int]:
-    """Compile a brand-new function and return (traces, compiles) the counter heard."""
+def require_jit_on(moment: str) -> None:
+    """Fail with the real cause when jit is off, or when the counter no longer hears a
+    brand-new function compile."""
     import jax
     import jax.numpy as jnp
 
     from jitlab.instruments.counting import count_compiles
-
-    def jitlab_canary(x: Any) -> Any:
-        return x * 2.0 + 1.0
-
-    size = int(np.random.default_rng().integers(3, 64))
-    jitted = jax.jit(jitlab_canary)
-    with count_compiles(jitted, explain=False) as count:
-        out = jitted(jnp.arange(size, dtype=jnp.float32))
-    if not np.allclose(np.asarray(out), np.arange(size) * 2.0 + 1.0):
-        return -1, -1
-    return count.traces, count.compiles
-
-
-def require_jit_on(moment: str) -> None:
-    """Fail with the real cause when jit is off, or the counter no longer hears JAX."""
-    import jax
 
     if jax.config.jax_disable_jit:
         raise fail(
@@ -446,37 +423,30 @@ def require_jit_on(moment: str) -> None:
             "compile counts mean nothing",
             hint=JIT_OFF_HINT,
         )
-    traces, compiles = _canary_count()
-    if (traces, compiles) != (1, 1):
-        raise fail(
-            JIT_ON,
-            expected=f"a fresh jitted function to be traced and compiled once {moment}",
-            seen=f"the counter heard {traces} trace(s) and {compiles} compilation(s): "
-            "JAX's monitoring listeners were removed, or jax.jit was replaced",
-            hint="leave jax.monitoring, jax.jit and jitlab alone in your code",
-        )
-    passed(JIT_ON)
 
+    def jitlab_canary(x: Any) -> Any:
+        return x * 2.0 + 1.0
 
-def title_of(slug: str, part: str = "") -> str:
-    """``01 shapes: positions``: the lesson's number from ``course.yml``, its slug, the
-    part. A slug the course does not list (a test's toy grader) stands alone."""
-    from jitlab.course.manifest import CourseError, lesson_number
-
-    try:
-        number = lesson_number(slug) + " "
-    except (CourseError, ValueError):
-        number = ""
-    return f"{number}{slug.replace('_', ' ')}" + (f": {part}" if part else "")
+    size, jitted = int(np.random.default_rng().integers(3, 64)), jax.jit(jitlab_canary)
+    with count_compiles(jitted, explain=False) as count:
+        out = jitted(jnp.arange(size, dtype=jnp.float32))
+    right = np.allclose(np.asarray(out), np.arange(size) * 2.0 + 1.0)
+    traces, compiles = (count.traces, count.compiles) if right else (-1, -1)
+    require(
+        JIT_ON,
+        (traces, compiles) == (1, 1),
+        expected=f"a fresh jitted function to be traced and compiled once {moment}",
+        seen=f"the counter heard {traces} trace(s) and {compiles} compilation(s): "
+        "JAX's monitoring listeners were removed, or jax.jit was replaced",
+        hint=_HANDS_OFF,
+    )
 
 
 def grader(slug: str, checks: Sequence[str], *, part: str = "") -> Callable[[F], F]:
-    """Declare a grading function: its exercise's slug (and ``part`` when it has more
-    than one grader) and every check it reports, in order.
-
-    The wrapped function runs between two canary compilations, must report every
-    declared check, and then reports itself complete to the runner.
-    """
+    """Declare a grading function: its exercise's slug (``part`` when it has several) and
+    every check it reports, in order. It runs between two canaries, must pass every check,
+    and then reports itself complete as ``01 shapes: positions`` (number from course.yml)."""
+    from jitlab.course.manifest import CourseError, lesson_number
     from jitlab.instruments.counting import CounterLost
 
     declared = (JIT_ON, *checks)
@@ -485,20 +455,20 @@ def grader(slug: str, checks: Sequence[str], *, part: str = "") -> Callable[[F],
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> None:
             global _session
-            title = title_of(slug, part)
-            outer, _session = _session, _Session(title=title, declared=declared, slug=slug)
+            try:
+                number = lesson_number(slug) + " "
+            except (CourseError, ValueError):
+                number = ""
+            title = f"{number}{slug.replace('_', ' ')}" + (f": {part}" if part else "")
+            outer, _session = _session, _Session(title, declared, slug)
             session = _session
             try:
                 require_jit_on("before grading")
                 try:
                     fn(*args, **kwargs)
                 except CounterLost as lost:
-                    raise fail(
-                        JIT_ON,
-                        expected="the compile counter to hear JAX while your code runs",
-                        seen=str(lost),
-                        hint="leave jax.monitoring, jax.jit and jitlab alone in your code",
-                    ) from None
+                    expected = "the compile counter to hear JAX while your code runs"
+                    raise fail(JIT_ON, expected=expected, seen=str(lost), hint=_HANDS_OFF) from None
                 missing = [c for c in declared if c not in session.passed]
                 if missing:
                     raise TypeError(f"grader {title!r} never reported {missing}")
@@ -521,29 +491,22 @@ BUCKETS_FEW = "lengths share a few buckets"
 
 
 def require_buckets(
-    bucket_size: Callable[[int], int],
-    *,
-    up_to: int,
-    most: int,
-    smallest_allowed: int = 16,
-    lesson: str = "",
+    bucket_size: Callable[[int], int], *, up_to: int, most: int, smallest_allowed: int = 16
 ) -> None:
-    """Pass if ``bucket_size`` is a bucketing of the lengths 1..``up_to`` as the exercise
-    states it: every bucket holds its length and wastes less than half (anything up to
-    ``smallest_allowed`` is fine for tiny lengths), and there are at most ``most``
-    distinct sizes. The exercise text must state ``most``: a bucket per length wastes
-    nothing but compiles once per length, and only a stated bound can reject it."""
+    """Pass if every bucket of 1..``up_to`` holds its length and wastes less than half (or
+    is at most ``smallest_allowed``), in at most ``most`` sizes. The exercise must state
+    ``most``: a bucket per length wastes nothing, and only a bound rejects it."""
     sizes = set()
     for n in range(1, up_to + 1):
-        size = call_learner(BUCKETS_HOLD, bucket_size, n, lesson=lesson)
+        size = call_learner(BUCKETS_HOLD, bucket_size, n)
         limit = max(2 * n - 1, smallest_allowed)
-        if not (isinstance(size, int | np.integer) and n <= size <= limit):
-            raise fail(
-                BUCKETS_HOLD,
-                expected=f"an int from {n} to {limit} for n={n}",
-                seen=repr(size),
-                hint="round n up to the next power of two",
-            )
+        fail_unless(
+            BUCKETS_HOLD,
+            isinstance(size, int | np.integer) and n <= size <= limit,
+            expected=f"an int from {n} to {limit} for n={n}",
+            seen=repr(size),
+            hint="round n up to the next power of two",
+        )
         sizes.add(int(size))
     passed(BUCKETS_HOLD)
     require(

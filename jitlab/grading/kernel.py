@@ -1,23 +1,21 @@
 """The kernel exercise: a plain Python *wrapper* that calls a jitted *kernel*.
 
-Six exercises have this shape (``rms``/``padded_rms``, ``score``/``score_core``...). Each
-standard check is declared once here (:class:`Declared`: name, expectation, default
-hint); an exercise's grader supplies its inputs, reference and its own hints, and runs
-them in order: ``jitted``, ``plain``, ``no_callbacks``, ``run`` (the counted, recorded
-calls from an emptied cache), ``jit_on``, ``calls_kernel``, ``returns_kernel_output``,
-``unchanged``, ``compiles``.
+Each standard check is declared once here (name, expectation, default hint); a grader
+supplies inputs, reference and hints, and runs ``jitted``, ``plain``, ``no_callbacks``,
+``run`` (the counted, recorded calls from an emptied cache), then ``jit_on``,
+``calls_kernel``, ``returns_kernel_output``, ``unchanged`` and ``compiles`` on the run.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
-from jitlab.grading.calls import Call, Recorder, copy_leaf, missed_calls, recording, same_content
+from jitlab.grading.calls import Call, Recorder, copy_leaf, recording, same_content
 from jitlab.grading.checks import (
     JIT_OFF_HINT,
     call_learner,
@@ -25,15 +23,15 @@ from jitlab.grading.checks import (
     is_jitted,
     require,
     require_compiles,
+    require_jitted,
     shorten,
 )
 from jitlab.instruments.counting import CompileCount, count_compiles
 
 
-@dataclasses.dataclass(frozen=True)
-class Declared:
-    """One standard check: its name, what it expects and its default hint, as templates
-    over ``{wrapper}``, ``{kernel}`` and ``{call}`` (how the wrapper calls the kernel)."""
+class Declared(NamedTuple):
+    """One standard check: name, expectation and default hint, as templates over
+    ``{wrapper}``, ``{kernel}`` and ``{call}`` (how the wrapper calls the kernel)."""
 
     name: str
     expected: str
@@ -71,7 +69,6 @@ UNCHANGED = Declared(
     "work on new arrays and a new container; never write into, assign to or pop from "
     "what you were given",
 )
-CALLBACKS = ("pure_callback", "io_callback")
 
 
 def host_callbacks(fn: Any, *args: Any) -> list[str]:
@@ -81,7 +78,7 @@ def host_callbacks(fn: Any, *args: Any) -> list[str]:
         text = str(fn.trace(*args).jaxpr)
     except Exception:
         return []
-    return [name for name in CALLBACKS if name in text]
+    return [name for name in ("pure_callback", "io_callback") if name in text]
 
 
 def recompiled_by(
@@ -104,18 +101,16 @@ def recompiled_by(
 
 @dataclasses.dataclass
 class Run:
-    """The wrapper's calls during one counted, recorded block: for call ``i``, the
-    caller's objects ``given[i]`` (a loader may refill them later), a copy ``copies[i]``
-    taken just before it, what it returned, the kernel calls it dispatched, the
-    compilations it caused and whether it changed its arguments' content."""
+    """The wrapper's calls in one counted, recorded block: for call ``i`` the caller's
+    objects (a loader may refill them later), a copy taken just before, the output, the
+    kernel calls it dispatched, and whether it changed its arguments' content."""
 
     recorder: Recorder
     count: CompileCount
-    given: list[tuple[tuple, dict]]
-    copies: list[Any]
+    given: list[tuple[tuple, dict]] = dataclasses.field(default_factory=list)
+    copies: list[Any] = dataclasses.field(default_factory=list)
     outputs: list[Any] = dataclasses.field(default_factory=list)
     calls: list[list[Call]] = dataclasses.field(default_factory=list)
-    compiled: list[int] = dataclasses.field(default_factory=list)
     changed: list[bool] = dataclasses.field(default_factory=list)
 
     @property
@@ -123,15 +118,9 @@ class Run:
         return self.recorder.calls
 
 
-def _copy(tree: Any) -> Any:
-    """A copy of every leaf of ``tree`` that a later in-place change cannot alter."""
-    return jax.tree.map(copy_leaf, tree)
-
-
 def same_value(a: Any, b: Any) -> bool:
-    """``a`` and ``b`` hold the same numbers (exactly; a NaN equals a NaN), leaf by leaf
-    when they have as many leaves, whatever their containers (a jnp and a NumPy array,
-    a tuple and a list, of one value are the same)."""
+    """``a`` and ``b`` hold the same numbers (exactly; NaN equals NaN), leaf by leaf when
+    they have as many leaves, whatever their containers (a tuple and a list are the same)."""
     left, right = jax.tree.leaves(a), jax.tree.leaves(b)
     for x, y in zip(left, right, strict=True) if len(left) == len(right) else [(a, b)]:
         try:
@@ -145,12 +134,9 @@ def same_value(a: Any, b: Any) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class KernelExercise:
-    """A wrapper-and-kernel exercise, named by its functions.
-
-    ``call`` is how the wrapper should call the kernel (``"padded_rms(padded, n)"``);
-    ``hints`` replaces a standard check's default hint, by the check's
-    :class:`Declared` name template (``{JITTED.name: "keep @jax.jit on sgd_step"}``).
-    """
+    """A wrapper-and-kernel exercise, named by its functions. ``call`` is how the wrapper
+    should call the kernel (``"padded_rms(padded, n)"``); ``hints`` replaces a standard
+    check's default hint, by its name template (``{JITTED.name: "keep @jax.jit"}``)."""
 
     wrapper: str
     kernel: str
@@ -172,28 +158,20 @@ class KernelExercise:
     ) -> None:
         """Pass or fail a standard check, with its declared expectation and hint unless
         the grader found something more specific to say."""
-        require(
-            self.name(check),
-            ok,
-            expected=expected or self._text(check.expected),
-            seen=seen,
-            hint=hint or self.hints.get(check.name) or self._text(check.hint),
-        )
-
-    # ------------------------------------------------------------ before any call
+        hint = hint or self.hints.get(check.name) or self._text(check.hint)
+        expected = expected or self._text(check.expected)
+        require(self.name(check), ok, expected=expected, seen=seen, hint=hint)
 
     def jitted(self, kernel: Any) -> None:
-        seen = f"{type(kernel).__name__} {getattr(kernel, '__name__', '')}".strip()
-        self.require(JITTED, is_jitted(kernel), seen=seen)
+        hint = self.hints.get(JITTED.name) or self._text(JITTED.hint)
+        require_jitted(self.name(JITTED), kernel, hint=hint)
 
     def plain(self, wrapper: Any, *, seen: str = "") -> None:
-        self.require(
-            PLAIN,
-            not is_jitted(wrapper),
-            seen=seen
-            or f"{self.wrapper} is wrapped by jax.jit: it compiles for every "
-            f"new argument signature itself, and {self.kernel} is inlined into it",
+        seen = seen or (
+            f"{self.wrapper} is wrapped by jax.jit: it compiles for every new argument "
+            f"signature itself, and {self.kernel} is inlined into it"
         )
+        self.require(PLAIN, not is_jitted(wrapper), seen=seen)
 
     def no_callbacks(self, kernel: Any, *args: Any) -> None:
         """Pass if the traced program of ``kernel`` has no host callback doing the work."""
@@ -204,13 +182,8 @@ class KernelExercise:
         trace.__name__ = self.kernel  # for a stub's verdict
         call_learner(self.name(NO_CALLBACKS), trace)
         found = host_callbacks(kernel, *args)
-        self.require(
-            NO_CALLBACKS,
-            not found,
-            seen=f"a {found[0]} in the program: the work runs in Python" if found else "",
-        )
-
-    # ------------------------------------------------------------ the counted calls
+        seen = f"a {found[0]} in the program: the work runs in Python" if found else ""
+        self.require(NO_CALLBACKS, not found, seen=seen)
 
     def run(
         self,
@@ -221,11 +194,11 @@ class KernelExercise:
         check: str,
         refills: bool = False,
     ) -> Run:
-        """Call ``wrapper(*args, **kwargs)`` for every pair in ``arguments``, from an
-        emptied kernel cache, counting the kernel's compilations and recording its
-        calls. A stub or a crash fails ``check``. ``refills``: ``arguments`` is a
-        generator that reuses objects with new content, as a loader may (each call's
-        arguments are then compared only right after it)."""
+        """Call ``wrapper(*args, **kwargs)`` for every pair in ``arguments`` from an
+        emptied kernel cache, counting the kernel's compilations and recording its calls;
+        a stub or a crash fails ``check``. ``refills``: ``arguments`` is a generator that
+        reuses objects with new content, as a loader may (so each call's arguments are
+        compared only right after it)."""
         kernel.clear_cache()  # count from a cold cache, whatever the notebook ran before
         with (
             count_compiles(kernel) as count,
@@ -233,59 +206,60 @@ class KernelExercise:
         ):
             with grader_changes(recorder):  # strict mode: grading's own change
                 recorder.on_call = lambda call: call.jit_on or self.jit_on(recorder, call)
-            run = Run(recorder, count, [], [])
-            for args, kwargs in arguments:  # a generator may refill what it gave before
+            run = Run(recorder, count)
+            for args, kwargs in arguments:
                 run.given.append((args, kwargs))
-                run.copies.append(_copy((args, kwargs)))
-                calls, compiles = len(recorder.calls), count.compiles
+                run.copies.append(jax.tree.map(copy_leaf, (args, kwargs)))
+                before = len(recorder.calls)
                 run.outputs.append(call_learner(check, wrapper, *args, **kwargs))
-                run.calls.append(recorder.calls[calls:])
-                run.compiled.append(count.compiles - compiles)
+                run.calls.append(recorder.calls[before:])
                 run.changed.append(not same_content(run.given[-1], run.copies[-1]))
         if not refills:  # a later call may have changed an earlier call's arguments too
-            run.changed = [
-                c or not same_content(given, copy)
-                for c, given, copy in zip(run.changed, run.given, run.copies, strict=True)
-            ]
+            pairs = zip(run.changed, run.given, run.copies, strict=True)
+            run.changed = [c or not same_content(given, copy) for c, given, copy in pairs]
         return run
 
     def jit_on(self, recorder: Recorder, pending: Call | None = None) -> None:
         """Jit was on at every call of the kernel (``jax.disable_jit()`` inside the
-        wrapper is over by the time the grader's own canary runs). :meth:`run` checks
-        each ``pending`` call before it runs, so that jit switched off fails at once."""
+        wrapper is over when the grader's canary runs); :meth:`run` checks each
+        ``pending`` call before it runs, so that jit switched off fails at once."""
         every = recorder.calls + recorder.traced + ([pending] if pending else [])
         off = sum(not call.jit_on for call in every)
-        self.require(
-            JIT_ON,
-            not off,
-            seen=f"jit was switched off (jax.disable_jit or jax_disable_jit) at {off} of "
-            f"{len(every)} calls of {self.kernel}: nothing compiles, so the counts mean "
-            "nothing",
+        seen = (
+            f"jit was switched off (jax.disable_jit or jax_disable_jit) at {off} of "
+            f"{len(every)} calls of {self.kernel}: nothing compiles, so the counts mean nothing"
         )
+        self.require(JIT_ON, not off, seen=seen)
 
     def calls_kernel(self, run: Run, *, first: Callable[[int], str] = str) -> None:
-        """Every call of the wrapper dispatched the kernel (at least once)."""
+        """Every call of the wrapper dispatched the kernel (at least once), not only
+        inside a trace (a ``jax.jit`` of the learner's own inlines it)."""
         never = [i for i, during in enumerate(run.calls) if not during]
-        seen, hint = missed_calls(
-            run.recorder,
-            wrapper=self.wrapper,
-            target=self.kernel,
-            missed=len(never),
-            total=len(run.calls),
-            first=f" (the first for {first(never[0])})" if never else "",
-            direct_call=self.call,
+        w, k, traced = self.wrapper, self.kernel, len(run.recorder.traced)
+        missed = f"{len(never)} of {len(run.calls)} calls of {w}"
+        seen = f"{missed} never called {k}" + (
+            f" (the first for {first(never[0])})" if never else ""
         )
+        hint = (
+            f"{w} must call {k} by that name and return its result; an answer computed in "
+            f"NumPy, or by a function other than {k}, does not count"
+        )
+        if traced:
+            seen = (
+                f"{missed} did not run {k} itself: {k} was called {traced} time(s), each while "
+                f"another function was being traced (a jax.jit inside {w}), which inlines it "
+                "into that function's program"
+            )
+            hint = f"call {self.call} directly in {w}, not inside a jax.jit of your own, and "
+            hint += "return its result"
         self.require(FROM_KERNEL, not never, seen=seen, hint=hint)
 
     def returns_kernel_output(
         self, run: Run, *, same: Callable[[Any, Any], bool] = same_value
     ) -> None:
         """What each call of the wrapper returned is an output of a kernel call it made."""
-        elsewhere = [
-            i
-            for i, (out, during) in enumerate(zip(run.outputs, run.calls, strict=True))
-            if not any(same(out, call.out) for call in during)
-        ]
+        pairs = zip(run.outputs, run.calls, strict=True)
+        elsewhere = [i for i, (out, d) in enumerate(pairs) if not any(same(out, c.out) for c in d)]
         self.require(
             FROM_KERNEL,
             not elsewhere,
@@ -297,14 +271,11 @@ class KernelExercise:
     def unchanged(self, run: Run, *, what: Callable[[int], str] = str) -> None:
         """The caller's arguments have the content they had before each call."""
         changed = [i for i, changed in enumerate(run.changed) if changed]
-        self.require(
-            UNCHANGED,
-            not changed,
-            seen=f"{self.wrapper} changed the caller's arguments in {len(changed)} of "
+        seen = changed and (
+            f"{self.wrapper} changed the caller's arguments in {len(changed)} of "
             f"{len(run.given)} calls (the first: {what(changed[0])})"
-            if changed
-            else "",
         )
+        self.require(UNCHANGED, not changed, seen=seen or "")
 
     def compiles(
         self,
@@ -320,16 +291,9 @@ class KernelExercise:
         """The compile count within bounds; over them, the grader's ``cause`` first and
         JAX's explanation of the last miss as a second opinion."""
         bound = exactly if exactly is not None else at_most
-        extra = ""
-        if bound is not None and count.compiles > bound:
-            guess = f'JAX\'s closest-key guess: "{shorten(count.last_reason, 160)}"'
-            extra = "; ".join(p for p in (cause, guess if count.last_reason else "") if p)
-        require_compiles(
-            check,
-            count,
-            at_most=at_most,
-            exactly=exactly,
-            what=what,
-            hint=hint,
-            seen_extra=shorten(extra, 400),
-        )
+        guess = f'JAX\'s closest-key guess: "{shorten(count.last_reason, 160)}"'
+        parts = [cause, guess if count.last_reason else ""]
+        over = bound is not None and count.compiles > bound
+        extra = shorten("; ".join(p for p in parts if p), 400) if over else ""
+        bounds = {"at_most": at_most, "exactly": exactly}
+        require_compiles(check, count, **bounds, what=what, hint=hint, seen_extra=extra)

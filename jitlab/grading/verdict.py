@@ -1,15 +1,12 @@
 """A verdict: what the graders found, how it travels from the kernel, how it is printed.
 
-Inside the learner's kernel, each grader check is one :class:`Check`. The runner opens a
-*channel* for every grader cell it runs: a file and a random token that only the
-runner and that cell's (runner-written) first lines know, never the learner's cells,
-which run before it. Each check is written there as one JSON line carrying the token,
-and a grader that reaches its end writes a ``complete`` line listing every check it
-declared. The runner trusts only lines with the token, and a grader cell without its
-``complete`` line is a failure whatever pytest says: a grader that was skipped,
-interrupted or replaced cannot pass.
-
-:func:`format_verdict` is the one place a verdict becomes text for the learner.
+The runner opens a *channel* for every grader cell: a file and a random token that only
+the runner and that cell's (runner-written) first lines know, never the learner's cells,
+which run before it. Each :class:`Check` is one JSON line there carrying the token, and a
+grader that reaches its end writes a ``complete`` line listing its declared checks. A
+grader cell without that line fails whatever pytest says: a grader that was skipped,
+interrupted or replaced cannot pass. :func:`format_verdict` is the one place a verdict
+becomes text for the learner.
 """
 
 from __future__ import annotations
@@ -20,8 +17,6 @@ import os
 import textwrap
 from pathlib import Path
 from typing import Any
-
-# ---------------------------------------------------------------------------- records
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,31 +46,21 @@ class GraderRun:
     declared: tuple[str, ...] = ()
 
 
-# ------------------------------------------------------------- the kernel's side
-
-
-@dataclasses.dataclass
-class _Channel:
-    path: str
-    token: str
-    cell: int
-
-
-_channel: _Channel | None = None
+_channel: tuple[str, str, int] | None = None  # path, token, cell
 
 
 def open_channel(path: str, token: str, cell: int) -> None:
     """Called by the runner's first lines in a grader cell, before the grader runs."""
     global _channel
-    _channel = _Channel(path, token, cell)
+    _channel = (path, token, cell)
 
 
 def _write(record: dict[str, Any]) -> None:
     if _channel is None:
         return  # a grader called outside the runner (tests, a notebook): print only
-    line = {**record, "token": _channel.token, "cell": _channel.cell}
-    with open(_channel.path, "a", encoding="utf-8") as out:
-        out.write(json.dumps(line) + "\n")
+    path, token, cell = _channel
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps({**record, "token": token, "cell": cell}) + "\n")
 
 
 def send_check(check: Check) -> None:
@@ -86,9 +71,6 @@ def send_complete(grader: str, declared: tuple[str, ...]) -> None:
     _write({"kind": "complete", "grader": grader, "declared": list(declared)})
 
 
-# ------------------------------------------------------------- the runner's side
-
-
 def new_token() -> str:
     return os.urandom(16).hex()
 
@@ -96,9 +78,7 @@ def new_token() -> str:
 def read_channel(path: Path, token: str) -> dict[int, GraderRun]:
     """The grader runs reported in ``path``, keeping only lines that carry ``token``."""
     runs: dict[int, GraderRun] = {}
-    if not path.exists():
-        return runs
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
@@ -112,9 +92,8 @@ def read_channel(path: Path, token: str) -> dict[int, GraderRun]:
             check = Check(**{k: v for k, v in record.items() if k in fields})
             run = dataclasses.replace(run, checks=(*run.checks, check))
         elif record.get("kind") == "complete":
-            run = dataclasses.replace(
-                run, completed=True, declared=tuple(record.get("declared", ()))
-            )
+            declared = tuple(record.get("declared", ()))
+            run = dataclasses.replace(run, completed=True, declared=declared)
         runs[cell] = run
     return runs
 
@@ -136,28 +115,19 @@ class Verdict:
         return next((c for c in self.checks if not c.passed), None)
 
 
-# ------------------------------------------------------------------ formatting
-
 WIDTH = 80
 
 
 def _wrapped(label: str, text: str, width: int) -> list[str]:
     """``label`` then ``text`` wrapped at word boundaries, continued under the text."""
-    indent = " " * len(label)
-    lines = textwrap.wrap(
-        text,
-        width=width,
-        initial_indent=label,
-        subsequent_indent=indent,
-        break_long_words=False,
-        break_on_hyphens=False,
-    )
+    indent, unbroken = " " * len(label), {"break_long_words": False, "break_on_hyphens": False}
+    lines = textwrap.wrap(text, width, initial_indent=label, subsequent_indent=indent, **unbroken)
     return lines or [label.rstrip()]
 
 
 def format_verdict(verdict: Verdict, *, width: int = WIDTH, color: bool = False) -> str:
     """A few lines for the learner: what passed, what failed, and what to try."""
-    green, red, dim, reset = ("\x1b[32m", "\x1b[31m", "\x1b[2m", "\x1b[0m") if color else ("",) * 4
+    green, red, reset = ("\x1b[32m", "\x1b[31m", "\x1b[0m") if color else ("",) * 3
     failed = verdict.failed_check
     lines: list[str] = []
     started = not (failed is not None and failed.not_started)
@@ -170,8 +140,8 @@ def format_verdict(verdict: Verdict, *, width: int = WIDTH, color: bool = False)
         return "\n".join(lines)
     if failed is not None:
         lines.append(f"{red}✗{reset} {failed.name}")
-        lines += _wrapped("  expected: ", failed.expected, width)
-        lines += _wrapped("  seen:     ", failed.seen, width)
+        for label, text in (("expected", failed.expected), ("seen", failed.seen)):
+            lines += _wrapped(f"  {label + ':':<10}", text, width)
         if failed.hint:
             lines += _wrapped("  hint:     ", failed.hint, width)
     if verdict.problem:

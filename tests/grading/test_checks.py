@@ -289,3 +289,26 @@ def test_same_value_ignores_containers_not_numbers():
     assert same_value({"a": x}, (x,)) and same_value(np.stack([x, x]), [x, x])
     assert not same_value((x, 2.0), (x, 3.0)) and not same_value(x, x[:1])
     assert not same_value((x, x), (x,)) and not same_value("a", "a")
+
+
+def test_wrong_cases_counts_shape_type_nan_and_value():
+    from jitlab.grading import wrong_cases
+
+    got = [1.0, np.ones(2), "x", np.nan, 1.1, np.ones(3)]
+    want = [1.0, np.ones(3), 1.0, 1.0, 1.0, np.ones(3)]
+    assert wrong_cases(got, want, rtol=1e-3, atol=0.0) == [1, 2, 3, 4]
+    assert wrong_cases(got[:1], want[:1], rtol=0.0, atol=0.0) == []
+
+
+def test_require_cases_names_the_first_wrong_case_by_its_input(capsys):
+    from jitlab.grading import require_cases
+
+    want = [1.0, 2.0, 3.0]
+    require_cases("numbers", [1.0, 2.0, 3.0 + 1e-7], want, about=str, hint="h")
+    assert "✓ numbers" in capsys.readouterr().out
+    with pytest.raises(GradingFailure) as failure:
+        require_cases("numbers", [1.0, 5.0, {"a": 1}], want, about=lambda i: f"batch {i}",
+                      hint=lambda wrong: f"look at {wrong}")  # fmt: skip
+    assert failure.value.expected == "2 (the reference) for batch 1"
+    assert failure.value.seen == "5; wrong for 2 of 3 cases"
+    assert failure.value.hint == "look at [1, 2]"
