@@ -25,7 +25,7 @@ import numpy as np
 from jitlab.doctor import signature as sig
 from jitlab.grading import Call, Hints, fail, fresh_rng, grader, passed, why
 from jitlab.grading import kernel as k
-from jitlab.grading.checks import shorten
+from jitlab.grading.checks import as_numbers, shorten, wrong_cases
 
 SOURCE_DTYPES: tuple[type, ...] = (np.float64, np.float32, np.int32, np.int64, np.uint8, np.int16)
 RTOL = ATOL = 1e-4  # float32 accuracy, with room; float16 and integer casts miss by far more
@@ -85,18 +85,6 @@ def make_loader(rng: np.random.Generator) -> tuple[list[np.ndarray], np.ndarray]
     return batches, rng.normal(size=cols).astype(np.float32)
 
 
-def _error(got: Any, want: np.ndarray) -> float:
-    """How far ``got`` is beyond the tolerance of ``want`` (inf: wrong shape or type)."""
-    try:
-        value = np.asarray(got, np.float64)
-    except (TypeError, ValueError):
-        return float("inf")
-    if value.shape != want.shape:
-        return float("inf")
-    excess = np.abs(value - want) - (ATOL + RTOL * np.abs(want))
-    return float(np.max(np.nan_to_num(excess, nan=1e300), initial=0.0))  # NaN is wrong
-
-
 def _x_dtype(call: Call) -> str:
     """The dtype ``x`` reached score_core with, as JAX canonicalised it."""
     x = next(iter(call.arguments.values()), None)
@@ -133,13 +121,13 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
     copies = [args[0] for args, _ in run.copies]
     SCORE.unchanged(run, what=lambda i: f"the {copies[i].dtype.name} batch")
     reached = sorted({_x_dtype(during[-1]) for during in run.calls if during})
-    pairs = zip(run.outputs, copies, strict=True)
-    errors = [_error(out, _reference(b, weights)) for out, b in pairs]
-    wrong = list(dict.fromkeys(copies[i].dtype.name for i, e in enumerate(errors) if e > 0))
+    wants = [_reference(b, weights) for b in copies]
+    bad = wrong_cases(run.outputs, wants, rtol=RTOL, atol=ATOL)
+    wrong = list(dict.fromkeys(copies[i].dtype.name for i in bad))
     right = [name for name in dict.fromkeys(b.dtype.name for b in copies) if name not in wrong]
     if wrong:
-        first = next(i for i, e in enumerate(errors) if e > 0)
-        want = _reference(copies[first], weights)
+        first, want = bad[0], wants[bad[0]]
+        shapes = [np.shape(as_numbers(run.outputs[i])) for i in bad]  # () when not numbers
         raise fail(
             NUMBERS,
             expected=f"the reference for every dtype, e.g. for a {wrong[0]} batch: "
@@ -147,7 +135,7 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
             seen=f"wrong for {', '.join(wrong)}"
             + (f"; right for {', '.join(right)}" if right else " (every source dtype)")
             + f"; for that {wrong[0]} batch: {shorten(repr(run.outputs[first]), 90)}",
-            hint=_numbers_hint(wrong, right, np.isinf(errors).any(), reached),
+            hint=_numbers_hint(wrong, right, any(s != want.shape for s in shapes), reached),
         )
     passed(NUMBERS)
     SCORE.jit_on(run.recorder)
