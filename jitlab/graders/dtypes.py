@@ -1,10 +1,17 @@
-"""Grader for the dtypes exercise: score batches of any dtype with one compilation.
+"""Grader for dtypes: the plain ``score(batch, weights)`` casts each of the loader's
+batches and calls the jitted ``score_core(x, weights)`` (standardised columns @ weights),
+which must compile once for the pass. A wrong number names the dtypes it is wrong for.
 
-``score(batch, weights)`` (plain Python) casts the loader's batch and calls the jitted
-``score_core(x, weights)``, which standardises each column and returns ``z @ weights``.
-The standard kernel checks (:mod:`jitlab.grading.kernel`) run on a shuffled pass of the
-loader; a wrong number names the dtypes it is wrong for, and a recompilation its cause
-(:func:`jitlab.grading.why`).
+What the drawing covers, every run, and the wrong rule it breaks:
+
+===================================================  ======================================
+two batches of each of six source dtypes, shuffled   a dtype left uncast
+float batches with fractions                         a cast to an integer type (truncates)
+int16 readings below zero, uint8 up to 255           a cast through a narrower integer type
+a column with a spread of TINY in each float batch   an eps added to the std or the variance
+                                                     (jax.nn.standardize adds 1e-5 to it)
+no constant column                                   (the z-scores are defined)
+===================================================  ======================================
 """
 
 from __future__ import annotations
@@ -15,59 +22,46 @@ from typing import Any
 import jax
 import numpy as np
 
-from jitlab.doctor import classify
 from jitlab.doctor import signature as sig
-from jitlab.grading import Call, fail, fresh_rng, grader, passed, why
-from jitlab.grading import kernel as standard
-from jitlab.grading.checks import shorten
-from jitlab.grading.kernel import KernelExercise
+from jitlab.grading import Call, Hints, fail, fresh_rng, grader, passed, why
+from jitlab.grading import kernel as k
+from jitlab.grading.checks import as_numbers, shorten, wrong_cases
 
 SOURCE_DTYPES: tuple[type, ...] = (np.float64, np.float32, np.int32, np.int64, np.uint8, np.int16)
-BATCHES_PER_DTYPE = 2
 RTOL = ATOL = 1e-4  # float32 accuracy, with room; float16 and integer casts miss by far more
 TINY = 1e-4  # the spread of one column of every float batch
-
-DRAWS = {  # what the drawing covers: the wrong rule each draw breaks, on every run
-    "two batches of each of six source dtypes, shuffled": "a dtype left uncast",
-    "float batches with fractions": "a cast to an integer type (truncates)",
-    "int16 readings below zero, uint8 up to 255": "a cast through a narrower integer type",
-    f"a column with a spread of {TINY} in every float batch": "an eps added to the std or "
-    "the variance (jax.nn.standardize adds 1e-5 to it)",
-    "no constant column": "(the contract's z-scores are defined)",
+HINTS = {  # by standard check, by the doctor's cause (for the count), by kind of wrong number
+    k.PLAIN.name: """remove @jax.jit from score; the cast happens in score, the arithmetic in
+        score_core""",
+    k.UNCHANGED.name: "work on a converted copy (jnp.asarray makes one); never write into batch",
+    sig.DTYPE: """in score, before calling score_core, convert every batch to one float dtype
+        (jnp.asarray takes a dtype); a cast inside score_core comes after the cache lookup,
+        which already used the dtype x had when it reached score_core""",
+    sig.KEYWORD: "pass x and weights the same way on every call",
+    "rows": "return one score per row: z @ weights has shape (rows,)",
+    "narrow": """score_core received {narrow}, which keeps only about three significant
+        digits: cast to float32""",
+    "integer": """the float batches lose their fractions: cast to float32, not to an integer
+        type (which truncates)""",
+    "eps": f"""each float batch has a column whose spread is about {TINY}: an eps added to the
+        standard deviation or the variance (jax.nn.standardize adds one) changes its
+        z-scores; divide by jnp.std itself""",
+    "formula": """the formula is wrong whatever the dtype: standardise each column (axis=0)
+        with the population standard deviation (jnp.std, ddof=0), then z @ weights""",
+    "other": "compute every batch in float32; the {wrong} batches come out wrong",
 }
-
-SCORE = KernelExercise(
-    "score",
-    "score_core",
-    "score_core(x, weights)",
-    {
-        standard.PLAIN.name: "remove @jax.jit from score; the cast happens in score, the "
-        "arithmetic in score_core",
-        standard.UNCHANGED.name: "work on a converted copy (jnp.asarray makes one); never "
-        "write into batch",
-    },
-)
+HINTS = Hints(HINTS)
+SCORE = k.KernelExercise("score", "score_core", "score_core(x, weights)", HINTS)
 NUMBERS = "score matches the reference for every source dtype"
 ONCE = "score_core compiles once for a pass of the loader"
-CHECKS = (
-    *SCORE.names(standard.JITTED, standard.PLAIN, standard.NO_CALLBACKS, standard.UNCHANGED),
-    NUMBERS,
-    *SCORE.names(standard.JIT_ON, standard.FROM_KERNEL),
-    ONCE,
-)
-CAUSE_HINTS = {
-    classify.DTYPE: "in score, before calling score_core, convert every batch to one float "
-    "dtype (jnp.asarray takes a dtype); a cast inside score_core comes after the cache "
-    "lookup, which already used the dtype x had when it reached score_core",
-    sig.KEYWORD: "pass x and weights the same way on every call",
-}
+CHECKS = (*SCORE.names(k.JITTED, k.PLAIN, k.NO_CALLBACKS, k.UNCHANGED), NUMBERS)
+CHECKS += (*SCORE.names(k.JIT_ON, k.FROM_KERNEL), ONCE)
 
 
 def _reference(batch: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Standardise each column (population standard deviation), then weight and sum."""
     wide = np.asarray(batch, np.float64)
-    z = (wide - wide.mean(axis=0)) / wide.std(axis=0)
-    return z @ np.asarray(weights, np.float64)
+    return (wide - wide.mean(axis=0)) / wide.std(axis=0) @ np.asarray(weights, np.float64)
 
 
 def make_batch(rng: np.random.Generator, dtype: type, shape: tuple[int, int]) -> np.ndarray:
@@ -75,33 +69,20 @@ def make_batch(rng: np.random.Generator, dtype: type, shape: tuple[int, int]) ->
     if np.dtype(dtype).kind == "f":
         values = rng.normal(50.0, 12.0, size=shape)
         values[:, rng.integers(shape[1])] = rng.normal(0.0, TINY, size=shape[0])
-    elif dtype is np.uint8:
-        values = rng.integers(0, 256, size=shape)
     else:
-        values = rng.integers(-500, 500, size=shape)
+        low, high = (0, 256) if dtype is np.uint8 else (-500, 500)
+        values = rng.integers(low, high, size=shape)
     batch = values.astype(dtype)
     batch[0] = batch[1] + (TINY if np.dtype(dtype).kind == "f" else 1)  # no constant column
     return batch
 
 
 def make_loader(rng: np.random.Generator) -> tuple[list[np.ndarray], np.ndarray]:
-    """A shuffled pass of the loader (same shape, mixed dtypes) and a weight vector."""
+    """A shuffled pass of the loader (same shape, two batches of each dtype) and weights."""
     rows, cols = int(rng.integers(24, 65)), int(rng.integers(4, 13))
-    dtypes = [d for d in SOURCE_DTYPES for _ in range(BATCHES_PER_DTYPE)]
+    dtypes = [d for d in SOURCE_DTYPES for _ in range(2)]
     batches = [make_batch(rng, dtypes[i], (rows, cols)) for i in rng.permutation(len(dtypes))]
     return batches, rng.normal(size=cols).astype(np.float32)
-
-
-def _error(got: Any, want: np.ndarray) -> float:
-    """How far ``got`` is beyond the tolerance of ``want`` (inf: wrong shape or type)."""
-    try:
-        value = np.asarray(got, np.float64)
-    except (TypeError, ValueError):
-        return float("inf")
-    if value.shape != want.shape:
-        return float("inf")
-    excess = np.abs(value - want) - (ATOL + RTOL * np.abs(want))
-    return float(np.max(np.nan_to_num(excess, nan=1e300), initial=0.0))  # NaN is wrong
 
 
 def _x_dtype(call: Call) -> str:
@@ -116,31 +97,15 @@ def _x_dtype(call: Call) -> str:
 def _numbers_hint(wrong: list[str], right: list[str], shape_wrong: bool, reached: list[str]) -> str:
     """The likeliest cause of wrong numbers, from which dtypes went wrong and which
     dtypes the grader saw reach score_core."""
-    if shape_wrong:
-        return "return one score per row: z @ weights has shape (rows,)"
     narrow = [name for name in reached if name in ("float16", "bfloat16")]
-    if narrow:
-        return (
-            f"score_core received {narrow[0]}, which keeps only about three significant "
-            "digits: cast to float32"
-        )
-    if right and all(np.dtype(name).kind == "f" for name in wrong):
-        if reached and all(np.dtype(name).kind in "iu" for name in reached):
-            return (
-                "the float batches lose their fractions: cast to float32, not to an "
-                "integer type (which truncates)"
-            )
-        return (
-            f"each float batch has a column whose spread is about {TINY}: an eps added to "
-            "the standard deviation or the variance (jax.nn.standardize adds one) changes "
-            "its z-scores; divide by jnp.std itself"
-        )
-    if not right:
-        return (
-            "the formula is wrong whatever the dtype: standardise each column (axis=0) "
-            "with the population standard deviation (jnp.std, ddof=0), then z @ weights"
-        )
-    return f"compute every batch in float32; the {', '.join(wrong)} batches come out wrong"
+    if shape_wrong or narrow:
+        kind = "rows" if shape_wrong else "narrow"
+    elif right and all(np.dtype(name).kind == "f" for name in wrong):
+        integer = reached and all(np.dtype(name).kind in "iu" for name in reached)
+        kind = "integer" if integer else "eps"
+    else:
+        kind = "other" if right else "formula"
+    return HINTS[kind].format(narrow=narrow[:1] and narrow[0], wrong=", ".join(wrong))
 
 
 @grader("dtypes", checks=CHECKS)
@@ -148,26 +113,20 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
     """Grade the exercise. Raises ``GradingFailure`` at the first failed check."""
     batches, weights = make_loader(fresh_rng())
     SCORE.jitted(score_core)
-    SCORE.plain(
-        score,
-        seen="score is wrapped by jax.jit: it compiles once per dtype itself, and "
-        "score_core is inlined into it",
-    )
+    SCORE.plain(score)  # the standard verdict: score compiles per signature, score_core inlined
     SCORE.no_callbacks(score_core, np.asarray(batches[0], np.float32), weights)
 
     run = SCORE.run(score, score_core, [((b, weights), {}) for b in batches], check=NUMBERS)
     copies = [args[0] for args, _ in run.copies]
     SCORE.unchanged(run, what=lambda i: f"the {copies[i].dtype.name} batch")
     reached = sorted({_x_dtype(during[-1]) for during in run.calls if during})
-    errors: dict[str, float] = {}
-    for out, batch in zip(run.outputs, copies, strict=True):
-        name = batch.dtype.name
-        errors[name] = max(errors.get(name, 0.0), _error(out, _reference(batch, weights)))
-    wrong = [name for name, e in errors.items() if e > 0]
+    wants = [_reference(b, weights) for b in copies]
+    bad = wrong_cases(run.outputs, wants, rtol=RTOL, atol=ATOL)
+    wrong = list(dict.fromkeys(copies[i].dtype.name for i in bad))
+    right = [name for name in dict.fromkeys(b.dtype.name for b in copies) if name not in wrong]
     if wrong:
-        right = [name for name, e in errors.items() if e <= 0]
-        first = next(i for i, b in enumerate(copies) if b.dtype.name == wrong[0])
-        want = _reference(copies[first], weights)
+        first, want = bad[0], wants[bad[0]]
+        shapes = [np.shape(as_numbers(run.outputs[i])) for i in bad]  # () when not numbers
         raise fail(
             NUMBERS,
             expected=f"the reference for every dtype, e.g. for a {wrong[0]} batch: "
@@ -175,7 +134,7 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
             seen=f"wrong for {', '.join(wrong)}"
             + (f"; right for {', '.join(right)}" if right else " (every source dtype)")
             + f"; for that {wrong[0]} batch: {shorten(repr(run.outputs[first]), 90)}",
-            hint=_numbers_hint(wrong, right, any(np.isinf(errors[n]) for n in wrong), reached),
+            hint=_numbers_hint(wrong, right, any(s != want.shape for s in shapes), reached),
         )
     passed(NUMBERS)
     SCORE.jit_on(run.recorder)
@@ -188,6 +147,6 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
         run.count,
         exactly=1,
         what=f"compilations for {len(batches)} batches of {len(SOURCE_DTYPES)} source dtypes",
-        hint=found.hint_for(CAUSE_HINTS, "convert every batch to one float dtype in score"),
+        hint=found.hint_for(HINTS, "convert every batch to one float dtype in score"),
         cause=(received if len(reached) > 1 else "") + found.text,
     )

@@ -22,9 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jitlab.doctor.signature import KEYWORD, STATIC
-from jitlab.grading import Call, call_learner, fail, fresh_rng, grader, why
+from jitlab.grading import Call, Hints, call_learner, fail_unless, fresh_rng, grader, why
 from jitlab.grading.calls import same_content, type_changes, type_text
-from jitlab.grading.checks import passed, require, require_close, shorten
+from jitlab.grading.checks import passed, require_close, shorten
 from jitlab.grading.kernel import JIT_ON, JITTED, UNCHANGED, KernelExercise
 
 TRAIN = KernelExercise("train", "sgd_step", "sgd_step(state, batch, lr)")
@@ -47,19 +47,34 @@ SCALAR_KINDS: dict[str, Callable[[float], Any]] = {
     "jnp.float32": jnp.float32,
     "weak jnp scalar": lambda value: jnp.asarray(float(value)),
 }
-HINTS = {
-    "state": "the state's types changed after a step: start train from init(params), and "
-    "make init return the types sgd_step returns (compare jax.tree.map(jax.typeof, state) "
-    "before and after one step)",
-    "lr": "lr reached sgd_step as {avals}; convert it in train, before the call, to one "
-    "dtype and weak flag, e.g. jnp.asarray(lr, jnp.float32) (inside sgd_step is too late)",
+HINTS = {  # by check, by mistake, and by the kind (_kind) of a recompilation's cause
+    ONE_STEP: "params - lr * jax.grad(loss)(params, batch) for w and b",
+    INIT: "init(params) returns these params unchanged, and avg_loss equal to 0",
+    NUMBERS: """use lr = schedule(step) for batch number step (from 0), unrounded: an integer
+        or a 16-bit dtype changes the fractions""",
+    "avg_loss": "avg_loss = 0.9 * avg_loss + 0.1 * loss(params, batch), before the update",
+    "structure": "keep the state's keys, and avg_loss one number: jnp.zeros((), jnp.float32)",
+    SAME_TYPES: "write each entry in init with the dtype and shape sgd_step returns",
+    "weak init": """a weak type (~) where sgd_step returns a strong one: 0.0 and
+        jnp.asarray(0.0) are weak; write jnp.zeros((), jnp.float32) in init""",
+    "missing": "init must build every entry sgd_step returns: the same keys, no None slots",
+    EVERY_BATCH: "call sgd_step (by that name) once per batch: the update happens in the step",
+    "cast": """pass each batch as it is: a cast of the batch (to bfloat16, say) changes the
+        numbers; only lr needs converting""",
+    FROM_STEP: "return the state from the loop as it is; the work happens in sgd_step",
+    "order": "go through the batches in order: for step, batch in enumerate(batches)",
+    "chain": "start from init(params); pass each call the state the previous call returned",
+    "state": """the state's types changed after a step: start train from init(params), and make
+        init return the types sgd_step returns""",
+    "lr": """lr reached sgd_step as {avals}; convert it in train, before the call, to one dtype
+        and weak flag: jnp.asarray(lr, jnp.float32) (inside sgd_step is too late)""",
     "style": "call sgd_step one way every time (positionally, say)",
-    "static": "lr looks static (every new value compiles): keep it a traced argument; "
-    "static is for values that select a different program",
-    "again": "sgd_step compiled again for arguments it had compiled for already: do not "
-    "clear its cache, or build a new jitted function, inside train",
+    "static": "lr looks static (every new value compiles): keep it a traced argument",
+    "again": """sgd_step compiled again for arguments it had seen: do not clear its cache, or
+        build a new jitted function, inside train""",
     "other": "give sgd_step the same abstract arguments at every call",
 }
+HINTS = Hints(HINTS)
 
 
 def _make_problem(rng: np.random.Generator) -> tuple[dict, list, list]:
@@ -89,42 +104,26 @@ def _reference_step(state: dict[str, Any], batch: tuple[Any, Any], lr: float) ->
     return {"params": {"w": w, "b": np.float64(b)}, "avg_loss": np.float64(average)}
 
 
-def _vector(state: Any, check: str, who: str) -> np.ndarray:
-    """``state`` as one vector [w..., b, avg_loss], or a failed check naming its shape."""
-    p, average = (
-        (state.get("params"), state.get("avg_loss")) if isinstance(state, dict) else ({}, None)
-    )
-    if not (isinstance(p, dict) and set(p) == {"w", "b"} and set(state) == {"params", "avg_loss"}
-            and average is not None and np.shape(average) == ()):  # fmt: skip
-        keys = f" with keys {sorted(state)}" if isinstance(state, dict) else ""
-        raise fail(
-            check,
-            expected='a dict {"params": {"w": ..., "b": ...}, "avg_loss": a scalar}',
-            seen=f"{who} returned {type(state).__name__}{keys}, avg_loss "
-            + shorten(repr(average), 40),
-            hint="keep the state's structure: the same keys, and avg_loss one number: "
-            "jnp.zeros((), jnp.float32) to start with",
-        )
-    return np.concatenate([np.ravel(p["w"]), np.ravel(p["b"]), np.ravel(average)])
-
-
-STATE_HINTS = {
-    ONE_STEP: "params - lr * jax.grad(loss)(params, batch) for w and b",
-    INIT: "init(params) returns these params unchanged, and avg_loss equal to 0",
-    NUMBERS: "use lr = schedule(step) for batch number step (from 0), unrounded: the "
-    "learning rates are fractions, so an integer or a 16-bit dtype changes them",
-    "avg_loss": "avg_loss = 0.9 * avg_loss + 0.1 * loss(params, batch), with the loss of "
-    "the params before the update",
-}
-
-
 def _require_state(check: str, got: Any, want: Any, who: str, tolerance: float = 1e-4) -> None:
-    """``got`` matches ``want`` entry by entry; a failure names the entries that differ."""
-    mine, theirs = _vector(got, check, who), _vector(want, check, "the reference")
+    """``got`` has the state's structure and matches ``want`` entry by entry; a failure
+    names the entries that differ."""
+    p, average = (got.get("params"), got.get("avg_loss")) if isinstance(got, dict) else ({}, None)
+    fail_unless(
+        check,
+        isinstance(p, dict) and set(p) == {"w", "b"} and set(got) == {"params", "avg_loss"}
+        and average is not None and np.shape(average) == (),
+        expected='a dict {"params": {"w": ..., "b": ...}, "avg_loss": a scalar}',
+        seen=f"{who} returned {type(got).__name__}"
+        + (f" with keys {sorted(got)}" if isinstance(got, dict) else "")
+        + f", avg_loss {shorten(repr(average), 40)}",
+        hint=HINTS["structure"],
+    )  # fmt: skip
+    mine = np.concatenate([np.ravel(p["w"]), np.ravel(p["b"]), np.ravel(average)])
+    theirs = np.concatenate([np.ravel(want["params"][k]) for k in "wb"] + [[want["avg_loss"]]])
     names = [f"params['w'][{i}]" for i in range(theirs.size - 2)] + ["params['b']", "avg_loss"]
     require_close(
         check, mine, theirs, rtol=tolerance, atol=tolerance * 0.1, names=names,
-        whose=f"{who}'s state", hint=lambda wrong: STATE_HINTS[
+        whose=f"{who}'s state", hint=lambda wrong: HINTS[
             "avg_loss" if wrong == ["avg_loss"] and check != INIT else check],
     )  # fmt: skip
 
@@ -153,27 +152,15 @@ def grade(
     start = call_learner(INIT, init, params)
     _require_state(INIT, start, {"params": params, "avg_loss": 0.0}, "init", tolerance=0)
     stepped = call_learner(SAME_TYPES, sgd_step, start, batches[1], lr)
-    found = type_changes(
-        start, stepped, name="state", labels=("from init", "after one step"), limit=4
-    )
-    text = " ".join(found)
-    hint = "write each entry in init with the dtype and shape sgd_step returns"
-    if "~" in text:
-        hint = (
-            "a weak type (~) where sgd_step returns a strong one: a Python 0.0, or "
-            "jnp.asarray(0.0), is weak; write jnp.zeros((), jnp.float32) in init"
-        )
-    if any(key in text for key in ("None", ": absent ", ": present ", "containers")):
-        hint = (
-            "init must build every entry sgd_step returns, with the same keys and no "
-            "None slots for the first step to fill"
-        )
-    require(
+    labels = ("from init", "after one step")
+    text = "; ".join(type_changes(start, stepped, name="state", labels=labels, limit=4))
+    missing = any(key in text for key in ("None", ": absent ", ": present ", "containers"))
+    HINTS.require(
         SAME_TYPES,
-        not found,
+        not text,
         expected="jax.tree.map(jax.typeof, state) the same before and after one step",
-        seen="; ".join(found),
-        hint=hint,
+        seen=text,
+        hint=HINTS["missing"] if missing else HINTS["weak init"] if "~" in text else "",
     )
 
     def schedule(step: int) -> Any:
@@ -183,13 +170,12 @@ def grade(
     passed(RUNS)
     (final,), calls = run.outputs, run.kernel_calls
     TRAIN.jit_on(run.recorder)
-    _require_every_batch(calls, start, batches, run.count.compiles, len(run.recorder.traced))
-    require(
+    _require_every_batch(calls, start, batches, run)
+    HINTS.require(
         FROM_STEP,
         same_content(final, calls[-1].out),
         expected="train to return the state the last sgd_step call returned",
         seen="train's result differs from the output of its last sgd_step call",
-        hint="return the state from the loop as it is; the work happens in sgd_step",
     )
     TRAIN.unchanged(run, what=lambda i: "params or batches")
     reference = {"params": params, "avg_loss": 0.0}
@@ -197,51 +183,37 @@ def grade(
         reference = _reference_step(reference, batch, float(value))
     _require_state(NUMBERS, final, reference, "train")
     found = why(calls)
-    avals = sorted({type_text(call.arguments["lr"]) if "lr" in call.arguments else "?"
-                    for call in calls})  # fmt: skip
+    avals = sorted({type_text(c.arguments["lr"]) if "lr" in c.arguments else "?" for c in calls})
     hint = found.hint_for(HINTS, HINTS["other"], most=1, kind=_kind)
     hint = hint.format(avals=f"{len(avals)} abstract values ({', '.join(avals)})")
     what = f"compilations of sgd_step over {STEPS} steps"
     TRAIN.compiles(ONCE, run.count, exactly=1, what=what, hint=hint, cause=found.text)
 
 
-def _require_every_batch(
-    calls: list[Call], start: Any, batches: list, compiles: int, inside_traces: int
-) -> None:
+def _require_every_batch(calls: list[Call], start: Any, batches: list, run: Any) -> None:
     """One call per batch, in order, as the loader gave it, each from the state the
     previous call returned."""
-    if len(calls) != len(batches):
-        hint = (
-            "call sgd_step (by that name) once for every batch: the update has to "
-            "happen inside the jitted step"
-        )
-        if not calls and inside_traces:
-            hint += "; sgd_step was only called while another function was being traced"
-        elif not calls and compiles:
-            hint += "; sgd_step compiled, but not through a name train holds"
-        expected = f"{len(batches)} calls of sgd_step, one per batch"
-        raise fail(
-            EVERY_BATCH, expected=expected, seen=f"{len(calls)} call(s) of sgd_step", hint=hint
-        )
+    hint = HINTS[EVERY_BATCH]
+    if not calls and run.recorder.traced:
+        hint += "; sgd_step was only called while another function was being traced"
+    elif not calls and run.count.compiles:
+        hint += "; sgd_step compiled, but not through a name train holds"
+    fail_unless(EVERY_BATCH, len(calls) == len(batches), hint=hint,
+                expected=f"{len(batches)} calls of sgd_step, one per batch",
+                seen=f"{len(calls)} call(s) of sgd_step")  # fmt: skip
     previous = start
     for i, call in enumerate(calls):
         state, batch = [*call.arguments.values(), None, None][:2]
         cast = "; ".join(type_changes(batches[i], batch, name="batch", labels=("given", "passed")))
         given = "(" + ", ".join(map(type_text, batches[i])) + ")"
         origin = f"call {i}" if i else "init(params)"
-        problems = (
-            (bool(cast), f"batch number {i} as the loader gave it {given}", cast,
-             "pass each batch to sgd_step as it is: a cast of the batch (to bfloat16, say) "
-             "changes the numbers; only lr needs converting"),
-            (not same_content(batch, batches[i]), f"batch number {i}", "another batch",
-             "go through the batches in order: for step, batch in enumerate(batches)"),
+        for wrong, expected, seen, kind in (
+            (bool(cast), f"batch number {i} as the loader gave it {given}", cast, "cast"),
+            (not same_content(batch, batches[i]), f"batch number {i}", "another batch", "order"),
             (not same_content(state, previous), f"the state {origin} returned",
-             "a different state", "start from init(params) and pass each call the state "
-             "the previous call returned"),
-        )  # fmt: skip
-        for wrong, expected, seen, hint in problems:
-            if wrong:
-                raise fail(EVERY_BATCH, expected=f"call {i + 1} with {expected}",
-                           seen=f"call {i + 1} got {seen}", hint=hint)  # fmt: skip
+             "a different state", "chain"),
+        ):  # fmt: skip
+            fail_unless(EVERY_BATCH, not wrong, expected=f"call {i + 1} with {expected}",
+                        seen=f"call {i + 1} got {seen}", hint=HINTS[kind])  # fmt: skip
         previous = call.out
     passed(EVERY_BATCH)

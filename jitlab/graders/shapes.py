@@ -2,8 +2,8 @@
 and the plain ``rms`` around it compile at most once per bucket. Part 2
 (:func:`grade_positions`): a fixed-size ``jnp.nonzero`` that compiles once per length.
 
-What the drawing covers, every run, and the wrong rule it breaks:
-
+===============================================  ======================================
+what the drawing covers, every run               the wrong rule it breaks
 ===============================================  ======================================
 every length 1..1,000 through bucket_size         a table or dict that misses a length
 garbage past n: large, then +-inf and nan         no mask, a mask of <= n, a float 0/1
@@ -18,24 +18,15 @@ the same data with a new threshold                a static threshold
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
 from jitlab.doctor import signature as sig
-from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, why
+from jitlab.grading import GradingFailure, call_learner, fail_unless, fresh_rng, grader, passed, why
+from jitlab.grading import checks as c
 from jitlab.grading import kernel as k
-from jitlab.grading.checks import (
-    BUCKETS_FEW,
-    BUCKETS_HOLD,
-    GradingFailure,
-    excerpt,
-    first_difference,
-    learner_error,
-    require_buckets,
-    shorten,
-)
 from jitlab.instruments.counting import count_compiles
 
 MOST_BUCKETS, MAX_LENGTH, CALLS = 12, 1000, 50  # the exercise states "at most 12" sizes
@@ -44,24 +35,15 @@ FROM_KERNEL = k.FROM_KERNEL
 PADDING = "padded_rms ignores the padding"
 NUMBERS = "rms matches the reference"
 PER_BUCKET = "at most one compilation per bucket"
-CHECKS = (*RMS.names(k.JITTED, k.PLAIN), BUCKETS_HOLD, BUCKETS_FEW, RMS.name(k.NO_CALLBACKS))
+CHECKS = (*RMS.names(k.JITTED, k.PLAIN), c.BUCKETS_HOLD, c.BUCKETS_FEW, RMS.name(k.NO_CALLBACKS))
 CHECKS += (PADDING, NUMBERS, *RMS.names(k.UNCHANGED, k.JIT_ON, k.FROM_KERNEL), PER_BUCKET)
+N_TYPES = "pass n the same way on every call (always len(x), a Python int, say)"
+CAUSE_HINTS = dict.fromkeys((sig.WEAK_TYPE, sig.PYTHON_SCALAR, sig.DTYPE), N_TYPES)
+CAUSE_HINTS[sig.STATIC] = "keep n traced: not in static_argnums / static_argnames, not closed over"
 
 
 def _reference_rms(x: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.square(x.astype(np.float64)))))
-
-
-def _first_crash(fn: Callable[..., Any], inputs: list[Any]) -> tuple[Any, Exception] | None:
-    """The first input that ``fn`` raises on, and the error (a stub's is left alone)."""
-    for value in inputs:
-        try:
-            fn(value)
-        except NotImplementedError:
-            return None
-        except Exception as err:
-            return value, err
-    return None
 
 
 def _lengths(rng: np.random.Generator, sizes: dict[int, int]) -> list[int]:
@@ -78,7 +60,7 @@ def _lengths(rng: np.random.Generator, sizes: dict[int, int]) -> list[int]:
     return [int(m) for m in rng.permutation(chosen)]
 
 
-def _cause(sizes: dict[int, int], lengths: list[int], run: Any) -> tuple[str, str]:
+def _cause(sizes: dict[int, int], lengths: list[int], run: k.Run) -> tuple[str, str]:
     """(what rms passed padded_rms that explains the extra compilations, the hint)."""
     for m, during in zip(lengths, run.calls, strict=True):
         size = np.shape(during[-1].args[0])[0] if during and during[-1].args else None
@@ -89,13 +71,7 @@ def _cause(sizes: dict[int, int], lengths: list[int], run: Any) -> tuple[str, st
                 "pad x to bucket_size(len(x)), so that lengths in one bucket share a shape",
             )
     found = why(run.recorder)
-    types = "pass n the same way on every call (for instance always len(x), a Python int)"
-    hints = {sig.WEAK_TYPE: types, sig.PYTHON_SCALAR: types, sig.DTYPE: types}
-    hints[sig.STATIC] = (
-        "keep n a traced argument: remove it from static_argnums / "
-        "static_argnames (and do not close over it); only the padded length should vary"
-    )
-    return found.text, found.hint_for(hints, "pad to bucket_size(len(x)) and keep n traced")
+    return found.text, found.hint_for(CAUSE_HINTS, "pad to bucket_size(len(x)) and keep n traced")
 
 
 @grader("shapes", part="one compilation per bucket", checks=CHECKS)
@@ -104,18 +80,19 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
     rng = fresh_rng()
     RMS.jitted(padded_rms)
     RMS.plain(rms, seen="rms is wrapped by jax.jit: it compiles once per input length")
-    call_learner(BUCKETS_HOLD, bucket_size, 1)  # a stub says so first
-    crash = _first_crash(bucket_size, list(range(1, MAX_LENGTH + 1)))
-    if crash:
-        raise learner_error(
-            BUCKETS_HOLD,
-            crash[1],
-            expected=f"bucket_size({crash[0]}) to return a size: every length from 1 to "
-            f"{MAX_LENGTH} has one",
-            hint=f"look at the lookup in bucket_size for n={crash[0]}: its table must cover "
-            f"every length up to {MAX_LENGTH} (or compute the next power of two)",
-        )
-    require_buckets(bucket_size, up_to=MAX_LENGTH, most=MOST_BUCKETS, smallest_allowed=16)
+    call_learner(c.BUCKETS_HOLD, bucket_size, 1)  # a stub says so first
+    for m in range(1, MAX_LENGTH + 1):  # a crash names its length
+        try:
+            bucket_size(m)
+        except Exception as err:
+            raise c.learner_error(
+                c.BUCKETS_HOLD,
+                err,
+                expected=f"bucket_size({m}) to return a size, as for every n to {MAX_LENGTH}",
+                hint=f"look at the lookup in bucket_size for n={m}: cover every n to "
+                f"{MAX_LENGTH}, or compute the next power of two",
+            ) from err
+    c.require_buckets(bucket_size, up_to=MAX_LENGTH, most=MOST_BUCKETS, smallest_allowed=16)
     sizes = {m: int(bucket_size(m)) for m in range(1, MAX_LENGTH + 1)}
 
     # Garbage past n must not change the answer; a full bucket has no padding at all.
@@ -125,58 +102,60 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
     non_finite = rng.choice(np.array([np.inf, -np.inf, np.nan], np.float32), size=sizes[n] - n)
     cases = [(n, rng.uniform(100, 1000, size=sizes[n] - n), "large values")]
     cases += [(n, non_finite, "inf and nan"), (full, np.zeros(0), "no padding")]
+    got, want, about = [], [], []
     for m, garbage, what in cases:
         x = rng.normal(size=m).astype(np.float32)
-        got = call_learner(PADDING, padded_rms, np.concatenate([x, garbage]).astype(np.float32), m)
-        want = _reference_rms(x)
-        if not np.allclose(np.asarray(got, np.float64), want, rtol=1e-4):
-            raise fail(
-                PADDING,
-                expected=f"{want:.6g} for n={m} in a bucket of {sizes[m]}, {what} past n",
-                seen=shorten(str(np.asarray(got)), 80),
-                hint="select with jnp.where(jnp.arange(padded.shape[0]) < n, ...) before "
-                "summing (a float 0/1 mask multiplied in can turn inf * 0 into nan), and divide "
-                "by n, not by the padded length",
-            )
-    passed(PADDING)
+        padded = np.concatenate([x, garbage]).astype(np.float32)
+        got.append(call_learner(PADDING, padded_rms, padded, m))
+        want.append(_reference_rms(x))
+        about.append(f"n={m} in a bucket of {sizes[m]}, {what} past n")
+    c.require_cases(
+        PADDING,
+        got,
+        want,
+        about=about.__getitem__,
+        hint="select with jnp.where(jnp.arange(padded.shape[0]) < n, ...) (a 0/1 mask "
+        "multiplied in turns inf * 0 into nan), and divide by n, not the padded length",
+        rtol=1e-4,
+        atol=1e-8,
+    )
 
     lengths = _lengths(rng, sizes)
     buckets = {sizes[m] for m in lengths}
     data = [rng.normal(loc=rng.normal(), size=m).astype(np.float32) for m in lengths]
+    given: list[int] = []  # the lengths rms was called with, for a crash's verdict
+
+    def calls() -> Iterator[tuple[tuple, dict]]:
+        for x in data:
+            given.append(len(x))
+            yield (x,), {}
+
     try:
-        run = RMS.run(rms, padded_rms, [((x,), {}) for x in data], check=NUMBERS)
+        run = RMS.run(rms, padded_rms, calls(), check=NUMBERS)
     except GradingFailure as failure:
-        crash = _first_crash(rms, [x.copy() for x in data])
-        if failure.check == NUMBERS and crash:
-            m = len(crash[0])
-            raise learner_error(
-                NUMBERS,
-                crash[1],
-                expected=f"rms(x) to return for x of length {m} (bucket_size({m}) is {sizes[m]})",
-                hint="look at how rms finds the bucket for this length: call "
-                "bucket_size(len(x)) and pad to that, not a table of your own",
-            ) from None
-        raise
-    for m, ((x,), _), got in zip(lengths, run.copies, run.outputs, strict=True):
-        try:
-            value = np.asarray(got, np.float64)
-        except (TypeError, ValueError):
-            value = np.array(np.nan)
-        if value.shape != () or not np.allclose(value, _reference_rms(x), rtol=1e-4):
-            raise fail(
-                NUMBERS,
-                expected=f"{_reference_rms(x):.6g} for an array of length {m} (bucket {sizes[m]})",
-                seen=shorten(repr(got), 120),
-                hint="rms returns one number: the RMS of the real values only",
-            )
-    passed(NUMBERS)
+        if failure.check != NUMBERS or failure.__cause__ is None:
+            raise
+        m = given[-1]
+        raise c.learner_error(
+            NUMBERS,
+            failure.__cause__,
+            expected=f"rms(x) to return for x of length {m} (bucket_size({m}) is {sizes[m]})",
+            hint="pad x to bucket_size(len(x)), not to a table of your own",
+        ) from None
+    c.require_cases(
+        NUMBERS,
+        run.outputs,
+        [_reference_rms(x) for (x,), _ in run.copies],
+        about=lambda i: f"an array of length {lengths[i]} (bucket {sizes[lengths[i]]})",
+        hint="rms returns one number: the RMS of the real values only",
+        rtol=1e-4,
+        atol=1e-8,
+    )
     RMS.unchanged(run, what=lambda i: f"the array of length {lengths[i]}")
     RMS.jit_on(run.recorder)
     RMS.calls_kernel(run, first=lambda i: f"length {lengths[i]}")
     RMS.returns_kernel_output(run)
-    cause, hint = "", "pad to bucket_size(len(x)) and keep n traced"
-    if run.count.compiles > len(buckets):
-        cause, hint = _cause(sizes, lengths, run)
+    cause, hint = _cause(sizes, lengths, run)
     RMS.compiles(
         PER_BUCKET,
         run.count,
@@ -200,10 +179,8 @@ def _positions_cases(rng: np.random.Generator, length: int) -> list[tuple[str, A
     """(what, x, threshold): cases 1 and 2 change only the data, then only the threshold."""
     noise = [rng.normal(size=length).astype(np.float32) for _ in range(6)]
     threshold = float(np.float32(rng.uniform(0.2, 0.8)))
-    for x, value in (
-        (noise[2], threshold),
-        (noise[3], np.nextafter(np.float32(threshold), np.float32(np.inf))),
-    ):
+    step_above = np.nextafter(np.float32(threshold), np.float32(np.inf))
+    for x, value in ((noise[2], threshold), (noise[3], step_above)):
         x[rng.choice(length, size=max(2, length // 8), replace=False)] = np.float32(value)
     return [
         ("ordinary data", noise[0], threshold),
@@ -248,26 +225,26 @@ def grade_positions(loud_positions: Any) -> None:
     for (what, x, threshold), out in zip(cases, outputs, strict=True):
         found = np.flatnonzero(x > np.float32(threshold))
         want = np.concatenate([found, np.full(length - found.size, -1)])
-        if not (isinstance(out, tuple | list) and len(out) == 2):
-            raise fail(POSITIONS_OK, expected="a pair (positions, count)",
-                       seen=shorten(f"{type(out).__name__}: {out!r}", 120),
-                       hint="return positions, count")  # fmt: skip
+        pair = isinstance(out, tuple | list) and len(out) == 2
+        fail_unless(POSITIONS_OK, pair, expected="a pair (positions, count)",
+                    seen=c.shorten(f"{type(out).__name__}: {out!r}", 120),
+                    hint="return positions, count")  # fmt: skip
         got, got_count = np.asarray(out[0]), np.asarray(out[1])
-        if got.shape != want.shape or not np.array_equal(got, want):
-            at = first_difference(got, want) if got.shape == want.shape else 0
-            raise fail(
-                POSITIONS_OK,
-                expected=f"{excerpt(want, at, 12)} for {what} (threshold {threshold:g}, "
-                f"length {length})",
-                seen=f"{excerpt(got, at, 12)} (shape {got.shape})",
-                hint=_positions_hint(x, threshold, got.reshape(-1), want),
-            )
-        if got_count.shape != () or int(got_count) != found.size:
-            raise fail(POSITIONS_OK, expected=f"count {found.size} for {what}",
-                       seen=f"count {shorten(str(got_count.tolist()), 60)}",
-                       hint="count is how many are real: jnp.sum(x > threshold)")  # fmt: skip
+        at = c.first_difference(got, want) if got.shape == want.shape else 0
+        fail_unless(
+            POSITIONS_OK,
+            got.shape == want.shape and np.array_equal(got, want),
+            expected=f"{c.excerpt(want, at, 12)} for {what} (threshold {threshold:g}, length "
+            f"{length})",
+            seen=f"{c.excerpt(got, at, 12)} (shape {got.shape})",
+            hint=_positions_hint(x, threshold, got.reshape(-1), want),
+        )
+        fail_unless(POSITIONS_OK, got_count.shape == () and int(got_count) == found.size,
+                    expected=f"count {found.size} for {what}",
+                    seen=f"count {c.shorten(str(got_count.tolist()), 60)}",
+                    hint="count is how many are real: jnp.sum(x > threshold)")  # fmt: skip
     passed(POSITIONS_OK)
-    static = count.compiles > 1 and compiled[1] == 0 and compiled[2] > 0
+    static = count.compiles > 1 and compiled[1] == 0 and compiled[2] > 0  # threshold alone
     POSITIONS.compiles(
         POSITIONS_ONCE,
         count,
@@ -277,8 +254,7 @@ def grade_positions(loud_positions: Any) -> None:
         hint="remove threshold from static_argnums / static_argnames: keep it traced"
         if static
         else "use a fixed size (size=x.shape[0]) and keep threshold an ordinary argument",
-        cause="it compiled again when only the threshold changed, and not when only the "
-        "data changed: threshold is static"
+        cause="a new threshold compiled again, new data did not: threshold is static"
         if static
         else "",
     )

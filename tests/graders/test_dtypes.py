@@ -80,12 +80,12 @@ def in_place(core):
     return score
 
 
-def reference_after_a_real_call(core):
-    def score(batch, weights):
-        core(jnp.asarray(batch, jnp.float32), weights)  # the right call, thrown away
-        return dtypes._reference(batch, weights)
+def pure_callback_core():
+    def on_host(x, weights):
+        return numpy_score(x, weights).astype(np.float32)
 
-    return score
+    out = jax.ShapeDtypeStruct
+    return kernel(lambda x, w: jax.pure_callback(on_host, out(x.shape[:1], jnp.float32), x, w))
 
 
 def decoy_then_numpy(core):
@@ -96,91 +96,60 @@ def decoy_then_numpy(core):
     return score
 
 
+def inside_a_jit(core):
+    return casting(lambda b, w: jax.jit(lambda x, v: core(x, v))(b, w))
+
+
 def per_column(core):
     return lambda b, w: jnp.zeros(b.shape[1]) + core(jnp.asarray(b, jnp.float32), w).mean()
 
 
-def pure_callback_core():
-    def on_host(x, weights):
-        z = (np.asarray(x, np.float64) - np.mean(x, axis=0)) / np.std(x, axis=0)
-        return (z @ np.asarray(weights, np.float64)).astype(np.float32)
-
-    out = jax.ShapeDtypeStruct
-    return kernel(lambda x, w: jax.pure_callback(on_host, out(x.shape[:1], jnp.float32), x, w))
+def sample_std(x, w):
+    return (x - x.mean(axis=0)) / jnp.std(x, axis=0, ddof=1) @ w
 
 
-def inside(core, wrap=lambda core: lambda b, w: jax.jit(lambda x, v: core(x, v))(b, w)):
-    return wrap(core)
+def uncast(core):
+    return lambda b, w: core(b, w), core
 
 
-WRONG = {
-    # name: (make (score, score_core), the failing check, words in seen+hint)
-    "no cast": (lambda c: (lambda b, w: c(b, w), c), "compiles once", "received x as 4 dtypes"),
-    "cast inside the kernel": (
-        lambda _: (lambda c: (lambda b, w: c(b, w), c))(
-            kernel(lambda x, w: standard(x.astype(jnp.float32)) @ w)
-        ),
-        "compiles once",
-        "a cast inside score_core comes after the cache",
-    ),
-    "asarray without a dtype": (
-        lambda c: (casting(c, jnp.asarray), c),
-        "compiles once",
-        "(dtype)",
-    ),
-    "integer cast": (
-        lambda c: (casting(c, lambda b: jnp.asarray(b, jnp.int32)), c),
-        "matches the reference",
-        "wrong for float",
-    ),
-    "float16 cast": (
-        lambda c: (casting(c, lambda b: jnp.asarray(b, jnp.float16)), c),
-        "matches the reference",
-        "float16",
-    ),
-    "sample standard deviation": (
-        lambda _: (lambda c: (casting(c), c))(
-            kernel(lambda x, w: (x - x.mean(axis=0)) / jnp.std(x, axis=0, ddof=1) @ w)
-        ),
-        "matches the reference",
-        "formula",
-    ),
+def cast_to(dtype):
+    return lambda c: (casting(c, lambda b: jnp.asarray(b, dtype)), c)
+
+
+def kernel_of(body):
+    return lambda _: (casting(core := kernel(body)), core)
+
+
+F32 = jnp.float32
+# fmt: off
+WRONG = {  # name: (make (score, score_core) from a right score_core, the check, words in seen+hint)
+    "no cast": (uncast, "compiles once", "received x as 4 dtypes"),
+    "cast inside the kernel": (lambda _: uncast(kernel(lambda x, w: standard(x.astype(F32)) @ w)),
+                               "compiles once", "a cast inside score_core comes after the cache"),
+    "asarray without a dtype": (lambda c: (casting(c, jnp.asarray), c), "compiles once", "(dtype)"),
+    "integer cast": (cast_to(jnp.int32), "matches the reference", "wrong for float"),
+    "float16 cast": (cast_to(jnp.float16), "matches the reference", "float16"),
+    "sample standard deviation": (kernel_of(sample_std), "matches the reference", "formula"),
     "one score per column": (lambda c: (per_column(c), c), "matches the reference", "per row"),
-    "hard-coded zeros": (
-        lambda c: (lambda b, w: np.zeros(64, np.float32)[: b.shape[0]], c),
-        "matches the reference",
-        "every source dtype",
-    ),
+    "hard-coded zeros": (lambda c: (lambda b, w: np.zeros(64, np.float32)[: b.shape[0]], c),
+                         "matches the reference", "every source dtype"),
     "NumPy instead of jit": (lambda _: (numpy_score, numpy_score), "compiled with jax.jit", ""),
-    "a host callback": (
-        lambda _: (lambda c: (casting(c), c))(pure_callback_core()),
-        "computes inside its compiled program",
-        "",
-    ),
+    "a host callback": (lambda _: (casting(core := pure_callback_core()), core),
+                        "computes inside its compiled program", ""),
     "bypass": (lambda c: (numpy_score, c), "returns what score_core", "never called"),
-    "called inside another jit": (
-        lambda c: (casting(inside(c)), c),
-        "returns what score_core",
-        "not inside a jax.jit of your own",
-    ),
-    "decoy call, NumPy answer": (
-        lambda c: (decoy_then_numpy(c), c),
-        "returns what score_core",
-        "did not compute",
-    ),
+    "called inside another jit": (lambda c: (inside_a_jit(c), c), "returns what score_core",
+                                  "not inside a jax.jit of your own"),
+    "decoy call, NumPy answer": (lambda c: (decoy_then_numpy(c), c), "returns what score_core",
+                                 "did not compute"),
     "the grader's reference after a real call": (
-        lambda c: (reference_after_a_real_call(c), c),
-        "returns what score_core",
-        "",
-    ),
+        lambda c: (lambda b, w: (c(jnp.asarray(b, F32), w), dtypes._reference(b, w))[1], c),
+        "returns what score_core", ""),
     "jitted boundary": (lambda c: (jax.jit(casting(c)), c), "plain Python function", ""),
     "batch wiped in place": (lambda c: (in_place(c), c), "arguments unchanged", ""),
-    "batch sorted in place": (
-        lambda c: (lambda b, w: b.sort(axis=0) or c(jnp.asarray(b, jnp.float32), w), c),
-        "arguments unchanged",
-        "",
-    ),
+    "batch sorted in place": (lambda c: (lambda b, w: b.sort(axis=0) or c(jnp.asarray(b, F32), w),
+                                         c), "arguments unchanged", ""),
 }
+# fmt: on
 
 
 @pytest.mark.parametrize("name", WRONG)

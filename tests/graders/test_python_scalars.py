@@ -7,12 +7,14 @@ run: the grader draws every kind of learning rate at least twice, and a repeated
 
 from __future__ import annotations
 
+import itertools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from exercise_cells import namespace
-from tables import fails, rows
+from tables import fails, passes, rows
 
 from jitlab.graders import python_scalars
 
@@ -66,133 +68,84 @@ def reference(params, batches, schedule):
 # ------------------------------------------------------------------ right answers
 
 
-def test_solution_passes(capsys):
+def solution():
     solved = namespace("python_scalars")
-    python_scalars.grade(solved["init"], solved["sgd_step"], solved["train"])
-    assert "All checks passed" in capsys.readouterr().out
+    return solved["init"], solved["sgd_step"], solved["train"]
 
 
-def test_python_float_lr_and_numpy_init_pass():
+def python_float_lr_and_numpy_init():
     # Every lr a Python float (~float32[], one key); init from a NumPy float32 (strong).
-    sgd_step = make_step()
-
     def init(params):
         return {"params": params, "avg_loss": np.float32(0.0)}
 
-    python_scalars.grade(init, sgd_step, make_train(sgd_step, float, init))
+    return init, (step := make_step()), make_train(step, float, init)
 
 
-def test_notebook_style_globals_keywords_and_a_jitted_init_pass():
+NOTEBOOK = """
+@jax.jit
+def sgd_step(state, batch, lr):
+    return update(state, batch, lr)
+@jax.jit
+def init(params):
+    return {'params': params, 'avg_loss': jnp.float32(0)}
+def train(params, batches, schedule):
+    state = init(params)
+    for i in range(len(batches)):
+        lr = np.float32(schedule(step=i))
+        state = sgd_step(state=state, batch=batches[i], lr=lr)
+    return state
+"""
+
+
+def test_right_answers_pass():
+    passes(python_scalars.grade, *solution())
+    passes(python_scalars.grade, *python_float_lr_and_numpy_init())
     # As in a notebook: train finds sgd_step as a global and calls it, and schedule, by
     # keyword; init is itself jitted; lr becomes a NumPy float32.
     names = {"jax": jax, "jnp": jnp, "np": np, "update": update}
-    exec(
-        "@jax.jit\n"
-        "def sgd_step(state, batch, lr):\n"
-        "    return update(state, batch, lr)\n"
-        "@jax.jit\n"
-        "def init(params):\n"
-        "    return {'params': params, 'avg_loss': jnp.float32(0)}\n"
-        "def train(params, batches, schedule):\n"
-        "    state = init(params)\n"
-        "    for i in range(len(batches)):\n"
-        "        lr = np.float32(schedule(step=i))\n"
-        "        state = sgd_step(state=state, batch=batches[i], lr=lr)\n"
-        "    return state\n",
-        names,
-    )
-    python_scalars.grade(names["init"], names["sgd_step"], names["train"])
+    exec(NOTEBOOK, names)
+    passes(python_scalars.grade, names["init"], names["sgd_step"], names["train"])
     assert type(names["sgd_step"]).__name__ != "Recorder"  # the grader put it back
 
 
 # ------------------------------------------------------------------ wrong answers
 
 
-def answer(convert=to_float32, init=good_init, step=None, **train_options):
+def answer(convert=to_float32, init=good_init, step=None, train=None, **train_options):
     """A factory of (init, sgd_step, train): a fresh step unless given, and train's
-    conversion of lr, its init and its batches as given."""
+    conversion of lr, its init and its batches as given, or ``train(step)`` itself."""
 
     def build():
         chosen = step() if step else make_step()
-        return init, chosen, make_train(chosen, convert, init, **train_options)
+        made = train(chosen) if train else make_train(chosen, convert, init, **train_options)
+        return init, chosen, made
 
     return build
 
 
-def bfloat16(batch):
-    return tuple(a.astype(jnp.bfloat16) for a in batch)
+def cleared(step):
+    return make_train(lambda *a: (step.clear_cache(), step(*a))[1])  # "to be safe"
 
 
-def converted_inside(state, batch, lr):
-    return update(state, batch, jnp.asarray(lr, jnp.float32))
+def mixed_style(step):
+    calls = itertools.count()
+    return make_train(lambda s, b, lr: step(s, b, lr=lr) if next(calls) % 2 else step(s, b, lr))
 
 
-def cleared_every_step():
-    step = make_step()
-
-    def train(params, batches, schedule):
-        state = good_init(params)
-        for i, batch in enumerate(batches):
-            step.clear_cache()  # "to be safe"
-            state = step(state, batch, to_float32(schedule(i)))
-        return state
-
-    return good_init, step, train
-
-
-def mixed_calling_style():
-    step = make_step()
-
-    def train(params, batches, schedule):
-        state = good_init(params)
-        for i, batch in enumerate(batches):
-            lr = to_float32(schedule(i))
-            state = step(state, batch, lr=lr) if i % 2 else step(state, batch, lr)
-        return state
-
-    return good_init, step, train
-
-
-def init_of(avg_loss):
-    return answer(init=lambda params: {"params": params, "avg_loss": avg_loss})
-
-
-def train_builds_a_weak_state():
-    step = make_step()
-    return good_init, step, make_train(step, init=lambda p: {"params": p, "avg_loss": 0.0})
-
-
-def numpy_loop():
-    def train(params, batches, schedule):
-        return reference(params, batches, schedule)
-
-    return good_init, make_step(), train
-
-
-def numpy_with_a_decoy():
-    step = make_step()
-
+def decoy_then_numpy(step):
     def train(params, batches, schedule):
         step(good_init(params), batches[0], to_float32(schedule(0)))
         return reference(params, batches, schedule)
 
-    return good_init, step, train
+    return train
 
 
-def reference_after_real_calls():
-    step = make_step()
-    real = make_train(step)
-
-    def train(params, batches, schedule):
-        real(params, batches, schedule)  # every call made, the outputs thrown away
-        return reference(params, batches, schedule)
-
-    return good_init, step, train
+def reference_after_real_calls(step):
+    real = make_train(step)  # every call made, the outputs thrown away
+    return lambda p, b, s: (real(p, b, s), reference(p, b, s))[1]
 
 
-def fed_from_a_numpy_state():
-    step = make_step()
-
+def fed_from_a_numpy_state(step):
     def train(params, batches, schedule):
         state = good_init(params)
         for i, batch in enumerate(batches):
@@ -201,41 +154,16 @@ def fed_from_a_numpy_state():
             state = jax.tree.map(lambda v: jnp.asarray(v, jnp.float32), numpy_state)
         return step(state, batches[-1], to_float32(0.0))
 
-    return good_init, step, train
+    return train
 
 
-def new_jit_each_step():
-    return good_init, make_step(), make_train(lambda *a: jax.jit(update)(*a))
-
-
-def only_inside_another_jit():
-    step = make_step()
-    return good_init, step, make_train(lambda *a: jax.jit(lambda s, b, lr: step(s, b, lr))(*a))
-
-
-def batches_reversed():
-    step = make_step()
-
+def edits_the_callers_params(step):
     def train(params, batches, schedule):
-        return make_train(step)(params, batches[::-1], schedule)
-
-    return good_init, step, train
-
-
-def edits_the_callers_params():
-    step = make_step()
-    real = make_train(step)
-
-    def train(params, batches, schedule):
-        state = real(params, batches, schedule)
+        state = make_train(step)(params, batches, schedule)
         params.update(state["params"])  # "keep the caller up to date"
         return state
 
-    return good_init, step, train
-
-
-def unjitted_step():
-    return good_init, update, make_train(update, float)
+    return train
 
 
 def step_of(body):
@@ -260,13 +188,21 @@ def swapped_average(state, batch, lr):
     return {"params": new["params"], "avg_loss": 0.1 * state["avg_loss"] + 0.9 * value}
 
 
+def init_of(avg_loss):
+    return answer(init=lambda params: {"params": params, "avg_loss": avg_loss})
+
+
+def converted_inside(state, batch, lr):
+    return update(state, batch, jnp.asarray(lr, jnp.float32))
+
+
 ONCE, TYPES, BATCH = "compiles once", "the types", "once per batch"
 RAW, INT = answer(lambda v: v), answer(lambda v: jnp.asarray(v, jnp.int32))
-STATIC, INSIDE = (
-    answer(float, step=lambda: make_step(static_argnames="lr")),
-    answer(lambda v: v, step=lambda: jax.jit(converted_inside)),
-)
-BF16_LR, BF16_BATCH = answer(lambda v: jnp.asarray(v, jnp.bfloat16)), answer(batch_of=bfloat16)
+STATIC = answer(float, step=lambda: make_step(static_argnames="lr"))
+INSIDE = answer(lambda v: v, step=lambda: jax.jit(converted_inside))
+BF16_LR = answer(lambda v: jnp.asarray(v, jnp.bfloat16))
+BF16_BATCH = answer(batch_of=lambda batch: tuple(a.astype(jnp.bfloat16) for a in batch))
+WEAK_STATE = answer(train=lambda s: make_train(s, init=lambda p: {"params": p, "avg_loss": 0.0}))
 FINAL, ZERO, JITTED = "final state", "zero average", "compiled with jax.jit"
 # fmt: off
 WRONG = {  # answer: (the check it fails, words in seen, words in hint)
@@ -277,25 +213,28 @@ WRONG = {  # answer: (the check it fails, words in seen, words in hint)
     "int lr": (INT, FINAL, [], ["an integer"]),
     "bfloat16 lr": (BF16_LR, FINAL, ["state differ"], ["16-bit"]),
     "bfloat16 batch": (BF16_BATCH, BATCH, ["bfloat16[", "passed"], ["cast of the batch"]),
-    "cleared cache": (cleared_every_step, ONCE, ["cache was cleared"], ["clear its"]),
-    "mixed style": (mixed_calling_style, ONCE, ["lr: keyword now"], ["one way"]),
+    "cleared cache": (answer(train=cleared), ONCE, ["cache was cleared"], ["clear its"]),
+    "mixed style": (answer(train=mixed_style), ONCE, ["lr: keyword now"], ["one way"]),
     "float init": (init_of(0.0), TYPES, ["~float32[] from init", "float32[] after"], ["weak"]),
     "asarray init": (init_of(jnp.asarray(0.0)), TYPES, ["~float32[] from init"], ["weak"]),
     "int init": (init_of(0), TYPES, ["~int32[] from init"], ["weak"]),
     "bf16 init": (init_of(jnp.zeros((), jnp.bfloat16)), TYPES, ["bfloat16[] from"], ["dtype"]),
     "None init": (init_of(None), ZERO, ["None"], []),
     "init at one": (init_of(jnp.ones((), jnp.float32)), ZERO, [], []),
-    "weak state in train": (train_builds_a_weak_state, ONCE,
-                            ["2 compilations", "state['avg_loss']: f32[] now, ~f32[]"], ["init"]),
-    "numpy loop": (numpy_loop, BATCH, ["0 call(s) of sgd_step"], []),
-    "numpy + decoy": (numpy_with_a_decoy, BATCH, ["1 call(s) of sgd_step"], []),
-    "reference after calls": (reference_after_real_calls, "returns the state", [], []),
-    "numpy state": (fed_from_a_numpy_state, BATCH, [], []),
-    "new jit": (new_jit_each_step, BATCH, [], []),
-    "inside a jit": (only_inside_another_jit, BATCH, [], ["another function was being"]),
-    "reversed": (batches_reversed, BATCH, ["another batch"], []),
-    "edits params": (edits_the_callers_params, "caller's arguments", [], []),
-    "unjitted": (unjitted_step, JITTED, [], []),
+    "weak state in train": (WEAK_STATE, ONCE, ["2 compilations",
+                            "state['avg_loss']: f32[] now, ~f32[]"], ["init"]),
+    "numpy loop": (answer(train=lambda s: reference), BATCH, ["0 call(s) of sgd_step"], []),
+    "numpy + decoy": (answer(train=decoy_then_numpy), BATCH, ["1 call(s) of sgd_step"], []),
+    "reference after calls": (answer(train=reference_after_real_calls), "returns the state", [],
+                              []),
+    "numpy state": (answer(train=fed_from_a_numpy_state), BATCH, [], []),
+    "new jit": (answer(train=lambda s: make_train(lambda *a: jax.jit(update)(*a))), BATCH, [], []),
+    "inside a jit": (answer(train=lambda s: make_train(lambda *a: jax.jit(lambda *b: s(*b))(*a))),
+                     BATCH, [], ["another function was being"]),
+    "reversed": (answer(train=lambda s: lambda p, b, f: make_train(s)(p, b[::-1], f)), BATCH,
+                 ["another batch"], []),
+    "edits params": (answer(train=edits_the_callers_params), "caller's arguments", [], []),
+    "unjitted": (answer(float, step=lambda: update), JITTED, [], []),
     "ascent": (step_of(gradient_ascent), "one sgd_step matches", [], []),
     "late average": (step_of(average_after_the_update), "one sgd_step", [], ["before the"]),
     "swapped average": (step_of(swapped_average), "one sgd_step", ["avg_loss ="], ["0.9 *"]),

@@ -1,7 +1,7 @@
 """The shapes grader passes right answers and rejects each kind of wrong one.
 
 Every answer builds its own functions, so no test depends on what another compiled. Each
-wrong answer fails the check of its row, with the key words of its verdict.
+wrong answer fails the check of its row, with the key words of its verdict and hint.
 """
 
 from __future__ import annotations
@@ -14,20 +14,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tables import fails, passes, rows
 
 from jitlab.graders import shapes
-from jitlab.grading import GradingFailure
 
 
 def next_power_of_two(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-def make_kernel(mask=lambda padded, n: jnp.arange(padded.shape[0]) < n, **jit_options):
+def make_kernel(mask=lambda padded, n: jnp.arange(padded.shape[0]) < n):
     def padded_rms(padded, n):
         return jnp.sqrt(jnp.sum(jnp.where(mask(padded, n), padded * padded, 0.0)) / n)
 
-    return jax.jit(padded_rms, **jit_options)
+    return jax.jit(padded_rms)
 
 
 def make_rms(kernel, size_fn=next_power_of_two):
@@ -53,20 +53,15 @@ def reference_rms(x):
 
 # ------------------------------------------------------------------ right answers
 
-
-def test_reference_solution_passes(capsys):
-    shapes.grade(*answer())
-    assert "All checks passed" in capsys.readouterr().out
+TABLE = [16, 30, 58, 112, 220, 430, 850, 1000]
 
 
-def test_a_different_right_answer_passes():
+def from_a_table():
     # A table of buckets (not powers of two), a mask cast to 0/1 and multiplied (XLA
     # turns it into a select: inf * 0 never happens), np.pad, n as an int32 array, a
     # float returned, and the kernel reached through a default argument.
-    table = [16, 30, 58, 112, 220, 430, 850, 1000]
-
     def bucket_from_table(n):
-        return table[bisect.bisect_left(table, n)]
+        return TABLE[bisect.bisect_left(TABLE, n)]
 
     @jax.jit
     def padded_rms(padded, n):
@@ -77,14 +72,22 @@ def test_a_different_right_answer_passes():
         padded = np.pad(x, (0, bucket_from_table(len(x)) - len(x)))
         return float(kernel(padded, np.int32(len(x))))
 
-    shapes.grade(bucket_from_table, padded_rms, rms)
+    return bucket_from_table, padded_rms, rms
 
 
-def test_passes_with_a_warm_cache():
+def warm_cache():
     bucket_size, kernel, rms = answer()
     for n in (3, 100, 700):
         rms(np.ones(n, np.float32))
-    shapes.grade(bucket_size, kernel, rms)
+    return bucket_size, kernel, rms
+
+
+RIGHT = {"reference": answer, "from a table": from_a_table, "warm cache": warm_cache}
+
+
+@pytest.mark.parametrize("right", RIGHT)
+def test_right_answer_passes(right):
+    passes(shapes.grade, *RIGHT[right]())
 
 
 # ------------------------------------------------------------------ wrong answers
@@ -127,15 +130,6 @@ def another_jit(kernel):
     return lambda x: (honest(x), other(x))[1]  # the right call, its result thrown away
 
 
-def inside_a_jit(kernel):
-    outer = jax.jit(lambda p, n: kernel(p, n))  # traced: the kernel is inlined
-    return make_rms(outer)
-
-
-def one_spare_slot(kernel):
-    return make_rms(kernel, lambda n: n + 1)
-
-
 def two_types_of_n(kernel):
     calls = itertools.count()
 
@@ -145,11 +139,6 @@ def two_types_of_n(kernel):
         return kernel(padded, len(x) if next(calls) % 2 else np.int32(len(x)))
 
     return rms
-
-
-def sorts_in_place(kernel):
-    honest = make_rms(kernel)
-    return lambda x: (x.sort(), honest(x))[1]  # the RMS does not change, the data does
 
 
 def own_table(kernel):
@@ -180,20 +169,9 @@ def kernel(fn):
     return lambda: answer(kernel=fn)
 
 
-def hard_coded(kernel):
-    return lambda x: kernel(np.ones(8, np.float32), 8) * 0 + 1.0
-
-
-HOLDS, FEW, PAD, ONE, FROM = (
-    "wastes less",
-    "share a few",
-    "ignores the padding",
-    "per bucket",
-    "returns what",
-)
-JITTED, MATCHES = "compiled with jax.jit", "rms matches"
+HOLDS, FEW, PAD, ONE, FROM = "wastes less", "a few", "ignores the padding", "per bucket", "what"
 # fmt: off
-WRONG = {  # answer: (the check it fails, words in expected + seen, words in hint)
+WRONG = {  # answer: (the check it fails, words in expected + seen, in hint)
     "one huge bucket": (buckets(lambda n: 4096), HOLDS, [], []),
     "a bucket per length": (buckets(lambda n: n), FEW, ["at most 12"], []),
     "15 sizes": (buckets(lambda n: FINE[bisect.bisect_left(FINE, n)]), FEW, [], []),
@@ -205,44 +183,35 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
     "mask <= n": (kernel(make_kernel(lambda p, n: at(p) <= n)), PAD, [], []),
     "0/1 mask": (multiplied(lambda p, n: jnp.where(at(p) < n, 1.0, 0)), PAD, ["nan"], ["inf * 0"]),
     "clipped mask": (multiplied(lambda p, n: jnp.clip(n - at(p), 0, 1)), PAD, ["inf and nan"], []),
-    "unjitted kernel": (kernel(make_kernel().__wrapped__), JITTED, [], []),
+    "unjitted kernel": (kernel(make_kernel().__wrapped__), "jax.jit", [], []),
     "static n": (kernel(static_n), ONE, ["static"], ["static"]),
     "decoy": (rms_of(decoy), FROM, [], []),
     "grader's reference": (rms_of(graders_reference), FROM, [], []),
     "another jit's answer": (rms_of(another_jit), FROM, [], []),
     "numpy rms": (lambda: answer(rms=reference_rms), FROM,
                   ["never called padded_rms (the first for length"], ["by that name"]),
-    "inside a jit": (rms_of(inside_a_jit), FROM, ["while another function was being traced"],
-                     ["not inside a jax.jit"]),
-    "jitted rms": (rms_of(lambda k: jax.jit(make_rms(k))), "plain Python function", [], []),
-    "one spare slot": (rms_of(one_spare_slot), ONE, ["bucket_size("], ["pad x to bucket_size"]),
+    "inside a jit": (rms_of(lambda k: make_rms(jax.jit(lambda p, n: k(p, n)))), FROM,
+                     ["while another function was being traced"], ["not inside a jax.jit"]),
+    "jitted rms": (rms_of(lambda k: jax.jit(make_rms(k))), "plain Python", [], []),
+    "one spare slot": (rms_of(lambda k: make_rms(k, lambda n: n + 1)), ONE, ["bucket_size("],
+                       ["pad x to bucket_size"]),
     "n as two types": (rms_of(two_types_of_n), ONE, ["n: ", "weak type"], []),
-    "sorts in place": (rms_of(sorts_in_place), "arguments unchanged", [], []),
-    "hard-coded": (rms_of(hard_coded), MATCHES, [], []),
-    "own table": (rms_of(own_table), MATCHES, ["KeyError: 1024", "x of length"],
-                  ["bucket_size(len(x))"]),
+    "sorts in place": (rms_of(lambda k: lambda x: (x.sort(), make_rms(k)(x))[1]), "unchanged",
+                       [], []),  # the RMS does not change, the data does
+    "hard-coded": (rms_of(lambda k: lambda x: k(np.ones(8, np.float32), 8) * 0 + 1.0),
+                   "rms matches", [], []),
+    "own table": (rms_of(own_table), "rms matches", ["KeyError: ", "x of length", "bucket_size("],
+                  ["bucket_size(len(x))"]),  # the first length it has no pad for: any draw
 }
 # fmt: on
 EVERY_DRAW = ["mask <= n", "0/1 mask", "clipped mask", "sorts in place", "own table"]
 
 
-def rejected(make, check, seen, hint):
-    with pytest.raises(GradingFailure, match=check) as info:
-        shapes.grade(*make())
-    assert all(words in info.value.expected + info.value.seen for words in seen), info.value
-    assert all(words in info.value.hint for words in hint), info.value
-
-
-@pytest.mark.parametrize("wrong", WRONG)
-def test_wrong_answer_is_rejected_and_named(wrong):
-    rejected(*WRONG[wrong])
-
-
-@pytest.mark.parametrize("seed", [11, 12, 13])
-@pytest.mark.parametrize("wrong", EVERY_DRAW)
-def test_drawn_on_purpose_every_run(wrong, seed, monkeypatch):
-    monkeypatch.setattr(shapes, "fresh_rng", lambda: np.random.default_rng(seed))
-    rejected(*WRONG[wrong])
+@pytest.mark.parametrize(("wrong", "seed"), rows(WRONG, EVERY_DRAW))
+def test_wrong_answer_is_rejected_and_named(wrong, seed):
+    make, check, words, hint = WRONG[wrong]
+    found = fails(shapes.grade, *make(), check=check, hint=hint, seed=seed)
+    assert all(word in found.expected + found.seen for word in words), found
 
 
 # ------------------------------------------------------------------ part 2
@@ -257,19 +226,16 @@ def positions_of(loud=lambda x, t: x > t, fill=-1, count=jnp.sum, **jit_options)
     return jax.jit(loud_positions, **jit_options)
 
 
-def test_positions_reference_passes(capsys):
-    shapes.grade_positions(positions_of())
-    assert "All checks passed" in capsys.readouterr().out
+@jax.jit
+def by_sorting(x, threshold):
+    n = x.shape[0]
+    order = jnp.sort(jnp.where(x > threshold, jnp.arange(n), n + jnp.arange(n)))
+    return jnp.where(order < n, order, -1), jnp.count_nonzero(x > threshold)
 
 
-def test_positions_solved_by_sorting_passes():
-    @jax.jit
-    def by_sorting(x, threshold):
-        n = x.shape[0]
-        order = jnp.sort(jnp.where(x > threshold, jnp.arange(n), n + jnp.arange(n)))
-        return jnp.where(order < n, order, -1), jnp.count_nonzero(x > threshold)
-
-    shapes.grade_positions(by_sorting)
+@pytest.mark.parametrize("right", [positions_of, lambda: by_sorting], ids=["nonzero", "sort"])
+def test_positions_right_answer_passes(right):
+    passes(shapes.grade_positions, right())
 
 
 @jax.jit
@@ -283,9 +249,8 @@ def backwards(x, threshold):
 def via_callback(x, threshold):
     def numpy_positions(x, threshold):
         found = np.flatnonzero(x > threshold)
-        return np.pad(found, (0, x.size - found.size), constant_values=-1).astype(
-            np.int32
-        ), np.int32(found.size)
+        padded = np.pad(found, (0, x.size - found.size), constant_values=-1)
+        return padded.astype(np.int32), np.int32(found.size)
 
     out = (jax.ShapeDtypeStruct(x.shape, jnp.int32), jax.ShapeDtypeStruct((), jnp.int32))
     return jax.pure_callback(numpy_positions, out, x, threshold)
@@ -297,55 +262,36 @@ def stub(x, threshold):
 
 
 FINDS = "above the threshold"
-POSITIONS_WRONG = {  # answer: (the check it fails, words in expected + seen, words in hint)
-    ">=": (
-        lambda: positions_of(lambda x, t: x >= t, count=lambda m: jnp.sum(m)),
-        FINDS,
-        [],
-        [">="],
-    ),
+# fmt: off
+POSITIONS_WRONG = {  # answer: (the check it fails, words in expected + seen, in hint)
+    ">=": (lambda: positions_of(lambda x, t: x >= t, count=lambda m: jnp.sum(m)), FINDS, [],
+           [">="]),
     "nudged threshold": (lambda: positions_of(lambda x, t: x > t + 1e-6), FINDS, [], []),
     "default fill": (lambda: positions_of(fill=0), FINDS, [], ["fill_value=-1"]),
     "count of slots": (lambda: positions_of(count=lambda m: m.shape[0]), FINDS, ["count"], []),
     "decreasing": (lambda: backwards, FINDS, [], ["increasing order"]),
-    "static threshold": (
-        lambda: positions_of(static_argnames="threshold"),
-        "compiles once",
-        ["threshold is static"],
-        [],
-    ),
+    "static threshold": (lambda: positions_of(static_argnames="threshold"), "compiles once",
+                         ["threshold is static"], []),
     "callback": (lambda: via_callback, "computes inside", [], []),
-    "no count": (
-        lambda: jax.jit(lambda x, t: jnp.nonzero(x > t, size=x.shape[0], fill_value=-1)[0]),
-        FINDS,
-        ["pair"],
-        [],
-    ),
-    "plain function": (lambda: positions_of().__wrapped__, "compiled with jax.jit", [], []),
+    "no count": (lambda: jax.jit(lambda x, t: jnp.nonzero(x > t, size=x.size, fill_value=-1)[0]),
+                 FINDS, ["pair"], []),
+    "plain function": (lambda: positions_of().__wrapped__, "jax.jit", [], []),
     "stub": (lambda: stub, "computes inside", ["not solved yet"], ["jitlab hint shapes"]),
 }
+# fmt: on
+DRAWN = (">=", "nudged threshold", "static threshold")  # by the drawing: on every seed
 
 
-DRAWN = (">=", "nudged threshold", "static threshold")  # by the drawing: on 3 seeds
-
-
-@pytest.mark.parametrize(
-    ("wrong", "seed"),
-    [(w, s) for w in POSITIONS_WRONG for s in (21, 22, 23)[: 3 if w in DRAWN else 1]],
-)
-def test_positions_wrong_answer_is_rejected_on_every_draw(wrong, seed, monkeypatch):
-    monkeypatch.setattr(shapes, "fresh_rng", lambda: np.random.default_rng(seed))
-    make, check, seen, hint = POSITIONS_WRONG[wrong]
-    with pytest.raises(GradingFailure, match=check) as info:
-        shapes.grade_positions(make())
-    assert all(w in info.value.expected + info.value.seen for w in seen), info.value
-    assert all(words in info.value.hint for words in hint), info.value
+@pytest.mark.parametrize(("wrong", "seed"), rows(POSITIONS_WRONG, DRAWN))
+def test_positions_wrong_answer_is_rejected_on_every_draw(wrong, seed):
+    make, check, words, hint = POSITIONS_WRONG[wrong]
+    found = fails(shapes.grade_positions, make(), check=check, hint=hint, seed=seed)
+    assert all(word in found.expected + found.seen for word in words), found
 
 
 def test_positions_rejects_disabled_jit():
     jax.config.update("jax_disable_jit", True)
     try:
-        with pytest.raises(GradingFailure, match="jit is on"):
-            shapes.grade_positions(positions_of())
+        fails(shapes.grade_positions, positions_of(), check="jit is on")
     finally:
         jax.config.update("jax_disable_jit", False)
