@@ -132,7 +132,12 @@ def format_verdict(verdict: Verdict, *, width: int = WIDTH, color: bool = False)
     lines: list[str] = []
     started = not (failed is not None and failed.not_started)
     if started:  # an untouched stub gets no green ticks for the checks around it
-        lines += [f"{green}✓{reset} {c.name}" for c in verdict.checks if c.passed]
+        # a check made once per round (fit 2, fit 3, ...) that fails in a later round is
+        # shown once, failed: never a ✓ and a ✗ for one name
+        failing = failed.name if failed else None
+        lines += [
+            f"{green}✓{reset} {c.name}" for c in verdict.checks if c.passed and c.name != failing
+        ]
     if verdict.passed:
         lines.append(f"\n{green}PASS{reset}  {verdict.path}")
         if verdict.next_step:

@@ -312,3 +312,13 @@ def test_require_cases_names_the_first_wrong_case_by_its_input(capsys):
     assert failure.value.expected == "2 (the reference) for batch 1"
     assert failure.value.seen == "5; wrong for 2 of 3 cases"
     assert failure.value.hint == "look at [1, 2]"
+
+
+def test_a_check_that_passed_a_round_then_failed_is_shown_once_failed():
+    from jitlab.grading.verdict import Check, Verdict, format_verdict
+
+    checks = (Check("fit runs", True), Check("fit stays right", True))
+    checks += (Check("fit stays right", False, "1.0", "2.0", "pass weight_decay in"),)
+    shown = format_verdict(Verdict("ex.py", passed=False, checks=checks))
+    assert "✓ fit runs" in shown and "✓ fit stays right" not in shown
+    assert "✗ fit stays right" in shown
