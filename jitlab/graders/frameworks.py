@@ -23,7 +23,7 @@ import optax
 from flax import nnx
 
 from jitlab.doctor import classify
-from jitlab.grading import call_learner, fail, fail_unless, fresh_rng, learner_error, require_cases
+from jitlab.grading import call_learner, fail, fail_unless, fresh_rng, require_cases
 from jitlab.grading.calls import Recorder, copy_leaf, recording
 from jitlab.grading.causes import why
 from jitlab.grading.checks import JIT_OFF_HINT, JIT_ON, Hints, grader, is_jitted, passed, shorten
@@ -179,21 +179,15 @@ def _unpack(check: str, result: Any, names: str) -> tuple[Any, ...]:
 
 
 def _grader_loop(init: Any, train_step: Any, model: Any, rate: float, batches: list):
-    """The grader's own training loop: init, then train_step on every batch (arrays passed
-    as static arguments get a verdict that says so; call_learner reports other errors)."""
+    """The grader's own training loop: init, then train_step on every batch (an array
+    passed as a static argument gets call_learner's hint that says so)."""
     graphdef, params, opt_state = _unpack(
         INIT_RETURNS, call_learner(INIT_RUNS, init, model, rate), "graphdef, params, opt_state"
     )
     losses = []
     for x, y in batches:
         args = (graphdef, params, opt_state, x, y)
-        try:
-            out = train_step(*args)
-        except Exception as err:
-            if "hashable static" in str(err) or "comparable using __eq__" in str(err):
-                hint = "params and opt_state hold arrays, which cannot be static arguments"
-                raise learner_error(STEP_RUNS, err, hint=hint + ": pass them traced") from err
-            out = call_learner(STEP_RUNS, train_step, *args)
+        out = call_learner(STEP_RUNS, train_step, *args)  # its error hints name static arrays
         params, opt_state, loss = _unpack(STEP_RETURNS, out, "params, opt_state, loss")
         losses.append(np.asarray(loss))
     return np.array(losses)

@@ -155,6 +155,9 @@ def _error_hint(err: BaseException) -> str:
             "an index past the end of a list or table: check the loop bound, and the "
             "lookup for the largest value the grader draws"
         )
+    arrays = any(a in text for a in ("ArrayImpl", "Array(", "ndarray"))  # what JAX could not hash
+    if "Non-hashable static" in text and arrays or "static arguments should be comparable" in text:
+        return "an array, or a container of arrays, cannot be a static argument: pass it traced"
     if "unhashable" in text or "Non-hashable static" in text:
         return "a static argument must be hashable: pass a tuple, not a list, dict or array"
     return "run the exercise cell on its own to see the full traceback"

@@ -234,7 +234,7 @@ WRONG = {
     "everything static": (
         with_step(jax.jit(_step, static_argnums=(0, 1, 2))),
         "train_step runs",
-        ["traced"],
+        ["cannot be a static argument: pass it traced"],
     ),
     "a rate static in the graphdef": (
         with_step(static_rate_step, static_rate_init),

@@ -322,3 +322,21 @@ def test_a_check_that_passed_a_round_then_failed_is_shown_once_failed():
     shown = format_verdict(Verdict("ex.py", passed=False, checks=checks))
     assert "✓ fit runs" in shown and "✓ fit stays right" not in shown
     assert "✗ fit stays right" in shown
+
+
+@pytest.mark.parametrize(
+    ("static", "words"),
+    [
+        (np.ones(3), "traced"),
+        (jax.numpy.ones(3), "traced"),
+        ({"w": jax.numpy.ones(3)}, "traced"),
+        ([1, 2], "a tuple"),
+    ],
+    ids=["a NumPy array", "a JAX array", "a dict of JAX arrays", "a list"],
+)
+def test_the_hint_for_an_unhashable_static_argument_names_what_to_do(static, words):
+    from jitlab.grading.checks import learner_error
+
+    with pytest.raises(ValueError, match="Non-hashable static arguments") as caught:
+        jax.jit(lambda s, x: x, static_argnums=0)(static, 1.0)
+    assert words in learner_error(JIT_ON, caught.value).hint
