@@ -20,7 +20,7 @@ import importlib
 from typing import Any
 
 # The names below load on first use, so that a grader that needs only the signature model
-# and the classifier (``jitlab.doctor.signature``, ``.classify``) does not import the
+# and the classifier (``jitlab.instruments.signature``, ``.classify``) does not import the
 # command line, the report and the jit wrapper (about 0.3 s of every ``jitlab check``).
 _HOME = {
     "Budget": "budgets",

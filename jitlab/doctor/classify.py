@@ -14,7 +14,7 @@ import dataclasses
 import re
 from collections.abc import Iterable
 
-from jitlab.doctor import signature as sig
+from jitlab.instruments import signature as sig
 from jitlab.instruments.explanations import closest_key_difference
 
 

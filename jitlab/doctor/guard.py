@@ -35,12 +35,11 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from jax import monitoring
-
-from jitlab.doctor import classify, events
-from jitlab.doctor import signature as sig
+from jitlab.doctor import classify
 from jitlab.doctor.recorder import ACTIVE, FIRST, MISS, TRANSFORM, FunctionRecord, Miss, Recorder
 from jitlab.doctor.report import cause_lines
+from jitlab.instruments import events
+from jitlab.instruments import signature as sig
 
 
 class Recompiled(BaseException):
@@ -198,12 +197,12 @@ class no_recompiles(contextlib.ContextDecorator):  # noqa: N801 (used as a funct
         self._guarded = [_guarded(fn) for fn in self.functions]
         self._recorder = _GuardRecorder(self).start()  # starts events (and explanations)
         if any(not g.watched for g in self._guarded):
-            monitoring.register_event_duration_secs_listener(self._on_duration)
+            events.subscribe(self._on_duration)
         return self
 
     def __exit__(self, *exc: object) -> None:
         if any(not g.watched for g in self._guarded):
-            monitoring.unregister_event_duration_listener(self._on_duration)
+            events.unsubscribe(self._on_duration)
         if self._recorder is not None:
             self._recorder.stop()
             self._recorder = None

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from jitlab.doctor import classify
-from jitlab.doctor import signature as sig
+from jitlab.instruments import signature as sig
 
 _COLUMNS = (
     ("function", "text"),

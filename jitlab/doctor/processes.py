@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import Any
 
 import jax
-from jax import monitoring
 
 from jitlab.doctor import budgets as budgets_mod
-from jitlab.doctor import events, wrap
+from jitlab.doctor import wrap
 from jitlab.doctor.recorder import COUNTERS, TRANSFORM, Recorder
 from jitlab.doctor.report import Report, to_dict
+from jitlab.instruments import events
 
 RUN_ENV = "JITLAB_DOCTOR_RUN"
 # The course's own launcher (jitlab.instruments.multiprocess) stamps every worker of one launch with
@@ -101,12 +101,12 @@ class ProcessRecorder(Recorder):
     def start(self) -> ProcessRecorder:
         self._calls_before = {k: c.calls for k, c in COUNTERS.items()}
         super().start()
-        monitoring.register_event_duration_secs_listener(self._on_duration)
+        events.subscribe(self._on_duration)
         return self
 
     def stop(self) -> None:
         if self.stopped is None:
-            monitoring.unregister_event_duration_listener(self._on_duration)
+            events.unsubscribe(self._on_duration)
         super().stop()
 
     def _call_number(self, key: tuple[str, int, str, str]) -> int | None:

@@ -20,8 +20,9 @@ from typing import Any
 
 import jax
 
-from jitlab.doctor import classify, events
-from jitlab.doctor import signature as sig
+from jitlab.doctor import classify
+from jitlab.instruments import events
+from jitlab.instruments import signature as sig
 
 FIRST = "first"  # the first compilation of a function: a cold cache, not a recompilation
 MISS = "miss"  # a recompilation (or, for a trace inside another jit, a retrace)

@@ -14,7 +14,6 @@ from typing import Any
 
 from jitlab.doctor import budgets as budgets_mod
 from jitlab.doctor import classify, wrap
-from jitlab.doctor import signature as sig
 from jitlab.doctor.recorder import (
     AOT,
     FIRST,
@@ -25,6 +24,7 @@ from jitlab.doctor.recorder import (
     Recorder,
     Unwatched,
 )
+from jitlab.instruments import signature as sig
 
 WIDTH = 100
 SCHEMA = "jitlab-doctor/1"

@@ -24,8 +24,9 @@ import jax
 import numpy as np
 from jax.extend import source_info_util
 
-from jitlab.doctor import events, recorder
-from jitlab.doctor import signature as sig
+from jitlab.doctor import recorder
+from jitlab.instruments import events
+from jitlab.instruments import signature as sig
 
 # JAX names the first frame outside itself as a miss's call site; make that the user's
 # line, not this wrapper's.

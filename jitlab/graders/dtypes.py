@@ -22,10 +22,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from jitlab.doctor import signature as sig
 from jitlab.grading import Call, Hints, fail, fresh_rng, grader, passed, why
 from jitlab.grading import kernel as k
 from jitlab.grading.checks import as_numbers, shorten, wrong_cases
+from jitlab.instruments import signature as sig
 
 SOURCE_DTYPES: tuple[type, ...] = (np.float64, np.float32, np.int32, np.int64, np.uint8, np.int16)
 RTOL = ATOL = 1e-4  # float32 accuracy, with room; float16 and integer casts miss by far more

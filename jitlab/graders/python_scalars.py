@@ -21,11 +21,11 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.doctor.signature import KEYWORD, STATIC
 from jitlab.grading import Call, Hints, call_learner, fail_unless, fresh_rng, grader, why
 from jitlab.grading.calls import same_content, type_changes, type_text
 from jitlab.grading.checks import passed, require_close, shorten
 from jitlab.grading.kernel import JIT_ON, JITTED, UNCHANGED, KernelExercise
+from jitlab.instruments.signature import KEYWORD, STATIC
 
 TRAIN = KernelExercise("train", "sgd_step", "sgd_step(state, batch, lr)")
 STEPS = 16

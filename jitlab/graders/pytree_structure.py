@@ -10,10 +10,10 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.doctor import signature as sig
 from jitlab.grading import Hints, fresh_rng, grader, passed, why
 from jitlab.grading.calls import same_content
 from jitlab.grading.kernel import FROM_KERNEL, JIT_ON, JITTED, PLAIN, UNCHANGED, KernelExercise
+from jitlab.instruments import signature as sig
 
 KINDS = ("no weights", "weights", "weights=None", "extra ids", "weights, keys reordered")
 STYLES = {  # a calling style: how it passes (params, batch) to loss

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from jitlab.doctor import signature as sig
 from jitlab.grading import GradingFailure, call_learner, fail_unless, fresh_rng, grader, passed, why
 from jitlab.grading import checks as c
 from jitlab.grading import kernel as k
+from jitlab.instruments import signature as sig
 from jitlab.instruments.counting import count_compiles
 
 MOST_BUCKETS, MAX_LENGTH, CALLS = 12, 1000, 50  # the exercise states "at most 12" sizes

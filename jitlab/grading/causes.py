@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from jitlab.doctor import classify
-from jitlab.doctor import signature as sig
+from jitlab.instruments import signature as sig
 
 Key = Callable[[tuple, Mapping[str, Any]], "sig.Signature | None"]
 

@@ -45,17 +45,14 @@ from contextlib import contextmanager
 from typing import Any
 
 import jax
-from jax import monitoring
 
+from jitlab.instruments import events
+from jitlab.instruments.events import COMPILE_EVENT, LOWER_EVENT, TRACE_EVENT
 from jitlab.instruments.explanations import (
     closest_key_difference,
     explained_function,
     hearing_explanations,
 )
-
-TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
-LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
-COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 ANY_FUNCTION = None
 """Pass as ``count_compiles(ANY_FUNCTION)`` to count every function JAX compiles."""
@@ -196,7 +193,7 @@ def count_compiles(
         if count.name is None or explained_function(text) == count.name:
             count.explanations.append(text)
 
-    monitoring.register_event_duration_secs_listener(on_duration)
+    events.subscribe(on_duration)  # the package's one listener (events.py)
     try:
         if explain:
             asked = bool(jax.config.jax_explain_cache_misses)
@@ -208,11 +205,8 @@ def count_compiles(
         else:
             yield count
     finally:
-        try:
-            monitoring.unregister_event_duration_listener(on_duration)
-        except (AssertionError, ValueError):
-            # Someone removed JAX's listeners while we counted: the counts are incomplete.
+        if not events.unsubscribe(on_duration):
             raise CounterLost(
                 "JAX's monitoring listeners were removed while compilations were being "
                 "counted, so the count is incomplete"
-            ) from None
+            )

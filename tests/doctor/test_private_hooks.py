@@ -41,9 +41,9 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from jitlab.doctor import classify, events, watch, wrap
-from jitlab.doctor import signature as sig
-from jitlab.instruments import explanations
+from jitlab.doctor import classify, watch, wrap
+from jitlab.instruments import events, explanations
+from jitlab.instruments import signature as sig
 
 
 def _private(module: str, name: str):

@@ -6,9 +6,11 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 from jitlab import count_compiles
-from jitlab.instruments.counting import function_name
+from jitlab.instruments import events
+from jitlab.instruments.counting import CounterLost, function_name
 
 
 def test_three_shapes_through_jnp_ones_are_three_compilations_of_f_not_six():
@@ -115,6 +117,51 @@ def test_listener_is_removed_after_the_block():
         pass
     f_after(jnp.ones(9))
     assert n.compiles == 0
+
+
+def _jax_duration_listeners() -> list:
+    from jax._src import monitoring  # private: only to count what is registered
+
+    return list(monitoring.get_event_duration_listeners())
+
+
+def test_counters_and_the_doctor_share_one_jax_listener_and_each_hears_every_event():
+    @jax.jit
+    def f_shared(x):
+        return x * 3
+
+    before = _jax_duration_listeners()
+    events.start()
+    try:
+        mark = len(events.STREAM)
+        with count_compiles(f_shared) as outer, count_compiles(f_shared) as inner:
+            assert len(_jax_duration_listeners()) == len(before) + 1
+            f_shared(jnp.ones(5))
+        heard = [e.kind for e in events.STREAM[mark:] if e.name in ("f_shared", "jit(f_shared)")]
+    finally:
+        events.stop()
+    assert outer.compiles == inner.compiles == 1 and heard.count("compile") == 1
+    assert _jax_duration_listeners() == before
+
+
+def test_a_counter_whose_listener_was_removed_says_so():
+    @jax.jit
+    def f_lost(x):
+        return x - 1
+
+    from jax import monitoring
+
+    kept = _jax_duration_listeners()
+    try:
+        with pytest.raises(CounterLost), count_compiles(f_lost):
+            monitoring.clear_event_listeners()
+            f_lost(jnp.ones(3))
+    finally:
+        for listener in kept:  # what other code of this process had registered
+            monitoring.register_event_duration_secs_listener(listener)
+    with count_compiles(f_lost) as n:  # the next counter hears again
+        f_lost(jnp.ones(4))
+    assert n.compiles == 1
 
 
 def test_function_name_unwraps_jit_and_partial():

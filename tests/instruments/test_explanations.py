@@ -64,7 +64,7 @@ def test_a_count_inside_the_doctors_watch_hears_the_explanations_too():
     import jax.numpy as jnp
 
     from jitlab import count_compiles
-    from jitlab.doctor import events
+    from jitlab.instruments import events
 
     def twice_heard(x):
         return x * 2

@@ -1,4 +1,10 @@
-"""The doctor's ears: JAX's monitoring events and its cache-miss explanations, in one list.
+"""The course's ears: JAX's monitoring events and its cache-miss explanations.
+
+One duration listener serves the whole package (:func:`subscribe`): ``count_compiles``, the
+doctor's stream below, its guard and its process recorder all hear JAX through it, so that
+every one of them sees the same events, and a listener removed from JAX under them is
+noticed by each (:func:`unsubscribe`). Strict mode keeps a listener of its own on purpose:
+it is the independent witness of what grading heard.
 
 Both hooks are public. ``jax.monitoring`` reports a duration for each trace, lowering and
 backend compilation, with the function's name in ``fun_name``. With
@@ -15,6 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -52,6 +59,59 @@ KEY_LOGGER = "jax._src.cache_key"
 _KEY_PART = re.compile(r"get_cache_key hash of serialized (.+?): ([0-9a-f]+)$")
 
 
+Listener = Callable[..., None]
+_lock = threading.RLock()  # reentrant: start() subscribes while it holds it
+_subscribers: list[Listener] = []
+_PING = "/jitlab/listener_ping"
+_pings_heard = 0
+
+
+def _dispatch(event: str, seconds: float, **kwargs: Any) -> None:
+    """The one listener registered with JAX: every subscriber hears every event. The first
+    exception a subscriber raises goes on to JAX once all have heard the event (the guard
+    fails the very call that compiled by raising)."""
+    global _pings_heard
+    if event == _PING:
+        _pings_heard += 1
+        return
+    error: Exception | None = None
+    for callback in tuple(_subscribers):
+        try:
+            callback(event, seconds, **kwargs)
+        except Exception as raised:
+            error = error or raised
+    if error is not None:
+        raise error
+
+
+def _registered() -> bool:
+    """Whether JAX still calls :func:`_dispatch`: a ping only it counts (public API only)."""
+    before = _pings_heard
+    monitoring.record_event_duration_secs(_PING, 0.0)
+    return _pings_heard > before
+
+
+def subscribe(callback: Listener) -> None:
+    """Hear every duration event JAX reports (``callback(event, seconds, **kwargs)``)."""
+    with _lock:
+        _subscribers.append(callback)
+        if not _registered():
+            monitoring.register_event_duration_secs_listener(_dispatch)
+
+
+def unsubscribe(callback: Listener) -> bool:
+    """Stop hearing. False if JAX's listeners were removed while ``callback`` listened:
+    what it heard is incomplete."""
+    with _lock:
+        kept = _registered()
+        _subscribers.remove(callback)
+        if kept and not _subscribers:
+            monitoring.unregister_event_duration_listener(_dispatch)
+        elif not kept and _subscribers:
+            monitoring.register_event_duration_secs_listener(_dispatch)
+        return kept
+
+
 class Event:
     """One thing JAX reported: a ``trace``, ``lower`` or ``compile`` duration, or an
     ``explain`` text. ``owner`` is set once a watched call claims it."""
@@ -74,7 +134,6 @@ class Event:
 STREAM: list[Event] = []
 """Every event heard while at least one recorder listens. Append-only while listening."""
 
-_lock = threading.Lock()
 _listeners = 0
 _explain_before: bool | None = None
 _filters: list[tuple[logging.Logger, logging.Filter]] = []
@@ -208,7 +267,7 @@ def start() -> None:
         _listeners += 1
         if _listeners > 1:
             return
-        monitoring.register_event_duration_secs_listener(_on_duration)
+        subscribe(_on_duration)
         _explain_before = bool(jax.config.jax_explain_cache_misses)
         jax.config.update("jax_explain_cache_misses", True)
         add_hearer(_hear)
@@ -234,7 +293,7 @@ def stop() -> None:
         _listeners -= 1
         if _listeners > 0:
             return
-        monitoring.unregister_event_duration_listener(_on_duration)
+        unsubscribe(_on_duration)
         jax.config.update("jax_explain_cache_misses", bool(_explain_before))
         remove_hearer(_hear)
         for logger, flt in _filters:
