@@ -28,7 +28,15 @@ from jitlab.doctor import classify
 from jitlab.grading import BUCKETS_FEW, BUCKETS_HOLD, call_learner, fail, fresh_rng, grader
 from jitlab.grading.calls import Call, Recorder, type_changes
 from jitlab.grading.causes import why
-from jitlab.grading.checks import Hints, learner_error, passed, require, require_buckets, shorten
+from jitlab.grading.checks import (
+    Hints,
+    in_learners_code,
+    learner_error,
+    passed,
+    require,
+    require_buckets,
+    shorten,
+)
 from jitlab.grading.kernel import JIT_ON, JITTED, UNCHANGED, KernelExercise, same_value
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
@@ -188,7 +196,8 @@ def _bucket_of(bucket_size: Callable[[int], int]) -> Callable[[int], int]:
     @functools.wraps(bucket_size)
     def bucket(n: int) -> int:
         try:
-            return bucket_size(n)
+            with in_learners_code():
+                return bucket_size(n)
         except NotImplementedError:
             raise
         except Exception as err:

@@ -83,7 +83,8 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
     call_learner(c.BUCKETS_HOLD, bucket_size, 1)  # a stub says so first
     for m in range(1, MAX_LENGTH + 1):  # a crash names its length
         try:
-            bucket_size(m)
+            with c.in_learners_code():
+                bucket_size(m)
         except Exception as err:
             raise c.learner_error(
                 c.BUCKETS_HOLD,
@@ -93,7 +94,8 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
                 f"{MAX_LENGTH}, or compute the next power of two",
             ) from err
     c.require_buckets(bucket_size, up_to=MAX_LENGTH, most=MOST_BUCKETS, smallest_allowed=16)
-    sizes = {m: int(bucket_size(m)) for m in range(1, MAX_LENGTH + 1)}
+    with c.in_learners_code():
+        sizes = {m: int(bucket_size(m)) for m in range(1, MAX_LENGTH + 1)}
 
     # Garbage past n must not change the answer; a full bucket has no padding at all.
     n = int(rng.choice([m for m in range(5, 60) if sizes[m] > m]))
