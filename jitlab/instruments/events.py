@@ -62,6 +62,7 @@ _KEY_PART = re.compile(r"get_cache_key hash of serialized (.+?): ([0-9a-f]+)$")
 Listener = Callable[..., None]
 _lock = threading.RLock()  # reentrant: start() subscribes while it holds it
 _subscribers: list[Listener] = []
+_lost: list[Listener] = []  # subscribers that listened while JAX's listeners were removed
 _PING = "/jitlab/listener_ping"
 _pings_heard = 0
 
@@ -104,12 +105,17 @@ def unsubscribe(callback: Listener) -> bool:
     what it heard is incomplete."""
     with _lock:
         kept = _registered()
+        if not kept:  # every subscriber still listening missed the same events
+            _lost.extend(s for s in _subscribers if s not in _lost)
         _subscribers.remove(callback)
         if kept and not _subscribers:
             monitoring.unregister_event_duration_listener(_dispatch)
         elif not kept and _subscribers:
             monitoring.register_event_duration_secs_listener(_dispatch)
-        return kept
+        if callback in _lost:
+            _lost.remove(callback)
+            return False
+        return True
 
 
 class Event:
