@@ -57,8 +57,8 @@ def passed(check: str) -> None:
 
 
 def fail(check: str, *, expected: str, seen: str, hint: str = "") -> GradingFailure:
-    """Record a failed check and return the exception to raise."""
-    _report(Check(check, False, expected, seen, hint))
+    """The exception to raise for a failed check. :func:`grader` reports the one that
+    leaves it: a failure a grader catches and words better is never the one shown."""
     return GradingFailure(check, expected=expected, seen=seen, hint=hint)
 
 
@@ -485,6 +485,11 @@ def grader(slug: str, checks: Sequence[str], *, part: str = "") -> Callable[[F],
                 if missing:
                     raise TypeError(f"grader {title!r} never reported {missing}")
                 require_jit_on("after grading (your code ran in between)")
+            except GradingFailure as failed:
+                if not getattr(failed, "reported", False):  # by a grader nested in this one
+                    failed.reported = True
+                    _report(Check(failed.check, False, failed.expected, failed.seen, failed.hint))
+                raise
             finally:
                 _session = outer
             send_complete(title, declared)
