@@ -16,7 +16,6 @@ What every run draws, on purpose (``_problem``; the learner's own buckets decide
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -25,18 +24,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jitlab.doctor import classify
-from jitlab.grading import BUCKETS_FEW, BUCKETS_HOLD, call_learner, fail, fresh_rng, grader
+from jitlab.grading import BUCKETS_FEW, BUCKETS_HOLD, Hints, call_learner, fail, fresh_rng, grader
 from jitlab.grading.calls import Call, Recorder, type_changes
 from jitlab.grading.causes import why
-from jitlab.grading.checks import (
-    Hints,
-    in_learners_code,
-    learner_error,
-    passed,
-    require,
-    require_buckets,
-    shorten,
-)
+from jitlab.grading.checks import in_learners_code, learner_error, passed, require_buckets, shorten
 from jitlab.grading.kernel import JIT_ON, JITTED, UNCHANGED, KernelExercise, same_value
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
@@ -47,13 +38,6 @@ BASE_LR, WEIGHT_DECAY = 0.3, 0.02
 MIN_LENGTH, MAX_LENGTH = 3, 24
 BUCKETS_UP_TO, MOST_BUCKETS = 2 * MAX_LENGTH, 7  # the exercise states both
 
-STEP = KernelExercise(
-    wrapper="train_fast",
-    kernel="train_step",
-    call="train_step(params, batch, lr, weight_decay)",
-    hints={UNCHANGED.name: "build a new dict at the boundary ({**batch, ...}) and pad into a "
-           "new array; never assign into the caller's batch"},
-)  # fmt: skip
 RUNS = "train_fast runs on fresh batches"
 RETURNS = "train_fast returns (params, losses)"
 CALLED = "train_fast calls train_step at every step"
@@ -66,12 +50,21 @@ RUNS_AGAIN = "train_fast runs a second time"
 RETURNS_AGAIN = "the second run returns (params, losses) too"
 LOSSES_AGAIN = "the second run's losses match the original loop"
 NOTHING_NEW = "a second run in the same buckets compiles nothing"
-CHECKS = (BUCKETS_HOLD, BUCKETS_FEW, STEP.name(JITTED), RUNS, RETURNS,
-          *STEP.names(UNCHANGED, JIT_ON), CALLED, LOSSES, PARAMS, FROM_STEP, UPDATES,
-          PER_BUCKET, RUNS_AGAIN, RETURNS_AGAIN, LOSSES_AGAIN, NOTHING_NEW)  # fmt: skip
 
 HINTS = Hints(
-    {
+    {  # by check, by mistake, and by what changed between calls in one bucket (doctor's cause)
+        RETURNS: "return params, np.array(losses), as train does, with float(loss) of every step",
+        UNCHANGED.name: """build a new dict at the boundary ({**batch, ...}) and pad into a new
+            array; never assign into the caller's batch""",
+        CALLED: """call train_step itself in the loop, by its name. A jax.jit(lambda ...) or
+            jax.jit(partial(...)) built per step is a new function each time""",
+        PARAMS: "return the params from the last train_step call",
+        FROM_STEP: """keep the loop's state in train_step's outputs: params, value =
+            train_step(params, ...), then losses.append(float(value)); no second computation
+            outside it""",
+        UPDATES: "compute the gradient and the update inside train_step, from its params argument",
+        NOTHING_NEW: """pad in NumPy at the boundary (np.zeros, then assign the slice). Eager jnp
+            calls on arrays of a new length, such as jnp.pad, compile again for each length""",
         "again": """the first run was right: the second gets the same dicts and arrays again,
             refilled with new data; remember nothing from an earlier call (by id() or otherwise)""",
         "update": """the loss at step {k} is right for the params train_step was given, but they
@@ -85,7 +78,6 @@ HINTS = Hints(
             check the mask's bound, < length""",
         "weights": """batch {k} has no padding: with weights the data term is sum(weights * err)
             / sum(weights); weights None or absent mean weights of one, the plain mean""",
-        # what changed between calls in one bucket, by the doctor's cause
         classify.PYTREE: """the batch's structure changes: always pass the same keys, with
             weights of one when they are missing or None""",
         classify.WEAK_TYPE: """give every scalar one type at every step: convert it at the
@@ -96,6 +88,12 @@ HINTS = Hints(
             (remove it from static_argnums / static_argnames), an np.float32 or np.int32""",
     }
 )
+STEP = KernelExercise(
+    "train_fast", "train_step", "train_step(params, batch, lr, weight_decay)", HINTS
+)
+CHECKS = (BUCKETS_HOLD, BUCKETS_FEW, STEP.name(JITTED), RUNS, RETURNS,
+          *STEP.names(UNCHANGED, JIT_ON), CALLED, LOSSES, PARAMS, FROM_STEP, UPDATES,
+          PER_BUCKET, RUNS_AGAIN, RETURNS_AGAIN, LOSSES_AGAIN, NOTHING_NEW)  # fmt: skip
 
 Batch = dict[str, Any]
 Params = dict[str, np.ndarray]
@@ -172,9 +170,8 @@ def _problem(rng: np.random.Generator, bucket: Callable[[int], int]) -> list[int
 
 
 def _second(rng: np.random.Generator, bucket: Callable, first: list[int], old: list[Batch]):
-    """The second run's batches: lengths in the compiled buckets, new ones at even steps and
-    the first run's at odd steps, written into the first run's dicts, and into its arrays
-    where the shapes agree (so that the odd steps' arrays are refilled in place)."""
+    """The second run's batches, in the compiled buckets (new lengths at even steps), written
+    into the first run's dicts and arrays (the odd steps' arrays are refilled in place)."""
     buckets = {bucket(n) for n in first}
     inside = [n for n in range(MIN_LENGTH, MAX_LENGTH + 1) if bucket(n) in buckets]
     new = [n for n in inside if n not in first] or inside
@@ -190,33 +187,32 @@ def _second(rng: np.random.Generator, bucket: Callable, first: list[int], old: l
     return old
 
 
-def _bucket_of(bucket_size: Callable[[int], int]) -> Callable[[int], int]:
-    """``bucket_size``, whose errors name the length (a table that stops short fails there)."""
+def _bucket_of(learners: Callable[[int], int]) -> Callable[[int], int]:
+    """The learner's bucket_size, whose errors name the length (a table that stops short)."""
 
-    @functools.wraps(bucket_size)
-    def bucket(n: int) -> int:
+    def bucket_size(n: int) -> int:  # its name for a stub's verdict
         try:
             with in_learners_code():
-                return bucket_size(n)
+                return learners(n)
         except NotImplementedError:
             raise
         except Exception as err:
             raise learner_error(BUCKETS_HOLD, err, expected=f"bucket_size({n}) to return a "
                                 f"size (every length 1 to {BUCKETS_UP_TO})") from err  # fmt: skip
 
-    return bucket
+    return bucket_size
 
 
 def _losses(result: Any, check: str) -> np.ndarray:
     """The losses of the pair (params, losses) that ``check`` requires."""
     pair = isinstance(result, tuple | list) and len(result) == 2 and isinstance(result[0], dict)
     losses = np.asarray(result[1] if pair else (), np.float64).reshape(-1)
-    require(
+    HINTS.require(
         check,
         pair and set(result[0]) == {"w", "b", "v"} and losses.shape == (STEPS,),
         expected=f'(params, losses): params a dict with keys "w", "b", "v", and {STEPS} losses',
         seen=shorten(f"{type(result).__name__}: {result!r}", 200),
-        hint="return params, np.array(losses), as train does, with float(loss) of every step",
+        hint=HINTS[RETURNS],
     )
     return losses
 
@@ -238,8 +234,8 @@ def _require_losses(
     check: str, got: np.ndarray, params: dict, batches: list[Batch], calls: list[Call],
     bucket: Callable[[int], int],
 ) -> Params:  # fmt: skip
-    """The losses match the naive loop's (its final params returned); else a verdict naming
-    the step, its batch, and what to look at (no ``calls``: the second run's)."""
+    """The losses match the naive loop's (its final params returned), else name the step,
+    its batch and what to look at (no ``calls``: the second run's)."""
     want_params, want = _reference_train(params, batches)
     wrong = np.flatnonzero(~np.isclose(got, want, rtol=1e-3, atol=1e-5))
     if not wrong.size:
@@ -269,25 +265,19 @@ def _ws(leaves: Iterable[Any]) -> list[np.ndarray]:
     return [np.asarray(leaf, np.float32) for leaf in leaves if np.shape(leaf) == (F, H)]
 
 
-def _chains(calls: list[Call], start_w: np.ndarray) -> dict[bytes, tuple[int, int]]:
-    """For each ``w`` the calls returned: the longest chain of calls leading to it from
-    ``start_w``, each fed the ``w`` the one before returned, as (its length, its last call)."""
-    made = {start_w.tobytes(): (0, -1)}
+def _require_from_step(calls: list[Call], params0: dict, got: dict, losses: np.ndarray) -> Call:
+    """The returned losses and params are train_step's own outputs, along one chain of calls
+    from ``params0``, each fed the ``w`` the one before returned; returns its last call."""
+    scalars = {float(np.float32(o)) for call in calls for o in call.outputs if np.size(o) == 1}
+    foreign = [i for i, value in enumerate(losses) if float(np.float32(value)) not in scalars]
+    start_w, final_w = _ws([params0["w"], got["w"]])
+    made = {start_w.tobytes(): (0, -1)}  # each w returned: (the longest chain to it, its end)
     for i, call in enumerate(calls):
         fed = [
             made[w.tobytes()][0] for w in _ws(v for _, v, _ in call.inputs) if w.tobytes() in made
         ]
         made.update({w.tobytes(): (max(fed) + 1, i) for w in _ws(call.outputs) if fed})
-    return made
-
-
-def _require_from_step(calls: list[Call], params0: dict, got: dict, losses: np.ndarray) -> Call:
-    """The returned losses and params are train_step's own outputs, along one chain of
-    calls from ``params0``; returns the last call of the chain."""
-    scalars = {float(np.float32(o)) for call in calls for o in call.outputs if np.size(o) == 1}
-    foreign = [i for i, value in enumerate(losses) if float(np.float32(value)) not in scalars]
-    start_w, final_w = _ws([params0["w"], got["w"]])
-    length, last = _chains(calls, start_w).get(final_w.tobytes(), (0, -1))
+    length, last = made.get(final_w.tobytes(), (0, -1))
     others = [k for k in "bv" if not any(same_value(o, got[k]) for o in calls[last].outputs)]
     if foreign:
         seen = f"the losses at steps {foreign[:6]} are not among train_step's outputs"
@@ -296,14 +286,12 @@ def _require_from_step(calls: list[Call], params0: dict, got: dict, losses: np.n
                 f"from the starting params, not {STEPS} (one per step)")  # fmt: skip
     else:
         seen = f"the final params {others} are not what the last train_step call returned"
-    require(
+    HINTS.require(
         FROM_STEP,
         not foreign and length >= STEPS and not others,
         expected="each step's loss and the final params as train_step returned them, each "
         "step fed the params the previous step returned",
         seen=seen,
-        hint="keep the loop's state in train_step's outputs: params, value = train_step("
-        "params, ...), then losses.append(float(value)); no second computation outside it",
     )
     return calls[last]
 
@@ -317,13 +305,12 @@ def _require_real_update(step: Callable, call: Call, rng: np.random.Generator) -
         (call.args, call.kwargs),
     )
     new_w = _ws(jax.tree.leaves(call_learner(UPDATES, step, *args, **kwargs)))
-    require(
+    HINTS.require(
         UPDATES,
         bool(new_w) and not any(same_value(a, b) for a in new_w for b in _ws(call.outputs)),
         expected="another new w when train_step is given another w",
         seen="train_step returned the same w for a different w: it does not compute the "
         "update from the params it is given",
-        hint="compute the gradient and the update inside train_step, from its params argument",
     )
 
 
@@ -362,25 +349,22 @@ def grade(train_fast: Callable, train_step: Callable, bucket_size: Callable[[int
     STEP.unchanged(run, what=lambda i: "; ".join(changes) or "values changed in place")
     STEP.jit_on(recorder)
     traced = len(recorder.traced)
-    require(
+    HINTS.require(
         CALLED,
         len(recorder.calls) >= STEPS,
         expected=f"train_step called by its name at least once per step ({STEPS} steps)",
         seen=f"{len(recorder.calls)} calls"
         + (f", and {traced} more inside another jax.jit" if traced else "")
         + f"; {count.compiles} compilations of a function named like train_step",
-        hint="call train_step itself in the loop, by its name. A jax.jit(lambda ...) or "
-        "jax.jit(partial(...)) built per step is a new function each time",
     )
 
     want_params = _require_losses(LOSSES, got_losses, params, batches, recorder.calls, bucket)
     wrong = [k for k, p in want_params.items() if not _close(got[0][k], p)]
-    require(
+    HINTS.require(
         PARAMS,
         not wrong,
         expected="params['w'], ['b'] and ['v'] as the original loop leaves them",
         seen=f"{', '.join(wrong)} differ from the original loop's",
-        hint="return the params from the last train_step call",
     )
     last = _require_from_step(recorder.calls, params, got[0], got_losses)
     _require_real_update(train_step, last, rng)
@@ -401,11 +385,9 @@ def grade(train_fast: Callable, train_step: Callable, bucket_size: Callable[[int
     passed(RUNS_AGAIN)
     _require_losses(LOSSES_AGAIN, _losses(result2, RETURNS_AGAIN), params2, batches2, [], bucket)
     compiled = ", ".join(f"{name} x{n}" for name, n in everything.compiled.most_common(4))
-    require(
+    HINTS.require(
         NOTHING_NEW,
         everything.compiles == 0,
         expected="0 compilations of any function: every bucket is already compiled",
         seen=f"{everything.compiles} compilations: {compiled or '-'}",
-        hint="pad in NumPy at the boundary (np.zeros, then assign the slice). Eager jnp "
-        "calls on arrays of a new length, such as jnp.pad, compile again for each length",
     )

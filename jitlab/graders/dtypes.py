@@ -95,8 +95,7 @@ def _x_dtype(call: Call) -> str:
 
 
 def _numbers_hint(wrong: list[str], right: list[str], shape_wrong: bool, reached: list[str]) -> str:
-    """The likeliest cause of wrong numbers, from which dtypes went wrong and which
-    dtypes the grader saw reach score_core."""
+    """The likeliest cause, from the dtypes that went wrong and those x reached score_core as."""
     narrow = [name for name in reached if name in ("float16", "bfloat16")]
     if shape_wrong or narrow:
         kind = "rows" if shape_wrong else "narrow"
