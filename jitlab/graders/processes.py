@@ -159,7 +159,7 @@ class _Stopped(Exception):
 
 def _everyone(failure: GradingFailure | None, *texts: str) -> list[bool]:
     """Whether every process holds the same each of ``texts``; raises ``failure``, or
-    :class:`_Stopped` when another failed (all stop at once). Jit on, or it meets no one."""
+    :class:`_Stopped` when another failed: all stop at once. Jit on, or it never meets the rest."""
     digest = b"".join(hashlib.sha256(text.encode()).digest()[:8] for text in texts)
     with jax.disable_jit(False):
         mine = np.frombuffer(bytes([failure is None]) + digest, np.uint8)
