@@ -1,10 +1,9 @@
 """Grader for the diagnosing exercise: a step that compiles twice, for a hidden reason.
 
-The schedule returns a Python float (warm-up, floor) and a NumPy float64 (the cosine
-decay): two kinds of scalar, two cache keys. ``prepare_batch`` must hand the step one
-kind of scalar, with its value, and the batch's numbers as they came. The grader calls
-``fixed_step(w, *prepare_batch(batch, lr))`` itself, through a recorder, so every update
-it checks comes out of the learner's jitted step.
+The schedule returns a Python float (warm-up, floor) and a NumPy float64 (the cosine decay):
+two cache keys. ``prepare_batch`` must hand the step one kind of scalar, with its value, and
+the batch as it came. The grader calls ``fixed_step(w, *prepare_batch(batch, lr))`` itself,
+through a recorder, so every update it checks comes out of the learner's jitted step.
 
 What every run draws, on purpose:
   a fresh schedule            Python float, then float64, then float again (the floor)
@@ -21,9 +20,9 @@ import jax
 import numpy as np
 
 from jitlab.doctor import classify
-from jitlab.grading import Recorder, call_learner, fail, fresh_rng, grader, passed, require, why
-from jitlab.grading.calls import type_text
-from jitlab.grading.checks import JIT_OFF_HINT, JIT_ON, excerpt, require_jitted, shorten
+from jitlab.grading import call_learner, fail, grader, passed, require, require_compiles, why
+from jitlab.grading.calls import Recorder, type_text
+from jitlab.grading.checks import JIT_OFF_HINT, JIT_ON, excerpt, fresh_rng, require_jitted, shorten
 from jitlab.instruments.counting import count_compiles
 
 FEATURES = 4
@@ -44,33 +43,26 @@ CAUSE_HINTS = {
 }
 
 
-def _problem(rng: np.random.Generator) -> tuple[np.ndarray, list[dict], list[Any]]:
-    """A fresh start, fresh batches and the schedule's raw rates: float, float64, float."""
+def _problem(rng: np.random.Generator) -> tuple[np.ndarray, list[dict], list[Any], np.ndarray]:
+    """A fresh start, fresh batches, the schedule's raw rates (float, float64, float) and the
+    reference's w after each step: NumPy, with a float32 learning rate."""
     warmup, decay = int(rng.integers(2, 6)), int(rng.integers(10, 19))
-    total, base = warmup + decay, float(rng.uniform(0.02, 0.1))
-    # With 10 or more decay steps the last cosine is below 2.5 % of base: a floor above
-    # 3 % is always reached, so a Python float comes back at the end.
+    base = float(rng.uniform(0.02, 0.1))
+    # 10+ decay steps end below 2.5 % of base: a floor above 3 % returns a float at the end
     floor = base * float(rng.uniform(0.03, 0.06))
     cosine = [base * 0.5 * (1.0 + np.cos(np.pi * s / decay)) for s in range(decay)]
     rates = [base * (s + 1) / warmup for s in range(warmup)] + [max(floor, c) for c in cosine]
     size = int(rng.integers(16, 49))
     true_w, w0 = rng.normal(size=(2, FEATURES)).astype(np.float32)
-    batches = []
-    for _ in range(total):
+    batches, w, want = [], w0, []
+    for lr in rates:
         x = rng.normal(size=(size, FEATURES)).astype(np.float32)
-        batches.append({"x": x, "y": (x @ true_w + 0.1 * rng.normal(size=size)).astype(np.float32)})
-    return w0, batches, rates
-
-
-def _reference(w0: np.ndarray, batches: list[dict], rates: list[Any]) -> np.ndarray:
-    """The trajectory with a float32 learning rate, in NumPy."""
-    w, trajectory = w0, []
-    for batch, lr in zip(batches, rates, strict=True):
-        x, y = batch["x"], batch["y"]
-        grad = ((2.0 / len(y)) * x.T @ (x @ w - y)).astype(np.float32)
+        y = (x @ true_w + 0.1 * rng.normal(size=size)).astype(np.float32)
+        grad = ((2.0 / size) * x.T @ (x @ w - y)).astype(np.float32)
         w = (w - np.float32(lr) * grad).astype(np.float32)
-        trajectory.append(w)
-    return np.stack(trajectory)
+        batches.append({"x": x, "y": y})
+        want.append(w)
+    return w0, batches, rates, np.stack(want)
 
 
 def _float32(leaf: Any) -> np.ndarray | None:
@@ -82,9 +74,8 @@ def _float32(leaf: Any) -> np.ndarray | None:
 
 
 def _changed(batch: dict, lr: Any, prepared: tuple) -> str:
-    """What of the batch's numbers and lr's value the step does not get as given, wherever
-    prepare_batch put them ("" when nothing): a float16 batch can stay within any
-    tolerance the reference allows, and still be other numbers."""
+    """What of the batch's numbers and lr's value the step does not get as given ("" when
+    nothing): a float16 batch stays within any tolerance, and still is other numbers."""
     made = jax.tree.leaves(prepared[0])
     for key, old in batch.items():
         if not any(np.array_equal(_float32(new), old) for new in made):
@@ -105,12 +96,12 @@ def _require_numbers(w0: np.ndarray, got: np.ndarray, want: np.ndarray, changes:
     ):
         bad = ~np.isclose(mine, theirs, rtol=rtol, atol=atol).all(axis=1) | np.array(changes, bool)
         k = int(np.argmax(bad))
+        fed = " or were fed other numbers" if changes[k] else ""
         require(
             check,
             not bad.any(),
             expected=f"{what} at step {k}: {excerpt(theirs[k])} (float32 lr, the batch as given)",
-            seen=f"{excerpt(mine[k])}; {int(bad.sum())} of {len(mine)} steps differ"
-            + (" or were fed other numbers" if changes[k] else ""),
+            seen=f"{excerpt(mine[k])}; {int(bad.sum())} of {len(mine)} steps differ{fed}",
             hint=f"prepare_batch changed more than lr's type: {changes[k]}. Only lr's kind of "
             "number needs fixing; keep the batch as it came and lr's value"
             if changes[k]
@@ -123,7 +114,7 @@ def _require_numbers(w0: np.ndarray, got: np.ndarray, want: np.ndarray, changes:
 def grade(prepare_batch: Callable[..., Any], fixed_step: Callable[..., Any]) -> None:
     """Grade the exercise: same numbers as the reference, and one compilation of the step."""
     require_jitted(JITTED, fixed_step)
-    w0, batches, rates = _problem(fresh_rng())
+    w0, batches, rates, want = _problem(fresh_rng())
     fixed_step.clear_cache()  # count from an empty cache, whatever ran in the notebook
     w, got, changes = jax.numpy.asarray(w0), [], []
     with count_compiles(fixed_step) as count:
@@ -132,38 +123,25 @@ def grade(prepare_batch: Callable[..., Any], fixed_step: Callable[..., Any]) -> 
             given = {key: value.copy() for key, value in batch.items()}
             prepared = call_learner(RUNS, prepare_batch, given, lr)
             if not (isinstance(prepared, tuple) and len(prepared) == 2):
-                raise fail(
-                    RETURNS,
-                    expected="a tuple of two things: the batch and the learning rate",
-                    seen=shorten(f"{type(prepared).__name__}: {prepared!r}", 200),
-                    hint="end prepare_batch with `return batch, lr`",
-                )
+                seen = shorten(f"{type(prepared).__name__}: {prepared!r}", 200)
+                expected = "a tuple of two things: the batch and the learning rate"
+                hint = "end prepare_batch with `return batch, lr`"
+                raise fail(RETURNS, expected=expected, seen=seen, hint=hint)
             changes.append(_changed(batch, lr, prepared))
             w = call_learner(RUNS, step, w, *prepared)
             got.append(np.asarray(w))
     passed(RUNS)
     passed(RETURNS)
-    require(
-        JIT_ON,
-        all(call.jit_on for call in step.calls),
-        expected="jit switched on while the grader called fixed_step",
-        seen="jit was switched off (jax_disable_jit) after prepare_batch ran: fixed_step ran "
-        "op by op, uncompiled",
-        hint=JIT_OFF_HINT,
-    )
-    _require_numbers(w0, np.stack(got), _reference(w0, batches, rates), changes)
-    require(
-        COMPILED,
-        count.compiles >= 1,
-        expected="1 compilation of fixed_step",
-        seen="0: fixed_step was never compiled while the grader called it",
-        hint="fixed_step should be the jitted update itself, not a wrapper around another one",
+    expected = "jit switched on while the grader called fixed_step"
+    seen = "jit was switched off (jax_disable_jit) after prepare_batch ran: fixed_step ran op by op"
+    on = all(call.jit_on for call in step.calls)
+    require(JIT_ON, on, expected=expected, seen=seen, hint=JIT_OFF_HINT)
+    _require_numbers(w0, np.stack(got), want, changes)
+    hint = "fixed_step should be the jitted update itself, not a wrapper around another one"
+    never = "fixed_step was never compiled while the grader called it"
+    require_compiles(
+        COMPILED, count, at_least=1, what="compilations of fixed_step", hint=hint, seen_extra=never
     )
     found = why(step, label=lambda i: f"step {i}")
-    require(
-        ONCE,
-        count.compiles <= 1,
-        expected=f"at most 1 compilation over {len(rates)} steps",
-        seen=f"{count.compiles} compilations; {found.text}",
-        hint=found.hint_for(CAUSE_HINTS),
-    )
+    what, hint = f"compilations over {len(rates)} steps", found.hint_for(CAUSE_HINTS)
+    require_compiles(ONCE, count, at_most=1, what=what, hint=hint, seen_extra=found.text)

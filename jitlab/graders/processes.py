@@ -1,10 +1,9 @@
 """Grader for the many processes exercise: one program on every process.
 
 Two JAX processes, one CPU device each, run the learner's cell on their own ragged streams
-(:func:`stream`), judge what only they see (compilations, jit and the counter there too)
-and send their first failure to the notebook as a record. Before each step they compare
-what they are about to run with a fixed-size collective and stop together when it
-differs: a verdict, not the hang of a real job.
+(:func:`stream`), judge what only they see (compilations, jit and the counter there too) and
+send their first failure to the notebook as a record. Before each step they compare what they
+are about to run with a fixed-size collective, and stop together (not hang) when it differs.
 
 What the drawing covers, every run (the wrong rule each part breaks):
 
@@ -90,9 +89,8 @@ _check = HINTS.require
 
 
 def learner_source(*functions: Callable[..., Any]) -> str:
-    """The text of every cell that defines one of ``functions``, in order: the notebook
-    cell ``linecache`` holds, or the ``# %%`` cell around the function when its file is
-    the exercise itself (so the grader cell never runs in the workers)."""
+    """The text of every cell that defines one of ``functions``, in order: the notebook cell
+    ``linecache`` holds, or the exercise file's ``# %%`` cell (never the grader's cell)."""
     texts: dict[tuple[str, int], str] = {}
     for fn in functions:
         code = getattr(inspect.unwrap(fn), "__code__", None)
@@ -160,9 +158,8 @@ class _Stopped(Exception):
 
 
 def _everyone(failure: GradingFailure | None, *texts: str) -> list[bool]:
-    """Whether every process holds the same each of ``texts``; raises ``failure`` here, or
-    :class:`_Stopped` when another process failed: all stop at once. A fixed-size gather,
-    with jit on (under ``jax_disable_jit`` it never meets the other processes)."""
+    """Whether every process holds the same each of ``texts``; raises ``failure``, or
+    :class:`_Stopped` when another failed: all stop at once. Jit on, or it never meets the rest."""
     digest = b"".join(hashlib.sha256(text.encode()).digest()[:8] for text in texts)
     with jax.disable_jit(False):
         mine = np.frombuffer(bytes([failure is None]) + digest, np.uint8)
@@ -220,9 +217,8 @@ def _to_host(value: Any) -> np.ndarray:
 def stream(worker: multiprocess.Worker) -> None:
     """The worker's side of grading: judge this process's stream, and hand the first
     failure to the notebook as a ``verdict`` record."""
-    plan = Plan(**{**worker.options["plan"], "lengths": tuple(worker.options["plan"]["lengths"])})
     try:
-        return _judge(worker, plan)
+        return _judge(worker, Plan(**worker.options["plan"]))  # its lengths as JSON lists
     except _Stopped:
         return None
     except CounterLost as lost:
@@ -230,9 +226,7 @@ def stream(worker: multiprocess.Worker) -> None:
         failure = GradingFailure(JIT_ON, expected=expected, seen=str(lost), hint=HINTS["counter"])
     except GradingFailure as err:
         failure = err
-    worker.emit(
-        "verdict", **{k: getattr(failure, k) for k in ("check", "expected", "seen", "hint")}
-    )
+    worker.emit("verdict", **vars(failure))  # its check, expected, seen and hint
 
 
 def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
@@ -264,8 +258,8 @@ def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
                 _check(SAME_PROGRAM, same, "one program fingerprint on every process", program)
             out, failure = _attempt(STEP_RUNS, at, train_step, *args)
             if failure or not (isinstance(out, tuple | list) and len(out) == 2):
-                seen = f"{type(out).__name__} ({at})"
-                raise failure or fail(STEP_RUNS, expected="(new_w, loss)", seen=seen)
+                seen, hint = f"{type(out).__name__} ({at})", HINTS[STEP_RUNS]
+                raise failure or fail(STEP_RUNS, expected="(new_w, loss)", seen=seen, hint=hint)
             calls.append(Called(args, {}, count.compiles > before))
             w, loss = out
             shapes.add(leaves)
@@ -297,10 +291,9 @@ def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
 # --- in the notebook ----------------------------------------------------------------------
 def launch(make_global_batch: Callable, train_step: Callable, plan: Plan) -> multiprocess.Run:
     """Run :func:`stream` on two processes with the learner's cell; return the run."""
-    source = learner_source(make_global_batch, train_step)
     with tempfile.TemporaryDirectory(prefix="jitlab-grader-processes-") as scratch:
         path = Path(scratch) / "your_cell.py"  # the prelude apart: the cell's own line numbers
-        path.write_text(source, encoding="utf-8")
+        path.write_text(learner_source(make_global_batch, train_step), encoding="utf-8")
         options = {"learner": str(path), "plan": dataclasses.asdict(plan)}
         try:
             return multiprocess.run(
@@ -341,8 +334,7 @@ def grade(make_global_batch: Callable[..., Any], train_step: Callable[..., Any])
     seen += "it switches jit off and runs the step op by op"
     _check(JIT_ON, not off, "train_step compiled by jax.jit, with jit switched on", seen)
     _check(JITTED, is_jitted(train_step), "a function wrapped by jax.jit", kind)
-    plan = Plan.draw(fresh_rng())
-    run = launch(make_global_batch, train_step, plan)
+    run = launch(make_global_batch, train_step, Plan.draw(fresh_rng()))
     passed(SOURCE)
     passed(STARTED)
     _relay(run, JIT_ON, CELL_RUNS, BATCH_RUNS, STEP_RUNS, SAME_BATCH, SAME_PROGRAM)
