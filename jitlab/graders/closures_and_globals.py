@@ -1,13 +1,10 @@
 """Grader for closures_and_globals: the jitted ``confident_probs``, called CHANGES times with
 new values; a wrong result is named by the values it matches. What the drawing covers:
-
-=============================================  ==============================================
-a new temperature and threshold on every call  a global or closure read once; a static float
-a temperature within 2% of the one before      a rounded or bucketed temperature
-rows with a logit of 300 to 400                a softmax without the max shift (inf/inf)
-threshold 1.0 last: those rows' top is 1.0     ``>`` for ``>=`` (below means strictly)
-every other row clear of every threshold       (float32 rounding never flips a row)
-=============================================  ==============================================
+  a new temperature and threshold on every call  a global or closure read once; a static float
+  a temperature within 2% of the one before      a rounded or bucketed temperature
+  rows with a logit of 300 to 400                a softmax without the max shift (inf/inf)
+  threshold 1.0 last: those rows' top is 1.0     ``>`` for ``>=`` (below means strictly)
+  every other row clear of every threshold       (float32 rounding never flips a row)
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Grader for the devices and shardings exercise: one sharding for every batch.
-
-``place(batch, mesh)`` gets batches as every loader hands them over (``LOADERS``) and must
-return each on ``NamedSharding(mesh, P("data"))`` of the mesh it is handed, holding exactly
-what arrived; the grader's own fresh jitted step must then compile once per mesh (its
-numbers and output sharding follow). With one device, split and unsplit hold the same data
-and the two meshes are one: only the sharding's type tells answers apart (the tests run
+"""Grader for devices_and_shardings: ``place(batch, mesh)`` gets batches as every loader
+hands them over (``LOADERS``) and returns each on ``NamedSharding(mesh, P("data"))`` of the
+mesh passed in, holding exactly what arrived; the grader's fresh jitted step then compiles
+once per mesh. On one device only the sharding's type tells answers apart (the tests run
 again on eight devices). What every run draws, and the wrong rule each part breaks:
   two meshes, their devices in orders   a mesh from jax.devices() or a global one; a
   of the grader's own                   sharding kept from the first call
@@ -103,24 +100,27 @@ def _mesh_of(value: Any) -> Mesh | None:
     return getattr(getattr(value, "sharding", None), "mesh", None)
 
 
+def _layout(mesh: Mesh | None) -> tuple | None:
+    return None if mesh is None else (mesh.axis_names, mesh.devices.shape)
+
+
 def _stayed(on: Mesh | None, came: Mesh | None, mesh: Mesh) -> bool:
     """Left on the mesh it arrived on: that mesh, or (a device_put under disable_jit may
     reorder it) one like it, the same axis names and shape, that is unlike ``mesh``."""
-
-    def like(one: Mesh, other: Mesh | None) -> bool:
-        shape = (one.axis_names, one.devices.shape)
-        return other is not None and shape == (other.axis_names, other.devices.shape)
-
-    return on is not None and on != mesh and (on == came or like(on, came) and not like(on, mesh))
+    like = _layout(on) == _layout(came) and _layout(on) != _layout(mesh)
+    return on is not None and on != mesh and (on == came or like)
 
 
 def _sharding_hint(value: Any, mesh: Mesh, came: Mesh | None, meshes: tuple = ()) -> str:
-    """What to change, from where ``value`` sits and the mesh it ``came`` on."""
+    """What to change, from where ``value`` sits and the mesh it ``came`` on ("" when it
+    is split over the "data" axis of ``mesh``: nothing)."""
     on = _mesh_of(value)
     if not isinstance(value, jax.Array):
         return "a NumPy array is on no device at all: jax.device_put it onto the mesh"
     if not isinstance(value.sharding, NamedSharding):
         return "one device holds the whole batch; a NamedSharding over the mesh splits it"
+    if on == mesh and value.sharding.is_equivalent_to(_split(mesh), value.ndim):
+        return ""
     if on == mesh:
         return 'P() copies the whole batch to every device; P("data") splits the batch axis'
     if _stayed(on, came, mesh):
@@ -143,34 +143,32 @@ def _check_arrays(originals: list[dict], arrived: list[dict], placed: list[dict]
         for n, want in enumerate(originals)
         for key in ("x", "y")
     ]
-    for what, _, want, now, _ in arrays:  # now None: taken out of the caller's dict
+    for what, _, want, now, _ in arrays:
         deleted = isinstance(now, jax.Array) and now.is_deleted()
-        fail_unless(
-            CALLER_KEPT,
-            not deleted and now is not None and np.array_equal(np.asarray(now), want),
-            expected=f"{what} unchanged and usable after place",
-            seen=f"it was deleted ({describe(now)}): donated to a jitted function, or .delete() "
-            "was called on it"
-            if deleted
-            else f"it changed ({describe(now)})"
-            if now is not None
-            else "it is gone from the caller's dict (popped or deleted)",
-            hint=HINTS["donated" if deleted else CALLER_KEPT],
-        )
+        if deleted:
+            seen = f"it was deleted ({describe(now)}): donated to a jitted function, or "
+            seen += ".delete() was called on it"
+        elif now is None:  # taken out of the caller's dict
+            seen = "it is gone from the caller's dict (popped or deleted)"
+        elif not np.array_equal(np.asarray(now), want):
+            seen = f"it changed ({describe(now)})"
+        else:
+            continue
+        hint = HINTS["donated" if deleted else CALLER_KEPT]
+        expected = f"{what} unchanged and usable after place"
+        raise fail(CALLER_KEPT, expected=expected, seen=seen, hint=hint)
     passed(CALLER_KEPT)
     for what, key, want, _, value in arrays:
         got = np.asarray(value)
-        same = (got.dtype, got.shape) == (want.dtype, want.shape)
-        row = int(np.argmax((got != want).reshape(len(got), -1).any(axis=1))) if same else 0
-        fail_unless(
-            VALUES,
-            same and np.array_equal(got, want),
-            expected=f"{what} exactly as it arrived: {want.dtype}{list(want.shape)}",
-            seen=f"row {row} of {key} differs: {got[row]} instead of {want[row]}"
-            if same
-            else f"{got.dtype}{list(got.shape)}",
-            hint=HINTS[VALUES],
-        )
+        if (got.dtype, got.shape) != (want.dtype, want.shape):
+            seen = f"{got.dtype}{list(got.shape)}"
+        elif not np.array_equal(got, want):
+            row = int(np.argmax((got != want).reshape(len(got), -1).any(axis=1)))
+            seen = f"row {row} of {key} differs: {got[row]} instead of {want[row]}"
+        else:
+            continue
+        expected = f"{what} exactly as it arrived: {want.dtype}{list(want.shape)}"
+        raise fail(VALUES, expected=expected, seen=seen, hint=HINTS[VALUES])
     passed(VALUES)
 
 
@@ -192,24 +190,21 @@ def _compiles_once(w: np.ndarray, jobs: list, placed: list, came: list, meshes: 
                 jax.block_until_ready(graded_step(w, placed[n]))
             except Exception as err:
                 elsewhere = " on another mesh" if _mesh_of(x) not in (None, mesh) else ""
-                raise fail(
-                    STEP_RUNS,
-                    expected="the jitted step to accept what place returned",
-                    seen=f"batch {n} (x: {describe(x)}{elsewhere}): "
-                    + shorten(f"{type(err).__name__}: {str(err).splitlines()[0]}", 200),
-                    hint=_sharding_hint(x, mesh, came[n]),
-                ) from err
+                error = shorten(f"{type(err).__name__}: {str(err).splitlines()[0]}", 200)
+                seen = f"batch {n} (x: {describe(x)}{elsewhere}): {error}"
+                expected = "the jitted step to accept what place returned"
+                y = placed[n]["y"]  # when x is where it belongs, y is not
+                hint = _sharding_hint(x, mesh, came[n]) or _sharding_hint(y, mesh, came[n])
+                raise fail(STEP_RUNS, expected=expected, seen=seen, hint=hint) from err
             calls.append(Called((w, placed[n]), {}, count.compiles > before))
     found = why(calls, graded_step, label=lambda i: f"batch {mine[i]} ({jobs[mine[i]][0]})")
     stayed = [n for n in mine if _stayed(_mesh_of(placed[n]["x"]), came[n], mesh)]
-    fail_unless(
-        COMPILES_ONCE,
-        count.compiles == 1,
-        expected=f"1 compilation for the {len(mine)} batches placed with mesh {which}",
-        seen=f"{count.compiles} compilations; " + shorten(found.text, 400),
-        hint=HINTS[COMPILES_ONCE]
-        + (f"; batch {stayed[0]}: {HINTS['mesh']} {HINTS['stayed']}" if stayed else ""),
-    )
+    hint = HINTS[COMPILES_ONCE]
+    if stayed:
+        hint += f"; batch {stayed[0]}: {HINTS['mesh']} {HINTS['stayed']}"
+    expected = f"1 compilation for the {len(mine)} batches placed with mesh {which}"
+    seen = f"{count.compiles} compilations; " + shorten(found.text, 400)
+    fail_unless(COMPILES_ONCE, count.compiles == 1, expected=expected, seen=seen, hint=hint)
 
 
 @grader("devices_and_shardings", checks=tuple(CHECKS))
@@ -233,14 +228,9 @@ def grade(place: Callable[[dict, Any], dict]) -> None:
     came = [_mesh_of(batch["x"]) for batch in arrived]
     for batch, (_, which) in zip(arrived, jobs, strict=True):
         placed.append(out := call_learner(PLACE_RUNS, place, batch, meshes[which]))
-        fail_unless(
-            DICT_KEYS,
-            isinstance(out, dict) and set(out) == {"x", "y"},
-            expected="{'x': ..., 'y': ...}",
-            seen=type(out).__name__
-            + (f" with keys {sorted(out)}" if isinstance(out, dict) else ""),
-            hint=HINTS[DICT_KEYS],
-        )
+        seen = type(out).__name__ + (f" with keys {sorted(out)}" if isinstance(out, dict) else "")
+        ok, expected = isinstance(out, dict) and set(out) == {"x", "y"}, "{'x': ..., 'y': ...}"
+        fail_unless(DICT_KEYS, ok, expected=expected, seen=seen, hint=HINTS[DICT_KEYS])
     passed(PLACE_RUNS)
     passed(DICT_KEYS)
     require_jit_on("after your place ran")
@@ -251,19 +241,8 @@ def grade(place: Callable[[dict, Any], dict]) -> None:
     passed(COMPILES_ONCE)
     for n, (kind, which) in enumerate(jobs):
         for key in ("x", "y"):
-            value, mesh = placed[n][key], meshes[which]
-            sharding = getattr(value, "sharding", None)
-            fail_unless(
-                SPLIT,
-                isinstance(value, jax.Array)
-                and isinstance(sharding, NamedSharding)
-                and sharding.mesh == mesh
-                and sharding.is_equivalent_to(_split(mesh), value.ndim),
-                expected=f'{key}: NamedSharding(mesh, P("data")) on the mesh passed in',
-                seen=f"{key} of batch {n} (arrived {kind}, with mesh {which}): {describe(value)}",
-                hint=_sharding_hint(value, mesh, came[n], meshes),
-            )
+            hint = _sharding_hint(value := placed[n][key], meshes[which], came[n], meshes)
+            expected = f'{key}: NamedSharding(mesh, P("data")) on the mesh passed in'
+            seen = f"{key} of batch {n} (arrived {kind}, with mesh {which}): {describe(value)}"
+            fail_unless(SPLIT, not hint, expected=expected, seen=seen, hint=hint)
     passed(SPLIT)
-
-
-__all__ = ["CHECKS", "LOADERS", "describe", "grade"]

@@ -1,6 +1,12 @@
 """Grader for pytree_structure: the plain ``loss(params, batch)`` tidies any batch and
 returns the jitted ``batch_loss(params, tidy_batch)``, compiled once for every kind of batch
-in every calling style (:class:`~jitlab.grading.kernel.KernelExercise`'s checks)."""
+in every calling style (:class:`~jitlab.grading.kernel.KernelExercise`'s checks).
+What every run draws, and the wrong rule it breaks (in brackets: what must not matter):
+  every kind of batch in every calling style, shuffled        a kind or a style not tidied
+  weights from 0.1 to 2 (their mean is not 1)                 a plain mean, or weights ignored
+  a kind's second batch: its first dict and arrays, refilled  memoising by id()
+  keys in another order                                       (dict keys are sorted in the pytree)
+"""
 
 from __future__ import annotations
 
@@ -22,12 +28,6 @@ STYLES = {  # a calling style: how it passes (params, batch) to loss
     "loss(params=..., batch=...)": lambda p, b: ((), {"params": p, "batch": b}),
 }
 EXTRA_CALLS = 9  # on top of one call for every (kind, style) pair
-DRAWS = {  # what the drawing covers: the wrong rule each draw breaks, on every run
-    "every kind of batch in every calling style, shuffled": "a kind or a style not tidied",
-    "weights from 0.1 to 2 (their mean is not 1)": "a plain mean, or weights ignored",
-    "every kind's second batch is its first dict and arrays, refilled": "memoising by id()",
-    "keys in another order": "(must not matter: dict keys are sorted in the pytree)",
-}
 RUNS, ONE_CALL, SCALAR, NUMBERS, ONCE = (
     "loss runs on every kind of batch and calling style",
     "loss calls batch_loss once per call",
