@@ -1,6 +1,6 @@
 """Grader for control_flow: ``clip_by_norm`` and ``descend``, each compiled once for every
-value of its data. Every number comes out of the learner's jitted function, called from
-an emptied cache, and is compared with a float64 NumPy reference. The draw, every run:
+value of its data, every number from an emptied cache against a float64 NumPy reference.
+The draw, every run:
 
 - limits below and above the norm: jnp.clip per element, an inverted test, g / norm;
 - a zero vector: 0 / 0 = NaN; a clipped vector of norm ~1e-9: an eps added to the norm;
@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable, Iterator
-from functools import partial
 from typing import Any
 
 import jax
@@ -103,9 +102,8 @@ def _reference_clip(g: np.ndarray, max_norm: float) -> np.ndarray:
 def _reference_trajectory(
     x0: np.ndarray, curvature: np.ndarray, lr: float, tol: float
 ) -> tuple[list[np.ndarray], list[float], int]:
-    """``(xs, norms, steps)`` in float64: ``xs[k]`` is x after k steps (two past
-    ``MAX_STEPS``, so a loop bound off by one still finds its iterate), ``norms[k]`` its
-    gradient's norm, ``steps`` where the exercise's rule stops."""
+    """``(xs, norms, steps)`` in float64: x after k steps (to MAX_STEPS + 2: a bound off by one
+    finds its iterate), its gradient's norm, and the step where the exercise's rule stops."""
     xs, curvature = [np.asarray(x0, np.float64)], np.asarray(curvature, np.float64)
     for _ in range(MAX_STEPS + 2):
         xs.append(xs[-1] - lr * _reference_clip(curvature * xs[-1], CLIP_NORM))
@@ -114,11 +112,9 @@ def _reference_trajectory(
 
 
 def _may_stop(norms: list[float], tol: float, steps: int, slack: float = _STOP_SLACK) -> bool:
-    """Could a float32 run of the rule stop after ``steps``: a reason to take each step
-    and a reason to stop, within ``slack`` of ``tol``?"""
-    went_on = all(n > tol * (1 - slack) for n in norms[:steps])
-    stop = steps == MAX_STEPS or norms[steps] <= tol * (1 + slack)
-    return 0 <= steps <= MAX_STEPS and went_on and stop
+    """Could float32 take each of ``steps`` and then stop, within ``slack`` of ``tol``?"""
+    went_on = 0 <= steps <= MAX_STEPS and all(n > tol * (1 - slack) for n in norms[:steps])
+    return went_on and (steps == MAX_STEPS or norms[steps] <= tol * (1 + slack))
 
 
 def _tracer_failure(check: str, err: Exception) -> Exception:
@@ -136,9 +132,8 @@ def _tracer_failure(check: str, err: Exception) -> Exception:
 
 @contextlib.contextmanager
 def _graded(fn: Any, name: str, checks: dict[str, str], cases: list) -> Iterator[list]:
-    """The checks both functions share (the first two and last two of ``checks``), around
-    the block that judges the outputs: ``fn`` is jitted, runs every case from an emptied
-    cache, compiles once, has no host callback."""
+    """Around the block judging the outputs, the checks both parts share (``checks``' first and
+    last two): jitted, runs every case from an emptied cache, compiles once, no callback."""
     jitted, runs, *_, once, inside = checks
     require_jitted(jitted, fn, hint=HINTS[jitted])
 
@@ -167,32 +162,29 @@ def _graded(fn: Any, name: str, checks: dict[str, str], cases: list) -> Iterator
 
 
 def _clip_cases(rng: np.random.Generator, size: int) -> list[tuple[np.ndarray, float]]:
-    """One case per entry of ``CLIP_KINDS``, every ``max_norm`` different; case 3's limit
-    equals its norm."""
+    """One case per ``CLIP_KINDS`` entry, every ``max_norm`` new; case 3's limit is its norm."""
     cases = []
     for i, kind in enumerate(CLIP_KINDS):
         g = rng.normal(0.0, rng.uniform(0.5, 3.0), size=size) * (1e-10 if kind == CLIP_TINY else 1)
         g = g.astype(np.float32) * (kind != CLIP_ZERO)
         factor = rng.uniform(1.1, 3.0) if kind == CLIP_SHORT else rng.uniform(0.2, 0.9)
-        factor = 1.0 if i == 3 else rng.uniform(0.5, 2.0) if kind == CLIP_ZERO else factor
-        norm = np.linalg.norm(g.astype(np.float64)) if kind != CLIP_ZERO else 1.0
-        cases.append((g, float(norm * factor)))
+        norm = np.linalg.norm(g.astype(np.float64)) or 1.0  # a zero vector: any limit
+        cases.append((g, float(norm * (1.0 if i == 3 else factor))))
     return cases
 
 
 @grader("control_flow", part="clip_by_norm", checks=tuple(CLIP_CHECKS))
 def grade_clip(clip_by_norm: Callable[..., Any]) -> None:
-    """Grade ``clip_by_norm(g, max_norm)`` on the drawn cases (``CLIP_KINDS``), each kind
-    against the reference in the order of the checks."""
+    """Grade ``clip_by_norm(g, max_norm)``: each drawn kind of case against the reference."""
     rng = fresh_rng()
     cases = _clip_cases(rng, int(rng.integers(5, 40)))
     with _graded(clip_by_norm, "clip_by_norm", CLIP_CHECKS, cases) as got:
         for check, (rtol, atol) in _TOL.items():  # in the order of the checks
-            close = partial(require_close, check, rtol=rtol, atol=atol, hint=HINTS[check])
             for (g, m), out, kind in zip(cases, got, CLIP_KINDS, strict=True):
                 about = f"g of norm {np.linalg.norm(g):.4g} and max_norm={m:.4g}"
                 if kind == check:
-                    close(out, _reference_clip(g, m), about=about)
+                    want, hint = _reference_clip(g, m), HINTS[check]
+                    require_close(check, out, want, rtol=rtol, atol=atol, about=about, hint=hint)
 
 
 def _problems(rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray, float, float]]:
@@ -204,11 +196,8 @@ def _problems(rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray, fl
         curvature = rng.uniform(0.5, 2.0, size=size).astype(np.float32)
         lr = rng.uniform(0.01, 0.03) if kind == LIMIT else rng.uniform(0.3, 0.9)
         tol = np.float32(10 ** rng.uniform(-3, -1))
-        grad_norm = np.linalg.norm(curvature * x0)
-        if kind == LIMIT:  # gradient norm 10; 100 steps of at most lr change it by <= 6
-            x0 = x0 * (10.0 / grad_norm)
-        elif kind == CONVERGED:
-            x0 = x0 * (0.5 * tol / grad_norm)
+        if kind in (LIMIT, CONVERGED):  # gradient norm 10 (100 steps move it <= 6), or tol / 2
+            x0 = x0 * ((10.0 if kind == LIMIT else 0.5 * tol) / np.linalg.norm(curvature * x0))
         elif kind == AT_TOL:  # one entry, curvature 1: its float32 norm is tol exactly
             x0, curvature[:] = np.zeros(size), 1.0
             x0[rng.integers(size)] = tol * rng.choice([-1, 1])
@@ -224,20 +213,19 @@ def _steps_hint(got: list[int], want: list[int], x_at: list[set[int]]) -> str:
     offsets = {s - w for s, w, at, kind in rows if w in at and kind != LIMIT}
     if all(s == MAX_STEPS for s in got):
         return HINTS["fixed"]
+    if wrong in ({LIMIT}, {AT_TOL}):  # before "no iterate": a bound past the trajectory's end
+        took = sorted({s for kind, s in zip(KINDS, got, strict=True) if kind == LIMIT})
+        return HINTS[wrong.pop()].format(took)
     if not all(x_at):
         return HINTS["no iterate"]
     if len(offsets) == 1 and 0 not in offsets:
         return HINTS["offset"].format(*offsets)
-    if wrong in ({LIMIT}, {AT_TOL}):
-        took = sorted({s for kind, s in zip(KINDS, got, strict=True) if kind == LIMIT})
-        return HINTS[wrong.pop()].format(took)
     return HINTS[CONVERGED] if CONVERGED in wrong else HINTS["rule"]
 
 
 @grader("control_flow", part="descend", checks=tuple(DESCEND_CHECKS))
 def grade_descend(descend: Callable[..., Any]) -> None:
-    """Grade ``descend(x0, curvature, lr, tol)`` on the drawn problems (``KINDS``): a pair
-    each, step counts the rule allows, and x after that many reference steps."""
+    """Grade ``descend(x0, curvature, lr, tol)``: a pair, steps the rule allows, x after them."""
     problems = _problems(fresh_rng())
     with _graded(descend, "descend", DESCEND_CHECKS, problems) as results:
         for result in results:

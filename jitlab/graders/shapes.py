@@ -35,6 +35,7 @@ FROM_KERNEL = k.FROM_KERNEL
 PADDING = "padded_rms ignores the padding"
 NUMBERS = "rms matches the reference"
 PER_BUCKET = "at most one compilation per bucket"
+CLOSE = {"rtol": 1e-4, "atol": 1e-8}  # float32 sums against the float64 reference
 CHECKS = (*RMS.names(k.JITTED, k.PLAIN), c.BUCKETS_HOLD, c.BUCKETS_FEW, RMS.name(k.NO_CALLBACKS))
 CHECKS += (PADDING, NUMBERS, *RMS.names(k.UNCHANGED, k.JIT_ON, k.FROM_KERNEL), PER_BUCKET)
 N_TYPES = "pass n the same way on every call (always len(x), a Python int, say)"
@@ -51,12 +52,11 @@ def _lengths(rng: np.random.Generator, sizes: dict[int, int]) -> list[int]:
     full = [m for m, size in sizes.items() if size == m]
     chosen = [1, MAX_LENGTH]
     for m in rng.permutation(full)[:3]:
-        chosen += [int(m)] + ([int(m) + 1] if m < MAX_LENGTH else [])
+        chosen += [m, m + 1] if m < MAX_LENGTH else [m]
     shared = [[m for m in sizes if sizes[m] == size] for size in sorted(set(sizes.values()))]
     shared = [ms for ms in shared if len(ms) >= 2]
-    pair = shared[int(rng.integers(len(shared)))]
-    chosen += [int(m) for m in rng.choice(pair, size=2, replace=False)]
-    chosen += [int(m) for m in rng.integers(1, MAX_LENGTH + 1, size=CALLS - len(chosen))]
+    chosen += list(rng.choice(shared[rng.integers(len(shared))], size=2, replace=False))
+    chosen += list(rng.integers(1, MAX_LENGTH + 1, size=CALLS - len(chosen)))
     return [int(m) for m in rng.permutation(chosen)]
 
 
@@ -81,21 +81,18 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
     RMS.jitted(padded_rms)
     RMS.plain(rms, seen="rms is wrapped by jax.jit: it compiles once per input length")
     call_learner(c.BUCKETS_HOLD, bucket_size, 1)  # a stub says so first
+    sizes = {}  # each length asked once; require_buckets checks these answers
     for m in range(1, MAX_LENGTH + 1):  # a crash names its length
         try:
             with c.in_learners_code():
-                bucket_size(m)
+                sizes[m] = bucket_size(m)
         except Exception as err:
-            raise c.learner_error(
-                c.BUCKETS_HOLD,
-                err,
-                expected=f"bucket_size({m}) to return a size, as for every n to {MAX_LENGTH}",
-                hint=f"look at the lookup in bucket_size for n={m}: cover every n to "
-                f"{MAX_LENGTH}, or compute the next power of two",
-            ) from err
-    c.require_buckets(bucket_size, up_to=MAX_LENGTH, most=MOST_BUCKETS, smallest_allowed=16)
-    with c.in_learners_code():
-        sizes = {m: int(bucket_size(m)) for m in range(1, MAX_LENGTH + 1)}
+            expected = f"bucket_size({m}) to return a size, as for every n to {MAX_LENGTH}"
+            hint = f"look at the lookup in bucket_size for n={m}: cover every n to {MAX_LENGTH}, "
+            hint += "or compute the next power of two"
+            raise c.learner_error(c.BUCKETS_HOLD, err, expected=expected, hint=hint) from err
+    c.require_buckets(sizes.__getitem__, up_to=MAX_LENGTH, most=MOST_BUCKETS, smallest_allowed=16)
+    sizes = {m: int(size) for m, size in sizes.items()}
 
     # Garbage past n must not change the answer; a full bucket has no padding at all.
     n = int(rng.choice([m for m in range(5, 60) if sizes[m] > m]))
@@ -107,20 +104,12 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
     got, want, about = [], [], []
     for m, garbage, what in cases:
         x = rng.normal(size=m).astype(np.float32)
-        padded = np.concatenate([x, garbage]).astype(np.float32)
-        got.append(call_learner(PADDING, padded_rms, padded, m))
+        got.append(call_learner(PADDING, padded_rms, np.append(x, garbage).astype(np.float32), m))
         want.append(_reference_rms(x))
         about.append(f"n={m} in a bucket of {sizes[m]}, {what} past n")
-    c.require_cases(
-        PADDING,
-        got,
-        want,
-        about=about.__getitem__,
-        hint="select with jnp.where(jnp.arange(padded.shape[0]) < n, ...) (a 0/1 mask "
-        "multiplied in turns inf * 0 into nan), and divide by n, not the padded length",
-        rtol=1e-4,
-        atol=1e-8,
-    )
+    hint = "select with jnp.where(jnp.arange(padded.shape[0]) < n, ...) (a 0/1 mask multiplied "
+    hint += "in turns inf * 0 into nan), and divide by n, not the padded length"
+    c.require_cases(PADDING, got, want, about=about.__getitem__, hint=hint, **CLOSE)
 
     lengths = _lengths(rng, sizes)
     buckets = {sizes[m] for m in lengths}
@@ -137,36 +126,21 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
     except GradingFailure as failure:
         if failure.check != NUMBERS or failure.__cause__ is None:
             raise
-        m = given[-1]
-        raise c.learner_error(
-            NUMBERS,
-            failure.__cause__,
-            expected=f"rms(x) to return for x of length {m} (bucket_size({m}) is {sizes[m]})",
-            hint="pad x to bucket_size(len(x)), not to a table of your own",
-        ) from None
-    c.require_cases(
-        NUMBERS,
-        run.outputs,
-        [_reference_rms(x) for (x,), _ in run.copies],
-        about=lambda i: f"an array of length {lengths[i]} (bucket {sizes[lengths[i]]})",
-        hint="rms returns one number: the RMS of the real values only",
-        rtol=1e-4,
-        atol=1e-8,
-    )
+        m, hint = given[-1], "pad x to bucket_size(len(x)), not to a table of your own"
+        expected = f"rms(x) to return for x of length {m} (bucket_size({m}) is {sizes[m]})"
+        raise c.learner_error(NUMBERS, failure.__cause__, expected=expected, hint=hint) from None
+    want = [_reference_rms(x) for (x,), _ in run.copies]
+    about = [f"an array of length {m} (bucket {sizes[m]})" for m in lengths]
+    hint = "rms returns one number: the RMS of the real values only"
+    c.require_cases(NUMBERS, run.outputs, want, about=about.__getitem__, hint=hint, **CLOSE)
     RMS.unchanged(run, what=lambda i: f"the array of length {lengths[i]}")
     RMS.jit_on(run.recorder)
     RMS.calls_kernel(run, first=lambda i: f"length {lengths[i]}")
     RMS.returns_kernel_output(run)
     cause, hint = _cause(sizes, lengths, run)
-    RMS.compiles(
-        PER_BUCKET,
-        run.count,
-        at_most=len(buckets),
-        what=f"compilations of padded_rms for {len(lengths)} calls ({len(set(lengths))} "
-        f"distinct lengths in {len(buckets)} buckets)",
-        hint=hint,
-        cause=cause,
-    )
+    what = f"compilations of padded_rms for {len(lengths)} calls ({len(set(lengths))} distinct "
+    what += f"lengths in {len(buckets)} buckets)"
+    RMS.compiles(PER_BUCKET, run.count, at_most=len(buckets), what=what, hint=hint, cause=cause)
 
 
 # ------------------------------------------------------------ part 2: loud_positions
@@ -218,12 +192,11 @@ def grade_positions(loud_positions: Any) -> None:
     POSITIONS.jitted(loud_positions)
     POSITIONS.no_callbacks(loud_positions, cases[0][1], cases[0][2])
     loud_positions.clear_cache()
-    outputs, compiled = [], []
+    outputs, counts = [], []  # the compilations so far, after each call
     with count_compiles(loud_positions) as count:
         for _, x, threshold in cases:
-            before = count.compiles
             outputs.append(call_learner(POSITIONS_OK, loud_positions, x, threshold))
-            compiled.append(count.compiles - before)
+            counts.append(count.compiles)
     for (what, x, threshold), out in zip(cases, outputs, strict=True):
         found = np.flatnonzero(x > np.float32(threshold))
         want = np.concatenate([found, np.full(length - found.size, -1)])
@@ -246,17 +219,10 @@ def grade_positions(loud_positions: Any) -> None:
                     seen=f"count {c.shorten(str(got_count.tolist()), 60)}",
                     hint="count is how many are real: jnp.sum(x > threshold)")  # fmt: skip
     passed(POSITIONS_OK)
-    static = count.compiles > 1 and compiled[1] == 0 and compiled[2] > 0  # threshold alone
-    POSITIONS.compiles(
-        POSITIONS_ONCE,
-        count,
-        exactly=1,
-        what=f"compilations for {len(cases)} calls on arrays of length {length} with "
-        "different data and thresholds",
-        hint="remove threshold from static_argnums / static_argnames: keep it traced"
-        if static
-        else "use a fixed size (size=x.shape[0]) and keep threshold an ordinary argument",
-        cause="a new threshold compiled again, new data did not: threshold is static"
-        if static
-        else "",
-    )
+    hint, cause = "use a fixed size (size=x.shape[0]) and keep threshold an ordinary argument", ""
+    if count.compiles > 1 and counts[1] == counts[0] < counts[2]:  # a new threshold alone
+        hint = "remove threshold from static_argnums / static_argnames: keep it traced"
+        cause = "a new threshold compiled again, new data did not: threshold is static"
+    what = f"compilations for {len(cases)} calls on arrays of length {length} with different "
+    what += "data and thresholds"
+    POSITIONS.compiles(POSITIONS_ONCE, count, exactly=1, what=what, hint=hint, cause=cause)
