@@ -159,8 +159,11 @@ def _check_arrays(originals: list[dict], arrived: list[dict], placed: list[dict]
         raise fail(CALLER_KEPT, expected=expected, seen=seen, hint=hint)
     passed(CALLER_KEPT)
     for what, key, want, _, value in arrays:
-        got = np.asarray(value)
-        if (got.dtype, got.shape) != (want.dtype, want.shape):
+        gone = isinstance(value, jax.Array) and value.is_deleted()
+        got = None if gone else np.asarray(value)
+        if got is None:
+            seen = f"it was deleted ({describe(value)}) before it was returned"
+        elif (got.dtype, got.shape) != (want.dtype, want.shape):
             seen = f"{got.dtype}{list(got.shape)}"
         elif not np.array_equal(got, want):
             row = int(np.argmax((got != want).reshape(len(got), -1).any(axis=1)))
@@ -190,7 +193,7 @@ def _compiles_once(w: np.ndarray, jobs: list, placed: list, came: list, meshes: 
                 jax.block_until_ready(graded_step(w, placed[n]))
             except Exception as err:
                 elsewhere = " on another mesh" if _mesh_of(x) not in (None, mesh) else ""
-                error = shorten(f"{type(err).__name__}: {str(err).splitlines()[0]}", 200)
+                error = shorten(f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}", 200)
                 seen = f"batch {n} (x: {describe(x)}{elsewhere}): {error}"
                 expected = "the jitted step to accept what place returned"
                 y = placed[n]["y"]  # when x is where it belongs, y is not
