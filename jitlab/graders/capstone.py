@@ -65,8 +65,10 @@ HINTS = Hints(
         UPDATES: "compute the gradient and the update inside train_step, from its params argument",
         NOTHING_NEW: """pad in NumPy at the boundary (np.zeros, then assign the slice). Eager jnp
             calls on arrays of a new length, such as jnp.pad, compile again for each length""",
-        "again": """the first run was right: the second gets the same dicts and arrays again,
-            refilled with new data; remember nothing from an earlier call (by id() or otherwise)""",
+        "second run": """the first run was right: the second gets the same dicts and arrays
+            again, refilled with new data; remember nothing from an earlier call (by id())""",
+        "again": """train_step compiled again for arguments it had compiled for: do not clear
+            its cache, nor build a new jax.jit of it inside train_fast""",
         "update": """the loss at step {k} is right for the params train_step was given, but they
             differ from the loop's: the update at step {before} is wrong (params - lr *
             gradient, with that step's lr and weight decay)""",
@@ -247,7 +249,7 @@ def _require_losses(
     form = "an array" if isinstance(weights, np.ndarray) else weights
     fed = _fed(calls, got[k])
     own = fed is not None and np.isclose(got[k], _reference_step(fed, batch, lr, decay)[1], 1e-3)
-    cause = [(not calls, "again"), (own, "update"), (k >= DECAY_FROM, "decay"),
+    cause = [(not calls, "second run"), (own, "update"), (k >= DECAY_FROM, "decay"),
              (bucket(n) > n, "padded"), (True, "weights")]  # fmt: skip
     hint = HINTS[next(name for ok, name in cause if ok)]
     raise fail(

@@ -326,6 +326,11 @@ WRONG = {
     "a memo by id() of its x": (learner(memo=lambda b: b["x"]), AGAIN, ["refilled"]),
     "a static lr": (learner(static_lr=True), PER_BUCKET, ["lr: ", "(static value)", "traced"]),
     "a static length": (static_length, PER_BUCKET, ["length: ", "(static value)"]),
+    "its cache cleared per step": (
+        learner(call=lambda f: lambda *a: f.clear_cache() or f(*a)),
+        PER_BUCKET,
+        ["had compiled already", "do not clear"],
+    ),
     "two learning-rate types": (learner(cast_lr=False), PER_BUCKET, WEAK),
     "weights in 3 forms": (learner(tidy=False), PER_BUCKET, ["batch['weights']", "same keys"]),
     "batches not padded": (
