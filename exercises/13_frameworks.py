@@ -30,7 +30,7 @@
 #
 # 1. `init(model, learning_rate) -> (graphdef, params, opt_state)`. `params` and
 #    `opt_state` must be **pytrees of arrays**: containers (dict, tuple, `nnx.State`,
-#    a named tuple) with JAX arrays at the leaves. Not the model, not an
+#    a named tuple) with arrays (JAX or NumPy) at the leaves. Not the model, not an
 #    `nnx.Optimizer`, not an Optax transformation, no Python numbers. The learning rate
 #    goes into `opt_state`.
 # 2. `train_step(graphdef, params, opt_state, x, y) -> (params, opt_state, loss)`: one

@@ -27,7 +27,7 @@ from jitlab.doctor import classify
 from jitlab.grading import BUCKETS_FEW, BUCKETS_HOLD, Hints, call_learner, fail, fresh_rng, grader
 from jitlab.grading.calls import Call, Recorder, type_changes
 from jitlab.grading.causes import why
-from jitlab.grading.checks import in_learners_code, learner_error, passed, require_buckets, shorten
+from jitlab.grading.checks import passed, require_buckets, shorten
 from jitlab.grading.kernel import JIT_ON, JITTED, UNCHANGED, KernelExercise, same_value
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
@@ -189,22 +189,6 @@ def _second(rng: np.random.Generator, bucket: Callable, first: list[int], old: l
     return old
 
 
-def _bucket_of(learners: Callable[[int], int]) -> Callable[[int], int]:
-    """The learner's bucket_size, whose errors name the length (a table that stops short)."""
-
-    def bucket_size(n: int) -> int:  # its name for a stub's verdict
-        try:
-            with in_learners_code():
-                return learners(n)
-        except NotImplementedError:
-            raise
-        except Exception as err:
-            raise learner_error(BUCKETS_HOLD, err, expected=f"bucket_size({n}) to return a "
-                                f"size (every length 1 to {BUCKETS_UP_TO})") from err  # fmt: skip
-
-    return bucket_size
-
-
 def _losses(result: Any, check: str) -> np.ndarray:
     """The losses of the pair (params, losses) that ``check`` requires."""
     pair = isinstance(result, tuple | list) and len(result) == 2 and isinstance(result[0], dict)
@@ -336,8 +320,7 @@ def _cause(recorder: Recorder, buckets: set[int]) -> tuple[str, str]:
 def grade(train_fast: Callable, train_step: Callable, bucket_size: Callable[[int], int]) -> None:
     """Grade the exercise: the naive loop's numbers, from train_step, once per bucket."""
     rng = fresh_rng()
-    bucket = _bucket_of(bucket_size)
-    require_buckets(bucket, up_to=BUCKETS_UP_TO, most=MOST_BUCKETS)
+    bucket = require_buckets(bucket_size, up_to=BUCKETS_UP_TO, most=MOST_BUCKETS).__getitem__
     STEP.jitted(train_step)
 
     params, lengths = _make_params(rng), _problem(rng, bucket)

@@ -80,19 +80,7 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
     rng = fresh_rng()
     RMS.jitted(padded_rms)
     RMS.plain(rms, seen="rms is wrapped by jax.jit: it compiles once per input length")
-    call_learner(c.BUCKETS_HOLD, bucket_size, 1)  # a stub says so first
-    sizes = {}  # each length asked once; require_buckets checks these answers
-    for m in range(1, MAX_LENGTH + 1):  # a crash names its length
-        try:
-            with c.in_learners_code():
-                sizes[m] = bucket_size(m)
-        except Exception as err:
-            expected = f"bucket_size({m}) to return a size, as for every n to {MAX_LENGTH}"
-            hint = f"look at the lookup in bucket_size for n={m}: cover every n to {MAX_LENGTH}, "
-            hint += "or compute the next power of two"
-            raise c.learner_error(c.BUCKETS_HOLD, err, expected=expected, hint=hint) from err
-    c.require_buckets(sizes.__getitem__, up_to=MAX_LENGTH, most=MOST_BUCKETS, smallest_allowed=16)
-    sizes = {m: int(size) for m, size in sizes.items()}
+    sizes = c.require_buckets(bucket_size, up_to=MAX_LENGTH, most=MOST_BUCKETS)
 
     # Garbage past n must not change the answer; a full bucket has no padding at all.
     n = int(rng.choice([m for m in range(5, 60) if sizes[m] > m]))
@@ -108,7 +96,7 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
         want.append(_reference_rms(x))
         about.append(f"n={m} in a bucket of {sizes[m]}, {what} past n")
     hint = "select with jnp.where(jnp.arange(padded.shape[0]) < n, ...) (a 0/1 mask multiplied "
-    hint += "in turns inf * 0 into nan), and divide by n, not the padded length"
+    hint += "in can turn inf * 0 into nan), and divide by n, not the padded length"
     c.require_cases(PADDING, got, want, about=about.__getitem__, hint=hint, **CLOSE)
 
     lengths = _lengths(rng, sizes)

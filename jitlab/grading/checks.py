@@ -509,13 +509,25 @@ BUCKETS_FEW = "lengths share a few buckets"
 
 def require_buckets(
     bucket_size: Callable[[int], int], *, up_to: int, most: int, smallest_allowed: int = 16
-) -> None:
-    """Pass if every bucket of 1..``up_to`` holds its length and wastes less than half (or
-    is at most ``smallest_allowed``), in at most ``most`` sizes. The exercise must state
-    ``most``: a bucket per length wastes nothing, and only a bound rejects it."""
-    sizes = set()
-    for n in range(1, up_to + 1):
-        size = call_learner(BUCKETS_HOLD, bucket_size, n)
+) -> dict[int, int]:
+    """The learner's bucket of every length 1..``up_to``, each asked once (a crash names
+    its length), if each holds its length and wastes less than half (or is at most
+    ``smallest_allowed``), in at most ``most`` sizes. The exercise must state ``most``: a
+    bucket per length wastes nothing, and only a bound rejects it."""
+    call_learner(BUCKETS_HOLD, bucket_size, 1)  # a stub says so first
+    sizes: dict[int, Any] = {}
+    try:
+        with in_learners_code():  # one bracket: strict mode's stock is taken around it
+            for n in range(1, up_to + 1):
+                sizes[n] = bucket_size(n)
+    except Exception as err:
+        n = len(sizes) + 1
+        expected = f"bucket_size({n}) to return a size, as for every n from 1 to {up_to}"
+        hint = f"bucket_size must answer every n from 1 to {up_to}, and n={n} failed: "
+        raise learner_error(
+            BUCKETS_HOLD, err, expected=expected, hint=hint + _error_hint(err)
+        ) from err
+    for n, size in sizes.items():
         limit = max(2 * n - 1, smallest_allowed)
         fail_unless(
             BUCKETS_HOLD,
@@ -524,12 +536,13 @@ def require_buckets(
             seen=repr(size),
             hint="round n up to the next power of two",
         )
-        sizes.add(int(size))
     passed(BUCKETS_HOLD)
+    distinct = sorted({int(size) for size in sizes.values()})
     require(
         BUCKETS_FEW,
-        len(sizes) <= most,
+        len(distinct) <= most,
         expected=f"at most {most} distinct bucket sizes for lengths 1..{up_to}",
-        seen=f"{len(sizes)} distinct sizes (the first: {sorted(sizes)[:8]})",
+        seen=f"{len(distinct)} distinct sizes (the first: {distinct[:8]})",
         hint="a bucket per length compiles once per length; round up to powers of two",
     )
+    return {n: int(size) for n, size in sizes.items()}
