@@ -153,6 +153,11 @@ def _error_hint(err: BaseException) -> str:
             "an array was used again after it was donated to a jitted function "
             "(donate_argnums): its buffer went to the result; use what the call returned"
         )
+    if type(err).__name__ == "IndivisibleError":  # jax._src.sharding's, not public
+        return (
+            "a sharding splits an array axis that the mesh's devices do not divide: check "
+            "which axis your PartitionSpec names (P('data') splits the first axis, the batch)"
+        )
     if isinstance(err, KeyError):
         return (
             f"a lookup found no entry for {shorten(repr(err.args[0]) if err.args else '', 60)}: "

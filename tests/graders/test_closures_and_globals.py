@@ -98,6 +98,11 @@ def unshifted_softmax(logits, temperature, threshold):
     return jnp.where(top >= threshold, top, 0.0)
 
 
+def over_rows(logits, temperature, threshold):
+    top = jax.nn.softmax(logits / temperature, axis=0).max(axis=-1)
+    return jnp.where(top >= threshold, top, 0.0)
+
+
 def strictly_above(logits, temperature, threshold):
     top = jax.nn.softmax(logits / temperature, axis=-1).max(axis=-1)
     return jnp.where(top > threshold, top, 0.0)
@@ -153,9 +158,15 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
     "jit off around": (lambda: jit_off_around, G.JITTED, [], []),
     "no max shift": (jitted(unshifted_softmax), USES, ["largest logit "], ["overflows"]),
     "> for >=": (jitted(strictly_above), USES, ["threshold=1.0000", "= 0"], [">="]),
+    "softmax over rows": (jitted(over_rows), USES, ["largest logit "], ["last axis"]),
 }
 # fmt: on
-DRAWN = ("no max shift", "> for >=", "rounded temperature")  # drawn on purpose every run
+DRAWN = (
+    "no max shift",
+    "> for >=",
+    "rounded temperature",
+    "softmax over rows",
+)  # drawn on purpose every run
 
 
 @pytest.mark.parametrize(("wrong", "seed"), rows(WRONG, seeded=DRAWN))

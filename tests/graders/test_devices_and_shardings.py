@@ -117,6 +117,11 @@ WRONG = {  # (answer, the check(s) it fails, words its verdict holds): on any nu
     "a tuple": (lambda b, mesh: (b["x"], b["y"]), grader.DICT_KEYS, ("tuple",)),
     "zeroes the host copy": (zero_the_host_copy, grader.CALLER_KEPT, ("do not write",)),
     "donates the caller's arrays": (donated, grader.CALLER_KEPT, ("was deleted", "donate")),
+    "splits the features": (
+        lambda b, m: {"x": jax.device_put(b["x"], NamedSharding(m, P(None, "data"))), "y": b["y"]},
+        ANY + (grader.PLACE_RUNS,),
+        (),
+    ),
     "deletes what it returns": (
         lambda b, m: jax.tree.map(lambda a: (a := a.copy()).delete() or a, put(b, m)),
         grader.VALUES,
