@@ -22,7 +22,7 @@ import numpy as np
 from jitlab.doctor import classify
 from jitlab.grading import call_learner, fail, grader, passed, require, require_compiles, why
 from jitlab.grading.calls import Recorder, type_text
-from jitlab.grading.checks import JIT_OFF_HINT, JIT_ON, excerpt, fresh_rng, require_jitted, shorten
+from jitlab.grading.checks import JIT_OFF_HINT, JIT_ON, excerpts, fresh_rng, require_jitted, shorten
 from jitlab.instruments.counting import count_compiles
 
 FEATURES = 4
@@ -97,11 +97,12 @@ def _require_numbers(w0: np.ndarray, got: np.ndarray, want: np.ndarray, changes:
         bad = ~np.isclose(mine, theirs, rtol=rtol, atol=atol).all(axis=1) | np.array(changes, bool)
         k = int(np.argmax(bad))
         fed = " or were fed other numbers" if changes[k] else ""
+        shown_mine, shown_theirs = excerpts(mine[k], theirs[k])
         require(
             check,
             not bad.any(),
-            expected=f"{what} at step {k}: {excerpt(theirs[k])} (float32 lr, the batch as given)",
-            seen=f"{excerpt(mine[k])}; {int(bad.sum())} of {len(mine)} steps differ{fed}",
+            expected=f"{what} at step {k}: {shown_theirs} (float32 lr, the batch as given)",
+            seen=f"{shown_mine}; {int(bad.sum())} of {len(mine)} steps differ{fed}",
             hint=f"prepare_batch changed more than lr's type: {changes[k]}. Only lr's kind of "
             "number needs fixing; keep the batch as it came and lr's value"
             if changes[k]

@@ -273,8 +273,9 @@ def require_close(
     else:
         worst = int(np.argmax(np.abs(got_np - want_np))) if got_np.size else 0
         first = first_difference(got_np, want_np, rtol=rtol, atol=atol)
-        expected = f"{excerpt(want_np, first)}{suffix or ' (from the reference implementation)'}"
-        seen = f"{excerpt(got_np, first)} (first wrong at flat index {first}, largest "
+        shown_got, shown_want = excerpts(got_np, want_np, first)
+        expected = f"{shown_want}{suffix or ' (from the reference implementation)'}"
+        seen = f"{shown_got} (first wrong at flat index {first}, largest "
         seen += f"error at {worst})"
     by_hand = "compare with the reference on a small input by hand"
     text = (hint(wrong) if callable(hint) else hint) or by_hand
@@ -340,14 +341,27 @@ def first_difference(got: Any, want: Any, *, rtol: float = 0.0, atol: float = 0.
     return int(np.argmax(differs)) if differs.any() else 0
 
 
-def excerpt(array: Any, at: int = 0, count: int = 6) -> str:
+def excerpt(array: Any, at: int = 0, count: int = 6, *, precision: int = 4) -> str:
     """``count`` entries of ``array`` (flat) from just before index ``at``: both sides of a
     verdict cut where they first differ, so that the difference is on screen, not in "…"."""
     flat = np.asarray(array).reshape(-1)
     start = max(0, min(at - 1, flat.size - count))
-    shown = np.array2string(flat[start : start + count], precision=4, separator=", ")[1:-1]
+    shown = np.array2string(flat[start : start + count], precision=precision, separator=", ")
     head = f"[… {start} entries, " if start else "["
-    return head + shown + (", …]" if start + count < flat.size else "]")
+    return head + shown[1:-1] + (", …]" if start + count < flat.size else "]")
+
+
+def excerpts(got: Any, want: Any, at: int = 0, count: int = 6) -> tuple[str, str]:
+    """:func:`excerpt` of both sides, with the digits (4 to 9) it takes for them to differ:
+    a float16 rounding must not print as the same numbers twice."""
+    for precision in range(4, 10):
+        pair = (
+            excerpt(got, at, count, precision=precision),
+            excerpt(want, at, count, precision=precision),
+        )
+        if pair[0] != pair[1]:
+            break
+    return pair
 
 
 SEED: int | None = None

@@ -293,6 +293,13 @@ def test_a_wrong_array_verdict_shows_where_the_arrays_differ():
     assert "first wrong at flat index 40" in failure.value.seen
 
 
+def test_a_small_difference_is_printed_with_the_digits_that_show_it():
+    want, got = np.array([0.5, 0.123456]), np.array([0.5, 0.123457])  # alike to five digits
+    with pytest.raises(GradingFailure) as failure:
+        require_close("numbers", got, want, rtol=1e-7, atol=0)
+    assert "0.123456" in failure.value.expected and "0.123457" in failure.value.seen
+
+
 def test_a_wrong_entry_verdict_names_the_entry_and_the_input():
     names = ["w[0]", "w[1]", "b"]
     with pytest.raises(GradingFailure) as failure:
