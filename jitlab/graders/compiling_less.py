@@ -226,6 +226,7 @@ def grade(warm_up: Callable[..., Any], serve: Callable[..., Any]) -> None:
     for dtype in ROUNDS:
         scale, shift = float(rng.uniform(0.5, 2.0)), float(rng.uniform(-3.0, 3.0))
         kernel = _make_kernel(f"summarise_{next(_serial)}", scale, shift)
+        draw = (scale, shift, np.dtype(dtype).name)
         buckets, lengths = _draw(rng)
         compiled = _warm_up(warm_up, buckets, dtype, kernel)
         requests, before = [np.empty(n, dtype) for n in lengths], None
@@ -234,5 +235,4 @@ def grade(warm_up: Callable[..., Any], serve: Callable[..., Any]) -> None:
                 x[:] = rng.normal(rng.normal(), 2.0, size=len(x))
             watched = {size: Recorder(compiled[size]) for size in buckets}
             grader_owned(watched)
-            draw = (scale, shift, np.dtype(dtype).name)
             before = _serve_round(serve, requests, watched, draw, before)

@@ -81,11 +81,9 @@ def _make_problem(rng: np.random.Generator) -> tuple[dict, list, list]:
     """Initial params, STEPS batches of a fresh linear regression, and learning rates."""
     dim, size = int(rng.integers(3, 9)), int(rng.integers(16, 49))
     true_w, true_b = rng.normal(size=dim), rng.normal()
-    batches = []
-    for _ in range(STEPS):
-        x = rng.normal(size=(size, dim)).astype(np.float32)
-        y = (x @ true_w + true_b + 0.1 * rng.normal(size=size)).astype(np.float32)
-        batches.append((jnp.asarray(x), jnp.asarray(y)))
+    xs = rng.normal(size=(STEPS, size, dim)).astype(np.float32)
+    ys = (xs @ true_w + true_b + 0.1 * rng.normal(size=(STEPS, size))).astype(np.float32)
+    batches = [(jnp.asarray(x), jnp.asarray(y)) for x, y in zip(xs, ys, strict=True)]
     params = {"w": jnp.asarray(rng.normal(size=dim), jnp.float32)}
     params["b"] = jnp.asarray(rng.normal(), jnp.float32)
     kinds = list(SCALAR_KINDS) * 2
