@@ -95,6 +95,10 @@ def _bytes(result: Any) -> bytes:
         return b""
 
 
+class _Watched(Recorder):
+    """An executable whose calls and outputs are recorded (strict mode names this class)."""
+
+
 def _draw(rng: np.random.Generator) -> tuple[list[int], list[int]]:
     """Unsorted sizes; lengths 1, each size, one more, one inside each bucket, any, shuffled."""
     sizes = [int(b) for b in rng.choice(BUCKET_POOL, size=4, replace=False)]
@@ -233,6 +237,6 @@ def grade(warm_up: Callable[..., Any], serve: Callable[..., Any]) -> None:
         for _ in range(2):
             for x in requests:
                 x[:] = rng.normal(rng.normal(), 2.0, size=len(x))
-            watched = {size: Recorder(compiled[size]) for size in buckets}
+            watched = {size: _Watched(compiled[size]) for size in buckets}
             grader_owned(watched)
             before = _serve_round(serve, requests, watched, draw, before)
