@@ -20,12 +20,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.grading import call_learner, fail, fresh_rng, grader, passed, require_jit_on
-from jitlab.grading.checks import JIT_ON, Hints, grader_changes, grader_owned, learner_line, shorten
+from jitlab.grading import Recorder, call_learner, fail, fresh_rng, grader, passed, require_jit_on
+from jitlab.grading.checks import JIT_ON, Hints, grader_owned, learner_line, shorten
 from jitlab.instruments.counting import count_compiles
 
 ROUNDS, BUCKET_POOL = (np.float32, np.float16), np.arange(8, 257, 8)
-BUCKETS_PER_ROUND, EXTRA_REQUESTS = 4, 12
 
 CHECKS = {  # every check once: its name, then its default hint
     (WARM_UP_RUNS := "warm_up runs"): "",
@@ -96,35 +95,19 @@ def _bytes(result: Any) -> bytes:
         return b""
 
 
-class _Watched:
-    """A Compiled that counts its calls and keeps what it returned."""
-
-    def __init__(self, compiled: Any) -> None:
-        self._compiled, self.calls, self.outputs = compiled, 0, set()
-        grader_owned(self, self.outputs)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        with grader_changes(self):
-            self.calls += 1
-        out = self._compiled(*args, **kwargs)
-        with grader_changes(self.outputs):
-            self.outputs.add(_bytes(out))
-        return out
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._compiled, name)
+class _Watched(Recorder):
+    """An executable whose calls and outputs are recorded (strict mode names this class)."""
 
 
 def _draw(rng: np.random.Generator) -> tuple[list[int], list[int]]:
-    """Unsorted bucket sizes; lengths: each size, one more, 1, one inside each bucket,
-    then any, shuffled."""
-    sizes = [int(b) for b in rng.choice(BUCKET_POOL, size=BUCKETS_PER_ROUND, replace=False)]
+    """Unsorted sizes; lengths 1, each size, one more, one inside each bucket, any, shuffled."""
+    sizes = [int(b) for b in rng.choice(BUCKET_POOL, size=4, replace=False)]
     while sizes == sorted(sizes):
         rng.shuffle(sizes)
     ordered = sorted(sizes)
     lengths = [1, *ordered, *(b + 1 for b in ordered[:-1])]
     lengths += [int(rng.integers(lo + 1, hi)) for lo, hi in itertools.pairwise([0, *ordered])]
-    lengths += [int(n) for n in rng.integers(1, ordered[-1] + 1, size=EXTRA_REQUESTS)]
+    lengths += [int(n) for n in rng.integers(1, ordered[-1] + 1, size=12)]
     rng.shuffle(lengths)
     return sizes, lengths
 
@@ -160,7 +143,7 @@ def _serve_failure(err: Exception, requests: list, watched: dict) -> Exception:
     lines, at = str(err).strip().splitlines(), learner_line(err)
     seen = shorten(f"{type(err).__name__}: {lines[-1] if lines else ''}", 200)
     seen += f", at {at}" if at else ""
-    done = sum(w.calls for w in watched.values())
+    done = sum(len(w.calls) for w in watched.values())
     n = len(requests[min(done, len(requests) - 1)])
     bucket = f"request {done} (length {n}) to run on bucket "
     bucket += f"{min(b for b in watched if b >= n)} of {sorted(watched)}"
@@ -176,8 +159,7 @@ def _serve_failure(err: Exception, requests: list, watched: dict) -> Exception:
 
 
 def _serve_round(serve, requests, watched, draw, before) -> list[bytes]:
-    """Check one ``serve`` of ``requests``; returns each result's bytes (for the next
-    round, whose arrays are these refilled: ``before``)."""
+    """Check one ``serve``; return its results' bytes, the refilled round's ``before``."""
     (scale, shift, label), lengths = draw, [len(x) for x in requests]
     originals = [x.copy() for x in requests]
 
@@ -206,7 +188,7 @@ def _serve_round(serve, requests, watched, draw, before) -> list[bytes]:
 
     bucket = [min(b for b in watched if b >= n) for n in lengths]
     wanted = {size: bucket.count(size) for size in sorted(watched)}
-    calls = {size: watched[size].calls for size in sorted(watched)}
+    calls = {size: len(watched[size].calls) for size in sorted(watched)}
     kept = before is not None and sum(calls.values()) < len(requests)
     order = f"bucket sizes passed as {list(watched)}" + ", arrays refilled" * (before is not None)
     expected = f"calls per bucket {wanted} ({label} round, {order})"
@@ -217,7 +199,8 @@ def _serve_round(serve, requests, watched, draw, before) -> list[bytes]:
     seen = type(results).__name__ if got is None else f"{len(got)} results"
     ok = got is not None and len(got) == len(requests)
     _check(ONE_RESULT_EACH, ok, f"a list of {len(requests)} results, in request order", seen)
-    returned, as_bytes = set().union(*(w.outputs for w in watched.values())), list(map(_bytes, got))
+    returned = {_bytes(c.out) for w in watched.values() for c in w.calls if not c.raised}
+    as_bytes = list(map(_bytes, got))
     foreign = [i for i, b in enumerate(as_bytes) if b not in returned]
     stale = {i for i, b in enumerate(as_bytes) if before and b == before[i]}  # kept by id(x)
     first = f"request {foreign[0]}: {shorten(repr(got[foreign[0]]), 80)}" if foreign else ""
@@ -247,6 +230,7 @@ def grade(warm_up: Callable[..., Any], serve: Callable[..., Any]) -> None:
     for dtype in ROUNDS:
         scale, shift = float(rng.uniform(0.5, 2.0)), float(rng.uniform(-3.0, 3.0))
         kernel = _make_kernel(f"summarise_{next(_serial)}", scale, shift)
+        draw = (scale, shift, np.dtype(dtype).name)
         buckets, lengths = _draw(rng)
         compiled = _warm_up(warm_up, buckets, dtype, kernel)
         requests, before = [np.empty(n, dtype) for n in lengths], None
@@ -255,5 +239,4 @@ def grade(warm_up: Callable[..., Any], serve: Callable[..., Any]) -> None:
                 x[:] = rng.normal(rng.normal(), 2.0, size=len(x))
             watched = {size: _Watched(compiled[size]) for size in buckets}
             grader_owned(watched)
-            draw = (scale, shift, np.dtype(dtype).name)
             before = _serve_round(serve, requests, watched, draw, before)

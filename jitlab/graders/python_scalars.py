@@ -68,8 +68,8 @@ HINTS = {  # by check, by mistake, and by the kind (_kind) of a recompilation's 
         init return the types sgd_step returns""",
     "lr": """lr reached sgd_step as {avals}; convert it in train, before the call, to one dtype
         and weak flag: jnp.asarray(lr, jnp.float32) (inside sgd_step is too late)""",
-    "style": "call sgd_step one way every time (positionally, say)",
-    "static": "lr looks static (every new value compiles): keep it a traced argument",
+    KEYWORD: "call sgd_step one way every time (positionally, say)",
+    STATIC: "lr looks static (every new value compiles): keep it a traced argument",
     "again": """sgd_step compiled again for arguments it had seen: do not clear its cache, or
         build a new jitted function, inside train""",
     "other": "give sgd_step the same abstract arguments at every call",
@@ -81,11 +81,9 @@ def _make_problem(rng: np.random.Generator) -> tuple[dict, list, list]:
     """Initial params, STEPS batches of a fresh linear regression, and learning rates."""
     dim, size = int(rng.integers(3, 9)), int(rng.integers(16, 49))
     true_w, true_b = rng.normal(size=dim), rng.normal()
-    batches = []
-    for _ in range(STEPS):
-        x = rng.normal(size=(size, dim)).astype(np.float32)
-        y = (x @ true_w + true_b + 0.1 * rng.normal(size=size)).astype(np.float32)
-        batches.append((jnp.asarray(x), jnp.asarray(y)))
+    xs = rng.normal(size=(STEPS, size, dim)).astype(np.float32)
+    ys = (xs @ true_w + true_b + 0.1 * rng.normal(size=(STEPS, size))).astype(np.float32)
+    batches = [(jnp.asarray(x), jnp.asarray(y)) for x, y in zip(xs, ys, strict=True)]
     params = {"w": jnp.asarray(rng.normal(size=dim), jnp.float32)}
     params["b"] = jnp.asarray(rng.normal(), jnp.float32)
     kinds = list(SCALAR_KINDS) * 2
@@ -105,8 +103,7 @@ def _reference_step(state: dict[str, Any], batch: tuple[Any, Any], lr: float) ->
 
 
 def _require_state(check: str, got: Any, want: Any, who: str, tolerance: float = 1e-4) -> None:
-    """``got`` has the state's structure and matches ``want`` entry by entry; a failure
-    names the entries that differ."""
+    """``got`` is a state like ``want``, entry by entry; a failure names the entries that differ."""
     p, average = (got.get("params"), got.get("avg_loss")) if isinstance(got, dict) else ({}, None)
     fail_unless(
         check,
@@ -131,7 +128,7 @@ def _require_state(check: str, got: Any, want: Any, who: str, tolerance: float =
 def _kind(difference: Any) -> str:
     """Which of HINTS a difference of the doctor's signature calls for."""
     if difference.part in (KEYWORD, STATIC):
-        return {KEYWORD: "style", STATIC: "static"}[difference.part]
+        return difference.part
     return next((k for k in ("state", "lr") if difference.where.startswith(k)), "other")
 
 
@@ -149,19 +146,15 @@ def grade(
     one = call_learner(ONE_STEP, sgd_step, state, batches[0], lr)
     _require_state(ONE_STEP, one, _reference_step(state, batches[0], lr), "sgd_step")
 
-    start = call_learner(INIT, init, params)
-    _require_state(INIT, start, {"params": params, "avg_loss": 0.0}, "init", tolerance=0)
+    start, reference = call_learner(INIT, init, params), {"params": params, "avg_loss": 0.0}
+    _require_state(INIT, start, reference, "init", tolerance=0)
     stepped = call_learner(SAME_TYPES, sgd_step, start, batches[1], lr)
     labels = ("from init", "after one step")
     text = "; ".join(type_changes(start, stepped, name="state", labels=labels, limit=4))
     missing = any(key in text for key in ("None", ": absent ", ": present ", "containers"))
-    HINTS.require(
-        SAME_TYPES,
-        not text,
-        expected="jax.tree.map(jax.typeof, state) the same before and after one step",
-        seen=text,
-        hint=HINTS["missing"] if missing else HINTS["weak init"] if "~" in text else "",
-    )
+    expected = "jax.tree.map(jax.typeof, state) the same before and after one step"
+    hint = HINTS["missing"] if missing else HINTS["weak init"] if "~" in text else ""
+    HINTS.require(SAME_TYPES, not text, expected, text, hint)
 
     def schedule(step: int) -> Any:
         return lrs[step]
@@ -171,14 +164,10 @@ def grade(
     (final,), calls = run.outputs, run.kernel_calls
     TRAIN.jit_on(run.recorder)
     _require_every_batch(calls, start, batches, run)
-    HINTS.require(
-        FROM_STEP,
-        same_content(final, calls[-1].out),
-        expected="train to return the state the last sgd_step call returned",
-        seen="train's result differs from the output of its last sgd_step call",
-    )
+    expected = "train to return the state the last sgd_step call returned"
+    seen = "train's result differs from the output of its last sgd_step call"
+    HINTS.require(FROM_STEP, same_content(final, calls[-1].out), expected, seen)
     TRAIN.unchanged(run, what=lambda i: "params or batches")
-    reference = {"params": params, "avg_loss": 0.0}
     for batch, value in zip(batches, lrs, strict=True):
         reference = _reference_step(reference, batch, float(value))
     _require_state(NUMBERS, final, reference, "train")
@@ -191,8 +180,7 @@ def grade(
 
 
 def _require_every_batch(calls: list[Call], start: Any, batches: list, run: Any) -> None:
-    """One call per batch, in order, as the loader gave it, each from the state the
-    previous call returned."""
+    """One call per batch, in order and uncast, each from the state the previous call returned."""
     hint = HINTS[EVERY_BATCH]
     if not calls and run.recorder.traced:
         hint += "; sgd_step was only called while another function was being traced"
@@ -201,12 +189,11 @@ def _require_every_batch(calls: list[Call], start: Any, batches: list, run: Any)
     fail_unless(EVERY_BATCH, len(calls) == len(batches), hint=hint,
                 expected=f"{len(batches)} calls of sgd_step, one per batch",
                 seen=f"{len(calls)} call(s) of sgd_step")  # fmt: skip
-    previous = start
     for i, call in enumerate(calls):
         state, batch = [*call.arguments.values(), None, None][:2]
         cast = "; ".join(type_changes(batches[i], batch, name="batch", labels=("given", "passed")))
         given = "(" + ", ".join(map(type_text, batches[i])) + ")"
-        origin = f"call {i}" if i else "init(params)"
+        previous, origin = (calls[i - 1].out, f"call {i}") if i else (start, "init(params)")
         for wrong, expected, seen, kind in (
             (bool(cast), f"batch number {i} as the loader gave it {given}", cast, "cast"),
             (not same_content(batch, batches[i]), f"batch number {i}", "another batch", "order"),
@@ -215,5 +202,4 @@ def _require_every_batch(calls: list[Call], start: Any, batches: list, run: Any)
         ):  # fmt: skip
             fail_unless(EVERY_BATCH, not wrong, expected=f"call {i + 1} with {expected}",
                         seen=f"call {i + 1} got {seen}", hint=HINTS[kind])  # fmt: skip
-        previous = call.out
     passed(EVERY_BATCH)

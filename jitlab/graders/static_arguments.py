@@ -120,9 +120,8 @@ def _call(check: str, fn: Any, *args: Any, hint: Any = "", expected: str = "", *
 
 def _build(config_class: Any, fields: dict[str, Any], by_position: bool = False):
     """A fresh config, by keyword or by position (the exercise shows both)."""
-    if by_position:
-        return _call(BUILT, config_class, *(fields[f] for f in FIELDS), hint=HINTS[BUILT])
-    return _call(BUILT, config_class, **fields, hint=HINTS[BUILT])
+    args, kwargs = ([fields[f] for f in FIELDS], {}) if by_position else ([], fields)
+    return _call(BUILT, config_class, *args, hint=HINTS[BUILT], **kwargs)
 
 
 def _changes(config_class: Any, base: dict[str, Any], variants: dict[str, dict]) -> list[str]:
@@ -149,8 +148,7 @@ def _check_value_semantics(config_class: Any, base: dict, variants: dict[str, di
     problems = ["== gives False"] * (not equal) + ["hashes differ"] * (hashes[0] != hashes[1])
     expected = f"{DESCRIBE(base)} built by keyword and by position: == True, equal hashes"
     order = not equal and bool(_call(EQUAL, operator.eq, first, _build(config_class, base)))
-    hint = HINTS["order"] if order else ""
-    HINTS.require(EQUAL, not problems, expected, ", ".join(problems), hint)
+    HINTS.require(EQUAL, not problems, expected, ", ".join(problems), HINTS["order"] * order)
     for field, fields in variants.items():
         expected = f"{DESCRIBE(base)} != {DESCRIBE(fields)} (they differ in {field})"
         seen = "they compare equal, so the second would reuse the first's executable"
