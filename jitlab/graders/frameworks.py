@@ -31,9 +31,10 @@ from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
 # The grader's own loop over train_step, then fit, each run twice; a phase's checks end with:
 # the model ran compiled on every batch, the losses, run 2 compiled nothing.
+INIT = (INIT_RUNS := "init runs", "init returns (graphdef, params, opt_state)")
 STEP = (
     STEP_RUNS := "train_step runs",
-    STEP_RETURNS := "train_step returns (params, opt_state, loss)",
+    "train_step returns (params, opt_state, loss)",
     "train_step runs the model in a compiled program at every step",
     "train_step: losses match the reference",
     "new models and learning rates compile nothing",
@@ -45,8 +46,7 @@ FIT = (
     "more fits compile nothing",
 )
 CHECKS = (
-    INIT_RUNS := "init runs",
-    INIT_RETURNS := "init returns (graphdef, params, opt_state)",
+    *INIT,
     PARAMS_ARRAYS := "params is a pytree of arrays",
     OPT_STATE_ARRAYS := "opt_state is a pytree of arrays",
     STEP_JITTED := "train_step is a jitted function",
@@ -54,6 +54,7 @@ CHECKS = (
     *FIT,
 )
 N_BATCHES = 4
+LOOP = "the grader's loop over train_step"
 HINTS = {  # no key is a signature part or a cause but these two, for Why.hint_for
     classify.STATIC_VALUE: """something static changes from run to run: an Optax
         transformation built per run, or the rate in a static argument or the graphdef. Build
@@ -86,11 +87,10 @@ KIND_OF = (  # the first that matches
 )
 FRAMEWORK = nnx.Pytree | optax.GradientTransformation
 
-_PROBE: dict[str, Any] = {"compiled": 0, "eager": 0, "jit_off": 0, "sums": []}
+_PROBE: dict[str, Any] = {"eager": 0, "jit_off": 0, "sums": []}  # a sum per compiled execution
 
 
 def _count_execution(batch_sum: Any) -> None:
-    _PROBE["compiled"] += 1
     _PROBE["sums"].append(float(batch_sum))
 
 
@@ -98,7 +98,7 @@ def _probed() -> dict[str, Any]:
     """The probe's counts since the last call (its callbacks flushed first); counts anew."""
     jax.effects_barrier()
     seen = dict(_PROBE)
-    _PROBE.update(compiled=0, eager=0, jit_off=0, sums=[])
+    _PROBE.update(eager=0, jit_off=0, sums=[])
     return seen
 
 
@@ -119,8 +119,7 @@ class Regressor(nnx.Module):
 
 
 def reference_fit(model: nnx.Module, learning_rate: float, batches: list) -> np.ndarray:
-    """Plain SGD on the model's weights (taken now, before the learner runs), in float64: the
-    loss before each step."""
+    """Float64 SGD from the model's weights as they are now: the loss before each update."""
     b1, w1, (b2,), w2 = [np.array(a, np.float64) for a in jax.tree.leaves(nnx.state(model))]
     w2, losses = w2[:, 0], []
     for x, y in batches:
@@ -146,7 +145,7 @@ def require_pytree_of_arrays(check: str, tree: Any, what: str) -> None:
     """Pass if every leaf of ``tree`` is an array and no node is a framework object."""
     flat, _ = jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda n: isinstance(n, FRAMEWORK))
     for path, leaf in flat:
-        if isinstance(leaf, FRAMEWORK) or not isinstance(leaf, jax.Array | np.ndarray | np.generic):
+        if not isinstance(leaf, jax.Array | np.ndarray | np.generic):  # framework objects included
             name = next(name for kind, name in KIND_OF if isinstance(leaf, kind))
             raise fail(
                 check,
@@ -166,10 +165,12 @@ def require_pytree_of_arrays(check: str, tree: Any, what: str) -> None:
     )
 
 
-def _unpack(check: str, result: Any, names: str) -> tuple[Any, ...]:
+def _call(checks: tuple[str, ...], fn: Any, *args: Any) -> tuple[Any, ...]:
+    """``fn(*args)``; a crash fails checks[0], a result not the tuple checks[1] names fails it."""
+    result, names = call_learner(checks[0], fn, *args), checks[1].partition("(")[2][:-1]
     sequence = isinstance(result, tuple | list)
     fail_unless(
-        check,
+        checks[1],
         sequence and len(result) == len(names.split(", ")),
         expected=f"a tuple ({names})",
         seen=type(result).__name__ + (f" of length {len(result)}" if sequence else ""),
@@ -179,16 +180,11 @@ def _unpack(check: str, result: Any, names: str) -> tuple[Any, ...]:
 
 
 def _grader_loop(init: Any, train_step: Any, model: Any, rate: float, batches: list):
-    """The grader's own training loop: init, then train_step on every batch (an array
-    passed as a static argument gets call_learner's hint that says so)."""
-    graphdef, params, opt_state = _unpack(
-        INIT_RETURNS, call_learner(INIT_RUNS, init, model, rate), "graphdef, params, opt_state"
-    )
+    """Init, then train_step per batch, as fit should (call_learner's hints name static arrays)."""
+    graphdef, params, opt_state = _call(INIT, init, model, rate)
     losses = []
     for x, y in batches:
-        args = (graphdef, params, opt_state, x, y)
-        out = call_learner(STEP_RUNS, train_step, *args)  # its error hints name static arrays
-        params, opt_state, loss = _unpack(STEP_RETURNS, out, "params, opt_state, loss")
+        params, opt_state, loss = _call(STEP, train_step, graphdef, params, opt_state, x, y)
         losses.append(np.asarray(loss))
     return np.array(losses)
 
@@ -203,14 +199,14 @@ def _require_compiled(check: str, seen: dict[str, Any], who: str, batches: list)
         f"the model ran op by op {seen['jit_off']} time(s)",
         hint=JIT_OFF_HINT,
     )
-    count, sums = f"{seen['compiled']} compiled execution(s)", seen["sums"]
+    sums, count = seen["sums"], f"{len(seen['sums'])} compiled execution(s)"
     missed = [
         i for i, (x, _) in enumerate(batches) if not np.isclose(sums, jnp.sum(x), 1e-4, 1e-4).any()
     ]
     if seen["eager"]:
         saw = f"the model ran outside any compiled program {seen['eager']} time(s) ({count})"
         hint = "never outside it (not to compute a loss, not to check a result)"
-    elif seen["compiled"] < N_BATCHES:
+    elif len(sums) < N_BATCHES:
         saw, hint = f"{count} for {N_BATCHES} batches", "losses computed another way do not count"
     elif missed:
         saw = f"{count}, but batch(es) {missed} (counting from 0) never reached the model"
@@ -229,7 +225,7 @@ def _require_no_compiles(check: str, count: Any, who: str, calls: list) -> None:
     """Nothing compiled; else what did (by name) and why train_step did (the frame's why)."""
     found = why(calls, label=lambda i: f"call {i + 1} of train_step")
     names = ", ".join(f"{name} x{n}" for name, n in count.compiled.most_common(3))
-    cause = f"{shorten(found.text, 240)} (cause: {', '.join(found.causes)})"
+    cause = f"{shorten(found.text)} (cause: {', '.join(found.causes)})"
     HINTS.require(
         check,
         not count.compiles,
@@ -246,17 +242,14 @@ def grade(init: Any, train_step: Any, fit: Any) -> None:
     """Grade the exercise: pytrees of arrays, compiled steps, numbers, and no recompilation."""
     rng = fresh_rng()
     features, hidden, size = (int(n) for n in rng.integers((3, 8, 16), (9, 25, 49)))
-    # Rates between 0.02 and 0.3, 20 % or more apart (bins 35 % apart, jittered by 5 %).
-    rates = rng.choice(np.geomspace(0.02, 0.3, 10), 4, replace=False) * rng.uniform(0.95, 1.05, 4)
-    rates = [float(r) for r in rates]
-    seeds = [int(s) for s in rng.choice(10_000, size=4, replace=False)]
+    bins = np.geomspace(0.02, 0.3, 10)  # 35 % apart, jittered by 5 %: rates 20 % or more apart
+    rates = (rng.choice(bins, 4, replace=False) * rng.uniform(0.95, 1.05, 4)).tolist()
+    seeds = rng.choice(10_000, size=4, replace=False).tolist()
 
-    result = call_learner(
-        INIT_RUNS, init, Regressor(features, hidden, rngs=nnx.Rngs(seeds[0])), rates[0]
-    )
-    _, params, opt_state = _unpack(INIT_RETURNS, result, "graphdef, params, opt_state")
-    passed(INIT_RUNS)
-    passed(INIT_RETURNS)
+    first = Regressor(features, hidden, rngs=nnx.Rngs(seeds[0]))
+    _, params, opt_state = _call(INIT, init, first, rates[0])
+    for check in INIT:
+        passed(check)
     require_pytree_of_arrays(PARAMS_ARRAYS, params, "params")
     require_pytree_of_arrays(OPT_STATE_ARRAYS, opt_state, "opt_state")
     framework = type(train_step).__module__.startswith(("flax.", "equinox."))  # their jits
@@ -269,8 +262,8 @@ def grade(init: Any, train_step: Any, fit: Any) -> None:
     )
     shared = _batches(rng, size, features)  # every fit gets this one list, as in a sweep
     calls: list = []  # train_step's calls, in every run: what why compares
-    for checks, runs in ((STEP, (0, 1)), (FIT, (2, 3))):
-        who, got, want = "fit" if checks is FIT else "the grader's loop over train_step", [], []
+    for checks, runs, who in ((STEP, (0, 1), LOOP), (FIT, (2, 3), "fit")):
+        got, want = [], []
         for run in runs:
             rate, learner = rates[run], Regressor(features, hidden, rngs=nnx.Rngs(seeds[run]))
             batches = shared if checks is FIT else _batches(rng, size, features)
@@ -280,19 +273,15 @@ def grade(init: Any, train_step: Any, fit: Any) -> None:
                 if checks is FIT:
                     with recording(fit, train_step, lambda: count.compiles) as step:
                         losses = call_learner(FIT_RUNS, fit, learner, rate, batches)
-                    got.append(jax.tree.map(copy_leaf, losses))  # as returned, kept
                 else:
                     step = Recorder(train_step, lambda: count.compiles)
-                    got.append(_grader_loop(init, step, learner, rate, batches))
+                    losses = _grader_loop(init, step, learner, rate, batches)
+            got.append(jax.tree.map(copy_leaf, losses))  # as returned, kept
             _require_compiled(checks[-3], _probed(), who, batches)
             calls += step.calls
         for check in checks[:-2]:
             passed(check)
-        labels = [
-            f"run {i + 1} of {who} (learning rate {rates[r]:.4g})" for i, r in enumerate(runs)
-        ]
+        about = [f"run {i + 1} of {who} (learning rate {rates[r]:.4g})" for i, r in enumerate(runs)]
         stale = lambda wrong: HINTS["stale" if wrong == [1] else "numbers"]  # noqa: E731
-        require_cases(
-            checks[-2], got, want, about=labels.__getitem__, hint=stale, rtol=1e-4, atol=1e-5
-        )
+        require_cases(checks[-2], got, want, about=about.__getitem__, hint=stale, rtol=1e-4)
         _require_no_compiles(checks[-1], count, who, calls)

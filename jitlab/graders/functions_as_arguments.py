@@ -24,7 +24,7 @@ import numpy as np
 
 from jitlab.grading import Hints, Recorder, call_learner, fresh_rng, grader, is_jitted, passed
 from jitlab.grading.calls import recording
-from jitlab.grading.checks import fail_unless, require_close, shorten
+from jitlab.grading.checks import as_numbers, fail_unless, require_close, shorten
 from jitlab.grading.kernel import FROM_KERNEL, JIT_ON, JITTED, KernelExercise, same_value
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
@@ -79,14 +79,13 @@ def _reference_fit(w: Any, b: float, batches: list, weight_decay: float) -> tupl
 
 
 def _problem(rng: np.random.Generator, count: int, size: int, features: int) -> tuple:
-    """Fresh params, their float64 w and b, ``count`` float32 NumPy batches, float64 copies."""
+    """Fresh params, their w and b in float64 (so the reference is), ``count`` float32 batches."""
     w, b = rng.normal(scale=0.5, size=features).astype(np.float32), rng.normal(scale=0.5)
     true_w, xs = rng.normal(size=features), rng.normal(size=(count, size, features))
-    batches = [(x, x @ true_w + 0.3 + 0.1 * rng.normal(size=size)) for x in xs.astype(np.float32)]
-    batches = [(x, y.astype(np.float32)) for x, y in batches]
-    in_float64 = [(x.astype(np.float64), y.astype(np.float64)) for x, y in batches]
+    xs = xs.astype(np.float32)
+    ys = (xs @ true_w + 0.3 + 0.1 * rng.normal(size=(count, size))).astype(np.float32)
     params = {"w": jnp.asarray(w), "b": jnp.asarray(b, jnp.float32)}
-    return params, w.astype(np.float64), float(np.float32(b)), batches, in_float64
+    return params, w.astype(np.float64), float(np.float32(b)), list(zip(xs, ys, strict=True))
 
 
 def _pair(check: str, result: Any, what: str) -> tuple[Any, Any, Any]:
@@ -103,8 +102,7 @@ def _pair(check: str, result: Any, what: str) -> tuple[Any, Any, Any]:
 
 
 def _threading(proxy: Recorder, params: dict, batches: list, weight_decay: float) -> str:
-    """What the first call of sgd_step was given that is not the params from the call before
-    (or fit's), its batch and fit's weight_decay ("" when every call was)."""
+    """What the first call of sgd_step got wrong of (params, batch, weight_decay); "" if none."""
     for i, (call, (x, y)) in enumerate(zip(proxy.calls, batches, strict=True)):
         given = list(call.arguments.values())  # in the step's order, however passed
         if len(given) != 4:
@@ -114,11 +112,8 @@ def _threading(proxy: Recorder, params: dict, batches: list, weight_decay: float
             wrong.append("params that are not the previous step's new params")
         if not (same_value(given[1], x) and same_value(given[2], y)):
             wrong.append(f"not batch {i + 1}'s x and y")
-        try:  # in float32, as the step computes: jnp.float32(weight_decay) is the same value
-            same_decay = bool(np.asarray(given[3], np.float32) == np.float32(weight_decay))
-        except (TypeError, ValueError):  # not a number; a stale one is 25 % off
-            same_decay = False
-        if not same_decay:
+        decay = as_numbers(given[3])  # in float32, as the step computes; a stale one is 25 % off
+        if decay is None or decay.size != 1 or np.float32(decay.item()) != np.float32(weight_decay):
             wrong.append(f"weight_decay={shorten(repr(given[3]), 40)} instead of {weight_decay}")
         if wrong:
             return f"call {i + 1} passed " + "; ".join(wrong)
@@ -128,14 +123,14 @@ def _threading(proxy: Recorder, params: dict, batches: list, weight_decay: float
 
 @grader("functions_as_arguments", checks=tuple(CHECKS))
 def grade(sgd_step: Any, fit: Any) -> None:
-    """Grade the step against a NumPy reference, its calls inside ``fit``, and the
-    compile counts of a weight-decay sweep."""
+    """Grade sgd_step against a NumPy reference, its calls in fit, and a sweep's compiles."""
     rng = fresh_rng()
     features, size = int(rng.integers(3, 9)), int(rng.integers(16, 49))
     bins = np.geomspace(0.01, 0.5, 10)  # seven decays, each ~25% from the others
     decays = [float(v) for v in rng.choice(bins, size=7, replace=False) * rng.uniform(0.9, 1.1, 7)]
 
-    params, w0, b0, [(x, y)], [(x64, y64)] = _problem(rng, 1, size, features)
+    params, w0, b0, [(x, y)] = _problem(rng, 1, size, features)
+    want = [_reference_step(w0, b0, x, y, wd) for wd in decays[:3]]  # a row per decay
     x, y = jnp.asarray(x), jnp.asarray(y)
     call_learner(STEP_RUNS, sgd_step, params, x, y, decays[0])  # a stub says so first
     FIT.jitted(sgd_step)
@@ -145,7 +140,6 @@ def grade(sgd_step: Any, fit: Any) -> None:
     passed(STEP_RUNS)
     got = [_pair(STEP_PAIR, result, "(new_params, loss)") for result in steps]
     passed(STEP_PAIR)
-    want = [_reference_step(w0, b0, x64, y64, wd) for wd in decays[:3]]  # a row per decay
     for i, check in enumerate(STEP_NUMBERS):
         require_close(check, [g[i] for g in got], [r[i] for r in want], rtol=1e-4, hint=NUMBERS)
     what = "compilation(s) of sgd_step for 3 calls with 3 weight_decay values"
@@ -156,7 +150,8 @@ def grade(sgd_step: Any, fit: Any) -> None:
         fit.clear_cache()
     previous: list = []
     for number, wd in enumerate(decays[3:], start=1):
-        params, w0, b0, batches, batches64 = _problem(rng, N_BATCHES, size, features)
+        params, w0, b0, batches = _problem(rng, N_BATCHES, size, features)
+        want = _reference_fit(w0, b0, batches, wd)  # before fit sees the batches
         if number == 1:
             batches = [(jnp.asarray(a), jnp.asarray(b)) for a, b in batches]
         elif number == 4:  # the same NumPy objects as fit 3, refilled: id() cannot tell
@@ -175,28 +170,26 @@ def grade(sgd_step: Any, fit: Any) -> None:
 
         FIT.jit_on(proxy)
         calls, traced = proxy.calls, proxy.traced
-        if fit_jitted:
-            ok = number > 1 or (bool(traced) and not calls)
-            expected = "sgd_step traced into fit's program"
-        else:
-            ok = len(calls) == N_BATCHES and not traced
-            expected = f"{N_BATCHES} calls of sgd_step (one per batch) in fit number {number}"
         seen = f"{len(calls) + len(traced)} call(s) of sgd_step"
-        HINTS.require(FIT_CALLS, ok, expected, seen)
-        if not fit_jitted:  # in a jitted fit the step's outputs were tracers
+        if fit_jitted:  # the step's outputs were tracers: nothing to thread or compare
+            ok = number > 1 or (bool(traced) and not calls)
+            HINTS.require(FIT_CALLS, ok, "sgd_step traced into fit's program", seen)
+            passed(FIT_THREADS)
+            passed(FIT_FROM_STEP)
+        else:
+            expected = f"{N_BATCHES} calls of sgd_step (one per batch) in fit number {number}"
+            HINTS.require(FIT_CALLS, len(calls) == N_BATCHES and not traced, expected, seen)
             seen = _threading(proxy, params, batches, wd)
             expected = f"each call {FIT.call}: the params from the call before (or fit's "
             expected += f"params), its batch, and weight_decay={wd}"
             HINTS.require(FIT_THREADS, not seen, expected, seen)
             outs = [call.out for call in calls]
-            want = np.stack([np.asarray(o[1]) for o in outs]), outs[-1][0]["w"], outs[-1][0]["b"]
-            ok = same_value((np.asarray(got[0]).reshape(-1), *got[1:]), want)
+            last = outs[-1][0]
+            returned = np.stack([np.asarray(o[1]) for o in outs]), last["w"], last["b"]
+            ok = same_value((np.asarray(got[0]).reshape(-1), *got[1:]), returned)
             expected = "fit's losses and final params as sgd_step returned them"
             seen = "they differ from what fit's own calls of sgd_step returned"
-            FIT.require(FROM_KERNEL, ok, expected=expected, seen=seen, hint=HINTS[FIT_FROM_STEP])
-        passed(FIT_THREADS)
-        passed(FIT_FROM_STEP)
-        want = _reference_fit(w0, b0, batches64, wd)
+            HINTS.require(FIT_FROM_STEP, ok, expected, seen)
         about = f"fit number {number} (weight_decay={wd:.2e}, its own batches)"
         for i, check in enumerate(FIT_NUMBERS if number == 1 else (FIT_STAYS,) * 3):
             require_close(check, got[i], want[i], rtol=1e-4, about=about, hint=HINTS[check])
