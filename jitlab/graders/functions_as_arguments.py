@@ -170,7 +170,10 @@ def grade(sgd_step: Any, fit: Any) -> None:
 
         FIT.jit_on(proxy)
         calls, traced = proxy.calls, proxy.traced
-        seen = f"{len(calls) + len(traced)} call(s) of sgd_step"
+        seen = f"{len(calls)} call(s) of sgd_step" + bool(traced) * (
+            f", and {len(traced)} while another function was traced: a jax.jit inside fit "
+            "inlines sgd_step into a program of its own"
+        )
         if fit_jitted:  # the step's outputs were tracers: nothing to thread or compare
             ok = number > 1 or (bool(traced) and not calls)
             HINTS.require(FIT_CALLS, ok, "sgd_step traced into fit's program", seen)
