@@ -213,7 +213,7 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
     "new jit per fit": (with_step(new_jit_per_fit), G.FIT_NOTHING, ["in fit number 2"], []),
     "partial per fit": (with_step(partial_per_fit), G.FIT_CALLS, [], []),
     "a jit around each call": (with_step(lambda step: _loop(lambda *a: jax.jit(step)(*a))),
-                               G.FIT_CALLS, ["0 call(s) of sgd_step, and", "another function was traced"], []),
+                               G.FIT_CALLS, ["0 call(s) of sgd_step, and", "was traced"], []),
     "numpy + decoy": (with_step(numpy_with_a_decoy), G.FIT_CALLS, ["1 call(s) of sgd_step"], []),
     "decoys per batch": (with_step(decoys_per_batch), G.FIT_FROM_STEP, [], []),
     "params not threaded": (with_step(params_not_threaded), G.FIT_THREADS,
