@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from jitlab.grading.calls import Call, Recorder, copy_leaf, recording, same_content
+from jitlab.grading.calls import Call, Recorder, copy_leaf, read_once, recording, same_content
 from jitlab.grading.checks import (
     JIT_OFF_HINT,
     call_learner,
@@ -211,7 +211,8 @@ class KernelExercise:
                 run.given.append((args, kwargs))
                 run.copies.append(jax.tree.map(copy_leaf, (args, kwargs)))
                 before = len(recorder.calls)
-                run.outputs.append(call_learner(check, wrapper, *args, **kwargs))
+                out = call_learner(check, wrapper, *args, **kwargs)
+                run.outputs.append(jax.tree.map(read_once, out))
                 run.calls.append(recorder.calls[before:])
                 run.changed.append(not same_content(run.given[-1], run.copies[-1]))
         if not refills:  # a later call may have changed an earlier call's arguments too

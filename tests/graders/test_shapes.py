@@ -141,6 +141,26 @@ def two_types_of_n(kernel):
     return rms
 
 
+class TwoFaced:
+    """A result whose first conversion is the right RMS, every later one the kernel's."""
+
+    def __init__(self, right, out):
+        self.values = [right, out]
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.values.pop(0) if len(self.values) > 1 else self.values[0], dtype)
+
+
+def two_faced(kernel):
+    def rms(x):
+        wrong = x[:-1] if len(x) > 1 else x  # the last value left out: wrong numbers
+        padded = np.zeros(next_power_of_two(len(x)), np.float32)
+        padded[: len(wrong)] = wrong
+        return TwoFaced(reference_rms(x), kernel(padded, len(wrong)))
+
+    return rms
+
+
 def own_table(kernel):
     pads = {size: np.zeros(size, np.float32) for size in SHORT_TABLE}
 
@@ -200,6 +220,7 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, in hint)
                        [], []),  # the RMS does not change, the data does
     "hard-coded": (rms_of(lambda k: lambda x: k(np.ones(8, np.float32), 8) * 0 + 1.0),
                    "rms matches", [], []),
+    "two-faced result": (rms_of(two_faced), "returns what padded_rms computed", [], []),
     "own table": (rms_of(own_table), "rms matches", ["KeyError: ", "x of length", "bucket_size("],
                   ["bucket_size(len(x))"]),  # the first length it has no pad for: any draw
 }
