@@ -548,9 +548,10 @@ def require_buckets(
         ) from err
     for n, size in sizes.items():
         limit = max(2 * n - 1, smallest_allowed)
+        plain = type(size) is int or isinstance(size, np.integer)  # no subclass's own <=
         fail_unless(
             BUCKETS_HOLD,
-            isinstance(size, int | np.integer) and n <= size <= limit,
+            plain and n <= int(size) <= limit,
             expected=f"an int from {n} to {limit} for n={n}",
             seen=repr(size),
             hint="round n up to the next power of two",

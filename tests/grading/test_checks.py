@@ -372,3 +372,14 @@ def test_the_hint_for_an_unhashable_static_argument_names_what_to_do(static, wor
     with pytest.raises(ValueError, match="Non-hashable static arguments") as caught:
         jax.jit(lambda s, x: x, static_argnums=0)(static, 1.0)
     assert words in learner_error(JIT_ON, caught.value).hint
+
+
+def test_a_bucket_size_that_lies_in_its_comparisons_is_rejected():
+    from jitlab.grading.checks import BUCKETS_HOLD, require_buckets
+
+    class Lying(int):  # an int whose <= and >= always say yes
+        __le__ = __ge__ = lambda self, other: True  # noqa: E731
+
+    with pytest.raises(GradingFailure) as caught:
+        require_buckets(lambda n: Lying(5000), up_to=20, most=5)
+    assert caught.value.check == BUCKETS_HOLD and "5000" in caught.value.seen
