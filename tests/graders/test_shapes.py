@@ -141,24 +141,16 @@ def two_types_of_n(kernel):
     return rms
 
 
-class TwoFaced:
-    """A result whose first conversion is the right RMS, every later one the kernel's."""
-
-    def __init__(self, right, out):
-        self.values = [right, out]
+class TwoFaced:  # reads as the reference's RMS once, then as the kernel's wrong one
+    def __init__(self, *faces):
+        self.faces = list(faces)
 
     def __array__(self, dtype=None, copy=None):
-        return np.asarray(self.values.pop(0) if len(self.values) > 1 else self.values[0], dtype)
+        return np.asarray(self.faces.pop(0) if len(self.faces) > 1 else self.faces[0], dtype)
 
 
-def two_faced(kernel):
-    def rms(x):
-        wrong = x[:-1] if len(x) > 1 else x  # the last value left out: wrong numbers
-        padded = np.zeros(next_power_of_two(len(x)), np.float32)
-        padded[: len(wrong)] = wrong
-        return TwoFaced(reference_rms(x), kernel(padded, len(wrong)))
-
-    return rms
+def two_faced(kernel):  # the last value left out, behind a result that lies once
+    return lambda x: TwoFaced(reference_rms(x), make_rms(kernel)(x[:-1] if len(x) > 1 else x))
 
 
 def own_table(kernel):
