@@ -192,17 +192,21 @@ def restore_grader_cells(mine: str, original: str) -> str:
     return "".join([*kept, *tail])
 
 
-def _preamble(channel: Path, token: str, cell: int) -> str:
+def _preamble(channel: Path, token: str, cell: int, *, strict: bool = False) -> str:
     # Drops every jitlab module the learner's cells may have imported, replaced or
     # planted, so that the grader below is imported afresh from the installed files.
-    return (
+    # Strict mode keeps the modules it loaded before the learner's cells and watches them.
+    drop = (
         "import sys as _jitlab_sys\n"
         "for _jitlab_name in [_n for _n in list(_jitlab_sys.modules)"
         " if _n == 'jitlab' or _n.startswith('jitlab.')]:\n"
         "    del _jitlab_sys.modules[_jitlab_name]\n"
+        "del _jitlab_sys\n"
+    )
+    return ("" if strict else drop) + (
         "import jitlab.grading.verdict as _jitlab_verdict\n"
         f"_jitlab_verdict.open_channel({str(channel)!r}, {token!r}, {cell})\n"
-        "del _jitlab_sys, _jitlab_verdict\n"
+        "del _jitlab_verdict\n"
     )
 
 
@@ -286,12 +290,13 @@ def check_file(
 
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="jitlab-strict-")))
             strict_mode.prepare(folder)
-            env = strict_mode.strict_env(folder)
+            sources = [c.source for c in cells if c.is_grader]
+            env = strict_mode.strict_env(folder, strict_mode.grader_imports(sources))
 
         def add_preamble(notebook: nbformat.NotebookNode) -> None:
             code = [c for c in notebook.cells if c.cell_type == "code"]
             for index, token in tokens.items():
-                source = _preamble(channel, token, index) + code[index].source
+                source = _preamble(channel, token, index, strict=strict) + code[index].source
                 if strict:
                     source = (
                         strict_mode.announce("before", index, watch[index])

@@ -9,9 +9,12 @@ folder of the runner's), which, before the first cell:
 - registers its own JAX monitoring listener, and has XLA dump every compiled module to
   a folder outside the learner's reach (``--xla_dump_to``), so that compilations are
   counted twice, by means the learner's code never held;
-- takes stock of what grading relies on: JAX's listener lists, ``builtins``,
-  ``sys.meta_path``, ``sys.path``, ``sys.path_hooks``, IPython's input and AST
-  transformers and its cell runner, and the functions of ``jax``, ``numpy`` and ``sys``;
+- imports the modules the grader cells import, then takes stock of what grading relies
+  on: JAX's listener lists, ``builtins``, ``sys.meta_path``, ``sys.path``,
+  ``sys.path_hooks``, IPython's input and AST transformers and its cell runner, the
+  functions of ``jax``, ``numpy``, ``sys`` and of what draws the grader's random inputs,
+  and every attribute of the course's own modules (jitlab's and the graders'), with
+  their functions' defaults and their classes' and objects' own attributes;
 - installs an audit hook (:func:`sys.addaudithook`) that refuses, and records, writes
   and removals outside the check's scratch folder; ``sys.settrace`` and
   ``sys.setprofile``; frames (``sys._getframe``, ``tb_frame``, ``gi_frame``), the
@@ -37,19 +40,23 @@ the learner's code caught the refusal.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import dataclasses
+import importlib
 import inspect
 import json
 import os
+import re
 import sys
 import sysconfig
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 STRICT_ENV = "JITLAB_STRICT"  # the runner's strict folder (report, XLA dump, IPython)
+GRADERS_ENV = "JITLAB_STRICT_GRADERS"  # what the grader cells import, loaded at arming
 EVENT = "jitlab.strict"
 # Raised by grading before and after each call into the learner's code, where it does
 # (``sys.audit(CALL_EVENT, phase)``): the stock is compared there too.
@@ -118,6 +125,14 @@ _WATCHED_MODULES = (
     "jax._src.monitoring",
     "numpy",
     "numpy.testing",
+    # What draws the grader's inputs (``fresh_rng``): a known seed would let an answer
+    # be written for the draw.
+    "numpy.random",
+    "numpy.random.bit_generator",
+    "random",
+    "secrets",
+    "os",
+    "time",
 )
 _VOLATILE = {
     "input",  # ipykernel sets it (and sys.argv) for every cell
@@ -139,15 +154,34 @@ _VOLATILE = {
 }
 
 
-def strict_env(folder: Path) -> dict[str, str]:
-    """The environment of a strict kernel: where its startup file is, and where XLA
-    dumps every module it compiles."""
+def strict_env(folder: Path, graders: Iterable[str] = ()) -> dict[str, str]:
+    """The environment of a strict kernel: where its startup file is, where XLA dumps
+    every module it compiles, and the modules its grader cells import (``graders``)."""
     flags = os.environ.get("XLA_FLAGS", "")
     return {
         STRICT_ENV: str(folder),
+        GRADERS_ENV: ",".join(graders),
         "IPYTHONDIR": str(folder / "ipython"),
         "XLA_FLAGS": f"{flags} --xla_dump_to={folder / DUMP}".strip(),
     }
+
+
+def grader_imports(sources: Iterable[str]) -> list[str]:
+    """The modules the grader cells' imports may name (``from jitlab.graders import
+    shapes``: ``jitlab.graders`` and ``jitlab.graders.shapes``), for the kernel to load
+    and take stock of before any learner code can reach them."""
+    found = []
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+    return list(dict.fromkeys(found))
 
 
 def prepare(folder: Path) -> None:
@@ -195,6 +229,7 @@ class _Stock:
     path: list[str]
     path_hooks: list[int]
     ipython: dict[str, list[int]]
+    course: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 def _listener_lists() -> dict[str, list[Any]]:
@@ -253,13 +288,69 @@ def _foreign_finders(finders: list[Any], roots: tuple[str, ...]) -> list[str]:
     return found
 
 
-def _take_stock(shell: Any, roots: tuple[str, ...]) -> _Stock:
+def _course_packages(names: Iterable[str]) -> tuple[str, ...]:
+    """jitlab and the top-level packages of the loaded grader modules that are the
+    course's own (not the standard library's, nor an installed package's)."""
+    paths = sysconfig.get_paths()
+    installed = tuple(os.path.realpath(paths[k]) for k in ("stdlib", "purelib", "platlib"))
+    found = {"jitlab"}
+    for name in names:
+        file = getattr(sys.modules.get(name.split(".")[0]), "__file__", None)
+        if file and not os.path.realpath(file).startswith(installed):
+            found.add(name.split(".")[0])
+    return tuple(sorted(found))
+
+
+_REBOUND: dict[str, frozenset[str]] = {}
+_GLOBAL = re.compile(r"^\s*global\s+(.+?)\s*(?:#.*)?$", re.MULTILINE)
+
+
+def _rebound(module: Any) -> frozenset[str]:
+    """The names a course module rebinds itself (``global``): its state, not its parts."""
+    name = module.__name__
+    if name not in _REBOUND:
+        try:
+            text = Path(module.__file__).read_text(encoding="utf-8")
+        except (OSError, TypeError):
+            text = ""
+        names = {n.strip() for line in _GLOBAL.findall(text) for n in line.split(",")}
+        _REBOUND[name] = frozenset(names)
+    return _REBOUND[name]
+
+
+def _fingerprint(value: Any, course: tuple[str, ...], depth: int = 1) -> Any:
+    """What a learner could change on a course module's attribute without replacing it:
+    a function's code and defaults (``require_close.__kwdefaults__["rtol"]``), a course
+    class's own attributes, and an attribute of a course object that hides a method of
+    its class (``HINTS.require = ...``; its state, a counter, may change)."""
+    if inspect.isfunction(value):
+        defaults = tuple((k, id(v)) for k, v in (value.__kwdefaults__ or {}).items())
+        return (id(value), id(value.__code__), id(value.__defaults__), defaults)
+    home = value if isinstance(value, type) else type(value)
+    own = getattr(value, "__dict__", None)
+    if not depth or own is None or home.__module__.split(".")[0] not in course:
+        return id(value)
+    if home is value:
+        return (id(value), tuple((k, _fingerprint(v, course, 0)) for k, v in dict(own).items()))
+    return (id(value), tuple(k for k in own if callable(getattr(home, k, None))))
+
+
+def _take_stock(shell: Any, roots: tuple[str, ...], course: tuple[str, ...] = ()) -> _Stock:
+    mine = [n for n, m in list(sys.modules.items()) if m and n.split(".")[0] in course]
     return _Stock(
         listeners={name: [id(x) for x in items] for name, items in _listener_lists().items()},
         modules={
             name: {k: id(v) for k, v in vars(sys.modules[name]).items()}
             for name in _WATCHED_MODULES
             if name in sys.modules
+        },
+        course={
+            name: {
+                k: _fingerprint(v, course)
+                for k, v in list(vars(sys.modules[name]).items())
+                if k not in _rebound(sys.modules[name])
+            }
+            for name in mine
         },
         meta_path=[id(x) for x in sys.meta_path],
         foreign_finders=_foreign_finders(list(sys.meta_path), roots),
@@ -269,20 +360,29 @@ def _take_stock(shell: Any, roots: tuple[str, ...]) -> _Stock:
     )
 
 
-def _differences(before: _Stock, now: _Stock) -> list[str]:
+def _changed_modules(
+    before: dict[str, dict[str, Any]], now: dict[str, dict[str, Any]]
+) -> list[str]:
     found = []
-    for name, items in before.listeners.items():
-        if now.listeners.get(name) != items:
-            found.append(f"JAX's monitoring listeners ({name}) were changed")
-    for module, attributes in before.modules.items():
-        current = now.modules.get(module, {})
+    for module, attributes in before.items():
+        current = now.get(module, {})
         # Replaced or removed; an attribute added later (a submodule imported) is not a
         # change, nor are the ones Python and IPython rewrite as they go.
         changed = sorted(
             k for k, v in attributes.items() if current.get(k) != v and k not in _VOLATILE
         )
         if changed:
-            found.append(f"{module}.{', '.join(changed[:4])} replaced")
+            found.append(f"{module}.{', '.join(changed[:4])} replaced or changed")
+    return found
+
+
+def _differences(before: _Stock, now: _Stock) -> list[str]:
+    found = []
+    for name, items in before.listeners.items():
+        if now.listeners.get(name) != items:
+            found.append(f"JAX's monitoring listeners ({name}) were changed")
+    found += _changed_modules(before.modules, now.modules)
+    found += _changed_modules(before.course, now.course)
     if any(finder not in now.meta_path for finder in before.meta_path):
         found.append("sys.meta_path was changed (an import finder removed)")
     if now.foreign_finders:
@@ -384,8 +484,17 @@ def arm(folder: str | None = None) -> None:
     """Set up this kernel for a strict check: stock, listener, audit hook. Called once
     by the startup file, before the first cell."""
     import jax
+    import numpy.random  # noqa: F401 (what draws the grader's inputs, watched from here)
 
     import jitlab.grading  # noqa: F401 (loaded before any learner code can plant one)
+
+    graders = [n for n in os.environ.get(GRADERS_ENV, "").split(",") if n]
+    for name in graders:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # a name imported from a module, not a module
+            pass
+    course = _course_packages(graders)
 
     where = Path(folder or os.environ[STRICT_ENV])
     scratch = os.path.realpath(Path.cwd().parent) + os.sep
@@ -411,7 +520,11 @@ def arm(folder: str | None = None) -> None:
             heard.append(str(kwargs.get("fun_name", "")))
 
     jax.monitoring.register_event_duration_secs_listener(on_duration)
-    stock = _take_stock(shell, roots)
+
+    def stock_now() -> _Stock:
+        return _take_stock(shell, roots, course)
+
+    stock = stock_now()
     # IPython runs this startup file with its folder put first on sys.path for the while.
     startup = os.path.realpath(where / STARTUP).rsplit(os.sep, 1)[0]
     stock.path = [p for p in stock.path if os.path.realpath(p or ".") != startup]
@@ -503,7 +616,7 @@ def arm(folder: str | None = None) -> None:
                 for flag in os.environ.get("XLA_FLAGS", "").split()
                 if not flag.startswith("--xla_dump_to=")
             )
-        now = _take_stock(shell, roots)
+        now = stock_now()
         problems = _differences(stock, now)
         problems += [
             f"{name} was replaced by code from outside the installed files"
@@ -566,10 +679,13 @@ def arm(folder: str | None = None) -> None:
             # call is held to what stood when it began, not to the stock at arming.
             phase = args[0] if args else ""
             calls = state.__dict__.setdefault("calls", [])
+            # The course's modules never change: only the stock at arming is theirs.
             if phase == "enter":
                 calls.append(_take_stock(shell, roots))
             elif phase == "leave" and calls:
-                problems = _differences(calls.pop(), _take_stock(shell, roots))
+                now = stock_now()
+                problems = _differences(calls.pop(), now)
+                problems += _changed_modules(stock.course, now.course)
                 problems += states_changed()
                 if problems:
                     report({"phase": "call", "problems": problems})

@@ -182,6 +182,31 @@ except PermissionError:
     pass
 """
 
+# The grader's random draw made known, so that an answer could be written for it.
+SEED_SET = """
+import jitlab.grading.checks
+jitlab.grading.checks.SEED = 0
+"""
+
+ENTROPY_FIXED = """
+import numpy.random.bit_generator
+numpy.random.bit_generator.randbits = lambda bits: 0
+"""
+
+# From inside the learner's function, while the grader runs: a tolerance widened in
+# place (the function is the same object, its defaults are not), and a method of the
+# course's own class replaced.
+TOLERANCE_WIDENED = (
+    "    import jitlab.grading.checks as checks\n"
+    "    checks.require_close.__kwdefaults__['rtol'] = 1e9\n"
+    "    return x * 3\n"
+)
+METHOD_REPLACED = (
+    "    import jitlab.grading.checks as checks\n"
+    "    checks.Hints.require = lambda *args, **kwargs: None\n"
+    "    return x * 2\n"
+)
+
 
 @pytest.mark.parametrize(
     ("body", "cell", "said"),
@@ -203,6 +228,10 @@ except PermissionError:
         (SOLVED, FAKE_RECORDS, "refused writing /tmp/jitlab-fake-worker-output.json"),
         (SOLVED, PROCESS, "refused a process"),
         (SOLVED, DUMP_FLAG_DROPPED, "XLA dumped none"),
+        (SOLVED, SEED_SET, "jitlab.grading.checks.SEED replaced"),
+        (SOLVED, ENTROPY_FIXED, "numpy.random.bit_generator.randbits replaced"),
+        (TOLERANCE_WIDENED, "", "jitlab.grading.checks.require_close replaced or changed"),
+        (METHOD_REPLACED, "", "jitlab.grading.checks.Hints replaced or changed"),
     ],
     ids=[
         "ipython-input-transformer",
@@ -222,6 +251,10 @@ except PermissionError:
         "fake-records-written",
         "a-process-of-its-own",
         "xla-dump-flag-dropped",
+        "grading-seed-set",
+        "entropy-fixed",
+        "tolerance-widened-in-place",
+        "course-class-method-replaced",
     ],
 )
 def test_a_cheat_is_rejected_in_strict_mode(fixture_course, capsys, body, cell, said):
@@ -266,3 +299,17 @@ def test_edited_call_counters_on_the_graders_wrappers_are_rejected(capsys, tmp_p
     assert code == 1, out
     assert "strict mode" in out and "_Watched: .calls" in out, out
     assert "PASS" not in out
+
+
+def test_a_course_objects_state_may_change_but_not_a_method_it_hides():
+    """Strict mode's stock of a course object: a counter it keeps may move (the doctor's
+    serials do, while grading), an attribute that hides its class's method may not."""
+    from jitlab.grading.checks import Hints
+    from jitlab.learner.strict import _fingerprint
+
+    hints, course = Hints({"a": "b"}), ("jitlab",)
+    before = _fingerprint(hints, course)
+    hints["c"], hints.note = "d", "state"
+    assert _fingerprint(hints, course) == before
+    hints.require = lambda *args, **kwargs: None
+    assert _fingerprint(hints, course) != before
