@@ -9,7 +9,7 @@ supplies inputs, reference and hints, and runs ``jitted``, ``plain``, ``no_callb
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -71,14 +71,26 @@ UNCHANGED = Declared(
 )
 
 
+def _primitives(jaxpr: Any) -> Iterator[str]:
+    """The names of the primitives in ``jaxpr`` and in the jaxprs its equations hold."""
+    for eqn in jaxpr.eqns:
+        yield eqn.primitive.name
+        for param in eqn.params.values():
+            for inner in param if isinstance(param, tuple | list) else [param]:
+                inner = getattr(inner, "jaxpr", inner)
+                if hasattr(inner, "eqns"):
+                    yield from _primitives(inner)
+
+
 def host_callbacks(fn: Any, *args: Any) -> list[str]:
     """The host callbacks in the program ``fn.trace(*args)`` builds ([] when it does not
-    trace: the grader's own calls already reported why)."""
+    trace: the grader's own calls already reported why), read from its equations, not
+    its text (a callback whose repr raises must not print as none)."""
     try:
-        text = str(fn.trace(*args).jaxpr)
+        jaxpr = fn.trace(*args).jaxpr.jaxpr
     except Exception:
         return []
-    return [name for name in ("pure_callback", "io_callback") if name in text]
+    return sorted({p for p in _primitives(jaxpr) if p in ("pure_callback", "io_callback")})
 
 
 def recompiled_by(

@@ -15,6 +15,9 @@ folder of the runner's), which, before the first cell:
   functions of ``jax``, ``numpy``, ``sys`` and of what draws the grader's random inputs,
   and every attribute of the course's own modules (jitlab's and the graders'), with
   their functions' defaults and their classes' and objects' own attributes;
+- at every check the grader decides (``passed``, ``fail``), compares the modules above
+  and the callables of every other loaded module with the stock; at each grader cell,
+  the callables of the classes those modules define as well;
 - installs an audit hook (:func:`sys.addaudithook`) that refuses, and records, writes
   and removals outside the check's scratch folder; ``sys.settrace`` and
   ``sys.setprofile``; frames (``sys._getframe``, ``tb_frame``, ``gi_frame``), the
@@ -135,7 +138,8 @@ _WATCHED_MODULES = (
     "time",
 )
 _VOLATILE = {
-    "input",  # ipykernel sets it (and sys.argv) for every cell
+    "input",  # ipykernel sets it (and sys.argv, getpass.getpass) for every cell
+    "getpass",
     "argv",
     "_",
     "__",
@@ -326,6 +330,13 @@ def _fingerprint(value: Any, course: tuple[str, ...], depth: int = 1) -> Any:
     if inspect.isfunction(value):
         defaults = tuple((k, id(v)) for k, v in (value.__kwdefaults__ or {}).items())
         return (id(value), id(value.__code__), id(value.__defaults__), defaults)
+    if isinstance(value, dict | list | set) and depth == 2:  # a constant table (CLOSE)
+        if isinstance(value, dict):
+            return (id(value), tuple((id(k), id(v)) for k, v in value.items()))
+        return (
+            id(value),
+            tuple(sorted(map(id, value)) if isinstance(value, set) else map(id, value)),
+        )
     home = value if isinstance(value, type) else type(value)
     own = getattr(value, "__dict__", None)
     if not depth or own is None or home.__module__.split(".")[0] not in course:
@@ -333,6 +344,31 @@ def _fingerprint(value: Any, course: tuple[str, ...], depth: int = 1) -> Any:
     if home is value:
         return (id(value), tuple((k, _fingerprint(v, course, 0)) for k, v in dict(own).items()))
     return (id(value), tuple(k for k in own if callable(getattr(home, k, None))))
+
+
+def _library(course: tuple[str, ...], classes: bool = False) -> dict[str, dict[str, int]]:
+    """The callables of every other loaded module (``operator.ne``, ``json.dumps``,
+    ``numpy._core.numeric.less_equal``), or, with ``classes``, the callables of the
+    classes they define (``ShapedArray.__str__``, ``InteractiveShell.transform_cell``):
+    what grading and this hook call without naming, so none may be replaced."""
+    found: dict[str, dict[str, int]] = {}
+    for name, module in list(sys.modules.items()):
+        namespace = getattr(module, "__dict__", None)
+        if name == "__main__" or name.split(".")[0] in course or namespace is None:
+            continue
+        items = list(namespace.items())
+        if not classes:
+            found[name] = {k: id(v) for k, v in items if callable(v) and k not in _VOLATILE}
+            continue
+        for v in (v for _, v in items if isinstance(v, type) and v.__module__ == name):
+            members = list(vars(v).items())
+            found[f"{name}.{v.__qualname__}"] = {
+                k: id(m) for k, m in members if callable(m) or isinstance(m, _DESCRIPTORS)
+            }
+    return found
+
+
+_DESCRIPTORS = (staticmethod, classmethod, property)
 
 
 def _take_stock(shell: Any, roots: tuple[str, ...], course: tuple[str, ...] = ()) -> _Stock:
@@ -346,7 +382,7 @@ def _take_stock(shell: Any, roots: tuple[str, ...], course: tuple[str, ...] = ()
         },
         course={
             name: {
-                k: _fingerprint(v, course)
+                k: _fingerprint(v, course, 2 if k.isupper() and k[0] != "_" else 1)
                 for k, v in list(vars(sys.modules[name]).items())
                 if k not in _rebound(sys.modules[name])
             }
@@ -525,9 +561,11 @@ def arm(folder: str | None = None) -> None:
         return _take_stock(shell, roots, course)
 
     stock = stock_now()
+    library, library_classes = _library(course), _library(course, classes=True)
+    dumps, realpath = json.dumps, os.path.realpath  # the hook's own, whatever is patched later
     # IPython runs this startup file with its folder put first on sys.path for the while.
-    startup = os.path.realpath(where / STARTUP).rsplit(os.sep, 1)[0]
-    stock.path = [p for p in stock.path if os.path.realpath(p or ".") != startup]
+    startup = realpath(where / STARTUP).rsplit(os.sep, 1)[0]
+    stock.path = [p for p in stock.path if realpath(p or ".") != startup]
     learner_stock: dict[str, dict[str, tuple[Any, ...]]] = {}
     # id -> (object, its state when grading last announced it); the object is held so
     # that its id is not reused.
@@ -537,7 +575,13 @@ def arm(folder: str | None = None) -> None:
     # one that must be trusted.
     from jitlab.grading import checks as announcer_module
 
-    announcer = os.path.realpath(announcer_module.__file__)
+    announcer = realpath(announcer_module.__file__)
+    homes = [getattr(sys.modules.get(p), "__file__", None) for p in course]
+    course_roots = tuple(os.path.dirname(realpath(f)) + os.sep for f in homes if f)
+
+    def ours(frame: Any) -> bool:
+        """``frame`` runs the course's own code (jitlab's, or the graders' package's)."""
+        return realpath(frame.f_code.co_filename).startswith(course_roots)
 
     def states_changed(only: int | None = None) -> list[str]:
         """Objects of the grader's changed since it last announced them; each change is
@@ -562,14 +606,14 @@ def arm(folder: str | None = None) -> None:
 
     def report(record: dict[str, Any]) -> None:
         with open_file(report_path, "a", encoding="utf-8") as out:
-            out.write(json.dumps(record) + "\n")
+            out.write(dumps(record) + "\n")
 
     def learners_line(frame: Any) -> str | None:
         """The learner's line, if the first code outside the standard library on the
         stack from ``frame`` outward is the learner's (a cell, or a file outside the
         installed packages); None when it is JAX's, jitlab's or another package's."""
         while frame is not None:
-            filename = os.path.realpath(frame.f_code.co_filename)
+            filename = realpath(frame.f_code.co_filename)
             if frame.f_code.co_filename.startswith("<frozen "):
                 frame = frame.f_back
                 continue
@@ -592,7 +636,7 @@ def arm(folder: str | None = None) -> None:
         return learners_line(frame) if not _trusted(filename) else None
 
     def _trusted(filename: str) -> bool:
-        return filename.startswith("<frozen ") or os.path.realpath(filename).startswith(roots)
+        return filename.startswith("<frozen ") or realpath(filename).startswith(roots)
 
     def refuse(what: str, line: str | None) -> None:
         report({"refused": what, "line": line or ""})
@@ -601,7 +645,7 @@ def arm(folder: str | None = None) -> None:
     def outside(path: Any) -> bool:
         if isinstance(path, int):
             return False
-        text = os.path.realpath(os.fsdecode(path))
+        text = realpath(os.fsdecode(path))
         return not (text + os.sep).startswith(scratch) and text not in ("/dev/null",)
 
     def check(phase: str, cell: Any, token: Any) -> None:
@@ -617,7 +661,8 @@ def arm(folder: str | None = None) -> None:
                 if not flag.startswith("--xla_dump_to=")
             )
         now = stock_now()
-        problems = _differences(stock, now)
+        problems = _differences(stock, now) + _changed_modules(library, _library(course))
+        problems += _changed_modules(library_classes, _library(course, classes=True))
         problems += [
             f"{name} was replaced by code from outside the installed files"
             for name in _jitlab_functions_foreign(roots)
@@ -689,11 +734,22 @@ def arm(folder: str | None = None) -> None:
                 problems += states_changed()
                 if problems:
                     report({"phase": "call", "problems": problems})
+            elif phase == "check":  # a check decided: nothing it relied on was replaced
+                now = stock_now()
+                problems = _changed_modules(stock.modules, now.modules)
+                problems += _changed_modules(stock.course, now.course)
+                problems += _changed_modules(library, _library(course))
+                if problems:
+                    report({"phase": "call", "problems": problems})
             return
         if event == STATE_EVENT:
-            line = learners_line(_past(caller(), announcer))
-            if line:
-                refuse("announcing the grader's own objects", line)
+            # Only the course's code may announce: a C function handed to a library
+            # (jax.tree.map(sys.audit, ...)) leaves the library's frame as the caller.
+            frame = _past(caller(), announcer)
+            while frame is not None and learners_line(frame) is None and not ours(frame):
+                frame = frame.f_back
+            if frame is None or not ours(frame):
+                refuse("announcing the grader's own objects", learners_line(frame))
             if len(args) < 2:
                 return
             held, phase = args[0], args[1]
@@ -723,7 +779,7 @@ def arm(folder: str | None = None) -> None:
             code = args[0] if args else None
             filename = getattr(code, "co_filename", "") or ""
             if filename.endswith(".py") and code.co_name == "<module>":
-                real = os.path.realpath(filename)
+                real = realpath(filename)
                 if not real.startswith(roots) and os.path.exists(real):
                     refuse(f"importing {filename}", learners_line(caller()))
             return
@@ -738,7 +794,7 @@ def arm(folder: str | None = None) -> None:
                     learners_line(caller()),
                 )
             filename = args[1]
-            if filename and not os.path.realpath(filename).startswith(roots):
+            if filename and not realpath(filename).startswith(roots):
                 refuse(f"importing {filename}", learners_line(caller()))
             return
         if event == "object.__getattr__" and len(args) > 1 and args[1] in _FRAME_ATTRIBUTES:

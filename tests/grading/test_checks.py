@@ -383,3 +383,28 @@ def test_a_bucket_size_that_lies_in_its_comparisons_is_rejected():
     with pytest.raises(GradingFailure) as caught:
         require_buckets(lambda n: Lying(5000), up_to=20, most=5)
     assert caught.value.check == BUCKETS_HOLD and "5000" in caught.value.seen
+
+
+def test_a_host_callback_is_found_even_when_its_repr_raises():
+    """The program's equations are read, not its text: printing a jaxpr calls repr on the
+    callback, and a learner's repr that raises must not make the callback disappear."""
+    import jax
+    import jax.numpy as jnp
+
+    from jitlab.grading.kernel import host_callbacks
+
+    class Hidden:
+        def __repr__(self):
+            raise RuntimeError("not today")
+
+        def __call__(self, x):
+            return np.asarray(x)
+
+    out = jax.ShapeDtypeStruct((3,), jnp.float32)
+    inside_cond = jax.jit(
+        lambda x: jax.lax.cond(
+            x.sum() > 0, lambda y: jax.pure_callback(Hidden(), out, y), jnp.sin, x
+        )
+    )
+    assert host_callbacks(inside_cond, jnp.ones(3, jnp.float32)) == ["pure_callback"]
+    assert host_callbacks(jax.jit(jnp.sin), jnp.ones(3)) == []

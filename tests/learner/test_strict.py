@@ -207,6 +207,48 @@ METHOD_REPLACED = (
     "    return x * 2\n"
 )
 
+# What grading and the hook call without naming, replaced: a library's function (the
+# hook's own json.dumps, filtering its report), NumPy's internals behind np.isclose, a
+# JAX class's method, IPython's shell class rewriting the grader cell.
+REPORT_FILTERED = """
+import json
+import jitlab.grading.checks as _checks
+_dumps = json.dumps
+def _quiet(obj, *args, **kwargs):
+    if isinstance(obj, dict) and "problems" in obj:
+        obj = {**obj, "problems": []}
+    return _dumps({} if isinstance(obj, dict) and "refused" in obj else obj, *args, **kwargs)
+json.dumps = _quiet
+_checks.require_close = lambda check, *args, **kwargs: _checks.passed(check)
+"""
+
+NUMPY_INTERNALS = """
+import numpy._core.numeric as _numeric
+_numeric.less_equal = lambda a, b, *args, **kwargs: np.ones(np.broadcast(a, b).shape, bool)
+"""
+
+JAX_CLASS_METHOD = """
+from jax._src import core as _core
+_str = _core.ShapedArray.__str__
+_core.ShapedArray.__str__ = lambda self: _str(self).lstrip("~")
+"""
+
+SHELL_CLASS_METHOD = """
+from IPython.core.interactiveshell import InteractiveShell as _Shell
+_transform = _Shell.transform_cell
+_Shell.transform_cell = lambda self, cell: _transform(self, cell.replace("grade(double)", "id(1)"))
+"""
+
+# An announcement of the grader's objects laundered through a library: the C function
+# sys.audit handed to jax.tree.map leaves JAX's frame as the caller.
+LAUNDERED_ANNOUNCEMENT = """
+import sys
+try:
+    jax.tree.map(sys.audit, ["jitlab.grader_state"], [[1, 2]], ["after"])
+except PermissionError:
+    pass
+"""
+
 
 @pytest.mark.parametrize(
     ("body", "cell", "said"),
@@ -232,6 +274,11 @@ METHOD_REPLACED = (
         (SOLVED, ENTROPY_FIXED, "numpy.random.bit_generator.randbits replaced"),
         (TOLERANCE_WIDENED, "", "jitlab.grading.checks.require_close replaced or changed"),
         (METHOD_REPLACED, "", "jitlab.grading.checks.Hints replaced or changed"),
+        (WRONG, REPORT_FILTERED, "json.dumps replaced"),
+        (WRONG, NUMPY_INTERNALS, "numpy._core.numeric.less_equal replaced"),
+        (SOLVED, JAX_CLASS_METHOD, "jax._src.core.ShapedArray.__str__ replaced"),
+        (WRONG, SHELL_CLASS_METHOD, "InteractiveShell.transform_cell"),
+        (SOLVED, LAUNDERED_ANNOUNCEMENT, "refused announcing the grader's own objects"),
     ],
     ids=[
         "ipython-input-transformer",
@@ -255,6 +302,11 @@ METHOD_REPLACED = (
         "entropy-fixed",
         "tolerance-widened-in-place",
         "course-class-method-replaced",
+        "hooks-report-filtered",
+        "numpy-internals-replaced",
+        "jax-class-method-replaced",
+        "ipython-shell-class-method-replaced",
+        "announcement-laundered-through-jax",
     ],
 )
 def test_a_cheat_is_rejected_in_strict_mode(fixture_course, capsys, body, cell, said):
@@ -313,3 +365,7 @@ def test_a_course_objects_state_may_change_but_not_a_method_it_hides():
     assert _fingerprint(hints, course) == before
     hints.require = lambda *args, **kwargs: None
     assert _fingerprint(hints, course) != before
+    table = {"rtol": 1e-5}  # a grader's constant table (CLOSE): its entries count too
+    before = _fingerprint(table, course, 2)
+    table["rtol"] = 10.0
+    assert _fingerprint(table, course, 2) != before
