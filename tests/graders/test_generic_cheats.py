@@ -227,7 +227,7 @@ def test_every_call_into_the_learners_file_is_bracketed_for_strict_mode(slug, mo
 
     def spy(event: str, *args: Any) -> None:
         if event == "jitlab.learner_call":
-            depth[0] += 1 if args[0] == "enter" else -1
+            depth[0] += {"enter": 1, "leave": -1}.get(args[0], 0)
         audit(event, *args)
 
     def started(code: Any, offset: int) -> Any:
