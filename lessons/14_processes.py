@@ -493,7 +493,7 @@ jitlab.record(label, total_s=crashed.seconds)
 # gloo's own question "Is there a distributed collective mismatch in your code?").
 # What process 0 sees is a race: if process 1's abort reaches it in the middle of the
 # step, it raises a `ValueError` ("UNKNOWN: Gloo ... failed ... Connection reset by
-# peer", or "closed by peer"); if not, it finishes the step with what it received and carries on (and,
+# peer" here, or gloo's other words for a lost peer); if not, it finishes the step with what it received and carries on (and,
 # rarely, it is still waiting inside the step, silent, when it is stopped).
 # Either way it then does not exit: `jax.distributed` shuts down with a barrier that
 # waits for every process, and process 1 is gone. The launcher stopped it after 3 s in
