@@ -40,6 +40,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -47,7 +48,7 @@ from typing import Any
 import jax
 
 from jitlab.instruments import events
-from jitlab.instruments.events import COMPILE_EVENT, LOWER_EVENT, TRACE_EVENT
+from jitlab.instruments.events import COMPILE_EVENT, LOWER_EVENT, STATE_EVENT, TRACE_EVENT
 from jitlab.instruments.explanations import (
     closest_key_difference,
     explained_function,
@@ -110,6 +111,29 @@ class CompileCount:
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(str(self))
 
+    def _hear(self, event: str, seconds: float, **kwargs: Any) -> None:
+        """Count one of JAX's duration events, if it is this function's. A bound method,
+        not a closure: strict mode sees the count (announced) change only in here."""
+        fun_name = kwargs.get("fun_name")
+        if self.name is not None and (
+            fun_name is None
+            or (event == TRACE_EVENT and fun_name != self.name)
+            or (event != TRACE_EVENT and not _lowered_name_matches(fun_name, self.name))
+        ):
+            return
+        sys.audit(STATE_EVENT, self, "before")
+        if event == TRACE_EVENT:
+            self.traces += 1
+            self.trace_seconds += seconds
+        elif event == LOWER_EVENT:
+            self.lowerings += 1
+            self.lower_seconds += seconds
+        elif event == COMPILE_EVENT:
+            self.compiles += 1
+            self.compile_seconds += seconds
+            self.compiled[str(fun_name or "?")] += 1
+        sys.audit(STATE_EVENT, self, "after")
+
 
 def miss_reason(explanation: str) -> str:
     """The part of one cache-miss explanation that says what differed, on one line.
@@ -168,32 +192,13 @@ def count_compiles(
     the cache key, so it does not itself cause a retrace.
     """
     count = CompileCount(name=function_name(fn))
-
-    def on_duration(event: str, seconds: float, **kwargs: Any) -> None:
-        fun_name = kwargs.get("fun_name")
-        if count.name is not None:
-            if fun_name is None:
-                return
-            if event == TRACE_EVENT and fun_name != count.name:
-                return
-            if event != TRACE_EVENT and not _lowered_name_matches(fun_name, count.name):
-                return
-        if event == TRACE_EVENT:
-            count.traces += 1
-            count.trace_seconds += seconds
-        elif event == LOWER_EVENT:
-            count.lowerings += 1
-            count.lower_seconds += seconds
-        elif event == COMPILE_EVENT:
-            count.compiles += 1
-            count.compile_seconds += seconds
-            count.compiled[str(fun_name or "?")] += 1
+    sys.audit(STATE_EVENT, count, "after")  # strict mode: only the listener may change it
 
     def heard(text: str) -> None:
         if count.name is None or explained_function(text) == count.name:
             count.explanations.append(text)
 
-    events.subscribe(on_duration)  # the package's one listener (events.py)
+    events.subscribe(count._hear)  # the package's one listener (events.py)
     try:
         if explain:
             asked = bool(jax.config.jax_explain_cache_misses)
@@ -205,7 +210,7 @@ def count_compiles(
         else:
             yield count
     finally:
-        if not events.unsubscribe(on_duration):
+        if not events.unsubscribe(count._hear):
             raise CounterLost(
                 "JAX's monitoring listeners were removed while compilations were being "
                 "counted, so the count is incomplete"

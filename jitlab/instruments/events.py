@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -61,7 +62,8 @@ _KEY_PART = re.compile(r"get_cache_key hash of serialized (.+?): ([0-9a-f]+)$")
 
 Listener = Callable[..., None]
 _lock = threading.RLock()  # reentrant: start() subscribes while it holds it
-_subscribers: list[Listener] = []
+_subscribers: list[Listener] = []  # announced to strict mode as the grader's state
+STATE_EVENT = "jitlab.grader_state"  # jitlab.learner.strict's
 _lost: list[Listener] = []  # subscribers that listened while JAX's listeners were removed
 _PING = "/jitlab/listener_ping"
 _pings_heard = 0
@@ -76,6 +78,7 @@ def _dispatch(event: str, seconds: float, **kwargs: Any) -> None:
         _pings_heard += 1
         return
     error: Exception | None = None
+    sys.audit(STATE_EVENT, _subscribers, "before")  # strict mode: a subscriber swapped out?
     for callback in tuple(_subscribers):
         try:
             callback(event, seconds, **kwargs)
@@ -95,7 +98,9 @@ def _registered() -> bool:
 def subscribe(callback: Listener) -> None:
     """Hear every duration event JAX reports (``callback(event, seconds, **kwargs)``)."""
     with _lock:
+        sys.audit(STATE_EVENT, _subscribers, "before")
         _subscribers.append(callback)
+        sys.audit(STATE_EVENT, _subscribers, "after")
         if not _registered():
             monitoring.register_event_duration_secs_listener(_dispatch)
 
@@ -107,7 +112,9 @@ def unsubscribe(callback: Listener) -> bool:
         kept = _registered()
         if not kept:  # every subscriber still listening missed the same events
             _lost.extend(s for s in _subscribers if s not in _lost)
+        sys.audit(STATE_EVENT, _subscribers, "before")
         _subscribers.remove(callback)
+        sys.audit(STATE_EVENT, _subscribers, "after")
         if kept and not _subscribers:
             monitoring.unregister_event_duration_listener(_dispatch)
         elif not kept and _subscribers:

@@ -369,3 +369,48 @@ def test_a_course_objects_state_may_change_but_not_a_method_it_hides():
     before = _fingerprint(table, course, 2)
     table["rtol"] = 10.0
     assert _fingerprint(table, course, 2) != before
+
+
+# The compile count lowered through the package's listener list: each count_compiles
+# block subscribes its count's bound method, which leads to the count itself (before,
+# a closure cell held it); or that listener swapped for one that drops the events, and
+# put back before the learner's function returns. Exercise 01 with a static n compiles
+# once per length.
+FORGED_COUNT = (
+    "    out = padded_rms(padded, n)\n"
+    "    import jitlab.instruments.events as events\n"
+    "    for listener in list(events._subscribers):\n"
+    "        cells = [c.cell_contents for c in getattr(listener, '__closure__', None) or ()]\n"
+    "        for held in [getattr(listener, '__self__', None), *cells]:\n"
+    "            if type(held).__name__ == 'CompileCount' and held.name == 'padded_rms':\n"
+    "                held.compiles = min(held.compiles, 1)\n"
+    "    return out\n"
+)
+LISTENER_SWAPPED = (
+    "    import jitlab.instruments.events as events\n"
+    "    saved = list(events._subscribers)\n"
+    "    deaf = lambda event, seconds, **kw: None\n"
+    "    events._subscribers[:] = [deaf if 'hear' in repr(s) else s for s in saved]\n"
+    "    out = padded_rms(padded, n)\n"
+    "    events._subscribers[:] = saved\n"
+    "    return out\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("cheat", "said"),
+    [(FORGED_COUNT, "CompileCount: .compiles"), (LISTENER_SWAPPED, "(list: [")],
+    ids=["count-lowered", "listener-swapped-and-restored"],
+)
+def test_a_compile_count_forged_through_its_listener_is_rejected(capsys, tmp_path, cheat, said):
+    source = load_course().lesson("shapes").exercise.source
+    text = source.read_text(encoding="utf-8")
+    jitted, returned = "@jax.jit\ndef padded_rms(", "    return padded_rms(padded, n)\n"
+    assert jitted in text and returned in text
+    text = text.replace(jitted, "@jax.jit(static_argnums=1)\ndef padded_rms(", 1)
+    path = tmp_path / source.name
+    path.write_text(text.replace(returned, cheat, 1), encoding="utf-8")
+    code, out = run(capsys, "check", "--strict", str(path))
+    assert code == 1, out
+    assert "strict mode" in out and said in out, out
+    assert "PASS" not in out
