@@ -3,7 +3,8 @@ new values; a wrong result is named by the values it matches. What the drawing c
   a new temperature and threshold on every call  a global or closure read once; a static float
   a temperature within 2% of the one before      a rounded or bucketed temperature
   rows with a logit of 300 to 400                a softmax without the max shift (inf/inf)
-  threshold 1.0 last: those rows' top is 1.0     ``>`` for ``>=`` (below means strictly)
+  threshold 1.0 last: those rows' top is 1.0     ``>`` for ``>=`` (below means strictly);
+  then a big row's own confidence as threshold    the same, whatever the formula rounds to
   every other row clear of every threshold       (float32 rounding never flips a row)
 """
 
@@ -95,12 +96,16 @@ def _draw_settings(rng: np.random.Generator, logits: np.ndarray, ordinary: np.nd
     return [*settings, (last, 1.0)]
 
 
-def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any) -> dict:
+def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any, own: Any) -> dict:
     """The verdict when call ``index`` did not return the reference ({} when it did):
-    the values its result is for, or else its first wrong row and the mistake it shows."""
+    the values its result is for, or else its first wrong row and the mistake it shows.
+    ``own``: the learner's confidences at this temperature; a row within float32 rounding
+    of the threshold is judged on its own (XLA may round a log-sum-exp below 1.0)."""
     now = settings[index]
     got = np.full((), np.nan) if (numbers := as_numbers(got)) is None else numbers
     want = _reference(logits, *now)
+    if own is not None and own.shape == want.shape:
+        want = np.where(np.isclose(own, now[1], rtol=0, atol=1e-5) & (own < now[1]), 0.0, want)
     call = f"call {index + 1} (temperature={now[0]:g}, threshold={now[1]:.4f})"
     if _close(got, want):
         return {}
@@ -145,9 +150,18 @@ def grade(confident_probs: Callable[..., Any]) -> None:
     with count_compiles(confident_probs) as count:
         outputs = [call_learner(RUNS, confident_probs, logits, t, thr) for t, thr in settings]
     passed(RUNS)
+    t, big = settings[-1][0], int(np.flatnonzero(~ordinary)[0])  # the last call's: ties at 1.0
+    own = as_numbers(call_learner(RUNS, confident_probs, logits, t, 0.0))
     for index, got in enumerate(outputs):  # the values first: a stale global is the lesson
-        if mistake := _mistake(confident_probs, index, logits, settings, got):
+        mine = own if index == len(outputs) - 1 else None
+        if mistake := _mistake(confident_probs, index, logits, settings, got, mine):
             raise fail(USES_VALUES, **mistake)
+    tie = float(own[big])  # row big's own confidence as the threshold: >= keeps it
+    tied = as_numbers(call_learner(RUNS, confident_probs, logits, t, tie))
+    seen = f"row {big} = {tied[big]:.6g}" if tied is not None and tied.shape else repr(tied)
+    expected = f"row {big} kept ({tie:.8g}) with its own confidence as the threshold"
+    if tied is None or tied.shape != own.shape or tied[big] != own[big]:
+        raise fail(USES_VALUES, expected=expected, seen=seen, hint=HINTS[">="])
     passed(USES_VALUES)
     require_jitted(JITTED, confident_probs, hint=HINTS[JITTED])
     base, changed = (logits, 0.777, 0.4321), (np.ascontiguousarray(logits[::-1]), 0.888, 0.4567)

@@ -13,6 +13,7 @@ an executable returned during that ``serve``). The draw, every run:
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -56,6 +57,8 @@ CHECKS = {  # every check once: its name, then its default hint
 _MISTAKES = {  # the mistakes a verdict names when the grader sees them
     JIT_ON: """remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) from
     your code: a Compiled refuses to run with jit off""",
+    "length": """n reached an executable as another type than it was compiled for: n is an
+    int32 scalar, jax.ShapeDtypeStruct((), jnp.int32) in warm_up and np.int32(n) in serve""",
     "kept": """the request arrays were refilled since the last serve: anything kept by id(x) (a
     result, a padded copy) is stale; pad and run every request again, every time""",
     "lookup": "the buckets are the keys of `compiled`, whatever their sizes: "
@@ -153,6 +156,8 @@ def _serve_failure(err: Exception, requests: list, watched: dict) -> Exception:
     elif isinstance(err, TypeError):
         expected = "each request padded to its bucket's length, in the request's dtype"
         check, hint = RIGHT_TYPES, RIGHT_TYPES
+        if re.search(r"compiled with \w+\[\] and called with", str(err)):  # the length
+            expected, hint = "n compiled and passed as an int32 scalar", "length"
     elif isinstance(err, LookupError | StopIteration | ValueError):
         check, expected, hint = SMALLEST_BUCKET, bucket, "lookup"
     return fail(check, expected=expected, seen=seen, hint=HINTS[hint])

@@ -68,6 +68,8 @@ CLIP_KINDS += (CLIP_SHORT, CLIP_LONG, CLIP_SHORT)  # clip_by_norm's cases
 _TOL = {CLIP_LONG: (1e-4, 1e-6), CLIP_TINY: (1e-4, 0.0), CLIP_SHORT: (1e-5, 1e-6)}
 _TOL |= {CLIP_ZERO: (0.0, 1e-6)}  # rtol and atol of each kind of case, in the checks' order
 _MISTAKES = {  # the mistakes the step counts and a tracer error point to
+    "unscaled": """g came back unscaled although norm(g) > max_norm: compare the norm itself
+    with max_norm (jnp.linalg.norm(g), not its square: below 1 the square is smaller)""",
     "fixed": """every problem ran all MAX_STEPS steps: a loop with a fixed count (fori_loop to
     MAX_STEPS) never stops early; test the rule before every step""",
     "no iterate": """your x is no iterate of the reference after any number of steps: each
@@ -183,7 +185,9 @@ def grade_clip(clip_by_norm: Callable[..., Any]) -> None:
             for (g, m), out, kind in zip(cases, got, CLIP_KINDS, strict=True):
                 about = f"g of norm {np.linalg.norm(g):.4g} and max_norm={m:.4g}"
                 if kind == check:
-                    want, hint = _reference_clip(g, m), HINTS[check]
+                    want = _reference_clip(g, m)
+                    unscaled = check == CLIP_TINY and np.array_equal(out, g)  # not an eps
+                    hint = HINTS["unscaled" if unscaled else check]
                     require_close(check, out, want, rtol=rtol, atol=atol, about=about, hint=hint)
 
 

@@ -115,7 +115,10 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
     SCORE.plain(score)  # the standard verdict: score compiles per signature, score_core inlined
     SCORE.no_callbacks(score_core, np.asarray(batches[0], np.float32), weights)
 
-    run = SCORE.run(score, score_core, [((b, weights), {}) for b in batches], check=NUMBERS)
+    about = lambda i: f"a {np.asarray(batches[i]).dtype} batch"  # noqa: E731
+    run = SCORE.run(
+        score, score_core, [((b, weights), {}) for b in batches], check=NUMBERS, about=about
+    )
     copies = [args[0] for args, _ in run.copies]
     SCORE.unchanged(run, what=lambda i: f"the {copies[i].dtype.name} batch")
     reached = sorted({_x_dtype(during[-1]) for during in run.calls if during})

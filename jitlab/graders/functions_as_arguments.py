@@ -46,7 +46,8 @@ CHECKS = {  # every check once: its name, then its default hint
     (FIT_PAIR := "fit returns (params, losses)"): "",
     (FIT_JIT_ON := FIT.name(JIT_ON)): "",
     (FIT_CALLS := "fit calls the jitted sgd_step once per batch"): """call the jitted sgd_step,
-        by that name, once per batch in fit; a NumPy loop or another jitted function won't do""",
+        by that name, once per batch in a Python loop in fit; a NumPy loop, a lax.scan or
+        another jitted function won't do""",
     (FIT_THREADS := "fit passes sgd_step the params, each batch and the weight_decay"): """thread
         params through the loop; pass each call fit's own weight_decay (an earlier one is stale)""",
     (FIT_FROM_STEP := FIT.name(FROM_KERNEL)): "return what sgd_step computed, not a recomputation",
@@ -171,8 +172,8 @@ def grade(sgd_step: Any, fit: Any) -> None:
         FIT.jit_on(proxy)
         calls, traced = proxy.calls, proxy.traced
         seen = f"{len(calls)} call(s) of sgd_step" + bool(traced) * (
-            f", and {len(traced)} while another function was traced: a jax.jit inside fit "
-            "inlines sgd_step into a program of its own"
+            f", and {len(traced)} while {traced[0].within if traced else ''} inside fit traced "
+            "it, which inlines sgd_step into a program of its own"
         )
         if fit_jitted:  # the step's outputs were tracers: nothing to thread or compare
             ok = number > 1 or (bool(traced) and not calls)

@@ -83,6 +83,8 @@ MISTAKES = {  # the hints of mistakes that the checks tell apart
     classify.SHAPE: """each new global shape is a new program on every process: pad to
         max_rows, not to this step's length or a bucket of it""",
     "counter": "leave jax.monitoring, jax.jit and jitlab alone in your cell",
+    "late": """the loss is the one the new weights have: return the loss at the w train_step
+        was given, computed before the update""",
 }
 HINTS = Hints(CHECKS, MISTAKES)
 _check = HINTS.require
@@ -139,9 +141,10 @@ class Plan:
             x[0], y[0] = 0.0, 0.0  # real, though a zero row looks like padding
         return x, y
 
-    def reference(self) -> tuple[np.ndarray, np.ndarray]:
-        """Losses and weights after each step, for one process with every real row."""
-        w, losses, weights = np.zeros(self.features), [], []
+    def reference(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Losses and weights after each step, for one process with every real row, and
+        the loss each step's new weights would have on its batch (a loss taken too late)."""
+        w, losses, weights, late = np.zeros(self.features), [], [], []
         for step in range(STEPS):
             parts = [self.local(p, step) for p in range(len(self.lengths))]
             x = np.concatenate([a for a, _ in parts]).astype(np.float64)
@@ -149,7 +152,8 @@ class Plan:
             losses.append(np.mean(err**2))
             w = w - self.lr * 2.0 * x.T @ err / len(err)
             weights.append(w)
-        return np.array(losses), np.array(weights)
+            late.append(np.mean((x @ w - np.concatenate([b for _, b in parts])) ** 2))
+        return np.array(losses), np.array(weights), np.array(late)
 
 
 # --- inside each worker: the first failure is raised, and sent to the notebook ------------
@@ -278,12 +282,14 @@ def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
     types = ", ".join(sorted({kind.__name__ for *_, kind in results}))
     expected = "train_step to return the new weights as a jax.Array on the mesh"
     _check(GLOBAL_W, all(on_mesh for *_, on_mesh, _ in results), expected, types)
-    losses, weights = plan.reference()
+    losses, weights, late = plan.reference()
     w_names = [f"new_w[{i}]" for i in range(plan.features)]
     for step, (loss, w, *_) in enumerate(results):
         rows = ", ".join(str(p[step]) for p in plan.lengths) + f"; max_rows {plan.max_rows}"
         rows += "; a real row of zeros on process 0" * (step == ZERO_ROW_STEP)
+        after = np.isclose(loss, late[step], **TOLERANCE) and not np.isclose(loss, losses[step])
         about, hint = f"step {step} (real rows per process: {rows})", HINTS[NUMBERS]
+        hint = HINTS["late"] if after else hint
         for got, want, names in ((loss, losses[step], ["loss"]), (w, weights[step], w_names)):
             require_close(NUMBERS, got, want, **TOLERANCE, about=about, names=names, hint=hint)
 

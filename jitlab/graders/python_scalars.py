@@ -63,6 +63,7 @@ HINTS = {  # by check, by mistake, and by the kind (_kind) of a recompilation's 
         numbers; only lr needs converting""",
     FROM_STEP: "return the state from the loop as it is; the work happens in sgd_step",
     "order": "go through the batches in order: for step, batch in enumerate(batches)",
+    "steps": "the steps count from 0, one per batch: for step, batch in enumerate(batches)",
     "chain": "start from init(params); pass each call the state the previous call returned",
     "state": """the state's types changed after a step: start train from init(params), and make
         init return the types sgd_step returns""",
@@ -157,6 +158,9 @@ def grade(
     HINTS.require(SAME_TYPES, not text, expected, text, hint)
 
     def schedule(step: int) -> Any:
+        expected = f"schedule(step) for each step from 0 to {len(lrs) - 1}"
+        fine = not isinstance(step, int | np.integer) or 0 <= step < len(lrs)
+        fail_unless(RUNS, fine, expected=expected, seen=f"schedule({step})", hint=HINTS["steps"])
         return lrs[step]
 
     run = TRAIN.run(train, sgd_step, [((params, batches, schedule), {})], check=RUNS)

@@ -128,7 +128,8 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
             wanted.append(_reference_loss(params, batch))
             yield STYLES[style](params, batch)
 
-    run = LOSS.run(loss, batch_loss, arguments(), check=RUNS, refills=True)
+    about = lambda i: f"a batch with {plan[i][0]}, called as {plan[i][1]}"  # noqa: E731
+    run = LOSS.run(loss, batch_loss, arguments(), check=RUNS, refills=True, about=about)
     passed(RUNS)
     LOSS.jit_on(run.recorder)
     counts, never = sorted({len(made) for made in run.calls}), sum(not m for m in run.calls)
@@ -144,7 +145,7 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
     got = np.array([float(np.asarray(out)) for out in run.outputs])
     wrong = list(np.flatnonzero(~np.isclose(got, wanted, rtol=1e-4)))
     i, kinds = (wrong or [0])[0], ", ".join(sorted({plan[j][0] for j in wrong}))
-    first = f"call {i + 1} of loss: a batch with {plan[i][0]}, called as {plan[i][1]}"
+    first = f"call {i + 1} of loss: {about(i)}"
     seen = f"{got[i]:.6g}; wrong for {len(wrong)} of {len(plan)} calls, batches with {kinds}"
     hint = HINTS["stale"] if wrong and all(reused[j] for j in wrong) else ""
     HINTS.require(NUMBERS, not wrong, f"{wanted[i]:.6g} (the reference) for {first}", seen, hint)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
@@ -113,6 +115,28 @@ class Call:
     outputs: tuple[Any, ...] = ()
     raised: bool = False
     key: Any = None
+    within: str = ""  # for a traced call, what traced it: "a lax.scan", "a jax.jit"
+
+
+# The public JAX functions that trace a function they are given, by their frame's name.
+_TRACING = {"cache_miss": "a jax.jit", "vmap_f": "a jax.vmap", "grad_f": "a jax.grad"}
+_TRACING |= {"value_and_grad_f": "a jax.value_and_grad"}
+_TRACING |= {n: f"a lax.{n}" for n in ("scan", "fori_loop", "while_loop", "cond", "switch", "map")}
+
+
+def _in_jax(frame: Any) -> bool:
+    return frame is not None and f"{os.sep}jax{os.sep}" in frame.f_code.co_filename
+
+
+def _tracing(frame: Any) -> str:
+    """What traces the call made from ``frame``: the outermost public function of the run
+    of JAX's frames just above it (a ``lax.scan`` inside ``jax.jit`` is the scan)."""
+    while frame is not None and not _in_jax(frame):
+        frame = frame.f_back
+    found = "a JAX transformation"
+    while _in_jax(frame):
+        found, frame = _TRACING.get(frame.f_code.co_name, found), frame.f_back
+    return found
 
 
 def _has_tracer(tree: Any) -> bool:
@@ -156,6 +180,7 @@ class Recorder:
             call.compiled = self._compiles() > before
             # Concrete arguments inside another trace still give tracers back.
             call.traced = call.traced or _has_tracer(call.out)
+            call.within = _tracing(sys._getframe(1)) if call.traced else ""
             if not call.traced and not call.raised:
                 call.outputs = tuple(copy_leaf(leaf) for leaf in jax.tree.leaves(call.out))
             kept = self.traced if call.traced else self.calls

@@ -165,6 +165,17 @@ def _error_hint(err: BaseException) -> str:
             "the grader draws new sizes and values every run, so a table must cover every "
             "value the exercise allows (or compute the entry)"
         )
+    if isinstance(err, NameError):
+        return (
+            f"{err.name or 'a name'} is not defined when the grader calls your function on its "
+            "own: a global set by another of your functions may not exist yet (and jit would "
+            "freeze its value): pass the value in as an argument"
+        )
+    if isinstance(err, TypeError) and "'NoneType'" in text:
+        return (
+            "a None reached arithmetic: where the exercise allows None (or a missing key), "
+            "replace it with what it stands for before the jitted call"
+        )
     if isinstance(err, IndexError):
         return (
             "an index past the end of a list or table: check the loop bound, and the "

@@ -18,7 +18,9 @@ import numpy as np
 from jitlab.grading.calls import Call, Recorder, copy_leaf, read_once, recording, same_content
 from jitlab.grading.checks import (
     JIT_OFF_HINT,
+    GradingFailure,
     call_learner,
+    fail,
     grader_changes,
     is_jitted,
     require,
@@ -205,12 +207,13 @@ class KernelExercise:
         *,
         check: str,
         refills: bool = False,
+        about: Callable[[int], str] | None = None,
     ) -> Run:
         """Call ``wrapper(*args, **kwargs)`` for every pair in ``arguments`` from an
         emptied kernel cache, counting the kernel's compilations and recording its calls;
         a stub or a crash fails ``check``. ``refills``: ``arguments`` is a generator that
         reuses objects with new content, as a loader may (so each call's arguments are
-        compared only right after it)."""
+        compared only right after it). ``about(i)`` names call ``i``'s input in a failure."""
         kernel.clear_cache()  # count from a cold cache, whatever the notebook ran before
         with (
             count_compiles(kernel) as count,
@@ -223,7 +226,14 @@ class KernelExercise:
                 run.given.append((args, kwargs))
                 run.copies.append(jax.tree.map(copy_leaf, (args, kwargs)))
                 before = len(recorder.calls)
-                out = call_learner(check, wrapper, *args, **kwargs)
+                try:
+                    out = call_learner(check, wrapper, *args, **kwargs)
+                except GradingFailure as failed:
+                    if about is None:
+                        raise
+                    seen = f"{failed.seen} (call {len(run.given)}: {about(len(run.given) - 1)})"
+                    verdict = {"expected": failed.expected, "seen": seen, "hint": failed.hint}
+                    raise fail(failed.check, **verdict) from failed.__cause__
                 try:
                     out = jax.tree.map(read_once, out)
                 except Exception:  # not a pytree JAX can walk: checked as it came
@@ -262,12 +272,12 @@ class KernelExercise:
             f"NumPy, or by a function other than {k}, does not count"
         )
         if traced:
+            by = run.recorder.traced[0].within
             seen = (
                 f"{missed} did not run {k} itself: {k} was called {traced} time(s), each while "
-                f"another function was being traced (a jax.jit inside {w}), which inlines it "
-                "into that function's program"
+                f"{by} inside {w} traced it, which inlines it into another program"
             )
-            hint = f"call {self.call} directly in {w}, not inside a jax.jit of your own, and "
+            hint = f"call {self.call} directly in {w}, not inside {by} of your own, and "
             hint += "return its result"
         self.require(FROM_KERNEL, not never, seen=seen, hint=hint)
 

@@ -30,16 +30,21 @@ def good():
 # --- right answers ----------------------------------------------------------------------
 
 
-def test_another_correct_answer_passes():
-    """By hand: a stable log-sum-exp, the top logit's probability, a multiply by a mask."""
+def log_sum_exp(keep=jnp.greater_equal):
+    """By hand: the top probability as exp(-logsumexp) of the shifted logits, a multiply by
+    a mask. Under jit XLA rounds a big row's top to 1 +- 1e-6, not 1.0 (a held-out answer)."""
 
     @jax.jit
     def confident_probs(logits, temperature, threshold):
         z = logits / temperature
-        top = jnp.exp(z.max(axis=-1) - jax.scipy.special.logsumexp(z, axis=-1))
-        return top * (top >= threshold)
+        top = jnp.exp(-jax.nn.logsumexp(z - z.max(axis=-1, keepdims=True), axis=-1))
+        return top * keep(top, threshold)
 
-    passes(G.grade, confident_probs)
+    return confident_probs
+
+
+def test_another_correct_answer_passes():
+    passes(G.grade, log_sum_exp())
 
 
 def test_a_right_answer_passes_twice():
@@ -158,12 +163,15 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
     "jit off around": (lambda: jit_off_around, G.JITTED, [], []),
     "no max shift": (jitted(unshifted_softmax), USES, ["largest logit "], ["overflows"]),
     "> for >=": (jitted(strictly_above), USES, ["threshold=1.0000", "= 0"], [">="]),
+    "> for >= by log-sum-exp": (lambda: log_sum_exp(jnp.greater), USES, ["own confidence as the"],
+                                [">="]),
     "softmax over rows": (jitted(over_rows), USES, ["largest logit "], ["last axis"]),
 }
 # fmt: on
 DRAWN = (
     "no max shift",
     "> for >=",
+    "> for >= by log-sum-exp",
     "rounded temperature",
     "softmax over rows",
 )  # drawn on purpose every run

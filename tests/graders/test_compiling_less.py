@@ -26,10 +26,10 @@ def jit_back_on():  # after a row that switches jit off in the config
     jax.config.update("jax_disable_jit", False)
 
 
-def warm_up(fn, bucket_sizes, dtype):
+def warm_up(fn, bucket_sizes, dtype, length=LENGTH):
     jitted = jax.jit(fn)
     return {
-        size: jitted.lower(jax.ShapeDtypeStruct((size,), dtype), LENGTH).compile()
+        size: jitted.lower(jax.ShapeDtypeStruct((size,), dtype), length).compile()
         for size in bucket_sizes
     }
 
@@ -160,56 +160,49 @@ def bisect_right(compiled, n):  # IndexError for a request as long as the larges
     return sorted(compiled)[bisect.bisect_right(sorted(compiled), n)]
 
 
+# fmt: off
 WRONG_WARM_UP = {  # name: (warm_up, the check it fails), served by the right serve
     "jit off in the config": (lambda f, b, d: (warm_up(f, b, d), jit_off())[0], JIT_ON),
     "lazy jit": (lambda f, b, d: {s: jax.jit(f) for s in b}, cl.COMPILED_VALUES),
     "another function": (lambda f, b, d: warm_up(own_summarise, b, d), cl.COMPILES_ONCE),
     "ignores dtype": (lambda f, b, d: warm_up(f, b, jnp.float32), cl.TAKES_DTYPE),
+    "n as float32": (lambda f, b, d: warm_up(f, b, d, jax.ShapeDtypeStruct((), jnp.float32)),
+                     cl.RIGHT_TYPES),
 }
 WRONG_SERVE = {  # name: (a factory of serve, the check it fails), after the right warm_up
     "serve under disable_jit": (lambda: serve_without_jit, JIT_ON),
     "jit in the loop": (compile_in_the_loop, cl.NOTHING_COMPILED),
     "jnp.pad": (lambda: serving(pad=jnp_pad), cl.NOTHING_COMPILED),
     "no padding": (lambda: serving(pad=lambda x, size: x), cl.RIGHT_TYPES),
-    "float64 padding": (
-        lambda: serving(pad=lambda x, s: pad_numpy(x.astype(float), s)),
-        cl.RIGHT_TYPES,
-    ),
-    "resize in place": (
-        lambda: serving(pad=lambda x, s: x.resize(s, refcheck=False) or x),
-        cl.REQUESTS_KEPT,
-    ),
+    "float64 padding": (lambda: serving(pad=lambda x, s: pad_numpy(x.astype(float), s)),
+                        cl.RIGHT_TYPES),
+    "resize in place": (lambda: serving(pad=lambda x, s: x.resize(s, refcheck=False) or x),
+                        cl.REQUESTS_KEPT),
     "largest bucket": (lambda: serving(bucket=lambda c, n: max(c)), cl.SMALLEST_BUCKET),
-    "no executables": (
-        lambda: lambda r, c: [np.zeros(3, np.float32) for _ in r],
-        cl.SMALLEST_BUCKET,
-    ),
-    "NumPy beside decoys": (
-        lambda: beside_decoys(lambda x: np.array([x.astype(np.float64).mean(), x.std(), x.max()])),
-        cl.FROM_EXECUTABLES,
-    ),
-    "the grader's reference": (
-        lambda: beside_decoys(lambda x: cl._reference(x, 1.0, 0.0)),
-        cl.FROM_EXECUTABLES,
-    ),
+    "no executables": (lambda: lambda r, c: [np.zeros(3, np.float32) for _ in r],
+                       cl.SMALLEST_BUCKET),
+    "NumPy beside decoys": (lambda: beside_decoys(
+        lambda x: np.array([x.astype(np.float64).mean(), x.std(), x.max()])), cl.FROM_EXECUTABLES),
+    "the grader's reference": (lambda: beside_decoys(lambda x: cl._reference(x, 1.0, 0.0)),
+                               cl.FROM_EXECUTABLES),
     "bucket size as n": (lambda: serving(n=lambda x, size: size), cl.NUMBERS),
     "copied to the end": (lambda: serving(pad=right_aligned), cl.NUMBERS),
 }
 ON_EVERY_DRAW = {  # rules only some inputs expose, graded on three seeds
     ">": (lambda: serving(bucket=strictly_greater), cl.SMALLEST_BUCKET),
-    "first key that fits": (
-        lambda: serving(bucket=lambda c, n: next(s for s in c if s >= n)),
-        cl.SMALLEST_BUCKET,
-    ),
+    "first key that fits": (lambda: serving(bucket=lambda c, n: next(s for s in c if s >= n)),
+                            cl.SMALLEST_BUCKET),
     "memo by id": (lambda: memo_by_id(False), cl.SMALLEST_BUCKET),
     "memo by id, decoys": (lambda: memo_by_id(True), cl.FROM_EXECUTABLES),
     "padded copies by id": (padded_by_id, cl.NUMBERS),
     "powers of two": (lambda: serving(bucket=power_of_two), cl.SMALLEST_BUCKET),
     "bisect_right": (lambda: serving(bucket=bisect_right), cl.SMALLEST_BUCKET),
 }
+# fmt: on
 WORDS = {  # what a verdict must hold, where more than its check
     "jit off in the config": ["jit is switched off"],
     "ignores dtype": ["float16["],
+    "n as float32": ["'n' compiled with float32[]", "np.int32(n) in serve"],
     "serve under disable_jit": ["disable_jit"],
     "jit in the loop": ["lazy_summary"],
     "jnp.pad": ["pad"],

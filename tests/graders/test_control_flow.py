@@ -208,6 +208,7 @@ CLIP_EDGES = {  # clip factors only the drawn edge cases expose, graded with thr
     "eps 1e-12": lambda n, m: jnp.where(n > m, m / (n + 1e-12), 1.0),
     "floor": lambda n, m: jnp.where(n > m, m / jnp.maximum(n, 1e-8), 1.0),
     "eps in test": lambda n, m: jnp.where(n > m + 1e-6, m / n, 1.0),
+    "squared norm": lambda n, m: jnp.where(n * n > m, m / n, 1.0),  # unscaled below 1
 }
 STOP_EDGES = {  # stopping rules (norm, tol, steps) likewise
     ">= tol": lambda n, t, s: (n >= t) & (s < MAX_STEPS),
@@ -234,6 +235,7 @@ WORDS = {  # what a verdict must hold, where more than its check
     "eps 1e-12": ["eps"],
     "floor": ["jnp.maximum"],
     "eps in test": ["eps"],
+    "squared norm": ["came back unscaled", "not its square"],
     ">= tol": ["problem 5 starts exactly at tol", "1 for problem 5", "not norm >= tol"],
     "<= MAX_STEPS": ["took [101] steps", "loop bound is off", f"{MAX_STEPS} steps"],
     "< MAX_STEPS - 1": ["took [99] steps", "loop bound is off"],

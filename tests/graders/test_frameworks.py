@@ -207,82 +207,49 @@ def inits(init_fn):
 
 
 COMPILED = "fit runs the model"
-WRONG = {
-    # name: (the answer, the check it fails, key words of its verdict)
+# fmt: off
+WRONG = {  # name: (the answer, the check it fails, key words of its verdict)
     "unsolved stubs": (lambda: (stub, stub, stub), fw.INIT_RUNS, ["not solved", "hint frameworks"]),
     "an unsolved step": (with_step(jax.jit(stub)), "train_step runs", ["not solved", "hint fram"]),
     "the module and an nnx.Optimizer": (  # the slow_fit pattern kept
         inits(lambda m, lr: (None, m, nnx.Optimizer(m, optax.sgd(lr), wrt=nnx.Param))),
-        fw.PARAMS_ARRAYS,
-        ["NNX object (Regressor)", "nnx.split"],
-    ),
+        fw.PARAMS_ARRAYS, ["NNX object (Regressor)", "nnx.split"]),
     "an nnx.Optimizer as opt_state": (
         inits(split_and(lambda m, lr, params: nnx.Optimizer(m, OPTIMIZER, wrt=nnx.Param))),
-        fw.OPT_STATE_ARRAYS,
-        ["nnx.Optimizer", "state,"],
-    ),
+        fw.OPT_STATE_ARRAYS, ["nnx.Optimizer", "state,"]),
     "a transformation in opt_state": (
         inits(split_and(lambda m, lr, p: (optax.sgd(lr), optax.sgd(lr).init(p)))),
-        fw.OPT_STATE_ARRAYS,
-        ["Optax", "state[0]"],
-    ),
-    "a Python float rate": (
-        with_step(eqx.filter_jit(_step), float_init),
-        fw.OPT_STATE_ARRAYS,
-        ["float", "['learning_rate']", "static"],
-    ),
-    "everything static": (
-        with_step(jax.jit(_step, static_argnums=(0, 1, 2))),
-        "train_step runs",
-        ["cannot be a static argument: pass it traced"],
-    ),
-    "a rate static in the graphdef": (
-        with_step(static_rate_step, static_rate_init),
-        "new models",
-        ["static_value", "inject_hyperparams"],
-    ),
+        fw.OPT_STATE_ARRAYS, ["Optax", "state[0]"]),
+    "a Python float rate": (with_step(eqx.filter_jit(_step), float_init), fw.OPT_STATE_ARRAYS,
+                            ["float", "['learning_rate']", "static"]),
+    "everything static": (with_step(jax.jit(_step, static_argnums=(0, 1, 2))), "train_step runs",
+                          ["cannot be a static argument: pass it traced"]),
+    "a rate static in the graphdef": (with_step(static_rate_step, static_rate_init), "new models",
+                                      ["static_value", "inject_hyperparams"]),
     "no rate in opt_state": (  # optax.sgd(lr).init holds no arrays at all
         inits(split_and(lambda m, lr, params: optax.sgd(lr).init(params))),
-        fw.OPT_STATE_ARRAYS,
-        ["no leaves", "learning rate"],
-    ),
-    "a rate read from a global": (
-        with_step(global_step, global_init),
-        "train_step: losses",
-        ["baked in", "run 2"],
-    ),
+        fw.OPT_STATE_ARRAYS, ["no leaves", "learning rate"]),
+    "a rate read from a global": (with_step(global_step, global_init), "train_step: losses",
+                                  ["baked in", "run 2"]),
     "an unjitted step": (with_step(_step), fw.STEP_JITTED, []),
     "disable_jit inside fit": (fits(without_jit), JIT_ON, ["switched off", "while fit ran"]),
     "jit off by config in fit": (fits(switching(fit)), JIT_ON, ["switched off", "while fit"]),
-    "jit off by config in init": (
-        with_step(train_step, switching(init)),
-        JIT_ON,
-        ["over train_step ran"],
-    ),
-    "the model called outside the step": (
-        fits(peeking_fit),
-        COMPILED,
-        ["outside any compiled program 1 time(s)"],
-    ),
+    "jit off by config in init": (with_step(train_step, switching(init)), JIT_ON,
+                                  ["over train_step ran"]),
+    "the model called outside the step": (fits(peeking_fit), COMPILED,
+                                          ["outside any compiled program 1 time(s)"]),
     "a loop that never calls the step": (fits(numpy_fit), COMPILED, ["0 compiled execution(s)"]),
     "numpy and a decoy call": (fits(decoy_fit(1)), COMPILED, ["1 compiled execution(s)"]),
     "numpy and a decoy per batch": (fits(decoy_fit(4)), COMPILED, ["[1, 2, 3]", "never reached"]),
-    "hard-coded losses": (
-        fits(lambda *args: fit(*args) * 0 + jnp.asarray([0.9, 0.8, 0.7, 0.6])),
-        "fit: losses",
-        ["run 1 of fit", "wrong for 2 of 2"],
-    ),
+    "hard-coded losses": (fits(lambda *args: fit(*args) * 0 + jnp.asarray([0.9, 0.8, 0.7, 0.6])),
+                          "fit: losses", ["run 1 of fit", "wrong for 2 of 2"]),
     "a step rebuilt in every fit": (  # a new lambda jitted on every call
-        fits(lambda *args: loop_with(init, jax.jit(lambda *a: _step(*a)))(*args)),
-        "more fits",
-        ["<lambda>", "new function"],
-    ),
-    "a memo by id() of the batches": (
-        lambda: fits(memo_fit())(),
-        COMPILED,
-        ["0 compiled execution(s)"],
-    ),
+        fits(lambda *args: loop_with(init, jax.jit(lambda *a: _step(*a)))(*args)), "more fits",
+        ["<lambda>", "new function"]),
+    "a memo by id() of the batches": (lambda: fits(memo_fit())(), COMPILED,
+                                      ["0 compiled execution(s)"]),
 }
+# fmt: on
 
 
 @pytest.mark.parametrize(("name", "seed"), rows(WRONG, [n for n in WRONG if "memo" in n]))

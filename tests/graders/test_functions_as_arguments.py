@@ -131,6 +131,22 @@ def lambda_per_batch(step):
     return slow_fit
 
 
+def scanned(step):
+    """One lax.scan over the stacked batches, its body calling the step (issue 27)."""
+
+    def fit(params, batches, weight_decay):
+        xs, ys = (jnp.stack(part) for part in zip(*batches, strict=True))
+        body = lambda p, xy: step(p, *xy, weight_decay)  # noqa: E731
+        return jax.lax.scan(body, params, (xs, ys))
+
+    return fit
+
+
+def global_decay(params, x, y, weight_decay):
+    """weight_decay read from a global that only fit would set (a held-out answer)."""
+    return _update(params, x, y, CURRENT_WD)  # noqa: F821
+
+
 def new_jit_per_fit(step):
     inner = _loop(step)
 
@@ -213,7 +229,11 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
     "new jit per fit": (with_step(new_jit_per_fit), G.FIT_NOTHING, ["in fit number 2"], []),
     "partial per fit": (with_step(partial_per_fit), G.FIT_CALLS, [], []),
     "a jit around each call": (with_step(lambda step: _loop(lambda *a: jax.jit(step)(*a))),
-                               G.FIT_CALLS, ["0 call(s) of sgd_step, and", "was traced"], []),
+                               G.FIT_CALLS, ["0 call(s) of sgd_step, and", "a jax.jit inside"],
+                               []),
+    "a lax.scan": (with_step(scanned), G.FIT_CALLS, ["a lax.scan inside fit traced"], ["lax.scan"]),
+    "a global": (with_step(_loop, lambda: jax.jit(global_decay)), G.STEP_RUNS,
+                 ["NameError", "CURRENT_WD"], ["pass the value in as an argument"]),
     "numpy + decoy": (with_step(numpy_with_a_decoy), G.FIT_CALLS, ["1 call(s) of sgd_step"], []),
     "decoys per batch": (with_step(decoys_per_batch), G.FIT_FROM_STEP, [], []),
     "params not threaded": (with_step(params_not_threaded), G.FIT_THREADS,

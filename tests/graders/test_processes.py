@@ -223,6 +223,9 @@ if jax.process_count() > 1:
     monitoring._event_duration_secs_listeners.clear()
 """
 MEAN_OVER_PADDING = padded_step("err.shape[0]", "jnp.mean(err**2)")
+NEW_W = 'w - lr * 2.0 * (batch["x"].T @ err) / real'
+LATE_LOSS = padded_step('jnp.sum(batch["mask"])', f'jnp.sum(((batch["x"] @ ({NEW_W}) - batch["y"])'
+                        ' * batch["mask"]) ** 2) / real')  # fmt: skip
 PER_PROCESS = padded_step('jnp.sum(batch["mask"]) + jax.process_index()')
 ZEROS_AS_PADDING = padded_step('jnp.sum(jnp.any(batch["x"] != 0, axis=1))')
 UNJITTED = padded_step('jnp.sum(batch["mask"])').replace("@jax.jit\n", "")
@@ -268,6 +271,7 @@ WRONG = {  # the stub's cell is the exercise's
         SAME_PROGRAM, "static differs between processes", PADDED, PER_PROCESS
     ),
     "the mean over the padding": wrong(NUMBERS, "sum of the mask", PADDED, MEAN_OVER_PADDING),
+    "the loss after the update": wrong(NUMBERS, "the loss is the one the new", PADDED, LATE_LOSS),
     # No mask used: a row of zeros taken for padding. The real one at step 3 counts.
     "padding told apart by its zeros": wrong(
         NUMBERS, ("for step 3", "a real row of zeros"), PADDED, ZEROS_AS_PADDING

@@ -47,10 +47,10 @@ def to_float32(value):
     return jnp.asarray(value, jnp.float32)
 
 
-def make_train(step_fn, convert=to_float32, init=good_init, batch_of=lambda batch: batch):
+def make_train(step_fn, convert=to_float32, init=good_init, batch_of=lambda b: b, first=0):
     def train(params, batches, schedule):
         state = init(params)
-        for step, batch in enumerate(batches):
+        for step, batch in enumerate(batches, first):
             state = step_fn(state, batch_of(batch), convert(schedule(step)))
         return state
 
@@ -235,6 +235,7 @@ WRONG = {  # answer: (the check it fails, words in seen, words in hint)
                  ["another batch"], []),
     "edits params": (answer(train=edits_the_callers_params), "caller's arguments", [], []),
     "unjitted": (answer(float, step=lambda: update), JITTED, [], []),
+    "steps from 1": (answer(first=1), "train runs", ["schedule(16)"], ["count from 0"]),
     "ascent": (step_of(gradient_ascent), "one sgd_step matches", [], []),
     "late average": (step_of(average_after_the_update), "one sgd_step", [], ["before the"]),
     "swapped average": (step_of(swapped_average), "one sgd_step", ["avg_loss ="], ["0.9 *"]),

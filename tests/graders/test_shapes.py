@@ -203,7 +203,7 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, in hint)
     "numpy rms": (lambda: answer(rms=reference_rms), FROM,
                   ["never called padded_rms (the first for length"], ["by that name"]),
     "inside a jit": (rms_of(lambda k: make_rms(jax.jit(lambda p, n: k(p, n)))), FROM,
-                     ["while another function was being traced"], ["not inside a jax.jit"]),
+                     ["each while a jax.jit inside rms traced it"], ["not inside a jax.jit"]),
     "jitted rms": (rms_of(lambda k: jax.jit(make_rms(k))), "plain Python", [], []),
     "one spare slot": (rms_of(lambda k: make_rms(k, lambda n: n + 1)), ONE, ["bucket_size("],
                        ["pad x to bucket_size"]),

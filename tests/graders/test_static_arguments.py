@@ -71,7 +71,8 @@ def test_the_solution_and_other_right_answers_pass(monkeypatch):
     audit = sys.audit
 
     def watch(event, *args):  # what `jitlab check --strict` hears around each learner call
-        step = {("enter",): 1, ("leave",): -1}.get(args, 0) * (event == "jitlab.learner_call")
+        phase = args[0] if event == "jitlab.learner_call" else ""
+        step = {"enter": 1, "leave": -1}.get(phase, 0)
         DEPTH.extend([step] * bool(step))
         audit(event, *args)
 
