@@ -156,11 +156,13 @@ def grade(confident_probs: Callable[..., Any]) -> None:
         mine = own if index == len(outputs) - 1 else None
         if mistake := _mistake(confident_probs, index, logits, settings, got, mine):
             raise fail(USES_VALUES, **mistake)
-    tie = float(own[big])  # row big's own confidence as the threshold: >= keeps it
+    rows = (len(logits),)  # row big's own confidence as the threshold: >= keeps it
+    tie = float(own[big]) if own is not None and own.shape == rows else float("nan")
     tied = as_numbers(call_learner(RUNS, confident_probs, logits, t, tie))
-    seen = f"row {big} = {tied[big]:.6g}" if tied is not None and tied.shape else repr(tied)
+    seen = f"row {big} = {tied[big]:.6g}" if tied is not None and tied.shape == rows else ""
     expected = f"row {big} kept ({tie:.8g}) with its own confidence as the threshold"
-    if tied is None or tied.shape != own.shape or tied[big] != own[big]:
+    if not seen or tied[big] != tie:
+        seen = seen or f"threshold 0 gave {shorten(repr(own), 80)}, then {shorten(repr(tied), 80)}"
         raise fail(USES_VALUES, expected=expected, seen=seen, hint=HINTS[">="])
     passed(USES_VALUES)
     require_jitted(JITTED, confident_probs, hint=HINTS[JITTED])
