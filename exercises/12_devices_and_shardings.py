@@ -34,8 +34,10 @@
 #
 # - `place(batch, mesh)`: return the batch on **one** `NamedSharding` of `mesh` that
 #   splits the batch axis over the mesh's `"data"` axis, whatever placement the batch
-#   arrived in. The values, dtypes and keys stay as they are, and so do the arrays you
-#   were given (return new ones).
+#   arrived in. The values, dtypes and keys stay as they are, and so do the dict and
+#   arrays you were given: return a new dict, and never write into, delete or donate
+#   what you were given. (An array that already has that sharding may come back as it
+#   is: `jax.device_put` returns it unchanged, and a JAX array cannot be changed.)
 #
 # **Solved** means: every placed array holds the values, dtype and shape it arrived
 # with and is split over `"data"` on the mesh passed with it, and the step **compiles

@@ -188,16 +188,18 @@ def _compiles_once(w: np.ndarray, jobs: list, placed: list, came: list, meshes: 
     calls = []
     with count_compiles(graded_step) as count:
         for n in mine:
-            before, x = count.compiles, placed[n]["x"]
+            before = count.compiles
             try:
                 jax.block_until_ready(graded_step(w, placed[n]))
             except Exception as err:
-                elsewhere = " on another mesh" if _mesh_of(x) not in (None, mesh) else ""
+                hints = {k: _sharding_hint(placed[n][k], mesh, came[n]) for k in ("x", "y")}
+                key = next((k for k, hint in hints.items() if hint), "x")  # the one not placed
+                value = placed[n][key]
+                elsewhere = " on another mesh" if _mesh_of(value) not in (None, mesh) else ""
                 error = shorten(f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}", 200)
-                seen = f"batch {n} (x: {describe(x)}{elsewhere}): {error}"
+                seen = f"batch {n} ({key}: {describe(value)}{elsewhere}): {error}"
                 expected = "the jitted step to accept what place returned"
-                y = placed[n]["y"]  # when x is where it belongs, y is not
-                hint = _sharding_hint(x, mesh, came[n]) or _sharding_hint(y, mesh, came[n])
+                hint = f"{key}: {hints[key]}" if hints[key] else ""
                 raise fail(STEP_RUNS, expected=expected, seen=seen, hint=hint) from err
             calls.append(Called((w, placed[n]), {}, count.compiles > before))
     found = why(calls, graded_step, label=lambda i: f"batch {mine[i]} ({jobs[mine[i]][0]})")

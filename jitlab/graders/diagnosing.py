@@ -9,6 +9,7 @@ What every run draws, on purpose:
   a fresh schedule            Python float, then float64, then float again (the floor)
   a fresh start w0, fresh data  a replayed trajectory cannot know them
   the reference's lr          float32(lr): a rounded, clamped or bfloat16 rate fails
+  one dict and arrays, refilled at every step   a freed batch's id() comes back: a memo by id()
 """
 
 from __future__ import annotations
@@ -73,15 +74,21 @@ def _float32(leaf: Any) -> np.ndarray | None:
         return None
 
 
-def _changed(batch: dict, lr: Any, prepared: tuple) -> str:
+def _changed(batch: dict, lr: Any, prepared: tuple, earlier: list[dict]) -> str:
     """What of the batch's numbers and lr's value the step does not get as given ("" when
     nothing): a float16 batch stays within any tolerance, and still is other numbers."""
     made = jax.tree.leaves(prepared[0])
     for key, old in batch.items():
+        stale = [j for j, b in enumerate(earlier) if any(np.array_equal(n, b[key]) for n in made)]
+        if stale:
+            return (f"batch[{key!r}] reached the step with the numbers of step {stale[-1]}'s "
+                    "batch: the loader's dict and arrays come back refilled, so a batch kept "
+                    "by id() from an earlier call is stale")  # fmt: skip
         if not any(np.array_equal(_float32(new), old) for new in made):
             kinds = ", ".join(sorted({type_text(new) for new in made})) or "nothing"
             return f"batch[{key!r}] reached the step as other numbers ({kinds})"
-    if not np.array_equal(_float32(prepared[1]), np.float32(lr)):
+    rate = _float32(prepared[1])  # one value, whatever its shape: (1,) is lr's value too
+    if rate is None or not rate.size or not (rate == np.float32(lr)).all():
         seen = shorten(repr(prepared[1]), 60)
         return f"lr reached the step as {type_text(prepared[1])} {seen}, given {lr!r}"
     return ""
@@ -118,17 +125,22 @@ def grade(prepare_batch: Callable[..., Any], fixed_step: Callable[..., Any]) -> 
     w0, batches, rates, want = _problem(fresh_rng())
     fixed_step.clear_cache()  # count from an empty cache, whatever ran in the notebook
     w, got, changes = jax.numpy.asarray(w0), [], []
+    buffers = {key: value.copy() for key, value in batches[0].items()}
+    given: dict[str, np.ndarray] = {}  # one dict, its arrays refilled: ids come back
     with count_compiles(fixed_step) as count:
         step = Recorder(fixed_step, lambda: count.compiles)
         for batch, lr in zip(batches, rates, strict=True):
-            given = {key: value.copy() for key, value in batch.items()}
+            for key, value in batch.items():
+                buffers[key][...] = value
+            given.clear()
+            given.update(buffers)
             prepared = call_learner(RUNS, prepare_batch, given, lr)
             if not (isinstance(prepared, tuple) and len(prepared) == 2):
                 seen = shorten(f"{type(prepared).__name__}: {prepared!r}", 200)
                 expected = "a tuple of two things: the batch and the learning rate"
                 hint = "end prepare_batch with `return batch, lr`"
                 raise fail(RETURNS, expected=expected, seen=seen, hint=hint)
-            changes.append(_changed(batch, lr, prepared))
+            changes.append(_changed(batch, lr, prepared, batches[: len(changes)]))
             w = call_learner(RUNS, step, w, *prepared)
             got.append(np.asarray(w))
     passed(RUNS)

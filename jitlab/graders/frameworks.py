@@ -14,6 +14,7 @@ What every run draws, on purpose:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -23,7 +24,7 @@ import optax
 from flax import nnx
 
 from jitlab.doctor import classify
-from jitlab.grading import call_learner, fail, fail_unless, fresh_rng, require_cases
+from jitlab.grading import as_numbers, call_learner, fail, fail_unless, fresh_rng, require_cases
 from jitlab.grading.calls import Recorder, copy_leaf, recording
 from jitlab.grading.causes import why
 from jitlab.grading.checks import JIT_OFF_HINT, JIT_ON, Hints, grader, is_jitted, passed, shorten
@@ -63,6 +64,9 @@ HINTS = {  # no key is a signature part or a cause but these two, for Why.hint_f
         or fit): build the jitted step once, at top level""",
     "numbers": """plain SGD on mse(model, x, y) = mean((model(x) - y)**2): the step returns the loss
         at the params it was given, and params - learning_rate * gradient""",
+    "update": """the first loss is right (at the params the step was given), the later ones are
+        not, so the update is off: a learning rate other than this run's (one read from a global
+        or a closure is frozen at trace time), or not params - learning_rate * gradient""",
     "stale": """run 1 was right, run 2 is not: a rate baked in at trace time (a global, a closure,
         a default) stays the same, and nothing may be remembered from an earlier call. Keep the
         rate in opt_state, as an array""",
@@ -116,6 +120,20 @@ class Regressor(nnx.Module):
             _PROBE["eager"] += 1
             _PROBE["jit_off"] += bool(jax.config.jax_disable_jit)
         return self.out(nnx.relu(self.hidden(x)))[:, 0]
+
+
+def _numbers_hint(got: list, want: list) -> Callable[[list[int]], str]:
+    """The hint for the wrong runs: a stale rate (run 2 alone), an update that is off (the
+    first loss, at the params given, is right), or the formula."""
+
+    def hint(wrong: list[int]) -> str:
+        if wrong == [1]:
+            return HINTS["stale"]
+        losses = as_numbers(got[wrong[0]])
+        ok = losses is not None and losses.size and np.isclose(losses.flat[0], want[wrong[0]][0])
+        return HINTS["update" if ok else "numbers"]
+
+    return hint
 
 
 def reference_fit(model: nnx.Module, learning_rate: float, batches: list) -> np.ndarray:
@@ -282,6 +300,7 @@ def grade(init: Any, train_step: Any, fit: Any) -> None:
         for check in checks[:-2]:
             passed(check)
         about = [f"run {i + 1} of {who} (learning rate {rates[r]:.4g})" for i, r in enumerate(runs)]
-        stale = lambda wrong: HINTS["stale" if wrong == [1] else "numbers"]  # noqa: E731
-        require_cases(checks[-2], got, want, about=about.__getitem__, hint=stale, rtol=1e-4)
+        require_cases(
+            checks[-2], got, want, about=about.__getitem__, hint=_numbers_hint(got, want), rtol=1e-4
+        )
         _require_no_compiles(checks[-1], count, who, calls)

@@ -70,6 +70,29 @@ def _reference_step(w: Any, b: float, x: Any, y: Any, weight_decay: float) -> tu
     return value, w - LEARNING_RATE * grad_w, b - LEARNING_RATE * 2.0 * float(np.mean(residual))
 
 
+def _decay_hint(w: Any, b: float, x: Any, y: Any, decays: list, got: list) -> str:
+    """When every new w is the reference's with another weight-decay term (c * wd * w in
+    the gradient, c not 2), say so ("" otherwise: the mistake is elsewhere)."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    data = 2.0 * x.T @ (x @ w + b - y) / len(y)  # the gradient of the mean squared error
+    found = []
+    for wd, new in zip(decays, got, strict=True):
+        term, decay = (w - np.asarray(new, np.float64)) / LEARNING_RATE - data, wd * w
+        if not decay.any():
+            return ""
+        c = float(term @ decay / (decay @ decay))
+        if np.linalg.norm(term - c * decay) > 1e-3 * (np.linalg.norm(term) + 1e-3):
+            return ""
+        found.append(c)
+    c = float(np.median(found))
+    if abs(c - 2.0) < 0.2:
+        return ""
+    whole = "differentiate the whole loss, the penalty included"
+    fix = "jax.grad of the loss already holds it: add nothing more" if c > 2 else whole
+    return (f"the update's weight-decay term is {c:.2g} * weight_decay * w, not the gradient "
+            f"of weight_decay * sum(w**2), 2 * weight_decay * w: {fix}")  # fmt: skip
+
+
 def _reference_fit(w: Any, b: float, batches: list, weight_decay: float) -> tuple:
     """The whole loop: (per-batch losses, final w, final b)."""
     losses = []
@@ -142,7 +165,10 @@ def grade(sgd_step: Any, fit: Any) -> None:
     got = [_pair(STEP_PAIR, result, "(new_params, loss)") for result in steps]
     passed(STEP_PAIR)
     for i, check in enumerate(STEP_NUMBERS):
-        require_close(check, [g[i] for g in got], [r[i] for r in want], rtol=1e-4, hint=NUMBERS)
+        hint = _decay_hint(w0, b0, x, y, decays[:3], [g[1] for g in got]) if i == 1 else ""
+        require_close(
+            check, [g[i] for g in got], [r[i] for r in want], rtol=1e-4, hint=hint or NUMBERS
+        )
     what = "compilation(s) of sgd_step for 3 calls with 3 weight_decay values"
     cause = "only weight_decay changed"
     FIT.compiles(STEP_ONCE, step_count, exactly=1, what=what, hint=HINTS[STEP_ONCE], cause=cause)

@@ -303,8 +303,8 @@ def table(n):  # by (n - 1).bit_length(): stops short at 33
 sizes = {k: few_buckets(k) for k in range(1, 33)}  # stops short at 33 too
 CALLED, LOSSES, PER_BUCKET, AGAIN = cap.CALLED, cap.LOSSES, cap.PER_BUCKET, cap.LOSSES_AGAIN
 HOLD, WEAK = cap.BUCKETS_HOLD, ["lr: f32[] (NumPy float64) now, ~f32[]", "np.float32"]
-WRONG = {
-    # name: (the answer, the check it fails, key words of the verdict)
+# fmt: off
+WRONG = {  # name: (the answer, the check it fails, key words of the verdict)
     "the naive loop": (naive_loop, CALLED, ["0 calls"]),
     "a new function per step": (learner(per_step_partial=True), CALLED, ["new function each time"]),
     "the step in a new jit per step": (learner(call=in_a_new_jit), CALLED, ["inside another jax"]),
@@ -315,29 +315,20 @@ WRONG = {
     "no mask": (learner(mask=False), LOSSES, ["padded", "mask", "step 2"]),
     "a mask off by one": (learner(le=True), LOSSES, ["mask's bound"]),
     "the mean over the padded length": (learner(padded_mean=True), LOSSES, ["true length"]),
-    "a plain mean of w*err": (
-        learner(plain_mean=True),
-        LOSSES,
-        ["step 0", "weights an array", "sum(w"],
-    ),
+    "a plain mean of w*err": (learner(plain_mean=True), LOSSES,
+                              ["step 0", "weights an array", "sum(w"]),
     "the next step's learning rate": (learner(next_lr=True), LOSSES, ["update at step 0"]),
     "a stale global": (learner(global_decay=True), LOSSES, ["Read CONFIG"]),
     "a memo by id() of the batch": (learner(memo=lambda b: b), AGAIN, ["refilled", "id()"]),
     "a memo by id() of its x": (learner(memo=lambda b: b["x"]), AGAIN, ["refilled"]),
     "a static lr": (learner(static_lr=True), PER_BUCKET, ["lr: ", "(static value)", "traced"]),
     "a static length": (static_length, PER_BUCKET, ["length: ", "(static value)"]),
-    "its cache cleared per step": (
-        learner(call=lambda f: lambda *a: f.clear_cache() or f(*a)),
-        PER_BUCKET,
-        ["had compiled already", "do not clear"],
-    ),
+    "its cache cleared per step": (learner(call=lambda f: lambda *a: f.clear_cache() or f(*a)),
+                                   PER_BUCKET, ["had compiled already", "do not clear"]),
     "two learning-rate types": (learner(cast_lr=False), PER_BUCKET, WEAK),
     "weights in 3 forms": (learner(tidy=False), PER_BUCKET, ["batch['weights']", "same keys"]),
-    "batches not padded": (
-        learner(bucket=lambda n: n),
-        PER_BUCKET,
-        ["shapes for", "pad every batch"],
-    ),
+    "batches not padded": (learner(bucket=lambda n: n), PER_BUCKET,
+                           ["shapes for", "pad every batch"]),
     "an eager pad per length": (learner(eager_pad=True), cap.NOTHING_NEW, []),
     "the caller's batches changed": (learner(each=fill), "leaves the caller's", ["'weights'"]),
     "one huge bucket": (learner(lambda n: 64), "wastes less than half", []),
@@ -345,6 +336,7 @@ WRONG = {
     "a lookup table that stops short": (learner(table), HOLD, ["bucket_size(33)", "IndexError"]),
     "a dict that stops short": (learner(sizes.__getitem__), HOLD, ["KeyError", "bucket_size(33)"]),
 }
+# fmt: on
 SEEDED = [
     *("numpy behind honest calls", "no mask", "a mask off by one", "the next step's learning rate"),
     *("the mean over the padded length", "a plain mean of w*err"),

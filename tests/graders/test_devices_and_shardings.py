@@ -107,85 +107,59 @@ def under_disable_jit(batch, mesh):
 
 ANY = (grader.STEP_RUNS, grader.COMPILES_ONCE, grader.SPLIT)
 AUTO = (AxisType.Auto,)
+# fmt: off
 WRONG = {  # (answer, the check(s) it fails, words its verdict holds): on any number of devices
     "jit off in the config": (config_off, JIT_ON, ("jit is switched off",)),
-    "the stub": (
-        learner_place(ROOT / "exercises" / "12_devices_and_shardings.py"),
-        grader.PLACE_RUNS,
-        ("not solved yet", "jitlab hint devices_and_shardings"),
-    ),
+    "the stub": (learner_place(ROOT / "exercises" / "12_devices_and_shardings.py"),
+                 grader.PLACE_RUNS, ("not solved yet", "jitlab hint devices_and_shardings")),
     "a tuple": (lambda b, mesh: (b["x"], b["y"]), grader.DICT_KEYS, ("tuple",)),
     "zeroes the host copy": (zero_the_host_copy, grader.CALLER_KEPT, ("do not write",)),
     "donates the caller's arrays": (donated, grader.CALLER_KEPT, ("was deleted", "donate")),
     "splits the features": (
         lambda b, m: {"x": jax.device_put(b["x"], NamedSharding(m, P(None, "data"))), "y": b["y"]},
-        ANY + (grader.PLACE_RUNS,),
-        (),
-    ),
+        ANY + (grader.PLACE_RUNS,), ()),
     "deletes what it returns": (
         lambda b, m: jax.tree.map(lambda a: (a := a.copy()).delete() or a, put(b, m)),
-        grader.VALUES,
-        ("was deleted", "before it was returned"),
-    ),
-    "pops the caller's arrays": (
-        lambda b, mesh: put({k: b.pop(k) for k in ("x", "y")}, mesh),
-        grader.CALLER_KEPT,
-        ("gone from the caller's dict",),
-    ),
+        grader.VALUES, ("was deleted", "before it was returned")),
+    "pops the caller's arrays": (lambda b, mesh: put({k: b.pop(k) for k in ("x", "y")}, mesh),
+                                 grader.CALLER_KEPT, ("gone from the caller's dict",)),
     "a cast to bfloat16": (
         lambda b, mesh: put({k: jnp.asarray(v, jnp.bfloat16) for k, v in b.items()}, mesh),
-        grader.VALUES,
-        ("bfloat16",),
-    ),
+        grader.VALUES, ("bfloat16",)),
     "rows out of order": (
         lambda b, mesh: put({k: np.asarray(v)[::-1].copy() for k, v in b.items()}, mesh),
-        grader.VALUES,
-        ("row 0 of x differs",),
-    ),
-    "passed through unchanged": (
-        lambda b, mesh: b,
-        grader.COMPILES_ONCE,
-        ("compilations; batch", "NamedSharding"),
-    ),
+        grader.VALUES, ("row 0 of x differs",)),
+    "passed through unchanged": (lambda b, mesh: b, grader.COMPILES_ONCE,
+                                 ("compilations; batch", "NamedSharding")),
     "moves only what is not on a mesh": (
-        lambda b, m: (
-            b if isinstance(getattr(b["x"], "sharding", None), NamedSharding) else put(b, m)
-        ),
-        grader.COMPILES_ONCE,
-        ("compilations",),
-    ),
+        lambda b, m: b if isinstance(getattr(b["x"], "sharding", None), NamedSharding)
+        else put(b, m),
+        grader.COMPILES_ONCE, ("compilations",)),
     "one device": (lambda b, m: jax.device_put(b, jax.devices()[0]), grader.SPLIT, ("one device",)),
-    "host arrays": (
-        lambda b, m: {k: np.asarray(v) for k, v in b.items()},
-        grader.SPLIT,
-        ("NumPy",),
-    ),
+    "host arrays": (lambda b, m: {k: np.asarray(v) for k, v in b.items()}, grader.SPLIT,
+                    ("NumPy",)),
     "a mesh of its own": (  # jax.make_mesh defaults to Explicit axes
         lambda b, m: put(b, jax.make_mesh((jax.device_count(),), ("data",))),
-        ANY,
-        ("mesh passed to place", "Explicit"),
-    ),
+        ANY, ("mesh passed to place", "Explicit")),
 }
 SEVERAL = {  # (answer, the check(s) it fails, words its verdict holds): several devices needed
     "a global mesh": (
         lambda b, _: put(b, jax.make_mesh((jax.device_count(),), ("data",), axis_types=AUTO)),
-        grader.SPLIT,
-        ("another order",),
-    ),
+        grader.SPLIT, ("another order",)),
     "the first call's sharding kept": (first_mesh_kept, grader.SPLIT, ("earlier call",)),
     'leaves what is split over "data"': (
-        lambda b, m: (
-            b if getattr(getattr(b["x"], "sharding", None), "spec", 0) == P("data") else put(b, m)
-        ),
-        grader.COMPILES_ONCE,
-        ("on another mesh", "whatever spec"),
-    ),
+        lambda b, m: b if getattr(getattr(b["x"], "sharding", None), "spec", 0) == P("data")
+        else put(b, m),
+        grader.COMPILES_ONCE, ("on another mesh", "whatever spec")),
     "replicated": (lambda b, m: jax.device_put(b, NamedSharding(m, P())), grader.SPLIT, ("P()",)),
     # On jax 0.12.0.1 such a device_put can leave a batch on its loader's mesh; which
     # check sees it first depends on the batch order, and each says so.
     "device_put inside disable_jit": (under_disable_jit, ANY, ("still on the mesh",)),
+    "only x placed": (lambda b, m: {**b, "x": put(b["x"], m)}, ANY, ("y: ",)),  # held-out
 }
+# fmt: on
 DRAWN_FOR = ("a global mesh", "the first call's sharding kept", 'leaves what is split over "data"')
+DRAWN_FOR += ("only x placed",)
 CASES = rows(WRONG) + [
     (n, s) for n in SEVERAL for s in ("0", "1", "2")[: 3 if n in DRAWN_FOR else 1]
 ]

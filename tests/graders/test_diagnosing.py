@@ -74,9 +74,15 @@ def same(lr):
     return lr
 
 
+def memo_by_id():  # device copies kept by id(batch["x"]): stale once an id comes back
+    cache = {}
+    return lambda b, lr: (cache.setdefault(id(b["x"]), jax.tree.map(np.copy, b)), np.float32(lr))
+
+
 RIGHT = {
     "np.float32": (lr_as(np.float32), None),
     "python float": (lr_as(float), None),
+    "lr of shape (1,)": (lr_as(lambda lr: np.array([lr], np.float32)), None),  # a held-out one
     "a float64 batch (the same numbers for JAX)": (cast(np.float64), None),
     "tuple and jnp array": (lr_as(jnp.float32, lambda b: (b["y"], b["x"])), tuple_update),
 }
@@ -127,6 +133,7 @@ WRONG = {
     "step outside jit": (lr_as(np.float32), sgd_update, JITTED, []),
     "look-alike of jit": (lr_as(same), LooksJitted(), JITTED, []),
     "wrong return shape": (lambda b, lr: b, None, diagnosing.RETURNS, []),
+    "a batch kept by id()": (memo_by_id(), None, WEIGHTS, ["step 0's batch", "by id()"]),
 }
 SEEDED = ("unchanged", "rounds the rate", "bfloat16 batch", "float16 batch (within the tolerance)")
 

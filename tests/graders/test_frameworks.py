@@ -158,6 +158,23 @@ def global_step(graphdef, params, opt_state, x, y):
     return optax.apply_updates(params, updates), (inner, opt_state[1]), loss
 
 
+RATE = {"lr": 0.0}  # set by fit only: the grader's own loop over train_step never sets it
+
+
+def rate_init(model, learning_rate):
+    return *nnx.split(model), {"lr": jnp.float32(learning_rate)}  # a rate the step ignores
+
+
+def rate_step(graphdef, params, opt_state, x, y):
+    loss, grads = jax.value_and_grad(lambda p: mse(nnx.merge(graphdef, p), x, y))(params)
+    return jax.tree.map(lambda p, g: p - RATE["lr"] * g, params, grads), opt_state, loss
+
+
+def rate_fit(step):
+    looped = loop_with(rate_init, step)
+    return lambda model, rate, batches: RATE.update(lr=rate) or looped(model, rate, batches)
+
+
 def switching(fn):
     def switch(*args):
         jax.config.update("jax_disable_jit", True)
@@ -231,6 +248,8 @@ WRONG = {  # name: (the answer, the check it fails, key words of its verdict)
         fw.OPT_STATE_ARRAYS, ["no leaves", "learning rate"]),
     "a rate read from a global": (with_step(global_step, global_init), "train_step: losses",
                                   ["baked in", "run 2"]),
+    "a rate only fit sets": (lambda: (rate_init, s := jax.jit(rate_step), rate_fit(s)),
+                             "train_step: losses", ["run 1", "the update is off"]),
     "an unjitted step": (with_step(_step), fw.STEP_JITTED, []),
     "disable_jit inside fit": (fits(without_jit), JIT_ON, ["switched off", "while fit ran"]),
     "jit off by config in fit": (fits(switching(fit)), JIT_ON, ["switched off", "while fit"]),

@@ -110,6 +110,11 @@ def no_decay(params, x, y, weight_decay):
     return _update(params, x, y, 0.0)
 
 
+def decay_twice(params, x, y, weight_decay):  # weight_decay * w added to grad's own term
+    new, value = _update(params, x, y, weight_decay)
+    return {**new, "w": new["w"] - LEARNING_RATE * weight_decay * params["w"]}, value
+
+
 def late_loss(params, x, y, weight_decay):
     new_params, _ = _update(params, x, y, weight_decay)
     return new_params, loss(new_params, x, y, weight_decay)
@@ -225,6 +230,8 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
     "unjitted step": (lambda: (_update, _loop(_update)), G.STEP_JITTED, [], []),
     "no decay": (with_step(_loop, lambda: jax.jit(no_decay)), "loss before the update", [], []),
     "late loss": (with_step(_loop, lambda: jax.jit(late_loss)), "loss before the update", [], []),
+    "decay twice": (with_step(_loop, lambda: jax.jit(decay_twice)), "sgd_step: new w", [],
+                    ["3 * weight_decay * w", "add nothing more"]),
     "lambda per batch": (with_step(lambda_per_batch), G.FIT_CALLS, ["0 call(s) of sgd_step"], []),
     "new jit per fit": (with_step(new_jit_per_fit), G.FIT_NOTHING, ["in fit number 2"], []),
     "partial per fit": (with_step(partial_per_fit), G.FIT_CALLS, [], []),
