@@ -261,8 +261,16 @@ def require_close(
     """Pass if ``got`` matches ``want`` in shape and value. ``about`` names the input
     ("g of norm 3.2"); ``names`` each flat entry ("params['b']"), and a failure shows up to
     three that differ, ``whose`` they are, and takes ``hint(their names)`` if callable."""
-    got_np, want_np = np.asarray(got), np.asarray(want)
+    got_np, want_np = as_numbers(got), np.asarray(want, np.float64)  # no object arrays
     suffix = f" for {about}" if about else ""
+    if got_np is None:
+        seen = shorten(f"{type(got).__name__}: {got!r}", 120)
+        raise fail(
+            check,
+            expected=f"numbers{suffix}",
+            seen=seen,
+            hint=hint if isinstance(hint, str) else "",
+        )
     if got_np.shape != want_np.shape:
         raise fail(
             check,

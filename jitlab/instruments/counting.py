@@ -41,6 +41,7 @@ import collections
 import dataclasses
 import functools
 import sys
+import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -151,6 +152,18 @@ UNNAMED = "<unnamed function>"
 """What JAX reports for a callable without ``__name__`` (an object with ``__call__``)."""
 
 
+def _plain_name(obj: Any) -> str | None:
+    """``obj.__name__``, unless a Python class of its computes it (a property, a descriptor
+    of its own): that could answer the counter with another name than JAX reports."""
+    for klass in type(obj).__mro__:
+        found = vars(klass).get("__name__")
+        builtin = isinstance(found, types.GetSetDescriptorType | types.MemberDescriptorType)
+        if found is not None and not builtin and not isinstance(found, str):
+            raise TypeError(f"cannot tell which function to count from {obj!r}: a computed name")
+    name = getattr(obj, "__name__", None)
+    return name if isinstance(name, str) else None
+
+
 def function_name(fn: Callable[..., Any] | str | None) -> str | None:
     """The name JAX reports in its events for ``fn`` (a jitted or plain function, a
     ``functools.partial``, a callable object, or already a name)."""
@@ -161,7 +174,7 @@ def function_name(fn: Callable[..., Any] | str | None) -> str | None:
     inner = getattr(fn, "__wrapped__", fn)
     while isinstance(inner, functools.partial):
         inner = inner.func
-    name = getattr(inner, "__name__", None)
+    name = _plain_name(inner)
     if name is None:
         if callable(inner):
             return UNNAMED

@@ -126,6 +126,7 @@ _WATCHED_MODULES = (
     "jax.numpy",
     "jax.monitoring",
     "jax._src.monitoring",
+    "jax._src.dispatch",  # its _on_exit flag silences every monitoring event
     "numpy",
     "numpy.testing",
     # What draws the grader's inputs (``fresh_rng``): a known seed would let an answer
@@ -807,10 +808,10 @@ def arm(folder: str | None = None) -> None:
             if line:
                 refuse("replacing a function's __code__", line)
             return
-        if event == "sys._getframe":
+        if event in ("sys._getframe", "sys._getframemodulename"):  # the second: who calls
             line = frame_for_learner(caller())
             if line:
-                refuse("a frame (sys._getframe)", line)
+                refuse(f"a frame ({event})", line)
             return
         if event in _LEARNER_MAY_NOT:
             line = learners_line(caller())

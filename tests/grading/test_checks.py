@@ -408,3 +408,28 @@ def test_a_host_callback_is_found_even_when_its_repr_raises():
     )
     assert host_callbacks(inside_cond, jnp.ones(3, jnp.float32)) == ["pure_callback"]
     assert host_callbacks(jax.jit(jnp.sin), jnp.ones(3)) == []
+
+
+class _Agrees:
+    """An entry that says yes to every comparison (a strict-mode cheat's output)."""
+
+    def __sub__(self, other):
+        return self
+
+    __rsub__ = __mul__ = __rmul__ = __truediv__ = __abs__ = __neg__ = __sub__
+
+    def __le__(self, other):
+        return np.True_
+
+    __ge__ = __lt__ = __gt__ = __eq__ = __le__
+    __hash__ = object.__hash__
+
+
+class _AgreeingArray:
+    def __array__(self, dtype=None, copy=None):
+        return np.array([_Agrees(), _Agrees()], dtype=object)
+
+
+def test_require_close_compares_numbers_not_objects_that_agree():
+    with pytest.raises(GradingFailure):
+        require_close("numbers", _AgreeingArray(), np.array([1.0, 2.0]))

@@ -287,3 +287,25 @@ def test_counting_every_function_names_what_was_compiled():
         named_in_the_count(jnp.ones(5))
     assert n.compiled["jit(named_in_the_count)"] == 1
     assert sum(n.compiled.values()) == n.compiles
+
+
+def test_a_computed_name_on_the_wrapped_function_is_refused():
+    """A ``__wrapped__`` whose class computes ``__name__`` could answer the counter with
+    another name than JAX reports (a strict-mode cheat): the counter will not guess."""
+
+    class Named:
+        reads = 0
+
+        @property
+        def __name__(self):
+            Named.reads += 1
+            return "f" if Named.reads != 2 else "not_f"
+
+    def f(x):
+        return x
+
+    jitted = jax.jit(f)
+    assert function_name(jitted) == "f"
+    jitted.__wrapped__ = Named()
+    with pytest.raises(TypeError, match="computed name"):
+        function_name(jitted)

@@ -250,10 +250,20 @@ except PermissionError:
 """
 
 
+# Who is calling, without a frame (an answer that lies to the grader alone); JAX's
+# events silenced by its own exit flag while the learner's function runs.
+CALLER_MODULE = "    import sys\n    sys._getframemodulename(1)\n    return x * 2\n"
+EVENTS_SILENCED = (
+    "    import jax._src.dispatch as dispatch\n    dispatch._on_exit = True\n    return x * 2\n"
+)
+
+
 @pytest.mark.parametrize(
     ("body", "cell", "said"),
     [
         (WRONG, INPUT_TRANSFORMER, "input_transformers_post"),
+        (CALLER_MODULE, "", "refused a frame (sys._getframemodulename)"),
+        (EVENTS_SILENCED, "", "jax._src.dispatch._on_exit replaced"),
         (WRONG, AST_TRANSFORMER, "ast_transformers"),
         (WRONG, IMPORT_REPLACED, "builtins.__import__"),
         (WRONG, META_PATH_FINDER, "sys.meta_path"),
@@ -282,6 +292,8 @@ except PermissionError:
     ],
     ids=[
         "ipython-input-transformer",
+        "caller-module-without-a-frame",
+        "jax-events-silenced-by-its-exit-flag",
         "ipython-ast-transformer",
         "builtins-import-replaced",
         "meta-path-finder",
