@@ -278,6 +278,12 @@ def test_bad_input_exits_2_with_a_clear_message(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
+def ctrl_c_as_usual() -> None:
+    """In the child: Ctrl-C's default action, even when the tests were started with it
+    ignored (a shell's background job), so that Python raises KeyboardInterrupt on it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_prints_the_report_so_far(tmp_path):
     script = program(
         tmp_path,
@@ -302,6 +308,7 @@ def test_ctrl_c_prints_the_report_so_far(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=ctrl_c_as_usual,
     )
     try:
         line = proc.stdout.readline()  # blocks until the program says it is running
@@ -337,6 +344,7 @@ def test_ctrl_c_that_jax_turns_into_another_error_still_counts_as_interrupted(tm
         capture_output=True,
         text=True,
         timeout=120,
+        preexec_fn=ctrl_c_as_usual,
     )
     assert done.returncode == 130, done.stderr
     assert "interrupted (Ctrl-C): the report so far" in done.stderr

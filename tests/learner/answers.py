@@ -4,6 +4,7 @@ copy of the ``doubling`` exercise, a CLI call, a ``jitlab watch`` in a subproces
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -43,4 +44,11 @@ def start_watch() -> subprocess.Popen:
         stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=ctrl_c_as_usual,
     )
+
+
+def ctrl_c_as_usual() -> None:
+    """In a child: Ctrl-C's default action, even when the tests were started with it
+    ignored (a shell's background job): Python then raises KeyboardInterrupt on it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
