@@ -77,9 +77,10 @@ def _decay_hint(w: Any, b: float, x: Any, y: Any, decays: list, got: list) -> st
     data = 2.0 * x.T @ (x @ w + b - y) / len(y)  # the gradient of the mean squared error
     found = []
     for wd, new in zip(decays, got, strict=True):
-        term, decay = (w - np.asarray(new, np.float64)) / LEARNING_RATE - data, wd * w
-        if not decay.any():
-            return ""
+        new = as_numbers(new)
+        if new is None or new.shape != w.shape or not w.any():
+            return ""  # the shape's own verdict, or no decay to see
+        term, decay = (w - new) / LEARNING_RATE - data, wd * w
         c = float(term @ decay / (decay @ decay))
         if np.linalg.norm(term - c * decay) > 1e-3 * (np.linalg.norm(term) + 1e-3):
             return ""

@@ -269,7 +269,7 @@ def require_close(
             check,
             expected=f"numbers{suffix}",
             seen=seen,
-            hint=hint if isinstance(hint, str) else "",
+            hint=(hint(["its type"]) if callable(hint) else hint) or "return an array of numbers",
         )
     if got_np.shape != want_np.shape:
         raise fail(
