@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from jitlab.grading.verdict import Check, send_check, send_complete
+from jitlab.instruments.audit import CALL_EVENT, STATE_EVENT
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -49,7 +50,7 @@ def _report(check: Check) -> None:
 def passed(check: str) -> None:
     """Record and print a passed check (once, however often it is checked)."""
     if _session is None or check not in _session.passed:
-        sys.audit("jitlab.learner_call", "check")  # strict mode: what it relied on is intact
+        sys.audit(CALL_EVENT, "check")  # strict mode: what it relied on is intact
         _report(Check(check, True))
         if _session is not None:
             _session.passed.append(check)
@@ -59,7 +60,7 @@ def passed(check: str) -> None:
 def fail(check: str, *, expected: str, seen: str, hint: str = "") -> GradingFailure:
     """The exception to raise for a failed check. :func:`grader` reports the one that
     leaves it: a failure a grader catches and words better is never the one shown."""
-    sys.audit("jitlab.learner_call", "check")
+    sys.audit(CALL_EVENT, "check")
     return GradingFailure(check, expected=expected, seen=seen, hint=hint)
 
 
@@ -130,11 +131,11 @@ def call_learner(
 def in_learners_code() -> Iterator[None]:
     """The bracket of :func:`call_learner` alone, for a grader that words the learner's
     errors itself: strict mode takes stock at its "enter" and compares at its "leave"."""
-    sys.audit("jitlab.learner_call", "enter")
+    sys.audit(CALL_EVENT, "enter")
     try:
         yield
     finally:
-        sys.audit("jitlab.learner_call", "leave")
+        sys.audit(CALL_EVENT, "leave")
 
 
 def _error_hint(err: BaseException) -> str:
@@ -229,7 +230,7 @@ def grader_owned(*objects: Any) -> None:
     """Announce objects grading hands to the learner's code and reads back (a recorder's
     calls): strict mode reports a change to them not made through :func:`grader_changes`."""
     for obj in objects:
-        sys.audit("jitlab.grader_state", obj, "after")
+        sys.audit(STATE_EVENT, obj, "after")
 
 
 @contextlib.contextmanager
@@ -238,7 +239,7 @@ def grader_changes(*objects: Any) -> Iterator[None]:
     mode first checks nobody else changed them (a forged count that the next call would
     move on from), then keeps their new state."""
     for obj in objects:
-        sys.audit("jitlab.grader_state", obj, "before")
+        sys.audit(STATE_EVENT, obj, "before")
     yield
     grader_owned(*objects)
 

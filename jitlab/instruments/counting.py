@@ -49,7 +49,8 @@ from typing import Any
 import jax
 
 from jitlab.instruments import events
-from jitlab.instruments.events import COMPILE_EVENT, LOWER_EVENT, STATE_EVENT, TRACE_EVENT
+from jitlab.instruments.audit import STATE_EVENT
+from jitlab.instruments.events import COMPILE_EVENT, LOWER_EVENT, TRACE_EVENT
 from jitlab.instruments.explanations import (
     closest_key_difference,
     explained_function,

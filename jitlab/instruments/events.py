@@ -28,6 +28,7 @@ from typing import Any
 import jax
 from jax import monitoring
 
+from jitlab.instruments.audit import STATE_EVENT
 from jitlab.instruments.explanations import (  # one reader of JAX's explanations
     EXPLANATION_LOGGERS,
     MISS_MARK,
@@ -63,7 +64,6 @@ _KEY_PART = re.compile(r"get_cache_key hash of serialized (.+?): ([0-9a-f]+)$")
 Listener = Callable[..., None]
 _lock = threading.RLock()  # reentrant: start() subscribes while it holds it
 _subscribers: list[Listener] = []  # announced to strict mode as the grader's state
-STATE_EVENT = "jitlab.grader_state"  # jitlab.learner.strict's
 _lost: list[Listener] = []  # subscribers that listened while JAX's listeners were removed
 _PING = "/jitlab/listener_ping"
 _pings_heard = 0

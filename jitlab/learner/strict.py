@@ -58,15 +58,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from jitlab.instruments.audit import CALL_EVENT, STATE_EVENT
+
 STRICT_ENV = "JITLAB_STRICT"  # the runner's strict folder (report, XLA dump, IPython)
 GRADERS_ENV = "JITLAB_STRICT_GRADERS"  # what the grader cells import, loaded at arming
 EVENT = "jitlab.strict"
-# Raised by grading before and after each call into the learner's code, where it does
-# (``sys.audit(CALL_EVENT, phase)``): the stock is compared there too.
-CALL_EVENT = "jitlab.learner_call"
-# Raised by grading around its own changes to an object it hands to the learner's code
-# (``sys.audit(STATE_EVENT, obj, "before" | "after")``): that state is the grader's.
-STATE_EVENT = "jitlab.grader_state"
 REPORT = "report.jsonl"
 DUMP = "xla"
 STARTUP = "ipython/profile_default/startup/00-jitlab-strict.py"

@@ -1,0 +1,12 @@
+"""The audit events grading raises for strict mode (``sys.audit``), named once.
+
+Standard library only: :mod:`jitlab.learner.strict` listens for them, and the
+instruments and graders below it raise them.
+"""
+
+# Raised before and after each call into the learner's code ("enter", "leave") and at each
+# passed check ("check"): strict mode compares its stock of what grading relies on there.
+CALL_EVENT = "jitlab.learner_call"
+# Raised around grading's own change to an object it hands to the learner's code
+# (``sys.audit(STATE_EVENT, obj, "before" | "after")``): that state is the grader's.
+STATE_EVENT = "jitlab.grader_state"
