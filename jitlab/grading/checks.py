@@ -500,7 +500,7 @@ def grader(slug: str, checks: Sequence[str], *, part: str = "") -> Callable[[F],
     every check it reports, in order. It runs between two canaries, must pass every check,
     and then reports itself complete as ``01 shapes: positions`` (number from course.yml)."""
     from jitlab.course.manifest import CourseError, lesson_number
-    from jitlab.instruments.counting import CounterLost
+    from jitlab.instruments.counting import CounterLost, Unnamed
 
     declared = (JIT_ON, *checks)
 
@@ -522,6 +522,10 @@ def grader(slug: str, checks: Sequence[str], *, part: str = "") -> Callable[[F],
                 except CounterLost as lost:
                     expected = "the compile counter to hear JAX while your code runs"
                     raise fail(JIT_ON, expected=expected, seen=str(lost), hint=_HANDS_OFF) from None
+                except Unnamed as unnamed:  # a __name__ or __wrapped__ the learner made up
+                    expected = "functions the compile counter can name as JAX does"
+                    hint = "leave the __name__ and __wrapped__ of your functions as def made them"
+                    raise fail(JIT_ON, expected=expected, seen=str(unnamed), hint=hint) from None
                 missing = [c for c in declared if c not in session.passed]
                 if missing:
                     raise TypeError(f"grader {title!r} never reported {missing}")

@@ -65,6 +65,11 @@ class CounterLost(RuntimeError):
     """The counter's listener was removed from JAX while it counted (its count is wrong)."""
 
 
+class Unnamed(TypeError):
+    """No name JAX would report can be read from the function to count (a computed
+    ``__name__`` could answer the counter with another name than JAX's events carry)."""
+
+
 @dataclasses.dataclass
 class CompileCount:
     """What JAX did for one function while the ``count_compiles`` block ran.
@@ -160,7 +165,7 @@ def _plain_name(obj: Any) -> str | None:
         found = vars(klass).get("__name__")
         builtin = isinstance(found, types.GetSetDescriptorType | types.MemberDescriptorType)
         if found is not None and not builtin and not isinstance(found, str):
-            raise TypeError(f"cannot tell which function to count from {obj!r}: a computed name")
+            raise Unnamed(f"cannot tell which function to count from {obj!r}: a computed name")
     name = getattr(obj, "__name__", None)
     return name if isinstance(name, str) else None
 
@@ -179,7 +184,7 @@ def function_name(fn: Callable[..., Any] | str | None) -> str | None:
     if name is None:
         if callable(inner):
             return UNNAMED
-        raise TypeError(f"cannot tell which function to count from {fn!r}")
+        raise Unnamed(f"cannot tell which function to count from {fn!r}")
     return name
 
 

@@ -26,6 +26,7 @@ from jitlab.grading import (
     require_jit_on,
     shorten,
 )
+from jitlab.instruments.counting import count_compiles
 from jitlab.learner.check import code_cells
 
 COURSE = load_course()
@@ -120,6 +121,28 @@ def test_a_grader_that_reports_an_undeclared_check_fails_loudly():
 
     with pytest.raises(TypeError, match="undeclared check 'something else'"):
         grade_toy()
+
+
+def test_a_function_the_counter_cannot_name_is_a_verdict_not_a_crash():
+    """A learner's ``__wrapped__`` whose class computes ``__name__`` is refused by the
+    counter (a strict-mode cheat): the grader says so as a failed check, not a TypeError."""
+
+    class Named:
+        @property
+        def __name__(self):
+            return "f"
+
+    jitted = jax.jit(lambda x: x)
+    jitted.__wrapped__ = Named()
+
+    @grader("toy", checks=("first",))
+    def grade_toy() -> None:
+        with count_compiles(jitted):
+            passed("first")
+
+    with pytest.raises(GradingFailure) as failed:
+        grade_toy()
+    assert failed.value.check == JIT_ON and "computed name" in failed.value.seen
 
 
 def test_a_grader_that_reports_every_check_completes(capsys):
