@@ -170,6 +170,27 @@ def _plain_name(obj: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
+def _jitted_function(fn: Any) -> Any:
+    """The function a ``jax.jit`` object traces, as JAX holds it (the closure of its cache
+    miss, read through the C++ type's read-only property), or None for anything else.
+    Not ``__wrapped__``, which anyone may set to another function than JAX traces."""
+    miss = getattr(type(fn), "_cache_miss", None)
+    if type(miss) is not property:
+        return None
+    try:
+        miss = miss.__get__(fn)
+        for _ in range(8):  # api_boundary wraps the cache miss; JAX's own closure holds both
+            cells = dict(zip(miss.__code__.co_freevars, miss.__closure__ or (), strict=True))
+            if "fun" not in cells:
+                return None
+            if "jit_info" in cells:
+                return cells["fun"].cell_contents
+            miss = cells["fun"].cell_contents
+    except (AttributeError, TypeError, ValueError):  # another JAX release's layout
+        return None
+    return None
+
+
 def function_name(fn: Callable[..., Any] | str | None) -> str | None:
     """The name JAX reports in its events for ``fn`` (a jitted or plain function, a
     ``functools.partial``, a callable object, or already a name)."""
@@ -177,7 +198,7 @@ def function_name(fn: Callable[..., Any] | str | None) -> str | None:
         return fn
     while isinstance(fn, functools.partial):
         fn = fn.func
-    inner = getattr(fn, "__wrapped__", fn)
+    inner = _jitted_function(fn) or getattr(fn, "__wrapped__", fn)
     while isinstance(inner, functools.partial):
         inner = inner.func
     name = _plain_name(inner)

@@ -368,6 +368,16 @@ def _library(course: tuple[str, ...], classes: bool = False) -> dict[str, dict[s
 _DESCRIPTORS = (staticmethod, classmethod, property)
 
 
+def _module_print(name: str, course: tuple[str, ...]) -> dict[str, Any]:
+    """A course module's attributes as :func:`_fingerprint` sees them (not its state)."""
+    module = sys.modules[name]
+    return {
+        k: _fingerprint(v, course, 2 if k.isupper() and k[0] != "_" else 1)
+        for k, v in list(vars(module).items())
+        if k not in _rebound(module)
+    }
+
+
 def _take_stock(shell: Any, roots: tuple[str, ...], course: tuple[str, ...] = ()) -> _Stock:
     mine = [n for n, m in list(sys.modules.items()) if m and n.split(".")[0] in course]
     return _Stock(
@@ -377,14 +387,7 @@ def _take_stock(shell: Any, roots: tuple[str, ...], course: tuple[str, ...] = ()
             for name in _WATCHED_MODULES
             if name in sys.modules
         },
-        course={
-            name: {
-                k: _fingerprint(v, course, 2 if k.isupper() and k[0] != "_" else 1)
-                for k, v in list(vars(sys.modules[name]).items())
-                if k not in _rebound(sys.modules[name])
-            }
-            for name in mine
-        },
+        course={name: _module_print(name, course) for name in mine},
         meta_path=[id(x) for x in sys.meta_path],
         foreign_finders=_foreign_finders(list(sys.meta_path), roots),
         path=list(sys.path),
@@ -548,9 +551,60 @@ def arm(folder: str | None = None) -> None:
     open_file = builtins.open
     getframe = sys._getframe
 
+    from jax._src import monitoring as jax_monitoring
+
+    from jitlab.instruments import counting  # noqa: F401 (in stock)
+    from jitlab.instruments import events as grading_events
+
+    listeners = jax_monitoring._event_duration_secs_listeners
+    at_arm = {id(x) for x in listeners}
+    record = jax_monitoring.record_event_duration_secs.__code__
+    dispatch, subscribers = grading_events._dispatch, grading_events._subscribers
+    said: set[str] = set()
+
     def on_duration(event: str, seconds: float, **kwargs: Any) -> None:
         if event == _COMPILE_EVENT:
             heard.append(str(kwargs.get("fun_name", "")))
+        if event.startswith("/jax/core/compile/"):
+            problems = [p for p in listening_path(getframe(1).f_code) if p not in said]
+            if problems:
+                said.update(problems)
+                busy, state.busy = getattr(state, "busy", False), True  # the hook's own write
+                try:
+                    report({"phase": "call", "problems": problems})
+                finally:
+                    state.busy = busy
+
+    def listening_path(delivered_by: Any) -> list[str]:
+        """At each trace, lowering and compilation JAX reports: is the path by which the
+        grader's counters hear it intact? A change made and undone inside one learner call
+        (a listener taken out of JAX's list and put back) is in place only now."""
+        found = []
+        live = jax_monitoring._event_duration_secs_listeners
+        if delivered_by is not record:
+            found.append("a JAX monitoring event was delivered by other code than JAX's")
+        if live is not listeners:
+            found.append("JAX's list of monitoring listeners was replaced")
+        if (
+            grading_events._dispatch is not dispatch
+            or grading_events._subscribers is not subscribers
+        ):
+            found.append("the compile counters' listener (jitlab.instruments.events) was replaced")
+        elif subscribers and not any(x is dispatch for x in live):
+            found.append("the compile counters' listener was taken out of JAX's while they counted")
+        for x in live:
+            code = getattr(getattr(x, "__func__", x), "__code__", None)
+            if (
+                id(x) not in at_arm
+                and x is not dispatch
+                and not _trusted(code.co_filename if code else "")
+            ):
+                found.append(f"a monitoring listener of your own ({x!r}) was added to JAX's")
+        for name in ("jitlab.instruments.events", "jitlab.instruments.counting"):
+            found += _changed_modules(
+                {name: stock.course.get(name, {})}, {name: _module_print(name, course)}
+            )
+        return found
 
     jax.monitoring.register_event_duration_secs_listener(on_duration)
 
@@ -688,6 +742,12 @@ def arm(folder: str | None = None) -> None:
                 f"XLA compiled {dumped} programs, but JAX's monitoring events reported "
                 f"{counted}: something kept the compile listeners from hearing "
                 f"{dumped - counted}"
+            )
+        if dumped and counted > dumped:
+            problems.append(
+                f"JAX's monitoring events reported {counted} compilations, but XLA compiled "
+                f"{dumped}: {counted - dumped} were reported by other code than XLA's (or "
+                "came from a persistent compilation cache, which strict mode does not support)"
             )
         report(
             {

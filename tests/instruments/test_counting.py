@@ -289,9 +289,9 @@ def test_counting_every_function_names_what_was_compiled():
     assert sum(n.compiled.values()) == n.compiles
 
 
-def test_a_computed_name_on_the_wrapped_function_is_refused():
-    """A ``__wrapped__`` whose class computes ``__name__`` could answer the counter with
-    another name than JAX reports (a strict-mode cheat): the counter will not guess."""
+def test_a_jitted_functions_name_is_what_jax_traces_not_its_wrapped():
+    """``__wrapped__`` can be set to another function, or to an object whose class
+    computes ``__name__`` (strict-mode cheats): the counter reads the function JAX traces."""
 
     class Named:
         reads = 0
@@ -304,8 +304,16 @@ def test_a_computed_name_on_the_wrapped_function_is_refused():
     def f(x):
         return x
 
+    def decoy(x):
+        return x
+
     jitted = jax.jit(f)
-    assert function_name(jitted) == "f"
-    jitted.__wrapped__ = Named()
-    with pytest.raises(TypeError, match="computed name"):
-        function_name(jitted)
+    for swapped in (decoy, Named()):
+        jitted.__wrapped__ = swapped
+        assert function_name(jitted) == "f"
+        with count_compiles(jitted) as n:
+            jitted(jnp.ones(3))
+        assert n.compiles == 1
+        jitted.clear_cache()
+    with pytest.raises(TypeError, match="computed name"):  # a callable JAX does not hold
+        function_name(Named())

@@ -257,6 +257,14 @@ EVENTS_SILENCED = (
     "    import jax._src.dispatch as dispatch\n    dispatch._on_exit = True\n    return x * 2\n"
 )
 
+# A compilation reported to JAX's listeners that XLA never made (one the grader would
+# count for a function of the learner's choosing).
+EVENT_FORGED = """
+jax.monitoring.record_event_duration_secs(
+    "/jax/core/compile/backend_compile_duration", 0.1, fun_name="jit(double)"
+)
+"""
+
 
 @pytest.mark.parametrize(
     ("body", "cell", "said"),
@@ -289,6 +297,7 @@ EVENTS_SILENCED = (
         (SOLVED, JAX_CLASS_METHOD, "jax._src.core.ShapedArray.__str__ replaced"),
         (WRONG, SHELL_CLASS_METHOD, "InteractiveShell.transform_cell"),
         (SOLVED, LAUNDERED_ANNOUNCEMENT, "refused announcing the grader's own objects"),
+        (SOLVED, EVENT_FORGED, "reported by other code than XLA's"),
     ],
     ids=[
         "ipython-input-transformer",
@@ -319,6 +328,7 @@ EVENTS_SILENCED = (
         "jax-class-method-replaced",
         "ipython-shell-class-method-replaced",
         "announcement-laundered-through-jax",
+        "compile-event-forged",
     ],
 )
 def test_a_cheat_is_rejected_in_strict_mode(fixture_course, capsys, body, cell, said):
@@ -408,11 +418,57 @@ LISTENER_SWAPPED = (
     "    return out\n"
 )
 
+# The same, one level down: the package's one listener taken out of JAX's list for the
+# call; a listener of the learner's placed before it that stops JAX's loop at each
+# compilation; the event's name the counter matches changed. Each is undone before the
+# function returns, so only a look at each event sees it.
+DISPATCH_TAKEN_OUT = (
+    "    from jax._src import monitoring\n"
+    "    import jitlab.instruments.events as events\n"
+    "    monitoring._event_duration_secs_listeners.remove(events._dispatch)\n"
+    "    out = padded_rms(padded, n)\n"
+    "    monitoring._event_duration_secs_listeners.append(events._dispatch)\n"
+    "    return out\n"
+)
+LOOP_STOPPED = (
+    "    from jax._src import monitoring\n"
+    "    def stop(event, seconds, **kwargs):\n"
+    "        if event.endswith('backend_compile_duration'):\n"
+    "            raise KeyError(event)\n"
+    "    listeners = monitoring._event_duration_secs_listeners\n"
+    "    listeners.insert(len(listeners) - 1, stop)\n"
+    "    try:\n"
+    "        out = padded_rms(padded, n)\n"
+    "    except KeyError:\n"
+    "        out = padded_rms(padded, n)\n"
+    "    listeners.remove(stop)\n"
+    "    return out\n"
+)
+EVENT_NAME_CHANGED = (
+    "    import jitlab.instruments.counting as counting\n"
+    "    saved, counting.COMPILE_EVENT = counting.COMPILE_EVENT, 'nothing'\n"
+    "    out = padded_rms(padded, n)\n"
+    "    counting.COMPILE_EVENT = saved\n"
+    "    return out\n"
+)
+
 
 @pytest.mark.parametrize(
     ("cheat", "said"),
-    [(FORGED_COUNT, "CompileCount: .compiles"), (LISTENER_SWAPPED, "(list: [")],
-    ids=["count-lowered", "listener-swapped-and-restored"],
+    [
+        (FORGED_COUNT, "CompileCount: .compiles"),
+        (LISTENER_SWAPPED, "(list: ["),
+        (DISPATCH_TAKEN_OUT, "taken out of JAX's"),
+        (LOOP_STOPPED, "a monitoring listener of your own"),
+        (EVENT_NAME_CHANGED, "jitlab.instruments.counting.COMPILE_EVENT replaced"),
+    ],
+    ids=[
+        "count-lowered",
+        "listener-swapped-and-restored",
+        "dispatch-taken-out-and-put-back",
+        "listener-loop-stopped",
+        "event-name-changed-and-restored",
+    ],
 )
 def test_a_compile_count_forged_through_its_listener_is_rejected(capsys, tmp_path, cheat, said):
     source = load_course().lesson("shapes").exercise.source
