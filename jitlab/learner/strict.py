@@ -311,8 +311,8 @@ def _rebound(module: Any) -> frozenset[str]:
     name = module.__name__
     if name not in _REBOUND:
         try:
-            text = Path(module.__file__).read_text(encoding="utf-8")
-        except (OSError, TypeError):
+            text = Path(getattr(module, "__file__", None)).read_text(encoding="utf-8")
+        except (OSError, TypeError):  # a module without a file (planted: reported apart)
             text = ""
         names = {n.strip() for line in _GLOBAL.findall(text) for n in line.split(",")}
         _REBOUND[name] = frozenset(names)
@@ -507,9 +507,16 @@ def _jitlab_functions_foreign(roots: tuple[str, ...]) -> list[str]:
     for name, module in list(sys.modules.items()):
         if not (name == "jitlab" or name.startswith("jitlab.")) or module is None:
             continue
+        home = getattr(module, "__file__", None)
+        if not isinstance(home, str) or not os.path.realpath(home).startswith(roots):
+            found.append(f"sys.modules[{name!r}] (a module of your own)")
+            continue
         for attribute, value in list(vars(module).items()):
-            while hasattr(value, "__wrapped__"):  # contextmanager, functools.wraps
-                value = value.__wrapped__
+            for _ in range(8):  # contextmanager, functools.wraps; never a loop of its own
+                try:
+                    value = value.__wrapped__
+                except Exception:  # none (or a lookup of the learner's that raises)
+                    break
             code = getattr(value, "__code__", None)
             if code is not None and not os.path.realpath(code.co_filename).startswith(roots):
                 found.append(f"{name}.{attribute}")

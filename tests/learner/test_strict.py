@@ -265,6 +265,12 @@ jax.monitoring.record_event_duration_secs(
 )
 """
 
+# A module of the learner's under the course's package, before the grader imports it.
+MODULE_PLANTED = """
+import sys, types
+sys.modules["jitlab.grading.planted"] = types.ModuleType("planted")
+"""
+
 
 @pytest.mark.parametrize(
     ("body", "cell", "said"),
@@ -298,6 +304,7 @@ jax.monitoring.record_event_duration_secs(
         (WRONG, SHELL_CLASS_METHOD, "InteractiveShell.transform_cell"),
         (SOLVED, LAUNDERED_ANNOUNCEMENT, "refused announcing the grader's own objects"),
         (SOLVED, EVENT_FORGED, "reported by other code than XLA's"),
+        (SOLVED, MODULE_PLANTED, "a module of your own"),
     ],
     ids=[
         "ipython-input-transformer",
@@ -329,6 +336,7 @@ jax.monitoring.record_event_duration_secs(
         "ipython-shell-class-method-replaced",
         "announcement-laundered-through-jax",
         "compile-event-forged",
+        "module-planted-in-the-package",
     ],
 )
 def test_a_cheat_is_rejected_in_strict_mode(fixture_course, capsys, body, cell, said):
