@@ -480,6 +480,25 @@ def _user_functions(shell: Any) -> dict[str, tuple[Any, ...]]:
     return found
 
 
+def _own_signal_handlers(roots: tuple[str, ...]) -> list[str]:
+    """Signal handlers of the learner's: Python hands a handler the frame it interrupts,
+    a grader's among them, without a ``sys._getframe`` (``signal.setitimer`` fires it
+    anywhere). Python's own Ctrl-C handler, and handlers from installed files, are not."""
+    import signal
+
+    found = []
+    for number in signal.valid_signals():
+        try:
+            handler = signal.getsignal(number)
+        except (OSError, ValueError):
+            continue
+        code = getattr(getattr(handler, "__func__", handler), "__code__", None)
+        trusted = code and os.path.realpath(code.co_filename).startswith(roots)
+        if callable(handler) and handler is not signal.default_int_handler and not trusted:
+            found.append(f"a signal handler of your own ({signal.Signals(number).name})")
+    return found
+
+
 def _disguised(shell: Any) -> list[str]:
     """The learner's jitted functions whose name no longer matches the function JAX
     compiles (compile events carry that one's name), or whose own attributes hide the
@@ -607,6 +626,7 @@ def arm(folder: str | None = None) -> None:
                 and not _trusted(code.co_filename if code else "")
             ):
                 found.append(f"a monitoring listener of your own ({x!r}) was added to JAX's")
+        found += _own_signal_handlers(roots)
         for name in ("jitlab.instruments.events", "jitlab.instruments.counting"):
             found += _changed_modules(
                 {name: stock.course.get(name, {})}, {name: _module_print(name, course)}
@@ -725,7 +745,7 @@ def arm(folder: str | None = None) -> None:
             f"{name} was replaced by code from outside the installed files"
             for name in _jitlab_functions_foreign(roots)
         ]
-        problems += _disguised(shell)
+        problems += _disguised(shell) + _own_signal_handlers(roots)
         problems += states_changed()
         functions = _user_functions(shell)
         if phase == "before":
@@ -793,7 +813,7 @@ def arm(folder: str | None = None) -> None:
                 calls.append(_take_stock(shell, roots))
             elif phase == "leave" and calls:
                 now = stock_now()
-                problems = _differences(calls.pop(), now)
+                problems = _differences(calls.pop(), now) + _own_signal_handlers(roots)
                 problems += _changed_modules(stock.course, now.course)
                 problems += states_changed()
                 if problems:
@@ -801,7 +821,7 @@ def arm(folder: str | None = None) -> None:
             elif phase == "check":  # a check decided: nothing it relied on was replaced
                 now = stock_now()
                 problems = _changed_modules(stock.modules, now.modules)
-                problems += _changed_modules(stock.course, now.course)
+                problems += _changed_modules(stock.course, now.course) + _own_signal_handlers(roots)
                 problems += _changed_modules(library, _library(course))
                 if problems:
                     report({"phase": "call", "problems": problems})

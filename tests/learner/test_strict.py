@@ -271,6 +271,13 @@ import sys, types
 sys.modules["jitlab.grading.planted"] = types.ModuleType("planted")
 """
 
+# A frame without asking for one: Python hands a signal handler the frame it interrupts
+# (a timer fires it inside the grader).
+SIGNAL_HANDLER = """
+import signal
+signal.signal(signal.SIGALRM, lambda number, frame: frame.f_locals)
+"""
+
 
 @pytest.mark.parametrize(
     ("body", "cell", "said"),
@@ -305,6 +312,7 @@ sys.modules["jitlab.grading.planted"] = types.ModuleType("planted")
         (SOLVED, LAUNDERED_ANNOUNCEMENT, "refused announcing the grader's own objects"),
         (SOLVED, EVENT_FORGED, "reported by other code than XLA's"),
         (SOLVED, MODULE_PLANTED, "a module of your own"),
+        (SOLVED, SIGNAL_HANDLER, "a signal handler of your own (SIGALRM)"),
     ],
     ids=[
         "ipython-input-transformer",
@@ -337,6 +345,7 @@ sys.modules["jitlab.grading.planted"] = types.ModuleType("planted")
         "announcement-laundered-through-jax",
         "compile-event-forged",
         "module-planted-in-the-package",
+        "signal-handler-of-its-own",
     ],
 )
 def test_a_cheat_is_rejected_in_strict_mode(fixture_course, capsys, body, cell, said):
