@@ -95,6 +95,9 @@ _NEVER = {
     "sys.setprofile": "sys.setprofile",
     "sys._settraceallthreads": "sys.settrace",
     "sys._setprofileallthreads": "sys.setprofile",
+    # Its callbacks see every call, with the callable and its first argument (a grader's
+    # reference array on its way into a comparison): settrace by another name.
+    "sys.monitoring.register_callback": "sys.monitoring",
 }
 _FRAME_ATTRIBUTES = {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "f_locals"}
 _PATH_EVENTS = {

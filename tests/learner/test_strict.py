@@ -278,6 +278,13 @@ import signal
 signal.signal(signal.SIGALRM, lambda number, frame: frame.f_locals)
 """
 
+# Every call's callable and first argument, as settrace would see them.
+MONITORING_CALLBACK = """
+import sys
+sys.monitoring.use_tool_id(3, "mine")
+sys.monitoring.register_callback(3, sys.monitoring.events.CALL, lambda *args: None)
+"""
+
 
 @pytest.mark.parametrize(
     ("body", "cell", "said"),
@@ -313,6 +320,7 @@ signal.signal(signal.SIGALRM, lambda number, frame: frame.f_locals)
         (SOLVED, EVENT_FORGED, "reported by other code than XLA's"),
         (SOLVED, MODULE_PLANTED, "a module of your own"),
         (SOLVED, SIGNAL_HANDLER, "a signal handler of your own (SIGALRM)"),
+        (SOLVED, MONITORING_CALLBACK, "refused sys.monitoring"),
     ],
     ids=[
         "ipython-input-transformer",
@@ -346,6 +354,7 @@ signal.signal(signal.SIGALRM, lambda number, frame: frame.f_locals)
         "compile-event-forged",
         "module-planted-in-the-package",
         "signal-handler-of-its-own",
+        "sys-monitoring-callback",
     ],
 )
 def test_a_cheat_is_rejected_in_strict_mode(fixture_course, capsys, body, cell, said):
