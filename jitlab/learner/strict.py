@@ -72,6 +72,8 @@ _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 # not the standard library's is the learner's); the same events raised by JAX, IPython,
 # jitlab or another installed package on their own behalf pass.
 _LEARNER_MAY_NOT = {
+    "sys._current_frames": "a frame (sys._current_frames)",  # f_back is not audited
+    "sys._current_exceptions": "a frame (sys._current_exceptions)",
     "gc.get_objects": "the garbage collector's objects",
     "gc.get_referrers": "the garbage collector's referrers",
     "gc.get_referents": "the garbage collector's referents",

@@ -285,6 +285,14 @@ sys.monitoring.use_tool_id(3, "mine")
 sys.monitoring.register_callback(3, sys.monitoring.events.CALL, lambda *args: None)
 """
 
+# The learner's own frame by another door, then up the stack (f_back is not audited).
+CURRENT_FRAMES = (
+    "    import sys\n"
+    "    import threading\n"
+    "    sys._current_frames()[threading.get_ident()].f_back\n"
+    "    return x * 2\n"
+)
+
 
 @pytest.mark.parametrize(
     ("body", "cell", "said"),
@@ -321,6 +329,7 @@ sys.monitoring.register_callback(3, sys.monitoring.events.CALL, lambda *args: No
         (SOLVED, MODULE_PLANTED, "a module of your own"),
         (SOLVED, SIGNAL_HANDLER, "a signal handler of your own (SIGALRM)"),
         (SOLVED, MONITORING_CALLBACK, "refused sys.monitoring"),
+        (CURRENT_FRAMES, "", "refused a frame (sys._current_frames)"),
     ],
     ids=[
         "ipython-input-transformer",
@@ -355,6 +364,7 @@ sys.monitoring.register_callback(3, sys.monitoring.events.CALL, lambda *args: No
         "module-planted-in-the-package",
         "signal-handler-of-its-own",
         "sys-monitoring-callback",
+        "current-frames",
     ],
 )
 def test_a_cheat_is_rejected_in_strict_mode(fixture_course, capsys, body, cell, said):
