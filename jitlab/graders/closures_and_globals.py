@@ -6,6 +6,7 @@ new values; a wrong result is named by the values it matches. What the drawing c
   threshold 1.0 last: those rows' top is 1.0     ``>`` for ``>=`` (below means strictly);
   then a big row's own confidence as threshold    the same, whatever the formula rounds to
   every other row clear of every threshold       (float32 rounding never flips a row)
+  a temperature of 1e-4 to 5e-3, a close row      a temperature floored or clipped
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ HINTS = Hints(  # a check's hint, and the mistakes a wrong result of one call po
         "formula": "softmax(logits / temperature) on the last axis, top per row, 0.0 below it",
         ">=": "a row whose confidence equals the threshold is not below it: keep it (>=)",
         "overflow": "exp overflows on big logits (inf/inf is nan): subtract each row's max",
+        "cold": "use the temperature as it is given, however small: no floor, clip or eps",
     }
 )
 
@@ -138,6 +140,28 @@ def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any, 
     return dict(expected=expected, seen=f"row {row} = {got[row]:.6g}", hint=hint)
 
 
+def _require_cold(confident_probs: Callable, logits: np.ndarray, row: int, rng) -> None:
+    """A temperature of 1e-4 to 5e-3, with ``row``'s top two logits 0 and -2 temperatures
+    (its answer 0.88): a temperature floored or clipped "against division by 0" shows."""
+    t = float(np.round(10 ** rng.uniform(-4, np.log10(5e-3)), 6))
+    cold = logits.copy()
+    first, second = np.argsort(cold[row])[::-1][:2]
+    cold[row] -= cold[row, first]  # its top logit 0: logits / t carry no float32 rounding
+    cold[row, second] = -2 * t
+    want, got = (
+        _reference(cold, t, 0.0),
+        as_numbers(call_learner(RUNS, confident_probs, cold, t, 0.0)),
+    )
+    if got is None or got.shape != want.shape or not _close(got[row], want[row]):  # rows
+        # other than ``row`` are compared at the drawn temperatures (here float32's
+        # rounding of logits / t, 3e4 or more, moves them)
+        seen = (
+            shorten(repr(got), 80) if got is None or got.shape != want.shape else f"{got[row]:.6g}"
+        )
+        expected = f"row {row} = {want[row]:.6g} at temperature {t:g} (threshold 0)"
+        raise fail(USES_VALUES, expected=expected, seen=f"row {row} = {seen}", hint=HINTS["cold"])
+
+
 @grader("closures_and_globals", checks=CHECKS)
 def grade(confident_probs: Callable[..., Any]) -> None:
     """Grade ``confident_probs(logits, temperature, threshold)`` of the exercise."""
@@ -164,6 +188,7 @@ def grade(confident_probs: Callable[..., Any]) -> None:
     if not seen or tied[big] != tie:
         seen = seen or f"threshold 0 gave {shorten(repr(own), 80)}, then {shorten(repr(tied), 80)}"
         raise fail(USES_VALUES, expected=expected, seen=seen, hint=HINTS[">="])
+    _require_cold(confident_probs, logits, int(np.flatnonzero(ordinary)[0]), rng)
     passed(USES_VALUES)
     require_jitted(JITTED, confident_probs, hint=HINTS[JITTED])
     base, changed = (logits, 0.777, 0.4321), (np.ascontiguousarray(logits[::-1]), 0.888, 0.4567)

@@ -136,20 +136,24 @@ def _sharding_hint(value: Any, mesh: Mesh, came: Mesh | None, meshes: tuple = ()
     return f"{HINTS['mesh']} {why}"
 
 
-def _check_arrays(originals: list[dict], arrived: list[dict], placed: list[dict], kinds) -> None:
-    """The caller's arrays hold what they held, and the placed ones exactly that."""
+def _check_arrays(originals: list[dict], arrived: list[dict], held: list[dict], placed, kinds):
+    """The caller's dicts hold the arrays they ``held`` before, with what they held, and
+    the placed ones exactly that."""
     arrays = [
         (f"{key} of batch {n} ({kinds[n]})", key, want[key], arrived[n].get(key), placed[n][key])
         for n, want in enumerate(originals)
         for key in ("x", "y")
     ]
-    for what, _, want, now, _ in arrays:
+    before = [batch[key] for batch in held for key in ("x", "y")]
+    for (what, key, want, now, _), was in zip(arrays, before, strict=True):
         deleted = isinstance(now, jax.Array) and now.is_deleted()
         if deleted:
             seen = f"it was deleted ({describe(now)}): donated to a jitted function, or "
             seen += ".delete() was called on it"
         elif now is None:  # taken out of the caller's dict
             seen = "it is gone from the caller's dict (popped or deleted)"
+        elif now is not was:  # the same numbers, but placed: written into the dict
+            seen = f"the caller's dict holds another array under {key!r} now ({describe(now)})"
         elif not np.array_equal(np.asarray(now), want):
             seen = f"it changed ({describe(now)})"
         else:
@@ -231,6 +235,7 @@ def grade(place: Callable[[dict, Any], dict]) -> None:
         copies = {k: v.copy() for k, v in originals[-1].items()}
         arrived.append(LOADERS[kind](copies, meshes[which], meshes[1 - which], device, grid))
     came = [_mesh_of(batch["x"]) for batch in arrived]
+    held = [dict(batch) for batch in arrived]
     for batch, (_, which) in zip(arrived, jobs, strict=True):
         placed.append(out := call_learner(PLACE_RUNS, place, batch, meshes[which]))
         seen = type(out).__name__ + (f" with keys {sorted(out)}" if isinstance(out, dict) else "")
@@ -239,7 +244,7 @@ def grade(place: Callable[[dict, Any], dict]) -> None:
     passed(PLACE_RUNS)
     passed(DICT_KEYS)
     require_jit_on("after your place ran")
-    _check_arrays(originals, arrived, placed, [kind for kind, _ in jobs])
+    _check_arrays(originals, arrived, held, placed, [kind for kind, _ in jobs])
     for which in (0, 1):
         _compiles_once(w, jobs, placed, came, meshes, which)
     passed(STEP_RUNS)

@@ -166,6 +166,8 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
     "> for >= by log-sum-exp": (lambda: log_sum_exp(jnp.greater), USES, ["own confidence as the"],
                                 [">="]),
     "softmax over rows": (jitted(over_rows), USES, ["largest logit "], ["last axis"]),
+    "temperature floored": (jitted(lambda z, t, h: _score(z, jnp.maximum(t, 0.01), h)), USES,
+                            ["at temperature"], ["no floor"]),
 }
 # fmt: on
 DRAWN = (
@@ -174,6 +176,7 @@ DRAWN = (
     "> for >= by log-sum-exp",
     "rounded temperature",
     "softmax over rows",
+    "temperature floored",
 )  # drawn on purpose every run
 
 
