@@ -5,7 +5,8 @@ a static-value miss only as "cache miss explanation unavailable"). Every call of
 learner's code, ``==`` and ``hash`` too, goes through ``call_learner``.
 
 What the drawing covers, every run (each wrong rule fails every run):
-- built by keyword and by position: kw_only fields, a wrong field order;
+- built by keyword and by position, residual != layer_norm: kw_only fields, a wrong
+  field order; every string a new object: a hash of id(activation);
 - one field changed, and eps raised and lowered in its 6th and 12th digit: ``==`` or
   ``__hash__`` that skips a field, rounds (one of the two stays equal whatever eps is),
   compares with a tolerance or as float32;
@@ -119,7 +120,9 @@ def _call(check: str, fn: Any, *args: Any, hint: Any = "", expected: str = "", *
 
 
 def _build(config_class: Any, fields: dict[str, Any], by_position: bool = False):
-    """A fresh config, by keyword or by position (the exercise shows both)."""
+    """A fresh config, by keyword or by position (the exercise shows both), its strings
+    new objects every time: equal configs need not share a string (``id()`` in a hash)."""
+    fields = {k: "".join(list(v)) if isinstance(v, str) else v for k, v in fields.items()}
     args, kwargs = ([fields[f] for f in FIELDS], {}) if by_position else ([], fields)
     return _call(BUILT, config_class, *args, hint=HINTS[BUILT], **kwargs)
 
@@ -162,9 +165,9 @@ def _check_value_semantics(config_class: Any, base: dict, variants: dict[str, di
 def _draw_fields(rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """The base config's fields, and for each field a config that differs in it alone."""
     activation, other = (str(a) for a in rng.choice(list(ACTIVATIONS), 2, replace=False))
-    eps = float(np.round(rng.uniform(0.01, 0.05), 6))
-    base = dict(zip(FIELDS, (activation, True, True, eps), strict=True))
-    changed = (other, False, False, float(np.round(eps + rng.uniform(1.0, 2.0), 6)))
+    eps = float(np.round(rng.uniform(0.01, 0.05), 6))  # layer_norm on: eps matters
+    base = dict(zip(FIELDS, (activation, False, True, eps), strict=True))
+    changed = (other, True, False, float(np.round(eps + rng.uniform(1.0, 2.0), 6)))
     return base, {f: dict(base, **{f: v}) for f, v in zip(FIELDS, changed, strict=True)}
 
 

@@ -169,15 +169,9 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
     "temperature floored": (jitted(lambda z, t, h: _score(z, jnp.maximum(t, 0.01), h)), USES,
                             ["at temperature"], ["no floor"]),
 }
+DRAWN = ("no max shift", "> for >=", "> for >= by log-sum-exp", "rounded temperature",
+         "softmax over rows", "temperature floored")  # drawn on purpose every run
 # fmt: on
-DRAWN = (
-    "no max shift",
-    "> for >=",
-    "> for >= by log-sum-exp",
-    "rounded temperature",
-    "softmax over rows",
-    "temperature floored",
-)  # drawn on purpose every run
 
 
 @pytest.mark.parametrize(("wrong", "seed"), rows(WRONG, seeded=DRAWN))

@@ -27,8 +27,8 @@ def jit_block(fun=block, **options):
 make_forward = jit_block(static_argnames="cfg")
 
 
-def config(name, **dataclass_options):
-    return dataclasses.make_dataclass(name, TYPED, **dataclass_options)
+def config(name, fields=TYPED, **dataclass_options):
+    return dataclasses.make_dataclass(name, fields, **dataclass_options)
 
 
 DEPTH = []  # grading's strict-mode brackets: 1 entering the learner's code, -1 leaving it
@@ -182,6 +182,8 @@ def naive_softmax_block(params, x, cfg, temperature):
 
 
 EqualButIdentityHash = type("EqualButIdHash", (KeyedConfig,), {"__hash__": object.__hash__})
+IdOfString = type("IdOfString", (KeyedConfig,), {"__hash__": lambda self: id(self.activation)})
+SWAPPED = [TYPED[i] for i in (0, 2, 1, 3)]  # residual and layer_norm: one True, one False
 # fmt: off
 WRONG = {  # name: (config class, make_forward, the check it fails, words its verdict holds)
     "identity hash": (IdentityConfig, make_forward, SA.EQUAL, ["== gives False, hashes differ"]),
@@ -202,6 +204,8 @@ WRONG = {  # name: (config class, make_forward, the check it fails, words its ve
                      ["TypeError", "in this order, positional"]),
     "fields reordered": (dataclasses.make_dataclass("Reordered", TYPED[::-1], frozen=True),
                          make_forward, SA.EQUAL, ["by position", "order"]),
+    "booleans swapped": (config("Swap", SWAPPED, frozen=True), make_forward, SA.EQUAL, ["order"]),
+    "hash of id(activation)": (IdOfString, make_forward, SA.EQUAL, ["seen:     hashes differ"]),
     "traced config": (BlockConfig, jit_block(), SA.RUNS, ["static"]),
     "pytree config": (PytreeConfig, jit_block(), SA.RUNS, ["traced"]),
     "static temperature": (BlockConfig, jit_block(static_argnames=("cfg", "temperature")),
