@@ -13,6 +13,7 @@ two lengths in one bucket                         a static n
 values equal to the threshold, one float32 step   >= for >, a nudged threshold
 above it, a negative one, none and all above
 the same data with a new threshold                a static threshold
+300 to 600 values, all above the threshold        a count or rank in int8 or uint8 (wraps)
 ===============================================  ======================================
 """
 
@@ -175,7 +176,7 @@ def _positions_hint(x: np.ndarray, threshold: float, got: np.ndarray, want: np.n
 def grade_positions(loud_positions: Any) -> None:
     """Grade part 2 of the exercise: ``loud_positions(x, threshold)``."""
     rng = fresh_rng()
-    length = int(rng.integers(40, 97))
+    length = int(rng.integers(300, 600))  # over 255 loud values when all are loud
     cases = _positions_cases(rng, length)
     POSITIONS.jitted(loud_positions)
     POSITIONS.no_callbacks(loud_positions, cases[0][1], cases[0][2])

@@ -282,6 +282,7 @@ POSITIONS_WRONG = {  # answer: (the check it fails, words in expected + seen, in
     "nudged threshold": (lambda: positions_of(lambda x, t: x > t + 1e-6), FINDS, [], []),
     "default fill": (lambda: positions_of(fill=0), FINDS, [], ["fill_value=-1"]),
     "count of slots": (lambda: positions_of(count=lambda m: m.shape[0]), FINDS, ["count"], []),
+    "int8 count": (lambda: positions_of(count=lambda m: m.sum(dtype="int8")), FINDS, ["count"], []),
     "decreasing": (lambda: backwards, FINDS, [], ["increasing order"]),
     "static threshold": (lambda: positions_of(static_argnames="threshold"), "compiles once",
                          ["threshold is static"], []),
