@@ -7,6 +7,7 @@ The draw, every run:
 - a limit equal to the norm: nothing (``>=`` scales by exactly 1, the same numbers);
 - a start whose gradient norm is exactly tol (float32-exact): ``>=`` for ``>`` in the rule;
 - a start below tol: a loop that steps before it tests;
+- a tol of 1.5 to 3, above CLIP_NORM: a rule that reads the clipped gradient's norm;
 - two problems that never reach tol: a fixed-count loop, a loop bound off by one;
 - ten max_norm, eight lr and tol, all new: a data argument made static.
 """
@@ -33,7 +34,8 @@ _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerCo
 EARLY, LIMIT = "stops early", f"never reaches tol in {MAX_STEPS} steps"
 CONVERGED = "starts converged: norm(curvature * x0) < tol"
 AT_TOL = "starts exactly at tol: norm(curvature * x0) == tol"
-KINDS = (EARLY, EARLY, CONVERGED, EARLY, AT_TOL, EARLY, LIMIT, LIMIT)  # descend's problems
+ABOVE = f"a tol above CLIP_NORM = {CLIP_NORM}: the gradient's own norm decides"
+KINDS = (EARLY, EARLY, CONVERGED, EARLY, AT_TOL, ABOVE, LIMIT, LIMIT)  # descend's problems
 
 CLIP_CHECKS = {  # every check once: its name, then its default hint
     (CLIP_JITTED := "clip_by_norm is compiled with jax.jit"): "decorate it with @jax.jit",
@@ -78,6 +80,8 @@ _MISTAKES = {  # the mistakes the step counts and a tracer error point to
     bound is off; keep going while steps < MAX_STEPS""",
     AT_TOL: """a gradient whose norm equals tol has converged (the rule is 'at most tol'):
     keep going while norm > tol, not norm >= tol""",
+    ABOVE: """the rule reads the norm of the gradient itself, before clipping: a clipped
+    gradient's norm is at most CLIP_NORM, so with this tol it stopped at once""",
     CONVERGED: """a start that has already converged needs 0 steps: test the rule before
     every step, including the first (lax.while_loop tests before its body)""",
     "offset": "x is right, but every count is off by {}: start steps at 0, add 1 per step",
@@ -199,8 +203,10 @@ def _problems(rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray, fl
         x0 = rng.normal(0.0, 2.0, size=size)
         curvature = rng.uniform(0.5, 2.0, size=size).astype(np.float32)
         lr = rng.uniform(0.01, 0.03) if kind == LIMIT else rng.uniform(0.3, 0.9)
-        tol = np.float32(10 ** rng.uniform(-3, -1))
-        if kind in (LIMIT, CONVERGED):  # gradient norm 10 (100 steps move it <= 6), or tol / 2
+        tol = np.float32(10 ** rng.uniform(-3, -1) if kind != ABOVE else rng.uniform(1.5, 3))
+        if kind == ABOVE:  # a few clipped steps from 4 to 8 times tol down to tol
+            x0 = x0 * (rng.uniform(4, 8) * tol / np.linalg.norm(curvature * x0))
+        elif kind in (LIMIT, CONVERGED):  # gradient norm 10 (100 steps move it <= 6), or tol / 2
             x0 = x0 * ((10.0 if kind == LIMIT else 0.5 * tol) / np.linalg.norm(curvature * x0))
         elif kind == AT_TOL:  # one entry, curvature 1: its float32 norm is tol exactly
             x0, curvature[:] = np.zeros(size), 1.0
@@ -217,6 +223,8 @@ def _steps_hint(got: list[int], want: list[int], x_at: list[set[int]]) -> str:
     offsets = {s - w for s, w, at, kind in rows if w in at and kind != LIMIT}
     if all(s == MAX_STEPS for s in got):
         return HINTS["fixed"]
+    if wrong == {ABOVE}:
+        return HINTS[ABOVE]
     if wrong in ({LIMIT}, {AT_TOL}):  # before "no iterate": a bound past the trajectory's end
         took = sorted({s for kind, s in zip(KINDS, got, strict=True) if kind == LIMIT})
         return HINTS[wrong.pop()].format(took)

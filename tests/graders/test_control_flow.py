@@ -214,6 +214,7 @@ STOP_EDGES = {  # stopping rules (norm, tol, steps) likewise
     ">= tol": lambda n, t, s: (n >= t) & (s < MAX_STEPS),
     "<= MAX_STEPS": lambda n, t, s: (n > t) & (s <= MAX_STEPS),
     "< MAX_STEPS - 1": lambda n, t, s: (n > t) & (s < MAX_STEPS - 1),
+    "clipped norm": lambda n, t, s: (jnp.minimum(n, 1.0) > t) & (s < MAX_STEPS),  # tol > 1
 }
 EDGES = {k: (partial(clip_with, f), cf.CLIP_TINY) for k, f in CLIP_EDGES.items()}
 EDGES |= {k: (partial(while_descend, cond=c), cf.DESCEND_STEPS) for k, c in STOP_EDGES.items()}
