@@ -522,9 +522,9 @@ def grader(slug: str, checks: Sequence[str], *, part: str = "") -> Callable[[F],
                 except CounterLost as lost:
                     expected = "the compile counter to hear JAX while your code runs"
                     raise fail(JIT_ON, expected=expected, seen=str(lost), hint=_HANDS_OFF) from None
-                except Unnamed as unnamed:  # a __name__ or __wrapped__ the learner made up
+                except Unnamed as unnamed:  # a __name__ the learner's class computes
                     expected = "functions the compile counter can name as JAX does"
-                    hint = "leave the __name__ and __wrapped__ of your functions as def made them"
+                    hint = "leave the __name__ of your functions as def made it (no property)"
                     raise fail(JIT_ON, expected=expected, seen=str(unnamed), hint=hint) from None
                 missing = [c for c in declared if c not in session.passed]
                 if missing:
