@@ -10,6 +10,8 @@ float batches with fractions                         a cast to an integer type (
 int16 readings below zero, uint8 up to 255           a cast through a narrower integer type
 a column with a spread of TINY in each float batch   an eps added to the std or the variance
                                                      (jax.nn.standardize adds 1e-5 to it)
+a counter column at 50,000-100,000 (int32, int64)  a one-pass variance, mean(x**2) -
+                                                     mean(x)**2, in float32 (loses its digits)
 no constant column                                   (the z-scores are defined)
 ===================================================  ======================================
 """
@@ -30,6 +32,7 @@ from jitlab.instruments import signature as sig
 SOURCE_DTYPES: tuple[type, ...] = (np.float64, np.float32, np.int32, np.int64, np.uint8, np.int16)
 RTOL = ATOL = 1e-4  # float32 accuracy, with room; float16 and integer casts miss by far more
 TINY = 1e-4  # the spread of one column of every float batch
+COUNTERS = ("int32", "int64")  # one column of theirs is at 50,000 to 100,000, spread 1,000
 HINTS = {  # by standard check, by the doctor's cause (for the count), by kind of wrong number
     k.PLAIN.name: """remove @jax.jit from score; the cast happens in score, the arithmetic in
         score_core""",
@@ -46,6 +49,10 @@ HINTS = {  # by standard check, by the doctor's cause (for the count), by kind o
     "eps": f"""each float batch has a column whose spread is about {TINY}: an eps added to the
         standard deviation or the variance (jax.nn.standardize adds one) changes its
         z-scores; divide by jnp.std itself""",
+    "one pass": """the int32 and int64 batches have a counter column in the tens of thousands
+        with a spread of hundreds: a variance taken as mean(x**2) - mean(x)**2 in float32
+        loses its digits (jax.nn.standardize takes it so); subtract the mean first, as
+        jnp.std does""",
     "formula": """the formula is wrong whatever the dtype: standardise each column (axis=0)
         with the population standard deviation (jnp.std, ddof=0), then z @ weights""",
     "other": "compute every batch in float32; the {wrong} batches come out wrong",
@@ -72,6 +79,8 @@ def make_batch(rng: np.random.Generator, dtype: type, shape: tuple[int, int]) ->
     else:
         low, high = (0, 256) if dtype is np.uint8 else (-500, 500)
         values = rng.integers(low, high, size=shape)
+        if np.dtype(dtype).name in COUNTERS:
+            values[:, rng.integers(shape[1])] += rng.integers(50_000, 100_000)
     batch = values.astype(dtype)
     batch[0] = batch[1] + (TINY if np.dtype(dtype).kind == "f" else 1)  # no constant column
     return batch
@@ -97,8 +106,14 @@ def _x_dtype(call: Call) -> str:
 def _numbers_hint(wrong: list[str], right: list[str], shape_wrong: bool, reached: list[str]) -> str:
     """The likeliest cause, from the dtypes that went wrong and those x reached score_core as."""
     narrow = [name for name in reached if name in ("float16", "bfloat16")]
+    floats = [name for name in wrong if np.dtype(name).kind == "f"]
+    ints = set(wrong) - set(floats)
     if shape_wrong or narrow:
         kind = "rows" if shape_wrong else "narrow"
+    elif right and ints and ints <= set(COUNTERS):
+        kind = "one pass"
+        if floats:  # jax.nn.standardize: an eps and one pass
+            return HINTS["eps"] + ". Also: " + HINTS["one pass"]
     elif right and all(np.dtype(name).kind == "f" for name in wrong):
         integer = reached and all(np.dtype(name).kind in "iu" for name in reached)
         kind = "integer" if integer else "eps"
