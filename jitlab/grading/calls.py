@@ -57,8 +57,12 @@ def copy_leaf(leaf: Any) -> Any:
 def read_once(leaf: Any) -> Any:
     """``leaf``, or, for an object of the learner's that converts itself to an array, that
     array: read once, so that every check after sees one value (an ``__array__`` that
-    answers the reference's comparison one way and the kernel's another cannot pass both)."""
-    genuine = np.ndarray | jax.Array | np.generic | float | int | bool | complex | str
+    answers the reference's comparison one way and the kernel's another cannot pass both).
+    A NumPy array is copied: code of the learner's that runs later (a callback) cannot
+    rewrite an answer after its check."""
+    if isinstance(leaf, np.ndarray):
+        return np.array(leaf)
+    genuine = jax.Array | np.generic | float | int | bool | complex | str
     if isinstance(leaf, genuine) or not hasattr(type(leaf), "__array__"):
         return leaf
     try:

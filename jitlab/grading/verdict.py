@@ -5,8 +5,9 @@ the runner and that cell's (runner-written) first lines know, never the learner'
 which run before it. Each :class:`Check` is one JSON line there carrying the token, and a
 grader that reaches its end writes a ``complete`` line listing its declared checks. A
 grader cell without that line fails whatever pytest says: a grader that was skipped,
-interrupted or replaced cannot pass. :func:`format_verdict` is the one place a verdict
-becomes text for the learner.
+interrupted or replaced cannot pass. In strict mode the audit hook keeps a copy of each
+record from this module's writer alone, and the runner reads that copy.
+:func:`format_verdict` is the one place a verdict becomes text for the learner.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
+
+from jitlab.instruments.audit import VERDICT_EVENT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +60,7 @@ def open_channel(path: str, token: str, cell: int) -> None:
 
 
 def _write(record: dict[str, Any]) -> None:
+    sys.audit(VERDICT_EVENT, record)  # strict mode's copy, which its runner reads instead
     if _channel is None:
         return  # a grader called outside the runner (tests, a notebook): print only
     path, token, cell = _channel

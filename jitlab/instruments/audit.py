@@ -10,3 +10,10 @@ CALL_EVENT = "jitlab.learner_call"
 # Raised around grading's own change to an object it hands to the learner's code
 # (``sys.audit(STATE_EVENT, obj, "before" | "after")``): that state is the grader's.
 STATE_EVENT = "jitlab.grader_state"
+# Raised by the verdict channel's writer with each record (a check, a grader's completion):
+# strict mode keeps its own copy, and the runner reads that copy, not the learner-writable
+# channel file.
+VERDICT_EVENT = "jitlab.verdict"
+# Raised by strict mode's JAX listener with each event's name and function name: the
+# listener holds nothing of the hook's, so nothing reachable from JAX's list leads to it.
+HEARD_EVENT = "jitlab.strict_heard"

@@ -319,9 +319,11 @@ def check_file(
             kernel=kernel if in_process and not strict else None,
             env=env,
         )
+        # Strict mode reads its hook's copy of the channel, which the learner cannot write.
+        source, keys = (folder / strict_mode.VERDICTS, watch) if strict else (channel, tokens)
         reports: dict[int, GraderRun] = {}
-        for index, token in tokens.items():
-            reports.update({k: v for k, v in read_channel(channel, token).items() if k == index})
+        for index, token in keys.items():
+            reports.update({k: v for k, v in read_channel(source, token).items() if k == index})
         found = []
         if strict:
             found = strict_mode.findings(

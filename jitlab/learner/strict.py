@@ -6,9 +6,10 @@ Code that runs in the grader's process can always reach the grader; the self-pac
 Its kernel process starts with this module's :func:`arm` (an IPython startup file in a
 folder of the runner's), which, before the first cell:
 
-- registers its own JAX monitoring listener, and has XLA dump every compiled module to
-  a folder outside the learner's reach (``--xla_dump_to``), so that compilations are
-  counted twice, by means the learner's code never held;
+- registers its own JAX monitoring listener, which holds nothing and hands each event to
+  the hook, and has XLA dump every compiled module to a folder outside the learner's
+  reach (``--xla_dump_to``), so that compilations are counted twice, by means the
+  learner's code never held;
 - imports the modules the grader cells import, then takes stock of what grading relies
   on: JAX's listener lists, ``builtins``, ``sys.meta_path``, ``sys.path``,
   ``sys.path_hooks``, IPython's input and AST transformers and its cell runner, the
@@ -22,8 +23,9 @@ folder of the runner's), which, before the first cell:
   and removals outside the check's scratch folder; ``sys.settrace`` and
   ``sys.setprofile``; frames (``sys._getframe``, ``tb_frame``, ``gi_frame``), the
   garbage collector's object lists, ``ctypes``, threads and processes asked for by the
-  learner's code; swapping a function's ``__code__``; and running module code from a
-  file outside the standard library, the installed packages and the course's package.
+  learner's code; swapping a function's ``__code__``; an audit hook of the learner's
+  (it would hear the runner's announcements); and running module code from a file
+  outside the standard library, the installed packages and the course's package.
 
 Grading announces the objects it hands to the learner's code and reads back afterwards
 (a wrapper's ``.calls`` counter, the list of calls a recorder keeps, the dict of
@@ -34,11 +36,16 @@ what it saw, and an object changed by anyone else (the learner editing
 comparison. Announcing from the learner's own code is refused.
 
 The runner's first line in each grader cell and a last line it adds announce the grader
-to the hook (``sys.audit("jitlab.strict", ...)``, with a token the learner's cells never
-saw); at both, the hook compares everything above with its stock, and checks that every
-compilation XLA dumped was heard by its listener. Everything it finds goes to a report
-that only the hook writes, and the runner fails the check on any entry, whether or not
-the learner's code caught the refusal.
+to the hook (``sys.audit("jitlab.strict", ...)``); the hook accepts them only as
+statements of the cell IPython runs, the last from where the first ran (a grader stopped
+by an exception never gets there), whatever token the learner's code may have read. At
+both, it compares everything above with its stock, and checks that every compilation XLA
+dumped was heard by its listener. The grader's reports reach the runner through the hook
+too: the verdict module's writer raises each record, and the hook keeps a copy (only of
+records from that writer, with none of the learner's code on the stack below the grader
+cell) in a file the learner cannot write, which the runner reads instead of the channel.
+Everything it finds goes to a report that only the hook writes, and the runner fails the
+check on any entry, whether or not the learner's code caught the refusal.
 """
 
 from __future__ import annotations
@@ -58,12 +65,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from jitlab.instruments.audit import CALL_EVENT, STATE_EVENT
+from jitlab.instruments.audit import CALL_EVENT, HEARD_EVENT, STATE_EVENT, VERDICT_EVENT
 
 STRICT_ENV = "JITLAB_STRICT"  # the runner's strict folder (report, XLA dump, IPython)
 GRADERS_ENV = "JITLAB_STRICT_GRADERS"  # what the grader cells import, loaded at arming
 EVENT = "jitlab.strict"
 REPORT = "report.jsonl"
+VERDICTS = "verdicts.jsonl"  # the hook's copy of the verdict channel, which the runner reads
 DUMP = "xla"
 STARTUP = "ipython/profile_default/startup/00-jitlab-strict.py"
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
@@ -261,6 +269,11 @@ def _ipython_parts(shell: Any) -> dict[str, list[int]]:
         "manager.token_transformers": list(getattr(manager, "token_transformers", [])),
         "events.pre_run_cell": list(shell.events.callbacks.get("pre_run_cell", [])),
         "events.pre_execute": list(shell.events.callbacks.get("pre_execute", [])),
+        "events.post_run_cell": list(shell.events.callbacks.get("post_run_cell", [])),
+        "events.post_execute": list(shell.events.callbacks.get("post_execute", [])),
+        # What shows a cell's error (nbval fails a cell on the error it sends), or swallows
+        # it: replaced on the shell, or a handler of set_custom_exc.
+        "error handlers": [vars(shell).get(name) for name in _ERROR_DISPLAY],
     }
     # A method replaced on the shell itself (an instance attribute shadows the class's).
     found["shell overrides"] = sorted(
@@ -274,10 +287,21 @@ def _ipython_parts(shell: Any) -> dict[str, list[int]]:
             "should_run_async",
             "compile",
             "transform_ast",
+            *_ERROR_DISPLAY,
         }
     )
     found["compiler"] = [type(getattr(shell, "compile", None))]
     return {k: [v if isinstance(v, str) else id(v) for v in values] for k, values in found.items()}
+
+
+_ERROR_DISPLAY = (
+    "showtraceback",
+    "_showtraceback",
+    "showsyntaxerror",
+    "showindentationerror",
+    "CustomTB",
+    "custom_exceptions",
+)
 
 
 def _foreign_finders(finders: list[Any], roots: tuple[str, ...]) -> list[str]:
@@ -485,11 +509,17 @@ def _user_functions(shell: Any) -> dict[str, tuple[Any, ...]]:
     return found
 
 
-def _own_signal_handlers(roots: tuple[str, ...]) -> list[str]:
-    """Signal handlers of the learner's: Python hands a handler the frame it interrupts,
-    a grader's among them, without a ``sys._getframe`` (``signal.setitimer`` fires it
-    anywhere). Python's own Ctrl-C handler, and handlers from installed files, are not."""
+def _own_handlers(roots: tuple[str, ...]) -> list[str]:
+    """Signal handlers and garbage-collector callbacks of the learner's: Python runs them
+    between any two lines of the grader's (a handler is handed the frame it interrupts;
+    a ``gc.callbacks`` entry can rewrite an answer after its check). Python's own Ctrl-C
+    handler, and handlers from installed files, are not the learner's."""
+    import gc
     import signal
+
+    def trusted(handler: Any) -> bool:
+        code = getattr(getattr(handler, "__func__", handler), "__code__", None)
+        return bool(code) and os.path.realpath(code.co_filename).startswith(roots)
 
     found = []
     for number in signal.valid_signals():
@@ -497,10 +527,10 @@ def _own_signal_handlers(roots: tuple[str, ...]) -> list[str]:
             handler = signal.getsignal(number)
         except (OSError, ValueError):
             continue
-        code = getattr(getattr(handler, "__func__", handler), "__code__", None)
-        trusted = code and os.path.realpath(code.co_filename).startswith(roots)
-        if callable(handler) and handler is not signal.default_int_handler and not trusted:
+        if callable(handler) and handler is not signal.default_int_handler and not trusted(handler):
             found.append(f"a signal handler of your own ({signal.Signals(number).name})")
+    if any(not trusted(callback) for callback in list(gc.callbacks)):
+        found.append("a garbage-collector callback of your own (gc.callbacks)")
     return found
 
 
@@ -592,19 +622,25 @@ def arm(folder: str | None = None) -> None:
     record = jax_monitoring.record_event_duration_secs.__code__
     dispatch, subscribers = grading_events._dispatch, grading_events._subscribers
     said: set[str] = set()
+    heard_code = _heard.__code__
+    run_code = getattr(getattr(type(shell), "run_code", None), "__code__", None)
+    write_code = importlib.import_module("jitlab.grading.verdict")._write.__code__
+    verdicts_path = str(where / VERDICTS)
+    grading: dict[str, Any] = {}  # the grader cell announced now: cell, token, runner's line
 
-    def on_duration(event: str, seconds: float, **kwargs: Any) -> None:
+    def on_heard(frame: Any, event: str, name: str) -> None:
+        """An event from strict mode's listener (``frame``, its frame): counted, and at
+        each trace, lowering and compilation, the listening path checked."""
+        if frame.f_code is not heard_code:
+            refuse("raising strict mode's own events", learners_line(frame))
         if event == _COMPILE_EVENT:
-            heard.append(str(kwargs.get("fun_name", "")))
+            heard.append(name)
         if event.startswith("/jax/core/compile/"):
-            problems = [p for p in listening_path(getframe(1).f_code) if p not in said]
+            problems = listening_path(frame.f_back.f_code if frame.f_back else None)
+            problems = [p for p in problems if p not in said]
             if problems:
                 said.update(problems)
-                busy, state.busy = getattr(state, "busy", False), True  # the hook's own write
-                try:
-                    report({"phase": "call", "problems": problems})
-                finally:
-                    state.busy = busy
+                report({"phase": "call", "problems": problems})
 
     def listening_path(delivered_by: Any) -> list[str]:
         """At each trace, lowering and compilation JAX reports: is the path by which the
@@ -631,14 +667,14 @@ def arm(folder: str | None = None) -> None:
                 and not _trusted(code.co_filename if code else "")
             ):
                 found.append(f"a monitoring listener of your own ({x!r}) was added to JAX's")
-        found += _own_signal_handlers(roots)
+        found += _own_handlers(roots) + _disguised(shell)  # a name changed for one call
         for name in ("jitlab.instruments.events", "jitlab.instruments.counting"):
             found += _changed_modules(
                 {name: stock.course.get(name, {})}, {name: _module_print(name, course)}
             )
         return found
 
-    jax.monitoring.register_event_duration_secs_listener(on_duration)
+    jax.monitoring.register_event_duration_secs_listener(_heard)
 
     def stock_now() -> _Stock:
         return _take_stock(shell, roots, course)
@@ -750,7 +786,7 @@ def arm(folder: str | None = None) -> None:
             f"{name} was replaced by code from outside the installed files"
             for name in _jitlab_functions_foreign(roots)
         ]
-        problems += _disguised(shell) + _own_signal_handlers(roots)
+        problems += _disguised(shell) + _own_handlers(roots)
         problems += states_changed()
         functions = _user_functions(shell)
         if phase == "before":
@@ -804,9 +840,57 @@ def arm(folder: str | None = None) -> None:
     def caller() -> Any:
         return getframe(3)  # caller <- _audit <- hook <- the code that raised the event
 
+    def learner_between(frame: Any) -> bool:
+        """Whether code of the learner's runs between ``frame`` and the cell IPython runs
+        (the grader cell's statement, right under ``run_code``): what only the grader's
+        own code may do was then asked for by the learner's."""
+        while frame is not None:
+            if frame.f_back is not None and frame.f_back.f_code is run_code:
+                return False
+            if not _trusted(frame.f_code.co_filename):
+                return True
+            frame = frame.f_back
+        return True
+
+    def announced(phase: str, frame: Any) -> bool:
+        """A grader cell announced by the runner's own line: a statement of the cell that
+        IPython runs (not a function, nor code a callback ran), and its last line run from
+        where its first was (a grader stopped by an exception never gets there)."""
+        at = frame.f_back.f_lineno if frame.f_back is not None else None
+        ok = frame.f_code.co_name == "<module>" and frame.f_back is not None
+        ok = ok and frame.f_back.f_code is run_code and not _trusted(frame.f_code.co_filename)
+        if phase == "after":
+            ok = ok and grading.get("at") == (frame.f_code.co_filename, at)
+        return ok
+
     def _audit(event: str, args: tuple[Any, ...]) -> None:
+        if event == HEARD_EVENT:
+            on_heard(caller(), *(list(args) + ["", ""])[:2])
+            return
+        if event == VERDICT_EVENT:
+            frame = caller()
+            if frame.f_code is not write_code or learner_between(frame):
+                refuse("reporting a grader's check from your code", learners_line(frame))
+            if grading and args and isinstance(args[0], dict):
+                record = {**args[0], "cell": grading["cell"], "token": grading["token"]}
+                with open_file(verdicts_path, "a", encoding="utf-8") as out:
+                    out.write(dumps(record) + "\n")
+            return
         if event == EVENT:
+            frame, phase = caller(), args[0] if args else ""
+            if not announced(phase, frame):
+                refuse("announcing a grader cell from your code", learners_line(frame))
+            if phase == "before":
+                at = (frame.f_code.co_filename, frame.f_back.f_lineno)
+                grading.update(cell=args[1], token=args[2], at=at)
             check(*args[:3])
+            if phase == "after":
+                grading.clear()
+            return
+        if event == "sys.addaudithook":
+            line = learners_line(caller())
+            if line:
+                refuse("an audit hook of your own", line)
             return
         if event == CALL_EVENT:  # grading, around each call into the learner's code
             # The grader itself registers listeners around a call (its counters), so a
@@ -818,7 +902,7 @@ def arm(folder: str | None = None) -> None:
                 calls.append(_take_stock(shell, roots))
             elif phase == "leave" and calls:
                 now = stock_now()
-                problems = _differences(calls.pop(), now) + _own_signal_handlers(roots)
+                problems = _differences(calls.pop(), now) + _own_handlers(roots)
                 problems += _changed_modules(stock.course, now.course)
                 problems += states_changed()
                 if problems:
@@ -826,7 +910,7 @@ def arm(folder: str | None = None) -> None:
             elif phase == "check":  # a check decided: nothing it relied on was replaced
                 now = stock_now()
                 problems = _changed_modules(stock.modules, now.modules)
-                problems += _changed_modules(stock.course, now.course) + _own_signal_handlers(roots)
+                problems += _changed_modules(stock.course, now.course) + _own_handlers(roots)
                 problems += _changed_modules(library, _library(course))
                 if problems:
                     report({"phase": "call", "problems": problems})
@@ -907,6 +991,13 @@ def arm(folder: str | None = None) -> None:
                 refuse(_LEARNER_MAY_NOT[event], line)
 
     sys.addaudithook(hook)
+
+
+def _heard(event: str, seconds: float, **kwargs: Any) -> None:
+    """Strict mode's JAX listener: it hands each event to the audit hook and holds
+    nothing, so that nothing reachable from JAX's public list of listeners (a closure's
+    cells) leads to what the hook keeps or writes with."""
+    sys.audit(HEARD_EVENT, event, str(kwargs.get("fun_name", "")))
 
 
 def _past(frame: Any, filename: str) -> Any:

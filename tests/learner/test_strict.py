@@ -294,6 +294,58 @@ CURRENT_FRAMES = (
 )
 
 
+# Round 4: the verdict channel forged from inside the grader cell (its path and token are
+# the verdict module's), the grader's own reports sent nowhere and its error hidden; the
+# runner then reads the hook's copy, which holds the real failure.
+CHANNEL_FORGED = (
+    "    import json\n"
+    "    import jitlab.grading.verdict as v\n"
+    "    if v._channel is not None:\n"
+    "        path, token, cell = v._channel\n"
+    "        with open(path, 'a') as out:\n"
+    "            for kind in ('check', 'complete'):\n"
+    "                record = {'kind': kind, 'name': 'double doubles', 'passed': True,\n"
+    "                          'grader': '01 doubling', 'declared': [], 'token': token}\n"
+    "                out.write(json.dumps({**record, 'cell': cell}) + '\\n')\n"
+    "        v._channel = None\n"
+    "        get_ipython().showtraceback = lambda *args, **kwargs: None\n"
+    "    return x * 3\n"
+)
+# The watch's announcement heard by an audit hook of the learner's, or made by its code.
+AUDIT_HOOK = """
+import sys
+sys.addaudithook(lambda event, args: None)
+"""
+ANNOUNCED = "    __import__('sys').audit('jitlab.strict', 'after', 0, 'token')\n    return x * 2\n"
+VERDICT_WRITTEN = (
+    "    import jitlab.grading.verdict as v\n"
+    "    v._write({'kind': 'check', 'name': 'double doubles', 'passed': True})\n"
+    "    return x * 3\n"
+)
+# A garbage-collector callback runs between any two of the grader's lines (it rewrote
+# an answer in place after its check); set_custom_exc swallows the grader's failure.
+GC_CALLBACK = """
+import gc
+gc.callbacks.append(lambda phase, info: None)
+"""
+CUSTOM_EXC = """
+get_ipython().set_custom_exc((Exception,), lambda *args, **kwargs: None)
+"""
+# The report writer reached through strict mode's own JAX listener's closure, and swapped
+# for one that drops every problem; then a check's function replaced.
+REPORT_NEUTERED = (
+    "    from jax._src import monitoring as m\n"
+    "    for listener in list(m._event_duration_secs_listeners):\n"
+    "        code, cells = getattr(listener, '__code__', None), listener.__closure__ or ()\n"
+    "        for name, cell in zip(code.co_freevars if code else (), cells):\n"
+    "            if name == 'report':\n"
+    "                cell.cell_contents = lambda record: None\n"
+    "    import jitlab.grading.checks as checks\n"
+    "    checks.require_close.__kwdefaults__['rtol'] = 1e9\n"
+    "    return x * 3\n"
+)
+
+
 @pytest.mark.parametrize(
     ("body", "cell", "said"),
     [
@@ -330,6 +382,13 @@ CURRENT_FRAMES = (
         (SOLVED, SIGNAL_HANDLER, "a signal handler of your own (SIGALRM)"),
         (SOLVED, MONITORING_CALLBACK, "refused sys.monitoring"),
         (CURRENT_FRAMES, "", "refused a frame (sys._current_frames)"),
+        (CHANNEL_FORGED, "", "IPython's error handlers were changed"),
+        (SOLVED, AUDIT_HOOK, "refused an audit hook of your own"),
+        (ANNOUNCED, "", "refused announcing a grader cell from your code"),
+        (VERDICT_WRITTEN, "", "refused reporting a grader's check from your code"),
+        (SOLVED, GC_CALLBACK, "a garbage-collector callback of your own"),
+        (WRONG, CUSTOM_EXC, "IPython's error handlers were changed"),
+        (REPORT_NEUTERED, "", "jitlab.grading.checks.require_close replaced or changed"),
     ],
     ids=[
         "ipython-input-transformer",
@@ -365,6 +424,13 @@ CURRENT_FRAMES = (
         "signal-handler-of-its-own",
         "sys-monitoring-callback",
         "current-frames",
+        "channel-forged-and-error-hidden",
+        "audit-hook-of-its-own",
+        "grader-cell-announced-by-the-learner",
+        "verdict-written-by-the-learner",
+        "gc-callback-of-its-own",
+        "custom-exception-handler",
+        "report-writer-swapped-through-the-listener",
     ],
 )
 def test_a_cheat_is_rejected_in_strict_mode(fixture_course, capsys, body, cell, said):
@@ -373,6 +439,8 @@ def test_a_cheat_is_rejected_in_strict_mode(fixture_course, capsys, body, cell, 
     assert code == 1, out
     assert "strict mode" in out and said in out, out
     assert "PASS" not in out
+    if body is CHANNEL_FORGED:  # the hook's copy: the grader's own failure, not the forgery
+        assert "✗ double doubles" in out and "✓ double doubles" not in out, out
 
 
 # Every solution passes in strict mode: tests/maintainer/test_verify.py checks each one
@@ -480,6 +548,16 @@ LOOP_STOPPED = (
     "    listeners.remove(stop)\n"
     "    return out\n"
 )
+# The traced function renamed for each call and named back after it: the compile
+# events carry the other name, and the counter, which matches names, hears none.
+RENAMED_FOR_A_CALL = (
+    "    fn = padded_rms.__wrapped__\n"
+    "    fn.__name__ = 'not_padded_rms'\n"
+    "    try:\n"
+    "        return padded_rms(padded, n)\n"
+    "    finally:\n"
+    "        fn.__name__ = 'padded_rms'\n"
+)
 EVENT_NAME_CHANGED = (
     "    import jitlab.instruments.counting as counting\n"
     "    saved, counting.COMPILE_EVENT = counting.COMPILE_EVENT, 'nothing'\n"
@@ -497,6 +575,7 @@ EVENT_NAME_CHANGED = (
         (DISPATCH_TAKEN_OUT, "taken out of JAX's"),
         (LOOP_STOPPED, "a monitoring listener of your own"),
         (EVENT_NAME_CHANGED, "jitlab.instruments.counting.COMPILE_EVENT replaced"),
+        (RENAMED_FOR_A_CALL, "padded_rms's function was renamed after jax.jit wrapped it"),
     ],
     ids=[
         "count-lowered",
@@ -504,6 +583,7 @@ EVENT_NAME_CHANGED = (
         "dispatch-taken-out-and-put-back",
         "listener-loop-stopped",
         "event-name-changed-and-restored",
+        "renamed-for-each-call",
     ],
 )
 def test_a_compile_count_forged_through_its_listener_is_rejected(capsys, tmp_path, cheat, said):
