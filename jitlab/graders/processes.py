@@ -85,6 +85,9 @@ MISTAKES = {  # the hints of mistakes that the checks tell apart
     "counter": "leave jax.monitoring, jax.jit and jitlab alone in your cell",
     "late": """the loss is the one the new weights have: return the loss at the w train_step
         was given, computed before the update""",
+    "nan": """the loss is right but the new weights are NaN: a NaN (or inf) in the padding
+        reaches the gradient, where times a zero weight it is still NaN. Pad with zeros, or
+        select with jnp.where before any arithmetic""",
 }
 HINTS = Hints(CHECKS, MISTAKES)
 _check = HINTS.require
@@ -290,6 +293,8 @@ def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
         after = np.isclose(loss, late[step], **TOLERANCE) and not np.isclose(loss, losses[step])
         about, hint = f"step {step} (real rows per process: {rows})", HINTS[NUMBERS]
         hint = HINTS["late"] if after else hint
+        nan = np.isnan(np.asarray(w, np.float64)).any() and np.isclose(loss, losses[step])
+        hint = HINTS["nan"] if nan else hint
         for got, want, names in ((loss, losses[step], ["loss"]), (w, weights[step], w_names)):
             require_close(NUMBERS, got, want, **TOLERANCE, about=about, names=names, hint=hint)
 

@@ -22,6 +22,7 @@ from jitlab.grading.kernel import FROM_KERNEL, JIT_ON, JITTED, PLAIN, UNCHANGED,
 from jitlab.instruments import signature as sig
 
 KINDS = ("no weights", "weights", "weights=None", "extra ids", "weights, keys reordered")
+UNWEIGHTED = ("no weights", "weights=None", "extra ids")
 STYLES = {  # a calling style: how it passes (params, batch) to loss
     "loss(params, batch)": lambda p, b: ((p, b), {}),
     "loss(params, batch=batch)": lambda p, b: ((p,), {"batch": b}),
@@ -43,6 +44,8 @@ HINTS = Hints(  # by check (the kernel's by its name template), mistake, or sign
         SCALAR: "reduce over the batch (a weighted mean of the squared errors) and return it",
         NUMBERS: "the loss is sum(w * (pred - y)**2) / sum(w); no weights means 1s, not 0s",
         "stale": "wrong only for batches the loader refilled: keep nothing by id() or object",
+        "ones": """wrong only for the batches without weights: fill in one weight per row,
+            np.ones_like(batch["y"]); a scalar 1.0 makes sum(w) 1, a sum and not a mean""",
         ONCE: "give batch_loss the same keys, always arrays, and call it positionally",
         "style": "call batch_loss one way only, whichever way loss was called",
         "none": '"weights": None and no "weights" key are the same: pass an array in both',
@@ -147,7 +150,9 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
     i, kinds = (wrong or [0])[0], ", ".join(sorted({plan[j][0] for j in wrong}))
     first = f"call {i + 1} of loss: {about(i)}"
     seen = f"{got[i]:.6g}; wrong for {len(wrong)} of {len(plan)} calls, batches with {kinds}"
+    unweighted = wrong and all(plan[j][0] in UNWEIGHTED for j in wrong)
     hint = HINTS["stale"] if wrong and all(reused[j] for j in wrong) else ""
+    hint = hint or (HINTS["ones"] if unweighted else "")
     HINTS.require(NUMBERS, not wrong, f"{wanted[i]:.6g} (the reference) for {first}", seen, hint)
     found = why(run.recorder)
     hint = found.hint_for(HINTS, HINTS[ONCE], kind=_kind)
