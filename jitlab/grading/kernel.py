@@ -22,6 +22,7 @@ from jitlab.grading.checks import (
     call_learner,
     fail,
     grader_changes,
+    in_learners_code,
     is_jitted,
     require,
     require_compiles,
@@ -235,7 +236,8 @@ class KernelExercise:
                     verdict = {"expected": failed.expected, "seen": seen, "hint": failed.hint}
                     raise fail(failed.check, **verdict) from failed.__cause__
                 try:
-                    out = jax.tree.map(read_once, out)
+                    with in_learners_code():  # an __array__ of the learner's runs here
+                        out = jax.tree.map(read_once, out)
                     if refills:  # the next refill must not race a computation still reading
                         jax.block_until_ready(out)
                 except Exception:  # not a pytree JAX can walk: checked as it came

@@ -23,7 +23,8 @@ folder of the runner's), which, before the first cell:
   and removals outside the check's scratch folder; ``sys.settrace`` and
   ``sys.setprofile``; frames (``sys._getframe``, ``tb_frame``, ``gi_frame``), the
   garbage collector's object lists, ``ctypes``, threads and processes asked for by the
-  learner's code; swapping a function's ``__code__``; an audit hook of the learner's
+  learner's code; swapping a function's ``__code__``, or code compiled under an
+  installed file's name (its frames would pass for trusted); an audit hook of the learner's
   (it would hear the runner's announcements); and running module code from a file
   outside the standard library, the installed packages and the course's package.
 
@@ -37,8 +38,9 @@ comparison. Announcing from the learner's own code is refused.
 
 The runner's first line in each grader cell and a last line it adds announce the grader
 to the hook (``sys.audit("jitlab.strict", ...)``); the hook accepts them only as
-statements of the cell IPython runs, the last from where the first ran (a grader stopped
-by an exception never gets there), whatever token the learner's code may have read. At
+statements of the cell IPython runs, the last run by the frame that ran the first, from
+the same line (a grader stopped by an exception never gets there; a cell the learner's
+code runs itself is not that frame), whatever token the learner's code may have read. At
 both, it compares everything above with its stock, and checks that every compilation XLA
 dumped was heard by its listener. The grader's reports reach the runner through the hook
 too: the verdict module's writer raises each record, and the hook keeps a copy (only of
@@ -61,6 +63,7 @@ import re
 import sys
 import sysconfig
 import threading
+import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -355,7 +358,10 @@ def _fingerprint(value: Any, course: tuple[str, ...], depth: int = 1) -> Any:
     its class (``HINTS.require = ...``; its state, a counter, may change)."""
     if inspect.isfunction(value):
         defaults = tuple((k, id(v)) for k, v in (value.__kwdefaults__ or {}).items())
-        return (id(value), id(value.__code__), id(value.__defaults__), defaults)
+        inner = getattr(value, "__wrapped__", None)  # a grader's body, under @grader
+        inner = _code_print(inner.__code__) if inspect.isfunction(inner) else None
+        content = (_code_print(value.__code__), inner)
+        return (id(value), id(value.__code__), id(value.__defaults__), defaults, content)
     if isinstance(value, dict | list | set) and depth == 2:  # a constant table (CLOSE)
         if isinstance(value, dict):
             return (id(value), tuple((id(k), id(v)) for k, v in value.items()))
@@ -395,6 +401,15 @@ def _library(course: tuple[str, ...], classes: bool = False) -> dict[str, dict[s
 
 
 _DESCRIPTORS = (staticmethod, classmethod, property)
+
+
+def _code_print(code: Any, depth: int = 3) -> Any:
+    """A code object's content, its nested functions' too: memory written in place (a
+    constant swapped through ``ctypes``) keeps every id, and only the content shows it."""
+    consts = tuple(
+        _code_print(c, depth - 1) if inspect.iscode(c) and depth else id(c) for c in code.co_consts
+    )
+    return (zlib.crc32(code.co_code), consts)
 
 
 def _module_print(name: str, course: tuple[str, ...]) -> dict[str, Any]:
@@ -624,6 +639,7 @@ def arm(folder: str | None = None) -> None:
     said: set[str] = set()
     heard_code = _heard.__code__
     run_code = getattr(getattr(type(shell), "run_code", None), "__code__", None)
+    run_cell_code = getattr(getattr(type(shell), "run_ast_nodes", None), "__code__", None)
     write_code = importlib.import_module("jitlab.grading.verdict")._write.__code__
     verdicts_path = str(where / VERDICTS)
     grading: dict[str, Any] = {}  # the grader cell announced now: cell, token, runner's line
@@ -846,22 +862,45 @@ def arm(folder: str | None = None) -> None:
         own code may do was then asked for by the learner's."""
         while frame is not None:
             if frame.f_back is not None and frame.f_back.f_code is run_code:
-                return False
+                return not in_grader_cell(frame)  # a run_code of the learner's own: forged
             if not _trusted(frame.f_code.co_filename):
                 return True
             frame = frame.f_back
         return True
 
+    def cell_runner(frame: Any) -> Any:
+        """The frame running the cell whose statement ``frame`` is (IPython's
+        ``run_ast_nodes``, which hands each statement to ``run_code``), else None."""
+        runner = frame.f_back
+        if frame.f_code.co_name != "<module>" or runner is None or runner.f_code is not run_code:
+            return None
+        cell = runner.f_back
+        if cell is None or cell.f_code is not run_cell_code or _trusted(frame.f_code.co_filename):
+            return None
+        return cell
+
+    def in_grader_cell(frame: Any) -> bool:
+        """``frame`` is a statement of the grader cell announced now, run by the very
+        frame that ran its first line (not a ``run_code`` the learner's code called)."""
+        return bool(grading) and cell_runner(frame) is grading["runner"]
+
+    def inside_grader_cell(frame: Any) -> bool:
+        """The grader cell announced last is still running, outside ``frame``."""
+        while grading and frame is not None:
+            if frame is grading["runner"]:
+                return True
+            frame = frame.f_back
+        return False
+
     def announced(phase: str, frame: Any) -> bool:
         """A grader cell announced by the runner's own line: a statement of the cell that
-        IPython runs (not a function, nor code a callback ran), and its last line run from
-        where its first was (a grader stopped by an exception never gets there)."""
-        at = frame.f_back.f_lineno if frame.f_back is not None else None
-        ok = frame.f_code.co_name == "<module>" and frame.f_back is not None
-        ok = ok and frame.f_back.f_code is run_code and not _trusted(frame.f_code.co_filename)
-        if phase == "after":
-            ok = ok and grading.get("at") == (frame.f_code.co_filename, at)
-        return ok
+        IPython runs (not a function, nor code a callback ran), and its last line run by
+        the frame that ran its first, from the same line (a grader stopped by an exception
+        never gets there)."""
+        if cell_runner(frame) is None or (phase == "before" and inside_grader_cell(frame)):
+            return False  # the "before" of a grader cell inside another: the learner's
+        at = (frame.f_code.co_filename, frame.f_back.f_lineno)
+        return phase != "after" or (in_grader_cell(frame) and grading.get("at") == at)
 
     def _audit(event: str, args: tuple[Any, ...]) -> None:
         if event == HEARD_EVENT:
@@ -882,7 +921,7 @@ def arm(folder: str | None = None) -> None:
                 refuse("announcing a grader cell from your code", learners_line(frame))
             if phase == "before":
                 at = (frame.f_code.co_filename, frame.f_back.f_lineno)
-                grading.update(cell=args[1], token=args[2], at=at)
+                grading.update(cell=args[1], token=args[2], at=at, runner=cell_runner(frame))
             check(*args[:3])
             if phase == "after":
                 grading.clear()
@@ -911,7 +950,7 @@ def arm(folder: str | None = None) -> None:
                 now = stock_now()
                 problems = _changed_modules(stock.modules, now.modules)
                 problems += _changed_modules(stock.course, now.course) + _own_handlers(roots)
-                problems += _changed_modules(library, _library(course))
+                problems += _changed_modules(library, _library(course)) + states_changed()
                 if problems:
                     report({"phase": "call", "problems": problems})
             return
@@ -975,6 +1014,11 @@ def arm(folder: str | None = None) -> None:
             if line:
                 refuse(f"a frame ({args[1]})", line)
             return
+        if event in ("compile", "code.__new__") and len(args) > 1 and isinstance(args[1], str):
+            named = args[1]  # the file name the new code's frames will carry
+            if not named.startswith("<") and _trusted(named) and learners_line(caller()):
+                refuse(f"code named after an installed file ({named})", learners_line(caller()))
+            return
         if event == "object.__setattr__" and len(args) > 1 and args[1] == "__code__":
             line = learners_line(caller())
             if line:
@@ -990,6 +1034,7 @@ def arm(folder: str | None = None) -> None:
             if line:
                 refuse(_LEARNER_MAY_NOT[event], line)
 
+    report({"phase": "armed"})  # the watch starts: a report exists from here on
     sys.addaudithook(hook)
 
 
@@ -1057,6 +1102,8 @@ def findings(folder: Path, tokens: dict[int, str], ran: Callable[[int], bool]) -
             found.append(f"refused {record['refused']}{where}")
         elif record.get("phase") == "call":
             found += [f"{p} (while your code ran)" for p in record.get("problems", ())]
+        elif record.get("phase") == "armed":
+            continue
         elif "phase" in record:
             cell, token = record.get("cell"), record.get("token")
             if tokens.get(cell) != token:

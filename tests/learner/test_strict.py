@@ -29,6 +29,12 @@ def test_a_right_answer_passes_in_strict_mode(fixture_course, capsys):
     assert "PASS" in out
 
 
+def test_a_learner_cell_that_raises_is_named_not_the_watch(fixture_course, capsys):
+    write_answer(fixture_course, SOLVED, "undefined_name")
+    code, out = run(capsys, "check", "--strict", "01")
+    assert code == 1 and "NameError" in out and "did not start its watch" not in out, out
+
+
 def test_a_wrong_answer_fails_in_strict_mode_as_it_does_otherwise(fixture_course, capsys):
     write_answer(fixture_course, WRONG)
     code, out = run(capsys, "check", "--strict", "01")
@@ -345,6 +351,32 @@ REPORT_NEUTERED = (
     "    return x * 3\n"
 )
 
+# Round 5: a cell of the learner's own run by IPython inside the grader cell, to report
+# a check or announce the grader cell's end; code named after an installed file (its
+# frames would pass for trusted); a grader's constant swapped in memory through ctypes,
+# which raises no audit event.
+NESTED_REPORT = (
+    "    get_ipython().run_cell('import jitlab.grading.verdict as v\\n'\n"
+    "                           \"v._write({'kind': 'complete', 'declared': []})\")\n"
+    "    return x * 3\n"
+)
+NESTED_ANNOUNCEMENT = (
+    "    get_ipython().run_cell(\"__import__('sys').audit('jitlab.strict', 'after', 0, 't')\")\n"
+    "    return x * 2\n"
+)
+NAMED_AS_INSTALLED = """
+import os, numpy
+exec(compile("import sys", os.path.join(os.path.dirname(numpy.__file__), "fake.py"), "exec"))
+"""
+CONSTANT_SWAPPED = """
+import ctypes
+from fixture_graders import doubling
+_consts = doubling.grade.__wrapped__.__code__.co_consts
+_kept = "keep it"
+ctypes.cast(id(_consts) + 24, ctypes.POINTER(ctypes.c_void_p))[
+    _consts.index("keep the shape the same")] = id(_kept)
+"""
+
 
 @pytest.mark.parametrize(
     ("body", "cell", "said"),
@@ -389,6 +421,10 @@ REPORT_NEUTERED = (
         (SOLVED, GC_CALLBACK, "a garbage-collector callback of your own"),
         (WRONG, CUSTOM_EXC, "IPython's error handlers were changed"),
         (REPORT_NEUTERED, "", "jitlab.grading.checks.require_close replaced or changed"),
+        (NESTED_REPORT, "", "refused reporting a grader's check from your code"),
+        (NESTED_ANNOUNCEMENT, "", "refused announcing a grader cell from your code"),
+        (SOLVED, NAMED_AS_INSTALLED, "refused code named after an installed file"),
+        (SOLVED, CONSTANT_SWAPPED, "fixture_graders.doubling.grade replaced or changed"),
     ],
     ids=[
         "ipython-input-transformer",
@@ -431,6 +467,10 @@ REPORT_NEUTERED = (
         "gc-callback-of-its-own",
         "custom-exception-handler",
         "report-writer-swapped-through-the-listener",
+        "check-reported-from-a-cell-of-its-own",
+        "grader-cell-ended-from-a-cell-of-its-own",
+        "code-named-after-an-installed-file",
+        "grader-constant-swapped-through-ctypes",
     ],
 )
 def test_a_cheat_is_rejected_in_strict_mode(fixture_course, capsys, body, cell, said):
