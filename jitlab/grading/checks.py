@@ -111,7 +111,8 @@ def call_learner(
     ``sys.audit``, so that ``jitlab check --strict`` checks what grading relies on."""
     try:
         with in_learners_code():
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+            lazy = _converts_itself(result)
     except NotImplementedError:
         lesson = lesson or (_session.slug if _session else "")
         raise fail(
@@ -125,6 +126,35 @@ def call_learner(
         raise
     except Exception as err:  # the learner's bug, reported as a verdict, not a traceback
         raise learner_error(check, err) from err
+    if lazy is not None:
+        raise fail(
+            check,
+            expected=f"{getattr(fn, '__name__', 'your function')} to return the arrays it computed",
+            seen=f"a {lazy.__name__} of your own, which makes its value when read (__array__)",
+            hint="return jax arrays (or a pytree of them): work done in __array__ runs outside "
+            "jit, after the call, where the grader cannot see what was compiled",
+        )
+    return result
+
+
+def _converts_itself(tree: Any) -> type | None:
+    """The first type in ``tree`` (a pytree node or a leaf) that is not an array but
+    converts itself to one (``__array__``), else None."""
+    import jax
+
+    leaves, structure = jax.tree_util.tree_flatten(tree)
+    nodes = [structure]
+    while nodes:
+        node = nodes.pop()
+        data = node.node_data()
+        if data is not None and hasattr(data[0], "__array__"):
+            return data[0]
+        nodes.extend(node.children())
+    genuine = (jax.Array, np.ndarray, np.generic)
+    for leaf in leaves:
+        if hasattr(type(leaf), "__array__") and not isinstance(leaf, genuine):
+            return type(leaf)
+    return None
 
 
 @contextlib.contextmanager
@@ -495,11 +525,21 @@ def require_jit_on(moment: str) -> None:
     )
 
 
+def grader_title(slug: str, part: str = "") -> str:
+    """How a grader names itself in its reports: ``01 shapes: positions``."""
+    from jitlab.course.manifest import CourseError, lesson_number
+
+    try:
+        number = lesson_number(slug) + " "
+    except (CourseError, ValueError):
+        number = ""
+    return f"{number}{slug.replace('_', ' ')}" + (f": {part}" if part else "")
+
+
 def grader(slug: str, checks: Sequence[str], *, part: str = "") -> Callable[[F], F]:
     """Declare a grading function: its exercise's slug (``part`` when it has several) and
     every check it reports, in order. It runs between two canaries, must pass every check,
     and then reports itself complete as ``01 shapes: positions`` (number from course.yml)."""
-    from jitlab.course.manifest import CourseError, lesson_number
     from jitlab.instruments.counting import CounterLost, Unnamed
 
     declared = (JIT_ON, *checks)
@@ -508,11 +548,7 @@ def grader(slug: str, checks: Sequence[str], *, part: str = "") -> Callable[[F],
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> None:
             global _session
-            try:
-                number = lesson_number(slug) + " "
-            except (CourseError, ValueError):
-                number = ""
-            title = f"{number}{slug.replace('_', ' ')}" + (f": {part}" if part else "")
+            title = grader_title(slug, part)
             outer, _session = _session, _Session(title, declared, slug)
             session = _session
             try:
@@ -541,6 +577,7 @@ def grader(slug: str, checks: Sequence[str], *, part: str = "") -> Callable[[F],
             print(f"\nAll checks passed: {title}")
 
         run.checks = declared  # type: ignore[attr-defined]
+        run.slug, run.part = slug, part  # type: ignore[attr-defined]
         return run  # type: ignore[return-value]
 
     return wrap

@@ -329,6 +329,9 @@ def check_file(
             found = strict_mode.findings(
                 folder, watch, lambda i: reports.get(i, GraderRun(i)).completed
             )
+            found += strict_mode.unreported(
+                {c.index: c.source for c in cells if c.is_grader}, reports
+            )
     if found:
         checks = tuple(c for i in grader_indices for c in reports.get(i, GraderRun(i)).checks)
         problem = "strict mode: " + found[0] + "".join(f"\n{QUOTE}{more}" for more in found[1:])

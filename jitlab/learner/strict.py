@@ -102,6 +102,21 @@ _LEARNER_MAY_NOT = {
     "ctypes.addressof": "ctypes",
     "ctypes.string_at": "ctypes",
     "ctypes.call_function": "ctypes",
+    "marshal.loads": "code loaded with marshal",  # it carries any file name it likes
+}
+# Code of Python's and of installed packages that asks for a frame for its own use (the
+# module that called it, the line a warning or log record names) and never hands the frame
+# on: any other trusted code asking while the learner's code is on the stack is asking on
+# the learner's behalf (a C function handed to a library: jax.tree.map(sys._getframe, ...)).
+_OWN_FRAME_USE = {
+    ("__init__.py", "<lambda>"),  # logging.currentframe
+    ("__init__.py", "findCaller"),
+    ("typing.py", "*"),  # the module a TypeVar or Generic is made in
+    ("typing_extensions.py", "*"),
+    ("__init__.py", "namedtuple"),  # collections
+    ("enum.py", "__new__"),
+    ("dataclasses.py", "_process_class"),
+    ("traceback_util.py", "*"),  # JAX hides its own frames from an error's traceback
 }
 _NEVER = {
     "sys.settrace": "sys.settrace",
@@ -259,9 +274,20 @@ def _listener_lists() -> dict[str, list[Any]]:
     }
 
 
-def _ipython_parts(shell: Any) -> dict[str, list[int]]:
+def _ipython_parts(shell: Any, roots: tuple[str, ...] = ()) -> dict[str, list[int]]:
     if shell is None:
         return {}
+
+    def callbacks(name: str) -> list[Any]:
+        """An event's callbacks but those from installed files (matplotlib's inline
+        backend adds one when a plot is made)."""
+        found = []
+        for callback in shell.events.callbacks.get(name, []):
+            code = getattr(getattr(callback, "__func__", callback), "__code__", None)
+            if not (code and roots and os.path.realpath(code.co_filename).startswith(roots)):
+                found.append(callback)
+        return found
+
     manager = getattr(shell, "input_transformer_manager", None)
     found = {
         "input_transformers_cleanup": list(getattr(shell, "input_transformers_cleanup", [])),
@@ -270,10 +296,10 @@ def _ipython_parts(shell: Any) -> dict[str, list[int]]:
         "manager.cleanup_transforms": list(getattr(manager, "cleanup_transforms", [])),
         "manager.line_transforms": list(getattr(manager, "line_transforms", [])),
         "manager.token_transformers": list(getattr(manager, "token_transformers", [])),
-        "events.pre_run_cell": list(shell.events.callbacks.get("pre_run_cell", [])),
-        "events.pre_execute": list(shell.events.callbacks.get("pre_execute", [])),
-        "events.post_run_cell": list(shell.events.callbacks.get("post_run_cell", [])),
-        "events.post_execute": list(shell.events.callbacks.get("post_execute", [])),
+        "events.pre_run_cell": callbacks("pre_run_cell"),
+        "events.pre_execute": callbacks("pre_execute"),
+        "events.post_run_cell": callbacks("post_run_cell"),
+        "events.post_execute": callbacks("post_execute"),
         # What shows a cell's error (nbval fails a cell on the error it sends), or swallows
         # it: replaced on the shell, or a handler of set_custom_exc.
         "error handlers": [vars(shell).get(name) for name in _ERROR_DISPLAY],
@@ -336,10 +362,15 @@ def _course_packages(names: Iterable[str]) -> tuple[str, ...]:
 
 _REBOUND: dict[str, frozenset[str]] = {}
 _GLOBAL = re.compile(r"^\s*global\s+(.+?)\s*(?:#.*)?$", re.MULTILINE)
+_MUTATED = re.compile(
+    r"\b([A-Za-z_]\w*)(?:\[[^\]\n]*\]\s*(?:=[^=]|\+=|-=)|\.(?:append|extend|update|setdefault|add|"
+    r"pop|popitem|clear|insert|remove|discard)\()"
+)
 
 
 def _rebound(module: Any) -> frozenset[str]:
-    """The names a course module rebinds itself (``global``): its state, not its parts."""
+    """The names a course module rebinds (``global``) or changes in place (a cache it
+    fills): its state, not its parts, which are compared by content."""
     name = module.__name__
     if name not in _REBOUND:
         try:
@@ -347,6 +378,7 @@ def _rebound(module: Any) -> frozenset[str]:
         except (OSError, TypeError):  # a module without a file (planted: reported apart)
             text = ""
         names = {n.strip() for line in _GLOBAL.findall(text) for n in line.split(",")}
+        names |= set(_MUTATED.findall(text))
         _REBOUND[name] = frozenset(names)
     return _REBOUND[name]
 
@@ -360,15 +392,10 @@ def _fingerprint(value: Any, course: tuple[str, ...], depth: int = 1) -> Any:
         defaults = tuple((k, id(v)) for k, v in (value.__kwdefaults__ or {}).items())
         inner = getattr(value, "__wrapped__", None)  # a grader's body, under @grader
         inner = _code_print(inner.__code__) if inspect.isfunction(inner) else None
-        content = (_code_print(value.__code__), inner)
+        content = (_code_print(value.__code__), inner, _cells(value))
         return (id(value), id(value.__code__), id(value.__defaults__), defaults, content)
-    if isinstance(value, dict | list | set) and depth == 2:  # a constant table (CLOSE)
-        if isinstance(value, dict):
-            return (id(value), tuple((id(k), id(v)) for k, v in value.items()))
-        return (
-            id(value),
-            tuple(sorted(map(id, value)) if isinstance(value, set) else map(id, value)),
-        )
+    if isinstance(value, dict | list | set | tuple) and depth == 2:  # a table (_TOL, CLOSE)
+        return (id(value), _table_print(value))
     home = value if isinstance(value, type) else type(value)
     own = getattr(value, "__dict__", None)
     if not depth or own is None or home.__module__.split(".")[0] not in course:
@@ -376,6 +403,42 @@ def _fingerprint(value: Any, course: tuple[str, ...], depth: int = 1) -> Any:
     if home is value:
         return (id(value), tuple((k, _fingerprint(v, course, 0)) for k, v in dict(own).items()))
     return (id(value), tuple(k for k in own if callable(getattr(home, k, None))))
+
+
+def _cells(function: Any) -> tuple[int, ...]:
+    """What a function's closure holds (the @grader wrapper's body and declared checks):
+    a cell's contents can be rewritten in place, raising no audit event."""
+    found = []
+    for cell in function.__closure__ or ():
+        try:
+            found.append(id(cell.cell_contents))
+        except ValueError:  # a cell not filled yet
+            found.append(0)
+    return tuple(found)
+
+
+def _table_print(value: Any, depth: int = 4) -> Any:
+    """A table's content: its entries' by value where they are plain (a tolerance edited in
+    place, ``_TOL["rtol"] = 1e9``), nested tables and NumPy arrays too, else by identity."""
+    if isinstance(value, _SCALARS):
+        return (type(value).__name__, repr(value))
+    if isinstance(value, _ndarray()) and value.size <= 1 << 16:
+        return (value.shape, str(value.dtype), zlib.crc32(value.tobytes()))
+    if depth and dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}
+        return (type(value).__name__, _table_print(fields, depth - 1))
+    if not depth or not isinstance(value, dict | list | set | tuple | frozenset):
+        return id(value)
+    if isinstance(value, dict):
+        return tuple((_table_print(k, 0), _table_print(v, depth - 1)) for k, v in value.items())
+    items = [_table_print(v, depth - 1) for v in value]
+    return tuple(sorted(items, key=repr) if isinstance(value, set | frozenset) else items)
+
+
+def _ndarray() -> type:
+    """NumPy's array type, without importing NumPy into a kernel that has not."""
+    numpy = sys.modules.get("numpy")
+    return numpy.ndarray if numpy is not None else type(None)
 
 
 def _library(course: tuple[str, ...], classes: bool = False) -> dict[str, dict[str, int]]:
@@ -391,6 +454,7 @@ def _library(course: tuple[str, ...], classes: bool = False) -> dict[str, dict[s
         items = list(namespace.items())
         if not classes:
             found[name] = {k: id(v) for k, v in items if callable(v) and k not in _VOLATILE}
+            found[name]["(its class)"] = id(type(module))  # a lookup that answers otherwise
             continue
         for v in (v for _, v in items if isinstance(v, type) and v.__module__ == name):
             members = list(vars(v).items())
@@ -415,11 +479,12 @@ def _code_print(code: Any, depth: int = 3) -> Any:
 def _module_print(name: str, course: tuple[str, ...]) -> dict[str, Any]:
     """A course module's attributes as :func:`_fingerprint` sees them (not its state)."""
     module = sys.modules[name]
-    return {
-        k: _fingerprint(v, course, 2 if k.isupper() and k[0] != "_" else 1)
+    found = {
+        k: _fingerprint(v, course, 1 if k.startswith("__") else 2)
         for k, v in list(vars(module).items())
         if k not in _rebound(module)
     }
+    return {**found, "(its class)": id(type(module))}
 
 
 def _take_stock(shell: Any, roots: tuple[str, ...], course: tuple[str, ...] = ()) -> _Stock:
@@ -436,7 +501,7 @@ def _take_stock(shell: Any, roots: tuple[str, ...], course: tuple[str, ...] = ()
         foreign_finders=_foreign_finders(list(sys.meta_path), roots),
         path=list(sys.path),
         path_hooks=[id(x) for x in sys.path_hooks],
-        ipython=_ipython_parts(shell),
+        ipython=_ipython_parts(shell, roots),
     )
 
 
@@ -618,6 +683,13 @@ def arm(folder: str | None = None) -> None:
     tmp.mkdir(exist_ok=True)
     os.environ["TMPDIR"] = str(tmp)
     tempfile.tempdir = str(tmp)
+    os.environ.setdefault("MPLCONFIGDIR", str(tmp / "matplotlib"))  # a plot's font cache
+    # What answers the exercises, or holds what did: never read from a strict kernel.
+    from jitlab.course.manifest import course_root
+
+    sealed = tuple(
+        os.path.realpath(course_root() / name) + os.sep for name in ("solutions", ".git")
+    )
     report_path = str(where / REPORT)
     dump = where / DUMP
     roots, stdlib = _roots(scratch), _stdlib()
@@ -639,6 +711,7 @@ def arm(folder: str | None = None) -> None:
     said: set[str] = set()
     heard_code = _heard.__code__
     run_code = getattr(getattr(type(shell), "run_code", None), "__code__", None)
+    load_unlocked = importlib._bootstrap._load_unlocked.__code__
     run_cell_code = getattr(getattr(type(shell), "run_ast_nodes", None), "__code__", None)
     write_code = importlib.import_module("jitlab.grading.verdict")._write.__code__
     verdicts_path = str(where / VERDICTS)
@@ -760,15 +833,65 @@ def arm(folder: str | None = None) -> None:
             return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         return None
 
+    def learner_on_stack(frame: Any) -> str | None:
+        """The learner's line, if code of the learner's runs anywhere from ``frame`` out to
+        the grader cell's own statement (or to an import, which runs a module's own code):
+        a C function the learner hands to a library (``jax.tree.map(sys._getframe, [0])``)
+        leaves only the library's frames above it, so the first frame is not enough."""
+        while frame is not None:
+            code = frame.f_code
+            if in_grader_cell(frame) or importing_trusted(frame):
+                return None
+            if not _trusted(code.co_filename):
+                return f"{code.co_filename}:{frame.f_lineno}"
+            frame = frame.f_back
+        return None
+
+    def importing_trusted(frame: Any) -> bool:
+        """``frame`` loads a module from an installed file by an installed loader (what
+        runs from there on is that module's own code, and the import system's)."""
+        if frame.f_code is not load_unlocked:
+            return False
+        spec = frame.f_locals.get("spec")
+        origin, loader = getattr(spec, "origin", None), type(getattr(spec, "loader", None))
+        home = getattr(sys.modules.get(loader.__module__), "__file__", None)
+        trusted_loader = loader.__module__ in ("_frozen_importlib", "_frozen_importlib_external")
+        trusted_loader = trusted_loader or bool(home) and realpath(home).startswith(roots)
+        built_in = origin in ("built-in", "frozen")
+        return trusted_loader and (built_in or bool(origin) and realpath(origin).startswith(roots))
+
+    def runs_learners_code(args: tuple[Any, ...]) -> bool:
+        """A new thread would run code of the learner's (threading.Thread's target or
+        run method), however it was started."""
+        function = args[0] if args else None
+        owner = getattr(function, "__self__", None)
+        if isinstance(owner, threading.Thread):
+            function = getattr(owner, "_target", None) or type(owner).run
+        function = getattr(function, "func", function)  # functools.partial
+        code = getattr(getattr(function, "__func__", function), "__code__", None)
+        return code is not None and not _trusted(code.co_filename)
+
     def frame_for_learner(frame: Any) -> str | None:
         """The learner's line, if ``frame`` (the code that asked for a frame) is the
-        learner's, or is :mod:`inspect` or :mod:`traceback` (which hand frames back)
-        called by the learner. The standard library asking on its own behalf (a
-        dataclass or namedtuple reading its caller's module name) is let be."""
-        filename = frame.f_code.co_filename
-        if os.path.basename(filename) in ("inspect.py", "traceback.py"):
+        learner's, or asks while the learner's code is on the stack and is not code that
+        asks for its own use (a log record's line, a namedtuple's module): :mod:`inspect`
+        hands frames back, a library may be calling a C function of the learner's."""
+        code = frame.f_code
+        if not _trusted(code.co_filename):
             return learners_line(frame)
-        return learners_line(frame) if not _trusted(filename) else None
+        while os.path.basename(code.co_filename) in ("inspect.py", "traceback.py"):
+            # They hand frames back: the code that called them is the one asking.
+            frame = frame.f_back
+            if frame is None:
+                return None
+            code = frame.f_code
+            if not _trusted(code.co_filename):
+                return learners_line(frame)
+        base = os.path.basename(code.co_filename)
+        if (base, code.co_name) in _OWN_FRAME_USE or (base, "*") in _OWN_FRAME_USE:
+            return None
+        line = learner_on_stack(frame)
+        return line and f"{line}, asked for through {os.path.basename(code.co_filename)}"
 
     def _trusted(filename: str) -> bool:
         return filename.startswith("<frozen ") or realpath(filename).startswith(roots)
@@ -776,6 +899,9 @@ def arm(folder: str | None = None) -> None:
     def refuse(what: str, line: str | None) -> None:
         report({"refused": what, "line": line or ""})
         raise PermissionError(f"strict mode: {what} is not allowed")
+
+    def sealed_path(path: Any) -> bool:
+        return (realpath(os.fsdecode(path)) + os.sep).startswith(sealed)
 
     def outside(path: Any) -> bool:
         if isinstance(path, int):
@@ -927,7 +1053,7 @@ def arm(folder: str | None = None) -> None:
                 grading.clear()
             return
         if event == "sys.addaudithook":
-            line = learners_line(caller())
+            line = learner_on_stack(caller())
             if line:
                 refuse("an audit hook of your own", line)
             return
@@ -980,12 +1106,14 @@ def arm(folder: str | None = None) -> None:
                 isinstance(flags, int) and flags & _WRITE_FLAGS
             )
             if writes and path is not None and outside(path):
-                refuse(f"writing {path}", learners_line(caller()))
+                refuse(f"writing {path}", learner_on_stack(caller()))
+            if isinstance(path, str | bytes | os.PathLike) and sealed_path(path):
+                refuse(f"reading {os.fsdecode(path)}", learners_line(caller()))
             return
         if event in _PATH_EVENTS:
             path = args[_PATH_EVENTS[event]] if len(args) > _PATH_EVENTS[event] else None
             if path is not None and outside(path):
-                refuse(f"{event} of {path}", learners_line(caller()))
+                refuse(f"{event} of {path}", learner_on_stack(caller()))
             return
         if event == "exec":
             code = args[0] if args else None
@@ -1016,21 +1144,35 @@ def arm(folder: str | None = None) -> None:
             return
         if event in ("compile", "code.__new__") and len(args) > 1 and isinstance(args[1], str):
             named = args[1]  # the file name the new code's frames will carry
-            if not named.startswith("<") and _trusted(named) and learners_line(caller()):
-                refuse(f"code named after an installed file ({named})", learners_line(caller()))
+            line = learner_on_stack(caller()) if _trusted(named) else None
+            if line:  # "<frozen importlib._bootstrap>" too: Python's own frames are trusted
+                refuse(f"code named after an installed file or Python's own ({named})", line)
             return
-        if event == "object.__setattr__" and len(args) > 1 and args[1] == "__code__":
-            line = learners_line(caller())
-            if line:
-                refuse("replacing a function's __code__", line)
+        if event == "object.__setattr__" and len(args) > 1 and args[1] in ("__code__", "__class__"):
+            target, line = args[0], learner_on_stack(caller())
+            # Not the learner's own (a library's function, a module, an object of the
+            # course's or of a module loaded before the learner's cells): refused from
+            # anyone, since a C function the grader calls for the learner leaves no frame.
+            home = getattr(target, "__module__", None) if args[1] == "__code__" else None
+            home = home or type(target).__module__
+            foreign = isinstance(target, type(sys)) or home in library
+            foreign = foreign or isinstance(home, str) and home.split(".")[0] in course
+            if line or foreign:
+                what = "a function's __code__" if args[1] == "__code__" else "an object's class"
+                refuse(f"replacing {what} ({type(target).__name__})", line)
             return
         if event in ("sys._getframe", "sys._getframemodulename"):  # the second: who calls
             line = frame_for_learner(caller())
             if line:
                 refuse(f"a frame ({event})", line)
             return
+        if event == "_thread.start_new_thread":  # libraries start their own (ipykernel's)
+            line = learners_line(caller()) or (runs_learners_code(args) and "a thread's target")
+            if line:
+                refuse("a thread", line)
+            return
         if event in _LEARNER_MAY_NOT:
-            line = learners_line(caller())
+            line = learner_on_stack(caller())
             if line:
                 refuse(_LEARNER_MAY_NOT[event], line)
 
@@ -1118,3 +1260,52 @@ def findings(folder: Path, tokens: dict[int, str], ran: Callable[[int], bool]) -
         if ran(cell) and phases != {"before", "after"}:
             found.append(f"the grader cell {cell} did not run as written (its checks were skipped)")
     return list(dict.fromkeys(found))
+
+
+def unreported(cells: dict[int, str], reports: dict[int, Any]) -> list[str]:
+    """The checks a grader cell's graders declare but did not report passed, for a cell
+    that reported no failure: the runner's own copy of each grader (imported here, in a
+    process the learner's code never ran in) says what a complete run reports, whatever
+    the learner's kernel did to its copy (its closure's declared checks cut)."""
+    found = []
+    for index, source in cells.items():
+        run = reports.get(index)
+        if run is None or any(not c.passed for c in run.checks):
+            continue
+        passed = {(c.grader, c.name) for c in run.checks if c.passed}
+        for function in _graders_called(source):
+            title = checks_module().grader_title(function.slug, function.part)
+            missing = [c for c in function.checks if (title, c) not in passed]
+            if missing:
+                found.append(f"the grader {title!r} never reported {missing[0]!r} as passed")
+    return found
+
+
+def checks_module() -> Any:
+    return importlib.import_module("jitlab.grading.checks")
+
+
+def _graders_called(source: str) -> list[Any]:
+    """The @grader functions a grader cell calls (``shapes.grade_rms(...)`` after ``from
+    jitlab.graders import shapes``), as the installed files define them."""
+    tree, modules, found = ast.parse(source), {}, []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        holder = node.func.value
+        name = modules.get(holder.id) if isinstance(holder, ast.Name) else None
+        extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        sys.path[:0] = extra  # where the kernel finds a course's graders package too
+        try:
+            function = getattr(importlib.import_module(name), node.func.attr) if name else None
+        except ImportError:
+            continue
+        finally:
+            del sys.path[: len(extra)]
+        if hasattr(function, "checks") and hasattr(function, "slug"):
+            found.append(function)
+    return found

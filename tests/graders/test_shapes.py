@@ -212,7 +212,7 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, in hint)
                        [], []),  # the RMS does not change, the data does
     "hard-coded": (rms_of(lambda k: lambda x: k(np.ones(8, np.float32), 8) * 0 + 1.0),
                    "rms matches", [], []),
-    "two-faced result": (rms_of(two_faced), "returns what padded_rms computed", [], []),
+    "two-faced result": (rms_of(two_faced), "rms matches", ["__array__"], []),
     "own table": (rms_of(own_table), "rms matches", ["KeyError: ", "x of length", "bucket_size("],
                   ["bucket_size(len(x))"]),  # the first length it has no pad for: any draw
 }

@@ -638,3 +638,202 @@ def test_a_compile_count_forged_through_its_listener_is_rejected(capsys, tmp_pat
     assert code == 1, out
     assert "strict mode" in out and said in out, out
     assert "PASS" not in out
+
+
+# Round 6: the grader reached without replacing anything strict mode compares by
+# identity. The @grader wrapper's closure cells rewritten (its body swapped for print,
+# its declared checks cut to the canary); a module's class swapped, so that attribute
+# lookups on it answer what the learner wants (the grader's module, numpy); a library
+# function's __code__ swapped, or a frame asked for, by a C function handed to JAX's
+# tree.map (JAX's frame is then the caller); code compiled under a name of Python's own
+# frozen modules, whose frames passed for trusted.
+CLOSURE_CELLS = """
+from fixture_graders import doubling as _doubling
+for _name, _cell in zip(_doubling.grade.__code__.co_freevars, _doubling.grade.__closure__):
+    if _name == "fn":
+        _cell.cell_contents = print
+    elif _name == "declared":
+        _cell.cell_contents = _cell.cell_contents[:1]
+"""
+MODULE_CLASS = """
+import types
+from fixture_graders import doubling as _doubling
+_fake = {}
+exec(compile(
+    "def grade(*args):\\n"
+    "    import jitlab.grading.verdict as v\\n"
+    "    v.send_complete('01 doubling', ())\\n",
+    "<frozen importlib._bootstrap>", "exec"), _fake)
+class _Module(types.ModuleType):
+    def __getattribute__(self, name):
+        return _fake["grade"] if name == "grade" else super().__getattribute__(name)
+try:
+    object.__setattr__(_doubling, "__class__", _Module)
+except PermissionError:
+    pass
+"""
+NUMPY_CLASS = """
+import types
+import numpy as _np
+class _Numpy(types.ModuleType):
+    def __getattribute__(self, name):
+        if name == "isclose":
+            return lambda a, b, **kwargs: _np.ones(_np.broadcast(a, b).shape, bool)
+        return super().__getattribute__(name)
+try:
+    _np.__class__ = _Numpy
+except PermissionError:
+    pass
+"""
+CODE_SWAPPED_BY_A_LIBRARY = """
+import functools
+import numpy as _np
+def _all_close(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    import numpy
+    return numpy.ones(numpy.broadcast(a, b).shape, bool)
+try:
+    jax.tree.map(
+        functools.partial(setattr, _np.isclose._implementation, "__code__"),
+        [_all_close.__code__],
+    )
+except PermissionError:
+    pass
+"""
+FRAME_BY_A_LIBRARY = (
+    "    import sys\n"
+    "    frame = jax.tree.map(sys._getframe, [0])[0]\n"
+    "    while frame is not None:\n"
+    "        frame = frame.f_back\n"
+    "    return x * 2\n"
+)
+FROZEN_NAME = """
+_mine = {}
+try:
+    exec(compile("import sys\\ndef up():\\n    return sys._getframe(1)\\n",
+                 "<frozen importlib._bootstrap>", "exec"), _mine)
+except PermissionError:
+    _mine["up"] = lambda: None
+"""
+FRAME_BY_FROZEN_CODE = "    _mine['up']()\n    return x * 2\n"
+# An answer computed outside jit: the jitted function returns the input in a pytree of
+# the learner's whose __array__ doubles it when the grader reads it.
+LAZY_ARRAY = """
+import numpy as _np
+@jax.tree_util.register_pytree_node_class
+class Lazy:
+    def __init__(self, x):
+        self.x = x
+    def tree_flatten(self):
+        return (self.x,), None
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children)
+    def __array__(self, dtype=None, copy=None):
+        return _np.asarray(self.x, dtype) * 2
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "cell", "said"),
+    [
+        (WRONG, CLOSURE_CELLS, "fixture_graders.doubling.grade replaced or changed"),
+        (WRONG, MODULE_CLASS, "refused"),
+        (WRONG, NUMPY_CLASS, "refused"),
+        (WRONG, CODE_SWAPPED_BY_A_LIBRARY, "refused replacing a function's __code__"),
+        (FRAME_BY_A_LIBRARY, "", "refused a frame (sys._getframe)"),
+        (FRAME_BY_FROZEN_CODE, FROZEN_NAME, "refused code named"),
+    ],
+    ids=[
+        "grader-closure-cells-rewritten",
+        "grader-module-class-swapped",
+        "numpy-module-class-swapped",
+        "code-swapped-through-a-library",
+        "frame-asked-for-through-a-library",
+        "code-named-as-frozen",
+    ],
+)
+def test_a_cheat_through_a_library_or_a_closure_is_rejected(
+    fixture_course, capsys, body, cell, said
+):
+    write_answer(fixture_course, body, cell)
+    code, out = run(capsys, "check", "--strict", "01")
+    assert code == 1, out
+    assert "strict mode" in out and said in out, out
+    assert "PASS" not in out
+
+
+def test_an_answer_computed_when_the_grader_reads_it_fails(fixture_course, capsys):
+    write_answer(fixture_course, "    return Lazy(x)\n", LAZY_ARRAY)
+    code, out = run(capsys, "check", "01")
+    assert code == 1 and "✗ double doubles" in out and "__array__" in out, out
+
+
+def test_the_solution_file_is_out_of_a_strict_kernels_reach(fixture_course, capsys):
+    solution = fixture_course.lesson("doubling").exercise.source
+    cell = f"exec(open({str(solution)!r}).read().split('# %% tags')[0])\n"
+    write_answer(fixture_course, WRONG, cell)
+    code, out = run(capsys, "check", "--strict", "01")
+    assert code == 1 and "refused reading" in out and "PASS" not in out, out
+
+
+def test_a_plot_in_a_learners_cell_passes_in_strict_mode(fixture_course, capsys):
+    cell = "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\n"
+    write_answer(fixture_course, SOLVED, cell)
+    code, out = run(capsys, "check", "--strict", "01")
+    assert code == 0 and "PASS" in out, out
+
+
+def test_a_private_table_is_compared_by_content_and_a_cache_is_not(tmp_path, monkeypatch):
+    """A course module's tables, private ones too, edited in place (``_TOL["rtol"]``, a
+    frozen record's field) change its print; a cache the module fills itself does not."""
+    import dataclasses
+    import importlib
+    import sys
+
+    from jitlab.learner.strict import _module_print
+
+    (tmp_path / "course_tables.py").write_text(
+        "import dataclasses\n"
+        "@dataclasses.dataclass(frozen=True)\n"
+        "class Problem:\n"
+        "    tol: float\n"
+        "_TOL = {'rtol': 1e-5, 'nested': {'atol': 1e-6}}\n"
+        "PROBLEMS = (Problem(1.5),)\n"
+        "_SEEN = {}\n"
+        "def remember(key):\n"
+        "    _SEEN[key] = True\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("course_tables")
+    try:
+        course = ("course_tables",)
+        before = _module_print("course_tables", course)
+        module.remember("a")
+        assert _module_print("course_tables", course) == before
+        module._TOL["nested"]["atol"] = 1.0
+        assert _module_print("course_tables", course) != before
+        module._TOL["nested"]["atol"] = 1e-6
+        assert _module_print("course_tables", course) == before
+        object.__setattr__(module.PROBLEMS[0], "tol", 100.0)
+        assert _module_print("course_tables", course) != before
+        assert dataclasses.is_dataclass(module.PROBLEMS[0])
+    finally:
+        sys.modules.pop("course_tables", None)
+
+
+def test_the_runner_names_a_declared_check_no_report_passed(fixture_course):
+    """The runner's own copy of the grader says which checks a complete run reports."""
+    from jitlab.grading.verdict import Check, GraderRun
+    from jitlab.learner.strict import unreported
+
+    cell = "from fixture_graders import doubling\n\ndoubling.grade(double)\n"
+    canary = Check("jit is on and the compile counter hears JAX", True, grader="01 doubling")
+    only_canary = {3: GraderRun(3, (canary,), completed=True)}
+    assert unreported({3: cell}, only_canary) == [
+        "the grader '01 doubling' never reported 'double is jitted' as passed"
+    ]
+    from fixture_graders import doubling
+
+    every = tuple(Check(name, True, grader="01 doubling") for name in doubling.grade.checks)
+    assert unreported({3: cell}, {3: GraderRun(3, every, completed=True)}) == []
