@@ -540,7 +540,7 @@ def grader(slug: str, checks: Sequence[str], *, part: str = "") -> Callable[[F],
     """Declare a grading function: its exercise's slug (``part`` when it has several) and
     every check it reports, in order. It runs between two canaries, must pass every check,
     and then reports itself complete as ``01 shapes: positions`` (number from course.yml)."""
-    from jitlab.instruments.counting import CounterLost, Unnamed
+    from jitlab.instruments.counting import CounterLost, Disguised, Unnamed
 
     declared = (JIT_ON, *checks)
 
@@ -558,6 +558,10 @@ def grader(slug: str, checks: Sequence[str], *, part: str = "") -> Callable[[F],
                 except CounterLost as lost:
                     expected = "the compile counter to hear JAX while your code runs"
                     raise fail(JIT_ON, expected=expected, seen=str(lost), hint=_HANDS_OFF) from None
+                except Disguised as disguised:  # a jitted function's _fun replaced
+                    expected = "jitted functions whose .trace() traces what their calls run"
+                    hint = "leave the attributes jax.jit gave your function as it set them"
+                    raise fail(JIT_ON, expected=expected, seen=str(disguised), hint=hint) from None
                 except Unnamed as unnamed:  # a __name__ the learner's class computes
                     expected = "functions the compile counter can name as JAX does"
                     hint = "leave the __name__ of your functions as def made it (no property)"

@@ -65,6 +65,11 @@ class CounterLost(RuntimeError):
     """The counter's listener was removed from JAX while it counted (its count is wrong)."""
 
 
+class Disguised(TypeError):
+    """A jitted function's ``_fun`` is not the function JAX runs for it: ``.trace()``,
+    ``.lower()`` and ``clear_cache()`` would act on another function than its calls."""
+
+
 class Unnamed(TypeError):
     """No name JAX would report can be read from the function to count (a computed
     ``__name__`` could answer the counter with another name than JAX's events carry)."""
@@ -97,6 +102,10 @@ class CompileCount:
     compiled: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     """How many times each function was compiled, by the name JAX reports (``jit(f)``):
     with ``count_compiles(None)``, which functions the compilations were."""
+    target: Any = dataclasses.field(default=None, repr=False, compare=False)
+    """The function JAX traces for the counted one (None for a name): a trace of it under
+    another name (``__name__`` changed for the call) is still its trace."""
+    aliases: set[str] = dataclasses.field(default_factory=set, repr=False, compare=False)
 
     @property
     def last_reason(self) -> str:
@@ -118,14 +127,25 @@ class CompileCount:
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(str(self))
 
+    def _renamed(self, fun_name: str) -> bool:
+        """Whether the trace JAX reported under ``fun_name`` was of the counted function,
+        renamed for the call: then its lowering and compilation carry that name too."""
+        if self.target is None or _traced_function() is not self.target:
+            return False
+        self.aliases.add(fun_name)
+        return True
+
     def _hear(self, event: str, seconds: float, **kwargs: Any) -> None:
         """Count one of JAX's duration events, if it is this function's. A bound method,
         not a closure: strict mode sees the count (announced) change only in here."""
         fun_name = kwargs.get("fun_name")
         if self.name is not None and (
             fun_name is None
-            or (event == TRACE_EVENT and fun_name != self.name)
-            or (event != TRACE_EVENT and not _lowered_name_matches(fun_name, self.name))
+            or (event == TRACE_EVENT and fun_name != self.name and not self._renamed(fun_name))
+            or (
+                event != TRACE_EVENT
+                and not any(_lowered_name_matches(fun_name, n) for n in (self.name, *self.aliases))
+            )
         ):
             return
         sys.audit(STATE_EVENT, self, "before")
@@ -191,6 +211,37 @@ def _jitted_function(fn: Any) -> Any:
     return None
 
 
+def _traced_function() -> Any:
+    """The function jit is tracing now, read from JAX's tracing frame (0.12's
+    ``pjit._trace_for_jit(fun, ...)``) while JAX reports the trace's duration; None if
+    no such frame is found (another JAX release's layout)."""
+    frame = sys._getframe(1)
+    for _ in range(12):
+        if frame is None:
+            return None
+        code = frame.f_code
+        if code.co_name == "_trace_for_jit" and code.co_filename.endswith("pjit.py"):
+            return frame.f_locals.get("fun")
+        frame = frame.f_back
+    return None
+
+
+def jit_target(fn: Any) -> Any:
+    """What JAX traces for ``fn``: a jitted object's own function, or ``fn`` itself.
+    Raises :class:`Disguised` if the object's ``_fun`` was set to another function."""
+    if fn is None or isinstance(fn, str):
+        return None
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    held = _jitted_function(fn)
+    if held is not None and getattr(fn, "_fun", held) is not held:
+        raise Disguised(
+            f"{getattr(held, '__name__', fn)!r} was given another _fun after jax.jit: its "
+            ".trace(), .lower() and clear_cache() read that one, its calls run the other"
+        )
+    return held or fn
+
+
 def function_name(fn: Callable[..., Any] | str | None) -> str | None:
     """The name JAX reports in its events for ``fn`` (a jitted or plain function, a
     ``functools.partial``, a callable object, or already a name)."""
@@ -231,7 +282,7 @@ def count_compiles(
     the block only and kept in ``n.explanations``; switching them on does not change
     the cache key, so it does not itself cause a retrace.
     """
-    count = CompileCount(name=function_name(fn))
+    count = CompileCount(name=function_name(fn), target=jit_target(fn))
     sys.audit(STATE_EVENT, count, "after")  # strict mode: only the listener may change it
 
     def heard(text: str) -> None:

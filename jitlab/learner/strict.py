@@ -58,6 +58,7 @@ import dataclasses
 import importlib
 import inspect
 import json
+import logging
 import os
 import re
 import sys
@@ -109,8 +110,8 @@ _LEARNER_MAY_NOT = {
 # on: any other trusted code asking while the learner's code is on the stack is asking on
 # the learner's behalf (a C function handed to a library: jax.tree.map(sys._getframe, ...)).
 _OWN_FRAME_USE = {
-    ("__init__.py", "<lambda>"),  # logging.currentframe
-    ("__init__.py", "findCaller"),
+    ("__init__.py", "findCaller"),  # logging (its currentframe hands the frame back)
+    ("counting.py", "_traced_function"),  # which function JAX is tracing, by identity
     ("typing.py", "*"),  # the module a TypeVar or Generic is made in
     ("typing_extensions.py", "*"),
     ("__init__.py", "namedtuple"),  # collections
@@ -879,8 +880,10 @@ def arm(folder: str | None = None) -> None:
         code = frame.f_code
         if not _trusted(code.co_filename):
             return learners_line(frame)
-        while os.path.basename(code.co_filename) in ("inspect.py", "traceback.py"):
-            # They hand frames back: the code that called them is the one asking.
+        while os.path.basename(code.co_filename) in ("inspect.py", "traceback.py") or (
+            code.co_filename == logging.__file__ and code.co_name == "<lambda>"
+        ):
+            # They hand frames back (logging.currentframe too): their caller is asking.
             frame = frame.f_back
             if frame is None:
                 return None

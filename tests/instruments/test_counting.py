@@ -317,3 +317,36 @@ def test_a_jitted_functions_name_is_what_jax_traces_not_its_wrapped():
         jitted.clear_cache()
     with pytest.raises(TypeError, match="computed name"):  # a callable JAX does not hold
         function_name(Named())
+
+
+def test_a_function_renamed_for_a_call_is_still_counted():
+    """JAX names each event by ``__name__`` as it is when the call misses: a rename for
+    the call (and back inside the trace) must not hide a compilation. The counter knows
+    the function JAX traces by identity, from jit's own tracing frame."""
+
+    @jax.jit
+    def f_renamed(x):
+        inner.__name__ = jitted.__name__ = "f_renamed"  # back before anyone reads it
+        return x * 2
+
+    jitted, inner = f_renamed, f_renamed.__wrapped__
+    with count_compiles(f_renamed) as n:
+        f_renamed(jnp.ones(2))
+        for size, name in ((3, "hidden"), (4, "also_hidden")):
+            inner.__name__ = jitted.__name__ = name
+            f_renamed(jnp.ones(size))
+    assert n.compiles == 3 and n.aliases == {"hidden", "also_hidden"}
+
+
+def test_a_jitted_function_given_another_fun_is_refused():
+    """``.trace()`` and ``clear_cache()`` read a jit object's ``_fun``, its calls do not:
+    a ``_fun`` set to a clean function would hide what really runs (a host callback)."""
+    from jitlab.instruments.counting import Disguised
+
+    @jax.jit
+    def f_disguised(x):
+        return x * 2
+
+    f_disguised._fun = lambda x: x * 3
+    with pytest.raises(Disguised, match="another _fun"), count_compiles(f_disguised):
+        pass

@@ -706,6 +706,13 @@ FRAME_BY_A_LIBRARY = (
     "        frame = frame.f_back\n"
     "    return x * 2\n"
 )
+FRAME_BY_LOGGING = (
+    "    import logging\n"
+    "    frame = logging.currentframe()\n"
+    "    while frame is not None:\n"
+    "        frame = frame.f_back\n"
+    "    return x * 2\n"
+)
 FROZEN_NAME = """
 _mine = {}
 try:
@@ -742,6 +749,7 @@ class Lazy:
         (WRONG, CODE_SWAPPED_BY_A_LIBRARY, "refused replacing a function's __code__"),
         (FRAME_BY_A_LIBRARY, "", "refused a frame (sys._getframe)"),
         (FRAME_BY_FROZEN_CODE, FROZEN_NAME, "refused code named"),
+        (FRAME_BY_LOGGING, "", "refused a frame (sys._getframe)"),
     ],
     ids=[
         "grader-closure-cells-rewritten",
@@ -750,6 +758,7 @@ class Lazy:
         "code-swapped-through-a-library",
         "frame-asked-for-through-a-library",
         "code-named-as-frozen",
+        "frame-handed-back-by-logging",
     ],
 )
 def test_a_cheat_through_a_library_or_a_closure_is_rejected(
@@ -766,6 +775,13 @@ def test_an_answer_computed_when_the_grader_reads_it_fails(fixture_course, capsy
     write_answer(fixture_course, "    return Lazy(x)\n", LAZY_ARRAY)
     code, out = run(capsys, "check", "01")
     assert code == 1 and "✗ double doubles" in out and "__array__" in out, out
+
+
+def test_a_jitted_function_whose_trace_reads_another_function_fails(fixture_course, capsys):
+    """``.trace()`` and ``clear_cache()`` read ``_fun``; the calls run what jit wrapped."""
+    write_answer(fixture_course, WRONG, "double._fun = lambda x: x * 2\n")
+    code, out = run(capsys, "check", "01")
+    assert code == 1 and "another _fun" in out and "PASS" not in out, out
 
 
 def test_the_solution_file_is_out_of_a_strict_kernels_reach(fixture_course, capsys):
