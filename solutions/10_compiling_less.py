@@ -42,8 +42,9 @@
 #    **smallest** bucket that holds it (a request as long as a bucket fits in it), pad
 #    it to that size without changing the caller's array, call that bucket's executable
 #    with the padded array and the real length, and return the list of what the
-#    executables returned, one result per request, in request order. The caller may
-#    refill the same arrays with new values and call `serve` again.
+#    executables returned (as they are, or as NumPy arrays), one result per request, in
+#    request order. The caller may refill the same arrays with new values and call
+#    `serve` again.
 #
 # Solved means: the right numbers, one compilation per bucket inside `warm_up`, and
 # **zero** traces and compilations of anything inside `serve`.

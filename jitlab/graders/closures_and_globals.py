@@ -5,6 +5,7 @@ new values; a wrong result is named by the values it matches. What the drawing c
   rows with a logit of 300 to 400                a softmax without the max shift (inf/inf)
   threshold 1.0 last: those rows' top is 1.0     ``>`` for ``>=`` (below means strictly);
   then a big row's own confidence as threshold    the same, whatever the formula rounds to
+  a threshold one float32 step above a row's own  a threshold nudged down (>= thr - 1e-6)
   every other row clear of every threshold       (float32 rounding never flips a row)
   a temperature of 1e-4 to 5e-3, a close row      a temperature floored or clipped
 """
@@ -42,6 +43,8 @@ HINTS = Hints(  # a check's hint, and the mistakes a wrong result of one call po
         ">=": "a row whose confidence equals the threshold is not below it: keep it (>=)",
         "overflow": "exp overflows on big logits (inf/inf is nan): subtract each row's max",
         "cold": "use the temperature as it is given, however small: no floor, clip or eps",
+        "nudge": "a row below the threshold, however little, is 0.0: compare top >= threshold"
+        " with nothing added to or taken from either side",
     }
 )
 
@@ -140,6 +143,18 @@ def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any, 
     return dict(expected=expected, seen=f"row {row} = {got[row]:.6g}", hint=hint)
 
 
+def _require_below(fn: Callable, logits: np.ndarray, t: float, own: Any, row: int) -> None:
+    """A threshold one float32 step above ``row``'s own confidence (``own``, at threshold
+    0): the row is below it, so 0.0; a threshold nudged down by any margin keeps it."""
+    above = float(np.nextafter(np.float32(own[row]), np.float32(np.inf)))
+    got = as_numbers(call_learner(RUNS, fn, logits, t, above))
+    if got is None or got.shape != own.shape or got[row] != 0.0:
+        seen = f"row {row} = {got[row]:.8g}" if got is not None and got.shape == own.shape else ""
+        expected = f"row {row} ({own[row]:.8g}) = 0.0 at threshold {above:.8g}, one step above it"
+        seen = seen or shorten(repr(got), 80)
+        raise fail(USES_VALUES, expected=expected, seen=seen, hint=HINTS["nudge"])
+
+
 def _require_cold(confident_probs: Callable, logits: np.ndarray, row: int, rng) -> None:
     """A temperature of 1e-4 to 5e-3, with ``row``'s top two logits 0 and -2 temperatures
     (its answer 0.88): a temperature floored or clipped "against division by 0" shows."""
@@ -188,6 +203,7 @@ def grade(confident_probs: Callable[..., Any]) -> None:
     if not seen or tied[big] != tie:
         seen = seen or f"threshold 0 gave {shorten(repr(own), 80)}, then {shorten(repr(tied), 80)}"
         raise fail(USES_VALUES, expected=expected, seen=seen, hint=HINTS[">="])
+    _require_below(confident_probs, logits, t, own, int(np.flatnonzero(ordinary)[0]))
     _require_cold(confident_probs, logits, int(np.flatnonzero(ordinary)[0]), rng)
     passed(USES_VALUES)
     require_jitted(JITTED, confident_probs, hint=HINTS[JITTED])

@@ -51,6 +51,9 @@ HINTS = {  # by standard check, by the doctor's cause (for the count), by kind o
     "eps": f"""each float batch has a column whose spread is about {TINY}: an eps added to the
         standard deviation or the variance (jax.nn.standardize adds one) changes its
         z-scores; divide by jnp.std itself""",
+    "overflow": """the int32 and int64 batches' counter column (50,000 to 100,000) came out as
+        inf or nan: a cast through float16 on the way (its largest value is 65,504)
+        overflows it; cast each batch straight to float32""",
     "one pass": """the int32 and int64 batches have a counter column in the tens of thousands
         with a spread of hundreds: a variance taken as mean(x**2) - mean(x)**2 in float32
         loses its digits (jax.nn.standardize takes it so); subtract the mean first, as
@@ -109,13 +112,23 @@ def _x_dtype(call: Call) -> str:
         return type(x).__name__
 
 
-def _numbers_hint(wrong: list[str], right: list[str], shape_wrong: bool, reached: list[str]) -> str:
-    """The likeliest cause, from the dtypes that went wrong and those x reached score_core as."""
+def _finite(value: Any) -> bool:
+    numbers = as_numbers(value)
+    return numbers is None or bool(np.isfinite(numbers).all())
+
+
+def _numbers_hint(
+    wrong: list[str], right: list[str], shape_wrong: bool, reached: list[str], finite: bool
+) -> str:
+    """The likeliest cause, from the dtypes that went wrong and those x reached score_core
+    as; ``finite``: whether every wrong result was finite (an overflow makes inf or nan)."""
     narrow = [name for name in reached if name in ("float16", "bfloat16")]
     floats = [name for name in wrong if np.dtype(name).kind == "f"]
     ints = set(wrong) - set(floats)
     if shape_wrong or narrow:
         kind = "rows" if shape_wrong else "narrow"
+    elif not finite and set(COUNTERS) <= set(wrong):
+        kind = "overflow"
     elif right and ints and ints <= set(COUNTERS):
         kind = "one pass"
         if floats:  # jax.nn.standardize: an eps and one pass
@@ -173,7 +186,13 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
             + f"; for that {wrong[0]} batch: {shorten(repr(run.outputs[first]), 90)}",
             hint=HINTS["memo"]
             if set(bad) <= set(refilled)
-            else _numbers_hint(wrong, right, any(s != want.shape for s in shapes), reached),
+            else _numbers_hint(
+                wrong,
+                right,
+                any(s != want.shape for s in shapes),
+                reached,
+                all(_finite(run.outputs[i]) for i in bad),
+            ),
         )
     passed(NUMBERS)
     SCORE.jit_on(run.recorder)

@@ -66,7 +66,8 @@ HINTS = {  # no key is a signature part or a cause but these two, for Why.hint_f
         at the params it was given, and params - learning_rate * gradient""",
     "update": """the first loss is right (at the params the step was given), the later ones are
         not, so the update is off: a learning rate other than this run's (one read from a global
-        or a closure is frozen at trace time), or not params - learning_rate * gradient""",
+        or a closure is frozen at trace time; one stored in bfloat16 or float16 is rounded: keep
+        it float32), or not params - learning_rate * gradient""",
     "stale": """run 1 was right, run 2 is not: a rate baked in at trace time (a global, a closure,
         a default) stays the same, and nothing may be remembered from an earlier call. Keep the
         rate in opt_state, as an array""",

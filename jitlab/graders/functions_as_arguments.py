@@ -194,6 +194,13 @@ def grade(sgd_step: Any, fit: Any) -> None:
             what = f"compilation(s) in fit number {number} (new data and weight_decay, same shapes)"
             FIT.compiles(FIT_NOTHING, everything, exactly=0, what=what, hint=HINTS[FIT_NOTHING])
         got = _pair(FIT_PAIR, result, "(params, losses)")
+        losses = got[0]
+        array = isinstance(losses, np.ndarray | jnp.ndarray) and np.shape(losses) == (N_BATCHES,)
+        seen = f"{type(losses).__name__} of shape {np.shape(losses)}"
+        hint = "stack the per-batch losses into one array (jnp.stack), not a list"
+        fail_unless(
+            FIT_PAIR, array, expected=f"losses a 1-D array of {N_BATCHES}", seen=seen, hint=hint
+        )
         passed(FIT_PAIR)
 
         FIT.jit_on(proxy)

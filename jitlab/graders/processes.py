@@ -305,7 +305,7 @@ def launch(make_global_batch: Callable, train_step: Callable, plan: Plan) -> mul
     with tempfile.TemporaryDirectory(prefix="jitlab-grader-processes-") as scratch:
         path = Path(scratch) / "your_cell.py"  # the prelude apart: the cell's own line numbers
         path.write_text(learner_source(make_global_batch, train_step), encoding="utf-8")
-        options = {"learner": str(path), "plan": dataclasses.asdict(plan)}
+        options = {"learner": str(path), "plan": dataclasses.asdict(plan), "guard": True}
         try:
             return multiprocess.run(
                 f"{__name__}:stream", options=options, timeout=50.0, stall_timeout=15.0

@@ -69,7 +69,19 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from jitlab.instruments.audit import CALL_EVENT, HEARD_EVENT, STATE_EVENT, VERDICT_EVENT
+from jitlab.instruments.audit import (
+    CALL_EVENT,
+    HEARD_EVENT,
+    OWN_FRAME_USE,
+    STATE_EVENT,
+    VERDICT_EVENT,
+)
+
+try:  # the hook's own encoder, made before any learner code runs (see _encoder)
+    from _json import encode_basestring_ascii as _c_encode_string
+    from _json import make_encoder as _c_make_encoder
+except ImportError:  # pragma: no cover (CPython always has it)
+    _c_make_encoder = None
 
 STRICT_ENV = "JITLAB_STRICT"  # the runner's strict folder (report, XLA dump, IPython)
 GRADERS_ENV = "JITLAB_STRICT_GRADERS"  # what the grader cells import, loaded at arming
@@ -104,20 +116,6 @@ _LEARNER_MAY_NOT = {
     "ctypes.string_at": "ctypes",
     "ctypes.call_function": "ctypes",
     "marshal.loads": "code loaded with marshal",  # it carries any file name it likes
-}
-# Code of Python's and of installed packages that asks for a frame for its own use (the
-# module that called it, the line a warning or log record names) and never hands the frame
-# on: any other trusted code asking while the learner's code is on the stack is asking on
-# the learner's behalf (a C function handed to a library: jax.tree.map(sys._getframe, ...)).
-_OWN_FRAME_USE = {
-    ("__init__.py", "findCaller"),  # logging (its currentframe hands the frame back)
-    ("counting.py", "_traced_function"),  # which function JAX is tracing, by identity
-    ("typing.py", "*"),  # the module a TypeVar or Generic is made in
-    ("typing_extensions.py", "*"),
-    ("__init__.py", "namedtuple"),  # collections
-    ("enum.py", "__new__"),
-    ("dataclasses.py", "_process_class"),
-    ("traceback_util.py", "*"),  # JAX hides its own frames from an error's traceback
 }
 _NEVER = {
     "sys.settrace": "sys.settrace",
@@ -564,7 +562,9 @@ def _state(holder: Any) -> tuple[Any, ...]:
     else:
         items = getattr(holder, "__dict__", {}).items()
     return tuple(
-        (key, value if isinstance(value, _SCALARS) else ("id", id(value)))
+        # Exact types only: a subclass's __eq__, the learner's, would run in the hook and
+        # could call a changed value unchanged.
+        (key, value if any(type(value) is t for t in _SCALARS) else ("id", id(value)))
         for key, value in list(items)
     )
 
@@ -658,6 +658,24 @@ def _jitlab_functions_foreign(roots: tuple[str, ...]) -> list[str]:
     return found
 
 
+def _encoder() -> Callable[[Any], str]:
+    """A JSON encoder of the hook's own: json.dumps goes through ``json._default_encoder``,
+    an instance the learner's code can reach and give another ``encode``, which would then
+    run inside the hook and could add records of its own. A C encoder made here holds
+    nothing the learner's code can reach."""
+    if _c_make_encoder is None:  # pragma: no cover
+        return json.JSONEncoder().encode
+
+    def refuse_other(value: Any) -> Any:
+        raise TypeError(f"strict mode's report holds only JSON values, not {type(value)}")
+
+    chunks = _c_make_encoder(
+        None, refuse_other, _c_encode_string, None, ": ", ", ", False, False, True
+    )
+    join = "".join
+    return lambda value: join(chunks(value, 0))
+
+
 def arm(folder: str | None = None) -> None:
     """Set up this kernel for a strict check: stock, listener, audit hook. Called once
     by the startup file, before the first cell."""
@@ -698,7 +716,7 @@ def arm(folder: str | None = None) -> None:
     heard: list[str] = []
     state = threading.local()
     open_file = builtins.open
-    getframe = sys._getframe
+    getframe, gettrace, getprofile = sys._getframe, sys.gettrace, sys.getprofile
 
     from jax._src import monitoring as jax_monitoring
 
@@ -771,7 +789,7 @@ def arm(folder: str | None = None) -> None:
 
     stock = stock_now()
     library, library_classes = _library(course), _library(course, classes=True)
-    dumps, realpath = json.dumps, os.path.realpath  # the hook's own, whatever is patched later
+    dumps, realpath = _encoder(), os.path.realpath  # the hook's own, whatever is patched later
     # IPython runs this startup file with its folder put first on sys.path for the while.
     startup = realpath(where / STARTUP).rsplit(os.sep, 1)[0]
     stock.path = [p for p in stock.path if realpath(p or ".") != startup]
@@ -891,13 +909,19 @@ def arm(folder: str | None = None) -> None:
             if not _trusted(code.co_filename):
                 return learners_line(frame)
         base = os.path.basename(code.co_filename)
-        if (base, code.co_name) in _OWN_FRAME_USE or (base, "*") in _OWN_FRAME_USE:
+        if (base, code.co_name) in OWN_FRAME_USE or (base, "*") in OWN_FRAME_USE:
             return None
         line = learner_on_stack(frame)
         return line and f"{line}, asked for through {os.path.basename(code.co_filename)}"
 
     def _trusted(filename: str) -> bool:
         return filename.startswith("<frozen ") or realpath(filename).startswith(roots)
+
+    def traced() -> list[str]:
+        """A trace or profile function in place: none may be (each is refused when set),
+        so one found means it was set where no refusal reached."""
+        found = [f"a trace function ({gettrace()!r})"] if gettrace() is not None else []
+        return found + ([f"a profile function ({getprofile()!r})"] if getprofile() else [])
 
     def refuse(what: str, line: str | None) -> None:
         report({"refused": what, "line": line or ""})
@@ -931,7 +955,7 @@ def arm(folder: str | None = None) -> None:
             f"{name} was replaced by code from outside the installed files"
             for name in _jitlab_functions_foreign(roots)
         ]
-        problems += _disguised(shell) + _own_handlers(roots)
+        problems += _disguised(shell) + _own_handlers(roots) + traced()
         problems += states_changed()
         functions = _user_functions(shell)
         if phase == "before":
@@ -973,14 +997,47 @@ def arm(folder: str | None = None) -> None:
             }
         )
 
+    hook_code: list[Any] = []
+    trusted_files: dict[str, bool] = {}  # a file name's trust, looked up once
+
+    def inside_hook(frame: Any) -> str | None:
+        """The learner's line, if code of the learner's runs between ``frame`` and the
+        hook's own busy frame: the hook looks at the learner's objects (an attribute, a
+        class), and a ``__getattr__`` or property of the learner's then runs in it."""
+        while frame is not None and frame.f_code is not hook_code[0]:
+            name = frame.f_code.co_filename
+            trusted = trusted_files.get(name)
+            if trusted is None:
+                trusted = trusted_files[name] = _trusted(name)
+            if not trusted:
+                return f"{name}:{frame.f_lineno}"
+            frame = frame.f_back
+        return None
+
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if getattr(state, "busy", False):
+            # While the hook works, its own events are let be; one raised by code of the
+            # learner's that the hook's work ran is refused, as it would be anywhere.
+            if event == "builtins.id" or getattr(state, "inner", False):
+                return  # id() is called by the thousand in the hook's stock, and harmless
+            state.inner = True
+            try:
+                line = inside_hook(getframe(1))
+                if line:
+                    what = f"{event} from code of yours run inside strict mode's checks"
+                    report({"refused": what, "line": line})
+            finally:
+                state.inner = False
+            if line:
+                raise PermissionError(f"strict mode: {event} inside its checks is not allowed")
             return
         state.busy = True
         try:
             _audit(event, args)
         finally:
             state.busy = False
+
+    hook_code.append(hook.__code__)
 
     def caller() -> Any:
         return getframe(3)  # caller <- _audit <- hook <- the code that raised the event
@@ -1080,6 +1137,10 @@ def arm(folder: str | None = None) -> None:
                 problems = _changed_modules(stock.modules, now.modules)
                 problems += _changed_modules(stock.course, now.course) + _own_handlers(roots)
                 problems += _changed_modules(library, _library(course)) + states_changed()
+                # A library class's method swapped for one check and put back before the
+                # cell ends (ShapedArray.__str__, which verdicts print) is seen here.
+                problems += _changed_modules(library_classes, _library(course, classes=True))
+                problems += traced()
                 if problems:
                     report({"phase": "call", "problems": problems})
             return

@@ -113,6 +113,11 @@ def strictly_above(logits, temperature, threshold):
     return jnp.where(top > threshold, top, 0.0)
 
 
+def nudged_down(logits, temperature, threshold):
+    top = jax.nn.softmax(logits / temperature, axis=-1).max(axis=-1)
+    return jnp.where(top >= threshold - 1e-6, top, 0.0)  # "against rounding"
+
+
 def wrapped_helper():
     scored = jax.jit(lambda scaled, threshold: _score(scaled, 1.0, threshold))
     return lambda logits, t, threshold: scored(logits / t, threshold)  # divides outside jit
@@ -165,12 +170,14 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
     "> for >=": (jitted(strictly_above), USES, ["threshold=1.0000", "= 0"], [">="]),
     "> for >= by log-sum-exp": (lambda: log_sum_exp(jnp.greater), USES, ["own confidence as the"],
                                 [">="]),
+    "threshold nudged down": (jitted(nudged_down), USES, ["one step above it"], ["however"]),
     "softmax over rows": (jitted(over_rows), USES, ["largest logit "], ["last axis"]),
     "temperature floored": (jitted(lambda z, t, h: _score(z, jnp.maximum(t, 0.01), h)), USES,
                             ["at temperature"], ["no floor"]),
 }
 DRAWN = ("no max shift", "> for >=", "> for >= by log-sum-exp", "rounded temperature",
-         "softmax over rows", "temperature floored")  # drawn on purpose every run
+         "softmax over rows", "temperature floored",
+         "threshold nudged down")  # drawn on purpose every run
 # fmt: on
 
 

@@ -129,6 +129,8 @@ WRONG = {  # name: (make (score, score_core) from a right score_core, the check,
     "asarray without a dtype": (lambda c: (casting(c, jnp.asarray), c), "compiles once", "(dtype)"),
     "integer cast": (cast_to(jnp.int32), "matches the reference", "wrong for float"),
     "float16 cast": (cast_to(jnp.float16), "matches the reference", "float16"),
+    "through float16 on the host": (lambda c: (casting(c, lambda b: jnp.asarray(
+        np.asarray(b, np.float16), F32)), c), "matches the reference", "65,504"),
     "sample standard deviation": (kernel_of(sample_std), "matches the reference", "formula"),
     "one score per column": (lambda c: (per_column(c), c), "matches the reference", "per row"),
     "hard-coded zeros": (lambda c: (lambda b, w: np.zeros(64, np.float32)[: b.shape[0]], c),

@@ -89,6 +89,14 @@ def cast_to_float32(step):
     return lambda params, batches, wd: _loop(step)(params, batches, jnp.float32(wd))
 
 
+def losses_listed(step):
+    """The losses as a Python list of scalars: the contract asks for a 1-D array."""
+    fit = _loop(step)
+    return lambda params, batches, wd: (lambda p, losses: (p, list(losses)))(
+        *fit(params, batches, wd)
+    )
+
+
 RIGHT = {
     "the solution": with_step(_loop),
     "the solution file": solution_file,
@@ -249,6 +257,8 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
                      ["stale"]),
     "cached by id()": (with_step(cached_by_identity), G.FIT_CALLS,
                        ["fit number 4", "0 call(s) of sgd_step"], []),
+    "losses as a list": (with_step(losses_listed), G.FIT_PAIR, ["list of shape (4,)"],
+                         ["jnp.stack"]),
 }
 # fmt: on
 

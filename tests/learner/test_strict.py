@@ -552,6 +552,13 @@ FORGED_COUNT = (
     "                held.compiles = min(held.compiles, 1)\n"
     "    return out\n"
 )
+# The same, with an int whose __eq__ says it equals anything: the hook compares by value
+# only a plain int, so the count's change is seen.
+COUNT_THAT_EQUALS_ANYTHING = FORGED_COUNT.replace(
+    "held.compiles = min(held.compiles, 1)",
+    "held.compiles = type('Same', (int,), {'__eq__': lambda a, b: True, '__ne__': "
+    "lambda a, b: False, '__hash__': int.__hash__})(min(held.compiles, 1))",
+)
 LISTENER_SWAPPED = (
     "    import jitlab.instruments.events as events\n"
     "    saved = list(events._subscribers)\n"
@@ -611,6 +618,7 @@ EVENT_NAME_CHANGED = (
     ("cheat", "said"),
     [
         (FORGED_COUNT, "CompileCount: .compiles"),
+        (COUNT_THAT_EQUALS_ANYTHING, "CompileCount: .compiles"),
         (LISTENER_SWAPPED, "(list: ["),
         (DISPATCH_TAKEN_OUT, "taken out of JAX's"),
         (LOOP_STOPPED, "a monitoring listener of your own"),
@@ -619,6 +627,7 @@ EVENT_NAME_CHANGED = (
     ],
     ids=[
         "count-lowered",
+        "count-lowered-to-an-int-equal-to-anything",
         "listener-swapped-and-restored",
         "dispatch-taken-out-and-put-back",
         "listener-loop-stopped",
@@ -853,3 +862,70 @@ def test_the_runner_names_a_declared_check_no_report_passed(fixture_course):
 
     every = tuple(Check(name, True, grader="01 doubling") for name in doubling.grade.checks)
     assert unreported({3: cell}, {3: GraderRun(3, every, completed=True)}) == []
+
+
+# Round 7: a library class's method swapped while checks are decided and put back
+# before the grader cell ends (ShapedArray.__str__, which verdicts print): bucket_size,
+# called first, swaps it, and rms, called later, puts it back.
+SWAPPED_FOR_A_WHILE = (
+    "def bucket_size(n: int) -> int:\n"
+    "    from jax._src import core as _core\n"
+    "    if not hasattr(_core, '_kept'):\n"
+    "        _core._kept = _core.ShapedArray.__str__\n"
+    "        _core.ShapedArray.__str__ = lambda self: 'float32[1]'\n"
+)
+PUT_BACK = (
+    "def rms(x: np.ndarray) -> jax.Array:\n"
+    "    from jax._src import core as _core\n"
+    "    _core.ShapedArray.__str__ = _core._kept\n"
+)
+
+
+def test_a_library_class_changed_between_cell_boundaries_is_seen(capsys, tmp_path):
+    source = load_course().lesson("shapes").exercise.source
+    text = source.read_text(encoding="utf-8")
+    first, later = "def bucket_size(n: int) -> int:\n", "def rms(x: np.ndarray) -> jax.Array:\n"
+    assert first in text and later in text
+    text = text.replace(first, SWAPPED_FOR_A_WHILE, 1).replace(later, PUT_BACK, 1)
+    path = tmp_path / source.name
+    path.write_text(text, encoding="utf-8")
+    code, out = run(capsys, "check", "--strict", str(path))
+    assert code == 1, out
+    assert "strict mode: jax._src.core.ShapedArray.__str__ replaced" in out, out
+    assert "PASS" not in out
+
+
+# Code of the learner's run by the hook itself: json.dumps's shared encoder given an
+# encode of the learner's (the hook's reports went through it, so a failed check could
+# be written as passed), and an object whose __getattr__ runs when the hook looks at the
+# learner's names, where the hook's own work let every event through.
+ENCODER_SWAPPED = """
+import json as _json
+_encode = type(_json._default_encoder).encode
+def _passed(obj):
+    if isinstance(obj, dict) and obj.get("kind") == "check":
+        obj = {**obj, "passed": True}
+    return _encode(_json._default_encoder, obj)
+_json._default_encoder.encode = _passed
+"""
+INSIDE_THE_HOOK = """
+import sys as _sys
+class _Looked:
+    def __getattr__(self, name):
+        _sys._getframe(1)
+        raise AttributeError(name)
+looked = _Looked()
+"""
+
+
+def test_the_hooks_reports_do_not_go_through_the_learners_encoder(fixture_course, capsys):
+    write_answer(fixture_course, WRONG, ENCODER_SWAPPED)
+    code, out = run(capsys, "check", "--strict", "01")
+    assert code == 1 and "✗ double doubles" in out and "✓ double doubles" not in out, out
+
+
+def test_code_of_the_learners_run_inside_the_hook_is_refused(fixture_course, capsys):
+    write_answer(fixture_course, SOLVED, INSIDE_THE_HOOK)
+    code, out = run(capsys, "check", "--strict", "01")
+    assert code == 1 and "PASS" not in out, out
+    assert "refused sys._getframe from code of yours run inside" in out, out
