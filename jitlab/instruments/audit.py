@@ -22,13 +22,15 @@ HEARD_EVENT = "jitlab.strict_heard"
 # module that called it, the line a warning or log record names) and never hands the frame
 # on: any other trusted code asking while the learner's code is on the stack is asking on
 # the learner's behalf (a C function handed to a library: jax.tree.map(sys._getframe, ...)).
-OWN_FRAME_USE = {
-    ("__init__.py", "findCaller"),  # logging (its currentframe hands the frame back)
-    ("counting.py", "_traced_function"),  # which function JAX is tracing, by identity
-    ("typing.py", "*"),  # the module a TypeVar or Generic is made in
-    ("typing_extensions.py", "*"),
-    ("__init__.py", "namedtuple"),  # collections
-    ("enum.py", "__new__"),
-    ("dataclasses.py", "_process_class"),
-    ("traceback_util.py", "*"),  # JAX hides its own frames from an error's traceback
-}
+OWN_FRAME_USE = frozenset(
+    {
+        ("__init__.py", "findCaller"),  # logging (its currentframe hands the frame back)
+        ("counting.py", "_traced_function"),  # which function JAX is tracing, by identity
+        ("typing.py", "*"),  # the module a TypeVar or Generic is made in
+        ("typing_extensions.py", "*"),
+        ("__init__.py", "namedtuple"),  # collections
+        ("enum.py", "__new__"),
+        ("dataclasses.py", "_process_class"),
+        ("traceback_util.py", "*"),  # JAX hides its own frames from an error's traceback
+    }
+)

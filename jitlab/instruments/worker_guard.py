@@ -106,7 +106,10 @@ def install(outermost: Any = None) -> None:
     ``outermost``: the code of the function that runs the task; the frames outside it
     (the interpreter's ``-c`` boot lines) are the launcher's, not the learner's."""
     roots, state, getframe = _trusted_roots(), threading.local(), sys._getframe
-    take, modules, found, sep = _stock, sys.modules, FOUND, os.sep
+    take, modules, found, sep, hands_back = _stock, sys.modules, FOUND, os.sep, _hands_back
+    # The hook's own copies: the module's tables could be edited in place by the task.
+    anywhere_, first_, attributes = dict(_ANYWHERE), dict(_FIRST), frozenset(_FRAME_ATTRIBUTES)
+    own_use = frozenset(OWN_FRAME_USE)
     stock, getattr_, type_ = take(modules), getattr, type
 
     def learners(frame: Any, anywhere: bool = True) -> str | None:
@@ -135,24 +138,24 @@ def install(outermost: Any = None) -> None:
             if args and type_(args[0]) is str and args[0] in ("leave", "check"):
                 found.extend(x for x in changed() if x not in found)
             return
-        what = _ANYWHERE.get(event)
+        what = anywhere_.get(event)
         if event == "object.__getattr__" and len(args) > 1 and type_(args[1]) is str:
-            what = "a frame" if args[1] in _FRAME_ATTRIBUTES else None
+            what = "a frame" if args[1] in attributes else None
         if event == "open" and args and type_(args[0]) in (str, bytes):
             path = args[0] if type_(args[0]) is str else args[0].decode("utf-8", "replace")
             if path.startswith("/proc/") and path.endswith(("/mem", "/environ")):
                 what = "the process's own memory"
         if what == "a frame" and frame is not None:
             asker = frame
-            while asker is not None and _hands_back(asker.f_code, sep):
+            while asker is not None and hands_back(asker.f_code, sep):
                 asker = asker.f_back  # inspect, traceback, logging.currentframe: their caller asks
             if asker is not None:
                 base = asker.f_code.co_filename.rpartition(sep)[2]
-                if {(base, asker.f_code.co_name), (base, "*")} & OWN_FRAME_USE:
+                if {(base, asker.f_code.co_name), (base, "*")} & own_use:
                     return
         line = learners(frame) if what else None
-        if event in _FIRST:
-            what, line = _FIRST[event], learners(frame, anywhere=False)
+        if event in first_:
+            what, line = first_[event], learners(frame, anywhere=False)
         if line:
             asker = f"{frame.f_code.co_filename.rpartition(sep)[2]}:{frame.f_code.co_name}"
             found.append(f"refused {what} ({event}, asked by {asker}) at {line}")
