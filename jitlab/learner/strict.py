@@ -921,7 +921,8 @@ def arm(folder: str | None = None) -> None:
         """A trace or profile function in place: none may be (each is refused when set),
         so one found means it was set where no refusal reached."""
         found = [f"a trace function ({gettrace()!r})"] if gettrace() is not None else []
-        return found + ([f"a profile function ({getprofile()!r})"] if getprofile() else [])
+        profile = getprofile()
+        return found + ([f"a profile function ({profile!r})"] if profile is not None else [])
 
     def refuse(what: str, line: str | None) -> None:
         report({"refused": what, "line": line or ""})
@@ -1020,7 +1021,7 @@ def arm(folder: str | None = None) -> None:
             # learner's that the hook's work ran is refused, as it would be anywhere.
             if event == "builtins.id" or getattr(state, "inner", False):
                 return  # id() is called by the thousand in the hook's stock, and harmless
-            state.inner = True
+            state.inner, line = True, None
             try:
                 line = inside_hook(getframe(1))
                 if line:
