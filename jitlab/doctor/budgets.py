@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+from typing import TYPE_CHECKING
 
-from jitlab.doctor.recorder import FunctionRecord, Unwatched
+if TYPE_CHECKING:  # the pytest plugin reads budgets without importing JAX
+    from jitlab.doctor.recorder import FunctionRecord, Unwatched
 
 
 class BudgetExceeded(AssertionError):

@@ -26,14 +26,13 @@ import pytest
 
 from jitlab.doctor import budgets as budgets_mod
 from jitlab.doctor import config as config_mod
-from jitlab.doctor import wrap
-from jitlab.doctor.recorder import Recorder
-from jitlab.doctor.report import Report
-from jitlab.doctor.session import Doctor, budget_failure_text
 
-_SESSION = pytest.StashKey[Recorder]()
+# Installed, this plugin loads in every pytest run of the environment: the rest of the
+# doctor (and with it JAX, about 0.6 s) is imported only by a run that uses it, with
+# --jitlab or a max_compiles marker.
+_SESSION = pytest.StashKey[Any]()  # a jitlab.doctor.recorder.Recorder
 _BUDGETS = pytest.StashKey[list[budgets_mod.Budget]]()
-_REPORT = pytest.StashKey[Report]()
+_REPORT = pytest.StashKey[Any]()  # a jitlab.doctor.report.Report
 _UNCHECKED = pytest.StashKey[Path]()
 
 
@@ -67,6 +66,9 @@ def pytest_configure(config: pytest.Config) -> None:
             if pyproject.is_file() and config_mod.SECTION in pyproject.read_text("utf-8"):
                 config.stash[_UNCHECKED] = pyproject
     else:
+        from jitlab.doctor import wrap
+        from jitlab.doctor.recorder import Recorder
+
         try:
             settings = config_mod.load(pyproject if pyproject.is_file() else None)
         except config_mod.ConfigError as err:
@@ -79,6 +81,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     recorder = config.stash.get(_SESSION, None)
     if recorder is not None:
+        from jitlab.doctor import wrap
+
         recorder.stop()
         wrap.uninstall()
 
@@ -102,6 +106,9 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     marker = item.get_closest_marker("max_compiles")
     if marker is None:
         return (yield)
+    from jitlab.doctor import wrap
+    from jitlab.doctor.session import Doctor, budget_failure_text
+
     doctor = Doctor(_budgets(marker))
     doctor.recorder.start()
     try:
@@ -123,6 +130,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     recorder = session.config.stash.get(_SESSION, None)
     if recorder is None:
         return
+    from jitlab.doctor.report import Report
+
     budgets = session.config.stash.get(_BUDGETS, [])
     report = Report.from_recorder(recorder, budgets, command=["pytest"])
     session.config.stash[_REPORT] = report
@@ -140,6 +149,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     recorder = config.stash.get(_SESSION, None)
     if recorder is None:
         return
+    from jitlab.doctor.report import Report
+
     report = config.stash.get(_REPORT, None) or Report.from_recorder(recorder, command=["pytest"])
     terminalreporter.section("jitlab doctor")
     for line in report.text().splitlines()[1:]:

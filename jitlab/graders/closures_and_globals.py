@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from jitlab.grading import Hints, call_learner, fail, fresh_rng, grader, is_jitted, passed
+from jitlab.grading import Hints, Recorder, call_learner, fail, fresh_rng, grader, is_jitted, passed
+from jitlab.grading.calls import host_callbacks
 from jitlab.grading.checks import as_numbers, require_compiles, require_jitted, shorten
-from jitlab.grading.kernel import host_callbacks, recompiled_by
+from jitlab.grading.kernel import recompiled_by
 from jitlab.instruments.counting import count_compiles
 
 CHANGES, NEAR = 8, 4  # setting NEAR has a temperature within 2% of the one before it
@@ -187,7 +188,8 @@ def grade(confident_probs: Callable[..., Any]) -> None:
     if is_jitted(confident_probs):
         confident_probs.clear_cache()  # count from empty: every compile is seen
     with count_compiles(confident_probs) as count:
-        outputs = [call_learner(RUNS, confident_probs, logits, t, thr) for t, thr in settings]
+        recorder = Recorder(confident_probs, lambda: count.compiles)
+        outputs = [call_learner(RUNS, recorder, logits, t, thr) for t, thr in settings]
     passed(RUNS)
     t, big = settings[-1][0], int(np.flatnonzero(~ordinary)[0])  # the last call's: ties at 1.0
     own = as_numbers(call_learner(RUNS, confident_probs, logits, t, 0.0))
@@ -218,5 +220,6 @@ def grade(confident_probs: Callable[..., Any]) -> None:
     hint += "a static float is part of the cache key, so each new value compiles a new program"
     counted = f"compilation(s) for {CHANGES} calls at one shape of logits"
     require_compiles(ONCE, count, exactly=1, what=counted, hint=hint, seen_extra="; ".join(extra))
-    found = ", ".join(host_callbacks(confident_probs, logits, *settings[0]))
+    ran = [name for made in recorder.calls for name in made.callbacks]  # what the calls compiled
+    found = ", ".join(ran or host_callbacks(confident_probs, logits, *settings[0]))
     HINTS.require(INSIDE, not found, "the work in the compiled program", f"host callbacks: {found}")

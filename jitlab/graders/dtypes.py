@@ -161,7 +161,9 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
             held[batch.dtype] = batch
             yield (batch, weights), {}
 
-    run = SCORE.run(score, score_core, loader(), check=NUMBERS, refills=True, about=about)
+    run = SCORE.run(
+        score, score_core, loader(), check=NUMBERS, refills=True, about=about, callbacks=True
+    )
     copies = [args[0] for args, _ in run.copies]
     SCORE.unchanged(run, what=lambda i: f"the {copies[i].dtype.name} batch")
     reached = sorted({_x_dtype(during[-1]) for during in run.calls if during})

@@ -297,6 +297,7 @@ def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
         hint = HINTS["nan"] if nan else hint
         for got, want, names in ((loss, losses[step], ["loss"]), (w, weights[step], w_names)):
             require_close(NUMBERS, got, want, **TOLERANCE, about=about, names=names, hint=hint)
+    worker.emit("judged")  # every check passed here: silence is never a pass
 
 
 # --- in the notebook ----------------------------------------------------------------------
@@ -352,6 +353,10 @@ def grade(make_global_batch: Callable[..., Any], train_step: Callable[..., Any])
     states = "; ".join(f"process {w.process_id}: {w.status()}" for w in run.workers)
     stopped = f" ({run.stopped} after {run.quiet_seconds:.0f} s)" if run.stopped else ""
     _check(FINISHED, run.ok, "both processes exit normally", states + stopped)
+    said = any(w.of("verdict") for w in run.workers)  # a failure stops the others quietly
+    silent = [str(w.process_id) for w in run.workers if not said and not w.of("judged")]
+    seen = f"process {' and '.join(silent)} ended without a verdict or its checks passed"
+    _check(FINISHED, not silent, "each process to report its checks, passed or failed", seen)
     _relay(run, ONCE, GLOBAL_W, NUMBERS)
 
 

@@ -24,7 +24,16 @@ from typing import Any
 
 import numpy as np
 
-from jitlab.grading import GradingFailure, call_learner, fail_unless, fresh_rng, grader, passed, why
+from jitlab.grading import (
+    GradingFailure,
+    Recorder,
+    call_learner,
+    fail_unless,
+    fresh_rng,
+    grader,
+    passed,
+    why,
+)
 from jitlab.grading import checks as c
 from jitlab.grading import kernel as k
 from jitlab.instruments import signature as sig
@@ -111,7 +120,7 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
             yield (x,), {}
 
     try:
-        run = RMS.run(rms, padded_rms, calls(), check=NUMBERS)
+        run = RMS.run(rms, padded_rms, calls(), check=NUMBERS, callbacks=True)
     except GradingFailure as failure:
         if failure.check != NUMBERS or failure.__cause__ is None:
             raise
@@ -183,9 +192,11 @@ def grade_positions(loud_positions: Any) -> None:
     loud_positions.clear_cache()
     outputs, counts = [], []  # the compilations so far, after each call
     with count_compiles(loud_positions) as count:
+        recorder = Recorder(loud_positions, lambda: count.compiles)
         for _, x, threshold in cases:
-            outputs.append(call_learner(POSITIONS_OK, loud_positions, x, threshold))
+            outputs.append(call_learner(POSITIONS_OK, recorder, x, threshold))
             counts.append(count.compiles)
+    POSITIONS.callbacks_ran(recorder.calls, passes=True)
     for (what, x, threshold), out in zip(cases, outputs, strict=True):
         found = np.flatnonzero(x > np.float32(threshold))
         want = np.concatenate([found, np.full(length - found.size, -1)])

@@ -28,8 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jitlab.grading import GradingFailure, Hints, call_learner, fresh_rng, grader, passed
+from jitlab.grading.calls import host_callbacks
 from jitlab.grading.checks import learner_error, require_close, require_compiles, require_jitted
-from jitlab.grading.kernel import host_callbacks
 from jitlab.instruments.counting import count_compiles
 
 FIELDS = ("activation", "residual", "layer_norm", "eps")

@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import inspect
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -120,6 +121,7 @@ class Call:
     raised: bool = False
     key: Any = None
     within: str = ""  # for a traced call, what traced it: "a lax.scan", "a jax.jit"
+    callbacks: tuple[str, ...] = ()  # host callbacks in the program a new compilation made
 
 
 # The public JAX functions that trace a function they are given, by their frame's name.
@@ -141,6 +143,43 @@ def _tracing(frame: Any) -> str:
     while _in_jax(frame):
         found, frame = _TRACING.get(frame.f_code.co_name, found), frame.f_back
     return found
+
+
+def _primitives(jaxpr: Any) -> Iterator[str]:
+    """The names of the primitives in ``jaxpr`` and in the jaxprs its equations hold."""
+    for eqn in jaxpr.eqns:
+        yield eqn.primitive.name
+        for param in eqn.params.values():
+            for inner in param if isinstance(param, tuple | list) else [param]:
+                inner = getattr(inner, "jaxpr", inner)
+                if hasattr(inner, "eqns"):
+                    yield from _primitives(inner)
+
+
+_CALLBACK_PRIMITIVES = ("pure_callback", "io_callback")
+# A custom call into Python that returns values: its results feed the program, so part
+# of the work runs on the host (jax.debug.print's call returns nothing, and is let be).
+_PYTHON_CALL = re.compile(r"custom_call @(\w*python\w*callback\w*)\(.*result_layouts = \[(.)")
+
+
+def host_callbacks(fn: Any, *args: Any, **kwargs: Any) -> list[str]:
+    """The host callbacks in the program ``fn.trace(*args, **kwargs)`` builds ([] when it
+    does not trace: the grader's own calls already reported why): a ``pure_callback`` or
+    ``io_callback`` in its equations, and a custom call into Python in its lowering, where
+    a primitive of the learner's own that lowers to a callback shows under its real name.
+    Right after a call, the trace is the one the call ran (jit's cache)."""
+    try:
+        traced = fn.trace(*args, **kwargs)
+        found = {p for p in _primitives(traced.jaxpr.jaxpr) if p in _CALLBACK_PRIMITIVES}
+    except Exception:
+        return []
+    try:
+        text = traced.lower().as_text()
+    except Exception:
+        text = ""
+    if not found:
+        found |= {m.group(1) for m in _PYTHON_CALL.finditer(text) if m.group(2) != "]"}
+    return sorted(found)
 
 
 def _has_tracer(tree: Any) -> bool:
@@ -187,6 +226,10 @@ class Recorder:
             call.within = _tracing(sys._getframe(1)) if call.traced else ""
             if not call.traced and not call.raised:
                 call.outputs = tuple(copy_leaf(leaf) for leaf in jax.tree.leaves(call.out))
+            if call.compiled and not call.traced and not call.raised and is_jitted(self.target):
+                # The program just compiled, read before any code of the learner's runs
+                # again: a function that builds another program on a later trace is seen.
+                call.callbacks = tuple(host_callbacks(self.target, *args, **kwargs))
             kept = self.traced if call.traced else self.calls
             with grader_changes(kept):
                 kept.append(call)

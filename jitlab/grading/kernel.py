@@ -9,13 +9,21 @@ supplies inputs, reference and hints, and runs ``jitted``, ``plain``, ``no_callb
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
-from jitlab.grading.calls import Call, Recorder, copy_leaf, read_once, recording, same_content
+from jitlab.grading.calls import (
+    Call,
+    Recorder,
+    copy_leaf,
+    host_callbacks,
+    read_once,
+    recording,
+    same_content,
+)
 from jitlab.grading.checks import (
     JIT_OFF_HINT,
     GradingFailure,
@@ -72,28 +80,6 @@ UNCHANGED = Declared(
     "work on new arrays and a new container; never write into, assign to or pop from "
     "what you were given",
 )
-
-
-def _primitives(jaxpr: Any) -> Iterator[str]:
-    """The names of the primitives in ``jaxpr`` and in the jaxprs its equations hold."""
-    for eqn in jaxpr.eqns:
-        yield eqn.primitive.name
-        for param in eqn.params.values():
-            for inner in param if isinstance(param, tuple | list) else [param]:
-                inner = getattr(inner, "jaxpr", inner)
-                if hasattr(inner, "eqns"):
-                    yield from _primitives(inner)
-
-
-def host_callbacks(fn: Any, *args: Any) -> list[str]:
-    """The host callbacks in the program ``fn.trace(*args)`` builds ([] when it does not
-    trace: the grader's own calls already reported why), read from its equations, not
-    its text (a callback whose repr raises must not print as none)."""
-    try:
-        jaxpr = fn.trace(*args).jaxpr.jaxpr
-    except Exception:
-        return []
-    return sorted({p for p in _primitives(jaxpr) if p in ("pure_callback", "io_callback")})
 
 
 def recompiled_by(
@@ -189,7 +175,10 @@ class KernelExercise:
         self.require(PLAIN, not is_jitted(wrapper), seen=seen)
 
     def no_callbacks(self, kernel: Any, *args: Any) -> None:
-        """Pass if the traced program of ``kernel`` has no host callback doing the work."""
+        """Fail now if the program ``kernel`` traces for ``args`` has a host callback doing
+        the work; the check passes only in :meth:`run` (``callbacks=True``), on the
+        programs the counted calls compiled (a function can build another program on a
+        later trace)."""
 
         jit_target(kernel)  # .trace() reads _fun: it must be what the calls run
 
@@ -198,9 +187,16 @@ class KernelExercise:
 
         trace.__name__ = self.kernel  # for a stub's verdict
         call_learner(self.name(NO_CALLBACKS), trace)
-        found = host_callbacks(kernel, *args)
+        probe = Call((), {}, {}, (), True, callbacks=tuple(host_callbacks(kernel, *args)))
+        self.callbacks_ran([probe])
+
+    def callbacks_ran(self, calls: Sequence[Call], *, passes: bool = False) -> None:
+        """Fail if a program these calls compiled calls back into Python; pass the check
+        too if ``passes``."""
+        found = [name for call in calls for name in call.callbacks]
         seen = f"a {found[0]} in the program: the work runs in Python" if found else ""
-        self.require(NO_CALLBACKS, not found, seen=seen)
+        if found or passes:
+            self.require(NO_CALLBACKS, not found, seen=seen)
 
     def run(
         self,
@@ -211,12 +207,14 @@ class KernelExercise:
         check: str,
         refills: bool = False,
         about: Callable[[int], str] | None = None,
+        callbacks: bool = False,
     ) -> Run:
         """Call ``wrapper(*args, **kwargs)`` for every pair in ``arguments`` from an
         emptied kernel cache, counting the kernel's compilations and recording its calls;
         a stub or a crash fails ``check``. ``refills``: ``arguments`` is a generator that
         reuses objects with new content, as a loader may (so each call's arguments are
-        compared only right after it). ``about(i)`` names call ``i``'s input in a failure."""
+        compared only right after it). ``about(i)`` names call ``i``'s input in a failure.
+        ``callbacks``: then pass or fail the no-callback check on the programs compiled."""
         kernel.clear_cache()  # count from a cold cache, whatever the notebook ran before
         with (
             count_compiles(kernel) as count,
@@ -250,6 +248,8 @@ class KernelExercise:
         if not refills:  # a later call may have changed an earlier call's arguments too
             pairs = zip(run.changed, run.given, run.copies, strict=True)
             run.changed = [c or not same_content(given, copy) for c, given, copy in pairs]
+        if callbacks:
+            self.callbacks_ran(run.kernel_calls, passes=True)
         return run
 
     def jit_on(self, recorder: Recorder, pending: Call | None = None) -> None:

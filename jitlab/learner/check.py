@@ -20,8 +20,10 @@ from __future__ import annotations
 import ast
 import contextlib
 import dataclasses
+import os
 import re
 import tempfile
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -260,8 +262,9 @@ def check_file(
     file, adopted if the file gets to run; its scratch folder is used, and the caller
     stops it; ``on_part``: called with the part the learner is on, the first grader cell
     (counted from 1) that did not pass, or one past the last when all passed; ``strict``:
-    run the learner's cells in a kernel watched by :mod:`jitlab.learner.strict`, which
-    needs a kernel of its own, so ``kernel`` must then be None)."""
+    run the learner's cells in a kernel watched by :mod:`jitlab.learner.strict`; a
+    ``kernel`` is then adopted only if :func:`jitlab.learner.strict.early_kernel` started
+    it for this file's graders)."""
     course = course or load_course()
     path = Path(path).resolve()
     shown = relative(path, course)
@@ -276,6 +279,10 @@ def check_file(
 
     cells = code_cells(path.read_text(encoding="utf-8"))
     grader_indices = [c.index for c in cells if c.is_grader]
+    if strict:
+        refused = _outside_the_subset(cells, exercise, path)
+        if refused:
+            return Verdict(shown, passed=False, problem=refused, kind="strict")
     with contextlib.ExitStack() as stack:
         if kernel is not None:
             scratch = kernel.scratch
@@ -288,10 +295,14 @@ def check_file(
         if strict:
             from jitlab.learner import strict as strict_mode
 
-            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="jitlab-strict-")))
-            strict_mode.prepare(folder)
-            sources = [c.source for c in cells if c.is_grader]
-            env = strict_mode.strict_env(folder, strict_mode.grader_imports(sources))
+            graders = strict_mode.grader_imports(c.source for c in cells if c.is_grader)
+            folder = strict_mode.early_folder(kernel, graders)
+            if folder is None:  # none started early, or for other graders: nbval starts one
+                kernel = None
+                made = tempfile.TemporaryDirectory(prefix="jitlab-strict-")
+                folder = Path(stack.enter_context(made))
+                strict_mode.prepare(folder)
+            env = strict_mode.strict_env(folder, graders)
 
         def add_preamble(notebook: nbformat.NotebookNode) -> None:
             code = [c for c in notebook.cells if c.cell_type == "code"]
@@ -316,7 +327,7 @@ def check_file(
             transform=add_preamble,
             forget_notebooks=True,
             in_process=in_process,
-            kernel=kernel if in_process and not strict else None,
+            kernel=kernel if in_process else None,
             env=env,
         )
         # Strict mode reads its hook's copy of the channel, which the learner cannot write.
@@ -339,6 +350,34 @@ def check_file(
     if on_part is not None:
         on_part(_part_on(grader_indices, reports))
     return _verdict(shown, path, course, cells, grader_indices, reports, execution)
+
+
+def _outside_the_subset(cells: list[CodeCell], exercise: Exercise | None, path: Path) -> str:
+    """Strict mode's reading of the learner's cells before anything runs: what in them
+    is outside :mod:`jitlab.learner.safe_subset` ("" when nothing is). A cell exactly as
+    the exercise gave it is the course's own code and is not read."""
+    from jitlab.learner.safe_subset import cell_refusals
+    from jitlab.learner.strict import LAYERS_ENV
+
+    if os.environ.get(LAYERS_ENV) == "hook":  # the course's tests of the audit hook alone
+        return ""
+    original = code_cells(_original_text(exercise, path)) if exercise else []
+    given = {c.source.strip() for c in original}
+    first_grader = next((c.index for c in cells if c.is_grader), len(cells))
+    mine = [c for c in cells[:first_grader] if c.source.strip() not in given]
+    found = cell_refusals((c.source, c.line + 1) for c in mine)
+    if not found:
+        return ""
+    shown = [f"line {r.line}: `{r.code}`: {r.why}" for r in found[:4]]
+    shown += [f"and {len(found) - 4} more"] * (len(found) > 4)
+    wrapped = [row for line in shown for row in textwrap.wrap(line, 86, subsequent_indent="  ")]
+    return "\n".join(
+        [
+            "strict mode: nothing ran, since these lines use what an answer never needs "
+            "(docs/strict.md lists what answers may use):",
+            *wrapped,
+        ]
+    )
 
 
 def _part_on(graders: list[int], reports: dict[int, GraderRun]) -> int:

@@ -142,14 +142,19 @@ _UNDER_PYTEST = "pytest" in sys.modules
 _SKIP_TEARDOWN = False  # set by a check that ran pytest here; read by `command`
 
 
-def _early_kernel(path: Path) -> SpareKernel | None:
+def _early_kernel(path: Path, *, strict: bool = False) -> SpareKernel | None:
     """A kernel for ``path`` started now, to be adopted by the check (see
-    :mod:`jitlab.notebooks.spare_kernel`); None inside a pytest process of our own,
-    where the check runs pytest in a subprocess (a nested pytest would share plugins)."""
+    :mod:`jitlab.notebooks.spare_kernel`), armed for strict mode if ``strict``; None
+    inside a pytest process of our own, where the check runs pytest in a subprocess (a
+    nested pytest would share plugins)."""
     from jitlab.notebooks import spare_kernel
 
     if _UNDER_PYTEST or not spare_kernel.available():
         return None
+    if strict:
+        from jitlab.learner import strict as strict_mode
+
+        return strict_mode.early_kernel(path.resolve())
     return spare_kernel.start(path.resolve())
 
 
@@ -173,8 +178,7 @@ def cmd_check(args: argparse.Namespace, course: Course, kernel: SpareKernel | No
     if kernel is None or kernel.notebook != str(path.resolve()) or strict:
         if kernel is not None:
             kernel.stop()
-        # A strict check's kernel is set up by the check itself (jitlab.learner.strict).
-        kernel = None if strict else _early_kernel(path)
+        kernel = _early_kernel(path, strict=strict)  # a strict one is armed as it starts
     # No cyclic garbage collection while the check runs: it imports Jupytext, nbformat,
     # pytest, nbval and jupyter_client, whose many small objects set the collector off
     # again and again for nothing (about 0.05 s). On again afterwards, for `watch`.
@@ -189,7 +193,7 @@ def cmd_check(args: argparse.Namespace, course: Course, kernel: SpareKernel | No
             path,
             course=course,
             cell_timeout_s=args.timeout,
-            in_process=kernel is not None or (strict and not _UNDER_PYTEST),
+            in_process=kernel is not None,
             kernel=kernel,
             on_part=on_part,
             strict=strict,
@@ -199,7 +203,7 @@ def cmd_check(args: argparse.Namespace, course: Course, kernel: SpareKernel | No
         if kernel is not None:
             kernel.stop()
     global _SKIP_TEARDOWN
-    _SKIP_TEARDOWN = kernel is not None or (strict and not _UNDER_PYTEST)
+    _SKIP_TEARDOWN = kernel is not None
     if verdict.passed:
         verdict = dataclasses.replace(verdict, next_step=_next_step(course, exercise))
     _say(format_verdict(verdict, width=_width(), color=_color()))

@@ -84,8 +84,12 @@ except ImportError:  # pragma: no cover (CPython always has it)
     _c_make_encoder = None
 
 STRICT_ENV = "JITLAB_STRICT"  # the runner's strict folder (report, XLA dump, IPython)
+# "hook" in the runner's environment: the audit hook alone, without the reading of the
+# cells and the attribute guards in front of it (the course's tests of the hook set it).
+LAYERS_ENV = "JITLAB_STRICT_LAYERS"
 GRADERS_ENV = "JITLAB_STRICT_GRADERS"  # what the grader cells import, loaded at arming
 EVENT = "jitlab.strict"
+GUARD_EVENT = "jitlab.strict.guard"  # raised by the attribute guard only
 REPORT = "report.jsonl"
 VERDICTS = "verdicts.jsonl"  # the hook's copy of the verdict channel, which the runner reads
 DUMP = "xla"
@@ -190,6 +194,7 @@ def strict_env(folder: Path, graders: Iterable[str] = ()) -> dict[str, str]:
     every module it compiles, and the modules its grader cells import (``graders``)."""
     flags = os.environ.get("XLA_FLAGS", "")
     return {
+        LAYERS_ENV: os.environ.get(LAYERS_ENV, "all"),
         STRICT_ENV: str(folder),
         GRADERS_ENV: ",".join(graders),
         "IPYTHONDIR": str(folder / "ipython"),
@@ -213,6 +218,34 @@ def grader_imports(sources: Iterable[str]) -> list[str]:
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 found += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
     return list(dict.fromkeys(found))
+
+
+_GRADER_MARKER = re.compile(r"# %%.*\btags=\[[^\]]*[\"']grader[\"']")
+
+
+def early_kernel(path: Path) -> Any:
+    """A strict kernel for the exercise file ``path``, started before the runner reads the
+    file (:mod:`jitlab.notebooks.spare_kernel`) and armed by its startup file like any
+    strict kernel, for the grader modules a plain scan of the file's grader cells finds.
+    The check adopts it only if Jupytext's reading of the cells finds the same modules;
+    otherwise nbval starts a fresh one."""
+    import tempfile
+
+    from jitlab.notebooks import spare_kernel
+
+    chunks = re.split(r"(?m)^(?=# %%)", path.read_text(encoding="utf-8"))
+    cells = [c.partition("\n")[2] for c in chunks if _GRADER_MARKER.match(c)]
+    folder = Path(tempfile.mkdtemp(prefix="jitlab-strict-"))
+    prepare(folder)
+    env = strict_env(folder, grader_imports(cells))
+    return spare_kernel.start(path, env, others=(folder,))
+
+
+def early_folder(kernel: Any, graders: list[str]) -> Path | None:
+    """The strict folder of ``kernel``, a kernel from :func:`early_kernel`, if it was
+    started for exactly these grader modules; else None (it must not be adopted)."""
+    started = Path(kernel.env[STRICT_ENV]) if kernel and STRICT_ENV in kernel.env else None
+    return started if started and kernel.env == strict_env(started, graders) else None
 
 
 def prepare(folder: Path) -> None:
@@ -787,6 +820,22 @@ def arm(folder: str | None = None) -> None:
     def stock_now() -> _Stock:
         return _take_stock(shell, roots, course)
 
+    # The learner's attribute reads and writes go through two guards (safe_subset
+    # rewrites each cell but the grader cells so): writes only on objects of the learner's
+    # own classes, reads never reaching a module outside the subset or the interpreter.
+    from jitlab.learner import safe_subset
+
+    audit_ = sys.audit
+
+    def guard_refuse(what: str, line: int) -> None:
+        audit_(GUARD_EVENT, what, f"line {line} of a cell of yours")  # the hook refuses it
+        raise PermissionError(f"strict mode: {what} is not allowed")
+
+    own, read = safe_subset.make_guards(guard_refuse)
+    if os.environ.get(LAYERS_ENV) != "hook" and shell is not None:
+        setattr(builtins, safe_subset.OWN, own)
+        setattr(builtins, safe_subset.READ, read)
+        shell.ast_transformers.append(safe_subset.Guarded(skip=announce("", 0, "")[:40]))
     stock = stock_now()
     library, library_classes = _library(course), _library(course, classes=True)
     dumps, realpath = _encoder(), os.path.realpath  # the hook's own, whatever is patched later
@@ -1102,6 +1151,11 @@ def arm(folder: str | None = None) -> None:
                 with open_file(verdicts_path, "a", encoding="utf-8") as out:
                     out.write(dumps(record) + "\n")
             return
+        if event == GUARD_EVENT:  # the attribute guard refusing a write (see ``own``)
+            frame = caller()
+            if frame.f_code is guard_refuse.__code__ and len(args) == 2:
+                refuse(str(args[0]), str(args[1]))
+            refuse("raising strict mode's own events", learners_line(frame))
         if event == EVENT:
             frame, phase = caller(), args[0] if args else ""
             if not announced(phase, frame):

@@ -60,6 +60,8 @@ class SpareKernel:
     connection: dict[str, Any]
     scratch: Path
     notebook: str  # the $JITLAB_NOTEBOOK it was started with
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)  # what start added
+    others: tuple[Path, ...] = ()  # folders of the caller's, removed with the kernel's
     adopted: bool = False
 
     @property
@@ -72,7 +74,8 @@ class SpareKernel:
         if not self.adopted and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        for folder in (self.scratch, *self.others):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def available() -> bool:
@@ -102,9 +105,14 @@ def _free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def start(notebook: Path | str, extra_env: Mapping[str, str] | None = None) -> SpareKernel:
+def start(
+    notebook: Path | str,
+    extra_env: Mapping[str, str] | None = None,
+    others: tuple[Path, ...] = (),
+) -> SpareKernel:
     """Start a kernel for ``notebook`` (its $JITLAB_NOTEBOOK), with the command line of
-    nbval's current-environment kernel, in a new scratch folder."""
+    nbval's current-environment kernel, in a new scratch folder; ``others``: folders
+    removed when it is stopped (a strict check's own, see :func:`start_strict`)."""
     scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX)).resolve()
     cwd = scratch / NOTEBOOKS
     cwd.mkdir()
@@ -133,7 +141,7 @@ def start(notebook: Path | str, extra_env: Mapping[str, str] | None = None) -> S
         start_new_session=True,  # so that an interrupt reaches the kernel's whole group
     )
     connection["key"] = connection["key"].encode()  # as a KernelManager holds it
-    return SpareKernel(process, connection, scratch, str(notebook))
+    return SpareKernel(process, connection, scratch, str(notebook), dict(extra_env or {}), others)
 
 
 _waiting: list[SpareKernel] = []

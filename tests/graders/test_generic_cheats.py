@@ -193,6 +193,46 @@ def test_a_kernel_that_computes_in_a_host_callback_fails(slug):
     assert grade(slug, names).check == declared.name(NO_CALLBACKS)
 
 
+@pytest.mark.parametrize("slug", CHECKS_CALLBACKS)
+def test_a_kernel_whose_later_traces_call_back_to_the_host_fails(slug):
+    # Red team 9: the program the grader traced first is clean, the ones the counted
+    # calls compile are not. The check reads the programs those calls compiled.
+    declared = CHECKS_CALLBACKS[slug]
+    names = loaded(slug)
+    inner, traces = names[declared.kernel], []
+
+    def clean_once(*args):
+        traces.append(1)
+        if len(traces) == 1:
+            return inner(*args)
+        return jax.pure_callback(inner, jax.eval_shape(inner, *args), *args)
+
+    names[declared.kernel] = jax.jit(clean_once)
+    assert grade(slug, names).check == declared.name(NO_CALLBACKS)
+
+
+def test_a_callback_behind_a_primitive_of_its_own_is_found():
+    # Red team 9: a primitive of the learner's own lowers to a callback; its jaxpr names
+    # only the primitive, its lowering names the custom call into Python.
+    from jax.extend.core import Primitive
+    from jax.interpreters import mlir
+
+    from jitlab.grading.calls import host_callbacks
+
+    hidden = Primitive("numpy_core")
+    hidden.def_abstract_eval(lambda x: x)
+    on_host = lambda x: jax.pure_callback(np.sin, jax.ShapeDtypeStruct(x.shape, x.dtype), x)  # noqa: E731
+    mlir.register_lowering(hidden, mlir.lower_fun(on_host, multiple_results=False))
+    jitted = jax.jit(hidden.bind)
+    assert host_callbacks(jitted, np.ones(3, np.float32)), "a custom call into Python"
+    assert not host_callbacks(jax.jit(jnp_sin_with_a_print), np.ones(3, np.float32))
+
+
+def jnp_sin_with_a_print(x):
+    jax.debug.print("x = {}", x)  # a callback that returns nothing: not the work moved out
+    return jax.numpy.sin(x)
+
+
 class LooksJitted:
     """Calls the real kernel and has jit's methods, but is not what jax.jit returns."""
 
