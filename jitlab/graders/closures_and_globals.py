@@ -8,6 +8,7 @@ new values; a wrong result is named by the values it matches. What the drawing c
   a threshold one float32 step above a row's own  a threshold nudged down (>= thr - 1e-6)
   every other row clear of every threshold       (float32 rounding never flips a row)
   a temperature of 1e-4 to 5e-3, a close row      a temperature floored or clipped
+  and one of 1e-7 to 1e-6                         an eps added to the temperature
 """
 
 from __future__ import annotations
@@ -20,7 +21,14 @@ import numpy as np
 
 from jitlab.grading import Hints, Recorder, call_learner, fail, fresh_rng, grader, is_jitted, passed
 from jitlab.grading.calls import host_callbacks
-from jitlab.grading.checks import as_numbers, require_compiles, require_jitted, shorten
+from jitlab.grading.checks import (
+    LOST_DIGITS,
+    as_numbers,
+    lost_digits,
+    require_compiles,
+    require_jitted,
+    shorten,
+)
 from jitlab.grading.kernel import recompiled_by
 from jitlab.instruments.counting import count_compiles
 
@@ -108,6 +116,7 @@ def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any, 
     ``own``: the learner's confidences at this temperature; a row within float32 rounding
     of the threshold is judged on its own (XLA may round a log-sum-exp below 1.0)."""
     now = settings[index]
+    dtype = getattr(got, "dtype", None)  # as returned: float16, say
     got = np.full((), np.nan) if (numbers := as_numbers(got)) is None else numbers
     want = _reference(logits, *now)
     if own is not None and own.shape == want.shape:
@@ -141,7 +150,11 @@ def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any, 
     at_threshold = np.allclose(want[wrong], now[1], rtol=0, atol=1e-6)
     expected = f"{call}: row {row} = {want[row]:.6g} (largest logit {logits[row].max():.4g})"
     hint = HINTS[">=" if at_threshold else "overflow" if huge else "formula"]
-    return dict(expected=expected, seen=f"row {row} = {got[row]:.6g}", hint=hint)
+    kept = want != 0.0  # the rows above the threshold: their value is the softmax's own
+    if not at_threshold and not huge and lost_digits([got[kept]], [want[kept]], rtol=1e-2):
+        hint = LOST_DIGITS  # a 16-bit softmax or output: right to two or three digits
+    seen = f"row {row} = {got[row]:.6g}" + f" ({dtype})" * (dtype is not None)
+    return dict(expected=expected, seen=seen, hint=hint)
 
 
 def _require_below(fn: Callable, logits: np.ndarray, t: float, own: Any, row: int) -> None:
@@ -157,9 +170,15 @@ def _require_below(fn: Callable, logits: np.ndarray, t: float, own: Any, row: in
 
 
 def _require_cold(confident_probs: Callable, logits: np.ndarray, row: int, rng) -> None:
-    """A temperature of 1e-4 to 5e-3, with ``row``'s top two logits 0 and -2 temperatures
-    (its answer 0.88): a temperature floored or clipped "against division by 0" shows."""
-    t = float(np.round(10 ** rng.uniform(-4, np.log10(5e-3)), 6))
+    """Temperatures of 1e-4 to 5e-3 and of 1e-7 to 1e-6, with ``row``'s top two logits 0
+    and -2 temperatures (its answer 0.88): a temperature floored, clipped or given an eps
+    "against division by 0" shows (an eps of 1e-8 or more moves the second by 1%)."""
+    for low, high in ((1e-4, 5e-3), (1e-7, 1e-6)):
+        t = float(np.float32(10 ** rng.uniform(np.log10(low), np.log10(high))))
+        _require_cold_at(confident_probs, logits, row, t)
+
+
+def _require_cold_at(confident_probs: Callable, logits: np.ndarray, row: int, t: float) -> None:
     cold = logits.copy()
     first, second = np.argsort(cold[row])[::-1][:2]
     cold[row] -= cold[row, first]  # its top logit 0: logits / t carry no float32 rounding

@@ -65,6 +65,10 @@ _MISTAKES = {  # the mistakes a verdict names when the grader sees them
     + CHECKS[SMALLEST_BUCKET],
     "whole": """the numbers are those of the whole padded bucket: pass the request's real
     length len(x) as n, not the bucket size""",
+    "arrays": """return each executable's output as it is (or np.asarray of it), not a Python
+    list or number: .tolist() and float() make host copies the caller did not ask for""",
+    "order": """every result is right for some request, but not for the one at its place:
+    return the results in the order of the requests, one per request""",
 }
 HINTS = Hints(_MISTAKES, CHECKS)
 _check = HINTS.require
@@ -204,6 +208,10 @@ def _serve_round(serve, requests, watched, draw, before) -> list[bytes]:
     seen = type(results).__name__ if got is None else f"{len(got)} results"
     ok = got is not None and len(got) == len(requests)
     _check(ONE_RESULT_EACH, ok, f"a list of {len(requests)} results, in request order", seen)
+    kinds = sorted({type(r).__name__ for r in got if not isinstance(r, np.ndarray | jax.Array)})
+    seen = f"results of type {', '.join(kinds)}"
+    expected = "each result an array, as the executable returned it or as a NumPy array"
+    _check(ONE_RESULT_EACH, not kinds, expected, seen, HINTS["arrays"])
     returned = {_bytes(c.out) for w in watched.values() for c in w.calls if not c.raised}
     as_bytes = list(map(_bytes, got))
     foreign = [i for i, b in enumerate(as_bytes) if b not in returned]
@@ -223,6 +231,8 @@ def _serve_round(serve, requests, watched, draw, before) -> list[bytes]:
     expected = f"{np.array2string(want[i], precision=4)} for request {i} (length {lengths[i]}, "
     seen = f"{np.array2string(got_np[i], precision=4)}; {len(wrong)} of {len(got)} results differ"
     hint = HINTS["kept"] if stale.intersection(wrong) else HINTS["whole"] * whole
+    shuffled = all(any(np.allclose(g, w, 1e-3, 1e-3) for w in want) for g in got_np)
+    hint = hint or HINTS["order"] * shuffled  # every result is some request's: out of order
     _check(NUMBERS, not wrong, expected + f"{label})", seen, hint)
     return as_bytes
 

@@ -15,6 +15,7 @@ a counter column at 50,000-100,000 (int32, int64)  a one-pass variance, mean(x**
 no constant column                                   (the z-scores are defined)
 each dtype's second batch in its first one's array   a memo keyed by id(batch): a loader's
 (refilled in place)                                  freed batch's id comes back too
+new weights with every batch                         weights kept from an earlier call
 ===================================================  ======================================
 """
 
@@ -61,6 +62,9 @@ HINTS = {  # by standard check, by the doctor's cause (for the count), by kind o
     "formula": """the formula is wrong whatever the dtype: standardise each column (axis=0)
         with the population standard deviation (jnp.std, ddof=0), then z @ weights""",
     "other": "compute every batch in float32; the {wrong} batches come out wrong",
+    "weights": """the scores match the weights of the first call, not the weights each call
+        was given: use the weights you are given on every call, and remember nothing
+        between calls""",
     "memo": """only the batches handed over in an array that an earlier batch came in
         (refilled with new readings, as a loader may reuse its buffers) come out wrong:
         remember nothing between calls (a cache keyed by id(batch) returns the old batch's
@@ -95,12 +99,13 @@ def make_batch(rng: np.random.Generator, dtype: type, shape: tuple[int, int]) ->
     return batch
 
 
-def make_loader(rng: np.random.Generator) -> tuple[list[np.ndarray], np.ndarray]:
-    """A shuffled pass of the loader (same shape, two batches of each dtype) and weights."""
+def make_loader(rng: np.random.Generator) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """A shuffled pass of the loader (same shape, two batches of each dtype), and weights
+    for each batch: the contract lets them change from call to call."""
     rows, cols = int(rng.integers(24, 65)), int(rng.integers(4, 13))
     dtypes = [d for d in SOURCE_DTYPES for _ in range(2)]
     batches = [make_batch(rng, dtypes[i], (rows, cols)) for i in rng.permutation(len(dtypes))]
-    return batches, rng.normal(size=cols).astype(np.float32)
+    return batches, [rng.normal(size=cols).astype(np.float32) for _ in batches]
 
 
 def _x_dtype(call: Call) -> str:
@@ -147,7 +152,7 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
     batches, weights = make_loader(fresh_rng())
     SCORE.jitted(score_core)
     SCORE.plain(score)  # the standard verdict: score compiles per signature, score_core inlined
-    SCORE.no_callbacks(score_core, np.asarray(batches[0], np.float32), weights)
+    SCORE.no_callbacks(score_core, np.asarray(batches[0], np.float32), weights[0])
 
     about = lambda i: f"a {np.asarray(batches[i]).dtype} batch"  # noqa: E731
     refilled: list[int] = []  # each dtype's second batch, written into its first one's array
@@ -159,7 +164,7 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
                 held[batch.dtype][...], batch = batch, held[batch.dtype]
                 refilled.append(i)
             held[batch.dtype] = batch
-            yield (batch, weights), {}
+            yield (batch, weights[i]), {}
 
     run = SCORE.run(
         score, score_core, loader(), check=NUMBERS, refills=True, about=about, callbacks=True
@@ -167,7 +172,10 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
     copies = [args[0] for args, _ in run.copies]
     SCORE.unchanged(run, what=lambda i: f"the {copies[i].dtype.name} batch")
     reached = sorted({_x_dtype(during[-1]) for during in run.calls if during})
-    wants = [_reference(b, weights) for b in copies]
+    wants = [_reference(b, w) for b, w in zip(copies, weights, strict=True)]
+    # The outputs that the first call's weights explain: a score that kept them.
+    with_first = [_reference(b, weights[0]) for b in copies]
+    kept = set(range(len(copies))) - set(wrong_cases(run.outputs, with_first, rtol=RTOL, atol=ATOL))
     bad = wrong_cases(run.outputs, wants, rtol=RTOL, atol=ATOL)
     wrong = list(dict.fromkeys(copies[i].dtype.name for i in bad))
     right = [name for name in dict.fromkeys(b.dtype.name for b in copies) if name not in wrong]
@@ -188,6 +196,8 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
             + f"; for that {wrong[0]} batch: {shorten(repr(run.outputs[first]), 90)}",
             hint=HINTS["memo"]
             if set(bad) <= set(refilled)
+            else HINTS["weights"]
+            if set(bad) <= kept
             else _numbers_hint(
                 wrong,
                 right,

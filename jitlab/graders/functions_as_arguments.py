@@ -24,7 +24,7 @@ import numpy as np
 
 from jitlab.grading import Hints, Recorder, call_learner, fresh_rng, grader, is_jitted, passed
 from jitlab.grading.calls import recording
-from jitlab.grading.checks import as_numbers, fail_unless, require_close, shorten
+from jitlab.grading.checks import as_numbers, fail_unless, lost_digits, require_close, shorten
 from jitlab.grading.kernel import FROM_KERNEL, JIT_ON, JITTED, KernelExercise, same_value
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
@@ -224,9 +224,15 @@ def grade(sgd_step: Any, fit: Any) -> None:
             outs = [call.out for call in calls]
             last = outs[-1][0]
             returned = np.stack([np.asarray(o[1]) for o in outs]), last["w"], last["b"]
-            ok = same_value((np.asarray(got[0]).reshape(-1), *got[1:]), returned)
+            mine = (np.asarray(got[0]).reshape(-1), *got[1:])
+            ok = same_value(mine, returned)
             expected = "fit's losses and final params as sgd_step returned them"
             seen = "they differ from what fit's own calls of sgd_step returned"
+            narrowed = [str(np.asarray(x).dtype) for x in got if np.asarray(x).dtype.itemsize < 4]
+            if not ok and lost_digits(mine, returned):  # sgd_step's values, cast on the way
+                seen += f", to about three digits ({', '.join(narrowed) or 'rounded'})"
+                hint = "return sgd_step's outputs as they are: no cast to a narrower dtype"
+                HINTS.require(FIT_FROM_STEP, ok, expected, seen, hint)
             HINTS.require(FIT_FROM_STEP, ok, expected, seen)
         about = f"fit number {number} (weight_decay={wd:.2e}, its own batches)"
         for i, check in enumerate(FIT_NUMBERS if number == 1 else (FIT_STAYS,) * 3):

@@ -23,7 +23,7 @@ import numpy as np
 
 from jitlab.grading import Call, Hints, call_learner, fail_unless, fresh_rng, grader, why
 from jitlab.grading.calls import same_content, type_changes, type_text
-from jitlab.grading.checks import passed, require_close, shorten
+from jitlab.grading.checks import lost_digits, passed, require_close, shorten
 from jitlab.grading.kernel import JIT_ON, JITTED, UNCHANGED, KernelExercise
 from jitlab.instruments.signature import KEYWORD, STATIC
 
@@ -119,10 +119,13 @@ def _require_state(check: str, got: Any, want: Any, who: str, tolerance: float =
     mine = np.concatenate([np.ravel(p["w"]), np.ravel(p["b"]), np.ravel(average)])
     theirs = np.concatenate([np.ravel(want["params"][k]) for k in "wb"] + [[want["avg_loss"]]])
     names = [f"params['w'][{i}]" for i in range(theirs.size - 2)] + ["params['b']", "avg_loss"]
+    # Within a few times float32's tolerance: the formula is right and digits were lost
+    # on the way (lr in bfloat16), whichever entry crossed the line first.
+    near = lost_digits([mine], [theirs])
     require_close(
         check, mine, theirs, rtol=tolerance, atol=tolerance * 0.1, names=names,
         whose=f"{who}'s state", hint=lambda wrong: HINTS[
-            "avg_loss" if wrong == ["avg_loss"] and check != INIT else check],
+            "avg_loss" if wrong == ["avg_loss"] and check != INIT and not near else check],
     )  # fmt: skip
 
 

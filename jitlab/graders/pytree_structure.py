@@ -5,6 +5,7 @@ What every run draws, and the wrong rule it breaks (in brackets: what must not m
   every kind of batch in every calling style, shuffled        a kind or a style not tidied
   weights from 0.1 to 2 (their mean is not 1)                 a plain mean, or weights ignored
   a kind's second batch: its first dict and arrays, refilled  memoising by id()
+  its third: that dict again, holding new arrays              memoising the arrays by id(dict)
   keys in another order                                       (dict keys are sorted in the pytree)
 """
 
@@ -18,6 +19,7 @@ import numpy as np
 
 from jitlab.grading import Hints, fresh_rng, grader, passed, why
 from jitlab.grading.calls import same_content
+from jitlab.grading.checks import LOST_DIGITS, lost_digits
 from jitlab.grading.kernel import FROM_KERNEL, JIT_ON, JITTED, PLAIN, UNCHANGED, KernelExercise
 from jitlab.instruments import signature as sig
 
@@ -43,7 +45,8 @@ HINTS = Hints(  # by check (the kernel's by its name template), mistake, or sign
         "traced": "batch_loss ran only while another function was being traced: call it directly",
         SCALAR: "reduce over the batch (a weighted mean of the squared errors) and return it",
         NUMBERS: "the loss is sum(w * (pred - y)**2) / sum(w); no weights means 1s, not 0s",
-        "stale": "wrong only for batches the loader refilled: keep nothing by id() or object",
+        "stale": """wrong only for batches that came in a dict the loader had used before:
+            keep nothing by id() or object, tidy every batch on every call""",
         "ones": """wrong only for the batches without weights: fill in one weight per row,
             np.ones_like(batch["y"]); a scalar 1.0 makes sum(w) 1, a sum and not a mean""",
         ONCE: "give batch_loss the same keys, always arrays, and call it positionally",
@@ -83,12 +86,13 @@ def _make_batch(rng: np.random.Generator, kind: str, n: int, f: int, first_id: i
     }.get(kind, {"weights": weights, "y": y, "x": x})
 
 
-def _refill(batch: dict, fresh: dict) -> dict:
-    """``batch`` again, with ``fresh``'s keys and values, its arrays overwritten in place:
-    a loader that reuses its buffers (whatever the learner's code did to them)."""
+def _refill(batch: dict, fresh: dict, *, in_place: bool = True) -> dict:
+    """``batch`` again, with ``fresh``'s keys and values, its arrays overwritten in place
+    (``in_place``) or replaced by ``fresh``'s: a loader that reuses its dicts and buffers
+    (whatever the learner's code did to them)."""
     for key, value in fresh.items():
         old = batch.get(key)
-        if isinstance(old, np.ndarray) and isinstance(value, np.ndarray):
+        if in_place and isinstance(old, np.ndarray) and isinstance(value, np.ndarray):
             if old.shape == value.shape and old.dtype == value.dtype and old.flags.writeable:
                 old[...] = value
                 fresh[key] = old
@@ -119,15 +123,19 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
     plan = [(kind, style) for kind in KINDS for style in STYLES]
     plan += [(str(rng.choice(KINDS)), str(rng.choice(list(STYLES)))) for _ in range(EXTRA_CALLS)]
     plan = [plan[i] for i in rng.permutation(len(plan))]
-    reused = [sum(k == kind for k, _ in plan[:i]) % 2 == 1 for i, (kind, _) in enumerate(plan)]
+    seen_before = [sum(k == kind for k, _ in plan[:i]) for i, (kind, _) in enumerate(plan)]
+    reused = [times > 0 for times in seen_before]  # odd: arrays refilled; even: new arrays
     wanted: list[float] = []
 
     def arguments() -> Any:
-        """The loader's batches: a kind's second, fourth... is its last, refilled in place."""
+        """The loader's batches: a kind's later batches come in its first dict, its arrays
+        refilled in place (the second, fourth...) or new (the third, fifth...)."""
         last: dict[str, dict] = {}
         for i, (kind, style) in enumerate(plan):
             fresh = _make_batch(rng, kind, n, f, i * n)
-            last[kind] = batch = _refill(last[kind], fresh) if reused[i] else fresh
+            in_place = seen_before[i] % 2 == 1
+            batch = _refill(last[kind], fresh, in_place=in_place) if reused[i] else fresh
+            last[kind] = batch
             wanted.append(_reference_loss(params, batch))
             yield STYLES[style](params, batch)
 
@@ -153,6 +161,8 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
     unweighted = wrong and all(plan[j][0] in UNWEIGHTED for j in wrong)
     hint = HINTS["stale"] if wrong and all(reused[j] for j in wrong) else ""
     hint = hint or (HINTS["ones"] if unweighted else "")
+    near = wrong and lost_digits(got[wrong], np.take(wanted, wrong))
+    hint = hint or (LOST_DIGITS if near else "")
     HINTS.require(NUMBERS, not wrong, f"{wanted[i]:.6g} (the reference) for {first}", seen, hint)
     found = why(run.recorder)
     hint = found.hint_for(HINTS, HINTS[ONCE], kind=_kind)

@@ -99,14 +99,14 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
     non_finite = rng.choice(np.array([np.inf, -np.inf, np.nan], np.float32), size=sizes[n] - n)
     cases = [(n, rng.uniform(100, 1000, size=sizes[n] - n), "large values")]
     cases += [(n, non_finite, "inf and nan"), (full, np.zeros(0), "no padding")]
-    got, want, about = [], [], []
+    got, want, about, padded = [], [], [], []
     for m, garbage, what in cases:
         x = rng.normal(size=m).astype(np.float32)
-        got.append(call_learner(PADDING, padded_rms, np.append(x, garbage).astype(np.float32), m))
+        padded.append(np.append(x, garbage).astype(np.float32))
+        got.append(call_learner(PADDING, padded_rms, padded[-1].copy(), m))
         want.append(_reference_rms(x))
         about.append(f"n={m} in a bucket of {sizes[m]}, {what} past n")
-    hint = "select with jnp.where(jnp.arange(padded.shape[0]) < n, ...) (a 0/1 mask multiplied "
-    hint += "in can turn inf * 0 into nan), and divide by n, not the padded length"
+    hint = lambda wrong: _padding_hint(got[wrong[0]], padded[wrong[0]], cases[wrong[0]][0])  # noqa: E731
     c.require_cases(PADDING, got, want, about=about.__getitem__, hint=hint, **CLOSE)
 
     lengths = _lengths(rng, sizes)
@@ -181,6 +181,49 @@ def _positions_hint(x: np.ndarray, threshold: float, got: np.ndarray, want: np.n
     return "positions are the indices i with x[i] > threshold, then -1 in the unused slots"
 
 
+def _padding_hint(got: Any, padded: np.ndarray, n: int) -> str:
+    """What a wrong ``padded_rms(padded, n)`` most likely did with the padding."""
+    value = c.as_numbers(got)
+    real = padded[:n].astype(np.float64)
+    guesses = {  # what it would have returned, had it done that
+        "one past": np.sqrt((np.sum(real**2) + float(padded[n]) ** 2) / n)
+        if n < padded.size
+        else None,
+        "padded length": np.sqrt(np.sum(real**2) / padded.size),
+    }
+    if value is not None and value.shape == () and not np.isfinite(value):
+        return (
+            "the padding's inf or nan reached the result: select the real values with "
+            "jnp.where(jnp.arange(padded.shape[0]) < n, padded, 0.0) before any arithmetic"
+        )
+    for kind, guess in guesses.items():
+        if value is not None and guess is not None and np.allclose(value, guess, **CLOSE):
+            return {
+                "one past": "the mask lets in one value past n: jnp.arange(size) < n, not <=",
+                "padded length": "divide by n, the real length, not by the padded length",
+            }[kind]
+    return (
+        "keep only the first n values, jnp.where(jnp.arange(padded.shape[0]) < n, padded, 0.0), "
+        "then divide the sum of squares by n"
+    )
+
+
+def _count_hint(got: np.ndarray, want: int) -> str:
+    """The likeliest reason a count is wrong: it wrapped around in a narrow integer."""
+    narrow = got.dtype.kind in "iu" and got.dtype.itemsize < 4
+    if got.shape == () and (narrow or (int(got) - want) % 256 == 0):
+        return (
+            (
+                f"the count wrapped around ({got.dtype} holds at most {np.iinfo(got.dtype).max}"
+                if narrow
+                else "the count is off by a multiple of 256: it wrapped around in a narrow integer"
+            )
+            + ("); " if narrow else "; ")
+            + "count in int32: jnp.sum(x > threshold)"
+        )
+    return "count is how many are real: jnp.sum(x > threshold)"
+
+
 @grader("shapes", part="positions of any count", checks=POSITIONS_CHECKS)
 def grade_positions(loud_positions: Any) -> None:
     """Grade part 2 of the exercise: ``loud_positions(x, threshold)``."""
@@ -216,8 +259,9 @@ def grade_positions(loud_positions: Any) -> None:
         )
         fail_unless(POSITIONS_OK, got_count.shape == () and int(got_count) == found.size,
                     expected=f"count {found.size} for {what}",
-                    seen=f"count {c.shorten(str(got_count.tolist()), 60)}",
-                    hint="count is how many are real: jnp.sum(x > threshold)")  # fmt: skip
+                    seen=f"count {c.shorten(str(got_count.tolist()), 60)}"
+                    + f" ({got_count.dtype})" * (got_count.dtype.kind in "iu"),
+                    hint=_count_hint(got_count, found.size))  # fmt: skip
     passed(POSITIONS_OK)
     hint, cause = "use a fixed size (size=x.shape[0]) and keep threshold an ordinary argument", ""
     if count.compiles > 1 and counts[1] == counts[0] < counts[2]:  # a new threshold alone

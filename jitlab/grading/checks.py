@@ -341,6 +341,22 @@ def as_numbers(value: Any) -> np.ndarray | None:
         return None
 
 
+LOST_DIGITS = " ".join(
+    """the numbers are right to about three digits and no more: the formula is right, and
+    a value lost its digits on the way (a cast through float16 or bfloat16, an input
+    rounded): keep float32 from end to end""".split()
+)
+
+
+def lost_digits(got: Any, want: Any, rtol: float = 1e-3) -> bool:
+    """Whether ``got`` misses ``want`` only as a 16-bit float would (within ``rtol``)."""
+    pairs = [(as_numbers(g), np.asarray(w, np.float64)) for g, w in zip(got, want, strict=True)]
+    return all(
+        g is not None and g.shape == w.shape and np.allclose(g, w, rtol=rtol, atol=rtol * 1e-2)
+        for g, w in pairs
+    )
+
+
 def wrong_cases(got: Sequence[Any], want: Sequence[Any], *, rtol: float, atol: float) -> list[int]:
     """The indices ``i`` where ``got[i]`` is not ``want[i]``: another shape, not numbers,
     a NaN, or a value outside the tolerance."""

@@ -174,9 +174,11 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
     "softmax over rows": (jitted(over_rows), USES, ["largest logit "], ["last axis"]),
     "temperature floored": (jitted(lambda z, t, h: _score(z, jnp.maximum(t, 0.01), h)), USES,
                             ["at temperature"], ["no floor"]),
+    "an eps on the temperature": (jitted(lambda z, t, h: _score(z, t + 1e-6, h)), USES,
+                                  ["at temperature"], ["eps"]),  # blind set 9
 }
 DRAWN = ("no max shift", "> for >=", "> for >= by log-sum-exp", "rounded temperature",
-         "softmax over rows", "temperature floored",
+         "softmax over rows", "temperature floored", "an eps on the temperature",
          "threshold nudged down")  # drawn on purpose every run
 # fmt: on
 

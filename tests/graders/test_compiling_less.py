@@ -197,6 +197,10 @@ ON_EVERY_DRAW = {  # rules only some inputs expose, graded on three seeds
     "padded copies by id": (padded_by_id, cl.NUMBERS),
     "powers of two": (lambda: serving(bucket=power_of_two), cl.SMALLEST_BUCKET),
     "bisect_right": (lambda: serving(bucket=bisect_right), cl.SMALLEST_BUCKET),
+    "results as lists": (lambda: lambda r, c: [np.asarray(y).tolist() for y in serve(r, c)],
+                         cl.ONE_RESULT_EACH),  # blind set 9
+    "results out of order": (lambda: lambda r, c: sorted(serve(r, c), key=lambda y: np.asarray(y)[0]),
+                          cl.NUMBERS),
 }
 # fmt: on
 WORDS = {  # what a verdict must hold, where more than its check
@@ -218,6 +222,8 @@ WORDS = {  # what a verdict must hold, where more than its check
     "padded copies by id": ["padded copy"],
     "powers of two": ["KeyError", "keys of"],
     "bisect_right": ["IndexError", "length"],
+    "results as lists": ["list", "tolist"],
+    "results out of order": ["order of the requests"],
 }
 WRONG = WRONG_WARM_UP | WRONG_SERVE
 

@@ -152,6 +152,9 @@ WRONG = {  # name: (make (score, score_core) from a right score_core, the check,
         b, F32)), w), c), "matches the reference", "id(batch)"),
     "batch sorted in place": (lambda c: (lambda b, w: b.sort(axis=0) or c(jnp.asarray(b, F32), w),
                                          c), "arguments unchanged", ""),
+    "weights kept from the first call": (lambda c: (lambda b, w, kept=[]: c(jnp.asarray(b, F32),
+        (kept or kept.append(jnp.asarray(w)) or kept)[0]), c), "matches the reference",
+        "weights of the first call"),  # blind set 9
 }
 # fmt: on
 
@@ -178,5 +181,6 @@ def test_loader_yields_six_dtypes_of_one_shape():
     batches, weights = dtypes.make_loader(np.random.default_rng(0))
     assert {b.dtype for b in batches} == {np.dtype(d) for d in dtypes.SOURCE_DTYPES}
     assert len({b.shape for b in batches}) == 1
-    assert weights.dtype == np.float32 and weights.shape == (batches[0].shape[1],)
+    assert all(w.dtype == np.float32 and w.shape == (batches[0].shape[1],) for w in weights)
+    assert len({w.tobytes() for w in weights}) == len(batches)  # new weights with every batch
     assert all(np.all(b.std(axis=0) > 0) for b in batches)

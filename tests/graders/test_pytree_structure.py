@@ -155,16 +155,17 @@ def normalises_in_place(batch_loss):
     return loss
 
 
-def memoised_by_id(results):
+def memoised_by_id(results, copies=True):
     """A loss that keeps, by the batch's id(), its tidied copy (or with ``results`` its
-    loss): the loader reuses its dicts and arrays, so what it keeps goes stale."""
+    loss; without ``copies`` the batch's own arrays): the loader reuses its dicts and
+    arrays, so what it keeps goes stale."""
 
     def wrap(batch_loss):
         kept = {}
 
         def loss(params, batch):
             if id(batch) not in kept:
-                tidied = {k: np.array(v) for k, v in tidy(batch).items()}
+                tidied = {k: np.array(v) if copies else v for k, v in tidy(batch).items()}
                 kept[id(batch)] = batch_loss(params, tidied) if results else tidied
             return kept[id(batch)] if results else batch_loss(params, kept[id(batch)])
 
@@ -208,11 +209,17 @@ WRONG = {  # name: (makes the core, makes the loss around it, the failing check,
                         NUMBERS, ["weights"], []),
     "caller's batch edited": (C, edits_callers_batch, SAME, [], []),
     "weights normalised in place": (C, normalises_in_place, SAME, ["weights"], ["in place"]),
-    "tidied batches kept by id()": (C, memoised_by_id(False), NUMBERS, [], ["refilled", "id()"]),
+    "tidied batches kept by id()": (C, memoised_by_id(False), NUMBERS, [], ["used before", "id()"]),
     "results kept by id()": (C, memoised_by_id(True), CALL, ["never called batch_loss"], []),
+    "the batch's own arrays kept by id()": (C, memoised_by_id(False, copies=False), NUMBERS, [],
+                                            ["used before", "id()"]),  # blind set 9
 }
 # fmt: on
-MEMO = ("tidied batches kept by id()", "results kept by id()")  # a loader's reuse, any draw
+MEMO = (
+    "tidied batches kept by id()",
+    "results kept by id()",
+    "the batch's own arrays kept by id()",
+)
 
 
 @pytest.mark.parametrize(("name", "seed"), rows(WRONG, seeded=MEMO))
