@@ -42,10 +42,12 @@
 # **Solved** means: every placed array holds the values, dtype and shape it arrived
 # with and is split over `"data"` on the mesh passed with it, and the step **compiles
 # exactly once** per mesh over batches from all the loaders (so its numbers and its
-# per-example output follow). The grader builds two meshes of its own over every device, each in an order
-# of its own, and hands each batch with one of them (use the `mesh` argument of each
-# call, not the `mesh` of this notebook), draws new shapes and data on every run, and
-# counts compilations of a fresh copy of `step` per mesh with `jitlab.count_compiles`.
+# per-example output follow). The grader builds meshes of its own over every device,
+# each in an order of its own: two with the one axis `"data"`, and a 2-D one with an
+# axis `"model"` before `"data"`. It hands each batch with one of them (use the `mesh`
+# argument of each call, not the `mesh` of this notebook), draws new shapes and data on
+# every run, and counts compilations of a fresh copy of `step` per mesh with
+# `jitlab.count_compiles`.
 
 # %%
 import os

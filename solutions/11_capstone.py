@@ -42,16 +42,18 @@
 #
 # Write three things in the cell marked *your turn*:
 #
-# 1. `bucket_size(n)`: the padded length for a batch of length `n`. It must be at least
-#    `n` and waste less than half (anything up to 16 is fine for small `n`), and the
-#    lengths 1 to 48 may use **at most 7** distinct sizes.
+# 1. `bucket_size(n)`: the padded length for a batch of length `n`, for every `n` from 1
+#    to 48 (longer batches never come). It must be at least `n` and waste less than
+#    half (anything up to 16 is fine for small `n`), in **at most 7** distinct sizes.
 # 2. `train_step`: your jitted step. Its signature is yours to choose.
 # 3. `train_fast(params, batches)`: the same results as `train(params, batches)` (the
 #    final parameters, and the loss at every step), with `train_step` doing the work:
 #    call it by its name at every step, feed each step the params the previous step
-#    returned, and return its outputs as they come. Do not change the batches you are
-#    given (the caller reads them again). A later call may be given the same dicts and
-#    arrays again, refilled with new data, as a loader with fixed buffers does.
+#    returned (as they are, or as NumPy copies), and return its outputs as they come
+#    (each loss as a number or an array, as `train` does). Do not change the batches
+#    you are given (the caller reads them again). A later call may be given the same
+#    dicts and arrays again, refilled with new data, as a loader with fixed buffers
+#    does.
 #
 # Solved means:
 #

@@ -5,6 +5,7 @@ once per mesh. On one device only the sharding's type tells answers apart (the t
 again on eight devices). What every run draws, and the wrong rule each part breaks:
   two meshes, their devices in orders   a mesh from jax.devices() or a global one; a
   of the grader's own                   sharding kept from the first call
+  and a 2-D mesh ("model", "data")      the mesh's first axis taken for "data"
   every loader, on each mesh            moving only some batches
   sharded over "data" on the other      leaving a batch alone because its spec is already
   mesh (same axis names)                P("data")
@@ -70,14 +71,24 @@ def _split(mesh: Mesh) -> NamedSharding:
 
 
 def _meshes(rng: np.random.Generator) -> tuple[Mesh, ...]:
-    """Two meshes over every device on one Auto axis ``"data"``, in two orders that
-    differ from each other and from ``jax.devices()`` when there are three or more."""
+    """Four meshes over every device, their devices in orders that differ from each other
+    and from ``jax.devices()`` when there are three or more: two on one Auto axis
+    ``"data"``, and two 2-D ones with an axis ``"model"`` before ``"data"`` (a mesh the
+    contract allows: ``P(mesh.axis_names[0])`` is not ``P("data")`` on it)."""
     devices, orders = np.array(jax.devices()), []
-    while len(orders) < 2:
+    while len(orders) < 4:
         order = [int(i) for i in rng.permutation(len(devices))]
         if len(devices) < 2 or order != sorted(order) and (len(devices) < 3 or order not in orders):
             orders.append(order)
-    return tuple(Mesh(devices[o], ("data",), axis_types=(AxisType.Auto,)) for o in orders)
+    count, auto = len(devices), AxisType.Auto
+    grid = (2, count // 2) if count % 2 == 0 else (1, count)
+    return (
+        *(Mesh(devices[o], ("data",), axis_types=(auto,)) for o in orders[:2]),
+        *(Mesh(devices[o].reshape(grid), ("model", "data"), (auto, auto)) for o in orders[2:]),
+    )
+
+
+TARGETS = {0: 1, 1: 0, 2: 3}  # the meshes passed with batches, and the other one like each
 
 
 def describe(value: Any) -> str:
@@ -121,6 +132,9 @@ def _sharding_hint(value: Any, mesh: Mesh, came: Mesh | None, meshes: tuple = ()
         return "one device holds the whole batch; a NamedSharding over the mesh splits it"
     if on == mesh and value.sharding.is_equivalent_to(_split(mesh), value.ndim):
         return ""
+    named = [a for a in value.sharding.spec if a is not None]
+    if on == mesh and named and named != ["data"]:
+        return f'split the batch axis over the axis named "data": P("data"), not P({named[0]!r})'
     if on == mesh:
         return 'P() copies the whole batch to every device; P("data") splits the batch axis'
     if _stayed(on, came, mesh):
@@ -226,14 +240,15 @@ def grade(place: Callable[[dict, Any], dict]) -> None:
     grid = jax.make_mesh(shape, ("a", "b"), (AxisType.Auto,) * 2, devices=devices)
     features, size = int(rng.integers(3, 7)), count * int(rng.integers(2, 5))
     w = rng.normal(size=features).astype(np.float32)
-    jobs = [(kind, which) for kind in LOADERS for which in (0, 1)]
+    jobs = [(kind, which) for kind in LOADERS for which in TARGETS]
     jobs = [jobs[i] for i in rng.permutation(len(jobs))]
     originals, arrived, placed = [], [], []
     for kind, which in jobs:
         x = rng.normal(size=(size, features)).astype(np.float32)
         originals.append({"x": x, "y": (x @ w + rng.normal(size=size)).astype(np.float32)})
         copies = {k: v.copy() for k, v in originals[-1].items()}
-        arrived.append(LOADERS[kind](copies, meshes[which], meshes[1 - which], device, grid))
+        other = meshes[TARGETS[which]]
+        arrived.append(LOADERS[kind](copies, meshes[which], other, device, grid))
     came = [_mesh_of(batch["x"]) for batch in arrived]
     held = [dict(batch) for batch in arrived]
     for batch, (_, which) in zip(arrived, jobs, strict=True):
@@ -245,7 +260,7 @@ def grade(place: Callable[[dict, Any], dict]) -> None:
     passed(DICT_KEYS)
     require_jit_on("after your place ran")
     _check_arrays(originals, arrived, held, placed, [kind for kind, _ in jobs])
-    for which in (0, 1):
+    for which in TARGETS:
         _compiles_once(w, jobs, placed, came, meshes, which)
     passed(STEP_RUNS)
     passed(COMPILES_ONCE)

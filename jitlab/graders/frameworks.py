@@ -42,6 +42,8 @@ STEP = (
 )
 FIT = (
     FIT_RUNS := "fit runs",
+    FIT_RETURNS := "fit returns a 1-D array, one loss per batch",
+    FIT_CALLS := "fit calls train_step, by its name, once per batch",
     "fit runs the model in a compiled program, once per batch",
     "fit: losses match the reference",
     "more fits compile nothing",
@@ -208,6 +210,21 @@ def _grader_loop(init: Any, train_step: Any, model: Any, rate: float, batches: l
     return np.array(losses)
 
 
+def _require_fit_calls(losses: Any, step: Recorder) -> None:
+    """fit returned an array of one loss per batch, and called train_step once per batch
+    (a jit of its own of an identical step is not train_step)."""
+    shape = np.shape(losses) if isinstance(losses, np.ndarray | jax.Array) else None
+    seen = f"{type(losses).__name__}" + (f" of shape {shape}" if shape is not None else "")
+    fail_unless(FIT_RETURNS, shape == (N_BATCHES,), expected=f"an array of shape ({N_BATCHES},)",
+                seen=seen, hint="stack the losses into one array: jnp.stack(losses)")  # fmt: skip
+    seen = f"{len(step.calls)} call(s) of train_step for {N_BATCHES} batches"
+    seen += f", and {len(step.traced)} while another function traced it" * bool(step.traced)
+    hint = """call train_step itself, by that name, once per batch: a jitted function of
+        your own, even one that does the same, is not the step that was asked for"""
+    fail_unless(FIT_CALLS, len(step.calls) == N_BATCHES, expected=f"{N_BATCHES} calls",
+                seen=seen, hint=" ".join(hint.split()))  # fmt: skip
+
+
 def _require_compiled(check: str, seen: dict[str, Any], who: str, batches: list) -> None:
     """Jit was on; the model ran in a compiled program on every batch, and never eagerly."""
     fail_unless(
@@ -225,6 +242,9 @@ def _require_compiled(check: str, seen: dict[str, Any], who: str, batches: list)
     if seen["eager"]:
         saw = f"the model ran outside any compiled program {seen['eager']} time(s) ({count})"
         hint = "never outside it (not to compute a loss, not to check a result)"
+    elif not sums:
+        saw = f"{count} for {N_BATCHES} batches: the model passed in never ran"
+        hint = "rebuild the model you were given (nnx.split(model) in init), not one of your own"
     elif len(sums) < N_BATCHES:
         saw, hint = f"{count} for {N_BATCHES} batches", "losses computed another way do not count"
     elif missed:
@@ -296,6 +316,8 @@ def grade(init: Any, train_step: Any, fit: Any) -> None:
                     step = Recorder(train_step, lambda: count.compiles)
                     losses = _grader_loop(init, step, learner, rate, batches)
             got.append(jax.tree.map(copy_leaf, losses))  # as returned, kept
+            if checks is FIT:
+                _require_fit_calls(losses, step)
             _require_compiled(checks[-3], _probed(), who, batches)
             calls += step.calls
         for check in checks[:-2]:

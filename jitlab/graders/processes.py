@@ -83,6 +83,9 @@ MISTAKES = {  # the hints of mistakes that the checks tell apart
     classify.SHAPE: """each new global shape is a new program on every process: pad to
         max_rows, not to this step's length or a bucket of it""",
     "counter": "leave jax.monitoring, jax.jit and jitlab alone in your cell",
+    "python number": """a Python number in the batch (a row count, say) is a static part of
+        the program, and it differs between processes: keep the batch all arrays (a mask, or
+        the count as a global jax.Array), the same shapes on every process""",
     "late": """the loss is the one the new weights have: return the loss at the w train_step
         was given, computed before the update""",
     "nan": """the loss is right but the new weights are NaN: a NaN (or inf) in the padding
@@ -254,7 +257,9 @@ def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
             off = _jit_failure(f"{at}, when train_step was about to run", canary=False)
             same = _everyone(off or failure, str(tree), leaves)  # the tree holds static values
             seen = shorten(leaves + ("" if same[0] else f" ({tree})"), 150)
-            _check(SAME_BATCH, all(same), f"the same shapes on every process {at}", seen)
+            static = any(isinstance(v, int | float) for v in jax.tree.leaves(batch))
+            hint = HINTS["python number"] if static else ""  # a static leaf: its value differs
+            _check(SAME_BATCH, all(same), f"the same shapes on every process {at}", seen, hint)
             args, before = (w, batch, plan.lr), count.compiles
             if step == 0 and hasattr(train_step, "lower"):
                 lower = functools.update_wrapper(functools.partial(train_step.lower), train_step)

@@ -82,6 +82,10 @@ UNCHANGED = Declared(
 )
 
 
+DONATED = """donate nothing the caller gave you (no donate_argnums on its arrays): a donated
+    buffer goes to the result, and the caller's array is deleted""".replace("\n    ", " ")
+
+
 def recompiled_by(
     fn: Callable[..., Any], base: Sequence[Any], variants: Mapping[str, Sequence[Any]]
 ) -> list[str]:
@@ -302,13 +306,18 @@ class KernelExercise:
         )
 
     def unchanged(self, run: Run, *, what: Callable[[int], str] = str) -> None:
-        """The caller's arguments have the content they had before each call."""
+        """The caller's arguments have the content they had before each call (an array
+        donated to a jitted function, and so deleted, is named as such)."""
         changed = [i for i, changed in enumerate(run.changed) if changed]
+        leaves = jax.tree.leaves(run.given[changed[0]]) if changed else []
+        donated = any(isinstance(leaf, jax.Array) and leaf.is_deleted() for leaf in leaves)
+        first = "an array it was given is deleted: donated to a jitted function" * donated
         seen = changed and (
             f"{self.wrapper} changed the caller's arguments in {len(changed)} of "
-            f"{len(run.given)} calls (the first: {what(changed[0])})"
+            f"{len(run.given)} calls (the first: {first or what(changed[0])})"
         )
-        self.require(UNCHANGED, not changed, seen=seen or "")
+        hint = DONATED if donated else ""
+        self.require(UNCHANGED, not changed, seen=seen or "", hint=hint)
 
     def compiles(
         self,

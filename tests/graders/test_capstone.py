@@ -202,7 +202,7 @@ def test_grader_reference_is_the_exercise_loop():
 def test_the_exercise_states_the_bounds_and_the_reuse():
     text = exercise_cells.exercise("capstone").source.read_text()
     assert f"at most {cap.MOST_BUCKETS}**" in text
-    assert f"lengths 1 to {cap.BUCKETS_UP_TO}" in text
+    assert f"for every `n` from 1\n#    to {cap.BUCKETS_UP_TO}" in text
     assert "refilled" in text
 
 

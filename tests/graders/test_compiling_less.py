@@ -60,6 +60,10 @@ def serving(bucket=smallest_bucket, pad=pad_numpy, n=lambda x, size: np.int32(le
 serve = serving()
 
 
+def first_number(result):
+    return np.asarray(result)[0]
+
+
 def test_the_solution_and_a_different_right_answer_pass():
     # trace() then lower() then compile(), bisect on sorted sizes, np.pad, a Python int
     # for n, requests grouped by bucket and put back in order, results as NumPy arrays.
@@ -199,8 +203,8 @@ ON_EVERY_DRAW = {  # rules only some inputs expose, graded on three seeds
     "bisect_right": (lambda: serving(bucket=bisect_right), cl.SMALLEST_BUCKET),
     "results as lists": (lambda: lambda r, c: [np.asarray(y).tolist() for y in serve(r, c)],
                          cl.ONE_RESULT_EACH),  # blind set 9
-    "results out of order": (lambda: lambda r, c: sorted(serve(r, c), key=lambda y: np.asarray(y)[0]),
-                          cl.NUMBERS),
+    "results out of order": (lambda: lambda r, c: sorted(serve(r, c), key=first_number),
+                             cl.NUMBERS),
 }
 # fmt: on
 WORDS = {  # what a verdict must hold, where more than its check

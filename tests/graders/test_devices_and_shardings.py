@@ -144,8 +144,11 @@ WRONG = {  # (answer, the check(s) it fails, words its verdict holds): on any nu
 SEVERAL = {  # (answer, the check(s) it fails, words its verdict holds): several devices needed
     "a global mesh": (
         lambda b, _: put(b, jax.make_mesh((jax.device_count(),), ("data",), axis_types=AUTO)),
-        grader.SPLIT, ("another order",)),
+        grader.SPLIT, ("the mesh passed to place",)),  # its device order, or its axes
     "the first call's sharding kept": (first_mesh_kept, grader.SPLIT, ("earlier call",)),
+    "the mesh's first axis for data": (  # blind set 9: "data" is not first on a 2-D mesh
+        lambda b, m: jax.device_put(b, NamedSharding(m, P(m.axis_names[0]))), grader.SPLIT,
+        ('P("data"), not P(\'model\')',)),
     'leaves what is split over "data"': (
         lambda b, m: b if getattr(getattr(b["x"], "sharding", None), "spec", 0) == P("data")
         else put(b, m),

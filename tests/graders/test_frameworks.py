@@ -225,6 +225,8 @@ def inits(init_fn):
 
 COMPILED = "fit runs the model"
 # fmt: off
+OWN_STEP = jax.jit(lambda *a: _step(*a))  # made once: it compiles once, like train_step
+
 WRONG = {  # name: (the answer, the check it fails, key words of its verdict)
     "unsolved stubs": (lambda: (stub, stub, stub), fw.INIT_RUNS, ["not solved", "hint frameworks"]),
     "an unsolved step": (with_step(jax.jit(stub)), "train_step runs", ["not solved", "hint fram"]),
@@ -257,16 +259,18 @@ WRONG = {  # name: (the answer, the check it fails, key words of its verdict)
                                   ["over train_step ran"]),
     "the model called outside the step": (fits(peeking_fit), COMPILED,
                                           ["outside any compiled program 1 time(s)"]),
-    "a loop that never calls the step": (fits(numpy_fit), COMPILED, ["0 compiled execution(s)"]),
-    "numpy and a decoy call": (fits(decoy_fit(1)), COMPILED, ["1 compiled execution(s)"]),
+    "a loop that never calls the step": (fits(numpy_fit), fw.FIT_CALLS, ["0 call(s)"]),
+    "numpy and a decoy call": (fits(decoy_fit(1)), fw.FIT_CALLS, ["1 call(s) of train_step"]),
     "numpy and a decoy per batch": (fits(decoy_fit(4)), COMPILED, ["[1, 2, 3]", "never reached"]),
     "hard-coded losses": (fits(lambda *args: fit(*args) * 0 + jnp.asarray([0.9, 0.8, 0.7, 0.6])),
                           "fit: losses", ["run 1 of fit", "wrong for 2 of 2"]),
     "a step rebuilt in every fit": (  # a new lambda jitted on every call
-        fits(lambda *args: loop_with(init, jax.jit(lambda *a: _step(*a)))(*args)), "more fits",
-        ["<lambda>", "new function"]),
-    "a memo by id() of the batches": (lambda: fits(memo_fit())(), COMPILED,
-                                      ["0 compiled execution(s)"]),
+        fits(lambda *args: loop_with(init, jax.jit(lambda *a: _step(*a)))(*args)), fw.FIT_CALLS,
+        ["0 call(s)"]),
+    "a memo by id() of the batches": (lambda: fits(memo_fit())(), fw.FIT_CALLS, ["0 call(s)"]),
+    "an identical step of its own": (  # blind set 9: jit caches by the function: no compile
+        fits(lambda *args: loop_with(init, OWN_STEP)(*args)), fw.FIT_CALLS, ["0 call(s)"]),
+    "losses as a list": (fits(lambda *args: list(fit(*args))), fw.FIT_RETURNS, ["list"]),
 }
 # fmt: on
 
