@@ -42,7 +42,7 @@ STEP = (
 )
 FIT = (
     FIT_RUNS := "fit runs",
-    FIT_RETURNS := "fit returns a 1-D array, one loss per batch",
+    FIT_RETURNS := "fit returns an array of losses, one per batch",
     FIT_CALLS := "fit calls train_step, by its name, once per batch",
     "fit runs the model in a compiled program, once per batch",
     "fit: losses match the reference",

@@ -17,6 +17,7 @@ What the drawing covers, every run (the wrong rule each part breaks):
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import functools
 import hashlib
@@ -35,7 +36,16 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jitlab.doctor import classify
-from jitlab.grading import JIT_ON, GradingFailure, Hints, call_learner, fail, grader, is_jitted
+from jitlab.grading import (
+    JIT_ON,
+    GradingFailure,
+    Hints,
+    call_learner,
+    fail,
+    grader,
+    is_jitted,
+    sandbox,
+)
 from jitlab.grading.causes import Called, why
 from jitlab.grading.checks import fresh_rng, passed, require_close, require_jit_on, shorten
 from jitlab.instruments import multiprocess
@@ -196,6 +206,24 @@ def _attempt(check: str, at: str, fn: Callable[..., Any], *args: Any) -> tuple[A
         return None, GradingFailure(check, expected=failure.expected, seen=seen, hint=hint)
 
 
+def _guarded_run(path: str, names: dict) -> dict:
+    """The learner's cell under strict mode's runtime guards, in this worker as in the
+    strict kernel (:mod:`jitlab.grading.sandbox`); a refusal goes to the worker guard's
+    findings, which the worker reports instead of "finished"."""
+    from jitlab.instruments import worker_guard
+
+    def refuse(what: str, line: int) -> None:
+        worker_guard.FOUND.append(f"refused {what} (line {line} of your cell)")
+        raise PermissionError(f"strict mode: {what} is not allowed")
+
+    names_ = (sandbox.OWN, sandbox.READ, sandbox.VALUE)
+    for name, guard in zip(names_, sandbox.make_guards(refuse), strict=True):
+        setattr(builtins, name, guard)
+    source = Path(path).read_text(encoding="utf-8")
+    exec(sandbox.guarded_code(source, path), names)  # noqa: S102 (the learner's cell, guarded)
+    return names
+
+
 def _jit_failure(moment: str, canary: bool = True) -> GradingFailure | None:
     """Jit off (or, with ``canary``, the counter deaf) here, as ``@grader`` would see it."""
     try:
@@ -242,7 +270,8 @@ def stream(worker: multiprocess.Worker) -> None:
 def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
     """Every step of this process's stream, checked as it runs; then its compiles, numbers."""
     exec(multiprocess.PRELUDE, ns := {})  # the names the cell starts with, as the exercise says
-    cell, failure = _attempt(CELL_RUNS, "at import", runpy.run_path, worker.options["learner"], ns)
+    run = _guarded_run if worker.options.get("strict") else runpy.run_path
+    cell, failure = _attempt(CELL_RUNS, "at import", run, worker.options["learner"], ns)
     _everyone(failure or _jit_failure("in the worker, after your cell ran"))
     make_global_batch, train_step = cell["make_global_batch"], cell["train_step"]
     mesh = jax.make_mesh((jax.device_count(),), ("data",), axis_types=(AxisType.Auto,))
@@ -312,6 +341,7 @@ def launch(make_global_batch: Callable, train_step: Callable, plan: Plan) -> mul
         path = Path(scratch) / "your_cell.py"  # the prelude apart: the cell's own line numbers
         path.write_text(learner_source(make_global_batch, train_step), encoding="utf-8")
         options = {"learner": str(path), "plan": dataclasses.asdict(plan), "guard": True}
+        options["strict"] = hasattr(builtins, sandbox.OWN)  # this kernel runs strict mode's guards
         try:
             return multiprocess.run(
                 f"{__name__}:stream", options=options, timeout=50.0, stall_timeout=15.0

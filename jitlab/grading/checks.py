@@ -130,16 +130,43 @@ def call_learner(
         raise fail(
             check,
             expected=f"{getattr(fn, '__name__', 'your function')} to return the arrays it computed",
-            seen=f"a {lazy.__name__} of your own, which makes its value when read (__array__)",
+            seen=f"a {lazy[0].__name__} of your own, which makes its value when read ({lazy[1]})",
             hint="return jax arrays (or a pytree of them): work done in __array__ runs outside "
             "jit, after the call, where the grader cannot see what was compiled",
         )
     return result
 
 
-def _converts_itself(tree: Any) -> type | None:
-    """The first type in ``tree`` (a pytree node or a leaf) that is not an array but
-    converts itself to one (``__array__``), else None."""
+# How NumPy (and int(), float(), len()) turns an object into numbers: a class of the
+# learner's that defines one of these computes its value when the grader reads it.
+CONVERSIONS = (
+    "__array__", "__array_interface__", "__array_struct__", "__jax_array__", "__float__",
+    "__int__", "__index__", "__complex__", "__len__", "__getitem__", "__iter__", "__buffer__",
+)  # fmt: skip
+# Where the classes that may define them live (the learner's cells are none of these).
+LIBRARY_HOMES = frozenset(
+    {"builtins", "numpy", "jax", "jaxlib", "flax", "optax", "equinox", "collections",
+     "typing", "dataclasses", "enum", "abc", "numbers", "functools", "ml_dtypes", "chex"}
+)  # fmt: skip
+
+
+_MODULE_OF = type.__dict__["__module__"].__get__  # a class's module, whatever its metaclass says
+
+
+def _converting(kind: type) -> str:
+    """The conversion ``kind`` takes from a class of the learner's ("" when none does)."""
+    for name in CONVERSIONS:
+        owner = next((c for c in type.__dict__["__mro__"].__get__(kind) if name in vars(c)), None)
+        if owner is not None and str(_MODULE_OF(owner)).split(".")[0] not in LIBRARY_HOMES:
+            return name
+    return ""
+
+
+def _converts_itself(tree: Any) -> tuple[type, str] | None:
+    """The first type in ``tree`` (a pytree node or a leaf) of the learner's own that turns
+    itself into numbers (``__array__``, ``__float__``, a sequence's ``__getitem__`` ...),
+    and how; else None. Its value would be computed when the grader reads it, outside the
+    call and outside jit."""
     import jax
 
     leaves, structure = jax.tree_util.tree_flatten(tree)
@@ -147,13 +174,12 @@ def _converts_itself(tree: Any) -> type | None:
     while nodes:
         node = nodes.pop()
         data = node.node_data()
-        if data is not None and hasattr(data[0], "__array__"):
-            return data[0]
+        if data is not None and isinstance(data[0], type) and (how := _converting(data[0])):
+            return data[0], how
         nodes.extend(node.children())
-    genuine = (jax.Array, np.ndarray, np.generic)
     for leaf in leaves:
-        if hasattr(type(leaf), "__array__") and not isinstance(leaf, genuine):
-            return type(leaf)
+        if how := _converting(type(leaf)):
+            return type(leaf), how
     return None
 
 
@@ -334,7 +360,10 @@ def require_close(
 
 
 def as_numbers(value: Any) -> np.ndarray | None:
-    """``value`` as a float64 array, or None when it is not numbers (a string, a dict)."""
+    """``value`` as a float64 array, or None when it is not numbers (a string, a dict, an
+    object of the learner's that would compute its numbers as they are read)."""
+    if _converts_itself(value) is not None:
+        return None
     try:
         return np.asarray(value, np.float64)
     except (TypeError, ValueError):

@@ -1,181 +1,65 @@
 """What strict mode runs: the learner's cells in a subset of Python that computes, but
 cannot reach the grader.
 
-Every cheat that beat the audit hook (:mod:`jitlab.learner.strict`) reached the grader
-through the interpreter itself: a frame (``sys._getframe``, a traceback's ``tb_frame``),
-a module's or class's attribute rewritten (``np.allclose = ...``, ``sys.modules``), a
+Every cheat that beat the audit hook alone (:mod:`jitlab.learner.strict`) reached the
+grader through the interpreter itself: a frame (``sys._getframe``, a traceback's
+``tb_frame``), a module's attribute rewritten (``np.allclose = ...``, ``sys.modules``), a
 closure cell or a ``__code__`` swapped, a weak-reference callback that runs between two
-of the grader's lines, a library's registry (a pytree node, a lowering rule). An answer
-needs none of them. So before a strict check runs anything, each cell the learner wrote
-(a cell that is not exactly as the exercise gave it) is read, not run, and refused if it
-uses what only an attack needs:
+of the grader's lines, a library's registry (a pytree node, a lowering rule), text run
+as code (a pickle, an annotation). An answer needs none of them. So before a strict
+check runs anything, each cell the learner wrote (a cell that is not exactly as the
+exercise gave it) is read, not run, and refused if it uses what only an attack needs:
 
 - an import from outside the numerical libraries the course uses (``jax``, ``numpy``,
-  ``equinox``, ``flax``, ``optax``, the standard library's pure helpers); a module the
-  grader relies on cannot be imported into reach (``sys``, ``gc``, ``ctypes``, ...);
+  ``equinox``, ``flax``, ``optax``, ``matplotlib``, the standard library's pure helpers),
+  or of a part of them that reaches the compiler, the process or the disk
+  (``jax.extend``, ``jax.monitoring``, ``jax.config``, ``numpy.lib``, file loading,
+  unpickling, loading a module by name; the tables are :mod:`jitlab.grading.sandbox`'s);
 - a name or attribute that starts with ``_`` (dunders, private internals), but for a
-  namedtuple's public ``_replace``/``_asdict``/``_fields``/``_make``, ``self._x`` in a
-  class's own methods, and ``object.__setattr__(self, "name", value)`` in a frozen
-  dataclass's ``__post_init__``;
-- the builtins that reach objects by name or run text (``getattr``, ``setattr``,
-  ``vars``, ``globals``, ``eval``, ``exec``, ``compile``, ``open``, ...), attribute access
-  on ``type(x)``, ``type`` with three arguments, and a ``.format`` whose text is not a
-  literal with plain fields;
-- attribute assignment anywhere but on ``self`` in a class's own methods, and a method
-  of the learner's class called through the class (where ``self`` could be a module);
-- a module used as a value (``m = np``), the names of the interpreter's own parts as an
-  attribute (``.f_back``, ``.sys``, ``.ctypes``), the parts of JAX and NumPy that reach
-  the compiler or memory (``jax.extend``, ``jax.monitoring``, ``jax.config``,
-  ``np.lib``, ``np.ctypeslib``, file loading), ``functools.wraps``/``update_wrapper``
-  (they write into their first argument), and a ``register...`` call (a pytree node, a
-  lowering) for anything but a class of the learner's own;
-- IPython magics and shell lines, ``async`` code, and text with ``__`` in it.
+  named tuple's ``_replace``/``_asdict``/``_fields``/``_make``, ``self._x`` and the
+  private names the learner's own classes define, ``__name__``/``__qualname__``/
+  ``__doc__`` read, ``super().__init__``, and ``object.__setattr__(obj, "name", value)``;
+- the builtins that reach objects by name or run text (``getattr``, ``vars``,
+  ``globals``, ``eval``, ``exec``, ``compile``, ``open``, ...), attribute access on
+  ``type(x)``, ``type`` with three arguments, a ``.format`` that reads attributes, and
+  a class pattern (``case C(attr=...)``) that reads attributes by name;
+- a module used as a value (``m = np``), the interpreter's parts as an attribute
+  (``.f_back``, ``.func_globals``, ``.sys``, ``.ctypes``), ``functools.update_wrapper``
+  (``@functools.wraps`` on a function of the learner's is fine), and a ``register...``
+  call for anything but a class of the learner's own;
+- IPython magics and shell lines, ``async`` code, and text or bytes that name a dunder.
 
-An honest answer to every exercise is plain numerical Python and passes; the tests run
-every solution and every right answer the grader tests hold through this module. The
-audit hook still watches the run, as a second line.
+What a reading cannot see is held at run time: the strict kernel rewrites each cell so
+that every value entering it and every attribute it writes passes the guards of
+:mod:`jitlab.grading.sandbox`. An honest answer to every exercise is plain numerical
+Python and passes; the tests run every solution and exercise through both. The audit
+hook still watches the run, as a third line.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+import re
+from collections.abc import Iterable, Iterator
 
-ALLOWED_MODULES = frozenset(
-    {
-        "jax",
-        "numpy",
-        "equinox",
-        "flax",
-        "optax",
-        "jitlab",
-        "matplotlib",  # a plot of the learner's
-        "math",
-        "cmath",
-        "functools",
-        "itertools",
-        "collections",
-        "dataclasses",
-        "typing",
-        "time",
-        "random",
-        "statistics",
-        "enum",
-        "abc",
-        "numbers",
-        "copy",
-        "decimal",
-        "fractions",
-        "heapq",
-        "bisect",
-    }
+from jitlab.grading.sandbox import (
+    ALLOWED_MODULES,
+    BUILTINS,
+    INTERPRETER_PARTS,
+    LIBRARY_PARTS,
+    OPEN_PARTS,
+    WRITERS,
+    is_call_to,
+    is_name,
+    is_super,
 )
-# Parts of the allowed libraries that reach the compiler, the process or the disk, refused
-# wherever they appear in a module's dotted path or attribute chain.
-LIBRARY_PARTS = frozenset(
-    {
-        "extend",  # jax.extend: primitives and lowering rules
-        "interpreters",  # jax.interpreters.mlir: lowering rules
-        "ffi",  # foreign functions
-        "monitoring",  # the listeners the compile counters hear
-        "config",  # jax.config: jit, caches, dtypes for the whole process
-        "core",  # jax.core / numpy.core: internals
-        "lib",  # numpy.lib.stride_tricks, jax.lib.xla_client
-        "compilation_cache",
-        "jax2tf",
-        "ctypeslib",
-        "f2py",
-        "distutils",
-        "stride_tricks",
-        "as_strided",
-        "internal",  # equinox.internal
-        "load",
-        "save",
-        "savez",
-        "savez_compressed",
-        "savetxt",
-        "loadtxt",
-        "genfromtxt",
-        "fromfile",
-        "memmap",
-        "distributed",  # jax.distributed: the processes' own runtime
-    }
-)
-# Attribute names refused on any object: the interpreter's frames and code, a module of
-# the standard library that reaches the process, and functions that write into objects.
-INTERPRETER_PARTS = frozenset(
-    {
-        "f_back",
-        "f_locals",
-        "f_globals",
-        "f_builtins",
-        "f_code",
-        "f_trace",
-        "tb_frame",
-        "tb_next",
-        "gi_frame",
-        "gi_code",
-        "cr_frame",
-        "cr_code",
-        "ag_frame",
-        "ag_code",
-        "cell_contents",
-        "ctypes",
-        "sys",
-        "os",
-        "gc",
-        "inspect",
-        "builtins",
-        "types",
-        "importlib",
-        "weakref",
-        "threading",
-        "subprocess",
-        "signal",
-        "pickle",
-        "marshal",
-        "atexit",
-        "traceback",
-        "logging",
-        "warnings",
-        "runpy",
-        "tofile",
-        "dump",
-        "dumps",
-        "loads",
-        "update_wrapper",
-        "wraps",
-        "format_map",
-        "get_type_hints",  # evaluates annotations written as text
-        "ForwardRef",
-        "breakpoint",
-    }
-)
-BUILTINS = frozenset(
-    {
-        "getattr",
-        "vars",
-        "globals",
-        "locals",
-        "eval",
-        "exec",
-        "compile",
-        "open",
-        "breakpoint",
-        "input",
-        "memoryview",
-        "help",
-        "exit",
-        "quit",
-        "get_ipython",
-    }
-)
+
 NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make"})
+READ_ONLY_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__"})  # text, read only
 CLASS_DECLARATIONS = frozenset({"__slots__", "__match_args__"})  # in a class body
 SELF_DUNDERS = frozenset({"__dict__", "__slots__"})  # read or written on self
-_FORMAT_FIELD_OK = frozenset("{}:!<>=^+- #0123456789.,_%eEfFgGdnsrxXobca")
+_DUNDER = re.compile(r"__\w+__")  # a dunder name in text or bytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,6 +111,13 @@ class _Reader(ast.NodeVisitor):
         self.chains: set[int] = set()  # names read as the start of an attribute chain
         self.registering: set[int] = set()  # `register...` used on a class of the cell's
         self.called: set[int] = set()  # the function expressions of calls
+        self.decorating = {  # @functools.wraps(...) on a function the cell defines
+            id(d.func)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef)
+            for d in node.decorator_list
+            if isinstance(d, ast.Call)
+        }
         # The private names the cell's classes define (a method `_key`, `self._cache`): in
         # a method, `other._key()` reads another instance of the learner's own class.
         self.own_private = {
@@ -258,8 +149,8 @@ class _Reader(ast.NodeVisitor):
             self.refuse(node, f"{parts[0]} is not one of the modules answers import ({_allowed()})")
         elif parts[0] == "jitlab" and len(parts) > 1:
             self.refuse(node, "from jitlab an answer uses `import jitlab` and its instruments")
-        for part in parts[1:]:
-            self._name_part(node, part, library=True)
+        for before, part in zip(parts, parts[1:], strict=False):
+            self._name_part(node, part, library=True, root=before)
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -288,8 +179,10 @@ class _Reader(ast.NodeVisitor):
 
     # ---------------------------------------------------------------- names
 
-    def _name_part(self, node: ast.AST, name: str, *, library: bool) -> None:
-        """An attribute or imported name: ``library`` when read off a module."""
+    def _name_part(self, node: ast.AST, name: str, *, library: bool, root: str = "") -> None:
+        """An attribute or imported name: ``library`` when read off a module (``root``)."""
+        if (root, name) in OPEN_PARTS:
+            return
         if name.startswith("_") and name not in NAMEDTUPLE_API:
             self.refuse(node, f"`{name}`: names that start with _ are internals")
         elif name in INTERPRETER_PARTS:
@@ -299,7 +192,7 @@ class _Reader(ast.NodeVisitor):
 
     def visit_Name(self, node: ast.Name) -> None:
         declared = self.in_class_body and node.id in CLASS_DECLARATIONS
-        if node.id in _WRITERS and id(node) not in self.called:
+        if node.id in WRITERS and id(node) not in self.called:
             self.refuse(node, f"`{node.id}` only called directly (the guard sees its object)")
         elif node.id in BUILTINS:
             self.refuse(node, f"`{node.id}` reaches objects by name or runs text")
@@ -320,18 +213,24 @@ class _Reader(ast.NodeVisitor):
             pass  # self._cache, self.__dict__: the learner's own object
         elif node.attr in self.own_private:
             pass  # other._key(), box._cache: a name the learner's own classes define
-        elif node.attr in ("__setattr__", "__delattr__") and _is_name(node.value, "object"):
+        elif node.attr in ("__setattr__", "__delattr__") and is_name(node.value, "object"):
             if id(node) not in self.called:  # called directly: the guard sees its object
                 self.refuse(node, f"`object.{node.attr}` only called directly")
-        elif _is_super(node.value):
+        elif is_super(node.value):
             pass  # super().__new__(cls), super().__setattr__(...): the class's own object
-        elif _is_name(node.value, "jitlab"):
+        elif is_name(node.value, "jitlab"):
             self._jitlab_name(node, node.attr)
+        elif node.attr in READ_ONLY_DUNDERS and isinstance(node.ctx, ast.Load):
+            pass  # type(x).__name__: text
+        elif node.attr == "wraps" and id(node) in self.decorating:
+            pass  # @functools.wraps(f) on a function of the learner's: it writes that one
         else:
-            self._name_part(node, node.attr, library=library)
+            parent = node.value
+            root = parent.id if isinstance(parent, ast.Name) else getattr(parent, "attr", "")
+            self._name_part(node, node.attr, library=library, root=root)
         if node.attr.startswith("register") and id(node) not in self.registering:
             self.refuse(node, f"`{node.attr}` changes a library's registry: only for your class")
-        if _is_call_to(node.value, "type"):
+        if is_call_to(node.value, "type") and node.attr not in READ_ONLY_DUNDERS:
             self.refuse(node, "attribute access on type(x): use the object itself")
         self.generic_visit(node)
 
@@ -344,10 +243,10 @@ class _Reader(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         self.called.add(id(func))
-        if _is_name(func, "type") and len(node.args) != 1:
+        if is_name(func, "type") and len(node.args) != 1:
             self.refuse(node, "type() with more than one argument makes classes: use class")
         if isinstance(func, ast.Attribute) and func.attr in ("__setattr__", "__delattr__"):
-            if not (_is_name(func.value, "object") or _is_super(func.value)):
+            if not (is_name(func.value, "object") or is_super(func.value)):
                 self.refuse(node, f"`{func.attr}`: only object.{func.attr}(obj, ...)")
         if isinstance(func, ast.Attribute) and func.attr == "format":
             text = func.value
@@ -421,26 +320,18 @@ class _Reader(ast.NodeVisitor):
             self.generic_visit(node)  # a string on its own (a docstring) is never read
 
     def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str) and "__" in node.value:
-            self.refuse(node, "text with __ in it names the interpreter's internals")
+        text = node.value.decode("latin-1") if isinstance(node.value, bytes) else node.value
+        if isinstance(text, str) and _DUNDER.search(text):
+            self.refuse(node, "text with a __name__ in it names the interpreter's internals")
+
+    def visit_MatchClass(self, node: ast.MatchClass) -> None:
+        if node.kwd_attrs:  # `case C(attr=...)` reads attributes by name, any name
+            self.refuse(node, "a class pattern with attribute names: match on values instead")
+        self.generic_visit(node)
 
 
 def _allowed() -> str:
     return "jax, numpy, equinox, flax, optax, jitlab, math, functools, dataclasses, ..."
-
-
-def _is_name(node: ast.AST | None, name: str) -> bool:
-    return isinstance(node, ast.Name) and node.id == name
-
-
-def _is_super(node: ast.AST) -> bool:
-    """``super()`` with no arguments: it binds the method's own class and instance (the
-    two-argument form could bind any object)."""
-    return _is_call_to(node, "super") and not node.args and not node.keywords
-
-
-def _is_call_to(node: ast.AST, name: str) -> bool:
-    return isinstance(node, ast.Call) and _is_name(node.func, name)
 
 
 def _decorator_name(node: ast.expr) -> str:
@@ -471,132 +362,9 @@ def _plain_fields(text: str) -> bool:
         fields = [field for _, field, _, _ in string.Formatter().parse(text) if field]
     except ValueError:
         return False
-    return all("." not in field and "[" not in field for field in fields)
+    return all("." not in field and not re.search(r"\[[^\]0-9]", field) for field in fields)
 
 
 def cell_refusals(cells: Iterable[tuple[str, int]]) -> list[Refusal]:
     """The refusals of several cells: (source, the file's line of its first line)."""
     return [r for source, first in cells for r in refusals(source, first_line=first)]
-
-
-# --------------------------------------------------------------------------- at run time
-
-OWN = "__jitlab_own__"  # the guards' names in builtins (the subset cannot say them)
-READ = "__jitlab_read__"
-_WRITERS = {"setattr", "delattr"}
-# Modules whose functions an allowed module may not hand out (``lib.getframe = sys._getframe``).
-_UNSAFE_HOMES = frozenset(
-    {"sys", "os", "posix", "nt", "gc", "ctypes", "_ctypes", "importlib", "inspect", "builtins",
-     "marshal", "pickle", "_pickle", "io", "_io", "signal", "_signal", "_thread", "threading",
-     "weakref", "_weakref", "subprocess", "_posixsubprocess", "faulthandler", "tracemalloc",
-     "atexit", "types", "code", "runpy", "shutil", "tempfile", "pathlib", "socket", "string",
-     "operator", "_operator", "_string", "copyreg", "codecs", "_codecs", "mmap", "resource"}
-)  # fmt: skip
-
-
-def module_allowed(name: str) -> bool:
-    """Whether an answer may hold the module called ``name`` (``jax.numpy``: yes;
-    ``numpy.lib``, ``jax._src.core``, ``os``: no)."""
-    parts = name.split(".")
-    return parts[0] in ALLOWED_MODULES and not any(
-        p.startswith("_") or p in LIBRARY_PARTS or p in INTERPRETER_PARTS for p in parts[1:]
-    )
-
-
-def make_guards(refuse: Callable[[str, int], Any]) -> tuple[Callable, Callable]:
-    """The two runtime guards :class:`Guarded` code calls: ``own(obj, line)`` before an
-    attribute write (only objects of classes the learner's cells defined, and those
-    classes) and ``read(obj, name, line)`` for an attribute read (never a module outside
-    :func:`module_allowed`, an interpreter object such as a frame, nor a function a
-    module hands out from ``sys``, ``os``, ``gc`` ...). ``refuse(what, line)`` reports
-    and raises. Everything they use is bound here: they run no code of the learner's but
-    the attribute lookup itself."""
-    import types
-
-    type_, isinstance_, getattr_, callable_ = type, isinstance, getattr, callable
-    proxy_get = type(type.__dict__).get
-    type_dict = type.__dict__["__dict__"].__get__  # cls.__dict__, whatever its metaclass says
-    module_dict = types.ModuleType.__dict__["__dict__"].__get__
-    module_type = types.ModuleType
-    interpreter = (types.FrameType, types.CodeType, types.TracebackType, types.CellType)
-    str_type, allowed, homes = str, module_allowed, _UNSAFE_HOMES
-
-    def module_name(module: Any) -> str:
-        name = module_dict(module).get("__name__", "?")
-        return name if type_(name) is str_type else "?"
-
-    def own(target: Any, line: int) -> Any:
-        cls = target if isinstance_(target, type_) else type_(target)
-        if proxy_get(type_dict(cls), "__module__") == "__main__":
-            return target
-        if isinstance_(target, module_type):
-            what = f"the module {module_name(target)}"
-        else:
-            what = f"a {proxy_get(type_dict(cls), '__qualname__', '?')} object"
-        refuse(f"writing an attribute of {what}, which is not an object of a class of yours", line)
-
-    def read(obj: Any, name: str, line: int) -> Any:
-        value = getattr_(obj, name)
-        if isinstance_(value, module_type):
-            if not allowed(module_name(value)):
-                refuse(f"reaching the module {module_name(value)}", line)
-        elif isinstance_(value, interpreter):
-            refuse(f"reaching an interpreter object ({type_(value).__name__})", line)
-        elif isinstance_(obj, module_type) and callable_(value):
-            home = getattr_(value, "__module__", None)  # a library's object: no code of theirs
-            if type_(home) is str_type and home.split(".")[0] in homes:
-                refuse(f"reaching {home}.{name} through {module_name(obj)}", line)
-        return value
-
-    return own, read
-
-
-class Guarded(ast.NodeTransformer):
-    """Rewrites a cell so that its attribute reads and writes go through the runtime
-    guards of :func:`make_guards`: ``a.b`` becomes ``__jitlab_read__(a, "b", line)``,
-    ``a.b = v`` becomes ``__jitlab_own__(a, line).b = v`` (``a`` evaluated once, as
-    before), and so do ``del a.b``, ``a.b += 1``, ``setattr(a, ...)``, ``delattr(a, ...)``
-    and ``object.__setattr__(a, ...)``. Line numbers are kept, and so is ``super()``. A
-    cell that opens with ``skip`` (the runner's announcement of a grader cell) is left
-    as it is."""
-
-    def __init__(self, skip: str = "") -> None:
-        self.skip = skip
-
-    def visit_Module(self, node: ast.Module) -> ast.AST:
-        if self.skip and node.body and ast.unparse(node.body[0]).startswith(self.skip):
-            return node
-        self.generic_visit(node)
-        return node
-
-    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-        self.generic_visit(node)
-        if isinstance(node.ctx, ast.Store | ast.Del):
-            node.value = _call(OWN, node.value, ast.Constant(node.lineno))
-            return node
-        text = ast.Constant(node.attr)
-        return ast.copy_location(_call(READ, node.value, text, ast.Constant(node.lineno)), node)
-
-    def visit_Call(self, node: ast.Call) -> ast.AST:
-        writer = isinstance(node.func, ast.Name) and node.func.id in _WRITERS
-        writer = writer or (
-            isinstance(node.func, ast.Attribute)
-            and node.func.attr in ("__setattr__", "__delattr__")
-            and _is_name(node.func.value, "object")
-        )
-        self.generic_visit(node)
-        if writer and node.args:
-            node.args[0] = _call(OWN, node.args[0], ast.Constant(node.lineno))
-        return node
-
-
-def _call(name: str, *args: ast.expr) -> ast.Call:
-    call = ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=list(args), keywords=[])
-    return ast.copy_location(call, args[0])
-
-
-def guarded_code(source: str, filename: str) -> Any:
-    """``source`` compiled with :class:`Guarded` applied (for code run outside IPython:
-    the processes exercise's cell in its workers)."""
-    tree = Guarded().visit(ast.parse(source, filename))
-    return compile(ast.fix_missing_locations(tree), filename, "exec")

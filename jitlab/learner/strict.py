@@ -64,6 +64,7 @@ import re
 import sys
 import sysconfig
 import threading
+import types
 import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -91,6 +92,7 @@ GRADERS_ENV = "JITLAB_STRICT_GRADERS"  # what the grader cells import, loaded at
 EVENT = "jitlab.strict"
 GUARD_EVENT = "jitlab.strict.guard"  # raised by the attribute guard only
 REPORT = "report.jsonl"
+EXEMPT = "given-cells.txt"  # the fingerprints of the cells the exercise gives, as given
 VERDICTS = "verdicts.jsonl"  # the hook's copy of the verdict channel, which the runner reads
 DUMP = "xla"
 STARTUP = "ipython/profile_default/startup/00-jitlab-strict.py"
@@ -711,7 +713,22 @@ def _encoder() -> Callable[[Any], str]:
 
 def arm(folder: str | None = None) -> None:
     """Set up this kernel for a strict check: stock, listener, audit hook. Called once
-    by the startup file, before the first cell."""
+    by the startup file, before the first cell. The hook runs on a sealed copy of this
+    module's functions, whose globals are a dictionary of their own: rebinding a name of
+    the module later (``strict._differences = ...``, red team 9) changes nothing it calls."""
+    namespace = dict(globals())
+    for name, value in list(namespace.items()):
+        if isinstance(value, types.FunctionType) and value.__module__ == __name__:
+            copy = types.FunctionType(
+                value.__code__, namespace, value.__name__, value.__defaults__, value.__closure__
+            )
+            copy.__kwdefaults__ = value.__kwdefaults__
+            namespace[name] = copy
+    namespace["_arm"](folder)
+
+
+def _arm(folder: str | None = None) -> None:
+    """:func:`arm`'s work, run on the sealed copy."""
     import jax
     import numpy.random  # noqa: F401 (what draws the grader's inputs, watched from here)
 
@@ -823,7 +840,7 @@ def arm(folder: str | None = None) -> None:
     # The learner's attribute reads and writes go through two guards (safe_subset
     # rewrites each cell but the grader cells so): writes only on objects of the learner's
     # own classes, reads never reaching a module outside the subset or the interpreter.
-    from jitlab.learner import safe_subset
+    from jitlab.grading import sandbox
 
     audit_ = sys.audit
 
@@ -831,11 +848,13 @@ def arm(folder: str | None = None) -> None:
         audit_(GUARD_EVENT, what, f"line {line} of a cell of yours")  # the hook refuses it
         raise PermissionError(f"strict mode: {what} is not allowed")
 
-    own, read = safe_subset.make_guards(guard_refuse)
+    own, read, value = sandbox.make_guards(guard_refuse)
     if os.environ.get(LAYERS_ENV) != "hook" and shell is not None:
-        setattr(builtins, safe_subset.OWN, own)
-        setattr(builtins, safe_subset.READ, read)
-        shell.ast_transformers.append(safe_subset.Guarded(skip=announce("", 0, "")[:40]))
+        setattr(builtins, sandbox.OWN, own)
+        setattr(builtins, sandbox.READ, read)
+        setattr(builtins, sandbox.VALUE, value)
+        skip, given = announce("", 0, "")[:40], where / EXEMPT
+        shell.ast_transformers.append(sandbox.Guarded(skip=skip, exempt=given))
     stock = stock_now()
     library, library_classes = _library(course), _library(course, classes=True)
     dumps, realpath = _encoder(), os.path.realpath  # the hook's own, whatever is patched later

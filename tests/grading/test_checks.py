@@ -19,6 +19,8 @@ from jitlab.course import load_course
 from jitlab.grading import (
     JIT_ON,
     GradingFailure,
+    as_numbers,
+    call_learner,
     grader,
     passed,
     require_close,
@@ -453,3 +455,43 @@ class _AgreeingArray:
 def test_require_close_compares_numbers_not_objects_that_agree():
     with pytest.raises(GradingFailure):
         require_close("numbers", _AgreeingArray(), np.array([1.0, 2.0]))
+
+
+class LaterFloat:  # red team 10: numbers made when the grader reads them, outside jit
+    def __init__(self, x):
+        self.x = x
+
+    def __float__(self):
+        return float(np.sum(np.asarray(self.x)))
+
+
+class LaterSequence:
+    def __init__(self, x):
+        self.x = x
+
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, i):
+        return float(np.asarray(self.x)[i]) * 2
+
+
+@pytest.mark.parametrize(
+    ("kind", "how"), [(LaterFloat, "__float__"), (LaterSequence, "__len__")], ids=str
+)
+def test_an_answer_that_makes_its_numbers_when_read_fails(kind, how):
+    with pytest.raises(GradingFailure) as failure:
+        call_learner("runs", lambda x: kind(x), np.ones(3))
+    assert "makes its value when read" in failure.value.seen and how in failure.value.seen
+    assert as_numbers(kind(np.ones(3))) is None
+
+
+def test_an_answer_of_arrays_in_containers_of_its_own_is_read_as_it_is():
+    from typing import NamedTuple
+
+    class Pair(NamedTuple):
+        a: object
+        b: object
+
+    out = call_learner("runs", lambda x: Pair(jax.numpy.asarray(x), np.asarray(x)), np.ones(2))
+    assert isinstance(out, Pair) and as_numbers(out).shape == (2, 2)

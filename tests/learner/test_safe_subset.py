@@ -13,8 +13,9 @@ import pytest
 from answers import SOLVED, run, write_answer
 
 from jitlab.course.manifest import load_course
+from jitlab.grading.sandbox import Guarded, make_guards
 from jitlab.learner.check import code_cells
-from jitlab.learner.safe_subset import Guarded, make_guards, refusals
+from jitlab.learner.safe_subset import refusals
 
 # Each cheat kind of issue 27 and of the red teams, as a learner writes it: words the
 # refusal holds.
@@ -75,6 +76,24 @@ REFUSED = {
     "async code": ("async def f():\n    pass", "async"),
     "jax.distributed": ("import jax\njax.distributed.initialize()", "distributed"),
     "a file loaded": ("import numpy as np\nnp.load('x.npy', allow_pickle=True)", "load"),
+    "bytes unpickled": (
+        "from jax.experimental import serialize_executable",
+        "serialize_executable",
+    ),  # noqa: E501
+    "a module loaded by name": (
+        "import matplotlib\nmatplotlib.backends.backend_registry",
+        "backends",
+    ),  # noqa: E501
+    "an attribute read by a class pattern": (
+        "match x:\n    case object(func_globals=g):\n        pass",
+        "class pattern",
+    ),  # noqa: E501
+    "a Cython function's globals": (
+        "import numpy as np\ng = np.random.Generator.normal.func_globals",
+        "func_globals",
+    ),  # noqa: E501
+    "builtins from enum": ("from enum import bltns", "bltns"),
+    "a dunder in bytes": ("x = b'__class__'", "__name__"),
 }
 
 # What honest answers write: none of it is refused.
@@ -117,6 +136,17 @@ ALLOWED = {
     "a docstring that names a dunder": ('def f():\n    """Like __init__."""\n    return 1'),
     "the course's instruments": ("import jitlab\nwith jitlab.count_compiles(f) as n:\n    f(1)"),
     "list.extend": ("xs = []\nxs.extend([1])"),
+    "a class's name": ("def describe(x):\n    return type(x).__name__"),
+    "a decorator of its own": (
+        "import functools\ndef logged(f):\n    @functools.wraps(f)\n"
+        "    def inner(*a):\n        return f(*a)\n    return inner"
+    ),
+    "a tracer test and a frozen dict": (
+        "import jax\nfrom flax.core import freeze\nok = isinstance(x, jax.core.Tracer)"
+    ),
+    "an indexed format field and a key with underscores": ("t = '{0[0]}'.format(x, {'w__0': 1})"),
+    "an NNX variable written": ("def set_w(model, w):\n    model.lin.kernel.value = w"),
+    "a file saved": ("import numpy as np\nnp.save('w.npy', w)"),
 }
 
 
@@ -156,7 +186,7 @@ def refuse(what: str, line: int) -> None:
     raise Refused(f"{what} (line {line})")
 
 
-OWN, READ = make_guards(refuse)
+OWN, READ, VALUE = make_guards(refuse)
 Mine = type("Mine", (), {"__module__": "__main__"})  # a class a learner's cell defined
 
 
@@ -177,10 +207,35 @@ def test_reads_never_reach_the_interpreter_or_a_module_outside_the_subset():
         READ(matplotlib.cbook, "operator", 2)
     with pytest.raises(Refused, match="interpreter object"):
         READ(types.SimpleNamespace(f=(lambda: 0).__code__), "f", 3)
-    handed_out = types.ModuleType("numpy_like")
+    handed_out = types.ModuleType("numpy.handed_out")  # an allowed module's own name
     handed_out.peek = __import__("sys")._getframe
-    with pytest.raises(Refused, match="sys._getframe|sys.peek"):
+    with pytest.raises(Refused, match="reaching sys._getframe"):
         READ(handed_out, "peek", 4)
+    import jitlab.graders.static_arguments as grader_module  # bound by a grader cell
+
+    with pytest.raises(Refused, match="off the module jitlab.graders.static_arguments"):
+        READ(grader_module, "ACTIVATIONS", 5)
+
+
+@pytest.mark.parametrize(
+    "found",
+    [exec, getattr, setattr, __import__("builtins"), __import__("pickle").loads],
+    ids=["exec", "getattr", "setattr", "builtins", "pickle.loads"],
+)
+def test_a_value_that_reaches_the_interpreter_is_refused_however_it_came(found):
+    # red team 10: a call's result (pkgutil.resolve_name("builtins:exec")), an item, a
+    # name from-imported (enum's bltns) are checked as attribute reads are
+    with pytest.raises(Refused):
+        VALUE(found, 6)
+
+
+def test_the_frameworks_mutable_objects_may_be_written():
+    from flax import nnx
+
+    variable = nnx.Param(np.zeros(2))
+    assert OWN(variable, 7) is variable
+    with pytest.raises(Refused, match="not an object of a class of yours"):
+        OWN(types.ModuleType("flax.nnx"), 8)
 
 
 def test_the_rewritten_cell_evaluates_each_target_once_and_keeps_super():
@@ -193,7 +248,7 @@ def test_the_rewritten_cell_evaluates_each_target_once_and_keeps_super():
     )
     tree = ast.fix_missing_locations(Guarded().visit(ast.parse(source)))
     names = {"__name__": "__main__", "__builtins__": __builtins__}
-    names.update({"__jitlab_own__": OWN, "__jitlab_read__": READ})
+    names.update({"__jitlab_own__": OWN, "__jitlab_read__": READ, "__jitlab_value__": VALUE})
     exec(compile(tree, "<cell>", "exec"), names)
     assert names["b"].n == 1 and names["b"].made and names["calls"] == [1]
 
