@@ -49,6 +49,7 @@ PER_BUCKET = "at most one compilation of train_step per bucket"
 RUNS_AGAIN = "train_fast runs a second time"
 RETURNS_AGAIN = "the second run returns (params, losses) too"
 LOSSES_AGAIN = "the second run's losses match the original loop"
+PARAMS_AGAIN = "the second run's final params match the original loop"
 NOTHING_NEW = "a second run in the same buckets compiles nothing"
 
 HINTS = Hints(
@@ -95,7 +96,8 @@ STEP = KernelExercise(
 )
 CHECKS = (BUCKETS_HOLD, BUCKETS_FEW, STEP.name(JITTED), RUNS, RETURNS,
           *STEP.names(UNCHANGED, JIT_ON), CALLED, LOSSES, PARAMS, FROM_STEP, UPDATES,
-          PER_BUCKET, RUNS_AGAIN, RETURNS_AGAIN, LOSSES_AGAIN, NOTHING_NEW)  # fmt: skip
+          PER_BUCKET, RUNS_AGAIN, RETURNS_AGAIN, LOSSES_AGAIN, PARAMS_AGAIN,
+          NOTHING_NEW)  # fmt: skip
 
 Batch = dict[str, Any]
 Params = dict[str, np.ndarray]
@@ -368,7 +370,17 @@ def grade(train_fast: Callable, train_step: Callable, bucket_size: Callable[[int
     with count_compiles(ANY_FUNCTION) as everything:
         result2 = call_learner(RUNS_AGAIN, train_fast, params2, batches2)
     passed(RUNS_AGAIN)
-    _require_losses(LOSSES_AGAIN, _losses(result2, RETURNS_AGAIN), params2, batches2, [], bucket)
+    want2 = _require_losses(
+        LOSSES_AGAIN, _losses(result2, RETURNS_AGAIN), params2, batches2, [], bucket
+    )
+    wrong = [k for k, p in want2.items() if not _close(result2[0][k], p)]  # stop 42: unchecked
+    HINTS.require(
+        PARAMS_AGAIN,
+        not wrong,
+        expected="the second run's final params['w'], ['b'] and ['v'] as the original loop's",
+        seen=f"{', '.join(wrong)} differ from the original loop's",
+        hint="return the params the second run's last step returned, not the first run's",
+    )
     compiled = ", ".join(f"{name} x{n}" for name, n in everything.compiled.most_common(4))
     HINTS.require(
         NOTHING_NEW,

@@ -35,8 +35,9 @@ CHECKS = {  # every check once: its name, then its default hint
         lazily, on the first call; use jax.jit(fn).lower(...).compile()""",
     (COMPILES_ONCE := "warm_up compiles fn once per bucket"): """compile the fn you are given, once
         per bucket size, from jax.ShapeDtypeStruct arguments""",
-    (TAKES_DTYPE := "each executable takes a padded request of its bucket's size and dtype"): """
-        build each jax.ShapeDtypeStruct from the bucket size and the dtype argument""",
+    (TAKES_DTYPE := "each executable takes its bucket's padded request and an int32 n"): """build
+        each jax.ShapeDtypeStruct from the bucket size and the dtype argument, and n's from
+        jnp.int32""",
     (SERVE_RUNS := "serve runs"): "run the exercise cell on its own to see the full traceback",
     (RIGHT_TYPES := "serve calls each executable with the types it was compiled for"): """pad with
         NumPy in the request's dtype: np.zeros(size, dtype=x.dtype), then copy x in""",
@@ -137,11 +138,14 @@ def _warm_up(warm_up: Callable[..., Any], buckets: list[int], dtype: type, kerne
     takes = {}
     for size in want:
         args, kwargs = compiled[size].args_info
-        arg = args[0] if args else kwargs.get("padded")
-        takes[size] = "?" if arg is None else f"{np.dtype(arg.dtype).name}{list(arg.shape)}"
-    wrong = [size for size in want if takes[size] != f"{label}[{size}]"]
-    expected = ", ".join(f"{size}: {label}[{size}]" for size in wrong)
-    _check(TAKES_DTYPE, not wrong, expected, ", ".join(f"{s}: {takes[s]}" for s in wrong))
+        given = [*args, *kwargs.values()][:2]  # padded, then n, however they were named
+        avals = [f"{np.dtype(a.dtype).name}{list(a.shape)}" for a in given if hasattr(a, "dtype")]
+        takes[size] = ", ".join(avals) or "?"
+    wrong = [size for size in want if takes[size] != f"{label}[{size}], int32[]"]
+    expected = ", ".join(f"{size}: {label}[{size}], int32[]" for size in wrong)
+    seen = ", ".join(f"{s}: {takes[s]}" for s in wrong)
+    n_wrong = any(takes[s].startswith(f"{label}[{s}]") for s in wrong)  # the padded one right
+    _check(TAKES_DTYPE, not wrong, expected, seen, HINTS["length"] * n_wrong)
     return compiled
 
 

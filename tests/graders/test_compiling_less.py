@@ -171,7 +171,9 @@ WRONG_WARM_UP = {  # name: (warm_up, the check it fails), served by the right se
     "another function": (lambda f, b, d: warm_up(own_summarise, b, d), cl.COMPILES_ONCE),
     "ignores dtype": (lambda f, b, d: warm_up(f, b, jnp.float32), cl.TAKES_DTYPE),
     "n as float32": (lambda f, b, d: warm_up(f, b, d, jax.ShapeDtypeStruct((), jnp.float32)),
-                     cl.RIGHT_TYPES),
+                     cl.TAKES_DTYPE),
+    "n as int16, used so in serve too": (  # stop 42's weak spot: consistent, but not int32
+        lambda f, b, d: warm_up(f, b, d, jax.ShapeDtypeStruct((), jnp.int16)), cl.TAKES_DTYPE),
 }
 WRONG_SERVE = {  # name: (a factory of serve, the check it fails), after the right warm_up
     "serve under disable_jit": (lambda: serve_without_jit, JIT_ON),
@@ -210,7 +212,8 @@ ON_EVERY_DRAW = {  # rules only some inputs expose, graded on three seeds
 WORDS = {  # what a verdict must hold, where more than its check
     "jit off in the config": ["jit is switched off"],
     "ignores dtype": ["float16["],
-    "n as float32": ["'n' compiled with float32[]", "np.int32(n) in serve"],
+    "n as float32": ["float32[]", "int32 scalar"],
+    "n as int16, used so in serve too": ["int16[]", "int32 scalar"],
     "serve under disable_jit": ["disable_jit"],
     "jit in the loop": ["lazy_summary"],
     "jnp.pad": ["pad"],

@@ -56,6 +56,12 @@ def replayer():
     return replay
 
 
+def on_the_host(w, batch, lr):
+    """The update computed by NumPy through a callback: right numbers, no work compiled."""
+    update = lambda *args: np.asarray(sgd_update(*args), np.float32)  # noqa: E731
+    return jax.pure_callback(update, jax.ShapeDtypeStruct(w.shape, w.dtype), w, batch, lr)
+
+
 def grade(prepare, step=None):
     prepare = replayer() if prepare is replayer else prepare
     diagnosing.grade(prepare, jax.jit(sgd_update) if step is None else step)
@@ -134,6 +140,12 @@ WRONG = {
     "look-alike of jit": (lr_as(same), LooksJitted(), JITTED, []),
     "wrong return shape": (lambda b, lr: b, None, diagnosing.RETURNS, []),
     "a batch kept by id()": (memo_by_id(), None, WEIGHTS, ["step 0's batch", "by id()"]),
+    "the update in a host callback": (
+        lr_as(np.float32),
+        jax.jit(on_the_host),
+        diagnosing.COMPILED,
+        ["pure_callback"],
+    ),  # a weak spot named in stop 42
 }
 SEEDED = ("unchanged", "rounds the rate", "bfloat16 batch", "float16 batch (within the tolerance)")
 
