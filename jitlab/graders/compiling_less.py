@@ -35,9 +35,10 @@ CHECKS = {  # every check once: its name, then its default hint
         lazily, on the first call; use jax.jit(fn).lower(...).compile()""",
     (COMPILES_ONCE := "warm_up compiles fn once per bucket"): """compile the fn you are given, once
         per bucket size, from jax.ShapeDtypeStruct arguments""",
-    (TAKES_DTYPE := "each executable takes its bucket's padded request and n, typed as asked"): """build
-        each jax.ShapeDtypeStruct from the bucket size and the dtype argument, and n's from
-        jnp.int32""",
+    (TAKES_DTYPE := "each executable takes its bucket's padded request and n, typed as asked"): (
+        """build each jax.ShapeDtypeStruct from the bucket size and the dtype argument, and
+        n's from jnp.int32"""
+    ),
     (SERVE_RUNS := "serve runs"): "run the exercise cell on its own to see the full traceback",
     (RIGHT_TYPES := "serve calls each executable with the types it was compiled for"): """pad with
         NumPy in the request's dtype: np.zeros(size, dtype=x.dtype), then copy x in""",
