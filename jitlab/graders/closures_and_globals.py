@@ -239,6 +239,6 @@ def grade(confident_probs: Callable[..., Any]) -> None:
     hint += "a static float is part of the cache key, so each new value compiles a new program"
     counted = f"compilation(s) for {CHANGES} calls at one shape of logits"
     require_compiles(ONCE, count, exactly=1, what=counted, hint=hint, seen_extra="; ".join(extra))
-    ran = [name for made in recorder.calls for name in made.callbacks]  # what the calls compiled
+    ran = [name for made in recorder.calls for name in (*made.callbacks, made.rebuilt) if name]
     found = ", ".join(ran or host_callbacks(confident_probs, logits, *settings[0]))
     HINTS.require(INSIDE, not found, "the work in the compiled program", f"host callbacks: {found}")

@@ -162,7 +162,7 @@ def _graded(fn: Any, name: str, checks: dict[str, str], cases: list) -> Iterator
     hint += "calls of one shape share one program; let jnp.where or lax decide in it"
     what = f"compilations of {name} for {len(cases)} calls of the same shapes"
     require_compiles(once, count, exactly=1, what=what, hint=hint, seen_extra=found.text)
-    ran = [name for made in recorder.calls for name in made.callbacks]  # what the calls compiled
+    ran = [name for made in recorder.calls for name in (*made.callbacks, made.rebuilt) if name]
     found = ", ".join(ran or call_learner(inside, host_callbacks, fn, *cases[0]))
     expected = f"{name}'s decision made by the compiled program (jnp/lax operations)"
     _check(inside, not found, expected, f"the program calls back into Python ({found})")

@@ -152,7 +152,7 @@ def grade(prepare_batch: Callable[..., Any], fixed_step: Callable[..., Any]) -> 
     _require_numbers(w0, np.stack(got), want, changes)
     hint = "fixed_step should be the jitted update itself, not a wrapper around another one"
     never = "fixed_step was never compiled while the grader called it"
-    callbacks = [name for call in step.calls for name in call.callbacks]  # in what it compiled
+    callbacks = [name for call in step.calls for name in (*call.callbacks, call.rebuilt) if name]
     expected = "the update computed inside fixed_step's compiled program"
     seen = f"a {callbacks[0]} in fixed_step's program: the work runs in Python" if callbacks else ""
     hint_cb = "compute the update with jax.numpy inside fixed_step, not through a callback"

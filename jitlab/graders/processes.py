@@ -216,8 +216,7 @@ def _guarded_run(path: str, names: dict) -> dict:
         worker_guard.FOUND.append(f"refused {what} (line {line} of your cell)")
         raise PermissionError(f"strict mode: {what} is not allowed")
 
-    names_ = (sandbox.OWN, sandbox.READ, sandbox.VALUE)
-    for name, guard in zip(names_, sandbox.make_guards(refuse), strict=True):
+    for name, guard in zip(sandbox.GUARDS, sandbox.make_guards(refuse), strict=True):
         setattr(builtins, name, guard)
     source = Path(path).read_text(encoding="utf-8")
     exec(sandbox.guarded_code(source, path), names)  # noqa: S102 (the learner's cell, guarded)

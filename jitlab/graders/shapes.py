@@ -49,8 +49,9 @@ CLOSE = {"rtol": 1e-4, "atol": 1e-8}  # float32 sums against the float64 referen
 CHECKS = (*RMS.names(k.JITTED, k.PLAIN), c.BUCKETS_HOLD, c.BUCKETS_FEW, RMS.name(k.NO_CALLBACKS))
 CHECKS += (PADDING, NUMBERS, *RMS.names(k.UNCHANGED, k.JIT_ON, k.FROM_KERNEL), PER_BUCKET)
 N_TYPES = "pass n the same way on every call (always len(x), a Python int, say)"
-CAUSE_HINTS = dict.fromkeys((sig.WEAK_TYPE, sig.PYTHON_SCALAR, sig.DTYPE), N_TYPES)
-CAUSE_HINTS[sig.STATIC] = "keep n traced: not in static_argnums / static_argnames, not closed over"
+CAUSE_HINTS = dict.fromkeys((sig.WEAK_TYPE, sig.PYTHON_SCALAR, sig.DTYPE), N_TYPES) | {
+    sig.STATIC: "keep n traced: not in static_argnums / static_argnames, not closed over"
+}
 
 
 def _reference_rms(x: np.ndarray) -> float:

@@ -122,6 +122,7 @@ class Call:
     key: Any = None
     within: str = ""  # for a traced call, what traced it: "a lax.scan", "a jax.jit"
     callbacks: tuple[str, ...] = ()  # host callbacks in the program a new compilation made
+    rebuilt: str = ""  # the learner's code that rebuilds the output after the program ran
 
 
 # The public JAX functions that trace a function they are given, by their frame's name.
@@ -182,6 +183,52 @@ def host_callbacks(fn: Any, *args: Any, **kwargs: Any) -> list[str]:
     return sorted(found)
 
 
+_BUILDERS = ("__new__", "__init__", "__post_init__", "_make", "__init_subclass__")
+
+
+def _learners(function: Any) -> bool:
+    """Whether ``function`` is code the learner wrote (not a library's, not the code a
+    named tuple or a dataclass generates, whose file is "<string>")."""
+    from jitlab.grading.checks import LIBRARY_HOMES
+
+    code = getattr(function, "__code__", None)
+    home = str(getattr(function, "__module__", "") or "").split(".")[0]
+    return code is not None and code.co_filename != "<string>" and home not in LIBRARY_HOMES
+
+
+def rebuilt_by(structure: Any) -> str:
+    """The first node of a pytree ``structure`` that JAX rebuilds by running code the
+    learner wrote (a registered unflatten, a class's own ``__new__`` or ``__init__``),
+    as "Box's unflatten"; "" when none does. An output so rebuilt is made after the
+    compiled program ran, by Python: its numbers need not come from the program."""
+    from jax._src import tree_util
+
+    nodes = [structure]
+    while nodes:
+        node = nodes.pop()
+        nodes.extend(node.children())
+        data = node.node_data()
+        kind = data[0] if data is not None else None
+        if not isinstance(kind, type):
+            continue
+        entry = tree_util._registry.get(kind)
+        if entry is not None and _learners(getattr(entry, "from_iter", None)):
+            return f"{kind.__name__}'s unflatten"
+        for cls in type.__dict__["__mro__"].__get__(kind):
+            made = {name: vars(cls).get(name) for name in _BUILDERS}
+            found = [name for name, f in made.items() if _learners(getattr(f, "__func__", f))]
+            if found:
+                return f"{kind.__name__}.{found[0]}"
+    return ""
+
+
+def _rebuilt(target: Any, args: tuple, kwargs: dict) -> str:
+    try:
+        return rebuilt_by(target.trace(*args, **kwargs).out_tree)  # out_info would rebuild it
+    except Exception:
+        return ""
+
+
 def _has_tracer(tree: Any) -> bool:
     return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(tree))
 
@@ -230,6 +277,7 @@ class Recorder:
                 # The program just compiled, read before any code of the learner's runs
                 # again: a function that builds another program on a later trace is seen.
                 call.callbacks = tuple(host_callbacks(self.target, *args, **kwargs))
+                call.rebuilt = _rebuilt(self.target, args, kwargs)
             kept = self.traced if call.traced else self.calls
             with grader_changes(kept):
                 kept.append(call)

@@ -199,6 +199,11 @@ class KernelExercise:
         too if ``passes``."""
         found = [name for call in calls for name in call.callbacks]
         seen = f"a {found[0]} in the program: the work runs in Python" if found else ""
+        rebuilt = [call.rebuilt for call in calls if call.rebuilt]
+        if rebuilt and not found:
+            seen = f"its output is rebuilt by {rebuilt[0]}, code of yours that runs after the "
+            seen += "program: the numbers need not come from it (return arrays, tuples, dicts)"
+        found += rebuilt
         if found or passes:
             self.require(NO_CALLBACKS, not found, seen=seen)
 
@@ -294,7 +299,12 @@ class KernelExercise:
     def returns_kernel_output(
         self, run: Run, *, same: Callable[[Any, Any], bool] = same_value
     ) -> None:
-        """What each call of the wrapper returned is an output of a kernel call it made."""
+        """What each call of the wrapper returned is an output of a kernel call it made,
+        and no kernel output was rebuilt by the learner's code after its program ran."""
+        rebuilt = [call.rebuilt for call in run.kernel_calls if call.rebuilt]
+        if rebuilt:
+            seen = f"{self.kernel}'s output is rebuilt by {rebuilt[0]}, code of yours that runs "
+            self.require(FROM_KERNEL, False, seen=seen + "after the compiled program")
         pairs = zip(run.outputs, run.calls, strict=True)
         elsewhere = [i for i, (out, d) in enumerate(pairs) if not any(same(out, c.out) for c in d)]
         self.require(

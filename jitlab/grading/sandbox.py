@@ -177,6 +177,8 @@ def is_call_to(node: ast.AST, name: str) -> bool:
 OWN = "__jitlab_own__"  # the guards' names in builtins (the subset cannot say them)
 READ = "__jitlab_read__"
 VALUE = "__jitlab_value__"
+EACH = "__jitlab_each__"
+GUARDS = (OWN, READ, VALUE, EACH)  # the names, in the order make_guards returns them
 WRITERS = {"setattr", "delattr"}
 # Modules whose functions an allowed module may not hand out (``lib.getframe = sys._getframe``);
 # the builtins that reach objects by name or run text are refused wherever they come from.
@@ -205,7 +207,7 @@ def module_allowed(name: str) -> bool:
     )
 
 
-def make_guards(refuse: Callable[[str, int], Any]) -> tuple[Callable, Callable, Callable]:
+def make_guards(refuse: Callable[[str, int], Any]) -> tuple[Callable, ...]:
     """The runtime guards :class:`Guarded` code calls. ``own(obj, line)`` before an
     attribute write: only objects of classes the learner's cells defined (and those
     classes), and the frameworks' mutable objects (``nnx.Variable``). ``read(obj, name,
@@ -236,6 +238,7 @@ def make_guards(refuse: Callable[[str, int], Any]) -> tuple[Callable, Callable, 
     forbidden = {id_(getattr_(builtins, n)): n for n in BUILTINS if hasattr(builtins, n)}
     forbidden |= {id_(f): f.__name__ for f in (builtins.__import__, setattr, delattr)}
     by_design = _MUTABLE_BY_DESIGN
+    open_dunders = frozenset({"__name__", "__qualname__", "__doc__", "__init__", "__new__"})
 
     def module_name(module: Any) -> str:
         name = module_dict(module).get("__name__", "?")
@@ -256,6 +259,8 @@ def make_guards(refuse: Callable[[str, int], Any]) -> tuple[Callable, Callable, 
         refuse(f"writing an attribute of {what}, which is not an object of a class of yours", line)
 
     def value(found: Any, line: int) -> Any:
+        if type_(found) is dict and ("__builtins__" in found or "__build_class__" in found):
+            refuse("reaching a module's namespace (its globals, or the builtins')", line)
         if isinstance_(found, module_type):
             if not allowed(module_name(found)):
                 refuse(f"reaching the module {module_name(found)}", line)
@@ -272,9 +277,18 @@ def make_guards(refuse: Callable[[str, int], Any]) -> tuple[Callable, Callable, 
     def read(obj: Any, name: str, line: int) -> Any:
         if isinstance_(obj, module_type) and not allowed(module_name(obj)):
             refuse(f"reading {name} off the module {module_name(obj)}", line)
+        if name[:2] == "__" and name not in open_dunders:  # __dict__, __class__, __globals__
+            cls = obj if isinstance_(obj, type_) else type_(obj)
+            if proxy_get(type_dict(cls), "__module__") != "__main__":
+                refuse(f"reading {name} of an object that is not of a class of yours", line)
         return value(getattr_(obj, name), line)
 
-    return own, read, value
+    def each(items: Any, line: int) -> Any:
+        """``items``, each checked as it is handed to the learner's loop."""
+        for item in items:
+            yield value(item, line)
+
+    return own, read, value, each
 
 
 class Guarded(ast.NodeTransformer):
@@ -333,6 +347,17 @@ class Guarded(ast.NodeTransformer):
         if super_call:
             return node  # super() reads its frame's first argument: called where it stands
         return ast.copy_location(_call(VALUE, node, ast.Constant(node.lineno)), node)
+
+    def visit_For(self, node: ast.For) -> ast.AST:
+        self.generic_visit(node)
+        node.iter = ast.copy_location(_call(EACH, node.iter, ast.Constant(node.lineno)), node.iter)
+        return node
+
+    def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
+        self.generic_visit(node)
+        line = ast.Constant(getattr(node.iter, "lineno", 0))
+        node.iter = ast.copy_location(_call(EACH, node.iter, line), node.iter)
+        return node
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> Any:
         checks = [

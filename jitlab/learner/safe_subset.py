@@ -55,11 +55,14 @@ from jitlab.grading.sandbox import (
     is_super,
 )
 
-NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make"})
+# Public API that starts with _: a named tuple's, and jit's cache size (lesson 06 reads it).
+NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make", "_cache_size"})
 READ_ONLY_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__"})  # text, read only
 CLASS_DECLARATIONS = frozenset({"__slots__", "__match_args__"})  # in a class body
-SELF_DUNDERS = frozenset({"__dict__", "__slots__"})  # read or written on self
-_DUNDER = re.compile(r"__\w+__")  # a dunder name in text or bytes
+SELF_DUNDERS = frozenset({"__slots__"})  # read on self
+_DUNDER = re.compile(r"^__\w+__$")  # text or bytes that is a dunder name ("__class__")
+# jax.config, read for a flag's value or updated for these, which only say more
+CONFIG_UPDATES = frozenset({"jax_log_compiles", "jax_explain_cache_misses", "jax_enable_x64"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,9 +111,14 @@ class _Reader(ast.NodeVisitor):
         }
         self.selves: list[str | None] = []  # the first parameter of the method being read
         self.in_class_body = False
-        self.chains: set[int] = set()  # names read as the start of an attribute chain
         self.registering: set[int] = set()  # `register...` used on a class of the cell's
         self.called: set[int] = set()  # the function expressions of calls
+        self.named = {  # x.__class__ in x.__class__.__name__
+            id(node.value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr in READ_ONLY_DUNDERS
+        }
+        self.configs = set(_config_reads(tree))
         self.decorating = {  # @functools.wraps(...) on a function the cell defines
             id(d.func)
             for node in ast.walk(tree)
@@ -198,16 +206,11 @@ class _Reader(ast.NodeVisitor):
             self.refuse(node, f"`{node.id}` reaches objects by name or runs text")
         elif node.id.startswith("__") and node.id != "__name__" and not declared:
             self.refuse(node, f"`{node.id}`: the interpreter's own names")
-        elif node.id in self.modules and isinstance(node.ctx, ast.Load):
-            if id(node) not in self.chains:
-                self.refuse(node, f"a module ({node.id}) used as a value: call its functions")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         root = node.value
         while isinstance(root, ast.Attribute):
             root = root.value
-        if isinstance(node.value, ast.Name):
-            self.chains.add(id(node.value))
         library = isinstance(root, ast.Name) and root.id in self.imported
         if self._on_self(node) and (not node.attr.startswith("__") or node.attr in SELF_DUNDERS):
             pass  # self._cache, self.__dict__: the learner's own object
@@ -224,6 +227,10 @@ class _Reader(ast.NodeVisitor):
             pass  # type(x).__name__: text
         elif node.attr == "wraps" and id(node) in self.decorating:
             pass  # @functools.wraps(f) on a function of the learner's: it writes that one
+        elif node.attr == "__class__" and id(node) in self.named:
+            pass  # self.__class__.__name__: text
+        elif node.attr == "config" and id(node) in self.configs:
+            pass  # jax.config.update("jax_log_compiles", True), jax.config.jax_enable_x64
         else:
             parent = node.value
             root = parent.id if isinstance(parent, ast.Name) else getattr(parent, "attr", "")
@@ -321,13 +328,33 @@ class _Reader(ast.NodeVisitor):
 
     def visit_Constant(self, node: ast.Constant) -> None:
         text = node.value.decode("latin-1") if isinstance(node.value, bytes) else node.value
-        if isinstance(text, str) and _DUNDER.search(text):
-            self.refuse(node, "text with a __name__ in it names the interpreter's internals")
+        if isinstance(text, str) and _DUNDER.match(text) and text != "__main__":
+            self.refuse(node, "text that is a dunder name names the interpreter's internals")
 
     def visit_MatchClass(self, node: ast.MatchClass) -> None:
-        if node.kwd_attrs:  # `case C(attr=...)` reads attributes by name, any name
-            self.refuse(node, "a class pattern with attribute names: match on values instead")
-        self.generic_visit(node)
+        # `case C(x)` and `case C(attr=x)` read attributes by name (C.__match_args__, any
+        # name, in C): match on values, sequences and mappings instead
+        self.refuse(node, "a class pattern reads attributes by name: match on values instead")
+
+
+def _config_reads(tree: ast.AST) -> Iterator[int]:
+    """The ``jax.config`` nodes an answer may write: a read of a flag's value
+    (``jax.config.jax_enable_x64``) and ``jax.config.update`` of a flag that only says
+    more (:data:`CONFIG_UPDATES`), its value written out."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)):
+            continue
+        config = node.value
+        if config.attr != "config" or not is_name(config.value, "jax"):
+            continue
+        if node.attr.startswith("jax_") and isinstance(node.ctx, ast.Load):
+            yield id(config)
+        elif node.attr == "update":
+            for call in ast.walk(tree):
+                if isinstance(call, ast.Call) and call.func is node and call.args:
+                    key = call.args[0]
+                    if isinstance(key, ast.Constant) and key.value in CONFIG_UPDATES:
+                        yield id(config)
 
 
 def _allowed() -> str:

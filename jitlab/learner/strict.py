@@ -404,16 +404,20 @@ _MUTATED = re.compile(
 
 def _rebound(module: Any) -> frozenset[str]:
     """The names a course module rebinds (``global``) or changes in place (a cache it
-    fills): its state, not its parts, which are compared by content."""
+    fills): its state, not its parts, which are compared by content. A name changed in
+    place counts only if it holds a container: a module (``np``) or a function
+    (``passed``) whose name the source writes before ``.append(`` is a part."""
     name = module.__name__
     if name not in _REBOUND:
         try:
             text = Path(getattr(module, "__file__", None)).read_text(encoding="utf-8")
         except (OSError, TypeError):  # a module without a file (planted: reported apart)
             text = ""
-        names = {n.strip() for line in _GLOBAL.findall(text) for n in line.split(",")}
-        names |= set(_MUTATED.findall(text))
-        _REBOUND[name] = frozenset(names)
+        rebound = {n.strip() for line in _GLOBAL.findall(text) for n in line.split(",")}
+        changed = {
+            n for n in _MUTATED.findall(text) if isinstance(vars(module).get(n), dict | list | set)
+        }
+        _REBOUND[name] = frozenset(rebound | changed)
     return _REBOUND[name]
 
 
@@ -718,6 +722,8 @@ def arm(folder: str | None = None) -> None:
     the module later (``strict._differences = ...``, red team 9) changes nothing it calls."""
     namespace = dict(globals())
     for name, value in list(namespace.items()):
+        if type(value) in (dict, list, set):  # tables of its own, out of the module's reach
+            namespace[name] = type(value)(value)
         if isinstance(value, types.FunctionType) and value.__module__ == __name__:
             copy = types.FunctionType(
                 value.__code__, namespace, value.__name__, value.__defaults__, value.__closure__
@@ -848,11 +854,9 @@ def _arm(folder: str | None = None) -> None:
         audit_(GUARD_EVENT, what, f"line {line} of a cell of yours")  # the hook refuses it
         raise PermissionError(f"strict mode: {what} is not allowed")
 
-    own, read, value = sandbox.make_guards(guard_refuse)
     if os.environ.get(LAYERS_ENV) != "hook" and shell is not None:
-        setattr(builtins, sandbox.OWN, own)
-        setattr(builtins, sandbox.READ, read)
-        setattr(builtins, sandbox.VALUE, value)
+        for name, guard in zip(sandbox.GUARDS, sandbox.make_guards(guard_refuse), strict=True):
+            setattr(builtins, name, guard)
         skip, given = announce("", 0, "")[:40], where / EXEMPT
         shell.ast_transformers.append(sandbox.Guarded(skip=skip, exempt=given))
     stock = stock_now()

@@ -211,6 +211,22 @@ def test_a_kernel_whose_later_traces_call_back_to_the_host_fails(slug):
     assert grade(slug, names).check == declared.name(NO_CALLBACKS)
 
 
+@pytest.mark.parametrize("slug", CHECKS_CALLBACKS)
+def test_a_kernel_whose_output_is_rebuilt_by_code_of_its_own_fails(slug):
+    # Red team 11: the program passes its inputs through; the unflatten registered for the
+    # output's class, run by jit after the program, computes the answer outside it.
+    declared = CHECKS_CALLBACKS[slug]
+    names = loaded(slug)
+    inner = names[declared.kernel].__wrapped__
+    keep = {"__init__": lambda self, inputs: setattr(self, "inputs", inputs)}
+    rebuilt = type("Rebuilt", (), keep)  # a class of its own for each test
+    jax.tree_util.register_pytree_node(
+        rebuilt, lambda r: (r.inputs, None), lambda _, leaves: np.asarray(inner(*leaves))
+    )
+    names[declared.kernel] = jax.jit(lambda *args: rebuilt(args))
+    assert grade(slug, names).check == declared.name(NO_CALLBACKS)
+
+
 def test_a_callback_behind_a_primitive_of_its_own_is_found():
     # Red team 9: a primitive of the learner's own lowers to a callback; its jaxpr names
     # only the primitive, its lowering names the custom call into Python.

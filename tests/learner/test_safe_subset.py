@@ -13,7 +13,7 @@ import pytest
 from answers import SOLVED, run, write_answer
 
 from jitlab.course.manifest import load_course
-from jitlab.grading.sandbox import Guarded, make_guards
+from jitlab.grading.sandbox import GUARDS, Guarded, make_guards
 from jitlab.learner.check import code_cells
 from jitlab.learner.safe_subset import refusals
 
@@ -30,7 +30,6 @@ REFUSED = {
     "code swapped": ("f.__code__ = g.__code__", "__code__"),
     "a library's attribute by name": ("getattr(np, 'allclose')", "getattr"),
     "text run as code": ("eval('1 + 1')", "eval"),
-    "a module as a value": ("import numpy as np\nm = np\nm.allclose = len", "module (np) used"),
     "a weak reference callback": ("import weakref", "weakref is not one of"),
     "ctypes memory": ("x = np.ones(3).ctypes", "ctypes"),
     "jax's primitives and lowering": ("from jax.extend.core import Primitive", "extend"),
@@ -93,7 +92,12 @@ REFUSED = {
         "func_globals",
     ),  # noqa: E501
     "builtins from enum": ("from enum import bltns", "bltns"),
-    "a dunder in bytes": ("x = b'__class__'", "__name__"),
+    "a dunder in bytes": ("x = b'__class__'", "dunder name"),
+    "a class pattern": ("match x:\n    case C(y):\n        pass", "class pattern"),
+    "another object's __dict__": (
+        "class P:\n    def own(self, o):\n        return o.__dict__",
+        "__dict__",
+    ),  # noqa: E501
 }
 
 # What honest answers write: none of it is refused.
@@ -147,6 +151,15 @@ ALLOWED = {
     "an indexed format field and a key with underscores": ("t = '{0[0]}'.format(x, {'w__0': 1})"),
     "an NNX variable written": ("def set_w(model, w):\n    model.lin.kernel.value = w"),
     "a file saved": ("import numpy as np\nnp.save('w.npy', w)"),
+    "what lessons 06 and 09 use": (
+        "import jax\nn = f._cache_size()\njax.config.update('jax_log_compiles', True)\n"
+        "x64 = jax.config.jax_enable_x64"
+    ),
+    "a repr, a main guard, a message, an alias": (
+        "import jax.numpy as jnp\nxp = jnp\nclass C:\n    def __repr__(self):\n"
+        "        return self.__class__.__name__\nif __name__ == '__main__':\n"
+        "    raise TypeError('x needs __len__')"
+    ),
 }
 
 
@@ -186,7 +199,7 @@ def refuse(what: str, line: int) -> None:
     raise Refused(f"{what} (line {line})")
 
 
-OWN, READ, VALUE = make_guards(refuse)
+OWN, READ, VALUE, EACH = make_guards(refuse)
 Mine = type("Mine", (), {"__module__": "__main__"})  # a class a learner's cell defined
 
 
@@ -229,6 +242,19 @@ def test_a_value_that_reaches_the_interpreter_is_refused_however_it_came(found):
         VALUE(found, 6)
 
 
+def test_a_namespace_is_refused_however_it_is_reached():
+    # red team 11: a method of the learner's called with a module for self read its
+    # __dict__, and a loop handed its items to the learner's code unchecked
+    import jax.numpy
+
+    with pytest.raises(Refused, match="not of a class of yours"):
+        READ(jax.numpy, "__dict__", 9)
+    with pytest.raises(Refused, match="namespace"):
+        VALUE(vars(jax.numpy), 10)
+    with pytest.raises(Refused, match="module os"):
+        list(EACH([1, __import__("os")], 11))
+
+
 def test_the_frameworks_mutable_objects_may_be_written():
     from flax import nnx
 
@@ -248,7 +274,7 @@ def test_the_rewritten_cell_evaluates_each_target_once_and_keeps_super():
     )
     tree = ast.fix_missing_locations(Guarded().visit(ast.parse(source)))
     names = {"__name__": "__main__", "__builtins__": __builtins__}
-    names.update({"__jitlab_own__": OWN, "__jitlab_read__": READ, "__jitlab_value__": VALUE})
+    names.update(dict(zip(GUARDS, (OWN, READ, VALUE, EACH), strict=True)))
     exec(compile(tree, "<cell>", "exec"), names)
     assert names["b"].n == 1 and names["b"].made and names["calls"] == [1]
 

@@ -377,6 +377,16 @@ NAMED_AS_INSTALLED = """
 import os, numpy
 exec(compile("import sys", os.path.join(os.path.dirname(numpy.__file__), "fake.py"), "exec"))
 """
+# Red teams 9 and 11: the hook's helpers rebound and its tables written through its module
+# (a name added to the list of what changes by design): the hook runs on a sealed copy.
+HOOK_BLINDED = """
+import jitlab.learner.strict as _strict
+import jitlab.grading.checks as _checks
+_strict._VOLATILE.update({"require_close"})
+_strict._differences = _strict._changed_modules = lambda *args: []
+_checks.require_close = lambda *args, **kwargs: None
+"""
+
 CONSTANT_SWAPPED = """
 import ctypes
 from fixture_graders import doubling
@@ -434,6 +444,7 @@ ctypes.cast(id(_consts) + 24, ctypes.POINTER(ctypes.c_void_p))[
         (NESTED_ANNOUNCEMENT, "", "refused announcing a grader cell from your code"),
         (SOLVED, NAMED_AS_INSTALLED, "refused code named after an installed file"),
         (SOLVED, CONSTANT_SWAPPED, "fixture_graders.doubling.grade replaced or changed"),
+        (WRONG, HOOK_BLINDED, "jitlab.grading.checks.require_close replaced or changed"),
     ],
     ids=[
         "ipython-input-transformer",
@@ -480,6 +491,7 @@ ctypes.cast(id(_consts) + 24, ctypes.POINTER(ctypes.c_void_p))[
         "grader-cell-ended-from-a-cell-of-its-own",
         "code-named-after-an-installed-file",
         "grader-constant-swapped-through-ctypes",
+        "hooks-helpers-and-tables-rebound",
     ],
 )
 def test_a_cheat_is_rejected_in_strict_mode(fixture_course, capsys, body, cell, said):
