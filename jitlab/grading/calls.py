@@ -16,6 +16,7 @@ import inspect
 import os
 import re
 import sys
+import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
@@ -187,13 +188,24 @@ _BUILDERS = ("__new__", "__init__", "__post_init__", "_make", "__init_subclass__
 
 
 def _learners(function: Any) -> bool:
-    """Whether ``function`` is code the learner wrote (not a library's, not the code a
-    named tuple or a dataclass generates, whose file is "<string>")."""
+    """Whether calling ``function`` runs code the learner wrote: a function of its own
+    (not a library's, not the code a named tuple or a dataclass generates, whose file is
+    "<string>"), through a partial or a callable object of its own class too."""
     from jitlab.grading.checks import LIBRARY_HOMES
 
-    code = getattr(function, "__code__", None)
-    home = str(getattr(function, "__module__", "") or "").split(".")[0]
-    return code is not None and code.co_filename != "<string>" and home not in LIBRARY_HOMES
+    for _ in range(8):
+        if isinstance(function, functools.partial):
+            function = function.func
+            continue
+        code = getattr(function, "__code__", None)
+        if code is None:  # a builtin, or an object called through its class's __call__
+            if isinstance(function, types.BuiltinFunctionType | type | types.NoneType):
+                return False
+            home = type.__dict__["__module__"].__get__(type(function))
+            return str(home).split(".")[0] not in LIBRARY_HOMES
+        home = str(getattr(function, "__module__", "") or "").split(".")[0]
+        return code.co_filename != "<string>" and home not in LIBRARY_HOMES
+    return True
 
 
 def rebuilt_by(structure: Any) -> str:
@@ -214,6 +226,8 @@ def rebuilt_by(structure: Any) -> str:
         entry = tree_util._registry.get(kind)
         if entry is not None and _learners(getattr(entry, "from_iter", None)):
             return f"{kind.__name__}'s unflatten"
+        if _learners(type.__dict__["__dict__"].__get__(type(kind)).get("__call__")):
+            return f"{kind.__name__}'s metaclass"  # its __call__ makes every instance
         for cls in type.__dict__["__mro__"].__get__(kind):
             made = {name: vars(cls).get(name) for name in _BUILDERS}
             found = [name for name, f in made.items() if _learners(getattr(f, "__func__", f))]

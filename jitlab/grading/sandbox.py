@@ -136,6 +136,10 @@ INTERPRETER_PARTS = frozenset(
         "find_class",
         "Unpickler",
         "bltns",  # enum's name for builtins
+        "unsafe_buffer_pointer",  # an array's address (red team 12)
+        "raw_frames",  # jaxlib's Traceback: the live stack's code objects
+        "as_python_traceback",
+        "get_traceback",
     }
 )
 BUILTINS = frozenset(
@@ -238,7 +242,11 @@ def make_guards(refuse: Callable[[str, int], Any]) -> tuple[Callable, ...]:
     forbidden = {id_(getattr_(builtins, n)): n for n in BUILTINS if hasattr(builtins, n)}
     forbidden |= {id_(f): f.__name__ for f in (builtins.__import__, setattr, delattr)}
     by_design = _MUTABLE_BY_DESIGN
-    open_dunders = frozenset({"__name__", "__qualname__", "__doc__", "__init__", "__new__"})
+    open_names = frozenset(
+        {"__name__", "__qualname__", "__doc__", "__init__", "__new__", "_replace", "_asdict",
+         "_fields", "_make", "_cache_size"}
+    )  # fmt: skip
+    super_type = super
 
     def module_name(module: Any) -> str:
         name = module_dict(module).get("__name__", "?")
@@ -277,7 +285,9 @@ def make_guards(refuse: Callable[[str, int], Any]) -> tuple[Callable, ...]:
     def read(obj: Any, name: str, line: int) -> Any:
         if isinstance_(obj, module_type) and not allowed(module_name(obj)):
             refuse(f"reading {name} off the module {module_name(obj)}", line)
-        if name[:2] == "__" and name not in open_dunders:  # __dict__, __class__, __globals__
+        if name[:1] == "_" and name not in open_names and type_(obj) is not super_type:
+            # __dict__, __class__, _src: only off the learner's own objects (super() binds
+            # to the learner's own class and object)
             cls = obj if isinstance_(obj, type_) else type_(obj)
             if proxy_get(type_dict(cls), "__module__") != "__main__":
                 refuse(f"reading {name} of an object that is not of a class of yours", line)
@@ -295,7 +305,8 @@ class Guarded(ast.NodeTransformer):
     """Rewrites a cell so that what enters its code and what it writes go through the
     runtime guards of :func:`make_guards`: ``a.b`` becomes ``__jitlab_read__(a, "b",
     line)``; a call's result, an item ``a[i]`` and a name a ``from`` import binds pass
-    ``__jitlab_value__``; ``a.b = v`` becomes ``__jitlab_own__(a, line).b = v`` (``a``
+    ``__jitlab_value__``, and so do the items a loop or an unpacking hands out; ``a.b = v``
+    becomes ``__jitlab_own__(a, line).b = v`` (``a``
     evaluated once, as before), and so do ``del a.b``, ``a.b += 1``, ``setattr(a, ...)``,
     ``delattr(a, ...)`` and ``object.__setattr__(a, ...)``. Line numbers are kept, and so
     is ``super()``. A cell that opens with ``skip`` (the runner's announcement of a
@@ -347,6 +358,13 @@ class Guarded(ast.NodeTransformer):
         if super_call:
             return node  # super() reads its frame's first argument: called where it stands
         return ast.copy_location(_call(VALUE, node, ast.Constant(node.lineno)), node)
+
+    def visit_Assign(self, node: ast.Assign) -> ast.AST:
+        self.generic_visit(node)
+        if any(isinstance(t, ast.Tuple | ast.List) for t in node.targets):  # a, b = ...
+            line = ast.Constant(node.lineno)
+            node.value = ast.copy_location(_call(EACH, node.value, line), node.value)
+        return node
 
     def visit_For(self, node: ast.For) -> ast.AST:
         self.generic_visit(node)

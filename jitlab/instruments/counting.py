@@ -186,6 +186,11 @@ def _plain_name(obj: Any) -> str | None:
         builtin = isinstance(found, types.GetSetDescriptorType | types.MemberDescriptorType)
         if found is not None and not builtin and not isinstance(found, str):
             raise Unnamed(f"cannot tell which function to count from {obj!r}: a computed name")
+        lookup = [n for n in ("__getattr__", "__getattribute__") if n in vars(klass)]
+        if lookup and klass.__module__ != "builtins" and not isinstance(obj, types.FunctionType):
+            # red team 12: a class-level __getattr__ can answer JAX's second read of the
+            # name (the one its compile events carry) with a new name every time
+            raise Unnamed(f"cannot tell which function to count from {obj!r}: {lookup[0]}")
     name = getattr(obj, "__name__", None)
     return name if isinstance(name, str) else None
 

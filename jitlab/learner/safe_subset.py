@@ -60,6 +60,16 @@ NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make", "_cache_s
 READ_ONLY_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__"})  # text, read only
 CLASS_DECLARATIONS = frozenset({"__slots__", "__match_args__"})  # in a class body
 SELF_DUNDERS = frozenset({"__slots__"})  # read on self
+CLASS_FORBIDDEN = {  # methods a learner's class may not define in strict mode, and why
+    "__array_interface__": "it hands NumPy a raw address",
+    "__array_struct__": "it hands NumPy a raw address",
+    "__cuda_array_interface__": "it hands NumPy a raw address",
+    "__buffer__": "it hands out raw memory",
+    "__dlpack__": "it hands out raw memory",
+    "__new__": "it runs when JAX rebuilds an output (use __init__ or a dataclass)",
+    "__getattr__": "it answers JAX's and the grader's reads of names",
+    "__getattribute__": "it answers JAX's and the grader's reads of names",
+}
 _DUNDER = re.compile(r"^__\w+__$")  # text or bytes that is a dunder name ("__class__")
 # jax.config, read for a flag's value or updated for these, which only say more
 CONFIG_UPDATES = frozenset({"jax_log_compiles", "jax_explain_cache_misses", "jax_enable_x64"})
@@ -212,10 +222,12 @@ class _Reader(ast.NodeVisitor):
         while isinstance(root, ast.Attribute):
             root = root.value
         library = isinstance(root, ast.Name) and root.id in self.imported
-        if self._on_self(node) and (not node.attr.startswith("__") or node.attr in SELF_DUNDERS):
-            pass  # self._cache, self.__dict__: the learner's own object
-        elif node.attr in self.own_private:
-            pass  # other._key(), box._cache: a name the learner's own classes define
+        if self._on_self(node) and node.attr in INTERPRETER_PARTS:  # self may be any object
+            self.refuse(node, f"`{node.attr}` reaches the interpreter or the process")
+        elif self._on_self(node) and (not node.attr.startswith("__") or node.attr in SELF_DUNDERS):
+            pass  # self._cache: the learner's own object (the guards check it is)
+        elif node.attr in self.own_private and self.selves:
+            pass  # other._key() in a method: a name the learner's own classes define
         elif node.attr in ("__setattr__", "__delattr__") and is_name(node.value, "object"):
             if id(node) not in self.called:  # called directly: the guard sees its object
                 self.refuse(node, f"`object.{node.attr}` only called directly")
@@ -235,8 +247,12 @@ class _Reader(ast.NodeVisitor):
             parent = node.value
             root = parent.id if isinstance(parent, ast.Name) else getattr(parent, "attr", "")
             self._name_part(node, node.attr, library=library, root=root)
-        if node.attr.startswith("register") and id(node) not in self.registering:
-            self.refuse(node, f"`{node.attr}` changes a library's registry: only for your class")
+        if node.attr.startswith("register"):
+            self.refuse(
+                node,
+                f"`{node.attr}`: a registry entry of yours runs your code when JAX takes an "
+                "output apart or rebuilds it: use dicts, tuples, lists or a NamedTuple",
+            )
         if is_call_to(node.value, "type") and node.attr not in READ_ONLY_DUNDERS:
             self.refuse(node, "attribute access on type(x): use the object itself")
         self.generic_visit(node)
@@ -273,7 +289,24 @@ class _Reader(ast.NodeVisitor):
 
     # ---------------------------------------------------------------- definitions
 
+    def _class_refusals(self, node: ast.ClassDef) -> None:
+        """What a class of the learner's may not be: a metaclass (its ``__call__`` runs when
+        JAX rebuilds an output), a class whose instances hand NumPy a raw address or
+        compute their own construction or attribute lookup."""
+        for keyword in node.keywords:
+            if keyword.arg == "metaclass":
+                self.refuse(node, "a metaclass of your own: use a plain class")
+        for base in node.bases:
+            if is_name(base, "type"):
+                self.refuse(node, "a class derived from type (a metaclass): use a plain class")
+        for item in node.body:
+            if isinstance(item, ast.FunctionDef) and item.name in CLASS_FORBIDDEN:
+                self.refuse(
+                    item, f"`{item.name}` in a class of yours: {CLASS_FORBIDDEN[item.name]}"
+                )
+
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self._class_refusals(node)
         for decorator in node.decorator_list:
             inner = decorator.func if isinstance(decorator, ast.Call) else decorator
             self.registering.add(id(inner))  # @jax.tree_util.register_dataclass
@@ -331,10 +364,10 @@ class _Reader(ast.NodeVisitor):
         if isinstance(text, str) and _DUNDER.match(text) and text != "__main__":
             self.refuse(node, "text that is a dunder name names the interpreter's internals")
 
-    def visit_MatchClass(self, node: ast.MatchClass) -> None:
-        # `case C(x)` and `case C(attr=x)` read attributes by name (C.__match_args__, any
-        # name, in C): match on values, sequences and mappings instead
-        self.refuse(node, "a class pattern reads attributes by name: match on values instead")
+    def visit_Match(self, node: ast.Match) -> None:
+        # a pattern reads attributes by name (case C(attr=x), C.__match_args__) and takes
+        # items apart in C, where the guards do not see them: use if and elif
+        self.refuse(node, "match reads attributes and items where nothing checks them: use if")
 
 
 def _config_reads(tree: ast.AST) -> Iterator[int]:

@@ -838,7 +838,11 @@ def _arm(folder: str | None = None) -> None:
             )
         return found
 
-    jax.monitoring.register_event_duration_secs_listener(_heard)
+    # Its globals hold only what it calls (the module's would be the hook's, red team 12)
+    listener_globals = {"__builtins__": {"str": str}, "sys": types.SimpleNamespace(audit=sys.audit)}
+    listener_globals["HEARD_EVENT"] = HEARD_EVENT
+    listener = types.FunctionType(_heard.__code__, listener_globals, "_heard")
+    jax.monitoring.register_event_duration_secs_listener(listener)
 
     def stock_now() -> _Stock:
         return _take_stock(shell, roots, course)

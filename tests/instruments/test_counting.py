@@ -319,6 +319,23 @@ def test_a_jitted_functions_name_is_what_jax_traces_not_its_wrapped():
         function_name(Named())
 
 
+def test_a_callable_whose_class_answers_lookups_cannot_be_counted_by_name():
+    # Red team 12: a class-level __getattr__ answered JAX's second read of __name__ (the
+    # one its compile events carry) with a new name each time, so compilations went
+    # uncounted. A name the class computes on lookup is refused, as a property is.
+    class Step:
+        def __call__(self, x):
+            return x * 2
+
+        def __getattr__(self, name):
+            if name == "__name__":
+                return "step"
+            raise AttributeError(name)
+
+    with pytest.raises(TypeError, match="__getattr__"):
+        function_name(Step())
+
+
 def test_a_function_renamed_for_a_call_is_still_counted():
     """JAX names each event by ``__name__`` as it is when the call misses: a rename for
     the call (and back inside the trace) must not hide a compilation. The counter knows

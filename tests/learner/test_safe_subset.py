@@ -85,7 +85,7 @@ REFUSED = {
     ),  # noqa: E501
     "an attribute read by a class pattern": (
         "match x:\n    case object(func_globals=g):\n        pass",
-        "class pattern",
+        "match",
     ),  # noqa: E501
     "a Cython function's globals": (
         "import numpy as np\ng = np.random.Generator.normal.func_globals",
@@ -93,7 +93,25 @@ REFUSED = {
     ),  # noqa: E501
     "builtins from enum": ("from enum import bltns", "bltns"),
     "a dunder in bytes": ("x = b'__class__'", "dunder name"),
-    "a class pattern": ("match x:\n    case C(y):\n        pass", "class pattern"),
+    "a class pattern": ("match x:\n    case C(y):\n        pass", "match"),
+    "a pytree node of its own": (
+        "import jax\n@jax.tree_util.register_dataclass\nclass S:\n    x: int",
+        "registry",
+    ),  # noqa: E501
+    "a metaclass": ("class M(type):\n    pass", "metaclass"),
+    "a raw address": (
+        "class A:\n    def __array_interface__(self):\n        return {}",
+        "raw address",
+    ),  # noqa: E501
+    "a name computed on lookup": (
+        "class F:\n    def __getattr__(self, n):\n        return n",
+        "__getattr__",
+    ),  # noqa: E501
+    "an array's address": ("p = x.unsafe_buffer_pointer()", "unsafe_buffer_pointer"),
+    "the interpreter through self": (
+        "class R:\n    def get(self):\n        return self.raw_frames()",
+        "raw_frames",
+    ),  # noqa: E501
     "another object's __dict__": (
         "class P:\n    def own(self, o):\n        return o.__dict__",
         "__dict__",
@@ -119,11 +137,6 @@ ALLOWED = {
     ),
     "a named tuple's own API": (
         "from typing import NamedTuple\nclass P(NamedTuple):\n    a: int\np = P(1)._replace(a=2)"
-    ),
-    "a pytree of its own class": (
-        "import jax\n@jax.tree_util.register_dataclass\nclass S:\n    x: int\n"
-        "class T:\n    pass\njax.tree_util.register_pytree_node(T, lambda t: ((), None), "
-        "lambda a, c: T())"
     ),
     "jit, lax and static arguments": (
         "import functools\nimport jax\nimport jax.numpy as jnp\nfrom jax import lax\n"
