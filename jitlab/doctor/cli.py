@@ -19,6 +19,7 @@ import argparse
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from jitlab.doctor import budgets as budgets_mod
 from jitlab.doctor import config as config_mod
@@ -137,6 +138,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         _say(f"jitlab doctor: {err}")
         return BAD_INPUT
+    for kind, path in (("JSON", args.json), ("HTML", args.html)):
+        if path and (Path(path).is_dir() or not Path(path).resolve().parent.is_dir()):
+            what = "it is a folder" if Path(path).is_dir() else "its folder does not exist"
+            _say(f"jitlab doctor: cannot write the {kind} report to {path}: {what}")
+            return BAD_INPUT  # said before the program runs, not after
 
     with watch(budgets, command=target.words()) as doctor:
         # --json: the report is kept up to date as the program runs (one file per process
@@ -169,10 +175,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         report.exit_code = code
         _say("")
         _say(report.text(timelines=args.timelines))
-        if keeper is not None and keeper.write(partial=False, report=report) is None:
-            _say(f"jitlab doctor: cannot write {keeper.write_errors[-1]}")
+        json_failed = keeper is not None and keeper.write(partial=False, report=report) is None
+        if json_failed:
+            _say(f"jitlab doctor: cannot write the JSON report to {keeper.write_errors[-1]}")
         html_failed = bool(args.html) and not _write_html(report, args.html)
-        if html_failed:
+        if html_failed or json_failed:
             code = BAD_INPUT
         if outcome.interrupted:
             _say("KeyboardInterrupt")
@@ -182,6 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_mod.print_traceback(outcome.error)
         if code != OK:
             why = " (cannot write the HTML report)" if html_failed else _why(report, outcome)
+            why = " (cannot write the JSON report)" if json_failed else why
             _say(f"jitlab doctor: exit code {code}{why}")
         return code
     finally:

@@ -22,6 +22,7 @@ job; the course's launcher sets its own).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -188,15 +189,17 @@ class ProcessRecorder(Recorder):
 
     def write(self, partial: bool, report: Report | None = None) -> Path | None:
         """Write the report (atomically: a reader never sees half a file)."""
+        target = self.written_path
+        scratch = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         try:
             data = self.data(partial, report)
-            target = self.written_path
-            scratch = target.with_name(f".{target.name}.{os.getpid()}.tmp")
             scratch.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
             os.replace(scratch, target)
             return target
         except OSError as err:
-            self.write_errors.append(f"{err.filename}: {err.strerror or err}")
+            self.write_errors.append(f"{target}: {err.strerror or err}")
+            with contextlib.suppress(OSError):
+                scratch.unlink()  # never leave the half-written file behind
             return None
 
 

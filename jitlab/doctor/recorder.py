@@ -60,6 +60,7 @@ class Miss:
     module: str = ""  # the persistent cache's name for the program (jit_step)
     cache_dir: str = ""
     error: str = ""  # for FAILED: what the trace raised
+    call_index: int = 0  # the function's direct calls so far, at this one
 
     @property
     def compiled(self) -> bool:
@@ -279,7 +280,7 @@ class Recorder:
         record = self.functions.get(key)
         if record is None:
             record = self.functions[key] = FunctionRecord(
-                info.function.name, info.function.qualname, _short_location(info.function)
+                info.function.label, info.function.qualname, _short_location(info.function)
             )
         counts = {"trace": 0, "lower": 0, "compile": 0}
         seconds = {"trace": 0.0, "lower": 0.0, "compile": 0.0}
@@ -332,6 +333,8 @@ class Recorder:
             module=next((e.name for e in miss_events if e.kind == "pcache" and e.name), ""),
             cache_dir=_cache_dir() if key_parts else "",
         )
+        counter = COUNTERS.get(key)
+        miss.call_index = counter.calls if counter is not None else 0
         record.misses.append(miss)
         self._settle(key, record, miss)
         return miss
@@ -465,7 +468,28 @@ class Recorder:
         if self.stopped is None:
             self._take_calls()
         self.unwatched()  # settles outside_compiles
+        for key, record in self.functions.items():
+            _two_objects_in_use(record, COUNTERS.get(key))
         return sorted(self.functions.values(), key=lambda r: -r.seconds)
+
+
+def _two_objects_in_use(record: FunctionRecord, counter: CallCounter | None) -> None:
+    """A compilation of a new function object of the same code is a recompilation when
+    the new object replaced the old one (jit in a loop, a lambda per step). When the old
+    object was called again afterwards, both are in use (a factory's two models): the
+    new object's first compilation is not a recompilation of the old one's."""
+    if counter is None:
+        return
+    compiled = {m.number: m for m in record.compilations}
+    for miss in record.misses:
+        if miss.kind != MISS or classify.NEW_FUNCTION not in miss.causes:
+            continue
+        earlier = compiled.get(miss.compared_with or 0)
+        if earlier is None:
+            continue
+        then = counter.last.get(earlier.signature.function.serial, -1)
+        if then > miss.call_index:  # the old object was called after the new one compiled
+            miss.kind, miss.causes, miss.differences = FIRST, [], []
 
 
 _LEAF_PARTS = (sig.SHAPE, sig.DTYPE, sig.WEAK_TYPE, sig.PYTHON_SCALAR, sig.PLACEMENT)
@@ -501,13 +525,14 @@ class CallCounter:
     """Calls of one function: direct ones, and those made while another watched jit was
     tracing (the wrapper tells them apart by a depth it keeps per thread)."""
 
-    __slots__ = ("calls", "nested", "python", "reasons")
+    __slots__ = ("calls", "nested", "python", "reasons", "last")
 
     def __init__(self) -> None:
         self.calls = 0
         self.nested = 0
         self.python = 0  # warm direct calls that went through jit's Python path
         self.reasons: dict[str, int] = {}  # why, per reason
+        self.last: dict[int, int] = {}  # function object's serial -> its last direct call
 
 
 COUNTERS: dict[tuple[str, int, str, str], CallCounter] = {}

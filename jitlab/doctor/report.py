@@ -494,7 +494,7 @@ def render(report: Report, timelines: int = 3) -> str:
     if report.functions:
         out += _table(report)
     else:
-        out.append("   no jitted function created while the doctor watched was called")
+        out.append("   no jitted function created while the doctor watched compiled")
     out += _unwatched_lines(report)
     out += _helper_lines(report)
     shown_timelines = 0

@@ -187,18 +187,24 @@ def print_traceback(err: BaseException, file=None) -> None:
     """The program's traceback as Python would print it: without the doctor's frames."""
     file = file or sys.stderr
     traceback.print_exception(type(err), err, _without_ours(err.__traceback__), file=file)
-    hint = control_flow_hint(err)
+    hint = lesson_hint(err)
     if hint:
         print(hint, file=file)
 
 
-def control_flow_hint(err: BaseException) -> str | None:
-    """The control-flow lesson's errors: Python control flow on a traced value never
-    compiles."""
+def lesson_hint(err: BaseException) -> str | None:
+    """The errors two lessons teach: Python control flow on a traced value, and a static
+    argument that cannot be hashed, never compile."""
+    static = classify.CAUSES[classify.STATIC_VALUE]
+    if isinstance(err, ValueError) and "Non-hashable static arguments" in str(err):
+        return (
+            "jitlab doctor: a static argument must be hashable, because jit looks it up in "
+            f"its cache: pass a tuple, not a list or dict (lesson {static.lesson_name})."
+        )
     if isinstance(
         err, jax.errors.ConcretizationTypeError | jax.errors.TracerIntegerConversionError
     ):
-        flow, static = classify.CONTROL_FLOW, classify.CAUSES[classify.STATIC_VALUE]
+        flow = classify.CONTROL_FLOW
         return (
             "jitlab doctor: Python control flow (if, while, int(), range) met a traced value. "
             f"Lesson {flow.lesson_name}: use lax.cond, jnp.where or lax.fori_loop, or make the "

@@ -57,7 +57,7 @@ def watch_jitted(jitted: Any, fun: Callable[..., Any], options: dict[str, Any]) 
     ``clear_cache``; stored on a class it binds as a method, as the real one does. (A
     closure, not an object with ``__call__``: it costs less per call.)"""
     function = sig.identify(fun)
-    counter = recorder.counter_for(function)
+    counter, serial = recorder.counter_for(function), function.serial
     _register_fun(fun, counter)
     stream = events.STREAM  # the same list for the life of the process
     observe = recorder.observe
@@ -79,6 +79,7 @@ def watch_jitted(jitted: Any, fun: Callable[..., Any], options: dict[str, Any]) 
             counter.nested += 1
         else:
             counter.calls += 1
+            counter.last[serial] = counter.calls
         mark = len(stream)
         depth.level = level + 1
         try:

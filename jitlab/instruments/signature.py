@@ -106,11 +106,21 @@ class FunctionInfo:
     serial: int
     closure: bool
     adapter: str = ""  # "equinox": jitted by eqx.filter_jit, arguments repacked by it
+    transforms: str = ""  # "grad", "vmap(grad": JAX's wrappers around the user's function
 
     @property
     def key(self) -> tuple[str, int, str, str]:
-        # the name too: wrappers such as equinox.filter_jit share one source location
-        return (self.file, self.line, self.qualname, self.name)
+        # the name too: wrappers such as equinox.filter_jit share one source location; and
+        # what JAX wraps it in: jit(f) and jit(grad(f)) are two programs, not one
+        return (self.file, self.line, self.qualname, self.transforms + self.name)
+
+    @property
+    def label(self) -> str:
+        """The name in a report: ``grad(loss)`` for ``jax.jit(jax.grad(loss))``."""
+        if not self.transforms:
+            return self.name
+        layers = self.transforms.split("(")
+        return "(".join(layers) + "(" + self.name + ")" * len(layers)
 
     @property
     def location(self) -> str:
@@ -163,18 +173,47 @@ def jax_name(fun: Any) -> str:
 def _innermost(fun: Any) -> Any:
     """The user's own function behind partials, ``functools.wraps`` wrappers (such as
     ``jax.value_and_grad``'s) and bound methods."""
-    seen = 0
+    return _unwrapped(fun)[0]
+
+
+_JAX_SOURCE = os.sep + "jax" + os.sep
+
+
+def _transform(wrapper: Any) -> str:
+    """The JAX transformation ``wrapper`` is (``grad`` for ``jax.grad(f)``), else "": its
+    code is JAX's ``grad_f``, or JAX's traceback filter around it (in its closure)."""
+    for fn in (wrapper, *(_cell(c) for c in getattr(wrapper, "__closure__", None) or ())):
+        code = getattr(fn, "__code__", None)
+        if code is not None and _JAX_SOURCE in code.co_filename and code.co_name.endswith("_f"):
+            return code.co_name.removesuffix("_f")  # grad_f, value_and_grad_f, vmap_f
+    return ""
+
+
+def _cell(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return None
+
+
+def _unwrapped(fun: Any) -> tuple[Any, str]:
+    """:func:`_innermost`, and the JAX transformations passed on the way, outermost first
+    (``"value_and_grad"``, ``"vmap(grad"``): a wrapper whose code is JAX's own."""
+    seen, found = 0, []
     while seen < 50:
         seen += 1
         if isinstance(fun, functools.partial):
             fun = fun.func
         elif getattr(fun, "__wrapped__", None) is not None:
+            name = _transform(fun)
+            if name:
+                found.append(name)
             fun = fun.__wrapped__
         elif inspect.ismethod(fun):
             fun = fun.__func__
         else:
             break
-    return fun
+    return fun, "(".join(found)
 
 
 _EQUINOX_JIT = os.sep + os.path.join("equinox", "_jit.py")
@@ -237,7 +276,7 @@ def is_library_function(fun: Any) -> bool:
 
 
 def identify(fun: Callable[..., Any]) -> FunctionInfo:
-    inner = _innermost(fun)
+    inner, transforms = _unwrapped(fun)
     code = getattr(inner, "__code__", None)
     adapter = ""
     if code is not None and code.co_filename.endswith(_EQUINOX_JIT):
@@ -263,6 +302,7 @@ def identify(fun: Callable[..., Any]) -> FunctionInfo:
         serial=_serial_of(fun),
         closure=bool(getattr(inner, "__closure__", None)),
         adapter=adapter,
+        transforms=transforms,
     )
 
 
@@ -792,6 +832,17 @@ def _static_difference(label: str, now: Static, before: Static) -> Difference:
             return Difference(
                 FUNCTION, label, f"{now_text} (a new function object, same code)", before_text
             )
+    now_text, before_text = _ADDRESS.sub("", now.text), _ADDRESS.sub("", before.text)
+    if now.type == before.type and now.text != before.text and now_text == before_text:
+        # a class without __eq__ (or a tuple holding one, or a fresh closure) is equal only
+        # to itself: an equal-looking one built per call is a new key every call
+        why = "objects without __eq__ are compared by identity, so build it once"
+        return Difference(
+            STATIC,
+            label,
+            f"{now_text} (a new {now.type} that differs only in object addresses: {why})",
+            before_text,
+        )
     unequal = " (same text, but not equal)" if now.text == before.text else ""
     return Difference(STATIC, label, str(now) + unequal, str(before))
 

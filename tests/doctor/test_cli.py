@@ -256,6 +256,29 @@ def test_control_flow_error_points_to_the_control_flow_lesson(tmp_path, capsys):
     assert "in branch" in traceback  # the user's frame, where the trace raised
 
 
+def test_an_unhashable_static_argument_points_to_the_static_arguments_lesson(tmp_path, capsys):
+    script = program(
+        tmp_path,
+        """
+        from functools import partial
+        import jax, jax.numpy as jnp
+
+        @partial(jax.jit, static_argnames="sizes")
+        def widths(x, sizes):
+            return x * len(sizes)
+
+        widths(jnp.ones(2), sizes=[16, 1])
+        """,
+    )
+    assert main(["--", script]) == 1
+    err = capsys.readouterr().err
+    lesson = load_course().lesson("static_arguments")
+    assert "ValueError: Non-hashable static arguments are not supported" in err
+    assert f"pass a tuple, not a list or dict (lesson {lesson.number} static_arguments)" in err
+    # the call raised before anything was traced: nothing compiled, and the report says so
+    assert "no jitted function created while the doctor watched compiled" in err
+
+
 def test_program_exit_code_is_kept(tmp_path, capsys):
     script = program(tmp_path, "import sys\nsys.exit(3)\n")
     assert main(["--", "python", script]) == 3

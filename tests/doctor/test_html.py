@@ -93,17 +93,23 @@ def test_the_report_of_32_compilations_is_one_small_self_contained_file(loop_rep
     assert text.count('<section class="function"') == len(data["functions"])
 
 
-def test_an_unwritable_path_is_one_line_and_exit_2(tmp_path):
+def test_an_unwritable_path_is_said_before_the_program_runs(tmp_path):
     target = tmp_path / "no such folder" / "report.html"
     done = _doctor("--html", str(target), "--", "python", "shape_2_last_batch.py")
     assert done.returncode == 2
-    lines = [line for line in done.stderr.splitlines() if "HTML report" in line]
-    assert lines == [
-        f"jitlab doctor: cannot write the HTML report to {target}: No such file or directory",
-        "jitlab doctor: exit code 2 (cannot write the HTML report)",
+    assert done.stderr.splitlines() == [
+        f"jitlab doctor: cannot write the HTML report to {target}: its folder does not exist"
     ]
-    assert "shape: 1 miss" in done.stderr  # the text report is still printed
+    assert "shape: 1 miss" not in done.stderr  # the program was not run for nothing
     assert not target.parent.exists()
+
+
+def test_a_folder_given_as_the_json_report_is_refused(tmp_path):
+    done = _doctor("--json", str(tmp_path), "--", "python", "shape_2_last_batch.py")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"jitlab doctor: cannot write the JSON report to {tmp_path}: it is a folder"
+    ]
 
 
 SIDEWAYS = "() => document.documentElement.scrollWidth - window.innerWidth"
