@@ -178,6 +178,9 @@ UNNAMED = "<unnamed function>"
 """What JAX reports for a callable without ``__name__`` (an object with ``__call__``)."""
 
 
+_LIBRARIES = frozenset({"builtins", "functools", "jax", "jaxlib", "equinox", "flax", "optax"})
+
+
 def _plain_name(obj: Any) -> str | None:
     """``obj.__name__``, unless a Python class of its computes it (a property, a descriptor
     of its own): that could answer the counter with another name than JAX reports."""
@@ -187,9 +190,11 @@ def _plain_name(obj: Any) -> str | None:
         if found is not None and not builtin and not isinstance(found, str):
             raise Unnamed(f"cannot tell which function to count from {obj!r}: a computed name")
         lookup = [n for n in ("__getattr__", "__getattribute__") if n in vars(klass)]
-        if lookup and klass.__module__ != "builtins" and not isinstance(obj, types.FunctionType):
+        library = klass.__module__.partition(".")[0] in _LIBRARIES
+        if lookup and not library and not isinstance(obj, types.FunctionType):
             # red team 12: a class-level __getattr__ can answer JAX's second read of the
-            # name (the one its compile events carry) with a new name every time
+            # name (the one its compile events carry) with a new name every time (the
+            # libraries' own, Equinox's Module's __getattribute__, answer the same twice)
             raise Unnamed(f"cannot tell which function to count from {obj!r}: {lookup[0]}")
     name = getattr(obj, "__name__", None)
     return name if isinstance(name, str) else None

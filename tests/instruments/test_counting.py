@@ -336,6 +336,17 @@ def test_a_callable_whose_class_answers_lookups_cannot_be_counted_by_name():
         function_name(Step())
 
 
+def test_a_library_module_s_own_lookup_does_not_stop_the_count():
+    # Equinox's Module defines __getattribute__ (lesson 13 counts a function wrapped in
+    # eqx.debug.assert_max_traces): a library's class answers the same name every time
+    import equinox as eqx
+
+    def fixed_step(x):
+        return x + 1
+
+    assert function_name(eqx.debug.assert_max_traces(fixed_step, max_traces=1)) == "fixed_step"
+
+
 def test_a_function_renamed_for_a_call_is_still_counted():
     """JAX names each event by ``__name__`` as it is when the call misses: a rename for
     the call (and back inside the trace) must not hide a compilation. The counter knows
