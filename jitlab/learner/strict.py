@@ -59,6 +59,7 @@ import importlib
 import inspect
 import json
 import logging
+import operator
 import os
 import re
 import sys
@@ -421,17 +422,21 @@ def _rebound(module: Any) -> frozenset[str]:
     return _REBOUND[name]
 
 
-def _fingerprint(value: Any, course: tuple[str, ...], depth: int = 1) -> Any:
+def _fingerprint(value: Any, course: tuple[str, ...], depth: int = 1, deep: bool = True) -> Any:
     """What a learner could change on a course module's attribute without replacing it:
     a function's code and defaults (``require_close.__kwdefaults__["rtol"]``), a course
     class's own attributes, and an attribute of a course object that hides a method of
-    its class (``HINTS.require = ...``; its state, a counter, may change)."""
+    its class (``HINTS.require = ...``; its state, a counter, may change). Not ``deep``:
+    code objects by identity, not content (after every call into the learner's code, where
+    content could change only through raw memory, which the hook refuses; the stock taken
+    at each check and cell compares content)."""
     if inspect.isfunction(value):
+        code = value.__code__  # read once: each read is an audit event
         defaults = tuple((k, id(v)) for k, v in (value.__kwdefaults__ or {}).items())
         inner = getattr(value, "__wrapped__", None)  # a grader's body, under @grader
-        inner = _code_print(inner.__code__) if inspect.isfunction(inner) else None
-        content = (_code_print(value.__code__), inner, _cells(value))
-        return (id(value), id(value.__code__), id(value.__defaults__), defaults, content)
+        inner = _code_print(inner.__code__) if deep and inspect.isfunction(inner) else None
+        content = (_code_print(code) if deep else None, inner, _cells(value))
+        return (id(value), id(code), id(value.__defaults__), defaults, content)
     if isinstance(value, dict | list | set | tuple) and depth == 2:  # a table (_TOL, CLOSE)
         return (id(value), _table_print(value))
     home = value if isinstance(value, type) else type(value)
@@ -439,7 +444,10 @@ def _fingerprint(value: Any, course: tuple[str, ...], depth: int = 1) -> Any:
     if not depth or own is None or home.__module__.split(".")[0] not in course:
         return id(value)
     if home is value:
-        return (id(value), tuple((k, _fingerprint(v, course, 0)) for k, v in dict(own).items()))
+        return (
+            id(value),
+            tuple((k, _fingerprint(v, course, 0, deep)) for k, v in dict(own).items()),
+        )
     return (id(value), tuple(k for k in own if callable(getattr(home, k, None))))
 
 
@@ -484,22 +492,61 @@ def _library(course: tuple[str, ...], classes: bool = False) -> dict[str, dict[s
     ``numpy._core.numeric.less_equal``), or, with ``classes``, the callables of the
     classes they define (``ShapedArray.__str__``, ``InteractiveShell.transform_cell``):
     what grading and this hook call without naming, so none may be replaced."""
-    found: dict[str, dict[str, int]] = {}
+    return {name: _entry(owner) for name, owner in _shelves(course, classes).items()}
+
+
+def _shelves(course: tuple[str, ...], classes: bool) -> dict[str, Any]:
+    """The modules (or their classes) :func:`_library` reads, by name."""
+    found: dict[str, Any] = {}
     for name, module in list(sys.modules.items()):
         namespace = getattr(module, "__dict__", None)
         if name == "__main__" or name.split(".")[0] in course or namespace is None:
             continue
-        items = list(namespace.items())
         if not classes:
-            found[name] = {k: id(v) for k, v in items if callable(v) and k not in _VOLATILE}
-            found[name]["(its class)"] = id(type(module))  # a lookup that answers otherwise
+            found[name] = module
             continue
-        for v in (v for _, v in items if isinstance(v, type) and v.__module__ == name):
-            members = list(vars(v).items())
-            found[f"{name}.{v.__qualname__}"] = {
-                k: id(m) for k, m in members if callable(m) or isinstance(m, _DESCRIPTORS)
-            }
+        for v in [v for v in list(namespace.values()) if isinstance(v, type)]:
+            if v.__module__ == name:
+                found[f"{name}.{v.__qualname__}"] = v
     return found
+
+
+def _entry(owner: Any) -> dict[str, int]:
+    """A module's callables, or a class's callables and descriptors, by identity."""
+    items = list(vars(owner).items())
+    if isinstance(owner, type):
+        return {k: id(m) for k, m in items if callable(m) or isinstance(m, _DESCRIPTORS)}
+    found = {k: id(v) for k, v in items if callable(v) and k not in _VOLATILE}
+    return {**found, "(its class)": id(type(owner))}  # a lookup that answers otherwise
+
+
+def _held(course: tuple[str, ...], classes: bool = False) -> dict[str, tuple[Any, ...]]:
+    """What :func:`_library_again` compares with: each namespace's owner, its class and
+    every value it held (held, so that no address is reused while the kernel runs)."""
+    return {
+        name: (owner, type(owner), tuple(vars(owner).values()))
+        for name, owner in _shelves(course, classes).items()
+    }
+
+
+def _library_again(
+    before: dict[str, dict[str, int]], held: dict[str, tuple[Any, ...]]
+) -> dict[str, dict[str, int]]:
+    """:func:`_library` again, quickly (after each check: 30 ms, read in full, in a
+    kernel that checks a hundred times): a namespace whose every value is the object it
+    held keeps its entry, the others are read again. A module is also the one in
+    ``sys.modules`` under its name."""
+    now = {}
+    for name, (owner, kind, values) in held.items():
+        if type(owner) is not kind or not (
+            isinstance(owner, type) or sys.modules.get(name) is owner
+        ):
+            now[name] = _entry(sys.modules[name]) if name in sys.modules else {}
+            continue
+        current = tuple(vars(owner).values())
+        same = len(current) == len(values) and all(map(operator.is_, current, values))
+        now[name] = before[name] if same else _entry(owner)
+    return now
 
 
 _DESCRIPTORS = (staticmethod, classmethod, property)
@@ -514,18 +561,20 @@ def _code_print(code: Any, depth: int = 3) -> Any:
     return (zlib.crc32(code.co_code), consts)
 
 
-def _module_print(name: str, course: tuple[str, ...]) -> dict[str, Any]:
+def _module_print(name: str, course: tuple[str, ...], deep: bool = True) -> dict[str, Any]:
     """A course module's attributes as :func:`_fingerprint` sees them (not its state)."""
     module = sys.modules[name]
     found = {
-        k: _fingerprint(v, course, 1 if k.startswith("__") else 2)
+        k: _fingerprint(v, course, 1 if k.startswith("__") else 2, deep)
         for k, v in list(vars(module).items())
         if k not in _rebound(module)
     }
     return {**found, "(its class)": id(type(module))}
 
 
-def _take_stock(shell: Any, roots: tuple[str, ...], course: tuple[str, ...] = ()) -> _Stock:
+def _take_stock(
+    shell: Any, roots: tuple[str, ...], course: tuple[str, ...] = (), deep: bool = True
+) -> _Stock:
     mine = [n for n, m in list(sys.modules.items()) if m and n.split(".")[0] in course]
     return _Stock(
         listeners={name: [id(x) for x in items] for name, items in _listener_lists().items()},
@@ -534,7 +583,7 @@ def _take_stock(shell: Any, roots: tuple[str, ...], course: tuple[str, ...] = ()
             for name in _WATCHED_MODULES
             if name in sys.modules
         },
-        course={name: _module_print(name, course) for name in mine},
+        course={name: _module_print(name, course, deep) for name in mine},
         meta_path=[id(x) for x in sys.meta_path],
         foreign_finders=_foreign_finders(list(sys.meta_path), roots),
         path=list(sys.path),
@@ -844,8 +893,8 @@ def _arm(folder: str | None = None) -> None:
     listener = types.FunctionType(_heard.__code__, listener_globals, "_heard")
     jax.monitoring.register_event_duration_secs_listener(listener)
 
-    def stock_now() -> _Stock:
-        return _take_stock(shell, roots, course)
+    def stock_now(deep: bool = True) -> _Stock:
+        return _take_stock(shell, roots, course, deep)
 
     # The learner's attribute reads and writes go through two guards (safe_subset
     # rewrites each cell but the grader cells so): writes only on objects of the learner's
@@ -863,8 +912,9 @@ def _arm(folder: str | None = None) -> None:
             setattr(builtins, name, guard)
         skip, given = announce("", 0, "")[:40], where / EXEMPT
         shell.ast_transformers.append(sandbox.Guarded(skip=skip, exempt=given))
-    stock = stock_now()
+    stock, shallow = stock_now(), stock_now(deep=False).course
     library, library_classes = _library(course), _library(course, classes=True)
+    shelved, shelved_classes = _held(course), _held(course, classes=True)
     dumps, realpath = _encoder(), os.path.realpath  # the hook's own, whatever is patched later
     # IPython runs this startup file with its folder put first on sys.path for the while.
     startup = realpath(where / STARTUP).rsplit(os.sep, 1)[0]
@@ -1075,6 +1125,7 @@ def _arm(folder: str | None = None) -> None:
         )
 
     hook_code: list[Any] = []
+    fingerprint_code = _fingerprint.__code__
     trusted_files: dict[str, bool] = {}  # a file name's trust, looked up once
 
     def inside_hook(frame: Any) -> str | None:
@@ -1099,7 +1150,12 @@ def _arm(folder: str | None = None) -> None:
                 return  # id() is called by the thousand in the hook's stock, and harmless
             state.inner, line = True, None
             try:
-                line = inside_hook(getframe(1))
+                frame = getframe(1)
+                # A function's code or defaults read by the stock's own fingerprint (a
+                # thousand per stock): what it reads goes back to it, not to a caller.
+                if event == "object.__getattr__" and frame.f_code is fingerprint_code:
+                    return
+                line = inside_hook(frame)
                 if line:
                     what = f"{event} from code of yours run inside strict mode's checks"
                     report({"refused": what, "line": line})
@@ -1208,9 +1264,9 @@ def _arm(folder: str | None = None) -> None:
             if phase == "enter":
                 calls.append(_take_stock(shell, roots))
             elif phase == "leave" and calls:
-                now = stock_now()
+                now = stock_now(deep=False)  # after every call: content at the next check
                 problems = _differences(calls.pop(), now) + _own_handlers(roots)
-                problems += _changed_modules(stock.course, now.course)
+                problems += _changed_modules(shallow, now.course)
                 problems += states_changed()
                 if problems:
                     report({"phase": "call", "problems": problems})
@@ -1218,10 +1274,11 @@ def _arm(folder: str | None = None) -> None:
                 now = stock_now()
                 problems = _changed_modules(stock.modules, now.modules)
                 problems += _changed_modules(stock.course, now.course) + _own_handlers(roots)
-                problems += _changed_modules(library, _library(course)) + states_changed()
+                problems += _changed_modules(library, _library_again(library, shelved))
                 # A library class's method swapped for one check and put back before the
                 # cell ends (ShapedArray.__str__, which verdicts print) is seen here.
-                problems += _changed_modules(library_classes, _library(course, classes=True))
+                classes = _library_again(library_classes, shelved_classes)
+                problems += _changed_modules(library_classes, classes) + states_changed()
                 problems += traced()
                 if problems:
                     report({"phase": "call", "problems": problems})
