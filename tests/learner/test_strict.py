@@ -18,6 +18,9 @@ from jitlab.learner.strict import LAYERS_ENV
 
 WRONG = "    return x * 3\n"
 
+# A kernel per cheat: its own lane, `make test-strict` (CI runs it after `make test`).
+pytestmark = pytest.mark.strict_mode
+
 
 @pytest.fixture(autouse=True)
 def hook_alone(monkeypatch):
