@@ -541,7 +541,9 @@ def _library_again(
         if type(owner) is not kind or not (
             isinstance(owner, type) or sys.modules.get(name) is owner
         ):
-            now[name] = _entry(sys.modules[name]) if name in sys.modules else {}
+            current = sys.modules.get(name)  # another module, or none: read as it is
+            has = getattr(current, "__dict__", None) is not None and not isinstance(owner, type)
+            now[name] = _entry(current) if has else {}
             continue
         current = tuple(vars(owner).values())
         same = len(current) == len(values) and all(map(operator.is_, current, values))

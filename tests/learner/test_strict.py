@@ -871,6 +871,45 @@ def test_a_private_table_is_compared_by_content_and_a_cache_is_not(tmp_path, mon
         sys.modules.pop("course_tables", None)
 
 
+def test_a_library_read_again_quickly_sees_what_a_full_read_sees(tmp_path, monkeypatch):
+    """After each check the hook reads only the library namespaces that changed: one
+    whose every value is the same object keeps its entry; a function replaced, a method
+    replaced on a class, or the module replaced in sys.modules (by an object with no
+    namespace too) is read again and shows the change, as the full read would."""
+    import importlib
+    import sys
+
+    from jitlab.learner.strict import _changed_modules, _held, _library, _library_again
+
+    (tmp_path / "some_library.py").write_text(
+        "def helper():\n    return 1\nclass Shape:\n    def __str__(self):\n        return 's'\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("some_library")
+    try:
+        course = ("jitlab",)
+        before, held = _library(course), _held(course)
+        classes, held_classes = _library(course, classes=True), _held(course, classes=True)
+        assert _changed_modules(before, _library_again(before, held)) == []
+        original, module.helper = module.helper, lambda: 2
+        assert _changed_modules(before, _library_again(before, held)) == [
+            "some_library.helper replaced or changed"
+        ]
+        assert _changed_modules(before, _library(course)) == [
+            "some_library.helper replaced or changed"
+        ]
+        module.helper = original
+        module.Shape.__str__ = lambda self: "t"
+        changed = _changed_modules(classes, _library_again(classes, held_classes))
+        assert changed == ["some_library.Shape.__str__ replaced or changed"]
+        sys.modules["some_library"] = 42
+        changed = _changed_modules(before, _library_again(before, held))
+        assert changed == ["some_library.(its class), Shape, helper replaced or changed"]
+    finally:
+        sys.modules.pop("some_library", None)
+
+
 def test_the_runner_names_a_declared_check_no_report_passed(fixture_course):
     """The runner's own copy of the grader says which checks a complete run reports."""
     from jitlab.grading.verdict import Check, GraderRun
