@@ -832,16 +832,25 @@ def test_a_plot_in_a_learners_cell_passes_in_strict_mode(fixture_course, capsys)
     assert code == 0 and "PASS" in out, out
 
 
+def _module_from(tmp_path, monkeypatch, name: str, text: str):
+    """A module of the test's own, importable while the test runs and gone after it."""
+    import importlib
+    import sys
+
+    (tmp_path / f"{name}.py").write_text(text, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)  # undone: removed again
+    return importlib.import_module(name)
+
+
 def test_a_private_table_is_compared_by_content_and_a_cache_is_not(tmp_path, monkeypatch):
     """A course module's tables, private ones too, edited in place (``_TOL["rtol"]``, a
     frozen record's field) change its print; a cache the module fills itself does not."""
     import dataclasses
-    import importlib
-    import sys
 
     from jitlab.learner.strict import _module_print
 
-    (tmp_path / "course_tables.py").write_text(
+    text = (
         "import dataclasses\n"
         "@dataclasses.dataclass(frozen=True)\n"
         "class Problem:\n"
@@ -850,25 +859,20 @@ def test_a_private_table_is_compared_by_content_and_a_cache_is_not(tmp_path, mon
         "PROBLEMS = (Problem(1.5),)\n"
         "_SEEN = {}\n"
         "def remember(key):\n"
-        "    _SEEN[key] = True\n",
-        encoding="utf-8",
+        "    _SEEN[key] = True\n"
     )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    module = importlib.import_module("course_tables")
-    try:
-        course = ("course_tables",)
-        before = _module_print("course_tables", course)
-        module.remember("a")
-        assert _module_print("course_tables", course) == before
-        module._TOL["nested"]["atol"] = 1.0
-        assert _module_print("course_tables", course) != before
-        module._TOL["nested"]["atol"] = 1e-6
-        assert _module_print("course_tables", course) == before
-        object.__setattr__(module.PROBLEMS[0], "tol", 100.0)
-        assert _module_print("course_tables", course) != before
-        assert dataclasses.is_dataclass(module.PROBLEMS[0])
-    finally:
-        sys.modules.pop("course_tables", None)
+    module = _module_from(tmp_path, monkeypatch, "course_tables", text)
+    course = ("course_tables",)
+    before = _module_print("course_tables", course)
+    module.remember("a")
+    assert _module_print("course_tables", course) == before
+    module._TOL["nested"]["atol"] = 1.0
+    assert _module_print("course_tables", course) != before
+    module._TOL["nested"]["atol"] = 1e-6
+    assert _module_print("course_tables", course) == before
+    object.__setattr__(module.PROBLEMS[0], "tol", 100.0)
+    assert _module_print("course_tables", course) != before
+    assert dataclasses.is_dataclass(module.PROBLEMS[0])
 
 
 def test_a_library_read_again_quickly_sees_what_a_full_read_sees(tmp_path, monkeypatch):
@@ -876,38 +880,27 @@ def test_a_library_read_again_quickly_sees_what_a_full_read_sees(tmp_path, monke
     whose every value is the same object keeps its entry; a function replaced, a method
     replaced on a class, or the module replaced in sys.modules (by an object with no
     namespace too) is read again and shows the change, as the full read would."""
-    import importlib
     import sys
 
     from jitlab.learner.strict import _changed_modules, _held, _library, _library_again
 
-    (tmp_path / "some_library.py").write_text(
-        "def helper():\n    return 1\nclass Shape:\n    def __str__(self):\n        return 's'\n",
-        encoding="utf-8",
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    module = importlib.import_module("some_library")
-    try:
-        course = ("jitlab",)
-        before, held = _library(course), _held(course)
-        classes, held_classes = _library(course, classes=True), _held(course, classes=True)
-        assert _changed_modules(before, _library_again(before, held)) == []
-        original, module.helper = module.helper, lambda: 2
-        assert _changed_modules(before, _library_again(before, held)) == [
-            "some_library.helper replaced or changed"
-        ]
-        assert _changed_modules(before, _library(course)) == [
-            "some_library.helper replaced or changed"
-        ]
-        module.helper = original
-        module.Shape.__str__ = lambda self: "t"
-        changed = _changed_modules(classes, _library_again(classes, held_classes))
-        assert changed == ["some_library.Shape.__str__ replaced or changed"]
-        sys.modules["some_library"] = 42
-        changed = _changed_modules(before, _library_again(before, held))
-        assert changed == ["some_library.(its class), Shape, helper replaced or changed"]
-    finally:
-        sys.modules.pop("some_library", None)
+    text = "def helper():\n    return 1\nclass Shape:\n    def __str__(self):\n        return 's'\n"
+    module = _module_from(tmp_path, monkeypatch, "some_library", text)
+    course = ("jitlab",)
+    before, held = _library(course), _held(course)
+    classes, held_classes = _library(course, classes=True), _held(course, classes=True)
+    assert _changed_modules(before, _library_again(before, held)) == []
+    original, module.helper = module.helper, lambda: 2
+    said = ["some_library.helper replaced or changed"]
+    assert _changed_modules(before, _library_again(before, held)) == said
+    assert _changed_modules(before, _library(course)) == said
+    module.helper = original
+    module.Shape.__str__ = lambda self: "t"
+    changed = _changed_modules(classes, _library_again(classes, held_classes))
+    assert changed == ["some_library.Shape.__str__ replaced or changed"]
+    sys.modules["some_library"] = 42
+    changed = _changed_modules(before, _library_again(before, held))
+    assert changed == ["some_library.(its class), Shape, helper replaced or changed"]
 
 
 def test_the_runner_names_a_declared_check_no_report_passed(fixture_course):
