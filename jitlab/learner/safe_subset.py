@@ -25,8 +25,9 @@ exercise gave it) is read, not run, and refused if it uses what only an attack n
   a class pattern (``case C(attr=...)``) that reads attributes by name;
 - a module used as a value (``m = np``), the interpreter's parts as an attribute
   (``.f_back``, ``.func_globals``, ``.sys``, ``.ctypes``), ``functools.update_wrapper``
-  (``@functools.wraps`` on a function of the learner's is fine), and a ``register...``
-  call for anything but a class of the learner's own;
+  (``@functools.wraps`` on a function of the learner's is fine), any ``register...``
+  (a registry entry runs the learner's code where JAX takes outputs apart), and a class
+  with a metaclass or a method of ``CLASS_FORBIDDEN``;
 - IPython magics and shell lines, ``async`` code, and text or bytes that name a dunder.
 
 What a reading cannot see is held at run time: the strict kernel rewrites each cell so
