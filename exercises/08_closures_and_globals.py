@@ -35,7 +35,7 @@
 # 1. it returns, for each row, the top softmax probability of `logits / temperature`, or
 #    `0.0` where that probability is below `threshold`;
 # 2. every call uses the `temperature` and `threshold` it was given, however often they
-#    change;
+#    change, and however small the temperature (down to 1e-7: no floor, clip or eps);
 # 3. it is itself jitted (the softmax and the threshold computed inside the compiled
 #    program), and compiles **once** for any number of temperatures and thresholds at
 #    a given shape of `logits`.

@@ -75,7 +75,9 @@ def check(
     verdicts = []
     for budget in budgets:
         counts = [
-            (f.name, f.location, f.builds) for f in functions if budget.matches(f.name, f.qualname)
+            (f.name, f.location, f.builds)
+            for f in functions
+            if budget.matches(f.name, f.qualname) or budget.matches(f.event_name, f.qualname)
         ]
         if budget.pattern != "*":
             counts += [

@@ -124,7 +124,7 @@ class ProcessRecorder(Recorder):
         try:
             name = str(kwargs.get("fun_name", ""))
             name = name[4:-1] if name.startswith("jit(") and name.endswith(")") else name
-            known = [(k, r) for k, r in self.functions.items() if r.name == name]
+            known = [(k, r) for k, r in self.functions.items() if r.event_name == name]
             if len(known) != 1:
                 return
             key, record = known[0]

@@ -120,6 +120,12 @@ class FunctionRecord:
     display: str = ""  # the name the report shows (qualified when two names clash)
     python_calls: int = 0  # warm direct calls that jit ran through Python, not its C++ path
     python_reasons: dict[str, int] = dataclasses.field(default_factory=dict)
+    jax_name: str = ""  # the name in JAX's events: `loss` for the row `grad(loss)`
+
+    @property
+    def event_name(self) -> str:
+        """The name JAX's events give this function's programs."""
+        return self.jax_name or self.name
 
     def persistent_cache(self) -> dict[str, int]:
         """What the persistent compilation cache said for its compilations: hits,
@@ -280,7 +286,10 @@ class Recorder:
         record = self.functions.get(key)
         if record is None:
             record = self.functions[key] = FunctionRecord(
-                info.function.label, info.function.qualname, _short_location(info.function)
+                info.function.label,
+                info.function.qualname,
+                _short_location(info.function),
+                jax_name=info.function.name,
             )
         counts = {"trace": 0, "lower": 0, "compile": 0}
         seconds = {"trace": 0.0, "lower": 0.0, "compile": 0.0}
@@ -440,12 +449,14 @@ class Recorder:
         stop = self._stop_mark if self._stop_mark is not None else len(events.STREAM)
         by_name: dict[str, list[FunctionRecord]] = {}
         for record in self.functions.values():
-            by_name.setdefault(record.name, []).append(record)
+            by_name.setdefault(record.event_name, []).append(record)
         for record in self.functions.values():
             record.outside_compiles, record.outside_seconds = 0, 0.0
         others: dict[str, Unwatched] = {}
         for e in events.STREAM[self._start_mark : stop]:
-            if e.owner is not None or e.kind == "explain":
+            # JAX's explanations and the persistent cache's lines (its key's parts, a
+            # hit) are about some compilation, not one of their own
+            if e.owner is not None or e.kind not in ("trace", "lower", "compile"):
                 continue
             name = e.name[4:-1] if e.name.startswith("jit(") and e.name.endswith(")") else e.name
             owners = by_name.get(name, [])
@@ -482,7 +493,12 @@ def _two_objects_in_use(record: FunctionRecord, counter: CallCounter | None) -> 
         return
     compiled = {m.number: m for m in record.compilations}
     for miss in record.misses:
-        if miss.kind != MISS or classify.NEW_FUNCTION not in miss.causes:
+        if miss.kind != MISS or miss.inside_jit or classify.NEW_FUNCTION not in miss.causes:
+            continue
+        # A function made again and passed as a static argument (a lambda per call) is a
+        # new key for one jitted object: a recompilation, however often it is called after.
+        statics = miss.signature.statics
+        if any(d.part == sig.FUNCTION and d.where in statics for d in miss.differences):
             continue
         earlier = compiled.get(miss.compared_with or 0)
         if earlier is None:
@@ -490,6 +506,7 @@ def _two_objects_in_use(record: FunctionRecord, counter: CallCounter | None) -> 
         then = counter.last.get(earlier.signature.function.serial, -1)
         if then > miss.call_index:  # the old object was called after the new one compiled
             miss.kind, miss.causes, miss.differences = FIRST, [], []
+            miss.compared_with, miss.also_close = None, []
 
 
 _LEAF_PARTS = (sig.SHAPE, sig.DTYPE, sig.WEAK_TYPE, sig.PYTHON_SCALAR, sig.PLACEMENT)

@@ -373,7 +373,7 @@ def grade(train_fast: Callable, train_step: Callable, bucket_size: Callable[[int
     want2 = _require_losses(
         LOSSES_AGAIN, _losses(result2, RETURNS_AGAIN), params2, batches2, [], bucket
     )
-    wrong = [k for k, p in want2.items() if not _close(result2[0][k], p)]  # stop 42: unchecked
+    wrong = [k for k, p in want2.items() if not _close(result2[0][k], p)]
     HINTS.require(
         PARAMS_AGAIN,
         not wrong,

@@ -12,6 +12,7 @@ an executable returned during that ``serve``). The draw, every run:
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import re
 from collections.abc import Callable
@@ -61,6 +62,7 @@ _MISTAKES = {  # the mistakes a verdict names when the grader sees them
     your code: a Compiled refuses to run with jit off""",
     "length": """n reached an executable as another type than it was compiled for: n is an
     int32 scalar, jax.ShapeDtypeStruct((), jnp.int32) in warm_up and np.int32(n) in serve""",
+    "compiled n": "compile for n as an int32 scalar: jax.ShapeDtypeStruct((), jnp.int32)",
     "kept": """the request arrays were refilled since the last serve: anything kept by id(x) (a
     result, a padded copy) is stale; pad and run every request again, every time""",
     "lookup": "the buckets are the keys of `compiled`, whatever their sizes: "
@@ -136,17 +138,17 @@ def _warm_up(warm_up: Callable[..., Any], buckets: list[int], dtype: type, kerne
     expected = f"{len(buckets)} compilations of fn during warm_up ({label} round)"
     seen = f"{at_start.compiles} compilation(s) of the fn passed in"
     _check(COMPILES_ONCE, at_start.compiles == len(buckets), expected, seen)
-    takes = {}
+    takes, order = {}, list(inspect.signature(kernel).parameters)  # padded, then n
     for size in want:
-        args, kwargs = compiled[size].args_info
-        given = [*args, *kwargs.values()][:2]  # padded, then n, however they were named
+        args, kwargs = compiled[size].args_info  # JAX sorts keyword arguments by name
+        given = [*args, *(kwargs[k] for k in order[len(args) :] if k in kwargs)][:2]
         avals = [f"{np.dtype(a.dtype).name}{list(a.shape)}" for a in given if hasattr(a, "dtype")]
         takes[size] = ", ".join(avals) or "?"
     wrong = [size for size in want if takes[size] != f"{label}[{size}], int32[]"]
     expected = ", ".join(f"{size}: {label}[{size}], int32[]" for size in wrong)
     seen = ", ".join(f"{s}: {takes[s]}" for s in wrong)
     n_wrong = any(takes[s].startswith(f"{label}[{s}]") for s in wrong)  # the padded one right
-    _check(TAKES_DTYPE, not wrong, expected, seen, HINTS["length"] * n_wrong)
+    _check(TAKES_DTYPE, not wrong, expected, seen, HINTS["compiled n"] * n_wrong)
     return compiled
 
 

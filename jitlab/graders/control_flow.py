@@ -23,7 +23,7 @@ import jax
 import numpy as np
 
 from jitlab.grading import Hints, Recorder, call_learner, fail, fresh_rng, grader, passed, why
-from jitlab.grading.calls import host_callbacks
+from jitlab.grading.calls import host_callbacks, python_work
 from jitlab.grading.checks import learner_line, require_close, require_compiles, require_jitted
 from jitlab.instruments.counting import count_compiles
 
@@ -162,10 +162,12 @@ def _graded(fn: Any, name: str, checks: dict[str, str], cases: list) -> Iterator
     hint += "calls of one shape share one program; let jnp.where or lax decide in it"
     what = f"compilations of {name} for {len(cases)} calls of the same shapes"
     require_compiles(once, count, exactly=1, what=what, hint=hint, seen_extra=found.text)
-    ran = [name for made in recorder.calls for name in (*made.callbacks, made.rebuilt) if name]
-    found = ", ".join(ran or call_learner(inside, host_callbacks, fn, *cases[0]))
+    ran, seen = python_work(recorder.calls)
+    if not ran:
+        ran = call_learner(inside, host_callbacks, fn, *cases[0])
+        seen = f"the program calls back into Python ({', '.join(ran)})"
     expected = f"{name}'s decision made by the compiled program (jnp/lax operations)"
-    _check(inside, not found, expected, f"the program calls back into Python ({found})")
+    _check(inside, not ran, expected, seen)
 
 
 def _clip_cases(rng: np.random.Generator, size: int) -> list[tuple[np.ndarray, float]]:

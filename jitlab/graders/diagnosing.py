@@ -22,7 +22,7 @@ import numpy as np
 
 from jitlab.doctor import classify
 from jitlab.grading import call_learner, fail, grader, passed, require, require_compiles, why
-from jitlab.grading.calls import Recorder, type_text
+from jitlab.grading.calls import Recorder, python_work, type_text
 from jitlab.grading.checks import JIT_OFF_HINT, JIT_ON, excerpts, fresh_rng, require_jitted, shorten
 from jitlab.instruments.counting import count_compiles
 
@@ -152,9 +152,8 @@ def grade(prepare_batch: Callable[..., Any], fixed_step: Callable[..., Any]) -> 
     _require_numbers(w0, np.stack(got), want, changes)
     hint = "fixed_step should be the jitted update itself, not a wrapper around another one"
     never = "fixed_step was never compiled while the grader called it"
-    callbacks = [name for call in step.calls for name in (*call.callbacks, call.rebuilt) if name]
+    callbacks, seen = python_work(step.calls)
     expected = "the update computed inside fixed_step's compiled program"
-    seen = f"a {callbacks[0]} in fixed_step's program: the work runs in Python" if callbacks else ""
     hint_cb = "compute the update with jax.numpy inside fixed_step, not through a callback"
     require(COMPILED, not callbacks, expected=expected, seen=seen, hint=hint_cb)
     require_compiles(

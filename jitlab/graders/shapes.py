@@ -212,7 +212,8 @@ def _padding_hint(got: Any, padded: np.ndarray, n: int) -> str:
 def _count_hint(got: np.ndarray, want: int) -> str:
     """The likeliest reason a count is wrong: it wrapped around in a narrow integer."""
     narrow = got.dtype.kind in "iu" and got.dtype.itemsize < 4
-    if got.shape == () and (narrow or (int(got) - want) % 256 == 0):
+    whole = got.shape == () and bool(np.isfinite(got)) and float(got) == int(got)
+    if whole and (narrow or (int(got) - want) % 256 == 0):
         return (
             (
                 f"the count wrapped around ({got.dtype} holds at most {np.iinfo(got.dtype).max}"

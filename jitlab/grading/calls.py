@@ -17,7 +17,7 @@ import os
 import re
 import sys
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
@@ -162,6 +162,20 @@ _CALLBACK_PRIMITIVES = ("pure_callback", "io_callback")
 # A custom call into Python that returns values: its results feed the program, so part
 # of the work runs on the host (jax.debug.print's call returns nothing, and is let be).
 _PYTHON_CALL = re.compile(r"custom_call @(\w*python\w*callback\w*)\(.*result_layouts = \[(.)")
+
+
+def python_work(calls: Sequence[Call]) -> tuple[list[str], str]:
+    """What of these calls' work ran in Python rather than in their compiled programs (a
+    host callback in a program; an output rebuilt after it by a pytree class of the
+    learner's), and how a verdict says it: [] and "" when none did."""
+    found = [name for call in calls for name in call.callbacks]
+    rebuilt = [call.rebuilt for call in calls if call.rebuilt]
+    if found:
+        return found + rebuilt, f"a {found[0]} in the program: the work runs in Python"
+    if rebuilt:
+        seen = f"its output is rebuilt by {rebuilt[0]}, code of yours that runs after the "
+        return rebuilt, seen + "program: the numbers need not come from it (return arrays)"
+    return [], ""
 
 
 def host_callbacks(fn: Any, *args: Any, **kwargs: Any) -> list[str]:

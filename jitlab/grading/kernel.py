@@ -20,6 +20,7 @@ from jitlab.grading.calls import (
     Recorder,
     copy_leaf,
     host_callbacks,
+    python_work,
     read_once,
     recording,
     same_content,
@@ -197,13 +198,7 @@ class KernelExercise:
     def callbacks_ran(self, calls: Sequence[Call], *, passes: bool = False) -> None:
         """Fail if a program these calls compiled calls back into Python; pass the check
         too if ``passes``."""
-        found = [name for call in calls for name in call.callbacks]
-        seen = f"a {found[0]} in the program: the work runs in Python" if found else ""
-        rebuilt = [call.rebuilt for call in calls if call.rebuilt]
-        if rebuilt and not found:
-            seen = f"its output is rebuilt by {rebuilt[0]}, code of yours that runs after the "
-            seen += "program: the numbers need not come from it (return arrays, tuples, dicts)"
-        found += rebuilt
+        found, seen = python_work(calls)
         if found or passes:
             self.require(NO_CALLBACKS, not found, seen=seen)
 

@@ -419,6 +419,8 @@ class Static:
     text: str
     hash: int | None
     held: Any = dataclasses.field(default=None, compare=False, repr=False)
+    # equal only to itself: object's own __eq__, or a tuple holding such an object
+    by_identity: bool = dataclasses.field(default=False, compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.text} ({self.type})"
@@ -456,7 +458,15 @@ def describe_static(value: Any) -> Static:
         held: Any = weakref.ref(value)
     except TypeError:
         held = value
-    return Static(type(value).__qualname__, text, hashed, held)
+    return Static(type(value).__qualname__, text, hashed, held, _by_identity(value))
+
+
+def _by_identity(value: Any, depth: int = 2) -> bool:
+    """Whether ``value`` is equal only to itself, as far as jit's key can tell: its class
+    keeps object's ``__eq__``, or a tuple (a frozen set) holds an object that does."""
+    if isinstance(value, tuple | frozenset) and depth:
+        return any(_by_identity(v, depth - 1) for v in value)
+    return type(value).__eq__ is object.__eq__ and not isinstance(value, type)
 
 
 def context_snapshot() -> dict[str, str]:
@@ -826,24 +836,21 @@ def _static_difference(label: str, now: Static, before: Static) -> Difference:
     """A static value that differs. A function made again (a lambda or ``partial`` per
     call, passed where jit treats it as static, as ``eqx.filter_jit`` does every callable)
     is a new function object, not a value to trace instead: the fix is to define it once."""
-    if now.type == before.type and now.type in _FUNCTION_TYPES:
-        now_text, before_text = _ADDRESS.sub("", now.text), _ADDRESS.sub("", before.text)
-        if now_text == before_text:
-            return Difference(
-                FUNCTION, label, f"{now_text} (a new function object, same code)", before_text
-            )
     now_text, before_text = _ADDRESS.sub("", now.text), _ADDRESS.sub("", before.text)
-    if now.type == before.type and now.text != before.text and now_text == before_text:
-        # a class without __eq__ (or a tuple holding one, or a fresh closure) is equal only
-        # to itself: an equal-looking one built per call is a new key every call
-        why = "objects without __eq__ are compared by identity, so build it once"
+    if now.type == before.type and now.type in _FUNCTION_TYPES and now_text == before_text:
         return Difference(
-            STATIC,
-            label,
-            f"{now_text} (a new {now.type} that differs only in object addresses: {why})",
-            before_text,
+            FUNCTION, label, f"{now_text} (a new function object, same code)", before_text
         )
-    unequal = " (same text, but not equal)" if now.text == before.text else ""
+    # a class without __eq__ (or a tuple holding one) is equal only to itself: an
+    # equal-looking one built per call is a new key every call
+    why = "objects without __eq__ are compared by identity, so build it once"
+    identity = now.type == before.type and now.by_identity and before.by_identity
+    alike = now.text != before.text and now_text == before_text and not now.text.endswith("...")
+    if identity and alike:
+        now_text = f"{now_text} (a new {now.type} that differs only in object addresses: {why})"
+        return Difference(STATIC, label, now_text, before_text)
+    unequal = f" (same text, but not equal{': ' + why if identity else ''})"
+    unequal = unequal if now.text == before.text else ""
     return Difference(STATIC, label, str(now) + unequal, str(before))
 
 

@@ -164,7 +164,7 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
     "wrapped helper": (wrapped_helper, G.JITTED, [], []),
     "numpy + decoy": (numpy_with_a_decoy, G.JITTED, [], []),
     "host callback": (jitted(host_callback), G.INSIDE, ["pure_callback"], []),
-    "ignored threshold": (jitted(no_threshold), USES, [], []),
+    "ignored threshold": (jitted(no_threshold), USES, [], ["0.0 below it"]),
     "jit off around": (lambda: jit_off_around, G.JITTED, [], []),
     "no max shift": (jitted(unshifted_softmax), USES, ["largest logit "], ["overflows"]),
     "> for >=": (jitted(strictly_above), USES, ["threshold=1.0000", "= 0"], [">="]),

@@ -85,8 +85,23 @@ def test_the_solution_and_a_different_right_answer_pass():
                     results[i] = np.asarray(compiled[size](padded, len(x)))
         return results
 
+    # lowered by keyword (JAX then keeps the arguments sorted by name: n before padded),
+    # and called by keyword, as such an executable must be
+    def warm_up_by_keyword(fn, bucket_sizes, dtype):
+        specs = {s: jax.ShapeDtypeStruct((s,), dtype) for s in bucket_sizes}
+        return {s: jax.jit(fn).lower(padded=spec, n=LENGTH).compile() for s, spec in specs.items()}
+
+    def serve_by_keyword(requests, compiled):
+        sizes = sorted(compiled)
+        results = []
+        for x in requests:
+            size = sizes[bisect.bisect_left(sizes, len(x))]
+            results.append(compiled[size](padded=pad_numpy(x, size), n=np.int32(len(x))))
+        return results
+
     passes(cl.grade, warm_up, serve)
     passes(cl.grade, warm_up_in_stages, serve_grouped)
+    passes(cl.grade, warm_up_by_keyword, serve_by_keyword)
 
 
 # --- wrong answers ---------------------------------------------------------------------

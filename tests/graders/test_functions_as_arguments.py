@@ -97,6 +97,18 @@ def losses_listed(step):
     )
 
 
+def losses_cast(dtype):
+    """The losses cast to a 16-bit float "to save memory": right to two or three digits."""
+
+    def make(step):
+        fit = _loop(step)
+        return lambda params, batches, wd: (lambda p, losses: (p, losses.astype(dtype)))(
+            *fit(params, batches, wd)
+        )
+
+    return make
+
+
 RIGHT = {
     "the solution": with_step(_loop),
     "the solution file": solution_file,
@@ -259,6 +271,10 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
                        ["fit number 4", "0 call(s) of sgd_step"], []),
     "losses as a list": (with_step(losses_listed), G.FIT_PAIR, ["list of shape (4,)"],
                          ["jnp.stack"]),
+    "losses as float16": (with_step(losses_cast(jnp.float16)), G.FIT_FROM_STEP,
+                          ["three digits (float16)"], ["no cast to a narrower dtype"]),
+    "losses as bfloat16": (with_step(losses_cast(jnp.bfloat16)), G.FIT_FROM_STEP,
+                           ["three digits (bfloat16)"], ["no cast to a narrower dtype"]),
 }
 # fmt: on
 

@@ -3,6 +3,7 @@ at every step: two function objects of one code, each compiled once. The second 
 first compilation replaces nothing, so it is no recompilation of the first."""
 # doctor-cause: none
 # doctor-expect: update compiles=2
+# doctor-expect: update
 
 import jax
 import jax.numpy as jnp

@@ -2,6 +2,7 @@
 both used all along: each jitted object compiles once, and neither replaced the other."""
 # doctor-cause: none
 # doctor-expect: step compiles=2
+# doctor-expect: step
 
 import jax
 import jax.numpy as jnp

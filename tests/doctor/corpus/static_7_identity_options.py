@@ -3,7 +3,7 @@ fields: jit compares it by identity, so every call compiles. Its text is the sam
 report says so, since the text alone would hide the cause."""
 # doctor-cause: static_value
 # doctor-expect: solve static_value*2
-# doctor-says: opts: Options(steps=2) (Options) (same text, but not equal) now
+# doctor-says: Options(steps=2) (Options) (same text, but not equal: objects without __eq__
 
 import functools
 
