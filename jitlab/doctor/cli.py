@@ -143,6 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             what = "it is a folder" if Path(path).is_dir() else "its folder does not exist"
             _say(f"jitlab doctor: cannot write the {kind} report to {path}: {what}")
             return BAD_INPUT  # said before the program runs, not after
+    # written where the command line meant, even if the program changes its folder
+    args.json = str(Path(args.json).resolve()) if args.json else args.json
+    args.html = str(Path(args.html).resolve()) if args.html else args.html
 
     with watch(budgets, command=target.words()) as doctor:
         # --json: the report is kept up to date as the program runs (one file per process
