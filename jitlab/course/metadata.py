@@ -19,6 +19,9 @@ from typing import Any
 
 import yaml
 
+# A TypeVar, not PEP 695's ``def parse[Record]``: the TPU machine has Python 3.11.
+Record = typing.TypeVar("Record")
+
 
 class CourseError(ValueError):
     """Something in the course's own files is wrong; the message names file and key."""
@@ -106,7 +109,7 @@ def header_block(path: Path) -> dict[str, Any]:
     return block
 
 
-def parse[Record](kind: type[Record], data: Any, where: str) -> Record:
+def parse(kind: type[Record], data: Any, where: str) -> Record:
     """Build the dataclass ``kind`` from YAML data, or raise ``CourseError`` saying where.
 
     Unknown keys are errors (a typo must not vanish), missing keys without a default

@@ -128,7 +128,8 @@ def _tracer_failure(check: str, err: Exception) -> Exception:
     text, line = str(err), learner_line(err)
     where = re.search(r"tracing the function (\S+) at \S+ for (\w+)", text) or ("", "?", "jit")
     needed = re.search(r"depends on the values? of the arguments? ([^.]+)", text)
-    seen = f"{type(err).__name__}: {re.split(r'\.\s', text)[0]} in {where[1]} (traced for "
+    first = re.split(r"\.\s", text)[0]  # outside the f-string: Python 3.11 has no \ there
+    seen = f"{type(err).__name__}: {first} in {where[1]} (traced for "
     seen += f"{where[2]})" + (f", which needed the value of {needed[1]}" if needed else "")
     seen += f", at {line}" if line else ""
     kind = "jit" if where[2] == "jit" else "while" if where[2].startswith("while") else "lax"
