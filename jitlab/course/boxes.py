@@ -126,6 +126,7 @@ def intro(slug: str | None = None) -> _Html:
     item = running_lesson(slug)
     meta = item.meta
     minutes = f"{meta.minutes.teaching} min teaching · {meta.minutes.exercises} min exercises"
+    needs = f"<p>{code_spans(meta.needs_sockets)}</p>" if meta.needs_sockets else ""
     machine_markup, machine_text = _machine_box()
     release_markup, release_text = _release_line(load_course().root)
     parts = [
@@ -134,12 +135,14 @@ def intro(slug: str | None = None) -> _Html:
         _box(
             "info",
             "Time and prerequisites",
-            f"<p>{html.escape(minutes)}</p>" + _prerequisites(item),
+            f"<p>{html.escape(minutes)}</p>" + needs + _prerequisites(item),
         ),
         release_markup,
         machine_markup,
     ]
     text = f"{item.label} ({minutes})\n{release_text}\n{machine_text}"
+    if meta.needs_sockets:
+        text += f"\n{meta.needs_sockets}"
     return _Html("".join(parts), text)
 
 

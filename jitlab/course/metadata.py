@@ -69,6 +69,9 @@ class LessonMeta:
     keypoints: tuple[str, ...]
     instructor_notes: tuple[str, ...]
     half_day: HalfDay | None = None
+    # One line: why the lesson needs sockets (lesson 14's processes talk over TCP). On a
+    # machine that refuses them the bench skips the lesson with this line.
+    needs_sockets: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

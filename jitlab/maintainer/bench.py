@@ -11,6 +11,13 @@ listed in the file, and the numbers it did record are kept.
 Every record names its lesson by slug (``"lesson": "shapes"``). Files written before
 that named lessons by number (``"lesson": "01"``); :mod:`jitlab.course.results` reads
 both, so two machines' rows meet on the results page.
+
+Where no Jupyter kernel can start (the TPU machine refuses every internet socket, so
+nbval cannot run there), the lessons run as plain Python cell by cell
+(:mod:`jitlab.notebooks.plain`): by itself when :func:`~jitlab.notebooks.plain.kernel_unavailable`
+gives a reason, or with ``--plain``; the bench says which, and the file records it
+(``"runner"``). A lesson whose front matter says it needs sockets (``needs_sockets``,
+lesson 14) is skipped on such a machine with that line, named in the file.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from typing import Any
 
 from jitlab.course.manifest import Course
 from jitlab.instruments.measurements import MEASUREMENTS_ENV
-from jitlab.notebooks.pipeline import execute
+from jitlab.notebooks.pipeline import Execution, execute
+from jitlab.notebooks.plain import execute_plain, kernel_unavailable, sockets_refused
 
 CELL_TIMEOUT_S = 300
 
@@ -50,24 +58,79 @@ def _named(course: Course, row: dict[str, Any]) -> dict[str, Any]:
     return {"lesson": found.slug if found else notebook or "?", **row}
 
 
-def run_bench(course: Course, keys: list[str], out_dir: Path, *, python: str | None = None) -> int:
-    """Run the lessons (with ``python``, e.g. a release environment of ``make matrix``)."""
+def choose_runner(runner: str) -> tuple[str, str]:
+    """``("kernel" | "plain", why)`` for ``runner`` = ``auto``, ``kernel`` or ``plain``."""
+    if runner == "plain":
+        return "plain", "asked for with --plain"
+    reason = kernel_unavailable()
+    if runner == "kernel":
+        return "kernel", "asked for with --kernel" + (f" (though {reason})" if reason else "")
+    if reason:
+        return "plain", reason
+    return "kernel", "a Jupyter kernel can start here"
+
+
+def _outcomes(done: Execution, chosen: list[Any]) -> dict[str, dict[str, int]]:
+    """Each lesson's cells counted by status (``{"passed": 12, "failed": 1}``)."""
+    counts: dict[str, dict[str, int]] = {}
+    for item in chosen:
+        run = done.runs.get(item.path)
+        if run is None:
+            continue
+        tally: dict[str, int] = {}
+        for cell in run.cells:
+            tally[cell.status] = tally.get(cell.status, 0) + 1
+        counts[item.slug] = tally
+    return counts
+
+
+def run_bench(
+    course: Course,
+    keys: list[str],
+    out_dir: Path,
+    *,
+    python: str | None = None,
+    runner: str = "auto",
+) -> int:
+    """Run the lessons (with ``python``, e.g. a release environment of ``make matrix``),
+    under nbval or, where no kernel can start, as plain Python (``runner``)."""
     python = python or sys.executable
     env_report, name = measured_environment(python)
     chosen = [course.lesson(key) for key in keys] if keys else list(course.lessons)
+    how, why = choose_runner(runner)
+    skipped: dict[str, str] = {}
+    if how == "plain":
+        print(f"running the lessons as plain Python, cell by cell: {why}", flush=True)
+        for item in chosen:
+            if item.meta.needs_sockets and sockets_refused():
+                skipped[item.slug] = item.meta.needs_sockets
+                print(f"  skipping {item.stem}: {item.meta.needs_sockets}", flush=True)
+        chosen = [item for item in chosen if item.slug not in skipped]
+    else:
+        print(f"running the lessons under nbval: {why}", flush=True)
     with tempfile.TemporaryDirectory(prefix="jitlab-bench-") as scratch:
         measurements = Path(scratch) / "measurements.jsonl"
         measurements.touch()
         print(f"running {len(chosen)} lesson(s) ...", flush=True)
-        done = execute(
-            [item.path for item in chosen],
-            work=Path(scratch) / "notebooks",
-            record=Path(scratch) / "record",
-            course=course,
-            cell_timeout_s=CELL_TIMEOUT_S,
-            env={MEASUREMENTS_ENV: str(measurements)},
-            python=python,
-        )
+        if how == "plain":
+            done = execute_plain(
+                [item.path for item in chosen],
+                record=Path(scratch) / "record",
+                course=course,
+                cell_timeout_s=CELL_TIMEOUT_S,
+                env={MEASUREMENTS_ENV: str(measurements)},
+                python=python,
+            )
+        else:
+            done = execute(
+                [item.path for item in chosen],
+                work=Path(scratch) / "notebooks",
+                record=Path(scratch) / "record",
+                course=course,
+                cell_timeout_s=CELL_TIMEOUT_S,
+                env={MEASUREMENTS_ENV: str(measurements)},
+                python=python,
+            )
         records = [
             _named(course, json.loads(line))
             for line in measurements.read_text().splitlines()
@@ -83,7 +146,10 @@ def run_bench(course: Course, keys: list[str], out_dir: Path, *, python: str | N
     payload = {
         "environment": env_report,
         "generated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "runner": how,
         "lessons": [item.slug for item in chosen],
+        "skipped_lessons": skipped,
+        "outcomes": _outcomes(done, chosen),
         "failed_cells": {slug: cells for slug, cells in failures.items() if cells},
         "records": records,
     }

@@ -106,7 +106,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from jitlab.maintainer.matrix import release_python
 
         python = release_python(args.release, course.build_dir, echo=_say)
-    return run_bench(course, args.lesson, out, python=python)
+    return run_bench(course, args.lesson, out, python=python, runner=args.runner)
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
@@ -186,6 +186,19 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("lesson", nargs="*", help="lesson slugs or numbers (default: all)")
     bench.add_argument("--out", default=None, help="folder (default results/machines)")
     bench.add_argument("--release", default=None, help="run under this JAX release instead")
+    how = bench.add_mutually_exclusive_group()
+    how.add_argument(
+        "--plain",
+        dest="runner",
+        action="store_const",
+        const="plain",
+        default="auto",
+        help="run the lessons as plain Python, cell by cell, without a Jupyter kernel "
+        "(the default where no kernel can start, e.g. a machine without sockets)",
+    )
+    how.add_argument(
+        "--kernel", dest="runner", action="store_const", const="kernel", help="under nbval"
+    )
 
     matrix = sub.add_parser("matrix", help="run lessons and solutions under several JAX releases")
     matrix.add_argument("--release", action="append", help="a JAX release (repeatable)")
