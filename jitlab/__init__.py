@@ -44,6 +44,8 @@ _EXPORTS = {
     "attempt": "jitlab.instruments.attempt",
     "Attempt": "jitlab.instruments.attempt",
     "intro": "jitlab.course.boxes",
+    "measured_on_machines": "jitlab.course.results",
+    "show_measured_on_machines": "jitlab.course.results",
     "outro": "jitlab.course.boxes",
 }
 

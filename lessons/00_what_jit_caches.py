@@ -340,7 +340,21 @@ extra_us = 1e6 * (python_path.seconds - fast_path.seconds) / len(calls)
 print(f"the Python path adds {extra_us:.0f} us to every call on this machine")
 np.testing.assert_array_equal(python_path.result[0], fast_path.result[0])  # same work
 assert python_path.compiles == fast_path.compiles == 0
-assert paths.speedup > 3, paths.rows()  # 11x to 23x on the machines we ran it on
+assert extra_us > 0, extra_us  # the bookkeeping costs on every backend
+# On a CPU the executable itself takes microseconds, so the bookkeeping is most of a
+# call. On an accelerator both paths also pay for launching the program on the chip and
+# waiting for it, the same for both, so the ratio is smaller (see below).
+assert paths.speedup > (3 if jax.default_backend() == "cpu" else 1.5), paths.rows()
+
+# %% [markdown]
+# The same experiment on the course's other machines, from their committed results
+# files (`jitlab dev bench` writes one per machine). On the TPU a cached call of this
+# tiny function costs far more than on a CPU, for either path: every call launches a
+# program on the chip and brings its result back, so the Python path's share shrinks.
+
+# %%
+jitlab.show_measured_on_machines("fast path vs Python path", "speedup")
+jitlab.show_measured_on_machines("cached call", "total_s")
 
 # %% [markdown]
 # Same executable, same answer; the Python path adds its bookkeeping to every call. For
@@ -668,7 +682,10 @@ def ten_matmuls(a):
     return a
 
 
-a = jnp.ones((1000, 1000)) / 1000
+# A chip runs ten 1000x1000 products in well under a millisecond, about what it takes
+# to launch them, so there the work is sized up until it dominates the launch.
+n = 1000 if jax.default_backend() == "cpu" else 4096
+a = jnp.ones((n, n)) / n
 jax.block_until_ready(ten_matmuls(a))  # compile first, outside the measurement
 
 start = time.perf_counter()
@@ -678,9 +695,23 @@ jax.block_until_ready(out)
 finished = time.perf_counter() - start
 
 # %% tags=["answer"] jupyter={"source_hidden": true}
-print(f"returned after {1e3 * returned:.2f} ms, finished after {1e3 * finished:.2f} ms")
-jitlab.record("asynchronous dispatch", total_s=finished, speedup=finished / returned)
+print(
+    f"{n}x{n}: returned after {1e3 * returned:.2f} ms, finished after {1e3 * finished:.2f} ms"
+)
+jitlab.record(
+    "asynchronous dispatch", total_s=finished, speedup=finished / returned, size=n
+)
 assert finished > 5 * returned, "the call returns long before the work is done"
+
+# %% [markdown]
+# The same experiment on the course's other machines (`size` is the matrices' side). On
+# an accelerator asynchronous dispatch matters even more than on a CPU: while the chip
+# computes, the Python thread is free to prepare and queue the next step, and a stray
+# `print(loss)` or `float(loss)` in a training loop makes it wait for the chip every
+# step.
+
+# %%
+jitlab.show_measured_on_machines("asynchronous dispatch", "size", "total_s", "speedup")
 
 # %% [markdown]
 # `jitlab.time_once`, `jitlab.time_calls` and `jitlab.median_seconds` all block on the

@@ -80,6 +80,8 @@ import jitlab
 jitlab.intro()
 
 # %%
+import math
+import re
 from functools import partial
 
 import jax
@@ -443,6 +445,87 @@ for (idx, count), tidy, k in zip(
 # a boolean mask outside jit; <code>np.unique</code> before the call. Drop or pad the last
 # batch, and keep data-dependent sizes inside the program with a fixed
 # <code>size=</code> and a mask.</p></div>
+#
+# ## On a TPU, shapes come in tiles
+#
+# A CPU stores an array's numbers one after another. A TPU stores them in *tiles* that
+# match its vector and matrix units: a two-dimensional float32 array in tiles of 8 rows
+# by 128 lanes, written `T(8,128)` in the compiled program's layout, and a
+# one-dimensional one in tiles of 1024. An array whose shape is not a whole number of
+# tiles is padded up to one. XLA chooses the layout when it compiles, and the compiled
+# program says what it chose: the layout follows the shape of each parameter in
+# `compiled.as_text()` (`f32[9,129]{1,0:T(8,128)}`), and `memory_analysis()` counts the
+# bytes the parameter takes.
+#
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>A float32 array of 9 by 129 holds 4,644 bytes of numbers. How many bytes does it
+# take as the argument of a compiled program on this machine? And on a TPU?</p></div>
+
+
+# %%
+def laid_out(shape):
+    """The layout XLA chose for a float32 argument of ``shape``, and its bytes."""
+    arg = jax.ShapeDtypeStruct(shape, jnp.float32)
+    compiled = jax.jit(lambda a: 2.0 * a).lower(arg).compile()
+    param = next(
+        line for line in compiled.as_text().splitlines() if "parameter(0)" in line
+    )
+    layout = re.search(r"f32\[[\d,]*\]\{([^}]*)\}", param)[1]  # "1,0:T(8,128)" or "1,0"
+    tile = re.search(r"T\(([\d,]+)\)", layout)
+    tile = tuple(int(n) for n in tile[1].split(",")) if tile else ()
+    # the shape rounded up to whole tiles (the tile covers the last dimensions)
+    kept = shape[: len(shape) - len(tile)]
+    rounded = [-(-d // t) * t for d, t in zip(shape[len(kept) :], tile, strict=True)]
+    return {
+        "shape": shape,
+        "layout": layout,
+        "data bytes": 4 * math.prod(shape),
+        "in whole tiles": 4 * math.prod(kept) * math.prod(rounded),
+        "argument bytes": compiled.memory_analysis().argument_size_in_bytes,
+    }
+
+
+tiles = [laid_out(shape) for shape in [(9, 129), (8, 128), (16, 256), (1000,), (1024,)]]
+
+# %% tags=["answer"] jupyter={"source_hidden": true}
+jitlab.print_table(tiles)
+for row in tiles:
+    jitlab.record(
+        f"bytes of a float32 {row['shape']} argument",
+        data_bytes=row["data bytes"],
+        argument_bytes=row["argument bytes"],
+        layout=row["layout"],
+    )
+    assert row["argument bytes"] == row["in whole tiles"], row  # padded to whole tiles
+    if row["shape"] in [(8, 128), (16, 256), (1024,)]:  # multiples of the tile
+        assert row["argument bytes"] == row["data bytes"], row  # no padding anywhere
+if jax.default_backend() == "tpu":
+    assert (
+        tiles[0]["layout"].endswith("T(8,128)") and tiles[0]["argument bytes"] == 16_384
+    )
+if jax.default_backend() == "cpu":
+    assert all(row["argument bytes"] == row["data bytes"] for row in tiles)  # no tiles
+
+# %% [markdown]
+# On a CPU every array takes exactly its bytes. On a TPU, `f32[9,129]` is stored as two
+# tiles down and two across, 16 rows by 256 lanes. The same table from the course's
+# other machines, read from their committed results files:
+
+# %%
+jitlab.print_table(
+    {"shape": str(shape), **row}
+    for shape in [(9, 129), (8, 128), (1000,)]
+    for row in jitlab.measured_on_machines(
+        f"bytes of a float32 {shape} argument", "data_bytes", "argument_bytes", "layout"
+    )
+)
+
+# %% [markdown]
+# So on a TPU, choose bucket sizes that are multiples of the tile: a batch of 8, 16 or
+# 128 rows and a length that is a multiple of 128 cost no memory beyond their data,
+# while a bucket of 9 or 129 pays for a whole extra tile. Powers of two from 128 up are
+# multiples of both. The padding and masking of this lesson work the same; only the
+# sizes worth choosing change.
 
 # %%
 jitlab.outro()

@@ -128,9 +128,25 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 # %%
-devices = jax.devices()[:8]
-print(jax.default_backend(), len(devices), "devices:", devices)
+# Eight accelerators (a host with eight TPU chips or GPUs) are the lesson's devices. A
+# machine with fewer (a laptop, or one TPU chip) uses the eight CPU devices asked for
+# above: the CPU platform is there beside any accelerator. Arrays made without naming a
+# device then go to the first of them, not to the chip.
+accelerators = jax.devices()
+if len(accelerators) >= 8:
+    devices = accelerators[:8]
+else:
+    devices = jax.devices("cpu")[:8]
+    if jax.default_backend() != "cpu":
+        jax.config.update("jax_default_device", devices[0])
+print(jax.default_backend(), "backend;", len(devices), "devices:", devices)
 assert len(devices) == 8, "this lesson needs 8 devices; run it with JAX_PLATFORMS=cpu"
+
+# %% [markdown]
+# On a machine with one accelerator, such as the course's TPU machine, the line above
+# names the accelerator's backend and eight CPU devices: the lesson runs beside the
+# chip, on the CPU platform, and every count below is the same as on a laptop. On a
+# host with eight chips it runs on them.
 
 # %% [markdown]
 # Eight CPU "devices" that share one processor. Nothing here gets faster by sharding,
@@ -269,7 +285,9 @@ assert str(mixed.error).startswith("Received incompatible devices for jitted")
 # built two ways:
 
 # %%
-mesh = jax.make_mesh((4, 2), ("rows", "cols"), axis_types=(AxisType.Auto,) * 2)
+mesh = jax.make_mesh(
+    (4, 2), ("rows", "cols"), axis_types=(AxisType.Auto,) * 2, devices=devices
+)
 same_mesh = Mesh(np.array(devices).reshape(4, 2), ("rows", "cols"))
 print(mesh)
 assert same_mesh.axis_types == mesh.axis_types == (AxisType.Auto, AxisType.Auto)
@@ -349,7 +367,7 @@ assert specs["P(None, 'cols')"] == P(None, "cols")
 # **Explicit** ones, and then the PartitionSpec is written into the type itself.
 
 # %%
-explicit_mesh = jax.make_mesh((4, 2), ("rows", "cols"))
+explicit_mesh = jax.make_mesh((4, 2), ("rows", "cols"), devices=devices)
 e_rows = jax.device_put(grid, NamedSharding(explicit_mesh, P("rows", None)))
 e_cols = jax.device_put(grid, NamedSharding(explicit_mesh, P(None, "cols")))
 print(explicit_mesh.axis_types, "|", jax.typeof(e_rows), "|", jax.typeof(e_cols))
@@ -467,7 +485,7 @@ for err in refused.values():
 # first parameters came from the host, the second step sees a new type.
 
 # %%
-data_mesh = jax.make_mesh((8,), ("data",), axis_types=(AxisType.Auto,))
+data_mesh = jax.make_mesh((8,), ("data",), axis_types=(AxisType.Auto,), devices=devices)
 batch_sharding = NamedSharding(data_mesh, P("data"))
 replicated = NamedSharding(data_mesh, P())
 
@@ -583,7 +601,8 @@ differs = {
     "precision": "jax_default_matmul_precision differs: now highest and before None",
     "rank promotion": "jax_numpy_rank_promotion differs: now raise and before allow",
     "dtype promotion": "jax_numpy_dtype_promotion differs: now strict and before stand",
-    "default device": "jax_default_device differs: now cpu:1 and before None",
+    # None: the default device is unset, except beside one accelerator (cpu:0 there)
+    "default device": f"jax_default_device differs: now cpu:1 and before {jax.config.jax_default_device}",
     "mesh": "abstract_mesh_context_manager differs",
 }
 for label, text in differs.items():

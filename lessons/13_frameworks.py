@@ -725,8 +725,25 @@ for way in calls:
     assert np.allclose(overhead_losses[way], overhead_losses["nnx.jit"], rtol=1e-5)
 fastest_fix = min(steady["nnx.jit_partial"], steady["jax.jit split/merge"])
 print(f"on this machine, nnx.jit / fastest fix: {steady['nnx.jit'] / fastest_fix:.1f}x")
-assert steady["nnx.jit"] > 2 * fastest_fix, steady
+# On an accelerator all four also wait for the chip on every call (a launch and a copy
+# back, hundreds of microseconds), so graph mode's extra Python is a smaller share.
+assert (
+    steady["nnx.jit"] > (2 if jax.default_backend() == "cpu" else 1.4) * fastest_fix
+), steady
 assert steady["nnx.cached_partial"] < steady["nnx.jit"], steady
+
+# %% [markdown]
+# The same four on the course's other machines, from their committed results files. On
+# the TPU every way is slower per call than on a CPU, since each call also launches the
+# step on the chip and waits for it, and the gap between graph mode and the fastest fix
+# is about the same number of microseconds: it is Python work on the host either way.
+
+# %%
+jitlab.print_table(
+    {"way": way, **row}
+    for way in ways
+    for row in jitlab.measured_on_machines(f"per-call overhead: {way}", "steady_us")
+)
 
 # %% [markdown]
 # Same losses, one compilation each, and a difference of two-fold or more in the time per

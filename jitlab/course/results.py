@@ -9,6 +9,7 @@ stops at a key that is no lesson, naming the file and the key.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -47,3 +48,78 @@ def read_results(path: Path, course: Course) -> dict[str, Any]:
         for key, cells in (data.get("failed_cells") or {}).items()
     }
     return {**data, "lessons": lessons, "failed_cells": failed, "records": records}
+
+
+def source_digest(path: Path) -> str:
+    """A lesson's source, digested: ``jitlab dev bench`` keeps each lesson's in the file,
+    and the results page says which lessons changed since a machine's file was recorded."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+
+
+def changed_since(data: dict[str, Any], course: Course) -> list[str] | None:
+    """The lessons whose source changed since ``data`` (a results file) was recorded, or
+    None for a file that did not keep its lessons' digests."""
+    kept = data.get("lesson_sources")
+    if not isinstance(kept, dict):
+        return None
+    return [
+        item.slug
+        for item in course.lessons
+        if item.slug in kept and kept[item.slug] != source_digest(item.path)
+    ]
+
+
+def machine_label(environment: dict[str, Any]) -> str:
+    """A results file's machine in a few words: ``tpu · TPU v5 lite · 13 cores``."""
+    platform = str(environment.get("platform", "?"))
+    kind = str(environment.get("device_kind", "?"))
+    cores = environment.get("cpu_cores", "?")
+    cpu = str(environment.get("cpu_model", "") or "")
+    model = "" if platform != "cpu" or cpu in ("", "unknown") else f" · {cpu}"
+    return f"{platform} · {kind}{model} · {cores} cores"
+
+
+def results_files(root: Path) -> list[Path]:
+    """The committed results files, one per machine and JAX release."""
+    return sorted((root / "results" / "machines").glob("*.json"))
+
+
+def measured_on_machines(
+    experiment: str, *fields: str, root: Path | None = None
+) -> list[dict[str, Any]]:
+    """One row per committed results file that recorded ``experiment``: the machine, its
+    JAX release, the day it was recorded and the ``fields`` asked for (``"speedup"``,
+    ``"steady_us"``...). A lesson shows with it what "the other machine" measured for
+    the experiment it has just run here, read from the files, never typed into prose."""
+    if root is None:
+        from jitlab.course.manifest import load_course
+
+        root = load_course().root
+    rows = []
+    for path in results_files(root):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise CourseError(f"{path}: not valid JSON: {err}") from None
+        found = next(
+            (r for r in data.get("records", []) if r.get("experiment") == experiment), None
+        )
+        if found is None:
+            continue
+        env = data.get("environment", {})
+        row = {
+            "machine": machine_label(env),
+            "jax": env.get("jax", "?"),
+            "recorded": str(data.get("generated", "?"))[:10],
+        }
+        rows.append({**row, **{field: found.get(field) for field in fields}})
+    return rows
+
+
+def show_measured_on_machines(experiment: str, *fields: str) -> list[dict[str, Any]]:
+    """Print :func:`measured_on_machines` as a table (and return its rows)."""
+    from jitlab.instruments.timing import print_table
+
+    rows = measured_on_machines(experiment, *fields)
+    print_table(rows)
+    return rows

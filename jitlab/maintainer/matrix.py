@@ -158,16 +158,33 @@ def run_private_hooks(root: Path, python: str) -> dict[str, str]:
     return said
 
 
-def _cells(run: NotebookRun) -> list[dict[str, Any]]:
+def cell_rows(run: NotebookRun, again: NotebookRun | None = None) -> list[dict[str, Any]]:
+    """Each cell's outcome for a results file. A failed cell whose failing line compares
+    timings is marked ``"timing"``; with ``again`` (the notebook run a second time), one
+    that passed then is recorded as passing, with what it said the first time, since a
+    timing that fails once on a busy machine is noise, not a difference."""
     rows = []
     for cell in run.cells:
         row: dict[str, Any] = {"index": cell.index, "status": cell.status}
-        if cell.failed:
+        second = again.cells[cell.index] if again and cell.index < len(again.cells) else None
+        if cell.failed and cell.timing and second is not None and not second.failed:
+            row["status"] = second.status
+            row["rerun"] = f"failed once ({cell.one_line[:200]}), passed when run again"
+        elif cell.failed:
             row["error"] = cell.one_line[:400]
+            if cell.timing:
+                row["timing"] = True
+                if second is not None:
+                    row["rerun"] = "failed again when run again"
         if cell.explanations:
             row["explanations"] = list(cell.explanations)
         rows.append(row)
     return rows
+
+
+def timing_failures(run: NotebookRun | None) -> bool:
+    """Whether a notebook has a failed timing cell, to run it a second time."""
+    return run is not None and any(cell.timing for cell in run.cells)
 
 
 def run_release(
@@ -197,7 +214,7 @@ def run_release(
             if run.key == execution_key(lesson.path, course) and all(
                 c.status != "not run" for c in run.cells
             ):
-                notebooks[f"lessons/{lesson.stem}"] = {"cells": _cells(run)}
+                notebooks[f"lessons/{lesson.stem}"] = {"cells": cell_rows(run)}
                 continue
         sources.append(lesson.path)
     # A lesson and its solution share a name (01_shapes): they run as two batches.
@@ -214,10 +231,23 @@ def run_release(
                 python=python,
                 workers=os.cpu_count() or 1,
             )
+            again = [source for source in batch if timing_failures(done.runs.get(source))]
+            if again:
+                echo(f"  jax {release}: a timing failed in {len(again)}: running them again")
+                redone = execute(
+                    again,
+                    work=Path(scratch) / "again",
+                    record=Path(scratch) / "record-again",
+                    course=course,
+                    cell_timeout_s=CELL_TIMEOUT_S,
+                    python=python,
+                    workers=os.cpu_count() or 1,
+                )
         for source in batch:
             key = f"{source.parent.name}/{source.stem}"
             run = done.runs.get(source)
-            notebooks[key] = {"cells": _cells(run)} if run else {"error": "did not run"}
+            second = redone.runs.get(source) if again else None
+            notebooks[key] = {"cells": cell_rows(run, second)} if run else {"error": "did not run"}
     seconds = (dt.datetime.now(dt.UTC) - started).total_seconds()
     return {**record, "seconds": round(seconds, 1), "notebooks": dict(sorted(notebooks.items()))}
 

@@ -126,6 +126,18 @@ class CellRun:
         return self.status in ("failed", "timeout", "died")
 
     @property
+    def failing_line(self) -> str:
+        """The source line that raised (IPython's arrow, or a plain run's last cell frame)."""
+        return _failing_line(self.traceback)
+
+    @property
+    def timing(self) -> bool:
+        """Whether the line that failed compares timings (a ratio, seconds, a speedup):
+        such a failure can be a busy machine, so it is run again before it is reported
+        as a difference, and it is shown apart from differences in behaviour."""
+        return self.failed and timing_line(self.failing_line or self.one_line)
+
+    @property
     def one_line(self) -> str:
         """The error in one line: ``ename: evalue`` or what went wrong. A bare
         ``assert`` has no message, so the line that failed stands in for it."""
@@ -136,11 +148,25 @@ class CellRun:
 
 
 _ARROW = re.compile(r"^\s*-+>\s*\d+\s(.*)$", re.MULTILINE)  # "---> 16 assert ..."
+# A plain run's frame in a cell: 'File "<cell 16>", line 7, in <module>' and its line.
+_CELL_FRAME = re.compile(r'^\s*File "<cell \d+>", line \d+, in .*\n\s*(\S.*)$', re.MULTILINE)
+# Names of timings in the course's asserts: ratios, speedups, seconds, medians.
+_TIMING = re.compile(
+    r"speedup|ratio|per_pair|steady|seconds|_ms\b|_us\b|_s\b|_s\[|finished|returned|"
+    r"\bsingle\b|fastest|\btimes?\b"
+)
+
+
+def timing_line(text: str) -> bool:
+    """Whether an assertion's line (or an older record's error line) compares timings."""
+    return bool(_TIMING.search(text))
 
 
 def _failing_line(traceback: str) -> str:
-    """The source line IPython marks with an arrow in the last frame of a traceback."""
+    """The source line IPython marks with an arrow in the last frame of a traceback (or,
+    from :mod:`jitlab.notebooks.plain`, the line under the last frame in a cell)."""
     marked = [m.group(1) for m in _ARROW.finditer(traceback)]
+    marked = marked or [m.group(1) for m in _CELL_FRAME.finditer(traceback)]
     return marked[-1].strip() if marked else ""
 
 

@@ -246,20 +246,30 @@ def results(folder: Path | None = None) -> str:
             "*No results yet: run `make bench` (`jitlab dev bench`) and commit "
             "`results/machines/`.*"
         )
+    from jitlab.course.results import changed_since
+
+    course = load_course()
     names = [run_name(run) for run in runs]
     parts = [
         "## Machines and releases\n",
-        "| run | platform | device | CPU | cores | Python | jax | measured | cells failed |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| run | platform | device | CPU | cores | Python | jax | measured | runner "
+        "| cells failed | lessons changed since |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, run in zip(names, runs, strict=True):
         env = run["environment"]
         failed = sum(len(cells) for cells in run.get("failed_cells", {}).values())
+        changed = changed_since(run, course)
+        since = "not kept" if changed is None else ", ".join(changed) or "none"
+        runner = {"plain": "plain Python", "kernel": "nbval"}.get(run.get("runner", ""), "nbval")
         parts.append(
             f"| **{name}** | {env.get('platform')} | {env.get('device_kind')} | "
             f"{env.get('cpu_model')} | {env.get('cpu_cores')} | {env.get('python')} | "
-            f"{env.get('jax')} | {str(run.get('generated', ''))[:10]} | {failed} |"
+            f"{env.get('jax')} | {str(run.get('generated', ''))[:10]} | {runner} | {failed} "
+            f"| {since} |"
         )
+    parts += ["", *_skipped_lessons(names, runs), "", WHY_RATIOS_DIFFER]
+    parts += _outcome_table(names, runs)
     parts.append("\n## Experiments\n")
     parts.append(
         "One row per experiment, one column per run. *ratio* is the fix against the "
@@ -267,7 +277,6 @@ def results(folder: Path | None = None) -> str:
         "machines; compilation counts should not. A dash: that run did not have the "
         "experiment (an older lesson, or another release).\n"
     )
-    course = load_course()
     for lesson, experiments in _experiments(runs).items():
         parts.append(f"### {course.lesson(lesson).label}\n")
         parts.append("| experiment | " + " | ".join(names) + " |")
@@ -279,6 +288,70 @@ def results(folder: Path | None = None) -> str:
             parts.append(f"| {experiment} | " + " | ".join(cells) + " |")
         parts += ["", ratio_chart(runs, lesson, experiments), ""]
     return "\n".join(parts)
+
+
+WHY_RATIOS_DIFFER = """\
+### Why a ratio differs between machines
+
+A ratio compares two timings taken on one machine, so it moves with what the machine
+spends on each side. *Runner*: where no Jupyter kernel can start (the TPU machine refuses
+every socket), `jitlab dev bench` runs the lessons as plain Python, cell by cell.
+
+- **On an accelerator every call launches a program on the chip** and waits for its
+  result: hundreds of microseconds that both sides of a ratio pay. Ratios between two
+  cached calls (fast path against Python path, `nnx.jit` against its fixes) shrink there,
+  while the difference in microseconds stays about the same.
+- **Compiling for the chip takes longer, running on it far less**, so first call against
+  cached call, and a recompiling loop against its fix, grow or shrink with the model's
+  size: the transformer steps of lesson 10 show both.
+- **A CPU with 2 cores that other work shares** adds noise to every timing; a ratio that
+  misses its margin once is run again before it is reported (see the releases page).
+- **Two runs of one file can come from different lesson versions**: the machines table
+  names the lessons that changed since each file was recorded.
+"""
+
+
+def _skipped_lessons(names: list[str], runs: list[dict[str, Any]]) -> list[str]:
+    """The lessons a run skipped, and why (lesson 14 where sockets are refused)."""
+    lines = []
+    for name, run in zip(names, runs, strict=True):
+        for slug, why in (run.get("skipped_lessons") or {}).items():
+            lines.append(f"- **{name}** skipped `{slug}`: {why}")
+    return lines
+
+
+def _outcome_table(names: list[str], runs: list[dict[str, Any]]) -> list[str]:
+    """Each lesson's cells that held, per run: the TPU beside the CPUs, lesson by lesson."""
+    course = load_course()
+    lines = [
+        "\n## Lessons, cell by cell\n",
+        "How many of each lesson's code cells held on each run (their asserts passed). "
+        "*timing*: a ratio that missed its margin twice; other failures are behaviour. "
+        "Runs that did not keep their cells say only how many failed.\n",
+        "| lesson | " + " | ".join(names) + " |",
+        "|---" * (len(names) + 1) + "|",
+    ]
+    for item in course.lessons:
+        cells = []
+        for run in runs:
+            rows = (run.get("cells") or {}).get(item.slug)
+            if item.slug in (run.get("skipped_lessons") or {}):
+                cells.append("skipped")
+            elif rows is not None:
+                failed = [r for r in rows if r["status"] != "passed"]
+                timing = sum(bool(r.get("timing")) for r in failed)
+                text = f"{len(rows) - len(failed)} of {len(rows)}"
+                if failed:
+                    what = f"{timing} timing, {len(failed) - timing} behaviour" if timing else ""
+                    text += f" ({what})" if what else ""
+                cells.append(text)
+            elif item.slug in run.get("lessons", []):
+                failed = len((run.get("failed_cells") or {}).get(item.slug, []))
+                cells.append(f"{failed} failed" if failed else "all held")
+            else:
+                cells.append("–")
+        lines.append(f"| {item.label} | " + " | ".join(cells) + " |")
+    return lines
 
 
 CHART_WIDTH_IN, CHART_FONT_PT = 4.6, 10
