@@ -1235,11 +1235,13 @@ jitlab.print_table(
 )
 
 # %% [markdown]
-# Read the two tables side by side. On a CPU a small program compiles in well under the
-# persistent cache's one-second bar, so with the default thresholds the cache writes
-# nothing, and a recompilation costs a blink. On the TPU the same programs compile more
-# slowly and run far faster, so one compilation costs many more steps, and the bigger
-# programs pass the bar and are written to disk. Every cause of recompiling in this
+# Read the two tables side by side. On a CPU a small program usually compiles in under
+# the persistent cache's one-second bar, so with the default thresholds the cache writes
+# nothing, and a recompilation costs a blink (a busy machine can push a compilation over
+# the bar, and then it is written: the rule is the compile time JAX measured, nothing
+# else). On the TPU the same programs compile more slowly and run far faster, so one
+# compilation costs many more steps, and the bigger programs pass the bar and are
+# written to disk. Every cause of recompiling in this
 # course costs most on the hardware JAX is built for, and there the persistent cache
 # (with its defaults) starts to pay.
 

@@ -117,6 +117,93 @@ def difference_lines(results: list[dict[str, Any]], pinned: str | None) -> list[
     return lines
 
 
+# ----------------------------------------------------------- the same release elsewhere
+
+
+def machine_runs(folder: Path) -> list[dict[str, Any]]:
+    """The results files of ``jitlab dev bench`` that kept each cell's outcome."""
+    found = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
+    return [run for run in found if isinstance(run.get("cells"), dict)]
+
+
+def machine_differences(runs: list[dict[str, Any]]) -> list[tuple[dict, dict, str, dict, dict]]:
+    """Cells that hold on one machine and fail on another under the same JAX release:
+    ``(accelerator run, CPU run, lesson, its cell, the CPU's cell)``, each accelerator
+    against each CPU run of its release (its own machine's CPU among them)."""
+    found = []
+    for run in runs:
+        env = run.get("environment", {})
+        if env.get("platform") == "cpu":
+            continue
+        for other in runs:
+            other_env = other.get("environment", {})
+            if other_env.get("platform") != "cpu" or other_env.get("jax") != env.get("jax"):
+                continue
+            for lesson, cells in run["cells"].items():
+                theirs = {c["index"]: c for c in other["cells"].get(lesson, [])}
+                for cell in cells:
+                    twin = theirs.get(cell["index"])
+                    if twin is not None and (cell["status"] == "passed") != (
+                        twin["status"] == "passed"
+                    ):
+                        found.append((run, other, lesson, cell, twin))
+    return found
+
+
+def _machine_lines(folder: Path) -> list[str]:
+    """The releases' cells on the course's other machines: each lesson's cells that hold
+    per run (the TPU beside the CPUs), then every cell that differs between an accelerator
+    and a CPU under the same release, timing apart from behaviour."""
+    from jitlab.course.results import machine_label
+
+    runs = machine_runs(folder)
+    if not runs:
+        return []
+    names = [f"{machine_label(r['environment'])} · jax {r['environment'].get('jax')}" for r in runs]
+    lines = [
+        "\n## The same releases on other machines\n",
+        "`jitlab dev bench` keeps each lesson's cells too (on the TPU machine, run as plain "
+        "Python: no kernel can start there). A cell that fails on every machine of a "
+        "release is that release's difference (above); one that fails on one machine "
+        "only is listed below.\n",
+        "| lesson | " + " | ".join(names) + " |",
+        "|---" * (len(names) + 1) + "|",
+    ]
+    lessons = sorted({lesson for run in runs for lesson in run["cells"]} | {
+        lesson for run in runs for lesson in run.get("skipped_lessons") or {}
+    })
+    for lesson in lessons:
+        cells = []
+        for run in runs:
+            rows = run["cells"].get(lesson)
+            if lesson in (run.get("skipped_lessons") or {}):
+                cells.append("skipped (needs sockets)")
+            elif rows is None:
+                cells.append("–")
+            else:
+                held = sum(r["status"] == "passed" for r in rows)
+                cells.append(f"{held} of {len(rows)} hold")
+        lines.append(f"| `{lesson}` | " + " | ".join(cells) + " |")
+    diffs = machine_differences(runs)
+    for kind, wanted in (("Behaviour", False), ("Timing", True)):
+        chosen = [d for d in diffs if (is_timing(d[3]) or is_timing(d[4])) == wanted]
+        if not chosen:
+            continue
+        lines.append(f"\n### {kind} that differs between machines\n")
+        for run, other, lesson, cell, twin in chosen:
+            mine = cell.get("error") or cell["status"]
+            their = twin.get("error") or twin["status"]
+            lines.append(
+                f"- **{machine_label(run['environment'])}**, `{lesson}`, cell {cell['index']}: "
+                f"`{_short(mine)}` (on {machine_label(other['environment'])}: `{_short(their)}`)"
+            )
+    if not diffs:
+        lines.append(
+            "\nNo cell differs between an accelerator and a CPU under the same release."
+        )
+    return lines
+
+
 # ------------------------------------------------------------------------ page
 
 
@@ -212,6 +299,7 @@ def releases_page(folder: Path) -> str:
                 f"- **jax {d.release}**, `{d.notebook}`, cell {d.cell}: "
                 f"`{_short(d.other) or 'passes'}` (on {pinned}: `{_short(d.pinned) or 'passes'}`)"
             )
+    parts += _machine_lines(folder.parent / "machines")
     parts += _hook_lines(results)
     wording = [d for d in diffs if d.kind == "explanation"]
     if wording:

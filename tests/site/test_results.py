@@ -76,3 +76,86 @@ def test_the_pages_name_the_commands_that_exist():
     text += pages.results(FIXTURES / "none")
     assert "`jitlab bench`" not in text
     assert "jitlab dev bench" in text and "make bench" in text
+
+
+def _machine(platform: str, kind: str, cells: dict, **extra) -> dict:
+    env = {"platform": platform, "device_kind": kind, "cpu_model": "unknown", "cpu_cores": 13}
+    return {
+        "environment": {**env, "python": "3.11.7", "jax": "0.10.2", "jaxlib": "0.10.2"},
+        "generated": "2026-12-06T07:30:00+00:00",
+        "runner": "plain",
+        "lessons": list(cells),
+        "cells": cells,
+        "records": [
+            {"lesson": "what_jit_caches", "experiment": "cached call", "total_s": extra["t"]}
+        ],
+        "lesson_sources": extra.get("sources", {}),
+        "skipped_lessons": {"processes": "Its processes need sockets."},
+    }
+
+
+@pytest.fixture
+def tpu_beside_cpu(tmp_path):
+    """A TPU file and its machine's CPU file: one cell fails on the TPU only (a timing),
+    one on the CPU only (behaviour), one on both (the release's)."""
+    folder = tmp_path / "machines"
+    folder.mkdir()
+    failed = {"status": "failed", "error": "AssertionError: assert single < 1 / 3, single"}
+    tpu = [{"index": 0, "status": "passed"}, {"index": 1, **failed, "timing": True}]
+    tpu.append({"index": 2, "status": "failed", "error": "AssertionError: same on both"})
+    cpu = [{"index": 0, "status": "failed", "error": "AssertionError: assert n == 2"}]
+    cpu += [{"index": 1, "status": "passed"}, dict(tpu[2])]
+    sources = {"what_jit_caches": "0" * 12}  # not the lesson's digest: it changed since
+    runs = {
+        "tpu.json": _machine(
+            "tpu", "TPU v5 lite", {"what_jit_caches": tpu}, t=7e-4, sources=sources
+        ),
+        "cpu.json": _machine("cpu", "cpu", {"what_jit_caches": cpu}, t=5e-5),
+    }
+    for name, data in runs.items():
+        (folder / name).write_text(json.dumps(data))
+    return folder
+
+
+def test_the_results_page_puts_the_tpu_beside_the_cpu(tpu_beside_cpu):
+    page = pages.results(tpu_beside_cpu)
+    (tpu_row,) = [line for line in page.splitlines() if line.startswith("| **TPU")]
+    assert "plain Python" in tpu_row and tpu_row.endswith("| what_jit_caches |")
+    assert "skipped `processes`: Its processes need sockets." in page
+    assert "### Why a ratio differs between machines" in page
+    (lesson_row,) = [
+        line for line in page.splitlines() if line.startswith(f"| {COURSE.lesson('00').label} |")
+    ]
+    assert "1 of 3 (1 timing, 1 behaviour)" in lesson_row and "1 of 3 |" in lesson_row
+    cells = _row(page, "cached call").split(" | ")[1:]
+    assert len(cells) == 2 and "–" not in " ".join(cells)  # both machines in one row
+
+
+def test_the_releases_page_marks_timing_apart_from_behaviour(tpu_beside_cpu):
+    from jitlab.site import releases
+
+    runs = releases.machine_runs(tpu_beside_cpu)
+    diffs = releases.machine_differences(runs)
+    assert sorted(cell["index"] for _, _, _, cell, _ in diffs) == [0, 1]  # not cell 2
+    lines = "\n".join(releases._machine_lines(tpu_beside_cpu))
+    behaviour, timing = lines.split("### Timing that differs between machines")
+    assert (
+        "cell 0: `passed` (on cpu · cpu · 13 cores: `AssertionError: assert n == 2`)" in behaviour
+    )
+    assert "cell 1: `AssertionError: assert single < 1 / 3, single`" in timing
+    assert "| `processes` | skipped (needs sockets) | skipped (needs sockets) |" in lines
+
+
+def test_a_lesson_shows_the_other_machines_numbers_from_their_files(tpu_beside_cpu):
+    from jitlab.course.results import measured_on_machines
+
+    rows = measured_on_machines("cached call", "total_s", root=tpu_beside_cpu.parent.parent)
+    assert rows == []  # results/machines under that root: none there
+    root = tpu_beside_cpu.parent / "course"
+    (root / "results").mkdir(parents=True)
+    (root / "results" / "machines").symlink_to(tpu_beside_cpu)
+    rows = measured_on_machines("cached call", "total_s", root=root)
+    assert [(r["machine"], r["total_s"]) for r in rows] == [
+        ("cpu · cpu · 13 cores", 5e-5),
+        ("tpu · TPU v5 lite · 13 cores", 7e-4),
+    ]
