@@ -696,7 +696,8 @@ finished = time.perf_counter() - start
 
 # %% tags=["answer"] jupyter={"source_hidden": true}
 print(
-    f"{n}x{n}: returned after {1e3 * returned:.2f} ms, finished after {1e3 * finished:.2f} ms"
+    f"{n}x{n}: returned after {1e3 * returned:.2f} ms, "
+    f"finished after {1e3 * finished:.2f} ms"
 )
 jitlab.record(
     "asynchronous dispatch", total_s=finished, speedup=finished / returned, size=n

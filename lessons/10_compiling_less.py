@@ -1184,7 +1184,8 @@ try:
         )
         steps.append({"layers": layers, "compiles": n.compiles,
                       "compile s": n.compile_seconds, "JAX's compile s": heard.seconds,
-                      "written": heard.written, "files": len(files), "run ms": 1e3 * run_s})  # fmt: skip
+                      "written": heard.written, "files": len(files),
+                      "run ms": 1e3 * run_s})  # fmt: skip
 finally:
     decisions.setLevel(saved_logger[0])
     decisions.propagate = saved_logger[1]

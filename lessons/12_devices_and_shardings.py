@@ -601,8 +601,9 @@ differs = {
     "precision": "jax_default_matmul_precision differs: now highest and before None",
     "rank promotion": "jax_numpy_rank_promotion differs: now raise and before allow",
     "dtype promotion": "jax_numpy_dtype_promotion differs: now strict and before stand",
-    # None: the default device is unset, except beside one accelerator (cpu:0 there)
-    "default device": f"jax_default_device differs: now cpu:1 and before {jax.config.jax_default_device}",
+    # before: None (unset), except beside one accelerator (cpu:0 there)
+    "default device": "jax_default_device differs: now cpu:1 and before "
+    f"{jax.config.jax_default_device}",
     "mesh": "abstract_mesh_context_manager differs",
 }
 for label, text in differs.items():

@@ -47,9 +47,9 @@
 #     minutes:
 #       exercises: 20
 #       teaching: 30
-#     needs_sockets: 'Its processes run on the CPU (gloo collectives, as on a laptop) and
-#       meet over TCP on 127.0.0.1, so it needs a machine that allows sockets: it does
-#       not run on the TPU machine, which refuses them.'
+#     needs_sockets: 'Its processes run on the CPU (gloo collectives, as on a laptop)
+#       and meet over TCP on 127.0.0.1, so it needs a machine that allows sockets: it
+#       does not run on the TPU machine, which refuses them.'
 #     objectives:
 #     - Start two JAX processes on one machine with jax.distributed and collect what
 #       each one reports.

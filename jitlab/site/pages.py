@@ -429,7 +429,85 @@ def pinned_jax_release() -> str:
     return pinned_jax(load_course().root) or "(unpinned)"
 
 
+# The findings an instructor shows a room on an accelerator: (what, experiment, field, unit)
+ACCELERATOR_FINDINGS = (
+    ("first call of a tiny jitted function", "first call", "total_s", "ms"),
+    ("a cached call of it", "cached call", "total_s", "us"),
+    ("first call against cached call", "first call vs cached call", "speedup", "x"),
+    ("fast path against Python path", "fast path vs Python path", "speedup", "x"),
+    ("asynchronous dispatch: finished / returned", "asynchronous dispatch", "speedup", "x"),
+    ("... with square matrices of side", "asynchronous dispatch", "size", ""),
+    (
+        "jax.grad(jax.jit(f)) against jax.jit(jax.grad(f))",
+        "jax.grad(jax.jit(f)) vs jax.jit(jax.grad(f)), warm call",
+        "speedup",
+        "x",
+    ),
+    ("nnx.jit, one cached step", "per-call overhead: nnx.jit", "steady_us", "us"),
+    ("nnx.jit_partial, one cached step", "per-call overhead: nnx.jit_partial", "steady_us", "us"),
+    *(
+        (f"transformer step, {n} layer{'s' if n > 1 else ''}: {what}", experiment, field, unit)
+        for n in (1, 2, 4)
+        for experiment in [f"transformer step, {n} layers: compile vs run"]
+        for what, field, unit in (
+            ("compile", "first_ms", "ms"),
+            ("run", "steady_us", "us"),
+            ("runs one compile costs", "speedup", "x"),
+            ("written by the persistent cache", "written", ""),
+        )
+    ),
+    ("bytes of an f32[9,129] argument (4,644 of data)", "bytes of a float32 (9, 129) argument",
+     "argument_bytes", ""),  # fmt: skip
+    ("capstone: the naive loop", "naive", "total_s", "s"),
+    ("capstone: naive against all fixes", "training loop, naive vs all fixes", "speedup", "x"),
+)
+
+
+_IN_SECONDS = {"first_ms": 1e-3, "steady_us": 1e-6, "total_s": 1.0}  # a record's time fields
+_UNITS = {"s": (1.0, " s"), "ms": (1e3, " ms"), "us": (1e6, " µs"), "x": (1.0, "×"), "": (1.0, "")}
+
+
+def _finding(value: Any, field: str, unit: str) -> str:
+    """A record's value in the finding's unit: times (kept in s, ms or µs) converted."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value).lower()
+    factor, suffix = _UNITS[unit]
+    scaled = value * _IN_SECONDS.get(field, 1.0) * factor
+    text = f"{scaled:,.0f}" if abs(scaled) >= 100 else f"{scaled:,.3g}"
+    return text + suffix
+
+
+def accelerator_findings(folder: Path | None = None) -> str:
+    """Each accelerator's results beside the CPU runs of its JAX release (its own
+    machine's CPU among them), for the findings worth showing a room: read from the
+    committed results files, never typed into a page."""
+    runs = load_results(folder)
+    accelerators = [r for r in runs if r["environment"].get("platform") != "cpu"]
+    if not accelerators:
+        return "*No accelerator's results yet: run `make bench` on one and commit the file.*"
+    jax_release = accelerators[0]["environment"].get("jax")
+    columns = accelerators + [
+        r
+        for r in runs
+        if r["environment"].get("platform") == "cpu" and r["environment"].get("jax") == jax_release
+    ]
+    lines = [
+        "| finding | " + " | ".join(run_name(r) for r in columns) + " |",
+        "|---" * (len(columns) + 1) + "|",
+    ]
+    for what, experiment, field, unit in ACCELERATOR_FINDINGS:
+        cells = []
+        for run in columns:
+            row = next((r for r in run["records"] if r["experiment"] == experiment), {})
+            cells.append(_finding(row.get(field), field, unit))
+        lines.append(f"| {what} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 RENDERERS: dict[str, Callable[[], str]] = {
+    "accelerator-findings": accelerator_findings,
     "pinned-jax": pinned_jax_release,
     "releases": releases,
     "learning-path": learning_path,

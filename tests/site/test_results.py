@@ -159,3 +159,11 @@ def test_a_lesson_shows_the_other_machines_numbers_from_their_files(tpu_beside_c
         ("cpu · cpu · 13 cores", 5e-5),
         ("tpu · TPU v5 lite · 13 cores", 7e-4),
     ]
+
+
+def test_the_accelerator_findings_come_from_the_files(tpu_beside_cpu):
+    table = pages.accelerator_findings(tpu_beside_cpu)
+    (row,) = [line for line in table.splitlines() if line.startswith("| a cached call of it |")]
+    assert row.split(" | ")[1:] == ["700 µs", "50 µs |"]  # TPU first, then its release's CPU
+    assert "No accelerator" in pages.accelerator_findings(FIXTURES)  # CPU runs only
+    assert "accelerator-findings" in pages.RENDERERS
