@@ -3,13 +3,11 @@
 #   jitlab:
 #     fix: padding, masking, bucketing
 #     half_day:
-#       exercise: 'Part 1: one compilation per bucket'
 #       minutes:
-#         exercises: 10
-#         teaching: 10
+#         exercises: 25
+#         teaching: 15
 #       skip:
 #       - Batches of varying size under `vmap`
-#       - Sizes that depend on the data
 #     instructor_notes:
 #     - Before the first experiment, ask the room to predict the compilation count;
 #       most say 1.
@@ -444,5 +442,5 @@ for (idx, count), tidy, k in zip(
 # batch, and keep data-dependent sizes inside the program with a fixed
 # <code>size=</code> and a mask.</p></div>
 
-# %%
+# %% tags=["remove-input"]
 jitlab.outro()

@@ -1091,5 +1091,5 @@ assert jax.config.jax_captured_constants_warn_bytes == saved_warn_bytes
 # and from the second start on a single-process server never runs XLA's compiler. The
 # warm child above did exactly that: six hits, no misses.
 
-# %%
+# %% tags=["remove-input"]
 jitlab.outro()

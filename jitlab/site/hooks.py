@@ -65,16 +65,23 @@ SHARED_CSS_MIN_BYTES = 20_000
 NOTEBOOK_PAGE = (".py", ".ipynb")
 
 
+def course_nav(course: Course) -> list[dict[str, str]]:
+    """Each lesson, then its exercise: the order a learner works in, so the footer's
+    Previous and Next follow it (an exercise's Previous is its lesson). The solutions
+    are not listed: each exercise page links to its own, behind a spoiler."""
+    nav = []
+    for item in course.lessons:
+        nav.append({item.label: f"lessons/{item.stem}.ipynb"})
+        if item.exercise is not None:
+            nav.append({item.exercise.label: f"exercises/{item.exercise.stem}.py"})
+    return nav
+
+
 def on_config(config: Any) -> Any:
-    course = load_course()
-    lessons = [{item.label: f"lessons/{item.stem}.ipynb"} for item in course.lessons]
-    exercises = [{f"{e.number} · {e.title}": f"exercises/{e.stem}.py"} for e in course.exercises]
-    solutions = [{f"{e.number} · {e.title}": f"solutions/{e.stem}.py"} for e in course.exercises]
     config["nav"] = [
         {"Home": "index.md"},
         {"Setup": "setup.md"},
-        {"Lessons": lessons},
-        {"Exercises": exercises},
+        {"Lessons and exercises": course_nav(load_course())},
         {
             "Reference": [
                 {"Cheat sheet": "cheatsheet.md"},
@@ -90,7 +97,7 @@ def on_config(config: Any) -> Any:
             ]
         },
         {"Measured": [{"Measured results": "results.md"}, {"JAX releases": "releases.md"}]},
-        {"Solutions (spoilers)": [{"About the solutions": "solutions.md"}, *solutions]},
+        {"Solutions (spoilers)": "solutions.md"},
     ]
     return config
 
@@ -169,6 +176,9 @@ def _flatten(items: list[Any]) -> list[Any]:
 def on_page_context(context: Any, page: Any, config: Any, nav: Any) -> Any:
     if not page.file.src_uri.endswith(NOTEBOOK_PAGE) or page.content is None:
         return context
+    folder, _, name = page.file.src_uri.partition("/")
+    if folder in ("exercises", "solutions"):  # overrides/main.html links to the lesson
+        context["jitlab_lesson"] = load_course().lesson(name.split("_", 1)[0]).label
     found = _HEADING.findall(page.content)
     headings = [(h_id, _ANCHOR_LINK.sub("", inner)) for _, h_id, inner in found]
     entries = _flatten(list(page.toc))
@@ -211,6 +221,19 @@ def fold_predicted_answers(html: str) -> str:
     return html
 
 
+def fold_solution(html: str) -> str:
+    """Fold a solution page below its title cell: the spoiler banner comes first, and the
+    solution only after one more click."""
+    elements = _elements(html)
+    cells = [e for e in elements if "jp-Cell" in e.classes]
+    top = [c for c in cells if not any(o.start < c.start and c.end <= o.end for o in cells)]
+    if len(top) < 2:
+        return html
+    start, end = top[1].start, top[-1].end
+    return f"{html[:start]}{_SPOILER}{html[start:end]}</details>{html[end:]}"
+
+
+_SPOILER = '<details class="jitlab-spoiler"><summary>Show the solution</summary>'
 ANSWER_CLASS = "celltag_answer"  # nbconvert gives a cell tagged "answer" this class
 _FOLD = '<details class="jitlab-answer"><summary>Show what happened</summary>'
 _TAG = re.compile(r"<(/?)(div|details)\b([^>]*)>")
@@ -319,6 +342,8 @@ def on_post_page(output: str, page: Any, config: Any) -> str:
         output = _share_large_styles(output, page, config)
         if page.file.src_uri.startswith("lessons/"):
             output = fold_predicted_answers(output)
+        elif page.file.src_uri.startswith("solutions/"):
+            output = fold_solution(output)
     return _MATHJAX_CONFIG.sub("", output)
 
 

@@ -3,6 +3,7 @@ and every committed copy is current."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
@@ -185,3 +186,11 @@ def test_jitlab_hint_still_reads_the_hints_from_the_source(fixture_course):
         "Return x * 2 from inside the jitted function.",
     )
     assert "Multiply by two" not in exercise.learner_copy.read_text()
+
+
+@pytest.mark.parametrize("exercise", load_course().exercises, ids=lambda e: e.slug)
+def test_an_exercise_has_one_title_for_its_page_its_file_and_jitlab_list(exercise):
+    """The title cell reads ``Exercise NN · <title>``, the front matter's title, which the
+    site's navigation and ``jitlab list`` show too."""
+    titles = re.findall(r"^# # Exercise .*$", exercise.source.read_text("utf-8"), re.M)
+    assert titles[:1] == [f"# # {exercise.label}"], f"{exercise.source.name}: {titles[:1]}"

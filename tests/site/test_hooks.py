@@ -5,7 +5,14 @@ from __future__ import annotations
 import base64
 import re
 
-from jitlab.site.hooks import MIN_TEXT_PX, inline_svg_images, readable_svgs
+from jitlab.course import load_course
+from jitlab.site.hooks import (
+    MIN_TEXT_PX,
+    course_nav,
+    fold_solution,
+    inline_svg_images,
+    readable_svgs,
+)
 
 SVG = (
     '<svg width="720pt" height="216pt" viewBox="0 0 720 216">'
@@ -37,3 +44,40 @@ def test_a_plot_shown_as_an_svg_image_becomes_the_svg_itself():
     assert page == f"<div>{SVG}\n</div>"
     png = '<img src="data:image/png;base64,iVBORw0KGgo=">'
     assert inline_svg_images(png) == png
+
+
+def test_each_exercise_comes_once_right_after_its_lesson_and_no_solution_is_listed():
+    course = load_course()
+    pages = [page for entry in course_nav(course) for page in entry.values()]
+    assert len(pages) == len(set(pages)) and not any(p.startswith("solutions/") for p in pages)
+    for exercise in course.exercises:
+        at = pages.index(f"exercises/{exercise.stem}.py")
+        assert pages[at - 1] == f"lessons/{exercise.stem}.ipynb"
+
+
+def test_a_solution_page_shows_its_title_cell_and_folds_the_rest():
+    cell = '<div class="jp-Cell {}"><div class="inner">{}</div></div>'
+    page = (
+        "<article>"
+        + "".join(
+            cell.format(kind, text)
+            for kind, text in [
+                ("jp-MarkdownCell", "Title"),
+                ("jp-CodeCell", "a"),
+                ("jp-CodeCell", "b"),
+            ]
+        )
+        + "</article>"
+    )
+    folded = fold_solution(page)
+    title_end = folded.index("Title")
+    summary = folded.index("<summary>Show the solution</summary>")
+    assert (
+        title_end < summary < folded.index(">a<") < folded.index(">b<") < folded.index("</details>")
+    )
+    assert (
+        folded.replace(
+            '<details class="jitlab-spoiler"><summary>Show the solution</summary>', ""
+        ).replace("</details>", "")
+        == page
+    )
