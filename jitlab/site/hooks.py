@@ -27,17 +27,23 @@
   that, a plot scrolls in its own box, as wide tables do.
 - On a static page the answer to each *Predict* prompt sits right under the question;
   the outputs of the cells that answer it are folded until the reader opens them.
+- Notebook pages lose nbconvert's cell-tag labels ("answer") and the copy button's
+  "Copied!" text, which the search index would return; a solution page's code is folded
+  under its spoiler banner.
+- mkdocs-jupyter's two INFO lines a page are silenced (``QUIETED_LOGGERS``).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import math
 import posixpath
 import re
 import shutil
 import time
+from html import escape as html_escape
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -146,6 +152,57 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         return pages.render(match.group(1), match.group(2) or "")
 
     return _PLACEHOLDER.sub(fill, markdown)
+
+
+# nbconvert's toolbar naming a cell's tags: "answer" printed above every proof cell.
+_TAG_TOOLBAR = re.compile(
+    r'<div class="celltoolbar">\s*<div class="button_container tags_button_container">'
+    r"\s*(?:<span[^>]*>\s*(?:<span[^>]*>[^<]*</span>\s*)*</span>\s*)*</div>\s*</div>"
+)
+# mkdocs-jupyter's copy button carries its "Copied!" notice as text, which the search
+# index then holds once per code cell; the notice's text comes from course.css instead.
+_COPIED = '<span class="notice" hidden="">Copied!</span>'
+
+
+def without_cell_chrome(html: str) -> str:
+    """A notebook page without its cells' tag labels, and with no "Copied!" text for the
+    search index to find (the copy button still shows it, from the stylesheet)."""
+    return _TAG_TOOLBAR.sub("", html).replace(_COPIED, '<span class="notice" hidden=""></span>')
+
+
+_TABLE = re.compile(r"<table>.*?</table>", re.DOTALL)
+_HEAD_CELL = re.compile(r"<th[^>]*>(.*?)</th>", re.DOTALL)
+_ROW = re.compile(r"<tr>(.*?)</tr>", re.DOTALL)
+
+
+def label_table_cells(html: str) -> str:
+    """Give every ``<td>`` its column's heading as ``data-label``: on a phone, the tables
+    of a ``jitlab-cards`` block show a row as a card, each cell under its label (CSS)."""
+
+    def table(match: re.Match[str]) -> str:
+        heads = [re.sub(r"<[^>]+>", "", h).strip() for h in _HEAD_CELL.findall(match.group(0))]
+
+        def row(found: re.Match[str]) -> str:
+            cells = iter(heads)
+            labelled = re.sub(
+                r"<td(?=[ >])",
+                lambda _: f'<td data-label="{html_escape(next(cells, ""))}"',
+                found.group(1),
+            )
+            return f"<tr>{labelled}</tr>"
+
+        return _ROW.sub(row, match.group(0))
+
+    return _TABLE.sub(table, html)
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    """Runs before the search plugin indexes the page (its ``on_page_context``)."""
+    if page.file.src_uri.endswith(NOTEBOOK_PAGE):
+        return without_cell_chrome(html)
+    if 'class="jitlab-cards"' in html:
+        return label_table_cells(html)
+    return html
 
 
 def _share_large_styles(output: str, page: Any, config: Any) -> str:
@@ -354,10 +411,16 @@ def _page_dir(site: Path, folder: str, stem: str, config: Any) -> Path:
 
 
 _STARTED = [time.monotonic()]
+# mkdocs-jupyter logs two lines a notebook page at INFO ("Converting notebook", "Cache
+# miss, writing"): 86 lines that bury the course's own progress lines, and whose "cache
+# miss" is the page cache, not jit's. Its warnings and errors still show.
+QUIETED_LOGGERS = ("mkdocs.mkdocs-jupyter", "mkdocs.plugins.mkdocs_jupyter")
 
 
 def on_startup(command: str, dirty: bool) -> None:
     _STARTED[0] = time.monotonic()
+    for name in QUIETED_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def on_post_build(config: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -22,15 +23,22 @@ def _lesson_link(item: Lesson, prefix: str = "") -> str:
 
 
 def learning_path() -> str:
-    rows = ["| lesson | the fix it teaches | minutes |", "|---|---|---|"]
+    """Every lesson, what it fixes, and its minutes: reading and teaching, then the
+    exercise (a dash where the lesson has none)."""
+    rows = [
+        "| lesson | the fix it teaches | lesson (min) | exercise (min) |",
+        "|---|---|--:|--:|",
+    ]
     lessons = load_course().lessons
     for item in lessons:
         minutes = item.meta.minutes
+        exercise = minutes.exercises or "–"
         rows.append(
-            f"| {_lesson_link(item)} | {item.meta.fix} | {minutes.teaching} + {minutes.exercises} |"
+            f"| {_lesson_link(item)} | {item.meta.fix} | {minutes.teaching} | {exercise} |"
         )
-    total = sum(i.meta.minutes.teaching + i.meta.minutes.exercises for i in lessons)
-    rows.append(f"| **all lessons** | | **{total}** |")
+    teaching = sum(i.meta.minutes.teaching for i in lessons)
+    exercises = sum(i.meta.minutes.exercises for i in lessons)
+    rows.append(f"| **all lessons** | | **{teaching}** | **{exercises}** |")
     return "\n".join(rows)
 
 
@@ -438,7 +446,11 @@ RENDERERS: dict[str, Callable[[], str]] = {
 def quote(arguments: str) -> str:
     """``<!-- jitlab:quote LESSON TEXT -->``: the line of the lesson's executed output that
     contains TEXT, as inline code. The cheat sheet quotes JAX only this way, so a quote is
-    always what the pinned JAX printed, and a change of wording fails the build."""
+    always what the pinned JAX printed, and a change of wording fails the build. A line
+    of several fields (``name: 2 trace(s), 987.6 ms ... | reason``, as the counters print
+    it) is quoted by the field that holds TEXT alone: the reason, not one machine's time.
+    The quote is an HTML ``<code>`` with its ``|`` as an entity, so a table cell holds it
+    whole (in backticks, a table shows the backslash of an escaped bar)."""
     slug, _, wanted = arguments.strip().partition(" ")
     wanted = wanted.strip().strip('"')
     from jitlab.notebooks.pipeline import executed_dir
@@ -453,8 +465,9 @@ def quote(arguments: str) -> str:
             text = output.get("text") or output.get("data", {}).get("text/plain", "")
             for line in ("".join(text) if isinstance(text, list) else text).splitlines():
                 if wanted in line:
-                    shown = " ".join(line.split("https://")[0].strip().lstrip("*").split())
-                    return "`" + shown.replace("`", "'").replace("|", "\\|") + "`"
+                    field = next(part for part in line.split(" | ") if wanted in part)
+                    shown = " ".join(field.split("https://")[0].strip().lstrip("*").split())
+                    return f"<code>{html.escape(shown).replace('|', '&#124;')}</code>"
     raise ValueError(f"cheat sheet: no output line of lesson {slug!r} contains {wanted!r}")
 
 

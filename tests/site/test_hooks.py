@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import base64
+import json
 import re
+
+import markdown
 
 from jitlab.course import load_course
 from jitlab.site.hooks import (
@@ -11,7 +14,9 @@ from jitlab.site.hooks import (
     course_nav,
     fold_solution,
     inline_svg_images,
+    label_table_cells,
     readable_svgs,
+    without_cell_chrome,
 )
 
 SVG = (
@@ -81,3 +86,41 @@ def test_a_solution_page_shows_its_title_cell_and_folds_the_rest():
         ).replace("</details>", "")
         == page
     )
+
+
+def test_a_quote_keeps_the_field_with_the_words_and_fits_a_table_cell(fixture_course):
+    """The counters print ``name: 2 trace(s), 987.6 ms ... | reason``: the cheat sheet
+    quotes the reason alone (no machine's time), and its bars survive a Markdown table."""
+    from jitlab.notebooks.pipeline import executed_dir
+    from jitlab.site import pages
+
+    line = "sample: 2 trace(s), 987.6 ms in trace | types: now u32[2] and before key<fry>[]"
+    cell = {"cell_type": "code", "outputs": [{"output_type": "stream", "text": [line, "\n"]}]}
+    target = executed_dir(fixture_course) / "lessons" / "01_doubling.ipynb"
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps({"cells": [cell]}))
+    quoted = pages.quote('doubling "now u32[2]"')
+    assert quoted == "<code>types: now u32[2] and before key&lt;fry&gt;[]</code>"
+    table = markdown.markdown(f"| a | b |\n|---|---|\n| {quoted} | x |", extensions=["tables"])
+    assert "ms" not in quoted and "\\" not in table and table.count("<td>") == 2
+
+
+def test_a_notebook_page_loses_its_tag_labels_and_copied_text_but_keeps_its_code():
+    cell = (
+        '<div class="jp-Cell celltag_answer"><div class="celltoolbar">'
+        '<div class="button_container tags_button_container"> <span class="tag-container"> '
+        '<span class="cell-tag">answer</span> </span> </div> </div>'
+        '<clipboard-copy><span class="notice" hidden="">Copied!</span></clipboard-copy>'
+        "<pre>assert n == 1</pre></div>"
+    )
+    page = without_cell_chrome(cell)
+    assert "answer</span>" not in page and "Copied!" not in page
+    assert 'class="jp-Cell celltag_answer"' in page and "<pre>assert n == 1</pre>" in page
+    assert '<span class="notice" hidden=""></span>' in page  # the button still has it
+
+
+def test_a_cards_table_labels_each_cell_with_its_column():
+    table = markdown.markdown("| cause | fix |\n|---|---|\n| `a` | b |", extensions=["tables"])
+    labelled = label_table_cells(table)
+    assert '<td data-label="cause"><code>a</code></td>' in labelled
+    assert '<td data-label="fix">b</td>' in labelled
