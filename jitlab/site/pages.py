@@ -443,13 +443,23 @@ RENDERERS: dict[str, Callable[[], str]] = {
 }
 
 
+_MARKDOWN_SPECIALS = "\\`*_{}[]()#+-.!|"
+
+
+def _inline_literal(text: str) -> str:
+    """``text`` as HTML that Markdown leaves alone: escaped, with every character that
+    Markdown reads (a ``[2]({})`` would become a link, a ``|`` a table column) written
+    as a character reference."""
+    return "".join(f"&#{ord(c)};" if c in _MARKDOWN_SPECIALS else html.escape(c) for c in text)
+
+
 def quote(arguments: str) -> str:
     """``<!-- jitlab:quote LESSON TEXT -->``: the line of the lesson's executed output that
     contains TEXT, as inline code. The cheat sheet quotes JAX only this way, so a quote is
     always what the pinned JAX printed, and a change of wording fails the build. A line
     of several fields (``name: 2 trace(s), 987.6 ms ... | reason``, as the counters print
     it) is quoted by the field that holds TEXT alone: the reason, not one machine's time.
-    The quote is an HTML ``<code>`` with its ``|`` as an entity, so a table cell holds it
+    The quote is an HTML ``<code>`` that Markdown leaves alone, so a table cell holds it
     whole (in backticks, a table shows the backslash of an escaped bar)."""
     slug, _, wanted = arguments.strip().partition(" ")
     wanted = wanted.strip().strip('"')
@@ -467,7 +477,7 @@ def quote(arguments: str) -> str:
                 if wanted in line:
                     field = next(part for part in line.split(" | ") if wanted in part)
                     shown = " ".join(field.split("https://")[0].strip().lstrip("*").split())
-                    return f"<code>{html.escape(shown).replace('|', '&#124;')}</code>"
+                    return f"<code>{_inline_literal(shown)}</code>"
     raise ValueError(f"cheat sheet: no output line of lesson {slug!r} contains {wanted!r}")
 
 
