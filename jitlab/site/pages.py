@@ -190,7 +190,8 @@ def half_day() -> str:
     left = [item for item in load_course().lessons if item.meta.half_day is None]
     table = _table(days[0])
     table += (
-        f"\n\n{_clock(end - DAY_START)} in all, breaks and setup included: "
+        f"\n\n{(end - DAY_START) // 60} h {(end - DAY_START) % 60:02d} min in all, breaks "
+        "and setup included: "
         f"{hands_on} minutes of exercises, {hands_on / (end - DAY_START):.0%} of the morning."
     )
     if left:
