@@ -47,7 +47,10 @@ $(STAMP): requirements.lock pyproject.toml
 	  "(JAX, JupyterLab, MkDocs: the long step, a few minutes the first time)"
 	@$(BIN)/python -m pip install --quiet --no-compile -r requirements.lock $(PIP_OPTIONS)
 	@echo "[setup 4/5] the course's own package (jitlab), editable"
-	@$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . $(PIP_OPTIONS)
+	@# setuptools' "Editable installation" box is information only (a folder named like
+	@# the package may shadow it): that one message is filtered, any other still shows.
+	@PYTHONWARNINGS="ignore:Editable installation" \
+	  $(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . $(PIP_OPTIONS)
 	@# Bytecode for the packages and the course, compiled once here: kernels run with
 	@# PYTHONDONTWRITEBYTECODE, and an editable install leaves the course's to the first
 	@# import, so without it every check would compile them again.
@@ -66,9 +69,16 @@ site: $(STAMP)
 	@echo "building the site: every lesson that changed is executed first (a line each), then the pages"
 	$(BIN)/mkdocs build --strict
 
-# JupyterLab on the course folder: lessons and exercises open as notebooks.
+# JupyterLab on the course folder: lessons and exercises open as notebooks. LAB_OPTIONS
+# go to JupyterLab as they are, e.g. `make lab LAB_OPTIONS="--no-browser --port 8889"`;
+# as root (a container), JupyterLab refuses to start without --allow-root: say so first.
+LAB_OPTIONS ?=
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=.
+	@if [ "$$(id -u)" = 0 ] && ! printf '%s' "$(LAB_OPTIONS)" | grep -q -- --allow-root; then \
+	  echo "make lab: you are root, and JupyterLab refuses to run as root unless told to."; \
+	  echo "In a container that is expected: make lab LAB_OPTIONS=--allow-root"; \
+	  echo "(add --ip=0.0.0.0 --no-browser to reach it from outside the container)"; exit 2; fi
+	$(BIN)/jupyter lab --notebook-dir=. $(LAB_OPTIONS)
 
 # Every wheel the course installs, for a room with no network: copy wheelhouse/ next to the
 # course on each laptop, and `make course` installs from it. For another platform, e.g.
@@ -121,9 +131,14 @@ test-fast: $(STAMP) lint
 	XLA_FLAGS="$(TEST_XLA_FLAGS)" $(BIN)/pytest -n $(JOBS) --dist loadfile tests \
 	  -m "not slow and not strict_mode" --durations=10
 
+# A learner's exercises/ are theirs, written in their own style: outside CI, ruff leaves
+# them out (and says so). CI checks out a clean tree, where they are the generated copies,
+# and lints them; `jitlab dev exercises --check` compares them with their sources.
+LINT_EXCLUDE := $(if $(CI),,--extend-exclude exercises)
 lint: $(STAMP)
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
+	@$(if $(CI),,echo "lint: exercises/ left out of ruff (yours to edit; CI lints the generated copies)")
+	$(BIN)/ruff check $(LINT_EXCLUDE) .
+	$(BIN)/ruff format --check $(LINT_EXCLUDE) .
 	$(BIN)/jitlab dev exercises --check
 
 format: $(STAMP)

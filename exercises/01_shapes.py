@@ -16,7 +16,7 @@
 # ---
 
 # %% [markdown]
-# # Exercise 01 · Shapes
+# # Exercise 01 · Any length, one compilation per bucket; any count, one compilation
 #
 # Stuck? Run `jitlab hint 01` in a terminal for the next hint, mildest first;
 # the hints are not in this file.

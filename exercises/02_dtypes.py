@@ -16,7 +16,7 @@
 # ---
 
 # %% [markdown]
-# # Exercise 02 · Dtypes
+# # Exercise 02 · Score batches of any dtype with one compilation
 #
 # Stuck? Run `jitlab hint 02` in a terminal for the next hint, mildest first;
 # the hints are not in this file.

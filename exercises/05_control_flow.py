@@ -16,7 +16,7 @@
 # ---
 
 # %% [markdown]
-# # Exercise 05 · Gradient clipping and early stopping
+# # Exercise 05 · Gradient clipping and early stopping, compiled once for every value
 #
 # Stuck? Run `jitlab hint 05` in a terminal for the next hint, mildest first;
 # the hints are not in this file.

@@ -16,7 +16,7 @@
 # ---
 
 # %% [markdown]
-# # Exercise 07 · A training loop that compiles once
+# # Exercise 07 · A weight-decay sweep whose training loop compiles once
 #
 # Stuck? Run `jitlab hint 07` in a terminal for the next hint, mildest first;
 # the hints are not in this file.

@@ -16,7 +16,7 @@
 # ---
 
 # %% [markdown]
-# # Exercise 08 · Closures and globals
+# # Exercise 08 · A confidence score whose temperature and threshold change between calls
 #
 # Stuck? Run `jitlab hint 08` in a terminal for the next hint, mildest first;
 # the hints are not in this file.

@@ -16,7 +16,7 @@
 # ---
 
 # %% [markdown]
-# # Exercise 09 · Diagnosing
+# # Exercise 09 · A training step that compiles twice, and nobody knows why
 #
 # Stuck? Run `jitlab hint 09` in a terminal for the next hint, mildest first;
 # the hints are not in this file.

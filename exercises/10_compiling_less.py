@@ -16,7 +16,7 @@
 # ---
 
 # %% [markdown]
-# # Exercise 10 · Compiling less
+# # Exercise 10 · A server that compiles at start-up and never again
 #
 # Stuck? Run `jitlab hint 10` in a terminal for the next hint, mildest first;
 # the hints are not in this file.

@@ -16,7 +16,7 @@
 # ---
 
 # %% [markdown]
-# # Exercise 11 · Capstone
+# # Exercise 11 · A training loop that compiles once per bucket, with the same numbers
 #
 # Stuck? Run `jitlab hint 11` in a terminal for the next hint, mildest first;
 # the hints are not in this file.

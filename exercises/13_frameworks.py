@@ -16,7 +16,7 @@
 # ---
 
 # %% [markdown]
-# # Exercise 13 · A learning-rate sweep that compiles once
+# # Exercise 13 · A learning-rate sweep over re-created NNX models that compiles once
 #
 # Stuck? Run `jitlab hint 13` in a terminal for the next hint, mildest first;
 # the hints are not in this file.

@@ -737,5 +737,5 @@ ax.set_title(f"One jitted call, stage by stage ({cpu})")
 fig.tight_layout()
 plt.show()
 
-# %%
+# %% tags=["remove-input"]
 jitlab.outro()

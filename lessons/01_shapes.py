@@ -3,13 +3,11 @@
 #   jitlab:
 #     fix: padding, masking, bucketing
 #     half_day:
-#       exercise: 'Part 1: one compilation per bucket'
 #       minutes:
-#         exercises: 10
-#         teaching: 10
+#         exercises: 25
+#         teaching: 15
 #       skip:
 #       - Batches of varying size under `vmap`
-#       - Sizes that depend on the data
 #     instructor_notes:
 #     - Before the first experiment, ask the room to predict the compilation count;
 #       most say 1.
@@ -527,5 +525,5 @@ jitlab.print_table(
 # multiples of both. The padding and masking of this lesson work the same; only the
 # sizes worth choosing change.
 
-# %%
+# %% tags=["remove-input"]
 jitlab.outro()

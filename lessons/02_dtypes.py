@@ -2,6 +2,14 @@
 # jupyter:
 #   jitlab:
 #     fix: cast once at the boundary, explicitly
+#     half_day:
+#       minutes:
+#         exercises: 10
+#         teaching: 15
+#       skip:
+#       - Switching 64-bit types on
+#       - Integers and floats
+#       - What the cast itself costs
 #     instructor_notes:
 #     - Ask for a show of hands before the first experiment; most people expect float64
 #       to compile a second program. It does not, with default settings, and that is
@@ -472,5 +480,5 @@ assert n_device_again.compiles == 0
 # `jax_enable_x64` once, at start-up, if you need float64, and never flip it inside a
 # loop. The exercise applies this to a scoring function fed by a loader of mixed dtypes.
 
-# %%
+# %% tags=["remove-input"]
 jitlab.outro()

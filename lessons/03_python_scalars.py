@@ -4,12 +4,12 @@
 #     fix: arrays with an explicit dtype, or static where the value selects a program
 #     half_day:
 #       minutes:
-#         exercises: 0
-#         teaching: 25
-#       read_before: the Key points box at the end of the page, two minutes a lesson
+#         exercises: 20
+#         teaching: 20
 #       skip:
 #       - '`3` then `jnp.int32(3)`'
 #       - How weak types promote
+#       - State that changes its type after one step
 #       - When static is the right call
 #     instructor_notes:
 #     - Learners arrive believing Python scalars are static (the source chapter says
@@ -723,5 +723,5 @@ print(unhashable)
 assert type(unhashable.error) is ValueError, unhashable
 assert "Non-hashable static arguments" in str(unhashable.error)
 
-# %%
+# %% tags=["remove-input"]
 jitlab.outro()

@@ -4,7 +4,7 @@
 #     fix: stable containers (arrays plus flags), one calling convention
 #     half_day:
 #       minutes:
-#         exercises: 0
+#         exercises: 15
 #         teaching: 15
 #       skip:
 #       - 'An optional field: array, `None`, absent'
@@ -815,5 +815,5 @@ for got, want in zip(
 # choose, not one that grows with the variety of the data. The value-and-flag pattern
 # compiled once as well.
 
-# %%
+# %% tags=["remove-input"]
 jitlab.outro()

@@ -2,6 +2,14 @@
 # jupyter:
 #   jitlab:
 #     fix: static_argnames, or jnp.where / lax.cond / lax.switch / lax.fori_loop / lax.scan
+#     half_day:
+#       minutes:
+#         exercises: 15
+#         teaching: 20
+#       skip:
+#       - Loops and indexes hit the same wall
+#       - Shapes that depend on values
+#       - Trade-offs, measured
 #     instructor_notes:
 #     - Start live with the chapter's claim and let the room predict two compilations;
 #       the error is the surprise, and reading its message together is the first skill.
@@ -885,5 +893,5 @@ plt.show()
 # | a loop count or stopping rule from data | `lax.fori_loop`, `lax.while_loop` | one |
 # | a loop over data with state | `lax.scan` | one per input shape |
 
-# %%
+# %% tags=["remove-input"]
 jitlab.outro()

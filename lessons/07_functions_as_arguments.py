@@ -846,5 +846,5 @@ assert np.allclose(results[2], 3.0 * x + 1.0)
 # The exercise turns a training loop that compiles on every batch into one that
 # compiles once, for every batch and every weight-decay value.
 
-# %%
+# %% tags=["remove-input"]
 jitlab.outro()

@@ -503,5 +503,5 @@ for (s, k), a, b in zip(calls, outs_kind, outs_all, strict=True):
 # lookup table of a few numbers) are fine to close over. Large arrays are better passed
 # in even when they do not change, since JAX 0.12 embeds them in the program.
 
-# %%
+# %% tags=["remove-input"]
 jitlab.outro()

@@ -3,14 +3,6 @@
 #   jitlab:
 #     fix: log_compiles, explain_cache_misses, no_tracing, trace-count guards in tests,
 #       jitlab doctor
-#     half_day:
-#       minutes:
-#         exercises: 15
-#         teaching: 50
-#       read_before: the Key points box at the end of the page, two minutes a lesson
-#       skip:
-#       - 'Guards: make a retrace an error'
-#       - '`jax.make_jaxpr`: compare two traces'
 #     instructor_notes:
 #     - Run the worked diagnosis live, and ask the room to predict the cause from the
 #       code before showing any tool; almost nobody spots the class defined inside make_batch.
@@ -1372,5 +1364,5 @@ jitlab.doctor.uninstall()  # jax.jit is the real one again
 #    loop; see [Which calls skip the fast path](#which-calls-skip-the-fast-path)), and
 #    `chex.assert_max_traces` in a test.
 
-# %%
+# %% tags=["remove-input"]
 jitlab.outro()

@@ -1246,5 +1246,5 @@ jitlab.print_table(
 # course costs most on the hardware JAX is built for, and there the persistent cache
 # (with its defaults) starts to pay.
 
-# %%
+# %% tags=["remove-input"]
 jitlab.outro()

@@ -2,13 +2,6 @@
 # jupyter:
 #   jitlab:
 #     fix: diagnose, fix one cause at a time, check the numbers, measure end to end
-#     half_day:
-#       minutes:
-#         exercises: 30
-#         teaching: 35
-#       read_before: the Key points box at the end of the page, two minutes a lesson
-#       skip:
-#       - 'One more signature: the state the loop carries'
 #     instructor_notes:
 #     - Before running anything, ask the room to list every cause they can see in train_naive
 #       and to predict the count. Most find the lambda and the lengths; few find the
@@ -961,5 +954,5 @@ jitlab.doctor.uninstall()  # jax.jit is the real one again
 # the count reaches what you can justify (here, one per bucket), guard it. If the
 # compilations that remain still hurt, lesson 10 shows how to pay for them less.
 
-# %%
+# %% tags=["remove-input"]
 jitlab.outro()

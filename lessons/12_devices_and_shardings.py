@@ -1003,5 +1003,5 @@ assert [m.compiles for m in moves.values()] == [0, 1, 1, 0, 1, 0]
 # common pattern uses both: <code>device_put</code> in the input pipeline, and
 # <code>in_shardings</code> on the step as a guard.</p></div>
 
-# %%
+# %% tags=["remove-input"]
 jitlab.outro()

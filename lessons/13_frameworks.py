@@ -1069,5 +1069,5 @@ assert signature(adam_state) == signature(adam_after)
 # The exercise gives you an NNX training loop that compiles on every run of a
 # learning-rate sweep, for two of these reasons at once.
 
-# %%
+# %% tags=["remove-input"]
 jitlab.outro()

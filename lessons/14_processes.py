@@ -749,4 +749,6 @@ assert uneven == {"ragged, shape inferred"}  # counts alone miss the static mism
 
 # %%
 cache_dir.cleanup()
+
+# %% tags=["remove-input"]
 jitlab.outro()

@@ -31,7 +31,7 @@
 # ---
 
 # %% [markdown]
-# # Exercise 01 · Shapes
+# # Exercise 01 · Any length, one compilation per bucket; any count, one compilation
 #
 # ## Part 1: one compilation per bucket
 #

@@ -29,7 +29,7 @@
 # ---
 
 # %% [markdown]
-# # Exercise 02 · Dtypes
+# # Exercise 02 · Score batches of any dtype with one compilation
 #
 # A data loader hands you batches of sensor readings, always of shape `(rows, cols)`, but
 # in whatever dtype each source stores: float64 from a CSV read by pandas, float32 from a

@@ -27,7 +27,7 @@
 # ---
 
 # %% [markdown]
-# # Exercise 05 · Gradient clipping and early stopping
+# # Exercise 05 · Gradient clipping and early stopping, compiled once for every value
 #
 # A training script has two helpers written for NumPy (below, in the setup cell):
 #

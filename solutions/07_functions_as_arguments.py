@@ -26,7 +26,7 @@
 # ---
 
 # %% [markdown]
-# # Exercise 07 · A training loop that compiles once
+# # Exercise 07 · A weight-decay sweep whose training loop compiles once
 #
 # You inherit a hyperparameter sweep: a small linear model `x @ w + b`, trained with
 # plain SGD on a mean-squared-error loss with an L2 penalty, once per weight-decay value.

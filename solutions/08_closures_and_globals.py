@@ -29,7 +29,7 @@
 # ---
 
 # %% [markdown]
-# # Exercise 08 · Closures and globals
+# # Exercise 08 · A confidence score whose temperature and threshold change between calls
 #
 # A classifier's logits are turned into a *calibrated confidence*: divide the logits by a
 # temperature, take the softmax over classes, and keep each row's largest probability.

@@ -27,7 +27,7 @@
 # ---
 
 # %% [markdown]
-# # Exercise 09 · Diagnosing
+# # Exercise 09 · A training step that compiles twice, and nobody knows why
 #
 # A colleague's training loop for a small linear model pauses once, a few steps in, and
 # `sgd_step` turns out to compile **twice** in a run of 20 steps. Every batch has the

@@ -26,7 +26,7 @@
 # ---
 
 # %% [markdown]
-# # Exercise 10 · Compiling less
+# # Exercise 10 · A server that compiles at start-up and never again
 #
 # A scoring service receives 1-D requests of any length up to its largest bucket, and
 # answers each with `summarise(padded, n)`: the mean, standard deviation and maximum of

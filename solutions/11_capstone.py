@@ -33,7 +33,7 @@
 # ---
 
 # %% [markdown]
-# # Exercise 11 · Capstone
+# # Exercise 11 · A training loop that compiles once per bucket, with the same numbers
 #
 # A colleague's training script trains a small sequence regressor: a `tanh` layer at
 # every time step, mean pooling over time, a linear readout. It gives the right

@@ -29,7 +29,7 @@
 # ---
 
 # %% [markdown]
-# # Exercise 13 · A learning-rate sweep that compiles once
+# # Exercise 13 · A learning-rate sweep over re-created NNX models that compiles once
 #
 # You inherit a sweep: a small Flax NNX regressor, trained with plain SGD on a
 # mean-squared error, for several learning rates and several freshly initialised models

@@ -19,11 +19,18 @@ no answer, as JupyterLab does not.
 The generated copies are committed, because learners edit them; a test fails when one
 is out of date, and ``jitlab reset`` regenerates a learner's file from its source, so it
 works in a downloaded archive as well as in a git clone.
+
+A copy that differs from its generation is either stale (an author changed the source)
+or being solved (a learner's edits): :func:`copy_state` tells them apart with git, as a
+learner's edits are what differs from the committed copy. Nothing here writes over a
+copy with edits unless asked to (``force``).
 """
 
 from __future__ import annotations
 
+import enum
 import re
+import subprocess
 from pathlib import Path
 
 from jitlab.course.manifest import Course, Exercise
@@ -112,15 +119,90 @@ def with_hint_note(text: str, number: str, where: str = "<source>") -> str:
     return text[: title.end()] + note + text[title.end() :]
 
 
+def generated_from(source: str, number: str, where: str = "<source>") -> str:
+    """The learner's copy that the exercise source text ``source`` generates."""
+    copy = learner_copy(source, where)
+    return with_hint_note(without_hints(copy, where), number, where)
+
+
 def generated_text(exercise: Exercise) -> str:
     """What ``exercises/NN_slug.py`` must contain, generated from its source."""
-    where = str(exercise.source)
-    copy = learner_copy(exercise.source.read_text(encoding="utf-8"), where)
-    return with_hint_note(without_hints(copy, where), exercise.number, where)
+    source = exercise.source.read_text(encoding="utf-8")
+    return generated_from(source, exercise.number, str(exercise.source))
+
+
+class CopyState(enum.Enum):
+    """Where a learner's copy stands against its source (see :func:`copy_state`)."""
+
+    CURRENT = "current"  # what the source generates
+    STALE = "stale"  # unedited since it was committed or generated, but out of date
+    EDITED = "edited"  # a learner's edits; the committed copy is current
+    EDITED_STALE = "edited and stale"  # edits, and the committed copy is out of date
+    UNKNOWN = "unknown"  # differs, and there is no git history to tell edits from age
+
+
+def committed_text(path: Path) -> str | None:
+    """``path`` as git's HEAD holds it; None outside a git checkout, without git, or for
+    a file HEAD does not hold."""
+    try:
+        shown = subprocess.run(
+            ["git", "show", f"HEAD:./{path.name}"],
+            cwd=path.parent,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            check=False,
+        )
+    except OSError:
+        return None
+    return shown.stdout if shown.returncode == 0 else None
+
+
+def _in_git(folder: Path) -> bool:
+    try:
+        inside = subprocess.run(
+            ["git", "rev-parse", "--is-inside-work-tree"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError:
+        return False
+    return inside.returncode == 0 and inside.stdout.strip() == "true"
+
+
+def copy_state(exercise: Exercise) -> CopyState:
+    """Whether ``exercises/NN_slug.py`` is current, stale, or holds a learner's edits.
+
+    A copy is unedited when it equals the committed copy or what the committed source
+    generated (the old generation); a copy that differs from both holds edits. In a
+    checkout where HEAD holds neither file (an exercise being written), the copy is the
+    author's own generation, so it counts as unedited."""
+    path = exercise.learner_copy
+    if not path.exists():
+        return CopyState.STALE
+    mine = path.read_text(encoding="utf-8")
+    wanted = generated_text(exercise)
+    if mine == wanted:
+        return CopyState.CURRENT
+    if not _in_git(path.parent):
+        return CopyState.UNKNOWN
+    committed = committed_text(path)
+    committed_source = committed_text(exercise.source)
+    old = {committed}
+    if committed_source is not None:
+        try:
+            old.add(generated_from(committed_source, exercise.number))
+        except CourseError:
+            pass  # the committed source was broken: only the committed copy counts
+    if mine in old or (committed is None and committed_source is None):
+        return CopyState.STALE
+    return CopyState.EDITED if committed == wanted else CopyState.EDITED_STALE
 
 
 def stale_copies(course: Course) -> list[Exercise]:
-    """Exercises whose committed learner copy differs from what the source generates."""
+    """Exercises whose learner copy on disk differs from what the source generates."""
     stale = []
     for exercise in course.exercises:
         current = exercise.learner_copy
@@ -129,11 +211,17 @@ def stale_copies(course: Course) -> list[Exercise]:
     return stale
 
 
-def write_learner_copies(course: Course) -> list[Path]:
-    """Regenerate every learner copy that is out of date; return the files written."""
-    written = []
+def write_learner_copies(course: Course, *, force: bool = False) -> tuple[list[Path], list[Path]]:
+    """Regenerate every learner copy that is out of date and holds no edits (any that is
+    out of date, with ``force``); return the files written and those left alone because
+    they hold edits (a learner's work) or could not be told apart from them."""
+    written, kept = [], []
     for exercise in stale_copies(course):
+        state = copy_state(exercise)
+        if not force and state in (CopyState.EDITED, CopyState.EDITED_STALE, CopyState.UNKNOWN):
+            kept.append(exercise.learner_copy)
+            continue
         exercise.learner_copy.parent.mkdir(parents=True, exist_ok=True)
         exercise.learner_copy.write_text(generated_text(exercise), encoding="utf-8")
         written.append(exercise.learner_copy)
-    return written
+    return written, kept

@@ -61,6 +61,12 @@ class Exercise:
     def title(self) -> str:
         return self.meta.title
 
+    @property
+    def label(self) -> str:
+        """``Exercise 02 · Score batches ...``: the exercise's title line, as the site,
+        its source and ``jitlab list`` name it (a test holds the source to it)."""
+        return f"Exercise {self.number} · {self.title}"
+
 
 @dataclasses.dataclass(frozen=True)
 class Lesson:

@@ -68,9 +68,12 @@ def _exercise_parts(path: Path) -> list[str]:
 
 def half_day_problems(course: Course) -> list[str]:
     """What makes the half-day plan not hold together, one line per problem, naming the
-    lesson: a prerequisite left out with nothing said about what to read before, a
-    shortened exercise that does not name the part to do, a skipped section that does
-    not exist. Empty when the plan holds (``make test`` and the site require that)."""
+    lesson: a prerequisite left out with nothing said about what to read before, an
+    exercise in the plan whose prerequisites the plan does not teach (reading a Key
+    points box is not enough to solve one), a shortened exercise that does not name the
+    part to do, a skipped section that does not exist. Empty when the plan holds
+    (``make test`` and the site require that; the schedule's own arithmetic, hands-on
+    time and the morning's length, is checked where it is made, in ``jitlab.site.pages``)."""
     planned = [item for item in course.lessons if item.meta.half_day is not None]
     in_plan = {item.slug for item in planned}
     problems = []
@@ -86,7 +89,13 @@ def half_day_problems(course: Course) -> list[str]:
                     f"(its ## sections: {'; '.join(sections)})"
                 )
         left_out = [slug for slug in item.meta.prerequisites.lessons if slug not in in_plan]
-        if left_out and not plan.read_before:
+        if left_out and plan.minutes.exercises:
+            names = ", ".join(course.lesson(slug).label for slug in left_out)
+            problems.append(
+                f"{where}: its exercise is in the plan, but its prerequisites {names} are "
+                "not taught in it; add them to the plan, or leave the exercise out"
+            )
+        elif left_out and not plan.read_before:
             names = ", ".join(course.lesson(slug).label for slug in left_out)
             problems.append(
                 f"{where}: its prerequisites {names} are not in the half-day plan; add "

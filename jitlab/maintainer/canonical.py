@@ -50,6 +50,8 @@ def canonicalize(course: Course, echo: Callable[[str], None] = print) -> int:
         if save_as_jupyterlab_does(course.root, relative):
             changed += 1
             echo(f"  rewrote {relative}")
-    written = write_learner_copies(course)
+    written, kept = write_learner_copies(course)
+    for path in kept:
+        echo(f"  left exercises/{path.name} alone: it holds edits (`jitlab dev exercises`)")
     echo(f"{changed} source(s) rewritten, {len(written)} learner copies regenerated")
     return 0

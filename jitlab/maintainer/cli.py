@@ -1,8 +1,9 @@
 """``jitlab dev``: the course maintainers' commands, kept apart from the learner's verbs.
 
 - ``verify``: every solution passes, every generated exercise fails at a grader;
-- ``exercises``: regenerate the learners' copies from their sources (``--check``: fail
-  when one is out of date, for CI and the pre-commit hook);
+- ``exercises``: regenerate the learners' copies from their sources, leaving a copy with
+  a learner's edits alone (``--check``: fail when one is out of date; a copy being solved
+  is named and skipped, unless ``--strict``, as the pre-commit hook runs it);
 - ``notebooks``: convert lessons, exercises or solutions to ``.ipynb`` for nbval;
 - ``renumber``: rename files after lessons moved in ``course.yml``;
 - ``canonical``: write the notebook sources as JupyterLab saves them;
@@ -20,7 +21,8 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from jitlab.course.manifest import course_root, load_course
+from jitlab.course.exercise_source import CopyState, copy_state, write_learner_copies
+from jitlab.course.manifest import Course, Exercise, course_root, load_course
 from jitlab.course.metadata import CourseError
 
 
@@ -42,25 +44,70 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_exercises(args: argparse.Namespace) -> int:
-    from jitlab.course.exercise_source import stale_copies, write_learner_copies
-
     course = load_course()
     if args.check:
-        stale = stale_copies(course)
-        for exercise in stale:
-            _say(
-                f"exercises/{exercise.learner_copy.name} is out of date with "
-                f"solutions/{exercise.source.name}"
-            )
-        if stale:
-            _say("run `jitlab dev exercises` (or `make exercises`) and commit the result")
-            return 1
-        _say(f"{len(course.exercises)} learner copies are current")
-        return 0
-    written = write_learner_copies(course)
+        return _check_learner_copies(course, {e: copy_state(e) for e in course.exercises}, args)
+    written, kept = write_learner_copies(course, force=args.force)
     for path in written:
         _say(f"  wrote exercises/{path.name}")
-    _say(f"{len(written)} learner copies regenerated" if written else "all learner copies current")
+    failed = 0
+    for path in kept:
+        exercise = next(e for e in course.exercises if e.learner_copy == path)
+        state = copy_state(exercise)
+        failed += state is not CopyState.EDITED
+        why = {
+            CopyState.EDITED: "it holds your edits, and the committed copy is current",
+            CopyState.EDITED_STALE: "it is out of date, but it holds edits of its own",
+        }.get(state, "it differs from its generation, and without git its edits cannot be told")
+        _say(f"  left exercises/{path.name} alone: {why}")
+    if kept:
+        _say(
+            "  `jitlab reset NN` restores one exercise (it asks first); "
+            "`jitlab dev exercises --force` overwrites them all (the edits are lost)"
+        )
+    if written or kept:
+        _say(f"{len(written)} learner copies regenerated, {len(kept)} left alone")
+    else:
+        _say("all learner copies current")
+    return 1 if failed else 0
+
+
+def _check_learner_copies(
+    course: Course, states: dict[Exercise, CopyState], args: argparse.Namespace
+) -> int:
+    """``--check``: a stale copy fails; a copy holding a learner's edits is named and
+    skipped (it fails with ``--strict``, which the pre-commit hook uses)."""
+
+    failed = skipped = 0
+    for exercise, state in states.items():
+        name = f"exercises/{exercise.learner_copy.name}"
+        source = f"solutions/{exercise.source.name}"
+        if state is CopyState.CURRENT:
+            continue
+        if state is CopyState.STALE:
+            _say(f"{name} is out of date with {source}")
+        elif state is CopyState.EDITED_STALE:
+            _say(f"{name} is out of date with {source}, and holds edits of its own")
+        elif state is CopyState.EDITED and args.strict:
+            _say(f"{name} differs from what {source} generates: it holds edits")
+        elif state is CopyState.EDITED:
+            _say(f"{name}: not checked, it holds your edits (the committed copy is current)")
+        else:
+            _say(
+                f"{name}: not checked, it differs from what {source} generates, and with no "
+                "git history here your edits cannot be told from a stale copy"
+            )
+        skip = state in (CopyState.EDITED, CopyState.UNKNOWN) and not args.strict
+        skipped += skip
+        failed += not skip
+    if failed:
+        _say(
+            "run `jitlab dev exercises` (or `make exercises`) and commit the result; it leaves "
+            "a copy with edits alone (`--force` overwrites it, `jitlab reset NN` asks first)"
+        )
+        return 1
+    current = len(course.exercises) - skipped
+    _say(f"{current} learner copies are current" + (f", {skipped} not checked" if skipped else ""))
     return 0
 
 
@@ -175,6 +222,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     exercises = sub.add_parser("exercises", help="regenerate learner copies from sources")
     exercises.add_argument("--check", action="store_true", help="only report stale copies")
+    exercises.add_argument(
+        "--strict", action="store_true", help="with --check: a copy with edits fails too"
+    )
+    exercises.add_argument(
+        "--force", action="store_true", help="overwrite copies that hold edits (they are lost)"
+    )
 
     notebooks = sub.add_parser("notebooks", help="convert sources to .ipynb under _build/")
     notebooks.add_argument("folder", nargs="+", choices=["lessons", "exercises", "solutions"])

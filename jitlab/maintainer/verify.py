@@ -3,17 +3,31 @@
 current and, unsolved, fails at a grader check with a ``NotImplementedError`` (for the
 intended reason, not a crash in the setup cells or a timeout). With ``strict``, each
 solution is checked in strict mode (``jitlab check --strict``): the same graders, and
-the audit that rejects cheats, so one run shows that it passes both ways."""
+the audit that rejects cheats, so one run shows that it passes both ways.
+
+The unsolved exercise checked is the one its source generates (written under
+``_build/``), never the copy in ``exercises/``, which a learner may be solving."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-from jitlab.course.exercise_source import stale_copies
+from jitlab.course.exercise_source import CopyState, copy_state, generated_text
 from jitlab.course.manifest import Course, Exercise
 from jitlab.grading.verdict import format_verdict
 from jitlab.learner.check import check_file
+
+
+def generated_copy(exercise: Exercise) -> Path:
+    """The learner's copy as generated, in ``_build/generated-exercises/`` (named as in
+    ``exercises/``, which is how the runner finds its exercise)."""
+    path = exercise.learner_copy.parents[1] / "_build" / "generated-exercises"
+    path.mkdir(parents=True, exist_ok=True)
+    path /= exercise.learner_copy.name
+    path.write_text(generated_text(exercise), encoding="utf-8")
+    return path
 
 
 def verify_exercise(exercise: Exercise, timeout: int, *, strict: bool = False) -> list[str]:
@@ -22,7 +36,7 @@ def verify_exercise(exercise: Exercise, timeout: int, *, strict: bool = False) -
     solved = check_file(exercise.source, cell_timeout_s=timeout, strict=strict)
     if not solved.passed:
         problems.append(f"{exercise.stem}: the solution fails\n{format_verdict(solved)}")
-    unsolved = check_file(exercise.learner_copy, cell_timeout_s=timeout)
+    unsolved = check_file(generated_copy(exercise), cell_timeout_s=timeout)
     failed = unsolved.failed_check
     if unsolved.passed:
         problems.append(f"{exercise.stem}: the unsolved exercise passes its graders")
@@ -48,8 +62,8 @@ def run_verify(
     problems = [
         f"{e.stem}: exercises/{e.learner_copy.name} is out of date with its source; "
         "run `jitlab dev exercises`"
-        for e in stale_copies(course)
-        if e in exercises
+        for e in exercises
+        if copy_state(e) in (CopyState.STALE, CopyState.EDITED_STALE)
     ]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(lambda e: verify_exercise(e, timeout, strict=strict), exercises))

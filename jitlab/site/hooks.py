@@ -27,17 +27,23 @@
   that, a plot scrolls in its own box, as wide tables do.
 - On a static page the answer to each *Predict* prompt sits right under the question;
   the outputs of the cells that answer it are folded until the reader opens them.
+- Notebook pages lose nbconvert's cell-tag labels ("answer") and the copy button's
+  "Copied!" text, which the search index would return; a solution page's code is folded
+  under its spoiler banner.
+- mkdocs-jupyter's two INFO lines a page are silenced (``QUIETED_LOGGERS``).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import math
 import posixpath
 import re
 import shutil
 import time
+from html import escape as html_escape
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -65,16 +71,23 @@ SHARED_CSS_MIN_BYTES = 20_000
 NOTEBOOK_PAGE = (".py", ".ipynb")
 
 
+def course_nav(course: Course) -> list[dict[str, str]]:
+    """Each lesson, then its exercise: the order a learner works in, so the footer's
+    Previous and Next follow it (an exercise's Previous is its lesson). The solutions
+    are not listed: each exercise page links to its own, behind a spoiler."""
+    nav = []
+    for item in course.lessons:
+        nav.append({item.label: f"lessons/{item.stem}.ipynb"})
+        if item.exercise is not None:
+            nav.append({item.exercise.label: f"exercises/{item.exercise.stem}.py"})
+    return nav
+
+
 def on_config(config: Any) -> Any:
-    course = load_course()
-    lessons = [{item.label: f"lessons/{item.stem}.ipynb"} for item in course.lessons]
-    exercises = [{f"{e.number} · {e.title}": f"exercises/{e.stem}.py"} for e in course.exercises]
-    solutions = [{f"{e.number} · {e.title}": f"solutions/{e.stem}.py"} for e in course.exercises]
     config["nav"] = [
         {"Home": "index.md"},
         {"Setup": "setup.md"},
-        {"Lessons": lessons},
-        {"Exercises": exercises},
+        {"Lessons and exercises": course_nav(load_course())},
         {
             "Reference": [
                 {"Cheat sheet": "cheatsheet.md"},
@@ -90,7 +103,7 @@ def on_config(config: Any) -> Any:
             ]
         },
         {"Measured": [{"Measured results": "results.md"}, {"JAX releases": "releases.md"}]},
-        {"Solutions (spoilers)": [{"About the solutions": "solutions.md"}, *solutions]},
+        {"Solutions (spoilers)": "solutions.md"},
     ]
     return config
 
@@ -141,6 +154,57 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     return _PLACEHOLDER.sub(fill, markdown)
 
 
+# nbconvert's toolbar naming a cell's tags: "answer" printed above every proof cell.
+_TAG_TOOLBAR = re.compile(
+    r'<div class="celltoolbar">\s*<div class="button_container tags_button_container">'
+    r"\s*(?:<span[^>]*>\s*(?:<span[^>]*>[^<]*</span>\s*)*</span>\s*)*</div>\s*</div>"
+)
+# mkdocs-jupyter's copy button carries its "Copied!" notice as text, which the search
+# index then holds once per code cell; the notice's text comes from course.css instead.
+_COPIED = '<span class="notice" hidden="">Copied!</span>'
+
+
+def without_cell_chrome(html: str) -> str:
+    """A notebook page without its cells' tag labels, and with no "Copied!" text for the
+    search index to find (the copy button still shows it, from the stylesheet)."""
+    return _TAG_TOOLBAR.sub("", html).replace(_COPIED, '<span class="notice" hidden=""></span>')
+
+
+_TABLE = re.compile(r"<table>.*?</table>", re.DOTALL)
+_HEAD_CELL = re.compile(r"<th[^>]*>(.*?)</th>", re.DOTALL)
+_ROW = re.compile(r"<tr>(.*?)</tr>", re.DOTALL)
+
+
+def label_table_cells(html: str) -> str:
+    """Give every ``<td>`` its column's heading as ``data-label``: on a phone, the tables
+    of a ``jitlab-cards`` block show a row as a card, each cell under its label (CSS)."""
+
+    def table(match: re.Match[str]) -> str:
+        heads = [re.sub(r"<[^>]+>", "", h).strip() for h in _HEAD_CELL.findall(match.group(0))]
+
+        def row(found: re.Match[str]) -> str:
+            cells = iter(heads)
+            labelled = re.sub(
+                r"<td(?=[ >])",
+                lambda _: f'<td data-label="{html_escape(next(cells, ""))}"',
+                found.group(1),
+            )
+            return f"<tr>{labelled}</tr>"
+
+        return _ROW.sub(row, match.group(0))
+
+    return _TABLE.sub(table, html)
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    """Runs before the search plugin indexes the page (its ``on_page_context``)."""
+    if page.file.src_uri.endswith(NOTEBOOK_PAGE):
+        return without_cell_chrome(html)
+    if 'class="jitlab-cards"' in html:
+        return label_table_cells(html)
+    return html
+
+
 def _share_large_styles(output: str, page: Any, config: Any) -> str:
     to_root = "../" * page.url.count("/")
 
@@ -169,6 +233,9 @@ def _flatten(items: list[Any]) -> list[Any]:
 def on_page_context(context: Any, page: Any, config: Any, nav: Any) -> Any:
     if not page.file.src_uri.endswith(NOTEBOOK_PAGE) or page.content is None:
         return context
+    folder, _, name = page.file.src_uri.partition("/")
+    if folder in ("exercises", "solutions"):  # overrides/main.html links to the lesson
+        context["jitlab_lesson"] = load_course().lesson(name.split("_", 1)[0]).label
     found = _HEADING.findall(page.content)
     headings = [(h_id, _ANCHOR_LINK.sub("", inner)) for _, h_id, inner in found]
     entries = _flatten(list(page.toc))
@@ -211,6 +278,19 @@ def fold_predicted_answers(html: str) -> str:
     return html
 
 
+def fold_solution(html: str) -> str:
+    """Fold a solution page below its title cell: the spoiler banner comes first, and the
+    solution only after one more click."""
+    elements = _elements(html)
+    cells = [e for e in elements if "jp-Cell" in e.classes]
+    top = [c for c in cells if not any(o.start < c.start and c.end <= o.end for o in cells)]
+    if len(top) < 2:
+        return html
+    start, end = top[1].start, top[-1].end
+    return f"{html[:start]}{_SPOILER}{html[start:end]}</details>{html[end:]}"
+
+
+_SPOILER = '<details class="jitlab-spoiler"><summary>Show the solution</summary>'
 ANSWER_CLASS = "celltag_answer"  # nbconvert gives a cell tagged "answer" this class
 _FOLD = '<details class="jitlab-answer"><summary>Show what happened</summary>'
 _TAG = re.compile(r"<(/?)(div|details)\b([^>]*)>")
@@ -319,6 +399,8 @@ def on_post_page(output: str, page: Any, config: Any) -> str:
         output = _share_large_styles(output, page, config)
         if page.file.src_uri.startswith("lessons/"):
             output = fold_predicted_answers(output)
+        elif page.file.src_uri.startswith("solutions/"):
+            output = fold_solution(output)
     return _MATHJAX_CONFIG.sub("", output)
 
 
@@ -329,10 +411,16 @@ def _page_dir(site: Path, folder: str, stem: str, config: Any) -> Path:
 
 
 _STARTED = [time.monotonic()]
+# mkdocs-jupyter logs two lines a notebook page at INFO ("Converting notebook", "Cache
+# miss, writing"): 86 lines that bury the course's own progress lines, and whose "cache
+# miss" is the page cache, not jit's. Its warnings and errors still show.
+QUIETED_LOGGERS = ("mkdocs.mkdocs-jupyter", "mkdocs.plugins.mkdocs_jupyter")
 
 
 def on_startup(command: str, dirty: bool) -> None:
     _STARTED[0] = time.monotonic()
+    for name in QUIETED_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def on_post_build(config: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -22,15 +23,22 @@ def _lesson_link(item: Lesson, prefix: str = "") -> str:
 
 
 def learning_path() -> str:
-    rows = ["| lesson | the fix it teaches | minutes |", "|---|---|---|"]
+    """Every lesson, what it fixes, and its minutes: reading and teaching, then the
+    exercise (a dash where the lesson has none)."""
+    rows = [
+        "| lesson | the fix it teaches | lesson (min) | exercise (min) |",
+        "|---|---|--:|--:|",
+    ]
     lessons = load_course().lessons
     for item in lessons:
         minutes = item.meta.minutes
+        exercise = minutes.exercises or "–"
         rows.append(
-            f"| {_lesson_link(item)} | {item.meta.fix} | {minutes.teaching} + {minutes.exercises} |"
+            f"| {_lesson_link(item)} | {item.meta.fix} | {minutes.teaching} | {exercise} |"
         )
-    total = sum(i.meta.minutes.teaching + i.meta.minutes.exercises for i in lessons)
-    rows.append(f"| **all lessons** | | **{total}** |")
+    teaching = sum(i.meta.minutes.teaching for i in lessons)
+    exercises = sum(i.meta.minutes.exercises for i in lessons)
+    rows.append(f"| **all lessons** | | **{teaching}** | **{exercises}** |")
     return "\n".join(rows)
 
 
@@ -49,7 +57,17 @@ class Slot:
     is_pause: bool = False
 
 
-SETUP_SLOT = Slot("Welcome, and `jitlab preflight` on every laptop", 15, 0)
+# A quarter of an hour more than `jitlab preflight` needs: the slack for a laptop whose
+# `make course` failed at home (it installs from the wheelhouse while the room starts).
+SETUP_SLOT = Slot(
+    "Welcome, and `jitlab preflight` on every laptop<br><small>with slack for one whose "
+    "install failed at home: `make setup` from the wheelhouse (2 min)</small>",
+    20,
+    0,
+)
+READ_MINUTES = 2  # a lesson's Key points box, read in the room
+HALF_DAY_END = 13 * 60  # a morning: the half day ends by 13:00
+HANDS_ON_SHARE = 1 / 3  # of the half day, at least: the exercises
 BREAK_MINUTES, LUNCH_MINUTES, BLOCK_MINUTES = 15, 60, 90
 
 
@@ -103,34 +121,40 @@ def _table(day: list[tuple[int, Slot]]) -> str:
     return "\n".join(rows)
 
 
-def _schedule(slots: list[Slot], *, lunch: bool = True) -> str:
-    days = _plan_days(slots, lunch=lunch)
-    if len(days) == 1:
-        return _table(days[0])
-    return "\n\n".join(f"**Day {n}**\n\n{_table(day)}" for n, day in enumerate(days, 1))
+def _to_read(item: Lesson, planned: set[str], read: set[str]) -> list[str]:
+    """The prerequisites of ``item`` that the half day leaves out and that no earlier
+    slot had the room read: read in this slot, ``READ_MINUTES`` each."""
+    plan = item.meta.half_day
+    if plan is None or not plan.read_before:
+        return []
+    return [s for s in item.meta.prerequisites.lessons if s not in planned and s not in read]
 
 
-def _half_day_title(item: Lesson, planned: set[str]) -> str:
-    """The lesson's link, then what the half day asks beyond it: what to read before (its
-    prerequisites the plan leaves out) and the part of the exercise to do."""
+def _half_day_title(item: Lesson, to_read: list[str]) -> str:
+    """The lesson's link, then what the half day asks beyond it: what the room reads
+    first, in the slot (its prerequisites the plan leaves out), and the part of the
+    exercise to do."""
     plan = item.meta.half_day
     assert plan is not None
     title = _lesson_link(item)
-    left_out = [slug for slug in item.meta.prerequisites.lessons if slug not in planned]
-    if left_out and plan.read_before:
+    if to_read:
         course = load_course()
-        links = ", ".join(_lesson_link(course.lesson(slug)) for slug in left_out)
-        title += f"<br><small>read before: {links}: {plan.read_before}</small>"
+        links = ", ".join(_lesson_link(course.lesson(slug)) for slug in to_read)
+        title += (
+            f"<br><small>read before, in the slot ({READ_MINUTES} min each): {links}: "
+            f"{plan.read_before}</small>"
+        )
     if plan.exercise and plan.minutes.exercises:
         title += f"<br><small>exercise: {plan.exercise}</small>"
     return title
 
 
-def _lesson_slot(item: Lesson, *, planned: set[str] | None = None) -> Slot:
-    if planned is not None and item.meta.half_day is not None:
+def _lesson_slot(item: Lesson, *, to_read: list[str] | None = None) -> Slot:
+    if to_read is not None and item.meta.half_day is not None:
         minutes = item.meta.half_day.minutes
-        title = _half_day_title(item, planned)
-        return Slot(title, minutes.teaching, minutes.exercises, item.meta.half_day.skip)
+        title = _half_day_title(item, to_read)
+        teaching = minutes.teaching + READ_MINUTES * len(to_read)
+        return Slot(title, teaching, minutes.exercises, item.meta.half_day.skip)
     return Slot(_lesson_link(item), item.meta.minutes.teaching, item.meta.minutes.exercises)
 
 
@@ -144,10 +168,32 @@ def half_day() -> str:
     problems = half_day_problems(course)
     if problems:
         raise CourseError("the half-day plan does not hold together:\n" + "\n".join(problems))
-    planned = {item.slug for item in chosen}
-    slots = [SETUP_SLOT, *(_lesson_slot(item, planned=planned) for item in chosen)]
+    planned, read = {item.slug for item in chosen}, set[str]()
+    slots = [SETUP_SLOT]
+    for item in chosen:
+        to_read = _to_read(item, planned, read)
+        read.update(to_read)
+        slots.append(_lesson_slot(item, to_read=to_read))
+    days = _plan_days(slots, lunch=False)
+    end = days[-1][-1][0]
+    hands_on = sum(slot.exercises for slot in slots)
+    if len(days) > 1 or end > HALF_DAY_END:
+        raise CourseError(
+            f"the half-day plan does not fit a morning: it ends at {_clock(end)} "
+            f"(by {_clock(HALF_DAY_END)}, breaks and setup included)"
+        )
+    if hands_on < HANDS_ON_SHARE * (end - DAY_START):
+        raise CourseError(
+            f"the half-day plan gives the exercises {hands_on} of {end - DAY_START} minutes: "
+            f"less than {HANDS_ON_SHARE:.0%} of the morning"
+        )
     left = [item for item in load_course().lessons if item.meta.half_day is None]
-    table = _schedule(slots, lunch=False)
+    table = _table(days[0])
+    table += (
+        f"\n\n{(end - DAY_START) // 60} h {(end - DAY_START) % 60:02d} min in all, breaks "
+        "and setup included: "
+        f"{hands_on} minutes of exercises, {hands_on / (end - DAY_START):.0%} of the morning."
+    )
     if left:
         table += (
             "\n\nLeft for self-study after the workshop: "
@@ -157,11 +203,34 @@ def half_day() -> str:
     return table
 
 
+def _every_lesson_days() -> list[list[tuple[int, Slot]]]:
+    lessons = list(load_course().lessons)
+    return _plan_days([SETUP_SLOT, *(_lesson_slot(item) for item in lessons)], lunch=True)
+
+
 def full_day() -> str:
     """Every lesson with its full minutes from 9:00, with breaks and lunch; what does not
     fit before 17:30 moves to the next day, so nobody is promised a nine-hour day."""
-    lessons = list(load_course().lessons)
-    return _schedule([SETUP_SLOT, *(_lesson_slot(item) for item in lessons)])
+    days = _every_lesson_days()
+    if len(days) == 1:
+        return _table(days[0])
+    return "\n\n".join(f"**Day {n}**\n\n{_table(day)}" for n, day in enumerate(days, 1))
+
+
+_COUNTS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+
+
+def full_length() -> str:
+    """How long every lesson takes, as the schedule lays it out ("two days and a morning
+    of 50 minutes"), so the guide never names a length the schedule does not have."""
+    days = _every_lesson_days()
+    end = days[-1][-1][0]
+    whole = len(days) if end > LUNCH_FROM else len(days) - 1
+    count = f"{_COUNTS.get(whole, str(whole))} day{'s' if whole > 1 else ''}"
+    if whole == len(days):
+        return count
+    morning = f"a morning ({_clock(DAY_START)} to {_clock(end)})"
+    return f"{count} and {morning}" if whole else morning
 
 
 def teaching_notes() -> str:
@@ -506,22 +575,44 @@ def accelerator_findings(folder: Path | None = None) -> str:
     return "\n".join(lines)
 
 
+def solutions() -> str:
+    """The list of solution pages: the navigation leaves them out, so nobody lands on one
+    by accident."""
+    return "\n".join(f"- [{e.label}](solutions/{e.stem}.py)" for e in load_course().exercises)
+
+
 RENDERERS: dict[str, Callable[[], str]] = {
     "accelerator-findings": accelerator_findings,
+    "solutions": solutions,
     "pinned-jax": pinned_jax_release,
     "releases": releases,
     "learning-path": learning_path,
     "half-day": half_day,
     "full-day": full_day,
+    "full-length": full_length,
     "teaching-notes": teaching_notes,
     "results": results,
 }
 
 
+_MARKDOWN_SPECIALS = "\\`*_{}[]()#+-.!|"
+
+
+def _inline_literal(text: str) -> str:
+    """``text`` as HTML that Markdown leaves alone: escaped, with every character that
+    Markdown reads (a ``[2]({})`` would become a link, a ``|`` a table column) written
+    as a character reference."""
+    return "".join(f"&#{ord(c)};" if c in _MARKDOWN_SPECIALS else html.escape(c) for c in text)
+
+
 def quote(arguments: str) -> str:
     """``<!-- jitlab:quote LESSON TEXT -->``: the line of the lesson's executed output that
     contains TEXT, as inline code. The cheat sheet quotes JAX only this way, so a quote is
-    always what the pinned JAX printed, and a change of wording fails the build."""
+    always what the pinned JAX printed, and a change of wording fails the build. A line
+    of several fields (``name: 2 trace(s), 987.6 ms ... | reason``, as the counters print
+    it) is quoted by the field that holds TEXT alone: the reason, not one machine's time.
+    The quote is an HTML ``<code>`` that Markdown leaves alone, so a table cell holds it
+    whole (in backticks, a table shows the backslash of an escaped bar)."""
     slug, _, wanted = arguments.strip().partition(" ")
     wanted = wanted.strip().strip('"')
     from jitlab.notebooks.pipeline import executed_dir
@@ -536,8 +627,9 @@ def quote(arguments: str) -> str:
             text = output.get("text") or output.get("data", {}).get("text/plain", "")
             for line in ("".join(text) if isinstance(text, list) else text).splitlines():
                 if wanted in line:
-                    shown = " ".join(line.split("https://")[0].strip().lstrip("*").split())
-                    return "`" + shown.replace("`", "'").replace("|", "\\|") + "`"
+                    field = next(part for part in line.split(" | ") if wanted in part)
+                    shown = " ".join(field.split("https://")[0].strip().lstrip("*").split())
+                    return f"<code>{_inline_literal(shown)}</code>"
     raise ValueError(f"cheat sheet: no output line of lesson {slug!r} contains {wanted!r}")
 
 

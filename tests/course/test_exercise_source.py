@@ -3,14 +3,21 @@ and every committed copy is current."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+
 import pytest
 
 from jitlab.course import CourseError, load_course
 from jitlab.course.exercise_source import (
+    CopyState,
+    copy_state,
+    generated_text,
     learner_copy,
     stale_copies,
     with_hint_note,
     without_hints,
+    write_learner_copies,
 )
 
 SOURCE = '''import jax
@@ -72,8 +79,62 @@ def test_broken_markers_are_reported_with_their_line(text, message):
 
 
 def test_every_committed_learner_copy_is_current():
-    stale = [e.learner_copy.name for e in stale_copies(load_course())]
+    """The committed copies, not a learner's work in progress: a copy that holds edits
+    counts as current when the copy git holds is (``copy_state``)."""
+    stale = [
+        e.learner_copy.name
+        for e in load_course().exercises
+        if copy_state(e) in (CopyState.STALE, CopyState.EDITED_STALE)
+    ]
     assert not stale, f"out of date with their sources (run `make exercises`): {stale}"
+
+
+def _git(root, *args):
+    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+
+
+@pytest.fixture
+def course_in_git(fixture_course):
+    """The fixture course committed to a git repository of its own, as a clone is."""
+    root = fixture_course.root
+    _git(root, "init", "--quiet")
+    _git(root, "add", ".")
+    _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "course")
+    return fixture_course
+
+
+def test_a_learners_edits_are_told_from_a_stale_copy_and_never_overwritten(course_in_git):
+    exercise = course_in_git.lesson("doubling").exercise
+    copy, source = exercise.learner_copy, exercise.source
+    solved = copy.read_text().replace("raise NotImplementedError", "return x * 2", 1)
+    copy.write_text(solved)
+    assert copy_state(exercise) is CopyState.EDITED
+    assert write_learner_copies(course_in_git) == ([], [copy])
+    assert copy.read_text() == solved
+    source.write_text(source.read_text().replace("# %%\nimport jax", "# %%\nimport jax  # new"))
+    assert copy_state(exercise) is CopyState.EDITED_STALE
+    assert write_learner_copies(course_in_git) == ([], [copy])
+    assert copy.read_text() == solved
+    assert write_learner_copies(course_in_git, force=True) == ([copy], [])
+    assert "import jax  # new" in copy.read_text() and "return x * 2" not in copy.read_text()
+
+
+def test_an_unedited_stale_copy_is_regenerated(course_in_git):
+    exercise = course_in_git.lesson("doubling").exercise
+    exercise.source.write_text(
+        exercise.source.read_text().replace("# %%\nimport jax", "# %%\nimport jax  # new")
+    )
+    assert copy_state(exercise) is CopyState.STALE
+    assert write_learner_copies(course_in_git) == ([exercise.learner_copy], [])
+    assert copy_state(exercise) is CopyState.CURRENT
+
+
+def test_without_git_a_changed_copy_is_left_alone(fixture_course, monkeypatch):
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(fixture_course.root.parent))
+    exercise = fixture_course.lesson("doubling").exercise
+    exercise.learner_copy.write_text(exercise.learner_copy.read_text() + "# mine\n")
+    assert copy_state(exercise) is CopyState.UNKNOWN
+    assert write_learner_copies(fixture_course) == ([], [exercise.learner_copy])
 
 
 def test_a_stale_copy_is_detected(fixture_course):
@@ -97,7 +158,7 @@ def _chunks(text: str) -> set[str]:
 
 @pytest.mark.parametrize("exercise", load_course().exercises, ids=lambda e: e.slug)
 def test_the_learners_copy_holds_no_hint_and_says_how_to_get_them(exercise):
-    copy = exercise.learner_copy.read_text(encoding="utf-8")
+    copy = generated_text(exercise)  # as generated: a learner may be solving exercises/'s
     flat = " ".join(" ".join(line.lstrip("#").split()) for line in copy.splitlines())
     assert exercise.meta.hints, f"{exercise.slug}: no hints to hide"
     for number, hint in enumerate(exercise.meta.hints, start=1):
@@ -125,3 +186,11 @@ def test_jitlab_hint_still_reads_the_hints_from_the_source(fixture_course):
         "Return x * 2 from inside the jitted function.",
     )
     assert "Multiply by two" not in exercise.learner_copy.read_text()
+
+
+@pytest.mark.parametrize("exercise", load_course().exercises, ids=lambda e: e.slug)
+def test_an_exercise_has_one_title_for_its_page_its_file_and_jitlab_list(exercise):
+    """The title cell reads ``Exercise NN · <title>``, the front matter's title, which the
+    site's navigation and ``jitlab list`` show too."""
+    titles = re.findall(r"^# # Exercise .*$", exercise.source.read_text("utf-8"), re.M)
+    assert titles[:1] == [f"# # {exercise.label}"], f"{exercise.source.name}: {titles[:1]}"

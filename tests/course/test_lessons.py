@@ -21,7 +21,9 @@ def test_the_course_has_its_lessons_in_order():
 def test_lesson_follows_the_house_format(item):
     text = item.path.read_text()
     assert "jitlab.intro()" in text, "the first code cell ends with jitlab.intro()"
-    assert text.rstrip().endswith("jitlab.outro()")
+    assert text.rstrip().endswith('# %% tags=["remove-input"]\njitlab.outro()'), (
+        "the last code cell is jitlab.outro() alone, its code hidden as the intro's"
+    )
     assert '<p class="admonition-title">Predict</p>' in text, "every lesson asks to predict"
     assert text.count("assert ") >= 3, "every behavioural claim is asserted"
     assert item.meta.minutes.teaching > 0 and item.meta.instructor_notes

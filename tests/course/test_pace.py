@@ -14,8 +14,6 @@ import pytest
 from jitlab.course import CourseError, load_course
 from jitlab.course.manifest import ROOT_ENV
 from jitlab.course.pace import (
-    _body,
-    _without_sections,
     estimated_teaching_minutes,
     half_day_problems,
     section_titles,
@@ -49,13 +47,15 @@ def test_half_day_plans_skip_real_sections_and_say_what_is_left(item):
     assert plan.minutes.teaching < item.meta.minutes.teaching or not plan.skip
 
 
-def test_the_half_day_reaches_the_capstone_in_a_morning():
-    planned = [i for i in COURSE.lessons if i.meta.half_day]
-    assert planned and planned[-1].slug == "capstone"
-    minutes = sum(
-        i.meta.half_day.minutes.teaching + i.meta.half_day.minutes.exercises for i in planned
-    )
-    assert minutes <= 4 * 60 - 30, f"{minutes} minutes of lessons do not fit a half day"
+def test_the_half_day_fits_a_morning_with_a_third_of_it_hands_on():
+    """The schedule's own arithmetic (setup with its slack, breaks, reading in the slots):
+    it ends by 13:00, and the exercises take at least a third of it."""
+    page = pages.half_day()
+    clocks = re.findall(r"^\| (\d+):(\d\d) \|", page, flags=re.M)
+    end = int(clocks[-1][0]) * 60 + int(clocks[-1][1])
+    exercises = sum(i.meta.half_day.minutes.exercises for i in COURSE.lessons if i.meta.half_day)
+    assert end <= 13 * 60 and exercises * 3 >= end - 9 * 60, (end, exercises)
+    assert pages.SETUP_SLOT.teaching >= 15 + 5  # preflight, and slack for a failed install
 
 
 def test_the_estimate_counts_prose_code_and_predict_prompts(tmp_path):
@@ -72,19 +72,6 @@ def test_the_estimate_counts_prose_code_and_predict_prompts(tmp_path):
 def test_the_half_day_plan_holds_together():
     problems = half_day_problems(COURSE)
     assert not problems, "\n".join(problems)
-
-
-def test_the_half_day_teaches_the_doctor():
-    """The doctor is the tool learners take home: no section about it is skipped, and the
-    sections the half day keeps run it."""
-    kept, skipped = [], []
-    for item in COURSE.lessons:
-        if item.meta.half_day is not None:
-            kept += _without_sections(_body(item.path), item.meta.half_day.skip)
-            skipped += [f"{item.slug}: {t}" for t in item.meta.half_day.skip if "doctor" in t]
-    assert not skipped, f"the half day skips the doctor's sections: {skipped}"
-    code = [line for line in kept if not line.startswith("#")]
-    assert any(re.search(r"jitlab\.doctor\.watch\(", line) for line in code)
 
 
 def _fixture_with(tmp_path: Path, monkeypatch, half_day: str) -> Path:
@@ -111,16 +98,52 @@ def test_a_prerequisite_left_out_fails_with_the_lesson_and_the_reason(tmp_path, 
         pages.half_day()
 
 
-def test_a_shortened_exercise_must_name_its_part(tmp_path, monkeypatch):
+def test_an_exercise_needs_its_prerequisites_taught_not_read(tmp_path, monkeypatch):
     plan = (
-        MINUTES + "#     half_day: {minutes: {teaching: 5, exercises: 2}, read_before: its "
+        MINUTES + "#     half_day: {minutes: {teaching: 5, exercises: 5}, read_before: its "
         "Key points}\n"
     )
     root = _fixture_with(tmp_path, monkeypatch, plan)
     (problem,) = half_day_problems(load_course(root))
+    assert "its exercise is in the plan, but its prerequisites 00 · Basics" in problem
+
+
+def test_reading_before_a_lesson_has_minutes_in_its_slot(tmp_path, monkeypatch):
+    plan = (
+        MINUTES + "#     half_day: {minutes: {teaching: 5, exercises: 0}, read_before: its "
+        "Key points}\n"
+    )
+    item = load_course(_fixture_with(tmp_path, monkeypatch, plan)).lesson("doubling")
+    to_read = pages._to_read(item, planned={"doubling"}, read=set())
+    slot = pages._lesson_slot(item, to_read=to_read)
+    assert "read before, in the slot (2 min each): [00 · Basics]" in slot.title
+    assert slot.teaching == 5 + pages.READ_MINUTES
+    assert pages._to_read(item, planned={"doubling"}, read={"basics"}) == []  # read once
+
+
+def _with_basics_planned(root: Path) -> None:
+    basics = root / "lessons" / "00_basics.py"
+    basics.write_text(
+        basics.read_text().replace(
+            "exercises: 0}\n",
+            "exercises: 0}\n#     half_day: {minutes: {teaching: 5, exercises: 0}}\n",
+        )
+    )
+
+
+def test_a_shortened_exercise_must_name_its_part(tmp_path, monkeypatch):
+    plan = MINUTES + "#     half_day: {minutes: {teaching: 5, exercises: 2}}\n"
+    root = _fixture_with(tmp_path, monkeypatch, plan)
+    _with_basics_planned(root)
+    (problem,) = half_day_problems(load_course(root))
     assert "the exercise gets 2 of 5 minutes" in problem and "half_day.exercise" in problem
-    named = plan.replace("read_before", "exercise: the doubling, read_before")
+    named = plan.replace("exercises: 2}", "exercises: 2}, exercise: the doubling")
     root = _fixture_with(tmp_path / "named", monkeypatch, named)
+    _with_basics_planned(root)
     assert half_day_problems(load_course(root)) == []
+    with pytest.raises(CourseError, match="less than 33% of the morning"):
+        pages.half_day()  # 2 minutes of exercises in 32
+    more = named.replace("exercises: 2}", "exercises: 20}")
+    root = _fixture_with(tmp_path / "more", monkeypatch, more)
+    _with_basics_planned(root)
     assert "exercise: the doubling" in pages.half_day()
-    assert "read before: [00 · Basics]" in pages.half_day()

@@ -12,6 +12,7 @@ import sys
 import types
 from pathlib import Path
 
+from jitlab.course.exercise_source import generated_text
 from jitlab.course.manifest import Exercise, load_course
 from jitlab.learner.check import CodeCell, code_cells
 
@@ -28,6 +29,10 @@ def _path(slug: str, learner_copy: bool) -> Path:
 
 
 def cells(slug: str, *, learner_copy: bool = False) -> list[CodeCell]:
+    """The solution's cells, or the learner's copy's as generated (never the working copy
+    in exercises/, which a learner may be solving)."""
+    if learner_copy:
+        return code_cells(generated_text(exercise(slug)))
     return code_cells(_path(slug, learner_copy).read_text(encoding="utf-8"))
 
 

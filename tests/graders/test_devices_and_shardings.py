@@ -21,16 +21,22 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 from tables import fails, passes, rows
 
+from jitlab.course.exercise_source import generated_text
+from jitlab.course.manifest import load_course
 from jitlab.graders import devices_and_shardings as grader
 from jitlab.grading import JIT_ON
 
 ROOT = Path(__file__).resolve().parents[2]
+# The learner's copy as generated: a learner may be solving the one in exercises/.
+STUB_TEXT = generated_text(load_course(ROOT).lesson("devices_and_shardings").exercise)
 INNER = "JITLAB_TEST_EIGHT_DEVICES"
 
 
-def learner_place(path: Path):
-    """``place`` from the cell that defines it alone (the setup cell sets XLA_FLAGS)."""
-    (cell,) = [c for c in jupytext.read(path).cells if "def place(" in c.source]
+def learner_place(path: Path, text: str | None = None):
+    """``place`` from the cell that defines it alone (the setup cell sets XLA_FLAGS): from
+    ``path``, or from ``text`` read as that file."""
+    text = path.read_text(encoding="utf-8") if text is None else text
+    (cell,) = [c for c in jupytext.reads(text, fmt="py:percent").cells if "def place(" in c.source]
     namespace = {"jax": jax, "jnp": jnp, "np": np, "NamedSharding": NamedSharding, "P": P}
     exec(compile(cell.source, str(path), "exec"), namespace)
     return namespace["place"]
@@ -108,7 +114,7 @@ AUTO = (AxisType.Auto,)
 # fmt: off
 WRONG = {  # (answer, the check(s) it fails, words its verdict holds): on any number of devices
     "jit off in the config": (config_off, JIT_ON, ("jit is switched off",)),
-    "the stub": (learner_place(ROOT / "exercises" / "12_devices_and_shardings.py"),
+    "the stub": (learner_place(ROOT / "exercises" / "12_devices_and_shardings.py", STUB_TEXT),
                  grader.PLACE_RUNS, ("not solved yet", "jitlab hint devices_and_shardings")),
     "a tuple": (lambda b, mesh: (b["x"], b["y"]), grader.DICT_KEYS, ("tuple",)),
     "zeroes the host copy": (zero_the_host_copy, grader.CALLER_KEPT, ("do not write",)),

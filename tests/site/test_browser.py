@@ -161,6 +161,13 @@ def test_lesson_page_loads_clean_with_its_plots(browser, base_url, item):
     visit.page.close()
 
 
+# Where every cell of the page's tables lies.
+CELLS = """() => [...document.querySelectorAll('article td')].map(td => {
+    const r = td.getBoundingClientRect();
+    return {left: r.left, right: r.right, height: r.height};
+})"""
+
+
 @pytest.mark.parametrize(
     ("path", "name"), [("", "phone-home"), ("lessons/01_shapes/", "phone-lesson")]
 )
@@ -170,10 +177,11 @@ def test_a_phone_shows_pages_without_sideways_scrolling(browser, base_url, path,
     assert visit.page.evaluate(PAGE_WIDTH) <= 390, f"{path or 'home'} is wider than a phone"
     if path:  # code shows a useful width before its cell scrolls (24 columns, once)
         assert visit.page.evaluate(VISIBLE_CODE_COLUMNS) >= 40
-    else:  # the learning path's last column is on screen
-        minutes = visit.page.locator("article table th", has_text="minutes").first
-        box = minutes.bounding_box()
-        assert box is not None and box["x"] + box["width"] <= 390
+    else:  # the learning path is a card per lesson, its minutes on screen
+        cells = visit.page.evaluate(CELLS)
+        assert cells and all(0 <= c["left"] and c["right"] <= 391 for c in cells), cells[:3]
+        minutes = visit.page.locator("article td[data-label='exercise (min)']").first
+        assert minutes.is_visible()
     visit.page.close()
 
 
@@ -222,7 +230,21 @@ LAST_COLUMN = """() => {
 }"""
 
 
-@pytest.mark.parametrize("path", ["cheatsheet/", "releases/", "results/"])
+
+
+def test_the_cheat_sheet_is_a_card_per_row_on_a_phone(browser, base_url):
+    """No column pushed off the screen (the lesson column was), no cell a sliver."""
+    visit = _visit(browser, base_url, "cheatsheet/", screenshot="phone-cheatsheet", width=390)
+    _assert_clean(visit, "cheatsheet/")
+    cells = visit.page.evaluate(CELLS)
+    assert cells and all(0 <= c["left"] and c["right"] <= 391 for c in cells), cells[:3]
+    assert min(c["right"] - c["left"] for c in cells if c["height"]) > 300
+    lesson = visit.page.locator("article td[data-label='lesson'] a").first
+    assert lesson.is_visible() and lesson.bounding_box()["x"] < 390
+    visit.page.close()
+
+
+@pytest.mark.parametrize("path", ["releases/", "results/"])
 def test_a_wide_table_scrolls_in_its_box_to_its_last_column_on_a_phone(browser, base_url, path):
     visit = _visit(browser, base_url, path, width=390)
     _assert_clean(visit, path)

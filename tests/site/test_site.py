@@ -87,9 +87,22 @@ def test_every_notebook_page_offers_its_ipynb_and_py(site):
 def test_solution_pages_warn_before_they_spoil(site):
     for exercise in COURSE.exercises:
         html = (site / "solutions" / exercise.stem / "index.html").read_text(encoding="utf-8")
-        assert "Spoiler" in html
+        assert "Spoiler: this page solves the exercise" in html
+        banner, fold = html.index("Spoiler:"), html.index("<summary>Show the solution</summary>")
+        assert banner < fold < html.index("# BEGIN SOLUTION"), exercise.stem
         exercise_html = (site / "exercises" / exercise.stem / "index.html").read_text("utf-8")
-        assert "Spoiler" not in exercise_html
+        assert "Spoiler:" not in exercise_html
+        lesson = f'href="../../lessons/{exercise.stem}/"'
+        assert lesson in exercise_html and f"../../solutions/{exercise.stem}/" in exercise_html
+        assert exercise.title in exercise_html
+
+
+def test_nothing_a_reader_did_not_write_reaches_the_search_index(site):
+    """Neither the copy button's "Copied!" nor the "answer" tag above every proof cell."""
+    index = (site / "search" / "search_index.json").read_text(encoding="utf-8")
+    assert "Copied!" not in index
+    lesson = (site / "lessons" / "01_shapes" / "index.html").read_text(encoding="utf-8")
+    assert 'class="cell-tag"' not in lesson and "celltag_answer" in lesson
 
 
 def test_no_request_leaves_the_site(site):
