@@ -24,12 +24,20 @@ a test in ``tests/instruments/test_counting.py``):
   see them (``count_compiles(None)`` does).
 - **What ``traces`` counts.** Tracing-cache misses, not runs of the Python body: JAX
   can answer a miss from an inner cache without running your Python again.
-- **Empty explanations.** Functions defined inside JAX or the standard library never get
-  one (JAX explains misses only for user code). An application that silences the
-  ``jax`` logger would get none either, so while it counts, the counter opens JAX's
-  explanation loggers to WARNING, for explanations only, and puts them back afterwards.
-  It hears them through a logging filter, not a handler, so JAX's other warnings still
-  print (:mod:`jitlab.instruments.explanations`).
+- **Empty explanations.** A function whose source file lies inside JAX or the standard
+  library never gets one (``jnp.sum``, ``jnp.ravel``, ``jax.nn.relu``): JAX explains
+  misses only for code outside them. An application that silences the ``jax`` logger
+  would get none either, so while it counts, the counter sets JAX's explanation
+  loggers (children of ``jax``, never ``jax`` itself) to WARNING, for explanations only,
+  and puts their levels back afterwards. It hears them through a logging filter, not a
+  handler, so JAX's other warnings still print
+  (:mod:`jitlab.instruments.explanations`).
+- **Explanations for** ``<unknown>``. A function without a source file (``jnp.maximum``,
+  a ``jnp.ufunc`` on JAX 0.12; a callable object) *is* explained, as ``<unknown>``. The
+  counter keeps such an explanation only when JAX's explaining frame holds the very
+  object it counts (the function ``jax.jit`` wraps), so it keeps every one JAX gives
+  for that function and none of another ``<unknown>``'s; counting by a name (a string)
+  keeps none of them.
 - **Callable objects.** A jitted instance of a class with ``__call__`` is reported by
   JAX as ``<unnamed function>``; the counter matches that name, so it counts every
   unnamed callable together. Give such code a named function to count.
@@ -52,7 +60,9 @@ from jitlab.instruments import events
 from jitlab.instruments.audit import STATE_EVENT
 from jitlab.instruments.events import COMPILE_EVENT, LOWER_EVENT, TRACE_EVENT
 from jitlab.instruments.explanations import (
+    UNKNOWN,
     closest_key_difference,
+    explained_callable,
     explained_function,
     hearing_explanations,
 )
@@ -296,7 +306,12 @@ def count_compiles(
     sys.audit(STATE_EVENT, count, "after")  # strict mode: only the listener may change it
 
     def heard(text: str) -> None:
-        if count.name is None or explained_function(text) == count.name:
+        # runs while JAX logs the explanation, so explained_callable() is its function
+        named = explained_function(text)
+        unknown_is_ours = (
+            named == UNKNOWN and count.target is not None and explained_callable() is count.target
+        )
+        if count.name is None or named == count.name or unknown_is_ours:
             count.explanations.append(text)
 
     events.subscribe(count._hear)  # the package's one listener (events.py)
