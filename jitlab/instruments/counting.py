@@ -66,6 +66,7 @@ from jitlab.instruments.explanations import (
     explained_function,
     hearing_explanations,
 )
+from jitlab.instruments.jax_frames import jax_local
 
 ANY_FUNCTION = None
 """Pass as ``count_compiles(ANY_FUNCTION)`` to count every function JAX compiles."""
@@ -235,15 +236,7 @@ def _traced_function() -> Any:
     """The function jit is tracing now, read from JAX's tracing frame (0.12's
     ``pjit._trace_for_jit(fun, ...)``) while JAX reports the trace's duration; None if
     no such frame is found (another JAX release's layout)."""
-    frame = sys._getframe(1)
-    for _ in range(12):
-        if frame is None:
-            return None
-        code = frame.f_code
-        if code.co_name == "_trace_for_jit" and code.co_filename.endswith("pjit.py"):
-            return frame.f_locals.get("fun")
-        frame = frame.f_back
-    return None
+    return jax_local("_trace_for_jit", "pjit.py", "fun", depth=12)
 
 
 def jit_target(fn: Any) -> Any:

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import logging
 import re
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from jitlab.instruments.jax_frames import jax_local
 
 EXPLANATION_LOGGERS = ("jax._src.interpreters.partial_eval", "jax._src.pjit")
 MISS_MARK = "TRACING CACHE MISS"
@@ -54,15 +55,8 @@ def explained_callable() -> Any:
     explanation (a hearer runs then): the ``fun`` of JAX 0.12's explaining frame,
     ``partial_eval.explain(keys, fun, ...)``. None outside one, or on a JAX release that
     explains elsewhere (then an :data:`UNKNOWN` explanation stays unattributed)."""
-    frame = sys._getframe(1)
-    for _ in range(24):  # the hearer, deliver, the filters and logging's own frames
-        if frame is None:
-            return None
-        code = frame.f_code
-        if code.co_name == "explain" and code.co_filename.endswith("partial_eval.py"):
-            return frame.f_locals.get("fun")
-        frame = frame.f_back
-    return None
+    # the hearer, deliver, the filters and logging's own frames lie between
+    return jax_local("explain", "partial_eval.py", "fun", depth=24)
 
 
 def _listens(handler: logging.Handler) -> bool:
