@@ -673,8 +673,9 @@ assert n_all.explanations == n_maximum.explanations  # JAX gave none for jnp.sum
 # So read `traces` as "tracing-cache misses", count the outer function when jitted
 # functions nest, and count `jax.grad(f)` and friends as programs of their own. When an
 # explanation is missing while the counter listens, the logger's level is not the cause
-# (the counter opened it): the function is JAX's own Python. Outside the counter, check
-# first that nothing silenced `"jax"`.
+# (the counter opened it): JAX gave none, for its own Python or for one of the misses it
+# never explains (lessons 10 and 12 meet some). Outside the counter, check first that
+# nothing silenced `"jax"`.
 #
 # ## Timing honestly: asynchronous dispatch
 #
