@@ -365,7 +365,9 @@ assert list(promoted.values()) == [
 # JAX decides the result of `a * b` on a *promotion lattice*, a graph of types in which
 # the result is the lowest type above both operands. A Python
 # scalar enters the lattice as a weak kind, `int*` or `float*`, placed just below the
-# narrowest dtype of its kind; and every integer dtype sits below `float*`. So:
+# narrowest dtype of its kind; and every integer dtype of 8 bits or more sits below
+# `float*`. (The 2- and 4-bit integers, `int4`, `uint4`, `int2` and `uint2`, have no
+# implicit promotion at all: the cell below shows `int4 * 2.0` refused.) So:
 #
 # - a weak scalar of the array's kind, or of a lower kind (an int with a float array),
 #   leaves the array's dtype alone: `float32 * 2.0` is float32, `bfloat16 * 2.0`
@@ -381,6 +383,11 @@ assert list(promoted.values()) == [
 # array that is itself *weak* (`~float32[3]`), because its float-ness came from a weak
 # operand. Fed to a jitted function, it is a different key from a strong float32 array
 # of the same shape: weak types are not only about scalars.
+
+# %%
+narrow = jitlab.attempt(lambda: jnp.ones(3, "int4") * 2.0)
+print(narrow)
+assert type(narrow.error) is jax.dtypes.TypePromotionError, narrow
 
 
 # %%

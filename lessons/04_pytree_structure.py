@@ -536,7 +536,8 @@ plt.show()
 # on the exact call. A hit runs the compiled program at once. A miss
 # falls back to Python, which looks in the tracing cache. The guard raises
 # `RuntimeError` at the fallback, before it knows whether a trace is needed. So silence
-# under the guard means no trace and no compilation; an error means that some call left
+# under the guard means that no call left the fast path, so no call traced or compiled
+# (compiling by hand is another matter, shown below); an error means that some call left
 # the fast path, which is usually a retrace, but not always.
 #
 # First the use it was made for: the warm fixed version runs the whole stream under the
@@ -598,6 +599,17 @@ assert unguarded.traces == 0 and unguarded.compiles == 0  # the tracing cache ha
 # `jitlab.count_compiles` as above or with a trace counter in the test (lesson 09 shows
 # `chex.assert_max_traces`).
 #
+# The guard watches calls and traces, not the compiler. Lowering a signature JAX has
+# already traced, and compiling it with other compiler options, builds a new executable
+# under the guard without a word:
+
+# %%
+with jitlab.count_compiles(loss_core) as by_hand, jax.no_tracing():
+    loss_core.lower(params, tidy_batch).compile({"xla_embed_ir_in_executable": True})
+print("lower().compile(options) under the guard:", by_hand)
+assert by_hand.traces == 0 and by_hand.compiles == 1  # a compilation, and no error
+
+# %% [markdown]
 # ## When no value is neutral: a value and a flag
 #
 # Weights of one change nothing, so filling them was easy. Some optional inputs have no

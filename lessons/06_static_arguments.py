@@ -146,11 +146,17 @@ assert normalise_j._cache_size() == 3
 # that function's cache, and it may change or go away in any JAX release. We use it here
 # only to look inside.
 #
-# <div class="admonition warning"><p class="admonition-title">The source chapter says</p>
-# <p>that once an argument is static, changing its value is free because JAX looks up a
-# ready-made specialisation. That holds only for values it has met before (same type,
-# equal). A static value JAX has not seen before always costs a trace and a compilation.
-# The next cell measures both cases.</p></div>
+# <div class="admonition info"><p class="admonition-title">What the source chapter
+# says, and leaves out</p>
+# <p>The chapter has the mechanism right: JAX compiles a specialisation "for each unique
+# combination of values" of the static arguments. Its own example compiles once for 3
+# and once for 7 and reuses each, and it warns that many distinct values mean many
+# compilations (section 6 measures them). Read alone, one sentence promises more: static
+# arguments avoid "recompilation when only the static arguments change". That holds
+# only for a value JAX has met before; a new one always costs a trace and a
+# compilation, as the next cell measures. What the chapter leaves out is what "unique"
+# means to JAX: equal, of the same type (below), and hashable (section 2), by a hash
+# and an equality your own classes can get wrong (sections 3 and 4).</p></div>
 
 
 # %%

@@ -122,8 +122,9 @@ np.testing.assert_allclose(after, [0.0, 2.0, 4.0])  # the OLD scale, silently
 # JAX 0.12 it does not: changing the global changes nothing JAX looks at when it
 # decides whether its cache holds a program for this call.
 # The cache key is built from the function, the arguments' shapes, dtypes, weak types,
-# shardings and tree structure, the values of static arguments, and a few configuration
-# flags. A global is none of those. The call above hit the cache and returned
+# shardings and tree structure, the values of static arguments, and the settings in
+# the tracing context, dozens of them (lesson 12 prints the list from the running JAX).
+# A global is none of those. The call above hit the cache and returned
 # <code>2 * x</code>, the answer for the old value, with no error and no warning.</p></div>
 #
 # Where did the old value go? Into the program. `.trace(x)` on a jitted function returns

@@ -963,10 +963,6 @@ assert "b:f32[]. let" in weak_text and "b:f32[]. let" in strong_text  # print al
 # A colleague's evaluation helper is slow: a pass over 6 batches of identical shape
 # takes far longer than 6 calls should. Here is their code. We may not change
 # `eval_loss`; the loader is theirs too.
-#
-# <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>Before running any tool: how many times will <code>eval_loss</code> compile in one
-# pass over the data? Can you see why from the code?</p></div>
 
 
 # %%
@@ -1033,6 +1029,11 @@ def listener(event: str, duration: float, **kwargs) -> None:
         compile_seconds[kwargs.get("fun_name", "?")].append(duration)
 
 
+# %% [markdown]
+# <div class="admonition question"><p class="admonition-title">Predict</p>
+# <p>Before reading what the listener heard: how many times will <code>eval_loss</code>
+# compile in one pass over the data? Can you see why from the code?</p></div>
+
 # %%
 normalise.clear_cache()  # start as a fresh process would, even when re-run
 eval_loss.clear_cache()
@@ -1043,7 +1044,7 @@ try:
 finally:
     jax.monitoring.unregister_event_duration_listener(listener)
 
-# %%
+# %% tags=["answer"] jupyter={"source_hidden": true}
 for name, seconds in compile_seconds.items():
     print(f"{name:16} {len(seconds)} compilations, {1e3 * sum(seconds):4.0f} ms")
 assert len(compile_seconds["jit(eval_loss)"]) == N_BATCHES
@@ -1177,7 +1178,8 @@ assert not passed.raised and type(failed.error) is AssertionError, failed
 # ## The doctor on code you did not write
 #
 # Steps 1 to 4 took four tools and some careful reading, and each explanation named one
-# difference per miss. The course's own tool, `jitlab doctor`, does the first three
+# kind of difference with one earlier key (at one place or several: the keyword call
+# above had two `*` lines). The course's own tool, `jitlab doctor`, does the first three
 # steps in one run. For every jitted function it reports the calls, traces and
 # compilations, and the seconds they cost. For every miss it names **every** part of
 # the cache key that changed, the line that made the call, and the lesson that teaches

@@ -33,10 +33,10 @@
 #       again.
 #     - A stable function can expose a stale global that the per-step retrace was hiding.
 #       Compare the numbers with the original after every fix.
-#     - An explanation names one difference with one earlier key, picked by kind in
-#       the order context, pytree, debug info, types. A structure difference with any
-#       earlier key hides a shape or a weak type. Fix what it names, run again, and
-#       read the next one.
+#     - An explanation names one kind of difference with one earlier key (at one place
+#       or several), the key picked by kind in the order context, pytree, debug info,
+#       types. A structure difference with any earlier key hides a shape or a weak type.
+#       Fix what it names, run again, and read the next one.
 #     - The fixes meet at one boundary function. It passes config values as arguments,
 #       fills optional fields with neutral values, pads to buckets with a traced length
 #       and a mask, and gives scalars an explicit dtype.

@@ -91,11 +91,11 @@
 #
 # Once training outgrows one machine it runs as several JAX processes, one per host,
 # joined by `jax.distributed`. They share one mesh of devices and meet in collectives
-# (the all-reduce of the gradients, for instance), but each process traces and compiles
-# the step **for itself**. Everything this course said about cache keys now holds per
-# process, and a cause that cost one extra compilation on one machine can make the
-# processes run *different programs*. This lesson runs two real JAX processes on this
-# machine, on CPU, with JAX's own multi-process runtime.
+# (the all-reduce of the gradients, for instance). Who traces and compiles the step
+# then, how often, and with which key? This lesson runs two real JAX processes on this
+# machine, on CPU, with JAX's own multi-process runtime, and finds that a cause that
+# cost one extra compilation on one machine can make the processes run *different
+# programs*.
 
 # %% tags=["remove-input"]
 import jitlab
@@ -244,7 +244,7 @@ def show(run):
 
 
 # %% [markdown]
-# ## 1. Every process compiles for itself
+# ## 1. One step, two processes, two jobs
 #
 # Five steps of four rows per process: the global batch is 8 x 3 at every step, on
 # both processes. Each process turns on the persistent compilation cache (lesson 10) in
@@ -415,17 +415,17 @@ def ragged_inferred(worker):
     train(worker, sgd_step, inferred_batch)
 
 
-silent = launch(ragged_inferred, options=ragged).check()
+inferred = launch(ragged_inferred, options=ragged).check()
 
 # %% tags=["answer"] jupyter={"source_hidden": true}
-want, got = reference(ragged["sizes"]), weights(silent)
-for w in silent.workers:
+want, got = reference(ragged["sizes"]), weights(inferred)
+for w in inferred.workers:
     shapes = " ".join(f"{s['shape'][0]}x3" for s in w.of("step"))
     print(f"process {w.process_id}: global x {shapes}, last w {got[w.process_id, -1]}")
 print(f"reference (one process, all real rows): last w {want[-1]}")
-assert [r["compiles"] for r in silent.one("compiles")] == [1, 2]
-assert [w.of("step")[-1]["shape"] for w in silent.workers] == [[8, 3], [6, 3]]
-assert "f32[6,3]" in silent.workers[1].one("compiles")["reasons"][-1]
+assert [r["compiles"] for r in inferred.one("compiles")] == [1, 2]
+assert [w.of("step")[-1]["shape"] for w in inferred.workers] == [[8, 3], [6, 3]]
+assert "f32[6,3]" in inferred.workers[1].one("compiles")["reasons"][-1]
 np.testing.assert_allclose(got[:, :3], [want[:3], want[:3]], rtol=1e-4)  # 3 good steps
 assert not np.allclose(got[0, -1], got[1, -1], rtol=1e-3)  # then they disagree ...
 assert not np.allclose(got[0, -1], want[-1], rtol=1e-3)  # ... and neither is right
@@ -468,13 +468,13 @@ def ragged_gathered(worker):
 
 
 # %%
-crashed = launch(ragged_gathered, sgd_with_errors, options=ragged, stall_timeout=3)
+gathered = launch(ragged_gathered, sgd_with_errors, options=ragged, stall_timeout=3)
 
 # %% tags=["answer"] jupyter={"source_hidden": true}
-show(crashed)
-abort = [line for line in crashed.workers[1].log.splitlines() if "what():" in line]
+show(gathered)
+abort = [line for line in gathered.workers[1].log.splitlines() if "what():" in line]
 print("process 1's last words:", abort[0].split("] ")[-1])
-p0, p1 = crashed.workers
+p0, p1 = gathered.workers
 assert len(p1.of("step")) == 3 and len(p0.of("step")) >= 3  # three good steps first
 assert p1.signal_name == "SIGABRT" and not p1.killed
 assert "Is there a distributed collective mismatch in your code?" in abort[0]
@@ -485,9 +485,9 @@ if p0.error:  # process 1's abort reached it in the middle of the step
     assert re.search(LOST_PEER, p0.error["message"]), p0.error["message"]
 else:  # it finished the step, or (rarely) was still inside it, silent, when stopped
     assert len(p0.of("step")) == (4 if p0.of("finished") else 3), p0.log[-2000:]
-assert crashed.stopped == "stalled" and p0.killed  # either way, it never exited
+assert gathered.stopped == "stalled" and p0.killed  # either way, it never exited
 label = "ragged batch, gathered errors: process 1 aborts, the launcher stops process 0"
-jitlab.record(label, total_s=crashed.seconds)
+jitlab.record(label, total_s=gathered.seconds)
 
 # %% [markdown]
 # Now the collective itself does not match: the gathered vector has 8 entries in
@@ -592,7 +592,7 @@ errors = {"padded": np.abs(fixed_w - want).max(), "inferred": np.abs(got - want)
 print("largest error against the reference:", errors)
 assert [r["compiles"] for r in fixed.one("compiles")] == [1, 1]
 assert len({r["program"] for r in fixed.one("compiles")}) == 1
-assert len({r["program"] for r in silent.one("compiles")}) == 2
+assert len({r["program"] for r in inferred.one("compiles")}) == 2
 assert {tuple(s["shape"]) for w in fixed.workers for s in w.of("step")} == {(8, 3)}
 np.testing.assert_allclose(fixed_w, [want, want], rtol=1e-4, atol=1e-6)
 
@@ -707,7 +707,7 @@ np.testing.assert_allclose(right_w, good[1].of("step")[-1]["w"])  # the same wei
 # and job, and the broken jobs are the ones whose processes disagree.
 
 # %%
-jobs = {"same shapes": first_job, "ragged, shape inferred": silent}
+jobs = {"same shapes": first_job, "ragged, shape inferred": inferred}
 jobs |= {"ragged, padded": fixed, "static from env": disagree}
 jobs |= {"static broadcast": agreed}
 table = []

@@ -7,12 +7,16 @@ are folded until the reader opens them (``jitlab/site/hooks.py``); in JupyterLab
 ``answer`` cell's code starts collapsed (``jupyter.source_hidden``). Whatever else sits
 between the box and the next text cell is in plain view, so it must not state the
 answer: no assert, no expected exception named in an ``except``, no comment giving the
-count. ``predict_leaks`` finds the cells that do; ``cell_stats`` measures what
+count. A Predict box with no ``answer`` cell under it has no fold for its answer at
+all: whatever a later cell prints or asserts, before the next Predict box, is the
+answer in plain view (a table printed after the next text cell, say).
+``predict_leaks`` finds the cells that do either; ``cell_stats`` measures what
 ``jitlab dev lesson-stats`` reports.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 import statistics
@@ -34,6 +38,11 @@ _GIVEAWAYS = (
         "a comment with a count",
     ),
 )
+
+
+# Calls whose result a notebook prints (the last bare expression of a cell prints too).
+_PRINTERS = frozenset({"print", "display", "print_table", "pprint"})
+UNFOLDED = "a result in view: the Predict box has no answer cell under it, so nothing folds it"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,10 +109,55 @@ def predict_groups(cells: list[Cell]) -> dict[int, list[Cell]]:
     return groups
 
 
-def predict_leaks(path: Path) -> list[Leak]:
-    """Every visible giveaway after every Predict box of the lesson at ``path``."""
+def shown_lines(source: str) -> list[int]:
+    """The lines (from 1) of a code cell that put a result in view when it runs: a print
+    or display call, an assert, or the cell's last statement when it is a bare
+    expression (a notebook prints its value)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # not Python (a magic): judge it by its asserts alone
+        return [n for n, line in enumerate(source.splitlines(), 1) if _ASSERT.search(line)]
+    shown = {node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            called = node.func
+            name = called.attr if isinstance(called, ast.Attribute) else getattr(called, "id", "")
+            if name in _PRINTERS:
+                shown.add(node.lineno)
+    last = tree.body[-1] if tree.body else None
+    if isinstance(last, ast.Expr) and not isinstance(last.value, ast.Call | ast.Constant):
+        shown.add(last.lineno)
+    return sorted(shown)
+
+
+def _unfolded_answers(path: Path, cells: list[Cell], predict: int, group: list[Cell]) -> list[Leak]:
+    """For a Predict box with no answer cell under it: the code cells past its group (the
+    next text cell ends it), up to the next Predict box, that print or assert: in view,
+    as nothing folds them. The box itself when no cell does."""
+    if any(ANSWER_TAG in cell.tags for cell in group):
+        return []
     leaks = []
-    for predict, group in predict_groups(read_cells(path)).items():
+    past_the_group = predict + 1 + len(group)  # the site folds the group's outputs
+    for cell in cells[past_the_group:]:
+        if cell.kind == "markdown" and PREDICT_MARK in cell.source:
+            break
+        if cell.kind != "code":
+            continue
+        lines = cell.source.splitlines()
+        for number in shown_lines(cell.source):
+            leaks.append(Leak(path.name, predict, cell.index, number, UNFOLDED, lines[number - 1]))
+    if not leaks:
+        leaks.append(Leak(path.name, predict, predict, 1, UNFOLDED, "the Predict box"))
+    return leaks
+
+
+def predict_leaks(path: Path) -> list[Leak]:
+    """Every visible giveaway after every Predict box of the lesson at ``path``: in the
+    code in view before its fold, or printed where no fold hides it."""
+    leaks = []
+    cells = read_cells(path)
+    for predict, group in predict_groups(cells).items():
+        leaks += _unfolded_answers(path, cells, predict, group)
         for cell in group:
             if ANSWER_TAG in cell.tags:
                 continue

@@ -25,7 +25,7 @@ HEARD_EVENT = "jitlab.strict_heard"
 OWN_FRAME_USE = frozenset(
     {
         ("__init__.py", "findCaller"),  # logging (its currentframe hands the frame back)
-        ("counting.py", "_traced_function"),  # which function JAX is tracing, by identity
+        ("jax_frames.py", "jax_local"),  # which function JAX traces or explains, by identity
         ("typing.py", "*"),  # the module a TypeVar or Generic is made in
         ("typing_extensions.py", "*"),
         ("__init__.py", "namedtuple"),  # collections

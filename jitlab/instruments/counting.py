@@ -24,12 +24,20 @@ a test in ``tests/instruments/test_counting.py``):
   see them (``count_compiles(None)`` does).
 - **What ``traces`` counts.** Tracing-cache misses, not runs of the Python body: JAX
   can answer a miss from an inner cache without running your Python again.
-- **Empty explanations.** Functions defined inside JAX or the standard library never get
-  one (JAX explains misses only for user code). An application that silences the
-  ``jax`` logger would get none either, so while it counts, the counter opens JAX's
-  explanation loggers to WARNING, for explanations only, and puts them back afterwards.
-  It hears them through a logging filter, not a handler, so JAX's other warnings still
-  print (:mod:`jitlab.instruments.explanations`).
+- **Empty explanations.** A function whose source file lies inside JAX or the standard
+  library never gets one (``jnp.sum``, ``jnp.ravel``, ``jax.nn.relu``): JAX explains
+  misses only for code outside them. An application that silences the ``jax`` logger
+  would get none either, so while it counts, the counter sets JAX's explanation
+  loggers (children of ``jax``, never ``jax`` itself) to WARNING, for explanations only,
+  and puts their levels back afterwards. It hears them through a logging filter, not a
+  handler, so JAX's other warnings still print
+  (:mod:`jitlab.instruments.explanations`).
+- **Explanations for** ``<unknown>``. A function without a source file (``jnp.maximum``,
+  a ``jnp.ufunc`` on JAX 0.12; a callable object) *is* explained, as ``<unknown>``. The
+  counter keeps such an explanation only when JAX's explaining frame holds the very
+  object it counts (the function ``jax.jit`` wraps), so it keeps every one JAX gives
+  for that function and none of another ``<unknown>``'s; counting by a name (a string)
+  keeps none of them.
 - **Callable objects.** A jitted instance of a class with ``__call__`` is reported by
   JAX as ``<unnamed function>``; the counter matches that name, so it counts every
   unnamed callable together. Give such code a named function to count.
@@ -52,10 +60,13 @@ from jitlab.instruments import events
 from jitlab.instruments.audit import STATE_EVENT
 from jitlab.instruments.events import COMPILE_EVENT, LOWER_EVENT, TRACE_EVENT
 from jitlab.instruments.explanations import (
+    UNKNOWN,
     closest_key_difference,
+    explained_callable,
     explained_function,
     hearing_explanations,
 )
+from jitlab.instruments.jax_frames import jax_local
 
 ANY_FUNCTION = None
 """Pass as ``count_compiles(ANY_FUNCTION)`` to count every function JAX compiles."""
@@ -225,15 +236,7 @@ def _traced_function() -> Any:
     """The function jit is tracing now, read from JAX's tracing frame (0.12's
     ``pjit._trace_for_jit(fun, ...)``) while JAX reports the trace's duration; None if
     no such frame is found (another JAX release's layout)."""
-    frame = sys._getframe(1)
-    for _ in range(12):
-        if frame is None:
-            return None
-        code = frame.f_code
-        if code.co_name == "_trace_for_jit" and code.co_filename.endswith("pjit.py"):
-            return frame.f_locals.get("fun")
-        frame = frame.f_back
-    return None
+    return jax_local("_trace_for_jit", "pjit.py", "fun", depth=12)
 
 
 def jit_target(fn: Any) -> Any:
@@ -296,7 +299,12 @@ def count_compiles(
     sys.audit(STATE_EVENT, count, "after")  # strict mode: only the listener may change it
 
     def heard(text: str) -> None:
-        if count.name is None or explained_function(text) == count.name:
+        # runs while JAX logs the explanation, so explained_callable() is its function
+        named = explained_function(text)
+        unknown_is_ours = (
+            named == UNKNOWN and count.target is not None and explained_callable() is count.target
+        )
+        if count.name is None or named == count.name or unknown_is_ours:
             count.explanations.append(text)
 
     events.subscribe(count._hear)  # the package's one listener (events.py)

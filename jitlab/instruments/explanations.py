@@ -17,6 +17,9 @@ import logging
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
+
+from jitlab.instruments.jax_frames import jax_local
 
 EXPLANATION_LOGGERS = ("jax._src.interpreters.partial_eval", "jax._src.pjit")
 MISS_MARK = "TRACING CACHE MISS"
@@ -26,6 +29,9 @@ PERSISTENT_LOGGERS = ("jax._src.compiler", "jax._src.compilation_cache")
 PERSISTENT_MISS_MARK = "PERSISTENT COMPILATION CACHE MISS"
 MISS_MARKS = (MISS_MARK, PERSISTENT_MISS_MARK)
 CLOSEST_KEY = "For the closest previous key:"
+UNKNOWN = "<unknown>"
+"""The name an explanation gives a function JAX finds no source for (``jnp.maximum``, a
+``jnp.ufunc`` on 0.12; an object with ``__call__``)."""
 
 _NEVER_SEEN = re.compile(r"never seen function:\s*\n\s*(.*?) id=\d+")
 _FOR = re.compile(r"^\s*for (.*?)(?: defined at .*)?$", re.MULTILINE)
@@ -42,6 +48,15 @@ def explained_function(explanation: str) -> str:
     """The name of the function an explanation is about ("" if it does not say)."""
     found = _NEVER_SEEN.search(explanation) or _FOR.search(explanation)
     return found.group(1).strip() if found else ""
+
+
+def explained_callable() -> Any:
+    """The function whose cache miss JAX is explaining, when called while JAX logs the
+    explanation (a hearer runs then): the ``fun`` of JAX 0.12's explaining frame,
+    ``partial_eval.explain(keys, fun, ...)``. None outside one, or on a JAX release that
+    explains elsewhere (then an :data:`UNKNOWN` explanation stays unattributed)."""
+    # the hearer, deliver, the filters and logging's own frames lie between
+    return jax_local("explain", "partial_eval.py", "fun", depth=24)
 
 
 def _listens(handler: logging.Handler) -> bool:

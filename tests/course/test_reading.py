@@ -19,6 +19,9 @@ PREDICT = (
 )
 
 
+ANSWER = '# %% tags=["answer"] jupyter={"source_hidden": true}\nprint(n)\n'
+
+
 def _lesson(tmp_path, body: str):
     path = tmp_path / "00_sample.py"
     path.write_text(textwrap.dedent(body))
@@ -40,7 +43,7 @@ def test_answer_cells_sit_under_a_predict_and_start_collapsed(item):
 def test_a_visible_assert_after_a_predict_is_a_leak(tmp_path):
     path = _lesson(
         tmp_path,
-        "# %% [markdown]\n" + PREDICT + "\n# %%\nn = run()\nassert n.compiles == 3\n",
+        "# %% [markdown]\n" + PREDICT + "\n# %%\nn = run()\nassert n.compiles == 3\n\n" + ANSWER,
     )
     (leak,) = predict_leaks(path)
     assert leak.reason == "an assert" and "00_sample.py" in str(leak)
@@ -51,9 +54,50 @@ def test_an_except_naming_the_error_is_a_leak(tmp_path):
         tmp_path,
         "# %% [markdown]\n"
         + PREDICT
-        + "\n# %%\ntry:\n    f(1)\nexcept jax.errors.TracerBoolConversionError:\n    pass\n",
+        + "\n# %%\ntry:\n    f(1)\nexcept jax.errors.TracerBoolConversionError:\n    pass\n\n"
+        + ANSWER,
     )
     assert [leak.reason for leak in predict_leaks(path)] == ["an except naming the error"]
+
+
+def test_a_result_printed_after_a_predict_without_an_answer_cell_is_a_leak(tmp_path):
+    """The answer printed a few cells later, past a text cell: no fold hides it."""
+    path = _lesson(
+        tmp_path,
+        "# %% [markdown]\n"
+        + PREDICT
+        + "\n# %%\ndef f(x):\n    return x\n\n"
+        + "# %% [markdown]\n# ### Step 1: count\n\n"
+        + "# %%\nn = run()\n\n# %%\nprint(n.compiles, 'compilations')\n\n"
+        + "# %%\nn.compiles\n",
+    )
+    leaks = predict_leaks(path)
+    assert [(leak.cell, leak.text) for leak in leaks] == [
+        (4, "print(n.compiles, 'compilations')"),
+        (5, "n.compiles"),
+    ], leaks
+    assert all("no answer cell" in leak.reason for leak in leaks)
+
+
+def test_a_predict_with_no_answer_anywhere_is_named(tmp_path):
+    path = _lesson(
+        tmp_path,
+        "# %% [markdown]\n" + PREDICT + "\n# %%\nn = run()\n\n# %% [markdown]\n# Next.\n",
+    )
+    (leak,) = predict_leaks(path)
+    assert leak.cell == leak.predict == 0 and "no answer cell" in leak.reason
+
+
+def test_what_a_later_predict_prints_is_its_own_business(tmp_path):
+    path = _lesson(
+        tmp_path,
+        "# %% [markdown]\n"
+        + PREDICT
+        + "\n# %%\nn = run()\n\n"
+        + '# %% tags=["answer"] jupyter={"source_hidden": true}\nprint(n)\n\n'
+        + "# %% [markdown]\n# Then.\n\n# %%\nprint(n.traces)\n",
+    )
+    assert predict_leaks(path) == []
 
 
 def test_the_proof_in_an_answer_cell_is_not_a_leak(tmp_path):

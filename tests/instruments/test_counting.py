@@ -11,6 +11,7 @@ import pytest
 from jitlab import count_compiles
 from jitlab.instruments import events
 from jitlab.instruments.counting import CounterLost, function_name
+from jitlab.instruments.explanations import EXPLANATION_LOGGERS
 
 
 def test_three_shapes_through_jnp_ones_are_three_compilations_of_f_not_six():
@@ -261,11 +262,14 @@ def test_explanations_survive_an_application_that_silenced_jax(caplog):
         def limit_silenced(x):
             return x
 
+        child = logging.getLogger(EXPLANATION_LOGGERS[0])
         with count_compiles(limit_silenced) as n:
             limit_silenced(jnp.ones(2))
             limit_silenced(jnp.ones(3))
+            during = (logger.level, child.level)
         assert n.compiles == 2 and len(n.explanations) == 2
-        assert logger.level == logging.ERROR  # put back as the application set it
+        assert during == (logging.ERROR, logging.WARNING)  # JAX's child opened, not jax
+        assert child.level == logging.NOTSET  # and put back
     finally:
         logger.setLevel(before)
 
@@ -276,6 +280,45 @@ def test_functions_defined_inside_jax_get_no_explanation():
         jnp.ones(1013)
     assert n.compiles >= 1  # jnp.ones compiled a program of its own...
     assert n.explanations == []  # ...which JAX does not explain: it is not user code
+
+
+@pytest.mark.parametrize("library_function", [jnp.sum, jnp.ravel, jax.nn.relu])
+def test_jax_s_own_python_functions_get_no_explanation(library_function):
+    jitted = jax.jit(library_function)
+    with count_compiles(None) as every, count_compiles(jitted) as n:
+        jitted(jnp.ones(6))
+        jitted(jnp.ones(7))
+    assert n.traces == 2
+    assert every.explanations == []  # JAX gave none: the counter dropped nothing
+
+
+def test_an_unknown_explanation_is_kept_for_the_function_counted_and_no_other():
+    """jnp.maximum and jnp.add are ufunc objects without a source file on 0.12: JAX
+    explains both as <unknown>; each count keeps its own function's, by identity."""
+    maximum, add = jax.jit(jnp.maximum), jax.jit(jnp.add)
+    with count_compiles(maximum) as n_max, count_compiles(add) as n_add:
+        maximum(jnp.ones(4), 0.0)
+        add(jnp.ones(4), 0.0)
+        maximum(jnp.ones(5), 0.0)
+    assert n_max.traces == 2 and len(n_max.explanations) == 2, n_max.explanations
+    assert all("<unknown>" in text for text in n_max.explanations)
+    assert "now f32[5] and before f32[4]" in n_max.last_reason
+    assert n_add.traces == 1 and len(n_add.explanations) == 1, n_add.explanations
+    with count_compiles("maximum") as by_name:  # a name cannot say whose <unknown> it is
+        maximum(jnp.ones(6), 0.0)
+    assert by_name.traces == 1 and by_name.explanations == []
+
+
+def test_a_callable_object_s_unknown_explanations_are_kept():
+    class Offset:
+        def __call__(self, x):
+            return x + 1
+
+    jitted = jax.jit(Offset())
+    with count_compiles(jitted) as n:
+        jitted(jnp.ones(2))
+        jitted(jnp.ones(3))
+    assert n.traces == 2 and len(n.explanations) == 2, n.explanations
 
 
 def test_counting_every_function_names_what_was_compiled():

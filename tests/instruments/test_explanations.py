@@ -10,7 +10,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from jitlab.instruments.explanations import closest_key_difference, explained_function
+from jitlab.instruments.explanations import (
+    closest_key_difference,
+    explained_callable,
+    explained_function,
+)
 
 PROGRAM = """
 import logging
@@ -55,6 +59,12 @@ def test_the_closest_key_difference_and_the_function_are_read_from_the_text():
     assert explained_function(EXPLANATION) == "f"
     new = "TRACING CACHE MISS at x.py:9:\n  never seen function:\n    g id=1 defined at x.py:7"
     assert closest_key_difference(new) == "" and explained_function(new) == "g"
+    unknown = "TRACING CACHE MISS at x.py:9:\n  for <unknown>\n  all previously seen"
+    assert explained_function(unknown) == "<unknown>"
+
+
+def test_no_function_is_being_explained_outside_jax_s_explaining_frame():
+    assert explained_callable() is None
 
 
 def test_a_count_inside_the_doctors_watch_hears_the_explanations_too():
