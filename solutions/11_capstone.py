@@ -48,7 +48,9 @@
 # 2. `train_step`: your jitted step. Its signature is yours to choose.
 # 3. `train_fast(params, batches)`: the same results as `train(params, batches)` (the
 #    final parameters, and the loss at every step), with `train_step` doing the work:
-#    call it by its name at every step, feed each step the params the previous step
+#    pad each batch's `x` to `bucket_size(length)` time steps (whatever the compile
+#    count, the grader reads the padded shapes), call `train_step` by its name at every
+#    step, feed each step the params the previous step
 #    returned (as they are, or as NumPy copies), and return its outputs as they come
 #    (each loss as a number or an array, as `train` does). Do not change the batches
 #    you are given (the caller reads them again). A later call may be given the same

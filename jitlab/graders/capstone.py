@@ -45,6 +45,7 @@ LOSSES = "the loss at each step matches the original loop"
 PARAMS = "the final params match the original loop"
 FROM_STEP = "the losses and params come from train_step"
 UPDATES = "train_step computes the update from the params it is given"
+PADDED = "each batch reaches train_step padded to bucket_size(its length)"
 PER_BUCKET = "at most one compilation of train_step per bucket"
 RUNS_AGAIN = "train_fast runs a second time"
 RETURNS_AGAIN = "the second run returns (params, losses) too"
@@ -96,7 +97,7 @@ STEP = KernelExercise(
 )
 CHECKS = (BUCKETS_HOLD, BUCKETS_FEW, STEP.name(JITTED), RUNS, RETURNS,
           *STEP.names(UNCHANGED, JIT_ON), CALLED, LOSSES, PARAMS, FROM_STEP, UPDATES,
-          PER_BUCKET, RUNS_AGAIN, RETURNS_AGAIN, LOSSES_AGAIN, PARAMS_AGAIN,
+          PADDED, PER_BUCKET, RUNS_AGAIN, RETURNS_AGAIN, LOSSES_AGAIN, PARAMS_AGAIN,
           NOTHING_NEW)  # fmt: skip
 
 Batch = dict[str, Any]
@@ -302,6 +303,36 @@ def _require_real_update(step: Callable, call: Call, rng: np.random.Generator) -
     )
 
 
+def _padded_length(call: Call) -> int | None:
+    """The time axis of the x this call of train_step got (a leaf of shape (B, t, F))."""
+    shapes = [np.shape(v) for _, v, _ in call.inputs if np.ndim(v) == 3]
+    found = [shape[1] for shape in shapes if shape[0] == B and shape[2] == F]
+    return found[0] if found else None
+
+
+def _require_padded(calls: list[Call], lengths: list[int], bucket: Callable[[int], int]) -> None:
+    """Each step's x reached train_step padded to bucket_size(its length): checked on every
+    run, whatever the compile count (all to the largest bucket compiles once, and passed)."""
+    got = [_padded_length(call) for call in calls]
+    want = [bucket(n) for n in lengths]
+    if len(got) == len(want):  # one call per step: step by step
+        wrong = [k for k, (g, w) in enumerate(zip(got, want, strict=True)) if g != w]
+        k = wrong[0] if wrong else 0
+        expected = f"step {k}'s x (length {lengths[k]}) padded to bucket_size({lengths[k]}) = "
+        expected += f"{want[k]} time steps"
+        seen = f"{got[k]} time steps; {len(wrong)} of {STEPS} steps padded to another size"
+    else:  # warm-up calls or the like: the sizes seen against the buckets
+        wrong = sorted({g for g in got if g is not None} ^ set(want))
+        expected = f"x padded to the batches' buckets, {sorted(set(want))} time steps"
+        seen = f"x padded to {sorted({g for g in got if g is not None})} time steps"
+    largest = bool(wrong) and {g for g in got if g is not None} == {bucket(MAX_LENGTH)}
+    hint = "pad x to bucket_size(length) time steps (np.zeros((B, bucket_size(length), F)))"
+    if largest:
+        hint = f"every batch was padded to the largest bucket, {bucket(MAX_LENGTH)}: one "
+        hint += "compilation, but every short batch pays for the longest; " + hint
+    HINTS.require(PADDED, not wrong, expected, seen, hint)
+
+
 def _cause(recorder: Recorder, buckets: set[int]) -> tuple[str, str]:
     """(what changed between calls in one bucket, a hint), by the frame's ``why``: one
     compilation per bucket is allowed, so calls are compared within their x's shape."""
@@ -355,6 +386,7 @@ def grade(train_fast: Callable, train_step: Callable, bucket_size: Callable[[int
     )
     last = _require_from_step(recorder.calls, params, got[0], got_losses)
     _require_real_update(train_step, last, rng)
+    _require_padded(recorder.calls, lengths, bucket)
     seen, hint = _cause(recorder, buckets) if count.compiles > len(buckets) else ("", "")
     STEP.compiles(
         PER_BUCKET,
