@@ -12,6 +12,11 @@ What every run draws, on purpose (``_problem``; the learner's own buckets decide
            of a recompilation in one bucket, and a stale global from this step on
   run 2    lengths in the compiled buckets (half of them new), in the first run's dicts
            and arrays refilled (a loader may reuse them: a memo by id() is stale)
+
+The checks named from :mod:`jitlab.grading.kernel`'s templates, as the learner sees them:
+- train_step is compiled with jax.jit
+- train_fast leaves the caller's arguments unchanged
+- train_fast calls train_step with jit on
 """
 
 from __future__ import annotations

@@ -19,6 +19,14 @@ new weights with every batch                         weights kept from an earlie
 an earlier batch's content again, in a new array,   a memo keyed by the batch's content
 with new weights; another with its own weights      (bytes): an old score, or no call
 ===================================================  ======================================
+
+The checks named from :mod:`jitlab.grading.kernel`'s templates, as the learner sees them:
+- score_core is compiled with jax.jit
+- score is a plain Python function
+- score_core computes inside its compiled program
+- score leaves the caller's arguments unchanged
+- score calls score_core with jit on
+- score returns what score_core computed
 """
 
 from __future__ import annotations

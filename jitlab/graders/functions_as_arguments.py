@@ -16,6 +16,11 @@ one before, in place
 the caller's list, arrays and params compared   a batch list emptied by pop(), params
 after every fit                                 written in place
 ==============================================  =======================================
+
+The checks named from :mod:`jitlab.grading.kernel`'s templates, as the learner sees them:
+- sgd_step is compiled with jax.jit
+- fit calls sgd_step with jit on
+- fit returns what sgd_step computed
 """
 
 from __future__ import annotations

@@ -14,6 +14,11 @@ train called twice from the same start      a train that resumes where the last 
 copies of the arrays handed to sgd_step     a donated argument (the grader's own survive;
                                             the caller's params, deleted, are named)
 =========================================  ===========================================
+
+The checks named from :mod:`jitlab.grading.kernel`'s templates, as the learner sees them:
+- sgd_step is compiled with jax.jit
+- train calls sgd_step with jit on
+- train leaves the caller's arguments unchanged
 """
 
 from __future__ import annotations

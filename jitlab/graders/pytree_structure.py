@@ -7,6 +7,12 @@ What every run draws, and the wrong rule it breaks (in brackets: what must not m
   a kind's second batch: its first dict and arrays, refilled  memoising by id()
   its third: that dict again, holding new arrays              memoising the arrays by id(dict)
   keys in another order                                       (dict keys are sorted in the pytree)
+
+The checks named from :mod:`jitlab.grading.kernel`'s templates, as the learner sees them:
+- batch_loss is compiled with jax.jit
+- loss is a plain Python function
+- loss calls batch_loss with jit on
+- loss leaves the caller's arguments unchanged
 """
 
 from __future__ import annotations

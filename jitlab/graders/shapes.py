@@ -15,6 +15,16 @@ above it, a negative one, none and all above
 the same data with a new threshold                a static threshold
 300 to 600 values, all above the threshold        a count or rank in int8 or uint8 (wraps)
 ===============================================  ======================================
+
+The checks named from :mod:`jitlab.grading.kernel`'s templates, as the learner sees them:
+- padded_rms is compiled with jax.jit
+- rms is a plain Python function
+- padded_rms computes inside its compiled program
+- rms leaves the caller's arguments unchanged
+- rms calls padded_rms with jit on
+- rms returns what padded_rms computed
+- loud_positions is compiled with jax.jit
+- loud_positions computes inside its compiled program
 """
 
 from __future__ import annotations
