@@ -37,7 +37,8 @@
 #   state: `params - lr * gradient`, leaf by leaf, and
 #   `avg_loss = 0.9 * avg_loss + 0.1 * loss(params, batch)`, with the loss of the
 #   params *before* the update;
-# - `train(params, batches, schedule)`: starts from `init(params)` and calls `sgd_step`
+# - `train(params, batches, schedule)`: starts from `init(params)` on every call (the
+#   grader calls it twice from the same start) and calls `sgd_step`
 #   once per batch, in order, each time with the state the previous call returned and
 #   `lr = schedule(step)` for batch number `step` (counting from 0); it returns the
 #   state the last call returned, and leaves the caller's `params` as they were.

@@ -46,7 +46,8 @@
 # - `score(batch, weights)`: a plain Python function (not jitted), the one the loader
 #   calls with raw batches; it prepares `batch`, calls `score_core` (by that name) and
 #   returns its result. It must not change `batch` or `weights`, nor remember anything
-#   between calls: a loader may hand over a new batch in an array it has used before.
+#   between calls: a loader may hand over a new batch in an array it has used before,
+#   or the same readings again with other weights.
 #
 # Solved means: the numbers match a float64 NumPy reference to float32 accuracy for every
 # source dtype, **and** `score_core` compiles **once** for a whole pass of the loader.

@@ -33,7 +33,7 @@
 #
 # - `clip_by_norm_numpy(g, max_norm)`: if the gradient `g` is longer than `max_norm`,
 #   scale it down to length `max_norm` (same direction); otherwise, a zero gradient
-#   included, return it unchanged.
+#   included, return it unchanged. `max_norm` is any number `>= 0`, zero included.
 # - `descend_numpy(x0, curvature, lr, tol)`: gradient descent on the bowl
 #   `0.5 * sum(curvature * x**2)` (its gradient is `curvature * x`), clipping every
 #   gradient to norm `CLIP_NORM` before the step, until the gradient's norm is at most

@@ -37,8 +37,9 @@
 # 1. Find out *why* it compiles twice, with the tools of lesson 09. Do not guess: the
 #    reason is not in `sgd_step`.
 # 2. Write `prepare_batch(batch, lr)`, the boundary between the library and the jitted
-#    step: it returns `(batch, lr)` ready for the step, so that the step compiles **once**
-#    for the whole run and the weights come out **exactly as before**.
+#    step: it returns the pair `(batch, lr)` (a tuple or a list) ready for the step, so
+#    that the step compiles **once** for the whole run and the weights come out
+#    **exactly as before**.
 # 3. Leave `fixed_step = sgd_step` unless your fix needs a different jitted step.
 #
 # The grader draws a fresh schedule, fresh batches and a fresh starting point for the

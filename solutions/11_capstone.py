@@ -48,19 +48,16 @@
 # 2. `train_step`: your jitted step. Its signature is yours to choose.
 # 3. `train_fast(params, batches)`: the same results as `train(params, batches)` (the
 #    final parameters, and the loss at every step), with `train_step` doing the work:
-#    call it by its name at every step, feed each step the params the previous step
-#    returned (as they are, or as NumPy copies), and return its outputs as they come
-#    (each loss as a number or an array, as `train` does). Do not change the batches
-#    you are given (the caller reads them again). A later call may be given the same
-#    dicts and arrays again, refilled with new data, as a loader with fixed buffers
-#    does.
+#    pad each batch's `x` to `bucket_size(length)` time steps (whatever the compile
+#    count, the grader reads the padded shapes) and call `train_step` by its name at
+#    every step (the grader watches its calls). Do not change the batches you are
+#    given (the caller reads them again). A later call may be given the same dicts and
+#    arrays again, refilled with new data, as a loader with fixed buffers does.
 #
 # Solved means:
 #
 # - the losses at every step and the final parameters match the original loop, on
 #   fresh random parameters and batches (some lengths sit exactly on a bucket size);
-# - they are `train_step`'s own outputs, and it computes each update from the params
-#   it is given (the grader watches its calls);
 # - `train_step` compiles **at most once per bucket** (the grader clears its cache
 #   first), with jit switched on;
 # - a second run, whose lengths fall in buckets already compiled, compiles **nothing

@@ -51,6 +51,9 @@ HINTS = Hints(  # a check's hint, and the mistakes a wrong result of one call po
         "formula": "softmax(logits / temperature) on the last axis, top per row, 0.0 below it",
         ">=": "a row whose confidence equals the threshold is not below it: keep it (>=)",
         "overflow": "exp overflows on big logits (inf/inf is nan): subtract each row's max",
+        "global max": """rows far below the batch's largest logit came out 0 or NaN: the shift
+        is by the largest logit of the whole batch, and exp of every other row underflows to
+        0 (0 / 0 is NaN). Subtract each row's own max: z.max(axis=-1, keepdims=True)""",
         "cold": "use the temperature as it is given, however small: no floor, clip or eps",
         "nudge": "a row below the threshold, however little, is 0.0: compare top >= threshold"
         " with nothing added to or taken from either side",
@@ -64,6 +67,17 @@ def _reference(logits: np.ndarray, temperature: float, threshold: float) -> np.n
     probs = np.exp(z - z.max(axis=-1, keepdims=True))
     top = (probs / probs.sum(axis=-1, keepdims=True)).max(axis=-1)
     return np.where(top.astype(np.float32) >= threshold, top, 0.0)  # decided in float32
+
+
+def _global_shift(logits: np.ndarray, temperature: float, threshold: float) -> np.ndarray:
+    """What a softmax shifted by the whole batch's largest logit returns, in float32: every
+    row far below it underflows to 0 (flushed, as XLA does), and 0 / 0 is NaN, then 0.0."""
+    z = logits.astype(np.float32) / np.float32(temperature)
+    e = np.exp(z - z.max())
+    e[e < np.finfo(np.float32).tiny] = 0.0
+    with np.errstate(invalid="ignore"):
+        top = (e / e.sum(axis=-1, keepdims=True)).max(axis=-1)
+    return np.where(top >= threshold, top, 0.0)
 
 
 def _close(got: np.ndarray, want: np.ndarray) -> bool:
@@ -149,7 +163,14 @@ def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any, 
     huge = bool((logits[wrong].max(axis=-1) > 100).all())  # only the rows of a big logit
     at_threshold = np.allclose(want[wrong], now[1], rtol=0, atol=1e-6)
     expected = f"{call}: row {row} = {want[row]:.6g} (largest logit {logits[row].max():.4g})"
-    hint = HINTS[">=" if at_threshold else "overflow" if huge else "formula"]
+    underflow = not huge and _close(np.nan_to_num(got), _global_shift(logits, *now))
+    if underflow and now[1] > 0:  # other mistakes zero the rows below a threshold too: a
+        # global shift zeroes every far row at threshold 0 as well
+        zero = as_numbers(call_learner(RUNS, fn, logits, now[0], 0.0))
+        same = zero is not None and zero.shape == want.shape
+        underflow = same and _close(np.nan_to_num(zero), _global_shift(logits, now[0], 0.0))
+    kind = ">=" if at_threshold else "overflow" if huge else "global max" if underflow else ""
+    hint = HINTS[kind or "formula"]
     kept = want != 0.0  # the rows above the threshold: their value is the softmax's own
     only_kept = bool(kept[wrong].all())  # a row kept that should be 0 is no rounding
     if (

@@ -4,6 +4,7 @@ The draw, every run:
 
 - limits below and above the norm: jnp.clip per element, an inverted test, g / norm;
 - a zero vector: 0 / 0 = NaN; a clipped vector of norm ~1e-9: an eps added to the norm;
+- a zero vector with a zero limit: max_norm / norm is 0 / 0 (jnp.minimum(1, max_norm / norm));
 - a limit equal to the norm: nothing (``>=`` scales by exactly 1, the same numbers);
 - a start whose gradient norm is exactly tol (float32-exact): ``>=`` for ``>`` in the rule;
 - a start below tol: a loop that steps before it tests;
@@ -66,7 +67,8 @@ DESCEND_CHECKS = {
         NumPy outside the compiled program: use lax.while_loop""",
 }
 CLIP_KINDS = (CLIP_LONG, CLIP_ZERO, CLIP_LONG, CLIP_SHORT, CLIP_TINY, CLIP_SHORT, CLIP_LONG)
-CLIP_KINDS += (CLIP_SHORT, CLIP_LONG, CLIP_SHORT)  # clip_by_norm's cases
+CLIP_KINDS += (CLIP_SHORT, CLIP_LONG, CLIP_SHORT, CLIP_ZERO)  # clip_by_norm's cases
+ZERO_LIMIT = len(CLIP_KINDS) - 1  # the last case: a zero vector and max_norm = 0
 _TOL = {CLIP_LONG: (1e-4, 1e-6), CLIP_TINY: (1e-4, 0.0), CLIP_SHORT: (1e-5, 1e-6)}
 _TOL |= {CLIP_ZERO: (0.0, 1e-6)}  # rtol and atol of each kind of case, in the checks' order
 _MISTAKES = {  # the mistakes the step counts and a tracer error point to
@@ -84,6 +86,9 @@ _MISTAKES = {  # the mistakes the step counts and a tracer error point to
     gradient's norm is at most CLIP_NORM, so with this tol it stopped at once""",
     CONVERGED: """a start that has already converged needs 0 steps: test the rule before
     every step, including the first (lax.while_loop tests before its body)""",
+    "zero limit": """with max_norm = 0 and a zero g, max_norm / norm is 0 / 0 = NaN (a
+    jnp.minimum(1.0, max_norm / norm) keeps it): decide with the comparison itself,
+    jnp.where(norm > max_norm, max_norm / norm, 1.0)""",
     "offset": "x is right, but every count is off by {}: start steps at 0, add 1 per step",
     "rule": """check the stopping rule before every step: stop once norm(curvature * x) <=
     tol, or after MAX_STEPS steps""",
@@ -179,7 +184,8 @@ def _clip_cases(rng: np.random.Generator, size: int) -> list[tuple[np.ndarray, f
         g = g.astype(np.float32) * (kind != CLIP_ZERO)
         factor = rng.uniform(1.1, 3.0) if kind == CLIP_SHORT else rng.uniform(0.2, 0.9)
         norm = np.linalg.norm(g.astype(np.float64)) or 1.0  # a zero vector: any limit
-        cases.append((g, float(norm * (1.0 if i == 3 else factor))))
+        limit = 0.0 if i == ZERO_LIMIT else norm * (1.0 if i == 3 else factor)
+        cases.append((g, float(limit)))
     return cases
 
 
@@ -190,12 +196,13 @@ def grade_clip(clip_by_norm: Callable[..., Any]) -> None:
     cases = _clip_cases(rng, int(rng.integers(5, 40)))
     with _graded(clip_by_norm, "clip_by_norm", CLIP_CHECKS, cases) as got:
         for check, (rtol, atol) in _TOL.items():  # in the order of the checks
-            for (g, m), out, kind in zip(cases, got, CLIP_KINDS, strict=True):
+            for i, ((g, m), out, kind) in enumerate(zip(cases, got, CLIP_KINDS, strict=True)):
                 about = f"g of norm {np.linalg.norm(g):.4g} and max_norm={m:.4g}"
                 if kind == check:
                     want = _reference_clip(g, m)
                     unscaled = check == CLIP_TINY and np.array_equal(out, g)  # not an eps
                     hint = HINTS["unscaled" if unscaled else check]
+                    hint = HINTS["zero limit"] if i == ZERO_LIMIT else hint
                     require_close(check, out, want, rtol=rtol, atol=atol, about=about, hint=hint)
 
 

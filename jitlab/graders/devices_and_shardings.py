@@ -40,7 +40,9 @@ CHECKS = {  # every check once: its name, then its default hint
     (COMPILES_ONCE := "the step compiles once per mesh for all its batches"): """each device and
         each sharding is its own executable: put every batch on the same NamedSharding(mesh,
         P("data")), even one that is already on a mesh""",
-    (SPLIT := 'every placed array is split along its first axis over the mesh\'s "data" axis'): "",
+    (
+        SPLIT := """every placed array is split along its first axis over the mesh's "data" axis"""
+    ): "",
 }
 MISTAKES = {  # and the hints of the mistakes a verdict names
     "donated": """jax.device_put returns the very array it was given when it is already in

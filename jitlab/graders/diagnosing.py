@@ -135,9 +135,10 @@ def grade(prepare_batch: Callable[..., Any], fixed_step: Callable[..., Any]) -> 
             given.clear()
             given.update(buffers)
             prepared = call_learner(RUNS, prepare_batch, given, lr)
-            if not (isinstance(prepared, tuple) and len(prepared) == 2):
+            if not (isinstance(prepared, tuple | list) and len(prepared) == 2):
                 seen = shorten(f"{type(prepared).__name__}: {prepared!r}", 200)
-                expected = "a tuple of two things: the batch and the learning rate"
+                expected = "two things, the batch and the learning rate (a tuple or a list): "
+                expected += "the grader calls fixed_step(w, *prepare_batch(batch, lr))"
                 hint = "end prepare_batch with `return batch, lr`"
                 raise fail(RETURNS, expected=expected, seen=seen, hint=hint)
             changes.append(_changed(batch, lr, prepared, batches[: len(changes)]))

@@ -16,7 +16,17 @@ no constant column                                   (the z-scores are defined)
 each dtype's second batch in its first one's array   a memo keyed by id(batch): a loader's
 (refilled in place)                                  freed batch's id comes back too
 new weights with every batch                         weights kept from an earlier call
+an earlier batch's content again, in a new array,   a memo keyed by the batch's content
+with new weights; another with its own weights      (bytes): an old score, or no call
 ===================================================  ======================================
+
+The checks named from :mod:`jitlab.grading.kernel`'s templates, as the learner sees them:
+- score_core is compiled with jax.jit
+- score is a plain Python function
+- score_core computes inside its compiled program
+- score leaves the caller's arguments unchanged
+- score calls score_core with jit on
+- score returns what score_core computed
 """
 
 from __future__ import annotations
@@ -65,6 +75,9 @@ HINTS = {  # by standard check, by the doctor's cause (for the count), by kind o
     "weights": """the scores match the weights of the first call, not the weights each call
         was given: use the weights you are given on every call, and remember nothing
         between calls""",
+    "content": """only the batches whose content an earlier call had (handed over again, in
+        a new array) come out wrong: remember nothing between calls (a memo keyed by the
+        batch's content returns the old score, whatever the weights); compute every call""",
     "memo": """only the batches handed over in an array that an earlier batch came in
         (refilled with new readings, as a loader may reuse its buffers) come out wrong:
         remember nothing between calls (a cache keyed by id(batch) returns the old batch's
@@ -108,6 +121,19 @@ def make_loader(rng: np.random.Generator) -> tuple[list[np.ndarray], list[np.nda
     return batches, [rng.normal(size=cols).astype(np.float32) for _ in batches]
 
 
+def with_repeats(
+    rng: np.random.Generator, batches: list[np.ndarray], weights: list[np.ndarray]
+) -> list[int]:
+    """Append copies of two earlier batches, new arrays with the same content: the first
+    with new weights, the second with its own weights again (copied). Returns, for each
+    call, the earlier call whose batch content it repeats (-1 for none)."""
+    first, second = (int(j) for j in rng.choice(len(batches), size=2, replace=False))
+    repeats = [-1] * len(batches) + [first, second]
+    batches += [batches[first].copy(), batches[second].copy()]
+    weights += [rng.normal(size=weights[0].shape).astype(np.float32), weights[second].copy()]
+    return repeats
+
+
 def _x_dtype(call: Call) -> str:
     """The dtype ``x`` reached score_core with, as JAX canonicalised it."""
     x = next(iter(call.arguments.values()), None)
@@ -149,7 +175,9 @@ def _numbers_hint(
 @grader("dtypes", checks=CHECKS)
 def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
     """Grade the exercise. Raises ``GradingFailure`` at the first failed check."""
-    batches, weights = make_loader(fresh_rng())
+    rng = fresh_rng()
+    batches, weights = make_loader(rng)
+    repeats = with_repeats(rng, batches, weights)
     SCORE.jitted(score_core)
     SCORE.plain(score)  # the standard verdict: score compiles per signature, score_core inlined
     SCORE.no_callbacks(score_core, np.asarray(batches[0], np.float32), weights[0])
@@ -160,6 +188,9 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
     def loader() -> Iterator[tuple[tuple, dict]]:
         held: dict[np.dtype, np.ndarray] = {}
         for i, batch in enumerate(batches):
+            if repeats[i] >= 0:  # an earlier content in a new array: not refilled
+                yield (batch, weights[i]), {}
+                continue
             if batch.dtype in held:
                 held[batch.dtype][...], batch = batch, held[batch.dtype]
                 refilled.append(i)
@@ -187,14 +218,19 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
             expected=f"the reference for every dtype, e.g. for a {wrong[0]} batch: "
             f"{shorten(str(np.round(want, 4).tolist()), 90)} (shape {want.shape})",
             seen=(
-                f"wrong for {len(bad)} of the {len(refilled)} batches that came in an earlier "
-                "batch's array, refilled, and right for every batch in a new array"
+                f"wrong for {len(bad)} of the {len(repeats) - repeats.count(-1)} batches whose "
+                "content an earlier call had, handed over again in a new array"
+                if all(repeats[i] >= 0 for i in bad)
+                else f"wrong for {len(bad)} of the {len(refilled)} batches that came in an "
+                "earlier batch's array, refilled, and right for every batch in a new array"
                 if set(bad) <= set(refilled)
                 else f"wrong for {', '.join(wrong)}"
                 + (f"; right for {', '.join(right)}" if right else " (every source dtype)")
             )
             + f"; for that {wrong[0]} batch: {shorten(repr(run.outputs[first]), 90)}",
-            hint=HINTS["memo"]
+            hint=HINTS["content"]
+            if all(repeats[i] >= 0 for i in bad)
+            else HINTS["memo"]
             if set(bad) <= set(refilled)
             else HINTS["weights"]
             if set(bad) <= kept
@@ -208,8 +244,13 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
         )
     passed(NUMBERS)
     SCORE.jit_on(run.recorder)
-    SCORE.calls_kernel(run)
-    SCORE.returns_kernel_output(run)
+    again = lambda i: (  # noqa: E731
+        f"call {i + 1}, a batch with call {repeats[i] + 1}'s content in a new array: a memo "
+        "keyed by content answers it without score_core"
+        if repeats[i] >= 0
+        else f"call {i + 1}"
+    )
+    SCORE.calls_kernel(run, first=again)
     found = why(run.recorder, label=lambda i: f"call {i + 1} of score_core")
     received = f"score_core received x as {len(reached)} dtypes ({', '.join(reached)}); "
     SCORE.compiles(

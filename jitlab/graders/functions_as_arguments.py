@@ -1,7 +1,8 @@
 """Grader for functions_as_arguments: a jitted ``sgd_step(params, x, y, weight_decay)``
 and ``fit(params, batches, weight_decay)`` calling it once per batch, so a weight-decay
-sweep compiles once. ``fit``'s calls of ``sgd_step`` are recorded; a jitted ``fit`` passes
-if the step is traced into its program.
+sweep compiles once. ``fit``'s calls of ``sgd_step`` are recorded: from a Python loop
+(each call's arguments and outputs are checked), or traced into a program of fit's own (a
+``lax.scan`` over the batches, a jitted ``fit``), which must then compile nothing more.
 
 What the drawing covers, every run, and the wrong rule it breaks:
 
@@ -12,20 +13,35 @@ three more fits, counted over every function    a lambda, partial or nested def 
                                                 inside fit (a new function each time)
 the last fit refills the NumPy buffers of the   results memoised by id() of the batches
 one before, in place
+the caller's list, arrays and params compared   a batch list emptied by pop(), params
+after every fit                                 written in place
 ==============================================  =======================================
+
+The checks named from :mod:`jitlab.grading.kernel`'s templates, as the learner sees them:
+- sgd_step is compiled with jax.jit
+- fit calls sgd_step with jit on
+- fit returns what sgd_step computed
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jitlab.grading import Hints, Recorder, call_learner, fresh_rng, grader, is_jitted, passed
-from jitlab.grading.calls import recording
-from jitlab.grading.checks import as_numbers, fail_unless, lost_digits, require_close, shorten
-from jitlab.grading.kernel import FROM_KERNEL, JIT_ON, JITTED, KernelExercise, same_value
+from jitlab.grading.calls import deleted_leaves, recording, same_content
+from jitlab.grading.checks import (
+    GradingFailure,
+    as_numbers,
+    fail_unless,
+    lost_digits,
+    require_close,
+    shorten,
+)
+from jitlab.grading.kernel import DONATED, FROM_KERNEL, JIT_ON, JITTED, KernelExercise, same_value
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
 FIT = KernelExercise("fit", "sgd_step", "sgd_step(params, x, y, weight_decay)")
@@ -45,21 +61,31 @@ CHECKS = {  # every check once: its name, then its default hint
     (FIT_RUNS := "fit runs"): "",
     (FIT_PAIR := "fit returns (params, losses)"): "",
     (FIT_JIT_ON := FIT.name(JIT_ON)): "",
+    (FIT_KEEPS := "fit leaves the caller's batches and params as they were"): """iterate over
+        the batches (for x, y in batches) instead of popping them, and build new params
+        instead of assigning into the dict you were given: the caller reads both again""",
     (FIT_CALLS := "fit calls the jitted sgd_step once per batch"): """call the jitted sgd_step,
-        by that name, once per batch in a Python loop in fit; a NumPy loop, a lax.scan or
-        another jitted function won't do""",
+        by that name, once per batch: in a Python loop in fit, or in the body of a lax.scan
+        over the stacked batches; a NumPy loop or another step won't do""",
     (FIT_THREADS := "fit passes sgd_step the params, each batch and the weight_decay"): """thread
         params through the loop; pass each call fit's own weight_decay (an earlier one is stale)""",
     (FIT_FROM_STEP := FIT.name(FROM_KERNEL)): "return what sgd_step computed, not a recomputation",
     **dict.fromkeys(FIT_NUMBERS, NUMBERS),
     (FIT_NOTHING := "three more fits (new data, new weight_decay) compile nothing"): """a lambda,
-        functools.partial, nested def or jax.value_and_grad(...) built in fit is a new function
-        every call, new to jit's cache: build the jitted step once, at top level""",
+        functools.partial, nested def or jax.value_and_grad(...) built in fit (a lax.scan
+        body defined inside fit too) is a new function every call, new to jit's cache: build
+        the jitted step, and any scan body, once, at top level""",
     (FIT_STAYS := "fit stays right for every weight_decay"): """a value baked in at trace time (a
         global, an attribute, a default) or a result kept from an earlier call goes stale: pass
         weight_decay and the batches as arguments""",
 }
-HINTS = Hints(CHECKS)
+MISTAKES = {
+    "converted": """an eager jnp call (jnp.stack, jnp.asarray) compiled a conversion the
+        first time it met NumPy batches instead of jax arrays (or the other way round): the
+        batches may come as either; stack them with np.stack, or hand them to a jitted
+        function as they are""",
+}
+HINTS = Hints(CHECKS, MISTAKES)
 
 
 def _reference_step(w: Any, b: float, x: Any, y: Any, weight_decay: float) -> tuple:
@@ -126,6 +152,29 @@ def _pair(check: str, result: Any, what: str) -> tuple[Any, Any, Any]:
     return result[1], params["w"], params["b"]
 
 
+def _snapshot(tree: Any) -> Any:
+    """Copies of ``tree``'s arrays in new containers: what the caller handed fit."""
+    return jax.tree.map(np.array, tree)
+
+
+def _require_kept(params: dict, batches: list, before: tuple[Any, Any], number: int) -> None:
+    """The caller's params and batch list hold what they held before fit number ``number``."""
+    seen = ""
+    gone = deleted_leaves(params, "params") + deleted_leaves(batches, "batches")
+    if gone:
+        seen = f"{', '.join(gone[:3])} deleted: donated to a jitted function"
+    elif not isinstance(batches, list) or len(batches) != len(before[1]):
+        size = len(batches) if isinstance(batches, list) else type(batches).__name__
+        seen = f"the batch list now holds {size} batches, not {len(before[1])} (popped?)"
+    elif not same_content(batches, before[1]):
+        seen = "the batches' arrays were changed in place"
+    elif not same_content(params, before[0]):
+        seen = "the params dict was changed in place"
+    expected = f"the caller's batches and params as they were, after fit number {number}"
+    hint = DONATED if gone else HINTS[FIT_KEEPS]
+    HINTS.require(FIT_KEEPS, not seen, expected, seen, hint)
+
+
 def _threading(proxy: Recorder, params: dict, batches: list, weight_decay: float) -> str:
     """What the first call of sgd_step got wrong of (params, batch, weight_decay); "" if none."""
     for i, (call, (x, y)) in enumerate(zip(proxy.calls, batches, strict=True)):
@@ -177,6 +226,7 @@ def grade(sgd_step: Any, fit: Any) -> None:
     if fit_jitted := is_jitted(fit):
         fit.clear_cache()
     previous: list = []
+    inlined = False  # sgd_step traced into a program of fit's: later fits may not trace it
     for number, wd in enumerate(decays[3:], start=1):
         params, w0, b0, batches = _problem(rng, N_BATCHES, size, features)
         want = _reference_fit(w0, b0, batches, wd)  # before fit sees the batches
@@ -186,13 +236,23 @@ def grade(sgd_step: Any, fit: Any) -> None:
             for (old_x, old_y), (new_x, new_y) in zip(previous, batches, strict=True):
                 old_x[...], old_y[...] = new_x, new_y
             batches = previous
-        previous = batches
+        previous, before = batches, _snapshot((params, batches))
         with count_compiles(ANY_FUNCTION) as everything, recording(fit, sgd_step) as proxy:
-            result = call_learner(FIT_RUNS, fit, params, batches, wd)
+            try:
+                result = call_learner(FIT_RUNS, fit, params, batches, wd)
+            except GradingFailure:
+                _require_kept(params, batches, before, number)  # the likelier cause, named
+                raise
         passed(FIT_RUNS)
+        _require_kept(params, batches, before, number)
+        params, batches = jax.tree.map(jnp.asarray, before)  # the grader's own, from here
         if number > 1:  # one fit at a time, so a wrong answer fails after one fit, not three
             what = f"compilation(s) in fit number {number} (new data and weight_decay, same shapes)"
-            FIT.compiles(FIT_NOTHING, everything, exactly=0, what=what, hint=HINTS[FIT_NOTHING])
+            names = [f"{name} x{n}" for name, n in everything.compiled.most_common(4)]
+            converted = bool(names) and all("convert_element_type" in n for n in names)
+            hint = HINTS["converted" if converted else FIT_NOTHING]
+            cause = f"compiled: {', '.join(names)}" if names else ""
+            FIT.compiles(FIT_NOTHING, everything, exactly=0, what=what, hint=hint, cause=cause)
         got = _pair(FIT_PAIR, result, "(params, losses)")
         losses = got[0]
         array = isinstance(losses, np.ndarray | jnp.ndarray) and np.shape(losses) == (N_BATCHES,)
@@ -207,11 +267,14 @@ def grade(sgd_step: Any, fit: Any) -> None:
         calls, traced = proxy.calls, proxy.traced
         seen = f"{len(calls)} call(s) of sgd_step" + bool(traced) * (
             f", and {len(traced)} while {traced[0].within if traced else ''} inside fit traced "
-            "it, which inlines sgd_step into a program of its own"
+            "it, into a program of fit's own"
         )
-        if fit_jitted:  # the step's outputs were tracers: nothing to thread or compare
-            ok = number > 1 or (bool(traced) and not calls)
-            HINTS.require(FIT_CALLS, ok, "sgd_step traced into fit's program", seen)
+        inlined = inlined or bool(traced) and not calls  # a scan's body, or a jitted fit
+        if fit_jitted or inlined:  # the step's outputs were tracers: nothing to thread
+            ok = bool(traced) and not calls or number > 1 and not calls
+            expected = f"{N_BATCHES} calls of sgd_step, or sgd_step traced into fit's program "
+            expected += "(a lax.scan, say), every fit the same way"
+            HINTS.require(FIT_CALLS, ok, expected, seen)
             passed(FIT_THREADS)
             passed(FIT_FROM_STEP)
         else:

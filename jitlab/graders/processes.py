@@ -98,6 +98,11 @@ MISTAKES = {  # the hints of mistakes that the checks tell apart
         the count as a global jax.Array), the same shapes on every process""",
     "late": """the loss is the one the new weights have: return the loss at the w train_step
         was given, computed before the update""",
+    "nan loss": """the loss is NaN: a NaN (or inf) in the padding reached it, and a NaN times
+        a zero in the mask is still NaN. Pad with zeros, or select with jnp.where(mask, err,
+        0.0) before any arithmetic""",
+    "one row too many": """the numbers are those of a mask that lets one padding row in on
+        each process with padding: the real rows are jnp.arange(max_rows) < n, not <= n""",
     "nan": """the loss is right but the new weights are NaN: a NaN (or inf) in the padding
         reaches the gradient, where times a zero weight it is still NaN. Pad with zeros, or
         select with jnp.where before any arithmetic""",
@@ -157,12 +162,14 @@ class Plan:
             x[0], y[0] = 0.0, 0.0  # real, though a zero row looks like padding
         return x, y
 
-    def reference(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def reference(self, extra: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Losses and weights after each step, for one process with every real row, and
-        the loss each step's new weights would have on its batch (a loss taken too late)."""
+        the loss each step's new weights would have on its batch (a loss taken too late).
+        ``extra``: zero rows of padding counted as real on each process (a mask's bound
+        off by one counts one)."""
         w, losses, weights, late = np.zeros(self.features), [], [], []
         for step in range(STEPS):
-            parts = [self.local(p, step) for p in range(len(self.lengths))]
+            parts = [self._rows(p, step, extra) for p in range(len(self.lengths))]
             x = np.concatenate([a for a, _ in parts]).astype(np.float64)
             err = x @ w - np.concatenate([b for _, b in parts])
             losses.append(np.mean(err**2))
@@ -170,6 +177,12 @@ class Plan:
             weights.append(w)
             late.append(np.mean((x @ w - np.concatenate([b for _, b in parts])) ** 2))
         return np.array(losses), np.array(weights), np.array(late)
+
+    def _rows(self, process_id: int, step: int, extra: int) -> tuple[np.ndarray, np.ndarray]:
+        """The real rows, and ``extra`` zero rows of the padding where there is padding."""
+        x, y = self.local(process_id, step)
+        more = min(extra, self.max_rows - len(y))
+        return np.pad(x, ((0, more), (0, 0))), np.pad(y, (0, more))
 
 
 # --- inside each worker: the first failure is raised, and sent to the notebook ------------
@@ -322,6 +335,7 @@ def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
     expected = "train_step to return the new weights as a jax.Array on the mesh"
     _check(GLOBAL_W, all(on_mesh for *_, on_mesh, _ in results), expected, types)
     losses, weights, late = plan.reference()
+    one_more = plan.reference(extra=1)[0]  # a mask that lets one padding row in
     w_names = [f"new_w[{i}]" for i in range(plan.features)]
     for step, (loss, w, *_) in enumerate(results):
         rows = ", ".join(str(p[step]) for p in plan.lengths) + f"; max_rows {plan.max_rows}"
@@ -331,6 +345,9 @@ def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
         hint = HINTS["late"] if after else hint
         nan = np.isnan(np.asarray(w, np.float64)).any() and np.isclose(loss, losses[step])
         hint = HINTS["nan"] if nan else hint
+        hint = HINTS["nan loss"] if np.isnan(loss) else hint
+        longer = np.isclose(loss, one_more[step], **TOLERANCE) and one_more[step] != losses[step]
+        hint = HINTS["one row too many"] if longer and not np.isclose(loss, losses[step]) else hint
         for got, want, names in ((loss, losses[step], ["loss"]), (w, weights[step], w_names)):
             require_close(NUMBERS, got, want, **TOLERANCE, about=about, names=names, hint=hint)
     worker.emit("judged")  # every check passed here: silence is never a pass

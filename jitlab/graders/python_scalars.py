@@ -10,7 +10,15 @@ a Python int 0 (the frozen phase)           an integer cast of lr (every step is
 one step from a state the grader builds     a wrong update, the average after the update
 init's types against one step's             a weak or other-dtype avg_loss in init
 the batches' own dtype and content          a batch cast (bfloat16) or out of order
+train called twice from the same start      a train that resumes where the last one stopped
+copies of the arrays handed to sgd_step     a donated argument (the grader's own survive;
+                                            the caller's params, deleted, are named)
 =========================================  ===========================================
+
+The checks named from :mod:`jitlab.grading.kernel`'s templates, as the learner sees them:
+- sgd_step is compiled with jax.jit
+- train calls sgd_step with jit on
+- train leaves the caller's arguments unchanged
 """
 
 from __future__ import annotations
@@ -18,13 +26,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jitlab.grading import Call, Hints, call_learner, fail_unless, fresh_rng, grader, why
-from jitlab.grading.calls import same_content, type_changes, type_text
-from jitlab.grading.checks import lost_digits, passed, require_close, shorten
-from jitlab.grading.kernel import JIT_ON, JITTED, UNCHANGED, KernelExercise
+from jitlab.grading.calls import deleted_leaves, same_content, type_changes, type_text
+from jitlab.grading.checks import GradingFailure, lost_digits, passed, require_close, shorten
+from jitlab.grading.kernel import DONATED, JIT_ON, JITTED, UNCHANGED, KernelExercise
 from jitlab.instruments.signature import KEYWORD, STATIC
 
 TRAIN = KernelExercise("train", "sgd_step", "sgd_step(state, batch, lr)")
@@ -74,6 +83,9 @@ HINTS = {  # by check, by mistake, and by the kind (_kind) of a recompilation's 
     "again": """sgd_step compiled again for arguments it had seen: do not clear its cache, or
         build a new jitted function, inside train""",
     "other": "give sgd_step the same abstract arguments at every call",
+    "resumed": """the second call of train, from the same params and batches, ended elsewhere
+        than the first: start every call from init(params) and keep nothing between calls
+        (no state left in a global, a default or an attribute)""",
 }
 HINTS = Hints(HINTS)
 
@@ -129,6 +141,35 @@ def _require_state(check: str, got: Any, want: Any, who: str, tolerance: float =
     )  # fmt: skip
 
 
+def _fresh(tree: Any) -> Any:
+    """New device arrays with the content of ``tree``'s (weak types kept): what the grader
+    hands sgd_step, which may donate them, while it keeps its own."""
+    return jax.tree.map(lambda a: a.copy() if isinstance(a, jax.Array) else a, tree)
+
+
+def _require_kept(params: Any, batches: Any, mine: Any) -> None:
+    """The caller's params and batches still hold what they held (``mine``): a donated
+    argument deletes them, an assignment into them changes them."""
+    gone = deleted_leaves(params, "params") + deleted_leaves(batches, "batches")
+    expected = "the caller's params and batches as they were, after train"
+    seen = f"{', '.join(gone[:3])} deleted: donated to a jitted function"
+    if not gone and not same_content((params, batches), mine):
+        seen = "train changed the caller's params or batches in place"
+    kept = not gone and same_content((params, batches), mine)
+    TRAIN.require(UNCHANGED, kept, expected=expected, seen=seen, hint=DONATED * bool(gone))
+
+
+def _state_differs(second: Any, first: Any) -> str:
+    """How the second run's state differs from the first's ("" when it does not)."""
+    if same_content(second, first):
+        return ""
+    try:
+        a, b = (np.concatenate([np.ravel(x) for x in jax.tree.leaves(t)]) for t in (second, first))
+        return f"largest difference {float(np.max(np.abs(a - b))):.3g}"
+    except Exception:
+        return "another structure"
+
+
 def _kind(difference: Any) -> str:
     """Which of HINTS a difference of the doctor's signature calls for."""
     if difference.part in (KEYWORD, STATIC):
@@ -143,18 +184,21 @@ def grade(
     """Grade ``init``, ``sgd_step`` and ``train`` on a fresh problem and schedule."""
     rng = fresh_rng()
     params, batches, lrs = _make_problem(rng)
+    mine = jax.tree.map(np.array, (params, batches))  # for the references: never donated
     TRAIN.jitted(sgd_step)
 
     lr = float(rng.uniform(0.01, 0.15))
-    state = {"params": params, "avg_loss": jnp.float32(rng.uniform(0.5, 2.0))}
-    one = call_learner(ONE_STEP, sgd_step, state, batches[0], lr)
-    _require_state(ONE_STEP, one, _reference_step(state, batches[0], lr), "sgd_step")
+    state = {"params": mine[0], "avg_loss": np.float32(rng.uniform(0.5, 2.0))}
+    want = _reference_step(state, mine[1][0], lr)
+    one = call_learner(ONE_STEP, sgd_step, _fresh(state), _fresh(batches[0]), lr)
+    _require_state(ONE_STEP, one, want, "sgd_step")
 
-    start, reference = call_learner(INIT, init, params), {"params": params, "avg_loss": 0.0}
-    _require_state(INIT, start, reference, "init", tolerance=0)
-    stepped = call_learner(SAME_TYPES, sgd_step, start, batches[1], lr)
+    start = call_learner(INIT, init, _fresh(params))
+    _require_state(INIT, start, {"params": mine[0], "avg_loss": 0.0}, "init", tolerance=0)
+    before = _fresh(start)  # sgd_step may donate what it is given
+    stepped = call_learner(SAME_TYPES, sgd_step, start, _fresh(batches[1]), lr)
     labels = ("from init", "after one step")
-    text = "; ".join(type_changes(start, stepped, name="state", labels=labels, limit=4))
+    text = "; ".join(type_changes(before, stepped, name="state", labels=labels, limit=4))
     missing = any(key in text for key in ("None", ": absent ", ": present ", "containers"))
     expected = "jax.tree.map(jax.typeof, state) the same before and after one step"
     hint = HINTS["missing"] if missing else HINTS["weak init"] if "~" in text else ""
@@ -166,18 +210,29 @@ def grade(
         fail_unless(RUNS, fine, expected=expected, seen=f"schedule({step})", hint=HINTS["steps"])
         return lrs[step]
 
-    run = TRAIN.run(train, sgd_step, [((params, batches, schedule), {})], check=RUNS)
+    twice = [((params, batches, schedule), {})] * 2  # the same start: nothing carried over
+    try:
+        run = TRAIN.run(train, sgd_step, twice, check=RUNS)
+    except GradingFailure:
+        _require_kept(params, batches, mine)  # a donated argument: named as such
+        raise
+    _require_kept(params, batches, mine)
     passed(RUNS)
-    (final,), calls = run.outputs, run.kernel_calls
+    final, calls = run.outputs[0], run.calls[0]
     TRAIN.jit_on(run.recorder)
-    _require_every_batch(calls, start, batches, run)
+    _require_every_batch(calls, before, mine[1], run)
     expected = "train to return the state the last sgd_step call returned"
     seen = "train's result differs from the output of its last sgd_step call"
-    HINTS.require(FROM_STEP, same_content(final, calls[-1].out), expected, seen)
+    HINTS.require(FROM_STEP, same_content(final, calls[-1].returned()), expected, seen)
     TRAIN.unchanged(run, what=lambda i: "params or batches")
-    for batch, value in zip(batches, lrs, strict=True):
+    reference = {"params": mine[0], "avg_loss": 0.0}
+    for batch, value in zip(mine[1], lrs, strict=True):
         reference = _reference_step(reference, batch, float(value))
     _require_state(NUMBERS, final, reference, "train")
+    again = _state_differs(run.outputs[1], final)
+    fail_unless(NUMBERS, not again, expected="the same final state from the same start twice",
+                seen=f"the second call of train ended with other numbers ({again})",
+                hint=HINTS["resumed"])  # fmt: skip
     found = why(calls)
     avals = sorted({type_text(c.arguments["lr"]) if "lr" in c.arguments else "?" for c in calls})
     hint = found.hint_for(HINTS, HINTS["other"], most=1, kind=_kind)
@@ -197,10 +252,10 @@ def _require_every_batch(calls: list[Call], start: Any, batches: list, run: Any)
                 expected=f"{len(batches)} calls of sgd_step, one per batch",
                 seen=f"{len(calls)} call(s) of sgd_step")  # fmt: skip
     for i, call in enumerate(calls):
-        state, batch = [*call.arguments.values(), None, None][:2]
+        state, batch = [*call.copied().values(), None, None][:2]
         cast = "; ".join(type_changes(batches[i], batch, name="batch", labels=("given", "passed")))
         given = "(" + ", ".join(map(type_text, batches[i])) + ")"
-        previous, origin = (calls[i - 1].out, f"call {i}") if i else (start, "init(params)")
+        previous, origin = (calls[i - 1].returned(), f"call {i}") if i else (start, "init(params)")
         for wrong, expected, seen, kind in (
             (bool(cast), f"batch number {i} as the loader gave it {given}", cast, "cast"),
             (not same_content(batch, batches[i]), f"batch number {i}", "another batch", "order"),

@@ -15,6 +15,16 @@ above it, a negative one, none and all above
 the same data with a new threshold                a static threshold
 300 to 600 values, all above the threshold        a count or rank in int8 or uint8 (wraps)
 ===============================================  ======================================
+
+The checks named from :mod:`jitlab.grading.kernel`'s templates, as the learner sees them:
+- padded_rms is compiled with jax.jit
+- rms is a plain Python function
+- padded_rms computes inside its compiled program
+- rms leaves the caller's arguments unchanged
+- rms calls padded_rms with jit on
+- rms returns what padded_rms computed
+- loud_positions is compiled with jax.jit
+- loud_positions computes inside its compiled program
 """
 
 from __future__ import annotations
@@ -45,9 +55,10 @@ FROM_KERNEL = k.FROM_KERNEL
 PADDING = "padded_rms ignores the padding"
 NUMBERS = "rms matches the reference"
 PER_BUCKET = "at most one compilation per bucket"
+PADS = "rms pads x to bucket_size(len(x))"
 CLOSE = {"rtol": 1e-4, "atol": 1e-8}  # float32 sums against the float64 reference
 CHECKS = (*RMS.names(k.JITTED, k.PLAIN), c.BUCKETS_HOLD, c.BUCKETS_FEW, RMS.name(k.NO_CALLBACKS))
-CHECKS += (PADDING, NUMBERS, *RMS.names(k.UNCHANGED, k.JIT_ON, k.FROM_KERNEL), PER_BUCKET)
+CHECKS += (PADDING, NUMBERS, *RMS.names(k.UNCHANGED, k.JIT_ON, k.FROM_KERNEL), PADS, PER_BUCKET)
 N_TYPES = "pass n the same way on every call (always len(x), a Python int, say)"
 CAUSE_HINTS = dict.fromkeys((sig.WEAK_TYPE, sig.PYTHON_SCALAR, sig.DTYPE), N_TYPES) | {
     sig.STATIC: "keep n traced: not in static_argnums / static_argnames, not closed over"
@@ -71,16 +82,42 @@ def _lengths(rng: np.random.Generator, sizes: dict[int, int]) -> list[int]:
     return [int(m) for m in rng.permutation(chosen)]
 
 
-def _cause(sizes: dict[int, int], lengths: list[int], run: k.Run) -> tuple[str, str]:
+def _padded_sizes(run: k.Run) -> list[int | None]:
+    """The length of the array each call of rms handed padded_rms (its last call), None
+    where it passed no array."""
+    sizes = []
+    for during in run.calls:
+        padded = next(iter(during[-1].arguments.values()), None) if during else None
+        sizes.append(np.shape(padded)[0] if np.ndim(padded) == 1 else None)
+    return sizes
+
+
+def require_padded(sizes: dict[int, int], lengths: list[int], run: k.Run) -> None:
+    """Every call of rms padded x to exactly bucket_size(len(x)), whatever the compile count:
+    padding every x to the largest bucket compiles once, and still breaks the contract."""
+    got = _padded_sizes(run)
+    wrong = [i for i, (m, size) in enumerate(zip(lengths, got, strict=True)) if size != sizes[m]]
+    first = wrong[0] if wrong else 0
+    m = lengths[first]
+    largest = wrong and all(got[i] == max(sizes.values()) for i in wrong)
+    hint = "pad x to bucket_size(len(x)), so that lengths in one bucket share a shape"
+    if largest:
+        hint = (
+            f"every x was padded to {max(sizes.values())}, the largest bucket: that compiles "
+            "once, but every short x pays for the longest; " + hint
+        )
+    c.require(
+        PADS,
+        not wrong,
+        expected=f"padded_rms given an array of bucket_size({m}) = {sizes[m]} for x of length {m}",
+        seen=f"an array of {got[first]} ({len(wrong)} of {len(lengths)} calls padded to another "
+        "size)",
+        hint=hint,
+    )
+
+
+def _cause(run: k.Run) -> tuple[str, str]:
     """(what rms passed padded_rms that explains the extra compilations, the hint)."""
-    for m, during in zip(lengths, run.calls, strict=True):
-        size = np.shape(during[-1].args[0])[0] if during and during[-1].args else None
-        if size is not None and size != sizes[m]:
-            return (
-                f"rms passed padded_rms an array of {size} for x of length {m}, but "
-                f"bucket_size({m}) is {sizes[m]}",
-                "pad x to bucket_size(len(x)), so that lengths in one bucket share a shape",
-            )
     found = why(run.recorder)
     return found.text, found.hint_for(CAUSE_HINTS, "pad to bucket_size(len(x)) and keep n traced")
 
@@ -135,8 +172,8 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
     RMS.unchanged(run, what=lambda i: f"the array of length {lengths[i]}")
     RMS.jit_on(run.recorder)
     RMS.calls_kernel(run, first=lambda i: f"length {lengths[i]}")
-    RMS.returns_kernel_output(run)
-    cause, hint = _cause(sizes, lengths, run)
+    require_padded(sizes, lengths, run)
+    cause, hint = _cause(run)
     what = f"compilations of padded_rms for {len(lengths)} calls ({len(set(lengths))} distinct "
     what += f"lengths in {len(buckets)} buckets)"
     RMS.compiles(PER_BUCKET, run.count, at_most=len(buckets), what=what, hint=hint, cause=cause)
@@ -172,8 +209,19 @@ def _positions_cases(rng: np.random.Generator, length: int) -> list[tuple[str, A
 def _positions_hint(x: np.ndarray, threshold: float, got: np.ndarray, want: np.ndarray) -> str:
     """The likeliest cause of a wrong ``positions``, from what differs."""
     real, mine = set(want[want >= 0].tolist()), set(got[got >= 0].tolist())
-    if got.shape == want.shape and np.array_equal(got[: len(real)], want[: len(real)]):
-        return "the unused slots hold -1: pass fill_value=-1 to jnp.nonzero"
+    rest = got[len(real) :] if got.shape == want.shape else got[:0]
+    if rest.size and np.array_equal(got[: len(real)], want[: len(real)]):
+        if np.array_equal(rest[:-1], want[len(real) : -1]) and rest[-1] != -1:
+            return (
+                "only the last slot is wrong: a scatter to index -1 (.at[-1].set) wraps to the "
+                "last slot; send the unwanted writes past the end (index len(x)) with "
+                "mode='drop'"
+            )
+        if np.all(rest == rest[0]):
+            return (
+                f"the unused slots hold {rest[0]}, not -1: fill them with -1 (jnp.nonzero's "
+                "fill_value=-1, or a jnp.full(..., -1) to start from)"
+            )
     if real == mine and got.shape == want.shape:
         return "list the positions in increasing order, as jnp.nonzero does"
     equal = set(np.flatnonzero(x == np.float32(threshold)).tolist())

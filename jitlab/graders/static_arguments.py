@@ -10,7 +10,12 @@ What the drawing covers, every run (each wrong rule fails every run):
 - one field changed, and eps raised and lowered in its 6th and 12th digit: ``==`` or
   ``__hash__`` that skips a field, rounds (one of the two stays equal whatever eps is),
   compares with a tolerance or as float32;
-- assigning and deleting every field: frozen in some fields, or against assignment only;
+- eps one float64 step up and down: a key that rounds eps or compares it with a tolerance;
+- two configs with layer_norm off that differ in eps alone: an __eq__ that skips what
+  block ignores (every field counts);
+- assigning and deleting every field, and every method of the class called with each
+  field's new value: frozen in some fields, against assignment only, or an update() that
+  writes in place;
 - the same params and x in every call: a donated argument;
 - six new temperatures, one of 0.01-0.015: a static temperature, a softmax without the
   max shift (NaN).
@@ -19,6 +24,7 @@ What the drawing covers, every run (each wrong rule fails every run):
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
 import operator
 import types
@@ -77,6 +83,12 @@ MISTAKES = {  # the mistakes that a verdict names when the grader sees them
     "reused": "the changed config reused the old program: residual must be in __eq__ and __hash__",
     "order": """the config built by position differs from the one built by keyword: declare the
         fields in the order activation, residual, layer_norm, eps""",
+    "interned": """the same call twice gives one object, but built another way (by position)
+        an equal config is another object, unequal: an interning cache (functools.cache, a
+        dict of instances) keys on how the class was called, not on the values. Compare
+        and hash the field values (@dataclasses.dataclass(frozen=True))""",
+    "ignored": """every field counts, even one that block ignores for this config (eps with
+        layer_norm off): compare and hash all four fields as they are""",
 }
 TRACED = "a config is not an array: mark cfg with static_argnames (or static_argnums)"
 RUN_ERRORS = {  # a word of what the learner's forward raised: the likely mistake
@@ -133,8 +145,26 @@ def _build(config_class: Any, fields: dict[str, Any], by_position: bool = False)
     return _call(BUILT, config_class, *args, hint=HINTS[BUILT], **kwargs)
 
 
+def _methods(config_class: Any) -> list[str]:
+    """The names of the plain methods the class (and its bases but object) defines, not
+    dunders: an ``update`` or ``set_eps`` of the learner's that may write in place."""
+    names: list[str] = []
+    for cls in inspect.getmro(config_class) if isinstance(config_class, type) else ():
+        for name, attribute in vars(cls).items():
+            plain = inspect.isfunction(attribute) and not name.startswith("__")
+            if cls is not object and plain and name not in FIELDS and name not in names:
+                names.append(name)
+    return names
+
+
+def _read(cfg: Any) -> list[Any]:
+    return [getattr(cfg, field, None) for field in FIELDS]
+
+
 def _changes(config_class: Any, base: dict[str, Any], variants: dict[str, dict]) -> list[str]:
-    """What went through of assigning (its variant's value) and deleting each field."""
+    """What went through of assigning (its variant's value) and deleting each field, and
+    of calling each method of the class with a field's new value (by keyword, by
+    position, as a (name, value) pair): "update(eps=...) changed eps"."""
     changed = []
     for field, how in itertools.product(FIELDS, ("assigning", "deleting")):
         cfg, value = _build(config_class, base), variants[field][field]
@@ -143,6 +173,20 @@ def _changes(config_class: Any, base: dict[str, Any], variants: dict[str, dict])
         except Exception:
             continue
         changed += [f"{how} {field}"] * (getattr(cfg, field, None) != base[field])
+    want = [base[field] for field in FIELDS]
+    for name, field in itertools.product(_methods(config_class), FIELDS):
+        value = variants[field][field]
+        for args, kwargs, shown in (((), {field: value}, f"{field}=..."), ((value,), {}, "...")):
+            cfg = _build(config_class, base)
+            try:
+                getattr(cfg, name)(*args, **kwargs)
+            except Exception:
+                continue
+            now = _read(cfg)
+            moved = [f for f, a, b in zip(FIELDS, now, want, strict=True) if a != b]
+            if moved:
+                changed.append(f"cfg.{name}({shown}) changing {', '.join(moved)} in place")
+                break
     return changed
 
 
@@ -156,15 +200,23 @@ def _check_value_semantics(config_class: Any, base: dict, variants: dict[str, di
     equal = bool(_call(EQUAL, operator.eq, first, second))
     problems = ["== gives False"] * (not equal) + ["hashes differ"] * (hashes[0] != hashes[1])
     expected = f"{DESCRIBE(base)} built by keyword and by position: == True, equal hashes"
-    order = not equal and bool(_call(EQUAL, operator.eq, first, _build(config_class, base)))
-    HINTS.require(EQUAL, not problems, expected, ", ".join(problems), HINTS["order"] * order)
+    positional = _call(EQUAL, _read, second)  # what the fields hold, built by position
+    order = not equal and positional != [base[field] for field in FIELDS]
+    interned = not equal and not order and _build(config_class, base) is first
+    hint = HINTS["order"] if order else HINTS["interned"] if interned else ""
+    HINTS.require(EQUAL, not problems, expected, ", ".join(problems), hint)
+    seen = "they compare equal, so the second would reuse the first's executable"
     for field, fields in variants.items():
         expected = f"{DESCRIBE(base)} != {DESCRIBE(fields)} (they differ in {field})"
-        seen = "they compare equal, so the second would reuse the first's executable"
         ok = bool(_call(DIFFER, operator.ne, first, _build(config_class, fields)))
         HINTS.require(DIFFER, ok, expected, seen)
+    off = dict(base, layer_norm=False)  # block ignores eps then; the contract does not
+    other = dict(off, eps=variants["eps"]["eps"])
+    expected = f"{DESCRIBE(off)} != {DESCRIBE(other)} (they differ in eps, layer_norm off)"
+    ok = bool(_call(DIFFER, operator.ne, _build(config_class, off), _build(config_class, other)))
+    HINTS.require(DIFFER, ok, expected, seen, HINTS["ignored"])
     changed = _call(FROZEN, _changes, config_class, base, variants)
-    expected = "cfg.<field> = ... and del cfg.<field> to raise for every field"
+    expected = "cfg.<field> = ..., del cfg.<field> and your methods to leave every field as it was"
     HINTS.require(FROZEN, not changed, expected, f"{', '.join(changed)} went through")
 
 
@@ -182,13 +234,18 @@ def grade(config_class: Any, make_forward: Any) -> None:
     """Check ``BlockConfig`` and ``make_forward`` by numbers and compile counts."""
     rng = fresh_rng()
     base, variants = _draw_fields(rng)
-    # eps in its 6th and 12th digit: told apart by == only (a float32 eps is the same).
-    # Raised and lowered: a key that rounds eps keeps one of the two equal, whatever eps.
+    # eps in its 6th and 12th digit, and one float64 step: told apart by == only (a float32
+    # eps is the same). Raised and lowered: a key that rounds eps keeps one of the two
+    # equal, whatever eps; a relative tolerance of any size misses the step.
     slightly = {
         f"eps, its {d}th digit {way}": dict(base, eps=base["eps"] * (1 + sign * 10.0 ** (1 - d)))
         for d in (6, 12)
         for way, sign in (("raised", 1), ("lowered", -1))
     }
+    for way, toward in (("up", np.inf), ("down", -np.inf)):
+        slightly[f"eps, one float64 step {way}"] = dict(
+            base, eps=float(np.nextafter(base["eps"], toward))
+        )
     _check_value_semantics(config_class, base, {**variants, **slightly})
 
     forward = call_learner(RETURNS, make_forward)

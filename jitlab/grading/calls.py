@@ -48,6 +48,8 @@ def copy_leaf(leaf: Any) -> Any:
     """A copy of one leaf that a later in-place change by the caller cannot alter."""
     if isinstance(leaf, jax.core.Tracer):
         return None
+    if isinstance(leaf, jax.Array) and leaf.is_deleted():  # donated: nothing left to copy
+        return leaf
     if isinstance(leaf, np.ndarray | jax.Array | np.generic | float | int | bool):
         try:
             return np.array(leaf)
@@ -124,6 +126,24 @@ class Call:
     within: str = ""  # for a traced call, what traced it: "a lax.scan", "a jax.jit"
     callbacks: tuple[str, ...] = ()  # host callbacks in the program a new compilation made
     rebuilt: str = ""  # the learner's code that rebuilds the output after the program ran
+
+    def copied(self) -> dict[str, Any]:
+        """The arguments by name, rebuilt from the copies taken before the call: what the
+        call was given, even where the call donated (deleted) or changed it since."""
+        leaves, rebuilt = iter(self.inputs), {}
+        for name, value in self.arguments.items():
+            flat, tree = _flat(value)
+            copies = [next(leaves).value for _ in flat]
+            kept = [c if c is not None else v for c, (_, v) in zip(copies, flat, strict=True)]
+            rebuilt[name] = jax.tree_util.tree_unflatten(tree, kept)
+        return rebuilt
+
+    def returned(self) -> Any:
+        """The output rebuilt from the copies taken as it came back (a later call may
+        donate it), or the output itself when there are none (a traced call)."""
+        if self.traced or self.raised:
+            return self.out
+        return jax.tree.unflatten(jax.tree.structure(self.out), self.outputs)
 
 
 # The public JAX functions that trace a function they are given, by their frame's name.
@@ -442,6 +462,16 @@ def recording(
     finally:
         for restore in reversed(undo):
             restore()
+
+
+def deleted_leaves(tree: Any, name: str) -> list[str]:
+    """The paths (``params['w']``) of the jax Arrays in ``tree`` that were deleted: donated
+    to a jitted function, whose result took their buffers."""
+    return [
+        name + jax.tree_util.keystr(path)
+        for path, leaf in _flat(tree)[0]
+        if isinstance(leaf, jax.Array) and leaf.is_deleted()
+    ]
 
 
 def same_content(a: Any, b: Any) -> bool:

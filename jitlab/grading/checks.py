@@ -570,6 +570,35 @@ def require_jit_on(moment: str) -> None:
     )
 
 
+# What the grader's own reading of the learner's objects raises, when the learner's code
+# changed them under it: a donated array, a list emptied or grown, a dict resized.
+STATE_ERRORS = {
+    "has been deleted": """an array was donated to a jitted function (donate_argnums) and so
+        deleted, and read again afterwards: donate nothing the caller gave you, or use what
+        the call returned""",
+    "zip() argument": """a list the grader handed your code changed length (popped, cleared or
+        appended to): iterate over what you are given, and leave it as it was""",
+    "changed size during iteration": """a dict or set the grader handed your code changed
+        size: build a new one instead of adding to or deleting from what you are given""",
+}
+
+
+def state_failure(err: BaseException, pending: Sequence[str]) -> GradingFailure | None:
+    """The failure of the first check still ``pending`` for an error the grader met reading
+    back what the learner's code changed (:data:`STATE_ERRORS`); None for any other error
+    (a bug of the grader's own, which must show as one)."""
+    text = str(err)
+    found = [" ".join(hint.split()) for key, hint in STATE_ERRORS.items() if key in text]
+    if not found or not pending:
+        return None
+    return fail(
+        pending[0],
+        expected="the arguments the grader handed your code, usable afterwards",
+        seen=shorten(f"{type(err).__name__}: {text}", 200) + " (raised reading them back)",
+        hint=found[0],
+    )
+
+
 def grader_title(slug: str, part: str = "") -> str:
     """How a grader names itself in its reports: ``01 shapes: positions``."""
     from jitlab.course.manifest import CourseError, lesson_number
@@ -611,6 +640,11 @@ def grader(slug: str, checks: Sequence[str], *, part: str = "") -> Callable[[F],
                     expected = "functions the compile counter can name as JAX does"
                     hint = "leave the __name__ of your functions as def made it (no property)"
                     raise fail(JIT_ON, expected=expected, seen=str(unnamed), hint=hint) from None
+                except (RuntimeError, ValueError) as err:  # the learner's state, not the grader
+                    named = state_failure(err, [c for c in declared if c not in session.passed])
+                    if named is None:
+                        raise
+                    raise named from err
                 missing = [c for c in declared if c not in session.passed]
                 if missing:
                     raise TypeError(f"grader {title!r} never reported {missing}")

@@ -103,6 +103,13 @@ def unshifted_softmax(logits, temperature, threshold):
     return jnp.where(top >= threshold, top, 0.0)
 
 
+def shifted_by_the_global_max(logits, temperature, threshold):
+    z = logits / temperature
+    e = jnp.exp(z - z.max())  # the whole batch's max: far rows underflow to 0
+    top = (e / e.sum(axis=-1, keepdims=True)).max(axis=-1)
+    return jnp.where(top >= threshold, top, 0.0)
+
+
 def over_rows(logits, temperature, threshold):
     top = jax.nn.softmax(logits / temperature, axis=0).max(axis=-1)
     return jnp.where(top >= threshold, top, 0.0)
@@ -171,15 +178,17 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
     "> for >= by log-sum-exp": (lambda: log_sum_exp(jnp.greater), USES, ["own confidence as the"],
                                 [">="]),
     "threshold nudged down": (jitted(nudged_down), USES, ["one step above it"], ["however"]),
+    "shift by the global max": (jitted(shifted_by_the_global_max), USES, [],
+                                ["the whole batch", "axis=-1, keepdims=True"]),
     "softmax over rows": (jitted(over_rows), USES, ["largest logit "], ["last axis"]),
     "temperature floored": (jitted(lambda z, t, h: _score(z, jnp.maximum(t, 0.01), h)), USES,
                             ["at temperature"], ["no floor"]),
     "an eps on the temperature": (jitted(lambda z, t, h: _score(z, t + 1e-6, h)), USES,
                                   ["at temperature"], ["eps"]),  # blind set 9
 }
-DRAWN = ("no max shift", "> for >=", "> for >= by log-sum-exp", "rounded temperature",
-         "softmax over rows", "temperature floored", "an eps on the temperature",
-         "threshold nudged down")  # drawn on purpose every run
+DRAWN = ("no max shift", "shift by the global max", "> for >=", "> for >= by log-sum-exp",
+         "rounded temperature", "softmax over rows", "temperature floored",
+         "an eps on the temperature", "threshold nudged down")  # drawn on purpose every run
 # fmt: on
 
 

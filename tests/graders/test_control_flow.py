@@ -82,11 +82,15 @@ def test_the_solution_and_answers_written_differently_pass():
         x, steps = while_descend()(x0, curvature, lr, tol)
         return x, steps.astype(jnp.int16)
 
-    minimum = clip_with(lambda n, m: jnp.minimum(1.0, m / n))  # inf-safe for a zero vector
+    @jax.jit
+    def where_on_g(g, max_norm):  # the choice made between two vectors, not two factors
+        norm = jnp.linalg.norm(g)
+        return jnp.where(norm > max_norm, g * max_norm / jnp.where(norm > 0, norm, 1.0), g)
+
     for clip, descend in [
         (solution["clip_by_norm"], solution["descend"]),
         (cond_clip, frozen_descend),
-        (minimum, while_descend(minimum)),
+        (where_on_g, while_descend(where_on_g)),
         (clip_with(right), int16_steps),
     ]:
         passes(cf.grade_clip, clip)
@@ -194,6 +198,11 @@ WRONG = {  # name: (a factory of the wrong answer, the check it fails: the grade
     "inverted": (lambda: clip_with(lambda n, m: jnp.where(n < m, m / n, 1.0)), cf.CLIP_LONG),
     "scales up": (lambda: clip_with(lambda n, m: m / jnp.maximum(n, 1e-30)), cf.CLIP_SHORT),
     "0 / 0": (lambda: clip_with(lambda n, m: jnp.minimum(n, m) / n), cf.CLIP_ZERO),
+    # inf-safe for a zero vector, but 0 / 0 at a zero limit: the edge the contract allows
+    "minimum at a zero limit": (
+        lambda: clip_with(lambda n, m: jnp.minimum(1.0, m / n)),
+        cf.CLIP_ZERO,
+    ),
     "python while": (python_while, cf.DESCEND_RUNS),
     "python and": (lambda: while_descend(cond=python_and), cf.DESCEND_RUNS),
     "fixed count": (fixed_count, cf.DESCEND_STEPS),
@@ -225,6 +234,7 @@ WORDS = {  # what a verdict must hold, where more than its check
     "host callback": ["pure_callback"],
     "elementwise": ["jnp.clip"],
     "0 / 0": ["NaN"],
+    "minimum at a zero limit": ["max_norm=0", "0 / 0", "jnp.minimum"],
     "python while": ["lax.while_loop"],
     "python and": ["while_cond", "you already use lax.while_loop", "`&`"],
     "fixed count": ["never stops early"],

@@ -91,6 +91,7 @@ RIGHT = {
     "lr of shape (1,)": (lr_as(lambda lr: np.array([lr], np.float32)), None),  # a held-out one
     "a float64 batch (the same numbers for JAX)": (cast(np.float64), None),
     "tuple and jnp array": (lr_as(jnp.float32, lambda b: (b["y"], b["x"])), tuple_update),
+    "a list [batch, lr]": (lambda b, lr: [b, np.float32(lr)], None),  # unpacks as a tuple does
 }
 
 

@@ -109,12 +109,49 @@ def losses_cast(dtype):
     return make
 
 
+def scan_body(step):
+    """A scan body defined once, outside fit, weight_decay in the carry."""
+
+    def body(carry, batch):
+        params, weight_decay = carry
+        params, value = step(params, *batch, weight_decay)
+        return (params, weight_decay), value
+
+    return body
+
+
+def scanned_once(step, stack=np.stack):
+    """lax.scan, called eagerly, over a body made once: its program is cached."""
+    body = scan_body(step)
+
+    def fit(params, batches, weight_decay):
+        xs, ys = (stack(part) for part in zip(*batches, strict=True))
+        (params, _), losses = jax.lax.scan(body, (params, jnp.float32(weight_decay)), (xs, ys))
+        return params, losses
+
+    return fit
+
+
+def scanned_in_a_jit(step):
+    """lax.scan inside a jitted helper made once; the batches stacked in NumPy."""
+
+    @jax.jit
+    def run(params, xs, ys, weight_decay):
+        return jax.lax.scan(lambda p, b: step(p, *b, weight_decay), params, (xs, ys))
+
+    return lambda p, batches, wd: run(
+        p, *(np.stack(part) for part in zip(*batches, strict=True)), wd
+    )
+
+
 RIGHT = {
     "the solution": with_step(_loop),
     "the solution file": solution_file,
     "another answer": another_answer,
     "weight_decay cast to float32": with_step(cast_to_float32),
     "a jitted fit that traces the step": with_step(lambda step: jax.jit(_loop(step))),
+    "a lax.scan over a body made once": with_step(scanned_once),
+    "a lax.scan in a jitted helper": with_step(scanned_in_a_jit),
 }
 
 
@@ -163,6 +200,26 @@ def scanned(step):
         xs, ys = (jnp.stack(part) for part in zip(*batches, strict=True))
         body = lambda p, xy: step(p, *xy, weight_decay)  # noqa: E731
         return jax.lax.scan(body, params, (xs, ys))
+
+    return fit
+
+
+def pops_the_batches(step):
+    def fit(params, batches, weight_decay):
+        losses = []
+        while batches:
+            params, value = step(params, *batches.pop(0), weight_decay)
+            losses.append(value)
+        return params, jnp.stack(losses)
+
+    return fit
+
+
+def writes_params(step):
+    def fit(params, batches, weight_decay):
+        new, losses = _loop(step)(params, batches, weight_decay)
+        params.update(new)  # "keep the caller's dict up to date"
+        return params, losses
 
     return fit
 
@@ -256,9 +313,14 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
     "new jit per fit": (with_step(new_jit_per_fit), G.FIT_NOTHING, ["in fit number 2"], []),
     "partial per fit": (with_step(partial_per_fit), G.FIT_CALLS, [], []),
     "a jit around each call": (with_step(lambda step: _loop(lambda *a: jax.jit(step)(*a))),
-                               G.FIT_CALLS, ["0 call(s) of sgd_step, and", "a jax.jit inside"],
-                               []),
-    "a lax.scan": (with_step(scanned), G.FIT_CALLS, ["a lax.scan inside fit traced"], ["lax.scan"]),
+                               G.FIT_NOTHING, ["in fit number 2"], ["lambda"]),
+    "a lax.scan body inside fit": (with_step(scanned), G.FIT_NOTHING, ["in fit number 2", "scan"],
+                                   ["lax.scan body"]),
+    "a jnp.stack of NumPy batches": (with_step(lambda step: scanned_once(step, jnp.stack)),
+                                     G.FIT_NOTHING, ["convert_element_type"], ["np.stack"]),
+    "pops the batches": (with_step(pops_the_batches), G.FIT_KEEPS, ["holds 0 batches, not 4"],
+                         ["instead of popping"]),
+    "params written in place": (with_step(writes_params), G.FIT_KEEPS, ["params dict"], []),
     "a global": (with_step(_loop, lambda: jax.jit(global_decay)), G.STEP_RUNS,
                  ["NameError", "CURRENT_WD"], ["pass the value in as an argument"]),
     "numpy + decoy": (with_step(numpy_with_a_decoy), G.FIT_CALLS, ["1 call(s) of sgd_step"], []),

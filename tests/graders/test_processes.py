@@ -236,6 +236,7 @@ LATE_LOSS = padded_step('jnp.sum(batch["mask"])', f'jnp.sum(((batch["x"] @ ({NEW
                         ' * batch["mask"]) ** 2) / real')  # fmt: skip
 NAN_PADDED = PADDED.replace("n))\n", "n), constant_values=np.nan)\n")  # the loss skips it
 NAN_STEP = padded_step('jnp.sum(batch["mask"])', "jnp.nansum(err**2) / real")
+LONG_MASK = PADDED.replace("np.arange(max_rows) < n", "np.arange(max_rows) <= n")
 PER_PROCESS = padded_step('jnp.sum(batch["mask"]) + jax.process_index()')
 ZEROS_AS_PADDING = padded_step('jnp.sum(jnp.any(batch["x"] != 0, axis=1))')
 UNJITTED = padded_step('jnp.sum(batch["mask"])').replace("@jax.jit\n", "")
@@ -297,6 +298,8 @@ WRONG = {  # the stub's cell is the exercise's
     "the mean over the padding": wrong(NUMBERS, "sum of the mask", PADDED, MEAN_OVER_PADDING),
     "the loss after the update": wrong(NUMBERS, "the loss is the one the new", PADDED, LATE_LOSS),
     "NaN in the padding": wrong(NUMBERS, "new weights are NaN", NAN_PADDED, NAN_STEP),
+    "NaN padding times the mask": wrong(NUMBERS, ("loss is NaN", "jnp.where"), NAN_PADDED, MASKED),
+    "a mask one row too long": wrong(NUMBERS, ("one padding row", "not <= n"), LONG_MASK, MASKED),
     # No mask used: a row of zeros taken for padding. The real one at step 3 counts.
     "padding told apart by its zeros": wrong(
         NUMBERS, ("for step 3", "a real row of zeros"), PADDED, ZEROS_AS_PADDING

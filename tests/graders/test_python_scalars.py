@@ -108,6 +108,16 @@ def test_right_answers_pass():
     assert type(names["sgd_step"]).__name__ != "Recorder"  # the grader put it back
 
 
+def test_a_step_that_donates_a_state_of_its_own_passes():
+    # Donation is fine where init hands the step copies: the caller's params survive.
+    step = make_step(donate_argnums=0)
+
+    def init(params):
+        return {"params": jax.tree.map(jnp.copy, params), "avg_loss": jnp.zeros((), jnp.float32)}
+
+    passes(python_scalars.grade, init, step, make_train(step, init=init))
+
+
 # ------------------------------------------------------------------ wrong answers
 
 
@@ -196,7 +206,21 @@ def converted_inside(state, batch, lr):
     return update(state, batch, jnp.asarray(lr, jnp.float32))
 
 
+def resumed(step):
+    """A train that goes on from the state the last call left (kept in a default)."""
+
+    def train(params, batches, schedule, kept={}):  # noqa: B006
+        state = kept.get("state") or good_init(params)
+        for i, batch in enumerate(batches):
+            state = step(state, batch, to_float32(schedule(i)))
+        kept["state"] = state
+        return state
+
+    return train
+
+
 ONCE, TYPES, BATCH = "compiles once", "the types", "once per batch"
+DONATED = answer(step=lambda: make_step(donate_argnums=0))  # init holds the caller's params
 RAW, INT = answer(lambda v: v), answer(lambda v: jnp.asarray(v, jnp.int32))
 STATIC = answer(float, step=lambda: make_step(static_argnames="lr"))
 INSIDE = answer(lambda v: v, step=lambda: jax.jit(converted_inside))
@@ -239,6 +263,8 @@ WRONG = {  # answer: (the check it fails, words in seen, words in hint)
     "ascent": (step_of(gradient_ascent), "one sgd_step matches", [], []),
     "late average": (step_of(average_after_the_update), "one sgd_step", [], ["before the"]),
     "swapped average": (step_of(swapped_average), "one sgd_step", ["avg_loss ="], ["0.9 *"]),
+    "resumes": (answer(train=resumed), FINAL, ["second call of train"], ["init(params)"]),
+    "donated state": (DONATED, "caller's arguments", ["params['w']", "deleted"], ["donate"]),
 }
 # fmt: on
 

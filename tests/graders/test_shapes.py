@@ -82,7 +82,25 @@ def warm_cache():
     return bucket_size, kernel, rms
 
 
-RIGHT = {"reference": answer, "from a table": from_a_table, "warm cache": warm_cache}
+def by_keyword():
+    # The kernel called by keyword, padded by jnp.pad on a jax array, n as a NumPy int.
+    bucket_size, kernel, _ = answer()
+
+    def rms(x):
+        x = jnp.asarray(x)
+        padded = jnp.pad(x, (0, bucket_size(x.shape[0]) - x.shape[0]))
+        return padded_rms(n=np.int64(x.shape[0]), padded=padded)
+
+    padded_rms = kernel
+    return bucket_size, kernel, rms
+
+
+RIGHT = {
+    "reference": answer,
+    "from a table": from_a_table,
+    "warm cache": warm_cache,
+    "by keyword": by_keyword,
+}
 
 
 @pytest.mark.parametrize("right", RIGHT)
@@ -112,22 +130,6 @@ def rms_of(make):
         return answer(kernel=kernel, rms=make(kernel))
 
     return build
-
-
-def decoy(kernel):
-    return lambda x: (kernel(np.ones(next_power_of_two(len(x)), np.float32), 1), reference_rms(x))[
-        1
-    ]
-
-
-def graders_reference(kernel):
-    honest = make_rms(kernel)
-    return lambda x: (honest(np.ones(3, np.float32)), shapes._reference_rms(x))[1]
-
-
-def another_jit(kernel):
-    other, honest = jax.jit(lambda x: jnp.sqrt(jnp.mean(x * x))), make_rms(kernel)
-    return lambda x: (honest(x), other(x))[1]  # the right call, its result thrown away
 
 
 def two_types_of_n(kernel):
@@ -182,6 +184,7 @@ def kernel(fn):
 
 
 HOLDS, FEW, PAD, ONE, FROM = "wastes less", "a few", "ignores the padding", "per bucket", "what"
+PADS = "rms pads x"
 # fmt: off
 WRONG = {  # answer: (the check it fails, words in expected + seen, in hint)
     "one huge bucket": (buckets(lambda n: 4096), HOLDS, [], []),
@@ -198,16 +201,16 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, in hint)
     "clipped mask": (multiplied(lambda p, n: jnp.clip(n - at(p), 0, 1)), PAD, ["inf and nan"], []),
     "unjitted kernel": (kernel(make_kernel().__wrapped__), "jax.jit", [], []),
     "static n": (kernel(static_n), ONE, ["static"], ["static"]),
-    "decoy": (rms_of(decoy), FROM, [], []),
-    "grader's reference": (rms_of(graders_reference), FROM, [], []),
-    "another jit's answer": (rms_of(another_jit), FROM, [], []),
     "numpy rms": (lambda: answer(rms=reference_rms), FROM,
                   ["never called padded_rms (the first for length"], ["by that name"]),
     "inside a jit": (rms_of(lambda k: make_rms(jax.jit(lambda p, n: k(p, n)))), FROM,
                      ["each while a jax.jit inside rms traced it"], ["not inside a jax.jit"]),
     "jitted rms": (rms_of(lambda k: jax.jit(make_rms(k))), "plain Python", [], []),
-    "one spare slot": (rms_of(lambda k: make_rms(k, lambda n: n + 1)), ONE, ["bucket_size("],
+    "one spare slot": (rms_of(lambda k: make_rms(k, lambda n: n + 1)), PADS, ["bucket_size("],
                        ["pad x to bucket_size"]),
+    # One compilation, right numbers: only the padded shapes show it (checked every run).
+    "largest bucket": (rms_of(lambda k: make_rms(k, lambda n: 1024)), PADS,
+                       ["bucket_size(", "an array of 1024"], ["the largest bucket"]),
     "n as two types": (rms_of(two_types_of_n), ONE, ["n: ", "weak type"], []),
     "sorts in place": (rms_of(lambda k: lambda x: (x.sort(), make_rms(k)(x))[1]), "unchanged",
                        [], []),  # the RMS does not change, the data does
@@ -219,6 +222,7 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, in hint)
 }
 # fmt: on
 EVERY_DRAW = ["mask <= n", "0/1 mask", "clipped mask", "sorts in place", "own table"]
+EVERY_DRAW += ["largest bucket"]
 
 
 @pytest.mark.parametrize(("wrong", "seed"), rows(WRONG, EVERY_DRAW))
@@ -247,7 +251,27 @@ def by_sorting(x, threshold):
     return jnp.where(order < n, order, -1), jnp.count_nonzero(x > threshold)
 
 
-@pytest.mark.parametrize("right", [positions_of, lambda: by_sorting], ids=["nonzero", "sort"])
+@jax.jit
+def by_scatter(x, threshold):
+    # Each loud index goes to its rank; the others to len(x), out of bounds, dropped.
+    loud = x > threshold
+    slot = jnp.where(loud, jnp.cumsum(loud) - 1, x.shape[0])
+    start = jnp.full(x.shape[0], -1)
+    return start.at[slot].set(jnp.arange(x.shape[0]), mode="drop"), jnp.sum(loud)
+
+
+@jax.jit
+def scatter_to_minus_one(x, threshold):  # -1 is the last slot to .at[]: it wraps around
+    loud = x > threshold
+    slot = jnp.where(loud, jnp.cumsum(loud) - 1, -1)
+    return jnp.full(x.shape[0], -1).at[slot].set(jnp.arange(x.shape[0])), jnp.sum(loud)
+
+
+@pytest.mark.parametrize(
+    "right",
+    [positions_of, lambda: by_sorting, lambda: by_scatter],
+    ids=["nonzero", "sort", "scatter"],
+)
 def test_positions_right_answer_passes(right):
     passes(shapes.grade_positions, right())
 
@@ -281,7 +305,9 @@ POSITIONS_WRONG = {  # answer: (the check it fails, words in expected + seen, in
     ">=": (lambda: positions_of(lambda x, t: x >= t, count=lambda m: jnp.sum(m)), FINDS, [],
            [">="]),
     "nudged threshold": (lambda: positions_of(lambda x, t: x > t + 1e-6), FINDS, [], []),
-    "default fill": (lambda: positions_of(fill=0), FINDS, [], ["fill_value=-1"]),
+    "default fill": (lambda: positions_of(fill=0), FINDS, [], ["hold 0, not -1", "-1"]),
+    "scatter to -1": (lambda: scatter_to_minus_one, FINDS, [],
+                      ["last slot", "mode='drop'"]),
     "count of slots": (lambda: positions_of(count=lambda m: m.shape[0]), FINDS, ["count"], []),
     "int8 count": (lambda: positions_of(count=lambda m: m.sum(dtype="int8")), FINDS, ["int8"],
                    ["wrapped around"]),
@@ -295,7 +321,8 @@ POSITIONS_WRONG = {  # answer: (the check it fails, words in expected + seen, in
     "stub": (lambda: stub, "computes inside", ["not solved yet"], ["jitlab hint shapes"]),
 }
 # fmt: on
-DRAWN = (">=", "nudged threshold", "static threshold")  # by the drawing: on every seed
+# by the drawing: on every seed
+DRAWN = (">=", "nudged threshold", "static threshold", "scatter to -1")
 
 
 @pytest.mark.parametrize(("wrong", "seed"), rows(POSITIONS_WRONG, DRAWN))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 import typing
 
@@ -83,6 +84,8 @@ def test_the_solution_and_other_right_answers_pass(monkeypatch):
     TupleConfig = typing.NamedTuple("TupleConfig", TYPED)
     passes(SA.grade, TupleConfig, lambda: jax.jit(block, static_argnums=2))
     passes(SA.grade, InternedConfig, make_forward)
+    passes(SA.grade, ReplacesConfig, make_forward)
+    passes(SA.grade, PostInitConfig, make_forward)
     assert DEPTH and sum(DEPTH) == 0 and not OUTSIDE, OUTSIDE  # every call in a bracket
 
 
@@ -181,6 +184,85 @@ def naive_softmax_block(params, x, cfg, temperature):
     return e / e.sum(-1, keepdims=True)
 
 
+@dataclasses.dataclass(frozen=True)
+class UpdatesInPlace:
+    """Frozen against assignment, but its own update() writes the fields in place."""
+
+    activation: str
+    residual: bool
+    layer_norm: bool
+    eps: float
+
+    def update(self, **changes):
+        for name, value in changes.items():
+            object.__setattr__(self, name, value)
+        return self
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplacesConfig:
+    """A right answer with methods of its own: each returns a new config."""
+
+    activation: str
+    residual: bool
+    layer_norm: bool
+    eps: float
+
+    def update(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+    def with_eps(self, eps):
+        return dataclasses.replace(self, eps=eps)
+
+    def describe(self):
+        return f"{self.activation} eps={self.eps}"
+
+
+@dataclasses.dataclass(frozen=True)
+class PostInitConfig:
+    """A right answer: __post_init__ normalises through object.__setattr__, the idiom."""
+
+    activation: str
+    residual: bool
+    layer_norm: bool
+    eps: float
+
+    def __post_init__(self):
+        object.__setattr__(self, "eps", float(self.eps))
+
+
+def within(rel_tol):
+    """A key that compares eps with a relative tolerance (math.isclose)."""
+
+    class CloseEps(KeyedConfig):
+        def __eq__(self, other):
+            mine, theirs = self._key(), other._key()
+            return mine[:3] == theirs[:3] and abs(mine[3] - theirs[3]) <= rel_tol * abs(mine[3])
+
+        def __hash__(self):
+            return hash(self._key()[:3])
+
+    return CloseEps
+
+
+class SkipsEpsWithoutNorm(KeyedConfig):
+    """Equal when block would compute the same: eps ignored with layer_norm off."""
+
+    def _key(self):
+        return (self.activation, self.residual, self.layer_norm, self.eps if self.layer_norm else 0)
+
+
+class _Plain(IdentityConfig):
+    def __setattr__(self, name, value):
+        if hasattr(self, "eps"):
+            raise AttributeError("frozen")
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name):
+        raise AttributeError("frozen")
+
+
+CachedConfig = functools.cache(_Plain)  # interned by how it is called: identity == and hash
 EqualButIdentityHash = type("EqualButIdHash", (KeyedConfig,), {"__hash__": object.__hash__})
 IdOfString = type("IdOfString", (KeyedConfig,), {"__hash__": lambda self: id(self.activation)})
 SWAPPED = [TYPED[i] for i in (0, 2, 1, 3)]  # residual and layer_norm: one True, one False
@@ -206,6 +288,14 @@ WRONG = {  # name: (config class, make_forward, the check it fails, words its ve
                          make_forward, SA.EQUAL, ["by position", "order"]),
     "booleans swapped": (config("Swap", SWAPPED, frozen=True), make_forward, SA.EQUAL, ["order"]),
     "hash of id(activation)": (IdOfString, make_forward, SA.EQUAL, ["seen:     hashes differ"]),
+    "update in place": (UpdatesInPlace, make_forward, SA.FROZEN,
+                        ["cfg.update(activation=...) changing activation in place"]),
+    "eps within 1e-12": (within(1e-12), make_forward, SA.DIFFER, ["one float64 step"]),
+    "eps within 1e-11": (within(1.5e-11), make_forward, SA.DIFFER, ["eps"]),
+    "eps ignored without layer norm": (SkipsEpsWithoutNorm, make_forward, SA.DIFFER,
+                                       ["layer_norm off", "every field counts"]),
+    "interned by functools.cache": (CachedConfig, make_forward, SA.EQUAL,
+                                    ["== gives False", "interning", "functools.cache"]),
     "traced config": (BlockConfig, jit_block(), SA.RUNS, ["static"]),
     "pytree config": (PytreeConfig, jit_block(), SA.RUNS, ["traced"]),
     "static temperature": (BlockConfig, jit_block(static_argnames=("cfg", "temperature")),

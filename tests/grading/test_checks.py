@@ -10,6 +10,7 @@ import re
 import types
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -142,6 +143,42 @@ def test_a_function_the_counter_cannot_name_is_a_verdict_not_a_crash():
     with pytest.raises(GradingFailure) as failed:
         grade_toy()
     assert failed.value.check == JIT_ON and "computed name" in failed.value.seen
+
+
+def test_a_donated_array_or_an_emptied_list_is_a_verdict_not_a_crash():
+    """The grader reading back an argument the learner's code deleted (donation) or
+    emptied fails the first check not yet passed, naming the mistake."""
+    donating = jax.jit(lambda a: a * 2, donate_argnums=0)
+
+    @grader("toy", checks=("first", "second"))
+    def grade_toy(step) -> None:
+        given = jnp.ones(3)
+        step(given)
+        passed("first")
+        np.asarray(given)  # a grader reading back what it handed over
+
+    with pytest.raises(GradingFailure) as failed:
+        grade_toy(donating)
+    assert failed.value.check == "second" and "donate" in failed.value.hint, failed.value
+
+    @grader("toy", checks=("first",))
+    def grade_list(fit) -> None:
+        batches = [1, 2, 3]
+        fit(batches)
+        list(zip(batches, [1, 2, 3], strict=True))
+
+    with pytest.raises(GradingFailure) as failed:
+        grade_list(lambda batches: batches.clear())
+    assert "changed length" in failed.value.hint and "zip()" in failed.value.seen
+
+
+def test_a_grader_bug_is_not_worded_as_the_learners_mistake():
+    @grader("toy", checks=("first",))
+    def grade_toy() -> None:
+        raise ValueError("the grader's own bug")
+
+    with pytest.raises(ValueError, match="own bug"):
+        grade_toy()
 
 
 def test_a_grader_that_reports_every_check_completes(capsys):
