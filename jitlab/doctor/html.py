@@ -138,7 +138,7 @@ def _plural(n: int, word: str) -> str:
 
 def _cause_text(causes: dict[str, int]) -> str:
     return ", ".join(
-        f"{classify.CAUSES[c].title} {n} ({classify.CAUSES[c].lesson})" for c, n in causes.items()
+        f"{classify.CAUSES[c].heading} {n} ({classify.CAUSES[c].lesson})" for c, n in causes.items()
     )
 
 
@@ -288,7 +288,7 @@ def _timeline(i: int, misses: list[dict[str, Any]]) -> str:
 
 
 def _jax_verdict(miss: dict[str, Any]) -> str:
-    named = ", ".join(classify.CAUSES[c].title for c in miss.get("jax_causes", []))
+    named = ", ".join(classify.CAUSES[c].heading for c in miss.get("jax_causes", []))
     if miss.get("jax_agrees"):
         return "agrees"
     if not named:
@@ -299,7 +299,7 @@ def _jax_verdict(miss: dict[str, Any]) -> str:
 
 
 def _miss(i: int, m: dict[str, Any], k: int) -> str:
-    named = ", ".join(classify.CAUSES[c].title for c in m.get("causes", []))
+    named = ", ".join(classify.CAUSES[c].heading for c in m.get("causes", []))
     causes = (
         {
             "first": "first trace" if m.get("inside_jit") else "first compilation",
@@ -381,7 +381,7 @@ def _section(i: int, f: dict[str, Any]) -> str:
     ]
     if f["causes"]:
         items = "".join(
-            f"<li><b>{_e(classify.CAUSES[c].title)}</b>: {_plural(n, 'miss')}. Lesson "
+            f"<li><b>{_e(classify.CAUSES[c].heading)}</b>: {_plural(n, 'miss')}. Lesson "
             f"{_e(classify.CAUSES[c].lesson_name)}: {_e(classify.CAUSES[c].fix)}</li>"
             for c, n in f["causes"].items()
         )

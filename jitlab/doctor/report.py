@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from jitlab.doctor import budgets as budgets_mod
-from jitlab.doctor import classify, wrap
+from jitlab.doctor import classify, lessons, wrap
 from jitlab.doctor.recorder import (
     AOT,
     FIRST,
@@ -118,9 +118,9 @@ def _name_clashes(functions: list[FunctionRecord]) -> None:
         by_name.setdefault(f.name, []).append(f)
     for same in by_name.values():
         if len(same) < 2:
-            unnamed = same[0].name == sig.UNNAMED and same[0].qualname
+            unnamed = (same[0].name == sig.UNNAMED or same[0].library) and same[0].qualname
             # a callable object has no __name__ (JAX: "<unnamed function>"): its class's
-            # __call__ is what the user wrote
+            # __call__ is what the user wrote; a library's method is Exported.call
             same[0].display = same[0].qualname if unnamed else same[0].name
             continue
         qualnames = Counter(f.qualname for f in same)
@@ -166,7 +166,7 @@ def _cause_summary(record: FunctionRecord) -> str:
             return "its trace raised: " + record.failures[-1].error
         return "no recompilation"
     parts = [
-        f"{classify.CAUSES[c].title} {n} ({classify.CAUSES[c].lesson})" for c, n in counts.items()
+        f"{classify.CAUSES[c].heading} {n} ({classify.CAUSES[c].lesson})" for c, n in counts.items()
     ]
     return ", ".join(parts)
 
@@ -336,7 +336,7 @@ def _miss_example(miss: Miss, indent: str) -> list[str]:
     places = _one_per_place(miss.differences)
     shown = places[:4]
     for d in shown:
-        out += _lines(f"{d.where}: {d.now} now, {d.before} before", indent + "    ")
+        out += _lines(str(d), indent + "    ")
     if len(places) > len(shown):
         out += _lines(f"... and {len(places) - len(shown)} more", indent + "    ")
     if not miss.differences:
@@ -347,7 +347,7 @@ def _miss_example(miss: Miss, indent: str) -> list[str]:
         what = "; ".join(str(d) for d in _one_per_place(diffs)[:2]) or "nothing"
         out += _lines(f"equally close to {number}: {what}", indent + "    ")
     jax_causes = miss.jax_causes
-    named = ", ".join(classify.CAUSES[c].title for c in jax_causes)
+    named = ", ".join(classify.CAUSES[c].heading for c in jax_causes)
     if miss.jax_agrees:
         verdict = "agrees"
     elif not jax_causes:
@@ -369,12 +369,11 @@ def cause_lines(record: FunctionRecord) -> list[str]:
     for cid, misses in sorted(by_cause.items(), key=lambda kv: -len(kv[1])):
         cause = classify.CAUSES[cid]
         closure = cid == classify.NEW_FUNCTION and any(m.signature.function.closure for m in misses)
-        lessons = classify.lessons_for([cid], closure)
-        out += _lines(
-            f"{cause.title}: {_plural(len(misses), 'miss')}. Lesson {', '.join(lessons)}: "
-            f"{cause.fix}",
-            "   ",
-        )
+        advice = classify.advice_for(cid, [d for m in misses for d in m.differences])
+        slugs = [advice.slug] if advice else classify.slugs_for([cid], closure)
+        out += _lines(f"{cause.heading}: {_plural(len(misses), 'miss')}.", "   ")
+        out += _lines(f"Fix: {advice.fix if advice else cause.fix}.", "      ")
+        out += _lines(_see(slugs), "      ")
         sites = Counter((m.call_site, m.source) for m in misses)
         for (site, source), n in sites.most_common(2):
             out += _lines(f"at {site} ({n}x)" + (":" if source else ""), "      ")
@@ -385,6 +384,12 @@ def cause_lines(record: FunctionRecord) -> list[str]:
         alone = [m for m in misses if m.causes == [cid]]  # the clearest example, if any
         out += _miss_example((alone or misses)[0], "      ")
     return out
+
+
+def _see(slugs: list[str]) -> str:
+    """``See lesson 01 shapes: <its page>``, each lesson with its link when it has one."""
+    refs = [lessons.lookup(slug) for slug in slugs]
+    return "See " + "; ".join(f"lesson {r.name}" + (f": {r.link}" if r.link else "") for r in refs)
 
 
 def _timeline(record: FunctionRecord, width: int = WIDTH) -> list[str]:
@@ -452,7 +457,7 @@ def budget_lines(report: Report) -> list[str]:
             if record is not None:
                 counts = record.cause_counts()
                 why = "; ".join(
-                    f"{classify.CAUSES[c].title} {k} (lesson {classify.CAUSES[c].lesson})"
+                    f"{classify.CAUSES[c].heading} {k} (lesson {classify.CAUSES[c].lesson})"
                     for c, k in counts.items()
                 )
             out += _lines(
@@ -664,7 +669,14 @@ def to_dict(report: Report) -> dict[str, Any]:
             for v in report.verdicts
         ],
         "causes": {
-            c.id: {"title": c.title, "lesson": c.lesson_name, "fix": c.fix}
+            c.id: {
+                "part": c.part,
+                "heading": c.heading,
+                "title": c.title,
+                "lesson": c.lesson_name,
+                "link": c.reference.link,
+                "fix": c.fix,
+            }
             for c in classify.CAUSES.values()
         },
         "internal_errors": report.internal_errors,

@@ -16,6 +16,8 @@ are not wrapped. Their compilations are still counted by name, without a cause.
 from __future__ import annotations
 
 import functools
+import os
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -186,11 +188,29 @@ def watched_jit(fun: Any = None, /, **options: Any) -> Any:
     real = _original_jit if _original_jit is not None else jax.jit
     if fun is None:  # the decorator-factory form: @jax.jit(static_argnums=...)
         return functools.partial(watched_jit, **options)
-    if sig.is_library_function(fun):
-        # a library's own jitted helper (optax's tree_bias_correction): not the user's
-        # function; inside the user's jit its traces are folded into the caller's
+    if sig.is_library_function(fun) and _jitted_by_a_library():
+        # a library's own jitted helper, jitted by the library (optax's
+        # tree_bias_correction): not the user's function; inside the user's jit its traces
+        # are folded into the caller's. Whether a jit is the user's is decided by where
+        # jax.jit was called: `jax.jit(exported.call)` in the user's code is theirs.
         return real(fun, **options)
-    return watch_jitted(real(fun, **options), fun, options)
+    watched = watch_jitted(real(fun, **options), fun, options)
+    recorder.jitted_at(watched._function, recorder.call_site(2))
+    return watched
+
+
+_OWN = (os.path.dirname(os.path.abspath(__file__)) + os.sep, os.sep + "functools.py")
+
+
+def _jitted_by_a_library() -> bool:
+    """Whether the code that called ``jax.jit`` (the first frame outside the doctor and
+    ``functools``) is a library's: JAX's own, or one of :data:`sig.LIBRARIES`."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(_OWN[0]):
+        frame = frame.f_back
+    while frame is not None and frame.f_code.co_filename.endswith(_OWN[1]):
+        frame = frame.f_back
+    return frame is not None and sig.is_library_file(frame.f_code.co_filename)
 
 
 # ---------------------------------------------------------------------------------------

@@ -156,6 +156,11 @@ def test_light_install(tmp_path: Path) -> None:
     assert tests.returncode == 0, tests.stdout + tests.stderr
     assert "jitlab doctor" in tests.stdout and "shape: 1 miss" in tests.stdout, tests.stdout
 
+    helped = _run([str(bin_ / "jitlab"), "--help"], project)
+    assert helped.returncode == 0, helped.stderr
+    assert "jitlab doctor -- python train.py" in helped.stdout, helped.stdout
+    assert "pytest --jitlab" in helped.stdout and "jitlab[course]" in helped.stdout
+
     check = _run([str(bin_ / "jitlab"), "check", "01"], project)
     assert check.returncode == 2
     assert check.stdout == ""
