@@ -594,6 +594,15 @@ def object_number(function: sig.FunctionInfo) -> int:
     return made.index(function.serial) + 1 if function.serial in made else 0
 
 
+def jitted_names() -> set[str]:
+    """The names and qualified names of every function jitted while the doctor watched,
+    called or not (a budget that names one of them is no typo)."""
+    names = set()
+    for _, _, qualname, _ in COUNTERS:
+        names.update((qualname, qualname.rsplit(".", 1)[-1]))
+    return names
+
+
 def counter_for(function: sig.FunctionInfo) -> CallCounter:
     counter = COUNTERS.get(function.key)
     if counter is None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from jitlab.doctor import budgets as budgets_mod
 from jitlab.doctor import classify, lessons, wrap
+from jitlab.doctor import config as config_mod
 from jitlab.doctor.recorder import (
     AOT,
     FIRST,
@@ -23,6 +24,7 @@ from jitlab.doctor.recorder import (
     Miss,
     Recorder,
     Unwatched,
+    jitted_names,
 )
 from jitlab.instruments import signature as sig
 
@@ -48,11 +50,15 @@ class Report:
         recorder: Recorder,
         budgets: list[budgets_mod.Budget] | None = None,
         command: list[str] | None = None,
+        project: Path | None = None,
     ) -> Report:
+        """``project``: the folder of the ``pyproject.toml`` the budgets came from, whose
+        files tell a budget for a function this run did not call from a misspelt one."""
         functions = recorder.snapshot()
         _name_clashes(functions)
         unwatched = recorder.unwatched()
-        verdicts = budgets_mod.check(budgets or [], functions, unwatched)
+        known = config_mod.known_to(project, jitted_names())
+        verdicts = budgets_mod.check(budgets or [], functions, unwatched, known)
         return cls(
             functions=functions,
             unwatched=unwatched,
@@ -360,19 +366,33 @@ def _miss_example(miss: Miss, indent: str) -> list[str]:
     return out
 
 
-def cause_lines(record: FunctionRecord) -> list[str]:
-    out = []
+def fix_for(cause_id: str, misses: list[Miss]) -> tuple[str, list[str]]:
+    """The fix for these misses of one cause, and the slugs of the lessons that teach it:
+    the cause's own, or the fix for the case when the cause's would mislead."""
+    advice = classify.advice_for(cause_id, [d for m in misses for d in m.differences])
+    if advice is not None:
+        return advice.fix, [advice.slug]
+    closure = cause_id == classify.NEW_FUNCTION and any(
+        m.signature.function.closure for m in misses
+    )
+    return classify.CAUSES[cause_id].fix, classify.slugs_for([cause_id], closure)
+
+
+def _by_cause(record: FunctionRecord) -> dict[str, list[Miss]]:
     by_cause: dict[str, list[Miss]] = {}
     for m in record.recompiles:
         for c in m.causes:
             by_cause.setdefault(c, []).append(m)
-    for cid, misses in sorted(by_cause.items(), key=lambda kv: -len(kv[1])):
+    return by_cause
+
+
+def cause_lines(record: FunctionRecord) -> list[str]:
+    out = []
+    for cid, misses in sorted(_by_cause(record).items(), key=lambda kv: -len(kv[1])):
         cause = classify.CAUSES[cid]
-        closure = cid == classify.NEW_FUNCTION and any(m.signature.function.closure for m in misses)
-        advice = classify.advice_for(cid, [d for m in misses for d in m.differences])
-        slugs = [advice.slug] if advice else classify.slugs_for([cid], closure)
+        fix, slugs = fix_for(cid, misses)
         out += _lines(f"{cause.heading}: {_plural(len(misses), 'miss')}.", "   ")
-        out += _lines(f"Fix: {advice.fix if advice else cause.fix}.", "      ")
+        out += _lines(f"Fix: {fix}.", "      ")
         out += _lines(_see(slugs), "      ")
         sites = Counter((m.call_site, m.source) for m in misses)
         for (site, source), n in sites.most_common(2):
@@ -432,12 +452,26 @@ def _shown_name(report: Report, name: str, location: str) -> str:
 def budget_lines(report: Report) -> list[str]:
     if not report.verdicts:
         return []
-    out = ["Budgets (--max-compiles):"]
+    sources = ", ".join(dict.fromkeys(v.budget.source for v in report.verdicts))
+    out = [f"Budgets (from {sources}):"]
     for v in report.verdicts:
+        if v.status == budgets_mod.NOT_RUN:
+            out += _lines(
+                f"not run: {v.budget}: this run called no function named "
+                f"{v.budget.pattern!r}, which the project defines (a subset of it ran), so "
+                "there was nothing to check",
+                "   ",
+            )
+            continue
         if v.status == "unused":
             out += _lines(
-                f"warning: {v.budget}: no jitted function named {v.budget.pattern!r} ran, so "
-                "this budget was not checked (not a pass)",
+                f"warning: {v.budget}: no jitted function named {v.budget.pattern!r} ran"
+                + (
+                    ", and the project defines none (a misspelt name?)"
+                    if v.budget.source not in (budgets_mod.COMMAND_LINE, budgets_mod.MARKER)
+                    else ""
+                )
+                + ", so this budget was not checked (not a pass)",
                 "   ",
             )
             continue
@@ -607,6 +641,15 @@ def _misses_of(f: FunctionRecord) -> list[dict[str, Any]]:
     return [_miss_dict(m, column.get(id(m))) for m in ordered]
 
 
+def _fix_dict(cause_id: str, misses: list[Miss]) -> dict[str, Any]:
+    fix, slugs = fix_for(cause_id, misses)
+    refs = [lessons.lookup(slug) for slug in slugs]
+    return {
+        "fix": fix,
+        "lessons": [{"name": r.name, "link": r.link} for r in refs],
+    }
+
+
 def to_dict(report: Report) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
@@ -642,6 +685,7 @@ def to_dict(report: Report) -> dict[str, Any]:
                     "total": f.seconds,
                 },
                 "causes": f.cause_counts(),
+                "fixes": {cid: _fix_dict(cid, misses) for cid, misses in _by_cause(f).items()},
                 "misses": _misses_of(f),
             }
             for f in report.functions

@@ -78,7 +78,7 @@ def test_the_ragged_last_batch_fails_its_own_call_with_the_argument_path(watched
     assert message.startswith("train_step (")
     assert "compiled again inside no_recompiles (compilation 2):" in message
     assert "batch['x']: f32[4,3] now, f32[32,3] before" in message
-    assert "Lesson 01 shapes" in message
+    assert "See lesson 01 shapes" in message
     assert 'w = train_step(w, {"x": DATA[start : start + 32]})' in message  # the line
 
 

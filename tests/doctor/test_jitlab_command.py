@@ -77,7 +77,7 @@ def test_script_after_dashes(tmp_path, capsys, monkeypatch):
     assert code == 0
     assert out == "argv ['a', '--b']\n"  # the program's output, untouched, on stdout
     assert f"jitlab doctor: python {script.name} a --b" in err
-    assert "shape: 2 misses. Lesson 01 shapes" in err
+    assert "array types (shape): 2 misses." in err and "See lesson 01 shapes" in err
 
 
 def test_script_without_dashes_or_python(tmp_path, capsys):
@@ -103,7 +103,7 @@ def test_budgets(tmp_path, capsys):
     code, _, err = jitlab(capsys, "doctor", "--max-compiles", "grow_budget=1", script)
     assert code == 1
     assert "EXCEEDED: grow_budget=1: grow_budget" in err
-    assert "compiled 3 times; why: shape 2 (lesson 01)" in " ".join(err.split())
+    assert "compiled 3 times; why: array types (shape) 2 (lesson 01)" in " ".join(err.split())
     assert err.rstrip().endswith("jitlab doctor: exit code 1 (budget: grow_budget=1)")
 
     code, _, err = jitlab(capsys, "doctor", "--max-compiles=grow_*=3", "--", script)
