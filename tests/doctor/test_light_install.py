@@ -154,7 +154,8 @@ def test_light_install(tmp_path: Path) -> None:
 
     tests = _run([python, "-m", "pytest", "--jitlab", "-q", "-p", "no:cacheprovider"], project)
     assert tests.returncode == 0, tests.stdout + tests.stderr
-    assert "jitlab doctor" in tests.stdout and "array types (shape): 1 miss" in tests.stdout, tests.stdout
+    assert "jitlab doctor" in tests.stdout, tests.stdout
+    assert "array types (shape): 1 miss" in tests.stdout, tests.stdout
 
     helped = _run([str(bin_ / "jitlab"), "--help"], project)
     assert helped.returncode == 0, helped.stderr

@@ -5,7 +5,8 @@ differed, not the first) and sends the reader to model.train()/model.eval(), not
 lesson on containers."""
 # doctor-cause: pytree
 # doctor-expect: forward pytree
-# doctor-says: attributes['use_running_average'].value: True now, False before (a static field of model)
+# doctor-says: attributes['use_running_average'].value: True now, False before (a static
+# doctor-says: field of model)
 # doctor-says: attributes['deterministic'].value: True now, False before (a static field of model)
 # doctor-says: call model.train() again before the next training step
 # doctor-says: See lesson 13 frameworks
