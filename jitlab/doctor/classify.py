@@ -157,17 +157,17 @@ _PART_CAUSE = {
 }
 
 # The cache-key timeline's rows: which part of the key changed.
-TIMELINE_ROWS = ("function", "tree", "input types", "static values", "device", "context")
+TIMELINE_ROWS = ("function", "pytree", "array types", "static args", "shardings", "context")
 _PART_ROW = {
     sig.FUNCTION: ("function", "x"),
-    sig.KEYWORD: ("tree", "k"),
-    sig.STRUCTURE: ("tree", "t"),
-    sig.SHAPE: ("input types", "s"),
-    sig.DTYPE: ("input types", "d"),
-    sig.WEAK_TYPE: ("input types", "w"),
-    sig.PYTHON_SCALAR: ("input types", "w"),
-    sig.STATIC: ("static values", "x"),
-    sig.PLACEMENT: ("device", "x"),
+    sig.KEYWORD: ("pytree", "k"),
+    sig.STRUCTURE: ("pytree", "t"),
+    sig.SHAPE: ("array types", "s"),
+    sig.DTYPE: ("array types", "d"),
+    sig.WEAK_TYPE: ("array types", "w"),
+    sig.PYTHON_SCALAR: ("array types", "w"),
+    sig.STATIC: ("static args", "x"),
+    sig.PLACEMENT: ("shardings", "x"),
     sig.CONTEXT: ("context", "x"),
 }
 

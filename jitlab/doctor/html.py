@@ -38,10 +38,10 @@ _COLUMNS = (
 # One colour per row of the timeline (the part of jit's cache key that changed).
 _ROW_COLOURS = {
     "function": "#b5179e",
-    "tree": "#f77f00",
-    "input types": "#d62828",
-    "static values": "#6a4c93",
-    "device": "#1d7874",
+    "pytree": "#f77f00",
+    "array types": "#d62828",
+    "static args": "#6a4c93",
+    "shardings": "#1d7874",
     "context": "#3a86ff",
 }
 

@@ -20,7 +20,8 @@ from typing import Any
 
 import jax
 
-from jitlab.doctor import classify
+from jitlab.doctor import classify, ops
+from jitlab.doctor.captured import Captured
 from jitlab.instruments import events
 from jitlab.instruments import signature as sig
 
@@ -60,6 +61,9 @@ class Miss:
     module: str = ""  # the persistent cache's name for the program (jit_step)
     cache_dir: str = ""
     error: str = ""  # for FAILED: what the trace raised
+    captured: list[Captured] = dataclasses.field(default_factory=list)  # baked-in arrays
+    # for a slow compilation: the user's lines that put the most equations into it
+    busiest: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     call_index: int = 0  # the function's direct calls so far, at this one
 
     @property
@@ -188,6 +192,15 @@ class FunctionRecord:
     @property
     def seconds(self) -> float:
         return sum(m.seconds for m in self.misses) + self.outside_seconds
+
+    @property
+    def captured_bytes(self) -> tuple[int, list[Captured]]:
+        """Bytes of arrays baked into its compiled programs, all of them together (each
+        program keeps its own copy of what its function object captured), and what the
+        latest compiled object captured."""
+        total = sum(sum(c.nbytes for c in m.captured) for m in self.compilations)
+        latest = next((m.captured for m in reversed(self.compilations) if m.captured), [])
+        return total, latest
 
     def cause_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -335,6 +348,10 @@ class Recorder:
             module=next((e.name for e in miss_events if e.kind == "pcache" and e.name), ""),
             cache_dir=_cache_dir() if key_parts else "",
         )
+        miss.captured = CAPTURED.get(info.function.serial, [])
+        jaxpr = ops.take(info.function.name) if counts["lower"] else None
+        if jaxpr is not None and seconds["compile"] >= ops.SLOW_SECONDS:
+            miss.busiest = ops.busiest_lines(jaxpr)
         counter = COUNTERS.get(key)
         miss.call_index = counter.calls if counter is not None else 0
         record.misses.append(miss)
@@ -570,6 +587,10 @@ class CallCounter:
 
 COUNTERS: dict[tuple[str, int, str, str], CallCounter] = {}
 
+
+# The arrays each function object captures (closure, globals, a partial's arguments),
+# by its serial: read by the wrapper at the object's first compile (see captured.py).
+CAPTURED: dict[int, list[Captured]] = {}
 
 # Where each jitted object was made (the user's line that called jax.jit), by the
 # function object's serial; and per function, its objects in the order they were made.

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from jitlab.doctor import budgets as budgets_mod
+from jitlab.doctor import captured as captured_mod
 from jitlab.doctor import classify, lessons, wrap
 from jitlab.doctor import config as config_mod
 from jitlab.doctor.recorder import (
@@ -233,6 +234,9 @@ def _table(report: Report) -> list[str]:
             )
         if f.failures and f.compilations:
             extra.append(f"a trace raised {f.failures[-1].error}")
+        memory = captured_line(f)
+        if memory:
+            extra.append(memory)
         detail = _cause_summary(f) + ("; " + "; ".join(extra) if extra else "")
         # every line of the detail: a cut here would hide the last thing said (the
         # persistent cache, the fast path), with no mark that something was left out
@@ -244,6 +248,59 @@ def _table(report: Report) -> list[str]:
             out.append(f"{'':39}{wrapped[0]}")
         out.extend(f"{'':39}{more}" for more in wrapped[1:])
     return out
+
+
+def _slow_lines(report: Report) -> list[str]:
+    """Compile time with no recompilation: which functions' compile time dominates, and
+    for a slow program the user's lines that put the most operations into it."""
+    total = sum(m.compile_seconds for f in report.functions for m in f.misses)
+    slow = [f for f in report.functions if f.compiles and not f.recompiles and f.seconds > 1.0]
+    busy = [
+        (f, m) for f in report.functions for m in f.compilations if m.busiest and not f.recompiles
+    ]
+    if not slow and not busy:
+        return []
+    out = [""]
+    if slow:
+        shares = ", ".join(
+            f"{f.display or f.name} {sum(m.compile_seconds for m in f.misses):.2f} s"
+            + (
+                f" ({100 * sum(m.compile_seconds for m in f.misses) / total:.0f}% of all)"
+                if total
+                else ""
+            )
+            for f in slow[:3]
+        )
+        out += _lines(
+            f"Compiled once but slowly: {shares} compiling. Fix: "
+            f"{classify.COMPILING_LESS.fix}. {_see([classify.COMPILING_LESS.slug])}.",
+            "",
+        )
+    for f, m in busy[:3]:
+        lines = ", ".join(f"{where} ({n} operations)" for where, n in m.busiest)
+        out += _lines(
+            f"{f.display or f.name}, compilation {m.number} ({m.compile_seconds:.2f} s): "
+            f"most operations from {lines}. A Python loop around such a line is unrolled into "
+            "the program: lax.scan or lax.fori_loop keeps one copy of its body.",
+            "   ",
+        )
+    return out
+
+
+def captured_line(f: FunctionRecord) -> str:
+    """The memory its compiled programs hold in arrays it captured ("" when little)."""
+    total, latest = f.captured_bytes
+    if total < captured_mod.MIN_BYTES or not latest:
+        return ""
+    names = ", ".join(f"{c.name} {c.type}" for c in latest[:3])
+    more = f" and {len(latest) - 3} more" if len(latest) > 3 else ""
+    closures = lessons.lookup(classify.CLOSURES.slug).name
+    return (
+        f"holds {captured_mod.megabytes(total)} of captured arrays in its "
+        f"{_plural(len(f.compilations), 'compiled program')} ({names}{more}, "
+        f"{captured_mod.megabytes(sum(c.nbytes for c in latest))} baked into each): pass "
+        f"them as arguments (lesson {closures})"
+    )
 
 
 def _unwatched_lines(report: Report) -> list[str]:
@@ -297,12 +354,22 @@ def _helper_lines(report: Report) -> list[str]:
         f"{100 * spent / total:.0f}% of all tracing and compiling):",
         "",
     )
-    for site, source, name, n, _ in rows[:4]:
-        out += _lines(f"at {site}: {name} {n}x" + (":" if source else ""), "   ")
+    by_line: dict[tuple[str, str], list[tuple[str, int, float]]] = {}
+    for site, source, name, n, seconds in rows:
+        by_line.setdefault((site, source), []).append((name, n, seconds))
+    ranked = sorted(by_line.items(), key=lambda kv: -sum(s for _, _, s in kv[1]))
+    for (site, source), helpers in ranked[:4]:
+        what = ", ".join(f"{name} {n}x" for name, n, _ in helpers)
+        n_all, spent_here = sum(n for _, n, _ in helpers), sum(s for _, _, s in helpers)
+        out += _lines(
+            f"at {site}: {_plural(n_all, 'compilation')}, {spent_here:.3f} s ({what})"
+            + (":" if source else ""),
+            "   ",
+        )
         if source:
             out += _lines(source, "       ", most=1)
-    if len(rows) > 4:
-        out += _lines(f"and {len(rows) - 4} more", "   ")
+    if len(ranked) > 4:
+        out += _lines(f"and {len(ranked) - 4} more lines", "   ")
     shapes = classify.CAUSES[classify.SHAPE]
     out += _lines(
         "Each new shape or dtype of an eager jnp call compiles one small program. Build "
@@ -540,9 +607,9 @@ def render(report: Report, timelines: int = 3) -> str:
     legend = _lines(
         "Cache-key timeline: one column per compilation, one row per part of jit's cache "
         "key. o: first compilation; a: compiled ahead of time (.lower().compile()); .: same "
-        "as in the closest earlier compilation; x: changed (input types: s shape, d dtype, "
-        "w weak type, * several; tree: t structure, k keyword); ?: nothing the doctor "
-        "records changed.",
+        "as in the closest earlier compilation; x: changed (array types: s shape, d dtype, "
+        "w weak type, * several; pytree: t structure or node metadata, k keyword); ?: "
+        "nothing the doctor records changed.",
         "",
     )
     if timelines and any(len(f.recompiles) for f in report.functions):
@@ -569,15 +636,7 @@ def render(report: Report, timelines: int = 3) -> str:
             if lines:
                 shown_timelines += 1
                 out += lines
-    slow = [f for f in report.functions if f.compiles and not f.recompiles and f.seconds > 1.0]
-    if slow:
-        names = ", ".join(f.name for f in slow[:3])
-        out.append("")
-        out += _lines(
-            f"Compiled once but slowly ({names}): lesson {classify.COMPILING_LESS.lesson_name}"
-            f" ({classify.COMPILING_LESS.fix}).",
-            "",
-        )
+    out += _slow_lines(report)
     budget = budget_lines(report)
     if budget:
         out.append("")
@@ -677,6 +736,10 @@ def to_dict(report: Report) -> dict[str, Any]:
                     "reasons": f.python_reasons,
                 },
                 "failed_traces": [m.error for m in f.failures],
+                "captured": {
+                    "bytes_in_all_programs": f.captured_bytes[0],
+                    "arrays": [dataclasses.asdict(c) for c in f.captured_bytes[1]],
+                },
                 "transformed_compiles": f.transformed_compiles,
                 "seconds": {
                     "trace": sum(m.trace_seconds for m in f.misses),

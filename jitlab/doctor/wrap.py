@@ -26,7 +26,8 @@ import jax
 import numpy as np
 from jax.extend import source_info_util
 
-from jitlab.doctor import recorder
+from jitlab.doctor import ops, recorder
+from jitlab.doctor.captured import captured_arrays
 from jitlab.instruments import events
 from jitlab.instruments import signature as sig
 
@@ -61,8 +62,10 @@ def watch_jitted(jitted: Any, fun: Callable[..., Any], options: dict[str, Any]) 
     function = sig.identify(fun)
     counter, serial = recorder.counter_for(function), function.serial
     _register_fun(fun, counter)
+    ops.WANTED.add(function.name)
     stream = events.STREAM  # the same list for the life of the process
     observe = recorder.observe
+    captured_by = recorder.CAPTURED
     depth = DEPTH
     spec: list[sig.StaticSpec] = []
 
@@ -93,6 +96,10 @@ def watch_jitted(jitted: Any, fun: Callable[..., Any], options: dict[str, Any]) 
             raise
         depth.level = level
         if len(stream) != mark:
+            if serial not in captured_by:  # read once per object, at its first compile
+                if len(captured_by) > 10_000:
+                    captured_by.pop(next(iter(captured_by)))
+                captured_by[serial] = captured_arrays(fun)
             observe(function, static_spec, args, kwargs, mark)
         return out
 
@@ -310,6 +317,7 @@ def install() -> None:
             functools.update_wrapper(watched_jit, _original_jit, updated=())
             jax.jit = watched_jit
             _install_fast_path_hook()
+            ops.install()
         _installed += 1
 
 
@@ -323,6 +331,7 @@ def uninstall() -> None:
             jax.jit = _original_jit
         if _installed == 0:
             _uninstall_fast_path_hook()
+            ops.uninstall()
 
 
 def installed() -> bool:
