@@ -50,8 +50,8 @@ def test_the_pytest_example(tmp_path):
     # -p jitlab.course: the course registers its lessons with the doctor, as its entry
     # point does where the course is installed (the page shows the lesson's number)
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--jitlab", "-p", "no:cacheprovider", "-p", "jitlab.course"]
-        + ["test_train.py"],
+        [sys.executable, "-m", "pytest", "--jitlab", "-p", "no:cacheprovider"]
+        + ["-p", "jitlab.course", "test_train.py"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
