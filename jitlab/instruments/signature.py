@@ -908,6 +908,8 @@ def _aux_differences(path: str, new: tuple[Any, Any], old: tuple[Any, Any]) -> l
                 inside = f".{names[int(index)]}{rest}"
         now, before = _pick(new_aux, inside, names), _pick(old_aux, inside, names)
         now_text, before_text = _short(now), _short(before)
+        graph = _graph_path(new_aux, inside)  # nnx.jit passes the graph as `._graphdef`
+        where = path.removesuffix("._graphdef") + graph if graph else path + inside
         what = "node metadata"
         if _ADDRESS.sub("", now_text) == _ADDRESS.sub("", before_text):
             # the same text but for the object's address (a function made again, an optax
@@ -918,8 +920,44 @@ def _aux_differences(path: str, new: tuple[Any, Any], old: tuple[Any, Any]) -> l
             # a plain value held as node metadata: a field the user (or the library)
             # marked static, an NNX flag such as use_running_average
             what = f"a static field of {path.split('.')[0].split('[')[0]}"
-        found.append(Difference(STRUCTURE, path + inside, now_text, before_text, what))
+        found.append(Difference(STRUCTURE, where, now_text, before_text, what))
     return found
+
+
+_ATTRIBUTE = re.compile(r"^\.attributes\[(?:'([^']+)'|(\d+))\](?:\[1\])?(?:\.value)?(.*)$")
+
+
+def _graph_path(graphdef: Any, inside: str) -> str | None:
+    """A Flax NNX ``GraphDef`` attribute as the user's attribute path (``.bn.
+    use_running_average``, not ``._graphdef.attributes['use_running_average'].value``):
+    the attributes are the graph's nodes depth first, each node's ``num_attributes`` in
+    turn, and an attribute that is a node (``NodeAttr``) opens the next one. None where
+    ``graphdef`` is no such graph or the walk does not add up."""
+    found = _ATTRIBUTE.match(inside)
+    nodes, attributes = getattr(graphdef, "nodes", None), getattr(graphdef, "attributes", None)
+    if not found or not isinstance(nodes, list | tuple) or not isinstance(attributes, list):
+        return None
+    try:
+        names = [key for key, _ in attributes]
+        index = int(found.group(2)) if found.group(2) else names.index(found.group(1))
+        paths: list[str] = []
+        pending = iter(nodes)
+
+        def visit(prefix: str) -> None:
+            # a variable (VariableDef) is a node without attributes of its own
+            for _ in range(getattr(next(pending), "num_attributes", 0)):
+                key, value = attributes[len(paths)]
+                paths.append(f"{prefix}.{key}")
+                if type(value).__name__ == "NodeAttr":
+                    visit(f"{prefix}.{key}")
+
+        visit("")
+        if len(paths) != len(attributes):
+            return None
+        shown = ".".join(p for p in paths[index].split(".") if not p.startswith("_pytree__"))
+        return shown + found.group(3)
+    except Exception:  # another layout of the graph: the raw path stays
+        return None
 
 
 _SCALARS = (bool, int, float, complex, str)

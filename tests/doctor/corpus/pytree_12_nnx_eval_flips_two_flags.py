@@ -2,12 +2,12 @@
 deterministic at once. Both are in the model's GraphDef, pytree node metadata, so the part
 of jit's key is the pytree structure; the report names both flags (every part that
 differed, not the first) and sends the reader to model.train()/model.eval(), not to the
-lesson on containers."""
+lesson on containers. The flags are named by the user's attribute path (model.bn), not by
+the GraphDef's flat attribute list."""
 # doctor-cause: pytree
 # doctor-expect: forward pytree
-# doctor-says: attributes['use_running_average'].value: True now, False before (a static
-# doctor-says: field of model)
-# doctor-says: attributes['deterministic'].value: True now, False before (a static field of model)
+# doctor-says: model.bn.use_running_average: True now, False before (a static field of model)
+# doctor-says: model.drop.deterministic: True now, False before (a static field of model)
 # doctor-says: call model.train() again before the next training step
 # doctor-says: See lesson 13 frameworks
 
