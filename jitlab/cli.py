@@ -52,13 +52,51 @@ def _learner() -> Any:
     return cli
 
 
+HELP = ("-h", "--help", "help")
+
+
+def light_help(err: ModuleNotFoundError) -> str:
+    """``jitlab --help`` where the course's extra is missing: what this install can do."""
+    return (
+        "usage: jitlab doctor [options] -- python PROGRAM [ARGS ...]\n\n"
+        "What this install can do (the doctor needs JAX alone):\n"
+        "  jitlab doctor -- python train.py   find and explain every recompilation of your\n"
+        "                                     jitted functions (jitlab doctor --help)\n"
+        "  pytest --jitlab                    the same for a test session, with budgets:\n"
+        "                                     @pytest.mark.max_compiles(train_step=1)\n"
+        "  import jitlab.doctor               watch(), no_recompiles(), record_process()\n"
+        "  %load_ext jitlab                   the %%jitlab_doctor cell magic in a notebook\n\n"
+        "The course's own commands (list, check, hint, reset, watch, env, preflight, dev)\n"
+        f"need its extra (no module named {err.name!r} here): {INSTALL_HINT}.\n"
+    )
+
+
+def _register_course() -> None:
+    """Let the doctor name the course's lessons when the course is here (a light install
+    has no course extra: the doctor then names the lessons without their numbers)."""
+    try:
+        import jitlab.course  # noqa: F401 - registers its lessons with the doctor
+    except (ImportError, ValueError, OSError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``jitlab`` with ``argv`` (default: the command line) and return its exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == [DOCTOR]:
         from jitlab.doctor.cli import main as doctor_main
 
+        _register_course()
         return doctor_main(argv[1:])
+    if not argv or argv[:1] in ([h] for h in HELP):
+        try:
+            _learner()
+        except ModuleNotFoundError as err:
+            if (err.name or "").split(".")[0] == "jitlab":
+                raise
+            print(light_help(err), end="")
+            return 0 if argv else BAD_INPUT
+        argv = argv if argv[:1] != ["help"] else ["--help"]
     if argv[:1] == [MAINTAINERS]:
         return _load(argv, _maintainer).main(argv[1:])
     return _load(argv, _learner).main(argv)
@@ -68,7 +106,7 @@ def command() -> None:
     """The console script. The learner's verbs end through the learner's ``command``,
     which ends the process its own, faster, way after a check."""
     argv = sys.argv[1:]
-    if argv[:1] in ([DOCTOR], [MAINTAINERS]):
+    if argv[:1] in ([DOCTOR], [MAINTAINERS]) or not argv or argv[0] in HELP:
         raise SystemExit(main(argv))
     _load(argv, _learner).command()
 

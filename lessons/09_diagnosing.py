@@ -1288,7 +1288,7 @@ for miss in record.recompiles:
     assert ("weak_type" in miss.causes) == (weight_type not in {t for _, t in earlier})
     assert miss.jax_causes == ["pytree"]  # JAX names the structure, and only that
     assert miss.call_site.endswith("in split_report")  # where their code made the call
-assert "tree          o" + "t" * (len(CALLS) - 1) in str(report)  # the timeline's row
+assert "pytree        o" + "t" * (len(CALLS) - 1) in str(report)  # the timeline's row
 
 # %% tags=["answer"] jupyter={"source_hidden": true}
 differences = [d for miss in record.recompiles for d in miss.differences]
@@ -1302,8 +1302,8 @@ assert "(Python int)" in weight_change.now and "(Python float)" in weight_change
 # - **pytree structure** at every miss (lesson 04): `batch` is a `Batch` of another
 #   class each time, the bug of the worked diagnosis, found without reading a line of
 #   their code;
-# - **shape** at the two short batches, 8 and 36 rows (lesson 01);
-# - **weak type / Python scalar** at the first held-out call (lesson 03): the weight is
+# - **array types (shape)** at the two short batches, 8 and 36 rows (lesson 01);
+# - **array types (weak type)** at the first held-out call (lesson 03): the weight is
 #   the Python int `2` there, and the Python float `1.0` for validation.
 #
 # Each paragraph gives the call site and the source line. Now read the "JAX says"
@@ -1333,7 +1333,7 @@ assert isinstance(over_budget, AssertionError)  # pytest reports it as a failure
 assert left.function("split_loss").compiles == len(set(CALLS))  # one per signature
 assert set(left.causes("split_loss")) == {"shape", "weak_type"}
 shape_misses = left.causes("split_loss")["shape"]
-why = f"why: shape {shape_misses} (lesson 01); weak type / Python scalar"
+why = f"why: array types (shape) {shape_misses} (lesson 01); array types (weak type)"
 assert why in " ".join(str(over_budget).split())  # the message names both causes
 for name in SPLITS:  # same numbers, fewer compilations
     assert np.isclose(fixed_split_losses[name], split_losses[name], rtol=1e-6)

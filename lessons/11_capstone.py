@@ -941,12 +941,12 @@ jitlab.doctor.uninstall()  # jax.jit is the real one again
 #
 # | cause | how it showed | the doctor | fix, at the boundary or in the step | lesson |
 # | --- | --- | --- | --- | --- |
-# | `jax.jit(value_and_grad(lambda ...))` per step | `never seen function … re-defined repeatedly`, one identical "Compiling" line per step | new function object (07; 08, a closure) | one step, defined once; everything that changes is an argument | 07 |
+# | `jax.jit(value_and_grad(lambda ...))` per step | `never seen function … re-defined repeatedly`, one identical "Compiling" line per step | the function itself (07; 08, a closure) | one step, defined once; everything that changes is an argument | 07 |
 # | weight decay read from a global | no diagnostic; only the losses were wrong, once the function was stable | nothing: it never compiles again | read the config at the boundary and pass it as a float32 argument | 08 |
 # | `weights` array, `None` or absent | `different input pytree` at `[0][1]`, symmetric difference `{'weights'}` | pytree structure (04), from fix 1 on | fixed keys, ones when missing | 04 |
-# | one length per batch | `different input types` at `batch['x']` | shape (01), from fix 1 on | pad to a power of two, traced length, mask | 01 |
-# | Python float and NumPy float64 learning rates | `different input types` at `lr`, `weak_type` | weak type / Python scalar (03), from fix 1 on | `np.float32(lr)` | 03, 09 |
-# | `init_state` with `None` and a Python `0.0` (the momentum version) | one compilation more than buckets; the explanation names the velocity only | pytree structure at `velocity` (04) and weak type at `avg_loss` (03) | build the initial state as the step returns it; compare `jax.tree.map(jax.typeof, state)` before and after one step | 03, 04 |
+# | one length per batch | `different input types` at `batch['x']` | array types (shape) (01), from fix 1 on | pad to a power of two, traced length, mask | 01 |
+# | Python float and NumPy float64 learning rates | `different input types` at `lr`, `weak_type` | array types (weak type) (03), from fix 1 on | `np.float32(lr)` | 03, 09 |
+# | `init_state` with `None` and a Python `0.0` (the momentum version) | one compilation more than buckets; the explanation names the velocity only | pytree structure at `velocity` (04) and array types (weak type) at `avg_loss` (03) | build the initial state as the step returns it; compare `jax.tree.map(jax.typeof, state)` before and after one step | 03, 04 |
 #
 # The method is the same as in lesson 09, done several times. Count, read the log and
 # the explanations (or run `jitlab doctor -- python train.py` and read every cause at

@@ -17,8 +17,8 @@ import jitlab.cli
 
 LAYERS = (
     "instruments",  # counting, timing, the machine, the listener: needs nothing else
-    "course",  # course.yml, the lessons' front matter, the boxes
-    "doctor",  # finds recompilations in any program; names the lesson that fixes each
+    "doctor",  # finds recompilations in any program; stands alone (a team installs it)
+    "course",  # course.yml, the lessons' front matter, the boxes; registers its lessons
     "grading",  # checks, verdicts, the kernel frame
     "graders",  # one per exercise
     "notebooks",  # the notebook pipeline
@@ -72,6 +72,21 @@ def uphill_imports(package: Path = PACKAGE) -> list[str]:
 
 def test_every_import_runs_downhill():
     assert uphill_imports() == []
+
+
+# What a team's install runs: the doctor, the guard and the pytest plugin. They import
+# nothing of the course (the course registers its lessons with the doctor instead).
+STANDALONE = ("instruments", "doctor")
+
+
+def test_the_doctor_imports_nothing_of_the_course():
+    found = []
+    for name in STANDALONE:
+        for path in sorted((PACKAGE / name).rglob("*.py")):
+            for line, target in _imports(path):
+                if target not in STANDALONE:
+                    found.append(f"{path.relative_to(PACKAGE)}:{line} imports jitlab.{target}")
+    assert found == []
 
 
 def test_an_uphill_import_is_caught(tmp_path):

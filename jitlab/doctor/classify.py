@@ -14,38 +14,47 @@ import dataclasses
 import re
 from collections.abc import Iterable
 
+from jitlab.doctor import lessons
 from jitlab.instruments import signature as sig
 from jitlab.instruments.explanations import closest_key_difference
 
 
 def lesson_number(slug: str) -> str:
-    """The lesson's number: its position in ``course.yml`` ("" where the doctor runs
-    without the course beside it, e.g. installed into a team's project, where the
-    course's extra, or its ``course.yml``, is missing)."""
-    try:
-        from jitlab.course.manifest import lesson_number as number
-
-        return number(slug)
-    except (ImportError, OSError, ValueError):  # no course here (CourseError is a ValueError)
-        return ""
+    """The lesson's number as the course registered it ("" where the doctor runs without
+    the course, e.g. installed into a team's project)."""
+    return lessons.lookup(slug).number
 
 
 @dataclasses.dataclass(frozen=True)
 class Cause:
+    """A cause of recompilation, named by the part of jit's cache key that changed
+    (:attr:`part`: the function itself, a static argument, the pytree structure, the array
+    types, the shardings, the context) and what in it changed (:attr:`what`)."""
+
     id: str
-    title: str
+    title: str  # the short name the course's graders use ("shape", "static value")
     slug: str  # the lesson that teaches the fix, by its slug in course.yml
     fix: str
+    part: str = ""  # the part of jit's cache key
+    what: str = ""  # what in that part changed, when the part has several
+
+    @property
+    def heading(self) -> str:
+        """How a report names it: ``array types (shape)``, ``static argument``."""
+        return f"{self.part} ({self.what})" if self.what else self.part or self.title
+
+    @property
+    def reference(self) -> lessons.LessonRef:
+        return lessons.lookup(self.slug)
 
     @property
     def lesson(self) -> str:
         """The lesson's number (its position in course.yml), or its slug without one."""
-        return lesson_number(self.slug) or self.slug
+        return self.reference.short
 
     @property
     def lesson_name(self) -> str:
-        number = lesson_number(self.slug)
-        return f"{number} {self.slug}" if number else self.slug
+        return self.reference.name
 
 
 SHAPE = "shape"
@@ -58,52 +67,62 @@ DEVICE = "device"
 CONTEXT = "context"
 UNKNOWN = "unknown"
 
+TYPES = "array types"
+
 CAUSES: dict[str, Cause] = {
     c.id: c
     for c in (
-        Cause(SHAPE, "shape", "shapes", "pad to a few bucket sizes and mask"),
-        Cause(DTYPE, "dtype", "dtypes", "cast inputs to one dtype at the boundary"),
+        Cause(SHAPE, "shape", "shapes", "pad to a few bucket sizes and mask", TYPES, "shape"),
+        Cause(DTYPE, "dtype", "dtypes", "cast inputs to one dtype at the boundary", TYPES, "dtype"),
         Cause(
             WEAK_TYPE,
             "weak type / Python scalar",
             "python_scalars",
             "pass scalars with an explicit dtype, e.g. np.float32(x)",
+            TYPES,
+            "weak type",
         ),
         Cause(
             PYTREE,
             "pytree structure or keywords",
             "pytree_structure",
             "same containers and keys every call; one calling convention",
+            "pytree structure",
         ),
         Cause(
             STATIC_VALUE,
             "static value",
             "static_arguments",
             "trace it instead, or keep its values few",
+            "static argument",
         ),
         Cause(
             NEW_FUNCTION,
             "new function object",
             "functions_as_arguments",
             "define the function once; pass what changes as arguments",
+            "the function itself",
         ),
         Cause(
             DEVICE,
             "device or sharding",
             "devices_and_shardings",
             "place inputs the same way every call (device_put at the boundary)",
+            "shardings",
         ),
         Cause(
             CONTEXT,
             "configuration context",
             "devices_and_shardings",
             "call under one configuration; keep context managers out of the loop",
+            "context",
         ),
         Cause(
             UNKNOWN,
             "unknown",
             "diagnosing",
             "nothing the doctor records changed (cleared caches?); read JAX's text",
+            "unknown",
         ),
     )
 }
@@ -138,19 +157,66 @@ _PART_CAUSE = {
 }
 
 # The cache-key timeline's rows: which part of the key changed.
-TIMELINE_ROWS = ("function", "tree", "input types", "static values", "device", "context")
+TIMELINE_ROWS = ("function", "pytree", "array types", "static args", "shardings", "context")
 _PART_ROW = {
     sig.FUNCTION: ("function", "x"),
-    sig.KEYWORD: ("tree", "k"),
-    sig.STRUCTURE: ("tree", "t"),
-    sig.SHAPE: ("input types", "s"),
-    sig.DTYPE: ("input types", "d"),
-    sig.WEAK_TYPE: ("input types", "w"),
-    sig.PYTHON_SCALAR: ("input types", "w"),
-    sig.STATIC: ("static values", "x"),
-    sig.PLACEMENT: ("device", "x"),
+    sig.KEYWORD: ("pytree", "k"),
+    sig.STRUCTURE: ("pytree", "t"),
+    sig.SHAPE: ("array types", "s"),
+    sig.DTYPE: ("array types", "d"),
+    sig.WEAK_TYPE: ("array types", "w"),
+    sig.PYTHON_SCALAR: ("array types", "w"),
+    sig.STATIC: ("static args", "x"),
+    sig.PLACEMENT: ("shardings", "x"),
     sig.CONTEXT: ("context", "x"),
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class Advice:
+    """A fix for one case of a cause, where the cause's general fix does not fit."""
+
+    fix: str
+    slug: str
+
+
+KEY_TYPES = Advice(
+    "a typed key (jax.random.key) and a raw uint32 key (jax.random.PRNGKey) are two "
+    "types, and a key cannot be cast: make every key one way (jax.random.key throughout, "
+    "or jax.random.wrap_key_data(raw) where raw keys come in)",
+    "dtypes",
+)
+TRAIN_EVAL = Advice(
+    "the model switched between training and evaluation (model.eval() / model.train() "
+    "flip use_running_average, deterministic): each mode compiles once, so switch once "
+    "per phase, and call model.train() again before the next training step",
+    "frameworks",
+)
+STATIC_CALLABLE = Advice(
+    "the static argument is a function (or an object holding one) made again for each "
+    "call: make it once, outside the loop, and pass that same object (the jitted function "
+    "itself was not rebuilt)",
+    "functions_as_arguments",
+)
+_MODE_FLAGS = ("use_running_average", "deterministic")
+
+
+def advice_for(cause_id: str, diffs: Iterable[sig.Difference]) -> Advice | None:
+    """The fix for this case, when the cause's own fix would mislead: a typed key is no
+    dtype to cast, an NNX train/eval flip is no container to keep, a callable passed as
+    a static argument is no value to trace."""
+    diffs = list(diffs)
+    if cause_id == DTYPE and any("PRNG key" in d.what for d in diffs):
+        return KEY_TYPES
+    if cause_id == PYTREE and any(
+        d.part == sig.STRUCTURE
+        and any(f"'{flag}'" in d.where or f".{flag}" in d.where for flag in _MODE_FLAGS)
+        for d in diffs
+    ):
+        return TRAIN_EVAL
+    if cause_id == STATIC_VALUE and any("new function object" in d.what for d in diffs):
+        return STATIC_CALLABLE
+    return None
 
 
 def cause_of(difference: sig.Difference) -> str:
@@ -170,6 +236,16 @@ def timeline_marks(diffs: Iterable[sig.Difference]) -> dict[str, str]:
         row, mark = _PART_ROW[d.part]
         marks[row] = mark if marks.get(row, mark) == mark else "*"
     return marks
+
+
+def slugs_for(cause_ids: Iterable[str], closure: bool = False) -> list[str]:
+    """The slugs of the lessons for these causes (the closures lesson too for a closure)."""
+    slugs = []
+    for cid in cause_ids:
+        for slug in (CAUSES[cid].slug, CLOSURES.slug if cid == NEW_FUNCTION and closure else ""):
+            if slug and slug not in slugs:
+                slugs.append(slug)
+    return slugs
 
 
 def lessons_for(cause_ids: Iterable[str], closure: bool = False) -> list[str]:

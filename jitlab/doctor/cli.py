@@ -133,7 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         budgets = [budgets_mod.parse(text) for text in args.max_compiles]
         # [tool.jitlab.doctor] in the project's pyproject.toml; the command line wins
-        budgets = config_mod.merged(config_mod.load(config_mod.find_pyproject()), budgets)
+        pyproject = config_mod.find_pyproject()
+        budgets = config_mod.merged(config_mod.load(pyproject), budgets)
         target = run_mod.parse_command(words)
     except ValueError as err:
         _say(f"jitlab doctor: {err}")
@@ -148,6 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.html = str(Path(args.html).resolve()) if args.html else args.html
 
     with watch(budgets, command=target.words()) as doctor:
+        doctor.project = pyproject.parent if pyproject is not None else None
         # --json: the report is kept up to date as the program runs (one file per process
         # under jax.distributed), so a process that dies leaves a partial one
         keeper = (

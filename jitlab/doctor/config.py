@@ -14,8 +14,10 @@ same NAME. A table that does not parse is one line naming the key, and exit code
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +63,7 @@ def _budgets(path: Path, table: Any) -> tuple[Budget, ...]:
                 f"{where}.{name}: expected a whole number of compilations (0 or more), "
                 f"got {limit!r}"
             )
-        found.append(Budget(str(name).strip(), limit))
+        found.append(Budget(str(name).strip(), limit, f"{path.name} {SECTION}"))
     return tuple(found)
 
 
@@ -89,6 +91,49 @@ def load(path: Path | None) -> DoctorConfig:
             f"{path}: {SECTION} has an unknown key {unknown[0]!r} (known: {', '.join(KEYS)})"
         )
     return DoctorConfig(path, _budgets(path, section.get("max_compiles", {})))
+
+
+_SKIPPED = {".venv", "venv", "node_modules", "site-packages", "_build", "build", "dist"}
+_DEFINED = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+)|^\s*(\w+)\s*(?::[^=]*)?=[^=]", re.M)
+
+
+def defined_names(root: Path, most_files: int = 5000) -> set[str]:
+    """The names a project's Python files define (``def``, ``class``, an assignment at any
+    depth), for telling a budget's misspelt name from a function this run did not call.
+    Hidden folders, virtual environments and build folders are skipped."""
+    names: set[str] = set()
+    seen = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in _SKIPPED]
+        for file in files:
+            if not file.endswith(".py"):
+                continue
+            seen += 1
+            if seen > most_files:
+                return names
+            try:
+                text = Path(folder, file).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            names.update(a or b for a, b in _DEFINED.findall(text))
+    return names
+
+
+def known_to(root: Path | None, jitted: set[str]) -> Callable[[Budget], bool]:
+    """Whether a budget names a function of the project: one jitted in this process, or a
+    name its files define (read once, when a budget needs it)."""
+    cache: list[set[str]] = []
+
+    def known(budget: Budget) -> bool:
+        if any(budget.matches(name, name) for name in jitted):
+            return True
+        if root is None:
+            return False
+        if not cache:
+            cache.append(defined_names(root))
+        return any(budget.matches(name, name) for name in cache[0])
+
+    return known
 
 
 def merged(config: DoctorConfig, command_line: list[Budget]) -> list[Budget]:

@@ -15,6 +15,7 @@ script, the timelines as SVG): the file makes no request and opens from ``file:/
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +38,10 @@ _COLUMNS = (
 # One colour per row of the timeline (the part of jit's cache key that changed).
 _ROW_COLOURS = {
     "function": "#b5179e",
-    "tree": "#f77f00",
-    "input types": "#d62828",
-    "static values": "#6a4c93",
-    "device": "#1d7874",
+    "pytree": "#f77f00",
+    "array types": "#d62828",
+    "static args": "#6a4c93",
+    "shardings": "#1d7874",
     "context": "#3a86ff",
 }
 
@@ -57,6 +58,7 @@ code, pre { font: 13px/1.45 ui-monospace, "SFMono-Regular", Menlo, Consolas, mon
 pre { background: #f0f0f4; padding: 6px 8px; border-radius: 4px; margin: 4px 0;
   white-space: pre-wrap; overflow-wrap: anywhere; }
 .command, code { overflow-wrap: anywhere; }
+code.path { overflow-wrap: normal; word-break: normal; }
 p, li, summary { overflow-wrap: anywhere; }
 .muted { color: var(--muted); }
 .scroll { overflow-x: auto; max-width: 100%; }
@@ -138,7 +140,7 @@ def _plural(n: int, word: str) -> str:
 
 def _cause_text(causes: dict[str, int]) -> str:
     return ", ".join(
-        f"{classify.CAUSES[c].title} {n} ({classify.CAUSES[c].lesson})" for c, n in causes.items()
+        f"{classify.CAUSES[c].heading} {n} ({classify.CAUSES[c].lesson})" for c, n in causes.items()
     )
 
 
@@ -192,7 +194,7 @@ def _table(functions: list[dict[str, Any]]) -> str:
         )
         cells = [
             (f["name"], f'<a href="#{_function_id(i)}">{_e(f["name"])}</a>', "text"),
-            (f["defined_at"], f"<code>{_e(f['defined_at'])}</code>", "text"),
+            (f["defined_at"], _path(f["defined_at"]), "text"),
             (f["calls"], f["calls"], "num"),
             (f["traces"], f["traces"], "num"),
             (f["compiles"], f["compiles"], "num"),
@@ -288,7 +290,7 @@ def _timeline(i: int, misses: list[dict[str, Any]]) -> str:
 
 
 def _jax_verdict(miss: dict[str, Any]) -> str:
-    named = ", ".join(classify.CAUSES[c].title for c in miss.get("jax_causes", []))
+    named = ", ".join(classify.CAUSES[c].heading for c in miss.get("jax_causes", []))
     if miss.get("jax_agrees"):
         return "agrees"
     if not named:
@@ -299,7 +301,7 @@ def _jax_verdict(miss: dict[str, Any]) -> str:
 
 
 def _miss(i: int, m: dict[str, Any], k: int) -> str:
-    named = ", ".join(classify.CAUSES[c].title for c in m.get("causes", []))
+    named = ", ".join(classify.CAUSES[c].heading for c in m.get("causes", []))
     causes = (
         {
             "first": "first trace" if m.get("inside_jit") else "first compilation",
@@ -328,7 +330,7 @@ def _miss(i: int, m: dict[str, Any], k: int) -> str:
             out.append(f"<p>against compilation {m['compared_with']}, the closest earlier:</p>")
         if m.get("differences"):
             rows = "".join(
-                f"<tr><td><code>{_e(d['where'])}</code></td><td>{_e(d['part'])}</td>"
+                f"<tr><td><code>{_e(d['where'])}</code></td><td>{_e(_part(d))}</td>"
                 f"<td><code>{_e(d['now'])}</code></td><td><code>{_e(d['before'])}</code></td></tr>"
                 for d in m["differences"]
             )
@@ -352,11 +354,48 @@ def _miss(i: int, m: dict[str, Any], k: int) -> str:
         out.append(
             f'<details class="jax"><summary>JAX says ({_e(_jax_verdict(m))}): '
             f"{_e(classify.jax_summary(text))}</summary>"
-            + (f"<pre>{_e(text)}</pre>" if text else "")
+            + (f"<pre>{_e(_url_apart(text))}</pre>" if text else "")
             + "</details>"
         )
     out.append("</details>")
     return "".join(out)
+
+
+def _url_apart(text: str) -> str:
+    """JAX's text with a space before each web address it runs into ("f32[3]https://")."""
+    return re.sub(r"(?<=\S)(?=https?://)", " ", text)
+
+
+def _part(d: dict[str, Any]) -> str:
+    """A difference's part of jit's key, as the text report names it, with the user's
+    words for it when it has them (node metadata, a static field, a typed key)."""
+    heading = classify.CAUSES[classify.cause_of(sig.Difference(**d))].heading
+    return f"{heading}: {d['what']}" if d.get("what") else heading
+
+
+def _fix(f: dict[str, Any], cause_id: str) -> dict[str, Any]:
+    """The function's fix for a cause (a report written before fixes were kept: the
+    cause's own fix and lesson)."""
+    found = f.get("fixes", {}).get(cause_id)
+    if found is not None:
+        return found
+    cause = classify.CAUSES[cause_id]
+    return {"fix": cause.fix, "lessons": [{"name": cause.lesson_name, "link": ""}]}
+
+
+def _lesson_links(refs: list[dict[str, str]]) -> str:
+    """Each lesson by name, a link to its page where the report knows one."""
+    shown = []
+    for ref in refs:
+        name = _e(f"lesson {ref['name']}")
+        shown.append(f'<a href="{_e(ref["link"])}">{name}</a>' if ref.get("link") else name)
+    return "; ".join(shown)
+
+
+def _path(text: str) -> str:
+    """A source location that wraps only after a folder's slash or at a space, never
+    inside ``train.py:29``."""
+    return '<code class="path">' + _e(text).replace("/", "/<wbr>") + "</code>"
 
 
 def _section(i: int, f: dict[str, Any]) -> str:
@@ -370,7 +409,7 @@ def _section(i: int, f: dict[str, Any]) -> str:
         head = f"traced {f['traces']} times inside other jits, {f['seconds']['total']:.3f} s"
     out = [
         f'<section class="function" id="{_function_id(i)}">'
-        f'<h2>{i}. {_e(f["name"])} <small class="muted"><code>{_e(f["defined_at"])}</code>'
+        f'<h2>{i}. {_e(f["name"])} <small class="muted">{_path(f["defined_at"])}'
         f"</small></h2><p>{_e(head)}; {f['calls']} calls"
         + (
             f"; +{f['transformed_compiles']} for jax.grad/vmap of it (not recompiles)"
@@ -381,8 +420,8 @@ def _section(i: int, f: dict[str, Any]) -> str:
     ]
     if f["causes"]:
         items = "".join(
-            f"<li><b>{_e(classify.CAUSES[c].title)}</b>: {_plural(n, 'miss')}. Lesson "
-            f"{_e(classify.CAUSES[c].lesson_name)}: {_e(classify.CAUSES[c].fix)}</li>"
+            f"<li><b>{_e(classify.CAUSES[c].heading)}</b>: {_plural(n, 'miss')}. Fix: "
+            f"{_e(_fix(f, c)['fix'])}. See {_lesson_links(_fix(f, c)['lessons'])}</li>"
             for c, n in f["causes"].items()
         )
         out.append(f"<ul>{items}</ul>")

@@ -12,13 +12,16 @@
   not watched, so it cannot name a cause: run with ``--jitlab`` for that.
 - ``max_compiles = {train_step = 1, "*" = 3}`` under ``[tool.jitlab.doctor]`` in the
   ``pyproject.toml`` of pytest's root folder budgets the whole session under ``--jitlab``:
-  a broken or unused budget fails the run (exit code 1) and the summary says why. A
-  malformed table stops pytest at the start with one line naming the key (exit code 2).
+  a broken budget fails the run (exit code 1) and the summary says why; so does one that
+  names no function of the project (a misspelt name). A budget for a function that the
+  selected tests did not call (``-k``, a shard) is "not run", and passes. A malformed
+  table stops pytest at the start with one line naming the key (exit code 2).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -88,12 +91,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _budgets(marker: pytest.Mark) -> list[budgets_mod.Budget]:
-    found = [budgets_mod.Budget(name, int(limit)) for name, limit in marker.kwargs.items()]
+    marked = budgets_mod.MARKER
+    found = [budgets_mod.Budget(name, int(limit), marked) for name, limit in marker.kwargs.items()]
     for arg in marker.args:
         if isinstance(arg, int):
-            found.append(budgets_mod.Budget("*", arg))
+            found.append(budgets_mod.Budget("*", arg, marked))
         elif isinstance(arg, str):
-            found.append(budgets_mod.parse(arg))
+            found.append(dataclasses.replace(budgets_mod.parse(arg), source=marked))
         else:
             raise TypeError(f"max_compiles: cannot read {arg!r}; use max_compiles(step=1)")
     if not found:
@@ -133,7 +137,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from jitlab.doctor.report import Report
 
     budgets = session.config.stash.get(_BUDGETS, [])
-    report = Report.from_recorder(recorder, budgets, command=["pytest"])
+    report = Report.from_recorder(
+        recorder, budgets, command=["pytest"], project=session.config.rootpath
+    )
     session.config.stash[_REPORT] = report
     if not report.budgets_passed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -20,7 +20,8 @@ from typing import Any
 
 import jax
 
-from jitlab.doctor import classify
+from jitlab.doctor import classify, ops
+from jitlab.doctor.captured import Captured
 from jitlab.instruments import events
 from jitlab.instruments import signature as sig
 
@@ -60,6 +61,9 @@ class Miss:
     module: str = ""  # the persistent cache's name for the program (jit_step)
     cache_dir: str = ""
     error: str = ""  # for FAILED: what the trace raised
+    captured: list[Captured] = dataclasses.field(default_factory=list)  # baked-in arrays
+    # for a slow compilation: the user's lines that put the most equations into it
+    busiest: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     call_index: int = 0  # the function's direct calls so far, at this one
 
     @property
@@ -83,15 +87,6 @@ class Miss:
             # JAX writes a Python int turned float as "now f32[] and before i32[]", a dtype
             # change; in the course's terms it is the Python-scalar cause (lesson 03)
             causes = [classify.WEAK_TYPE if c == classify.DTYPE else c for c in causes]
-        if self.jax_text and "metadata does not match" in self.jax_text:
-            # JAX's "pytree node metadata does not match" at a field the doctor found to be
-            # a plain static value (an Equinox static field, a register_dataclass meta
-            # field): in the course's terms that is the static-value cause (lesson 06)
-            if any(
-                d.part == sig.STATIC and d.where not in self.signature.statics
-                for d in self.differences
-            ):
-                causes = [classify.STATIC_VALUE if c == classify.PYTREE else c for c in causes]
         return list(dict.fromkeys(causes))
 
     @property
@@ -121,6 +116,7 @@ class FunctionRecord:
     python_calls: int = 0  # warm direct calls that jit ran through Python, not its C++ path
     python_reasons: dict[str, int] = dataclasses.field(default_factory=dict)
     jax_name: str = ""  # the name in JAX's events: `loss` for the row `grad(loss)`
+    library: bool = False  # a library's function the user jitted: shown by qualified name
 
     @property
     def event_name(self) -> str:
@@ -196,6 +192,15 @@ class FunctionRecord:
     @property
     def seconds(self) -> float:
         return sum(m.seconds for m in self.misses) + self.outside_seconds
+
+    @property
+    def captured_bytes(self) -> tuple[int, list[Captured]]:
+        """Bytes of arrays baked into its compiled programs, all of them together (each
+        program keeps its own copy of what its function object captured), and what the
+        latest compiled object captured."""
+        total = sum(sum(c.nbytes for c in m.captured) for m in self.compilations)
+        latest = next((m.captured for m in reversed(self.compilations) if m.captured), [])
+        return total, latest
 
     def cause_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -291,6 +296,7 @@ class Recorder:
                 _short_location(info.function),
                 jax_name=info.function.name,
             )
+            record.library = sig.is_library_file(info.function.file)
         counts = {"trace": 0, "lower": 0, "compile": 0}
         seconds = {"trace": 0.0, "lower": 0.0, "compile": 0.0}
         text = None
@@ -342,6 +348,10 @@ class Recorder:
             module=next((e.name for e in miss_events if e.kind == "pcache" and e.name), ""),
             cache_dir=_cache_dir() if key_parts else "",
         )
+        miss.captured = CAPTURED.get(info.function.serial, [])
+        jaxpr = ops.take(info.function.name) if counts["lower"] else None
+        if jaxpr is not None and seconds["compile"] >= ops.SLOW_SECONDS:
+            miss.busiest = ops.busiest_lines(jaxpr)
         counter = COUNTERS.get(key)
         miss.call_index = counter.calls if counter is not None else 0
         record.misses.append(miss)
@@ -431,7 +441,7 @@ class Recorder:
                 )
             ]
             closest = [(best, best_diffs)]
-        miss.differences = best_diffs
+        miss.differences = [_name_objects(d, miss, best) for d in best_diffs]
         causes: set[str] = set()
         for _, d in closest:
             causes.update(classify.causes_of(d))
@@ -482,6 +492,29 @@ class Recorder:
         for key, record in self.functions.items():
             _two_objects_in_use(record, COUNTERS.get(key))
         return sorted(self.functions.values(), key=lambda r: -r.seconds)
+
+
+def _name_objects(d: sig.Difference, miss: Miss, before: Miss) -> sig.Difference:
+    """A new function object, named as the reader knows it: the how-manyth ``jax.jit``
+    of this code it is, and the line that made it (the line to fix), not a serial number
+    shared by every function of the program."""
+    new_fun, old_fun = miss.signature.function, before.signature.function
+    if d.part != sig.FUNCTION or new_fun.serial == old_fun.serial or d.where.startswith("jax."):
+        return d
+    now_n, before_n = object_number(new_fun), object_number(old_fun)
+    if not now_n or not before_n:
+        return d
+    closure = " (a closure)" if new_fun.closure else ""
+    site, source = JIT_SITES.get(new_fun.serial, ("?", ""))
+    made = f"jax.jit made it again at {site.split(' in ')[0]}" if site != "?" else ""
+    what = f"{made}: {source}" if made and source else made
+    return sig.Difference(
+        sig.FUNCTION,
+        d.where,
+        f"function object #{now_n} of this code{closure}",
+        f"#{before_n}",
+        what,
+    )
 
 
 def _two_objects_in_use(record: FunctionRecord, counter: CallCounter | None) -> None:
@@ -555,6 +588,42 @@ class CallCounter:
 COUNTERS: dict[tuple[str, int, str, str], CallCounter] = {}
 
 
+# The arrays each function object captures (closure, globals, a partial's arguments),
+# by its serial: read by the wrapper at the object's first compile (see captured.py).
+CAPTURED: dict[int, list[Captured]] = {}
+
+# Where each jitted object was made (the user's line that called jax.jit), by the
+# function object's serial; and per function, its objects in the order they were made.
+JIT_SITES: dict[int, tuple[str, str]] = {}
+OBJECTS: dict[tuple[str, int, str, str], list[int]] = {}
+
+
+def jitted_at(function: sig.FunctionInfo, site: tuple[str, str]) -> None:
+    """Remember where ``jax.jit`` made this object (kept small: the last 10,000)."""
+    if len(JIT_SITES) > 10_000:
+        JIT_SITES.pop(next(iter(JIT_SITES)))
+    JIT_SITES[function.serial] = site
+    made = OBJECTS.setdefault(function.key, [])
+    if function.serial not in made:
+        made.append(function.serial)
+        del made[:-1000]
+
+
+def object_number(function: sig.FunctionInfo) -> int:
+    """The how-manyth object of this function it is (1 for the first ``jax.jit`` of it)."""
+    made = OBJECTS.get(function.key, [])
+    return made.index(function.serial) + 1 if function.serial in made else 0
+
+
+def jitted_names() -> set[str]:
+    """The names and qualified names of every function jitted while the doctor watched,
+    called or not (a budget that names one of them is no typo)."""
+    names = set()
+    for _, _, qualname, _ in COUNTERS:
+        names.update((qualname, qualname.rsplit(".", 1)[-1]))
+    return names
+
+
 def counter_for(function: sig.FunctionInfo) -> CallCounter:
     counter = COUNTERS.get(function.key)
     if counter is None:
@@ -564,6 +633,11 @@ def counter_for(function: sig.FunctionInfo) -> CallCounter:
 
 def _short_location(function: sig.FunctionInfo) -> str:
     path = function.file
+    site = JIT_SITES.get(function.serial)
+    if sig.is_library_file(path) and site is not None and site[0] != "?":
+        # a library's function that the user jitted (jax.jit(exported.call)): the line
+        # that called jax.jit is the user's, and the one to find
+        return site[0].split(" in ", 1)[0] + " (jax.jit of a library function)"
     try:
         rel = os.path.relpath(path)
         if not rel.startswith(".."):

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from jitlab.doctor import budgets as budgets_mod
-from jitlab.doctor import classify, wrap
+from jitlab.doctor import captured as captured_mod
+from jitlab.doctor import classify, lessons, wrap
+from jitlab.doctor import config as config_mod
 from jitlab.doctor.recorder import (
     AOT,
     FIRST,
@@ -23,6 +25,7 @@ from jitlab.doctor.recorder import (
     Miss,
     Recorder,
     Unwatched,
+    jitted_names,
 )
 from jitlab.instruments import signature as sig
 
@@ -48,11 +51,15 @@ class Report:
         recorder: Recorder,
         budgets: list[budgets_mod.Budget] | None = None,
         command: list[str] | None = None,
+        project: Path | None = None,
     ) -> Report:
+        """``project``: the folder of the ``pyproject.toml`` the budgets came from, whose
+        files tell a budget for a function this run did not call from a misspelt one."""
         functions = recorder.snapshot()
         _name_clashes(functions)
         unwatched = recorder.unwatched()
-        verdicts = budgets_mod.check(budgets or [], functions, unwatched)
+        known = config_mod.known_to(project, jitted_names())
+        verdicts = budgets_mod.check(budgets or [], functions, unwatched, known)
         return cls(
             functions=functions,
             unwatched=unwatched,
@@ -118,9 +125,9 @@ def _name_clashes(functions: list[FunctionRecord]) -> None:
         by_name.setdefault(f.name, []).append(f)
     for same in by_name.values():
         if len(same) < 2:
-            unnamed = same[0].name == sig.UNNAMED and same[0].qualname
+            unnamed = (same[0].name == sig.UNNAMED or same[0].library) and same[0].qualname
             # a callable object has no __name__ (JAX: "<unnamed function>"): its class's
-            # __call__ is what the user wrote
+            # __call__ is what the user wrote; a library's method is Exported.call
             same[0].display = same[0].qualname if unnamed else same[0].name
             continue
         qualnames = Counter(f.qualname for f in same)
@@ -166,7 +173,7 @@ def _cause_summary(record: FunctionRecord) -> str:
             return "its trace raised: " + record.failures[-1].error
         return "no recompilation"
     parts = [
-        f"{classify.CAUSES[c].title} {n} ({classify.CAUSES[c].lesson})" for c, n in counts.items()
+        f"{classify.CAUSES[c].heading} {n} ({classify.CAUSES[c].lesson})" for c, n in counts.items()
     ]
     return ", ".join(parts)
 
@@ -227,6 +234,9 @@ def _table(report: Report) -> list[str]:
             )
         if f.failures and f.compilations:
             extra.append(f"a trace raised {f.failures[-1].error}")
+        memory = captured_line(f)
+        if memory:
+            extra.append(memory)
         detail = _cause_summary(f) + ("; " + "; ".join(extra) if extra else "")
         # every line of the detail: a cut here would hide the last thing said (the
         # persistent cache, the fast path), with no mark that something was left out
@@ -238,6 +248,59 @@ def _table(report: Report) -> list[str]:
             out.append(f"{'':39}{wrapped[0]}")
         out.extend(f"{'':39}{more}" for more in wrapped[1:])
     return out
+
+
+def _slow_lines(report: Report) -> list[str]:
+    """Compile time with no recompilation: which functions' compile time dominates, and
+    for a slow program the user's lines that put the most operations into it."""
+    total = sum(m.compile_seconds for f in report.functions for m in f.misses)
+    slow = [f for f in report.functions if f.compiles and not f.recompiles and f.seconds > 1.0]
+    busy = [
+        (f, m) for f in report.functions for m in f.compilations if m.busiest and not f.recompiles
+    ]
+    if not slow and not busy:
+        return []
+    out = [""]
+    if slow:
+        shares = ", ".join(
+            f"{f.display or f.name} {sum(m.compile_seconds for m in f.misses):.2f} s"
+            + (
+                f" ({100 * sum(m.compile_seconds for m in f.misses) / total:.0f}% of all)"
+                if total
+                else ""
+            )
+            for f in slow[:3]
+        )
+        out += _lines(
+            f"Compiled once but slowly: {shares} compiling. Fix: "
+            f"{classify.COMPILING_LESS.fix}. {_see([classify.COMPILING_LESS.slug])}.",
+            "",
+        )
+    for f, m in busy[:3]:
+        lines = ", ".join(f"{where} ({n} operations)" for where, n in m.busiest)
+        out += _lines(
+            f"{f.display or f.name}, compilation {m.number} ({m.compile_seconds:.2f} s): "
+            f"most operations from {lines}. A Python loop around such a line is unrolled into "
+            "the program: lax.scan or lax.fori_loop keeps one copy of its body.",
+            "   ",
+        )
+    return out
+
+
+def captured_line(f: FunctionRecord) -> str:
+    """The memory its compiled programs hold in arrays it captured ("" when little)."""
+    total, latest = f.captured_bytes
+    if total < captured_mod.MIN_BYTES or not latest:
+        return ""
+    names = ", ".join(f"{c.name} {c.type}" for c in latest[:3])
+    more = f" and {len(latest) - 3} more" if len(latest) > 3 else ""
+    closures = lessons.lookup(classify.CLOSURES.slug).name
+    return (
+        f"holds {captured_mod.megabytes(total)} of captured arrays in its "
+        f"{_plural(len(f.compilations), 'compiled program')} ({names}{more}, "
+        f"{captured_mod.megabytes(sum(c.nbytes for c in latest))} baked into each): pass "
+        f"them as arguments (lesson {closures})"
+    )
 
 
 def _unwatched_lines(report: Report) -> list[str]:
@@ -291,12 +354,22 @@ def _helper_lines(report: Report) -> list[str]:
         f"{100 * spent / total:.0f}% of all tracing and compiling):",
         "",
     )
-    for site, source, name, n, _ in rows[:4]:
-        out += _lines(f"at {site}: {name} {n}x" + (":" if source else ""), "   ")
+    by_line: dict[tuple[str, str], list[tuple[str, int, float]]] = {}
+    for site, source, name, n, seconds in rows:
+        by_line.setdefault((site, source), []).append((name, n, seconds))
+    ranked = sorted(by_line.items(), key=lambda kv: -sum(s for _, _, s in kv[1]))
+    for (site, source), helpers in ranked[:4]:
+        what = ", ".join(f"{name} {n}x" for name, n, _ in helpers)
+        n_all, spent_here = sum(n for _, n, _ in helpers), sum(s for _, _, s in helpers)
+        out += _lines(
+            f"at {site}: {_plural(n_all, 'compilation')}, {spent_here:.3f} s ({what})"
+            + (":" if source else ""),
+            "   ",
+        )
         if source:
             out += _lines(source, "       ", most=1)
-    if len(rows) > 4:
-        out += _lines(f"and {len(rows) - 4} more", "   ")
+    if len(ranked) > 4:
+        out += _lines(f"and {len(ranked) - 4} more lines", "   ")
     shapes = classify.CAUSES[classify.SHAPE]
     out += _lines(
         "Each new shape or dtype of an eager jnp call compiles one small program. Build "
@@ -336,7 +409,7 @@ def _miss_example(miss: Miss, indent: str) -> list[str]:
     places = _one_per_place(miss.differences)
     shown = places[:4]
     for d in shown:
-        out += _lines(f"{d.where}: {d.now} now, {d.before} before", indent + "    ")
+        out += _lines(str(d), indent + "    ")
     if len(places) > len(shown):
         out += _lines(f"... and {len(places) - len(shown)} more", indent + "    ")
     if not miss.differences:
@@ -347,7 +420,7 @@ def _miss_example(miss: Miss, indent: str) -> list[str]:
         what = "; ".join(str(d) for d in _one_per_place(diffs)[:2]) or "nothing"
         out += _lines(f"equally close to {number}: {what}", indent + "    ")
     jax_causes = miss.jax_causes
-    named = ", ".join(classify.CAUSES[c].title for c in jax_causes)
+    named = ", ".join(classify.CAUSES[c].heading for c in jax_causes)
     if miss.jax_agrees:
         verdict = "agrees"
     elif not jax_causes:
@@ -360,21 +433,34 @@ def _miss_example(miss: Miss, indent: str) -> list[str]:
     return out
 
 
-def cause_lines(record: FunctionRecord) -> list[str]:
-    out = []
+def fix_for(cause_id: str, misses: list[Miss]) -> tuple[str, list[str]]:
+    """The fix for these misses of one cause, and the slugs of the lessons that teach it:
+    the cause's own, or the fix for the case when the cause's would mislead."""
+    advice = classify.advice_for(cause_id, [d for m in misses for d in m.differences])
+    if advice is not None:
+        return advice.fix, [advice.slug]
+    closure = cause_id == classify.NEW_FUNCTION and any(
+        m.signature.function.closure for m in misses
+    )
+    return classify.CAUSES[cause_id].fix, classify.slugs_for([cause_id], closure)
+
+
+def _by_cause(record: FunctionRecord) -> dict[str, list[Miss]]:
     by_cause: dict[str, list[Miss]] = {}
     for m in record.recompiles:
         for c in m.causes:
             by_cause.setdefault(c, []).append(m)
-    for cid, misses in sorted(by_cause.items(), key=lambda kv: -len(kv[1])):
+    return by_cause
+
+
+def cause_lines(record: FunctionRecord) -> list[str]:
+    out = []
+    for cid, misses in sorted(_by_cause(record).items(), key=lambda kv: -len(kv[1])):
         cause = classify.CAUSES[cid]
-        closure = cid == classify.NEW_FUNCTION and any(m.signature.function.closure for m in misses)
-        lessons = classify.lessons_for([cid], closure)
-        out += _lines(
-            f"{cause.title}: {_plural(len(misses), 'miss')}. Lesson {', '.join(lessons)}: "
-            f"{cause.fix}",
-            "   ",
-        )
+        fix, slugs = fix_for(cid, misses)
+        out += _lines(f"{cause.heading}: {_plural(len(misses), 'miss')}.", "   ")
+        out += _lines(f"Fix: {fix}.", "      ")
+        out += _lines(_see(slugs), "      ")
         sites = Counter((m.call_site, m.source) for m in misses)
         for (site, source), n in sites.most_common(2):
             out += _lines(f"at {site} ({n}x)" + (":" if source else ""), "      ")
@@ -385,6 +471,12 @@ def cause_lines(record: FunctionRecord) -> list[str]:
         alone = [m for m in misses if m.causes == [cid]]  # the clearest example, if any
         out += _miss_example((alone or misses)[0], "      ")
     return out
+
+
+def _see(slugs: list[str]) -> str:
+    """``See lesson 01 shapes: <its page>``, each lesson with its link when it has one."""
+    refs = [lessons.lookup(slug) for slug in slugs]
+    return "See " + "; ".join(f"lesson {r.name}" + (f": {r.link}" if r.link else "") for r in refs)
 
 
 def _timeline(record: FunctionRecord, width: int = WIDTH) -> list[str]:
@@ -427,12 +519,26 @@ def _shown_name(report: Report, name: str, location: str) -> str:
 def budget_lines(report: Report) -> list[str]:
     if not report.verdicts:
         return []
-    out = ["Budgets (--max-compiles):"]
+    sources = ", ".join(dict.fromkeys(v.budget.source for v in report.verdicts))
+    out = [f"Budgets (from {sources}):"]
     for v in report.verdicts:
+        if v.status == budgets_mod.NOT_RUN:
+            out += _lines(
+                f"not run: {v.budget}: this run called no function named "
+                f"{v.budget.pattern!r}, which the project defines (a subset of it ran), so "
+                "there was nothing to check",
+                "   ",
+            )
+            continue
         if v.status == "unused":
             out += _lines(
-                f"warning: {v.budget}: no jitted function named {v.budget.pattern!r} ran, so "
-                "this budget was not checked (not a pass)",
+                f"warning: {v.budget}: no jitted function named {v.budget.pattern!r} ran"
+                + (
+                    ", and the project defines none (a misspelt name?)"
+                    if v.budget.source not in (budgets_mod.COMMAND_LINE, budgets_mod.MARKER)
+                    else ""
+                )
+                + ", so this budget was not checked (not a pass)",
                 "   ",
             )
             continue
@@ -452,7 +558,7 @@ def budget_lines(report: Report) -> list[str]:
             if record is not None:
                 counts = record.cause_counts()
                 why = "; ".join(
-                    f"{classify.CAUSES[c].title} {k} (lesson {classify.CAUSES[c].lesson})"
+                    f"{classify.CAUSES[c].heading} {k} (lesson {classify.CAUSES[c].lesson})"
                     for c, k in counts.items()
                 )
             out += _lines(
@@ -501,9 +607,9 @@ def render(report: Report, timelines: int = 3) -> str:
     legend = _lines(
         "Cache-key timeline: one column per compilation, one row per part of jit's cache "
         "key. o: first compilation; a: compiled ahead of time (.lower().compile()); .: same "
-        "as in the closest earlier compilation; x: changed (input types: s shape, d dtype, "
-        "w weak type, * several; tree: t structure, k keyword); ?: nothing the doctor "
-        "records changed.",
+        "as in the closest earlier compilation; x: changed (array types: s shape, d dtype, "
+        "w weak type, * several; pytree: t structure or node metadata, k keyword); ?: "
+        "nothing the doctor records changed.",
         "",
     )
     if timelines and any(len(f.recompiles) for f in report.functions):
@@ -530,15 +636,7 @@ def render(report: Report, timelines: int = 3) -> str:
             if lines:
                 shown_timelines += 1
                 out += lines
-    slow = [f for f in report.functions if f.compiles and not f.recompiles and f.seconds > 1.0]
-    if slow:
-        names = ", ".join(f.name for f in slow[:3])
-        out.append("")
-        out += _lines(
-            f"Compiled once but slowly ({names}): lesson {classify.COMPILING_LESS.lesson_name}"
-            f" ({classify.COMPILING_LESS.fix}).",
-            "",
-        )
+    out += _slow_lines(report)
     budget = budget_lines(report)
     if budget:
         out.append("")
@@ -602,6 +700,15 @@ def _misses_of(f: FunctionRecord) -> list[dict[str, Any]]:
     return [_miss_dict(m, column.get(id(m))) for m in ordered]
 
 
+def _fix_dict(cause_id: str, misses: list[Miss]) -> dict[str, Any]:
+    fix, slugs = fix_for(cause_id, misses)
+    refs = [lessons.lookup(slug) for slug in slugs]
+    return {
+        "fix": fix,
+        "lessons": [{"name": r.name, "link": r.link} for r in refs],
+    }
+
+
 def to_dict(report: Report) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
@@ -629,6 +736,10 @@ def to_dict(report: Report) -> dict[str, Any]:
                     "reasons": f.python_reasons,
                 },
                 "failed_traces": [m.error for m in f.failures],
+                "captured": {
+                    "bytes_in_all_programs": f.captured_bytes[0],
+                    "arrays": [dataclasses.asdict(c) for c in f.captured_bytes[1]],
+                },
                 "transformed_compiles": f.transformed_compiles,
                 "seconds": {
                     "trace": sum(m.trace_seconds for m in f.misses),
@@ -637,6 +748,7 @@ def to_dict(report: Report) -> dict[str, Any]:
                     "total": f.seconds,
                 },
                 "causes": f.cause_counts(),
+                "fixes": {cid: _fix_dict(cid, misses) for cid, misses in _by_cause(f).items()},
                 "misses": _misses_of(f),
             }
             for f in report.functions
@@ -664,7 +776,14 @@ def to_dict(report: Report) -> dict[str, Any]:
             for v in report.verdicts
         ],
         "causes": {
-            c.id: {"title": c.title, "lesson": c.lesson_name, "fix": c.fix}
+            c.id: {
+                "part": c.part,
+                "heading": c.heading,
+                "title": c.title,
+                "lesson": c.lesson_name,
+                "link": c.reference.link,
+                "fix": c.fix,
+            }
             for c in classify.CAUSES.values()
         },
         "internal_errors": report.internal_errors,

@@ -10,8 +10,10 @@ magic and the course's lessons all use.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 from jitlab.doctor import budgets as budgets_mod
 from jitlab.doctor import wrap
@@ -28,9 +30,10 @@ class Doctor:
         ]
         self.command = list(command or [])
         self.recorder = Recorder()
+        self.project: Path | None = None  # the folder of the pyproject.toml read, if any
 
     def report(self) -> Report:
-        return Report.from_recorder(self.recorder, self.budgets, self.command)
+        return Report.from_recorder(self.recorder, self.budgets, self.command, self.project)
 
     def check(self) -> Report:
         """The report; raises BudgetExceeded (an AssertionError) naming what broke a budget."""
@@ -42,7 +45,8 @@ class Doctor:
 
 
 def budget_failure_text(report: Report) -> str:
-    lines = [line[3:] for line in budget_lines(report)[1:] if not line.startswith("   ok:")]
+    broken = dataclasses.replace(report, verdicts=[v for v in report.verdicts if not v.passed])
+    lines = [line[3:] for line in budget_lines(broken)[1:]]
     for v in report.verdicts:
         if v.status != "exceeded":
             continue

@@ -16,6 +16,8 @@ are not wrapped. Their compilations are still counted by name, without a cause.
 from __future__ import annotations
 
 import functools
+import os
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +26,8 @@ import jax
 import numpy as np
 from jax.extend import source_info_util
 
-from jitlab.doctor import recorder
+from jitlab.doctor import ops, recorder
+from jitlab.doctor.captured import captured_arrays
 from jitlab.instruments import events
 from jitlab.instruments import signature as sig
 
@@ -59,8 +62,10 @@ def watch_jitted(jitted: Any, fun: Callable[..., Any], options: dict[str, Any]) 
     function = sig.identify(fun)
     counter, serial = recorder.counter_for(function), function.serial
     _register_fun(fun, counter)
+    ops.WANTED.add(function.name)
     stream = events.STREAM  # the same list for the life of the process
     observe = recorder.observe
+    captured_by = recorder.CAPTURED
     depth = DEPTH
     spec: list[sig.StaticSpec] = []
 
@@ -91,6 +96,10 @@ def watch_jitted(jitted: Any, fun: Callable[..., Any], options: dict[str, Any]) 
             raise
         depth.level = level
         if len(stream) != mark:
+            if serial not in captured_by:  # read once per object, at its first compile
+                if len(captured_by) > 10_000:
+                    captured_by.pop(next(iter(captured_by)))
+                captured_by[serial] = captured_arrays(fun)
             observe(function, static_spec, args, kwargs, mark)
         return out
 
@@ -186,11 +195,29 @@ def watched_jit(fun: Any = None, /, **options: Any) -> Any:
     real = _original_jit if _original_jit is not None else jax.jit
     if fun is None:  # the decorator-factory form: @jax.jit(static_argnums=...)
         return functools.partial(watched_jit, **options)
-    if sig.is_library_function(fun):
-        # a library's own jitted helper (optax's tree_bias_correction): not the user's
-        # function; inside the user's jit its traces are folded into the caller's
+    if sig.is_library_function(fun) and _jitted_by_a_library():
+        # a library's own jitted helper, jitted by the library (optax's
+        # tree_bias_correction): not the user's function; inside the user's jit its traces
+        # are folded into the caller's. Whether a jit is the user's is decided by where
+        # jax.jit was called: `jax.jit(exported.call)` in the user's code is theirs.
         return real(fun, **options)
-    return watch_jitted(real(fun, **options), fun, options)
+    watched = watch_jitted(real(fun, **options), fun, options)
+    recorder.jitted_at(watched._function, recorder.call_site(2))
+    return watched
+
+
+_OWN = (os.path.dirname(os.path.abspath(__file__)) + os.sep, os.sep + "functools.py")
+
+
+def _jitted_by_a_library() -> bool:
+    """Whether the code that called ``jax.jit`` (the first frame outside the doctor and
+    ``functools``) is a library's: JAX's own, or one of :data:`sig.LIBRARIES`."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(_OWN[0]):
+        frame = frame.f_back
+    while frame is not None and frame.f_code.co_filename.endswith(_OWN[1]):
+        frame = frame.f_back
+    return frame is not None and sig.is_library_file(frame.f_code.co_filename)
 
 
 # ---------------------------------------------------------------------------------------
@@ -290,6 +317,7 @@ def install() -> None:
             functools.update_wrapper(watched_jit, _original_jit, updated=())
             jax.jit = watched_jit
             _install_fast_path_hook()
+            ops.install()
         _installed += 1
 
 
@@ -303,6 +331,7 @@ def uninstall() -> None:
             jax.jit = _original_jit
         if _installed == 0:
             _uninstall_fast_path_hook()
+            ops.uninstall()
 
 
 def installed() -> bool:

@@ -270,6 +270,11 @@ def is_library_function(fun: Any) -> bool:
     filename = code.co_filename
     if filename.endswith(_EQUINOX_JIT):
         return False
+    return is_library_file(filename)
+
+
+def is_library_file(filename: str) -> bool:
+    """A file of one of :data:`LIBRARIES`, installed (a team's own package is theirs)."""
     return any(part in filename for part in _LIBRARY_PARTS) and (
         "site-packages" in filename or "dist-packages" in filename
     )
@@ -315,7 +320,10 @@ _PREFIX = {"bfloat": "bf", "float": "f", "uint": "u", "int": "i", "complex": "c"
 
 
 def short_dtype(dtype: Any) -> str:
-    name = np.dtype(dtype).name
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:  # an extended dtype: a typed PRNG key is key<fry>
+        return str(dtype)
     found = _DTYPE_SHORT.match(name)
     return f"{_PREFIX[found.group(1)]}{found.group(2)}{found.group(3)}" if found else name
 
@@ -625,13 +633,23 @@ def _field_names(node: Any, aux: Any) -> list[str] | None:
 def metadata_difference(new: Any, old: Any, path: str = "", depth: int = 0) -> str | None:
     """Where inside two node metadata values they first differ ("" when the values
     themselves differ; None when they are equal)."""
+    found = metadata_differences(new, old, path, depth)
+    return found[0] if found else None
+
+
+def metadata_differences(
+    new: Any, old: Any, path: str = "", depth: int = 0, most: int = 8
+) -> list[str]:
+    """Every place inside two node metadata values where they differ (at most ``most``):
+    after ``model.eval()`` both a BatchNorm's and a Dropout's flag, not only the first."""
     try:
         if new is old or bool(new == old):
-            return None
+            return []
     except Exception:
         pass
     if depth > 8 or type(new) is not type(old):
-        return path
+        return [path]
+    pairs: list[tuple[Any, Any, str]] = []
     if isinstance(new, tuple | list) and len(new) == len(old):
         fields = getattr(type(new), "_fields", None)
         named = _entry_names(new)
@@ -639,34 +657,30 @@ def metadata_difference(new: Any, old: Any, path: str = "", depth: int = 0) -> s
             if named is not None and named[i] is not None and a[0] == b[0]:
                 # a list of (name, value) entries (an NNX GraphDef's attributes): the
                 # entry by its name, not its position, ["tx"] rather than [14][1]
-                found = metadata_difference(a[1], b[1], f"{path}[{named[i]!r}]", depth + 1)
+                pairs.append((a[1], b[1], f"{path}[{named[i]!r}]"))
             else:
-                key = f".{fields[i]}" if fields else f"[{i}]"
-                found = metadata_difference(a, b, path + key, depth + 1)
-            if found is not None:
-                return found
-        return path
-    if isinstance(new, dict) and new.keys() == old.keys():
-        for key in new:
-            found = metadata_difference(new[key], old[key], f"{path}[{key!r}]", depth + 1)
-            if found is not None:
-                return found
-        return path
-    if dataclasses.is_dataclass(new) and not isinstance(new, type):
-        for f in dataclasses.fields(new):
-            a, b = getattr(new, f.name, None), getattr(old, f.name, None)
-            found = metadata_difference(a, b, f"{path}.{f.name}", depth + 1)
-            if found is not None:
-                return found
-        return path
-    if isinstance(new, functools.partial):
-        for key, a, b in (("func", new.func, old.func), ("args", new.args, old.args)):
-            found = metadata_difference(a, b, f"{path}.{key}", depth + 1)
-            if found is not None:
-                return found
-        found = metadata_difference(new.keywords, old.keywords, path + ".keywords", depth + 1)
-        return found if found is not None else path
-    return path
+                pairs.append((a, b, path + (f".{fields[i]}" if fields else f"[{i}]")))
+    elif isinstance(new, dict) and new.keys() == old.keys():
+        pairs = [(new[k], old[k], f"{path}[{k!r}]") for k in new]
+    elif dataclasses.is_dataclass(new) and not isinstance(new, type):
+        pairs = [
+            (getattr(new, f.name, None), getattr(old, f.name, None), f"{path}.{f.name}")
+            for f in dataclasses.fields(new)
+        ]
+    elif isinstance(new, functools.partial):
+        pairs = [
+            (new.func, old.func, f"{path}.func"),
+            (new.args, old.args, f"{path}.args"),
+            (new.keywords, old.keywords, f"{path}.keywords"),
+        ]
+    else:
+        return [path]
+    found: list[str] = []
+    for a, b, where in pairs:
+        found += metadata_differences(a, b, where, depth + 1, most - len(found))
+        if len(found) >= most:
+            break
+    return found[:most] or [path]
 
 
 def _entry_names(entries: Any) -> list[str | None] | None:
@@ -824,9 +838,11 @@ class Difference:
     where: str
     now: str
     before: str
+    what: str = ""  # in the user's words, where the part alone does not say it
 
     def __str__(self) -> str:
-        return f"{self.where}: {self.now} now, {self.before} before"
+        said = f"{self.where}: {self.now} now, {self.before} before"
+        return f"{said} ({self.what})" if self.what else said
 
 
 _FUNCTION_TYPES = ("function", "partial", "method", "builtin_function_or_method")
@@ -838,8 +854,9 @@ def _static_difference(label: str, now: Static, before: Static) -> Difference:
     is a new function object, not a value to trace instead: the fix is to define it once."""
     now_text, before_text = _ADDRESS.sub("", now.text), _ADDRESS.sub("", before.text)
     if now.type == before.type and now.type in _FUNCTION_TYPES and now_text == before_text:
+        # the jitted function was not rebuilt: the static argument is a new object
         return Difference(
-            FUNCTION, label, f"{now_text} (a new function object, same code)", before_text
+            STATIC, label, now_text, before_text, "a new function object, same code, each call"
         )
     # a class without __eq__ (or a tuple holding one) is equal only to itself: an
     # equal-looking one built per call is a new key every call
@@ -860,9 +877,15 @@ def _leaf_differences(path: str, new: Leaf, old: Leaf) -> list[Difference]:
         if new.type != old.type:
             found.append(Difference(DTYPE, path, str(new), str(old)))
         return found
-    if new.shape != old.shape:
+    if "key<" in new.dtype + old.dtype and new.dtype != old.dtype:
+        # a typed PRNG key against a raw uint32 one: one change, of dtype and shape at once
+        what = "a typed PRNG key against a raw uint32 key"
+        found.append(Difference(DTYPE, path, str(new), str(old), what))
+    elif new.shape != old.shape:
         found.append(Difference(SHAPE, path, new.type, old.type))
-    if new.dtype != old.dtype:
+    if "key<" in new.dtype + old.dtype:
+        pass
+    elif new.dtype != old.dtype:
         part = PYTHON_SCALAR if (new.python or old.python) else DTYPE
         found.append(Difference(part, path, str(new), str(old)))
     elif new.weak != old.weak:
@@ -873,26 +896,68 @@ def _leaf_differences(path: str, new: Leaf, old: Leaf) -> list[Difference]:
 
 
 def _aux_differences(path: str, new: tuple[Any, Any], old: tuple[Any, Any]) -> list[Difference]:
+    """Every value of a custom node's metadata that differs (an Equinox static field, a
+    ``register_dataclass`` meta field, an NNX GraphDef's flags): part of the pytree
+    structure in jit's key, whatever the user calls it."""
     (new_aux, names), (old_aux, _) = new, old
-    inside = metadata_difference(new_aux, old_aux)
-    if inside is None:
-        return []
-    if names and inside.startswith("["):  # "[1]..." of an Equinox Module: its field's name
-        index, _, rest = inside[1:].partition("]")
-        if index.isdigit() and int(index) < len(names):
-            inside = f".{names[int(index)]}{rest}"
-    now, before = _pick(new_aux, inside, names), _pick(old_aux, inside, names)
-    now_text, before_text = _short(now), _short(before)
-    if _ADDRESS.sub("", now_text) == _ADDRESS.sub("", before_text):
-        # the same text but for the object's address (a function made again, an optax
-        # transformation built again): they compare by identity, and are two objects
-        now_text = _ADDRESS.sub("", now_text) + " (equal text, not equal)"
-        before_text = _ADDRESS.sub("", before_text)
-    elif isinstance(now, _SCALARS) and isinstance(before, _SCALARS):
-        # A plain value held as node metadata (an Equinox field marked static=True): the
-        # user made it static, and its value changed; the containers did not.
-        return [Difference(STATIC, path + inside, now_text, before_text)]
-    return [Difference(STRUCTURE, path + inside, now_text, before_text)]
+    found = []
+    for inside in metadata_differences(new_aux, old_aux):
+        if names and inside.startswith("["):  # "[1]..." of an Equinox Module: its field
+            index, _, rest = inside[1:].partition("]")
+            if index.isdigit() and int(index) < len(names):
+                inside = f".{names[int(index)]}{rest}"
+        now, before = _pick(new_aux, inside, names), _pick(old_aux, inside, names)
+        now_text, before_text = _short(now), _short(before)
+        graph = _graph_path(new_aux, inside)  # nnx.jit passes the graph as `._graphdef`
+        where = path.removesuffix("._graphdef") + graph if graph else path + inside
+        what = "node metadata"
+        if _ADDRESS.sub("", now_text) == _ADDRESS.sub("", before_text):
+            # the same text but for the object's address (a function made again, an optax
+            # transformation built again): they compare by identity, and are two objects
+            now_text = _ADDRESS.sub("", now_text) + " (equal text, not equal)"
+            before_text = _ADDRESS.sub("", before_text)
+        elif isinstance(now, _SCALARS) and isinstance(before, _SCALARS):
+            # a plain value held as node metadata: a field the user (or the library)
+            # marked static, an NNX flag such as use_running_average
+            what = f"a static field of {path.split('.')[0].split('[')[0]}"
+        found.append(Difference(STRUCTURE, where, now_text, before_text, what))
+    return found
+
+
+_ATTRIBUTE = re.compile(r"^\.attributes\[(?:'([^']+)'|(\d+))\](?:\[1\])?(?:\.value)?(.*)$")
+
+
+def _graph_path(graphdef: Any, inside: str) -> str | None:
+    """A Flax NNX ``GraphDef`` attribute as the user's attribute path (``.bn.
+    use_running_average``, not ``._graphdef.attributes['use_running_average'].value``):
+    the attributes are the graph's nodes depth first, each node's ``num_attributes`` in
+    turn, and an attribute that is a node (``NodeAttr``) opens the next one. None where
+    ``graphdef`` is no such graph or the walk does not add up."""
+    found = _ATTRIBUTE.match(inside)
+    nodes, attributes = getattr(graphdef, "nodes", None), getattr(graphdef, "attributes", None)
+    if not found or not isinstance(nodes, list | tuple) or not isinstance(attributes, list):
+        return None
+    try:
+        names = [key for key, _ in attributes]
+        index = int(found.group(2)) if found.group(2) else names.index(found.group(1))
+        paths: list[str] = []
+        pending = iter(nodes)
+
+        def visit(prefix: str) -> None:
+            # a variable (VariableDef) is a node without attributes of its own
+            for _ in range(getattr(next(pending), "num_attributes", 0)):
+                key, value = attributes[len(paths)]
+                paths.append(f"{prefix}.{key}")
+                if type(value).__name__ == "NodeAttr":
+                    visit(f"{prefix}.{key}")
+
+        visit("")
+        if len(paths) != len(attributes):
+            return None
+        shown = ".".join(p for p in paths[index].split(".") if not p.startswith("_pytree__"))
+        return shown + found.group(3)
+    except Exception:  # another layout of the graph: the raw path stays
+        return None
 
 
 _SCALARS = (bool, int, float, complex, str)

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import jax
 
+import jitlab.course  # noqa: F401 - registers the course's lessons with the doctor
 from jitlab.doctor import watch
 from jitlab.doctor.report import helper_sites
 

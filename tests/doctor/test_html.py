@@ -100,7 +100,7 @@ def test_an_unwritable_path_is_said_before_the_program_runs(tmp_path):
     assert done.stderr.splitlines() == [
         f"jitlab doctor: cannot write the HTML report to {target}: its folder does not exist"
     ]
-    assert "shape: 1 miss" not in done.stderr  # the program was not run for nothing
+    assert "(shape): 1 miss" not in done.stderr  # the program was not run for nothing
     assert not target.parent.exists()
 
 
@@ -160,3 +160,17 @@ def test_the_page_in_a_browser(browser, loop_report, width):
     assert column(2) == sorted(column(2))
     assert not visit.blocked and not visit.problems, visit.problems
     page.close()
+
+
+def test_a_location_wraps_only_at_a_folder_and_jax_text_keeps_its_address_apart():
+    """`train.py:29` never splits (it did, as `train.py:2` / `9`): a location breaks only
+    after a folder's slash or at a space; and JAX's text that runs into a web address
+    gets a space before it."""
+    from jitlab.doctor import html as page
+
+    shown = page._path("src/project/train.py:29")
+    assert shown == '<code class="path">src/<wbr>project/<wbr>train.py:29</code>'
+    assert "code.path { overflow-wrap: normal; word-break: normal; }" in page._STYLE
+    said = "different input types: * at x, now f32[3] and before f32[2]https://docs.jax.dev/x"
+    assert page._url_apart(said).endswith("f32[2] https://docs.jax.dev/x")
+    assert page._url_apart("see https://a.b") == "see https://a.b"

@@ -35,7 +35,8 @@ def test_cell_magic_reports_on_functions_from_earlier_cells(shell, capsys):
     assert value == 42
     out = capsys.readouterr().out
     assert "1 watched function, 3 compilations, 2 cache misses" in out
-    assert "cell_step" in out and "shape: 2 misses. Lesson 01 shapes" in out
+    assert "cell_step" in out and "array types (shape): 2 misses." in out
+    assert "See lesson 01 shapes" in out
 
 
 def test_cell_magic_budget_raises_after_the_report(shell, capsys):
@@ -46,7 +47,10 @@ def test_cell_magic_budget_raises_after_the_report(shell, capsys):
             "--max-compiles cell_budget=1",
             "cell_budget(jnp.ones(5))\ncell_budget(jnp.ones(5, jnp.int32))\n",
         )
-    assert "dtype: 1 miss. Lesson 02 dtypes" in capsys.readouterr().out
+    assert (
+        "array types (dtype): 1 miss.\n      Fix: cast inputs to one dtype at the boundary.\n"
+        "      See lesson 02 dtypes"
+    ) in capsys.readouterr().out
 
 
 def test_cell_error_comes_after_the_report(shell, capsys):

@@ -77,7 +77,7 @@ def test_script_after_dashes(tmp_path, capsys, monkeypatch):
     assert code == 0
     assert out == "argv ['a', '--b']\n"  # the program's output, untouched, on stdout
     assert f"jitlab doctor: python {script.name} a --b" in err
-    assert "shape: 2 misses. Lesson 01 shapes" in err
+    assert "array types (shape): 2 misses." in err and "See lesson 01 shapes" in err
 
 
 def test_script_without_dashes_or_python(tmp_path, capsys):
@@ -103,7 +103,7 @@ def test_budgets(tmp_path, capsys):
     code, _, err = jitlab(capsys, "doctor", "--max-compiles", "grow_budget=1", script)
     assert code == 1
     assert "EXCEEDED: grow_budget=1: grow_budget" in err
-    assert "compiled 3 times; why: shape 2 (lesson 01)" in " ".join(err.split())
+    assert "compiled 3 times; why: array types (shape) 2 (lesson 01)" in " ".join(err.split())
     assert err.rstrip().endswith("jitlab doctor: exit code 1 (budget: grow_budget=1)")
 
     code, _, err = jitlab(capsys, "doctor", "--max-compiles=grow_*=3", "--", script)
@@ -182,3 +182,25 @@ def test_the_installed_jitlab_command(tmp_path):
     assert done.stdout == "argv []\n"
     assert "EXCEEDED: grow_installed=1" in done.stderr
     assert json.loads(report.read_text())["exit_code"] == 1
+
+
+def test_top_level_help_in_a_doctor_only_install_lists_what_it_can_do(monkeypatch, capsys):
+    """Without the course's extra (the learner's runner cannot load), `jitlab --help`
+    still works: exit 0, the doctor's commands, and the one line on the extra."""
+    import jitlab.cli
+
+    def no_extra():
+        raise ModuleNotFoundError("No module named 'yaml'", name="yaml")
+
+    monkeypatch.setattr(jitlab.cli, "_learner", no_extra)
+    for argv in (["--help"], ["-h"], ["help"]):
+        assert jitlab.cli.main(argv) == 0
+        out = capsys.readouterr().out
+        assert "jitlab doctor -- python train.py" in out and "pytest --jitlab" in out
+        assert "no module named 'yaml'" in out and "jitlab[course]" in out
+    assert jitlab.cli.main([]) == 2  # no command at all: the same help, and a usage error
+    assert "jitlab doctor" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as done:  # a learner's verb: still the one line
+        jitlab.cli.main(["check", "01"])
+    assert done.value.code == 2
+    assert "needs the course's extra" in capsys.readouterr().err

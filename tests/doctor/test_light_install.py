@@ -150,11 +150,17 @@ def test_light_install(tmp_path: Path) -> None:
     doctor = _run([str(bin_ / "jitlab"), "doctor", "--", "python", "prog.py"], project)
     assert doctor.returncode == 0, doctor.stderr
     assert re.search(r"^ 1 step\s+3\s+3\s+3\s", doctor.stderr, re.M), doctor.stderr
-    assert "shape: 2 misses" in doctor.stderr, doctor.stderr
+    assert "array types (shape): 2 misses" in doctor.stderr, doctor.stderr
 
     tests = _run([python, "-m", "pytest", "--jitlab", "-q", "-p", "no:cacheprovider"], project)
     assert tests.returncode == 0, tests.stdout + tests.stderr
-    assert "jitlab doctor" in tests.stdout and "shape: 1 miss" in tests.stdout, tests.stdout
+    assert "jitlab doctor" in tests.stdout, tests.stdout
+    assert "array types (shape): 1 miss" in tests.stdout, tests.stdout
+
+    helped = _run([str(bin_ / "jitlab"), "--help"], project)
+    assert helped.returncode == 0, helped.stderr
+    assert "jitlab doctor -- python train.py" in helped.stdout, helped.stdout
+    assert "pytest --jitlab" in helped.stdout and "jitlab[course]" in helped.stdout
 
     check = _run([str(bin_ / "jitlab"), "check", "01"], project)
     assert check.returncode == 2

@@ -24,6 +24,9 @@ The hooks, by layer:
   debug lines of ``jax._src.cache_key``;
 - ``jax.monitoring``'s event names and their ``fun_name``, and how many frames it puts
   between JAX's compile and the doctor's listener (``recorder._site_of_event``);
+- the jaxpr a jit lowers: ``jax._src.jaxpr_util.maybe_dump_jaxpr_to_file`` (wrapped while
+  the doctor watches; the busiest source lines of a slow compilation), read with
+  ``jax._src.core.jaxprs_in_params`` and ``jax._src.source_info_util.user_frame``;
 - Equinox: ``eqx.filter_jit`` jits its own ``fun_wrapped`` (``equinox/_jit.py``) and calls
   it as ``(dynamic_donate, dynamic_nodonate, static)``.
 """
@@ -467,10 +470,39 @@ def test_hook_equinox_filter_jit_convention():
         "user's function in a calling frame (signature.identify)"
     )
     (_, second) = record.misses
-    assert [(d.part, d.where) for d in second.differences] == [("static", "model.rate")], (
+    # a field marked static is node metadata: the pytree structure, in jit's key
+    assert [(d.part, d.where) for d in second.differences] == [("structure", "model.rate")], (
         "eqx.filter_jit's call (dynamic_donate, dynamic_nodonate, static) is no longer "
         f"read (signature._equinox_view): {second.differences}"
     )
+
+
+def test_hook_jaxpr_util_maybe_dump_jaxpr_to_file(monkeypatch):
+    """JAX hands each jaxpr it lowers to jaxpr_util.maybe_dump_jaxpr_to_file(name, jaxpr),
+    looked up on the module at every lowering; its equations carry source lines that
+    user_frame reads back to the user's line."""
+    from jitlab.doctor import ops
+
+    _private("jax._src.jaxpr_util", "maybe_dump_jaxpr_to_file")
+    _private("jax._src.core", "jaxprs_in_params")
+    _private("jax._src.source_info_util", "user_frame")
+    monkeypatch.setattr(ops, "WANTED", {"hooked_unrolled"})
+    ops.install()
+    try:
+
+        def hooked_unrolled(x):
+            for _ in range(7):
+                x = jnp.sin(x)
+            return x
+
+        jax.jit(hooked_unrolled)(jnp.ones(3))
+        lowered = ops.take("hooked_unrolled")
+    finally:
+        ops.uninstall()
+    assert lowered is not None, "maybe_dump_jaxpr_to_file was not called with the jaxpr"
+    line = inspect.getsourcelines(hooked_unrolled)[1] + 2
+    (where, count), *_ = ops.busiest_lines(lowered)
+    assert where.endswith(f"test_private_hooks.py:{line}") and count == 7, (where, count)
 
 
 def test_a_missing_hook_fails_with_its_name():

@@ -47,11 +47,12 @@ def test_marker_fails_the_test_that_compiles_more_and_says_why(pytester):
     result.stdout.fnmatch_lines(
         [
             "*EXCEEDED: train_step=1: train_step (*test_train.py:3) compiled 2 times*",
-            "*shape: 1 miss. Lesson 01 shapes*",
+            "*array types (shape): 1 miss.*",
+            "*See lesson 01 shapes*",
             "*train_step(jnp.ones(n))*",
         ]
     )
-    result.stdout.fnmatch_lines(["*EXCEEDED: [*]=1: train_step*", "*dtype: 1 miss. Lesson 02*"])
+    result.stdout.fnmatch_lines(["*EXCEEDED: [*]=1: train_step*", "*array types (dtype): 1 miss.*"])
     assert "test_one_length FAILED" not in result.stdout.str()
 
 
@@ -79,3 +80,44 @@ def test_marker_without_the_option_counts_by_name_and_says_how_to_learn_why(pyte
         ]
     )
     assert "jitlab doctor =" not in result.stdout.str()
+
+
+SUBSET = """
+import jax, jax.numpy as jnp
+
+@jax.jit
+def forward(x):
+    return x * 2
+
+def test_forward():
+    forward(jnp.ones(3))
+
+def test_backward():
+    @jax.jit  # jitted inside its test: the project's files name it before it runs
+    def backward(x):
+        return x - 1
+
+    backward(jnp.ones(3))
+"""
+
+
+@pytest.mark.parametrize(
+    ("budgets", "selected", "code", "said"),
+    [
+        # a CI job that selects (-k) or shards the tests: every test passes, so does the run
+        ("{forward = 1, backward = 1}", "forward", 0, "not run: backward=1"),
+        ("{forward = 1}", "backward", 0, "not run: forward=1"),
+        # a misspelt name is still caught, in a subset as in the whole run
+        ("{fowrard = 1}", "forward", 1, "the project defines none (a misspelt name?)"),
+        ("{fowrard = 1}", "", 1, "the project defines none (a misspelt name?)"),
+    ],
+)
+def test_file_budgets_in_a_subset_of_the_tests(pytester, budgets, selected, code, said):
+    pytester.makepyfile(test_model=SUBSET)
+    pytester.makefile(".toml", pyproject=f"[tool.jitlab.doctor]\nmax_compiles = {budgets}\n")
+    args = ["--jitlab", "-p", "no:cacheprovider"] + (["-k", selected] if selected else [])
+    result = pytester.runpytest_inprocess(*args)
+    assert result.ret == code, result.stdout.str()
+    text = " ".join(result.stdout.str().split())
+    assert said in text
+    assert "Budgets (from pyproject.toml [tool.jitlab.doctor]):" in text

@@ -5,7 +5,7 @@ for their addresses and compare by identity, so every rebuilt optimizer is a new
 structure to jit. The doctor names the attribute ("tx") and the function inside it."""
 # doctor-cause: pytree
 # doctor-expect: train_step pytree
-# doctor-says: optimizer._graphdef.attributes['tx'].value.init:
+# doctor-says: optimizer.tx.init:
 # doctor-says: <function chain.<locals>.init_fn> (equal text, not equal) now
 
 import jax.numpy as jnp

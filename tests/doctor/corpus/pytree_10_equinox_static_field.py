@@ -1,9 +1,11 @@
 """A jitted __call__ on an eqx.Module whose field marked eqx.field(static=True) changes
-value (0.1, then 0.2): the field lives in the Module's tree metadata, and the user made it
-static, so the miss is a static value at self.dropout, not a change of containers."""
+value (0.1, then 0.2): the field lives in the Module's pytree node metadata, the part of
+jit's key that changed is the pytree structure, and the report says in the user's words
+that it is a static field of self."""
 
-# doctor-cause: static_value
-# doctor-expect: __call__ static_value
+# doctor-cause: pytree
+# doctor-expect: __call__ pytree
+# doctor-says: self.dropout: 0.2 now, 0.1 before (a static field of self)
 import equinox as eqx
 import jax
 import jax.numpy as jnp

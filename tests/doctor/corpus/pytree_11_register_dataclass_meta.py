@@ -1,10 +1,10 @@
 """A batch class registered with jax.tree_util.register_dataclass: its meta field (the
 split's name) is equal on every call while the object is rebuilt each step, then an
 'eval' batch compiles again. The report names the field (b.split, not b[0]), and JAX's
-"pytree node metadata does not match" is the same cause: a static value."""
-# doctor-cause: static_value
-# doctor-expect: mean_x static_value
-# doctor-says: b.split: 'eval' now, 'train' before JAX says (agrees)
+"pytree node metadata does not match" is the same part of the key: the pytree structure."""
+# doctor-cause: pytree
+# doctor-expect: mean_x pytree
+# doctor-says: b.split: 'eval' now, 'train' before (a static field of b) JAX says (agrees)
 
 import dataclasses
 
