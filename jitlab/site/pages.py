@@ -264,11 +264,13 @@ def load_results(folder: Path | None = None) -> list[dict[str, Any]]:
 def run_name(run: dict[str, Any]) -> str:
     """A results file's short name: device (or CPU), core count, and JAX release."""
     env = run["environment"]
-    if env.get("platform") == "cpu":
-        device = f"CPU {str(env.get('cpu_model', '')).replace('(R)', '').replace('(TM)', '')}"
+    platform, kind = str(env.get("platform", "")), str(env.get("device_kind", ""))
+    if platform == "cpu":
+        model = str(env.get("cpu_model", "")).replace("(R)", "").replace("(TM)", "")
+        device = "CPU" if model in ("", "unknown") else f"CPU {model}"  # gVisor hides it
         device = " ".join(device.replace("CPU @", "@").split()[:5])
-    else:
-        device = f"{str(env.get('platform', '')).upper()} {env.get('device_kind', '')}"
+    else:  # "TPU v5 lite", not "TPU TPU v5 lite"
+        device = kind if platform.lower() in kind.lower() else f"{platform.upper()} {kind}"
     return f"{device} · {env.get('cpu_cores', '?')} cores · jax {env.get('jax', '?')}"
 
 
@@ -281,10 +283,18 @@ def _measure(row: dict[str, Any]) -> str:
     if row.get("steady_us") is not None:
         parts.append(f"cached {_number(row['steady_us'])} µs")
     if row.get("total_s") is not None:
-        parts.append(f"{_number(row['total_s'], 2)} s")
+        total = float(row["total_s"])  # a cached call is microseconds: not "0.00 s"
+        parts.append(f"{_number(total, 2)} s" if total >= 0.1 else f"{total * 1e3:.3g} ms")
     if row.get("speedup") is not None:
         parts.append(f"ratio {_number(row['speedup'])}")
+    parts += [f"{key.replace('_', ' ')} {_number(value)}" for key, value in row.items()
+              if key not in _RECORD_FIELDS and value is not None]  # fmt: skip
     return " · ".join(parts) or "–"
+
+
+# A record's own fields; any other (a matrix's size, an argument's bytes and layout) is
+# shown after them by name.
+_RECORD_FIELDS = {"lesson", "experiment", "compiles", "first_ms", "steady_us", "total_s", "speedup"}
 
 
 def _experiments(runs: list[dict[str, Any]]) -> dict[str, list[str]]:
