@@ -342,15 +342,16 @@ np.testing.assert_array_equal(python_path.result[0], fast_path.result[0])  # sam
 assert python_path.compiles == fast_path.compiles == 0
 assert extra_us > 0, extra_us  # the bookkeeping costs on every backend
 # On a CPU the executable itself takes microseconds, so the bookkeeping is most of a
-# call. On an accelerator both paths also pay for launching the program on the chip and
-# waiting for it, the same for both, so the ratio is smaller (see below).
+# call. On an accelerator both paths also pay for launching the program on the chip,
+# the same for both, so the ratio is smaller (see below).
 assert paths.speedup > (3 if jax.default_backend() == "cpu" else 1.5), paths.rows()
 
 # %% [markdown]
 # The same experiment on the course's other machines, from their committed results
 # files (`jitlab dev bench` writes one per machine). On the TPU a cached call of this
-# tiny function costs far more than on a CPU, for either path: every call launches a
-# program on the chip and brings its result back, so the Python path's share shrinks.
+# tiny function (`cached call`: one call of `polynomial`, waited for) costs far more
+# than on a CPU: every call, by either path, launches a program on the chip, so the
+# Python path's share shrinks.
 
 # %%
 jitlab.show_measured_on_machines("fast path vs Python path", "speedup")
@@ -698,8 +699,8 @@ assert n_all.explanations == n_maximum.explanations  # JAX gave none for jnp.sum
 # computation. `jax.block_until_ready` waits for every array in a result (any pytree).
 #
 # <div class="admonition question"><p class="admonition-title">Predict</p>
-# <p>For ten 1000x1000 matrix products, what share of the real time does a stopwatch see
-# if it stops when the call returns?</p></div>
+# <p>For ten products of 1000x1000 matrices (bigger on a chip), what share of the real
+# time does a stopwatch see if it stops when the call returns?</p></div>
 
 
 # %%
@@ -710,9 +711,7 @@ def ten_matmuls(a):
     return a
 
 
-# A chip runs ten 1000x1000 products in well under a millisecond, about what it takes
-# to launch them, so there the work is sized up until it dominates the launch.
-n = 1000 if jax.default_backend() == "cpu" else 4096
+n = 1000 if jax.default_backend() == "cpu" else 4096  # the matrices' side (why: below)
 a = jnp.ones((n, n)) / n
 jax.block_until_ready(ten_matmuls(a))  # compile first, outside the measurement
 
@@ -733,11 +732,13 @@ jitlab.record(
 assert finished > 5 * returned, "the call returns long before the work is done"
 
 # %% [markdown]
-# The same experiment on the course's other machines (`size` is the matrices' side). On
-# an accelerator asynchronous dispatch matters even more than on a CPU: while the chip
-# computes, the Python thread is free to prepare and queue the next step, and a stray
-# `print(loss)` or `float(loss)` in a training loop makes it wait for the chip every
-# step.
+# A chip finishes ten 1000x1000 products within a few times what the call takes to
+# return, too close for this experiment to show, so there the matrices are bigger, for
+# the work to dominate the launch. The same experiment on the course's other machines
+# (`size` is the matrices' side). On any backend, while the device computes, the Python
+# thread is free to prepare and queue the next step (JAX's docs: asynchronous dispatch
+# hides Python's overhead), and a stray `print(loss)` or `float(loss)` in a training
+# loop makes it wait for the device every step.
 
 # %%
 jitlab.show_measured_on_machines("asynchronous dispatch", "size", "total_s", "speedup")

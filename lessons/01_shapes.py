@@ -447,11 +447,11 @@ for (idx, count), tidy, k in zip(
 # ## On a TPU, shapes come in tiles
 #
 # A CPU stores an array's numbers one after another. A TPU stores them in *tiles* that
-# match its vector and matrix units: a two-dimensional float32 array in tiles of 8 rows
-# by 128 lanes, written `T(8,128)` in the compiled program's layout, and a
-# one-dimensional one in tiles of 1024. An array whose shape is not a whole number of
-# tiles is padded up to one. XLA chooses the layout when it compiles, and the compiled
-# program says what it chose: the layout follows the shape of each parameter in
+# match its vector registers: the float32 arrays below, in tiles of 8 rows by 128 lanes,
+# written `T(8,128)` in the compiled program's layout, when they have two dimensions,
+# and in tiles of 1024 when they have one. An array whose shape is not a whole number of
+# tiles is padded up to whole tiles. XLA chooses the layout when it compiles, and the
+# compiled program says what it chose: the layout follows the shape of each parameter in
 # `compiled.as_text()` (`f32[9,129]{1,0:T(8,128)}`), and `memory_analysis()` counts the
 # bytes the parameter takes.
 #
@@ -519,11 +519,12 @@ jitlab.print_table(
 )
 
 # %% [markdown]
-# So on a TPU, choose bucket sizes that are multiples of the tile: a batch of 8, 16 or
-# 128 rows and a length that is a multiple of 128 cost no memory beyond their data,
-# while a bucket of 9 or 129 pays for a whole extra tile. Powers of two from 128 up are
-# multiples of both. The padding and masking of this lesson work the same; only the
-# sizes worth choosing change.
+# So on a TPU, choose bucket sizes that are multiples of the tile: for float32, a batch
+# of 8, 16 or 128 rows and a length that is a multiple of 128 cost no memory beyond
+# their data, while a bucket of 9 rows or 129 lanes pays for a whole extra row or column
+# of tiles. Powers of two from 128 up are multiples of both. Other dtypes can be tiled
+# otherwise: read the tile of your own arrays from the compiled layout. The padding and
+# masking of this lesson work the same; only the sizes worth choosing change.
 
 # %% tags=["remove-input"]
 jitlab.outro()

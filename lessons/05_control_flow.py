@@ -743,9 +743,9 @@ def cheap(v):
     return v + 1.0
 
 
-# A chip runs 400 steps on 256 numbers in less time than it takes to launch a call,
-# so there the costly branch would cost no more than the cheap one: on an accelerator
-# it gets enough work to dominate the launch.
+# On a chip, 400 steps on 256 numbers are lost in the time a call takes to launch and
+# return (timed there, the costly branch cost as much as the cheap one): on an
+# accelerator it gets enough work to dominate the launch.
 steps, width = (400, 256) if jax.default_backend() == "cpu" else (4000, 65536)
 
 

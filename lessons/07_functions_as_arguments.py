@@ -303,8 +303,9 @@ assert n_grad_of_jit.compiles == 2  # a forward program and a backward program
 assert n_grad_of_jit.traces == 0  # traced under grad, not at top level: not counted
 assert n_grad_rebuilt.compiles == 0  # the cache belongs to the jitted loss_order
 # grad's Python runs every call, and two programs run instead of one (wide margins). On
-# an accelerator every program launch costs hundreds of microseconds, which both
-# versions pay, so the ratio is smaller there than on a CPU.
+# an accelerator every timed call also launches its programs on the chip and waits for
+# them (hundreds of microseconds: lesson 00's cached call), which both versions pay, so
+# the ratio is smaller there than on a CPU.
 assert per_pair > (5 if jax.default_backend() == "cpu" else 1.5), warm_pairs
 np.testing.assert_allclose(np.r_[outer_jit], np.r_[inner_jit], rtol=1e-5)
 np.testing.assert_allclose(np.r_[outer_jit], np.r_[rebuilt], rtol=1e-5)

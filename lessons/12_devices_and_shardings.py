@@ -103,7 +103,8 @@
 # can be reused: *where* the arguments live (which device, how they are split across
 # devices), and the *configuration* in force when the call is made. Neither shows in
 # the array's shape, and some of the misses they cause never appear in JAX's cache-miss
-# explanations. This lesson runs on eight devices simulated on a CPU.
+# explanations. This lesson runs on eight devices, simulated on a CPU unless the host
+# has eight chips.
 
 # %%
 import jax
@@ -149,8 +150,9 @@ assert len(devices) == 8, "this lesson needs 8 devices; run it with JAX_PLATFORM
 # host with eight chips it runs on them.
 
 # %% [markdown]
-# Eight CPU "devices" that share one processor. Nothing here gets faster by sharding,
-# and nothing needs to: this lesson counts compilations.
+# Unless the host has eight chips, these are eight CPU "devices" that share one
+# processor. Nothing here gets faster by sharding, and nothing needs to: this lesson
+# counts compilations.
 #
 # ## 1. Where an array lives
 #
