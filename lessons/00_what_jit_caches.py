@@ -348,8 +348,8 @@ assert paths.speedup > (3 if jax.default_backend() == "cpu" else 1.5), paths.row
 
 # %% [markdown]
 # The same experiment on the course's other machines, from their committed results
-# files (`jitlab dev bench` writes one per machine). On the TPU a cached call of this
-# tiny function (`cached call`: one call of `polynomial`, waited for) costs far more
+# files (`jitlab dev bench` writes one per machine). On the TPU a cached call of a tiny
+# function (`cached call`: one call of `polynomial`, above, waited for) costs far more
 # than on a CPU: every call, by either path, launches a program on the chip, so the
 # Python path's share shrinks.
 
