@@ -49,7 +49,7 @@ def fixture_course(tmp_path, monkeypatch) -> Course:
 # refined by ``pytest_xdist_make_scheduler`` below): a file to a worker, so that its
 # module fixtures are set up once, except these files, whose tests are independent and
 # long (a kernel or two each), and go one by one to whichever worker is free ...
-SPREAD = frozenset({"tests/maintainer/test_verify.py", "tests/learner/test_strict.py"})
+SPREAD = frozenset({"tests/maintainer/test_verify.py"})
 # ... and these files, which go together to one worker: the other would wait for the
 # site build they share.
 TOGETHER = {"tests/site/test_site.py": "site", "tests/site/test_browser.py": "site"}

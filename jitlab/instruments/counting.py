@@ -49,7 +49,6 @@ from typing import Any
 import jax
 
 from jitlab.instruments import events
-from jitlab.instruments.audit import STATE_EVENT
 from jitlab.instruments.events import COMPILE_EVENT, LOWER_EVENT, TRACE_EVENT
 from jitlab.instruments.explanations import (
     closest_key_difference,
@@ -136,8 +135,7 @@ class CompileCount:
         return True
 
     def _hear(self, event: str, seconds: float, **kwargs: Any) -> None:
-        """Count one of JAX's duration events, if it is this function's. A bound method,
-        not a closure: strict mode sees the count (announced) change only in here."""
+        """Count one of JAX's duration events, if it is this function's."""
         fun_name = kwargs.get("fun_name")
         if self.name is not None and (
             fun_name is None
@@ -148,7 +146,6 @@ class CompileCount:
             )
         ):
             return
-        sys.audit(STATE_EVENT, self, "before")
         if event == TRACE_EVENT:
             self.traces += 1
             self.trace_seconds += seconds
@@ -159,7 +156,6 @@ class CompileCount:
             self.compiles += 1
             self.compile_seconds += seconds
             self.compiled[str(fun_name or "?")] += 1
-        sys.audit(STATE_EVENT, self, "after")
 
 
 def miss_reason(explanation: str) -> str:
@@ -293,7 +289,6 @@ def count_compiles(
     the cache key, so it does not itself cause a retrace.
     """
     count = CompileCount(name=function_name(fn), target=jit_target(fn))
-    sys.audit(STATE_EVENT, count, "after")  # strict mode: only the listener may change it
 
     def heard(text: str) -> None:
         if count.name is None or explained_function(text) == count.name:

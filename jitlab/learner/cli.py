@@ -20,14 +20,10 @@ import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from jitlab.course.manifest import Course, Exercise, load_course
 from jitlab.course.metadata import CourseError
 from jitlab.learner import DEFAULT_CELL_TIMEOUT_S, progress
-
-if TYPE_CHECKING:
-    from jitlab.notebooks.spare_kernel import SpareKernel
 
 PASS, FAIL, BAD_INPUT = 0, 1, 2
 
@@ -142,26 +138,7 @@ _UNDER_PYTEST = "pytest" in sys.modules
 _SKIP_TEARDOWN = False  # set by a check that ran pytest here; read by `command`
 
 
-def _early_kernel(path: Path, *, strict: bool = False) -> SpareKernel | None:
-    """A kernel for ``path`` started now, to be adopted by the check (see
-    :mod:`jitlab.notebooks.spare_kernel`), armed for strict mode if ``strict``; None
-    inside a pytest process of our own, where the check runs pytest in a subprocess (a
-    nested pytest would share plugins)."""
-    from jitlab.notebooks import spare_kernel
-
-    if _UNDER_PYTEST or not spare_kernel.available():
-        return None
-    if strict:
-        from jitlab.learner import strict as strict_mode
-
-        return strict_mode.early_kernel(path.resolve())
-    return spare_kernel.start(path.resolve())
-
-
-def cmd_check(args: argparse.Namespace, course: Course, kernel: SpareKernel | None = None) -> int:
-    """``kernel``: one that ``watch`` started for this file while the learner edited it."""
-    from jitlab.grading.verdict import format_verdict
-
+def cmd_check(args: argparse.Namespace, course: Course) -> int:
     exercise = _resolve(course, args.exercise)
     if exercise is None:
         return BAD_INPUT
@@ -170,45 +147,39 @@ def cmd_check(args: argparse.Namespace, course: Course, kernel: SpareKernel | No
     except FileNotFoundError:
         _say(f"no file {args.exercise}")
         return BAD_INPUT
+    return _check(course, exercise, path, args.timeout)
+
+
+def _check(course: Course, exercise: Exercise, path: Path, timeout: int) -> int:
+    """Check ``path`` (``exercise``'s copy, or a file named on the command line), print
+    the verdict, and record a pass of the learner's copy."""
+    from jitlab.grading.verdict import format_verdict
+    from jitlab.learner.check import check_file
+
     _say(f"checking {path.name} ...")
-    # The kernel starts first, while the file is vetted and pytest starts in this
-    # process (about half a second each, side by side on two cores); it is stopped
-    # here whether or not nbval adopted it.
-    strict = getattr(args, "strict", False)
-    if kernel is None or kernel.notebook != str(path.resolve()) or strict:
-        if kernel is not None:
-            kernel.stop()
-        kernel = _early_kernel(path, strict=strict)  # a strict one is armed as it starts
+    mine = path.resolve() == exercise.learner_copy.resolve()
+    on_part = (lambda part: progress.set_current_part(exercise, part)) if mine else None
     # No cyclic garbage collection while the check runs: it imports Jupytext, nbformat,
     # pytest, nbval and jupyter_client, whose many small objects set the collector off
-    # again and again for nothing (about 0.05 s). On again afterwards, for `watch`.
+    # again and again for nothing. On again afterwards, for `watch`.
     gc.disable()
     try:
-        from jitlab.learner.check import check_file
-
-        on_part = None
-        if path == exercise.learner_copy.resolve():
-            on_part = lambda part: progress.set_current_part(exercise, part)  # noqa: E731
         verdict = check_file(
             path,
             course=course,
-            cell_timeout_s=args.timeout,
-            in_process=kernel is not None,
-            kernel=kernel,
+            cell_timeout_s=timeout,
+            in_process=not _UNDER_PYTEST,
             on_part=on_part,
-            strict=strict,
         )
     finally:
         gc.enable()
-        if kernel is not None:
-            kernel.stop()
     global _SKIP_TEARDOWN
-    _SKIP_TEARDOWN = kernel is not None
+    _SKIP_TEARDOWN = not _UNDER_PYTEST
     if verdict.passed:
         verdict = dataclasses.replace(verdict, next_step=_next_step(course, exercise))
     _say(format_verdict(verdict, width=_width(), color=_color()))
     if verdict.passed:
-        if path == exercise.learner_copy.resolve():
+        if mine:
             progress.mark_passed(exercise)
         return PASS
     if verdict.kind in ("crash", "timeout", "incomplete", "died"):
@@ -303,50 +274,64 @@ def _first_not_done(course: Course) -> Exercise | None:
 
 
 def cmd_watch(args: argparse.Namespace, course: Course) -> int:
+    """Check the exercise the learner is on, then every exercise file they save: after a
+    pass, the next one not done becomes the one they are on. A file named on the command
+    line outside ``exercises/`` is the only one watched."""
     from watchfiles import watch
 
     if args.exercise:
         exercise = _resolve(course, args.exercise, verb="watch")
         if exercise is None:
             return BAD_INPUT
+        try:
+            path = _target_path(exercise, args.exercise).resolve()
+        except FileNotFoundError:
+            _say(f"no file {args.exercise}")
+            return BAD_INPUT
     else:
         exercise = _first_not_done(course)
         if exercise is None:
             _say("every exercise is done")
             return PASS
-        args.exercise = exercise.number
-    path = _target_path(exercise, args.exercise)
-    _say(f"watching {path.name}: save it to re-check (Ctrl-C to stop)")
-    checked = None
-    kernel = None
-    checking = False
+        path = exercise.learner_copy.resolve()
+    copies = {e.learner_copy.resolve(): e for e in course.exercises}
+    watched = copies if path in copies else {path: exercise}
+    folders = sorted({p.parent for p in watched})
+
+    def content(p: Path) -> bytes:
+        return p.read_bytes() if p.exists() else b""
+
+    seen = {p: content(p) for p in watched}
+    where = "exercises/" if path in copies else path.name
+    _say(f"watching {where}: save an exercise to check it (Ctrl-C to stop)")
+    checking, checks = False, 0
     try:
-        # A change is noticed by its content, checked after every file event and every
+        # A change is noticed by its content, looked at after every file event and every
         # half second, so a save made while a check was running is never missed.
-        for _ in watch(path, rust_timeout=500, yield_on_timeout=True):
-            content = path.read_bytes() if path.exists() else b""
-            if content == checked:
-                continue
-            if checked is not None:
-                _say("\n" + "-" * 60)
-            checked = content
-            checking = True
-            cmd_check(args, course, kernel=kernel)
-            checking = False
-            # The next check's kernel starts now, while the learner reads and edits: a
-            # fresh one each time (never reused), so every check runs in a new kernel.
-            kernel = _early_kernel(path)
+        for _ in watch(*folders, rust_timeout=500, yield_on_timeout=True):
+            changed = [p for p in watched if content(p) != seen[p]] if checks else [path]
+            for saved in changed:
+                seen[saved] = content(saved)
+                if checks:
+                    _say("\n" + "-" * 60)
+                checking, checks = True, checks + 1
+                code = _check(course, watched[saved], saved, args.timeout)
+                checking = False
+                if code == PASS and saved in copies:
+                    upcoming = _first_not_done(course)
+                    _say(
+                        "\nevery exercise is done"
+                        if upcoming is None
+                        else f"\nwatching on: save exercises/{upcoming.learner_copy.name} next"
+                    )
     except KeyboardInterrupt:
         if checking:  # the check did not finish: no verdict, and nothing was recorded
-            _say(f"\ninterrupted: {path.name} and your progress are as they were")
+            _say("\ninterrupted: your files and progress are as they were")
         _say("\nstopped watching")
         # Out without Python's teardown, as after a check: its signal handlers go back to
         # the default there, and a Ctrl-C pressed twice would end it by SIGINT (-2; seen).
         global _SKIP_TEARDOWN
         _SKIP_TEARDOWN = True
-    finally:
-        if kernel is not None:
-            kernel.stop()
     return PASS
 
 
@@ -395,12 +380,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="run an exercise's graders and print a verdict")
     check.add_argument("exercise", help='"01", "shapes", "01_shapes" or a path to a .py file')
-    check.add_argument(
-        "--strict",
-        action="store_true",
-        help="for assessment: your cells run in a kernel the grader set up and watches "
-        "(refuses traces, frames, writes outside the check's folder, foreign imports)",
-    )
     with_timeout(check)
 
     hint = sub.add_parser("hint", help="the next hint for an exercise")

@@ -36,8 +36,7 @@ import jupytext
 import nbformat
 
 from jitlab.course.manifest import Course, load_course
-from jitlab.notebooks import run_env, spare_kernel
-from jitlab.notebooks.spare_kernel import SpareKernel
+from jitlab.notebooks import run_env
 
 DEFAULT_CELL_TIMEOUT_S = 120
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -120,6 +119,7 @@ class CellRun:
     traceback: str = ""
     error: str = ""
     explanations: tuple[str, ...] = ()
+    reports: tuple[dict[str, Any], ...] = ()  # the graders' records (grading.verdict)
 
     @property
     def failed(self) -> bool:
@@ -175,6 +175,7 @@ def read_run(record: Path) -> NotebookRun:
             traceback=c.get("traceback", ""),
             error=c.get("error", ""),
             explanations=tuple(c.get("explanations", ())),
+            reports=tuple(c.get("reports", ())),
         )
         for c in data["cells"]
     )
@@ -201,7 +202,6 @@ def pytest_command(
     *,
     cell_timeout_s: int,
     stop_at_first_failure: bool = False,
-    forget_notebooks: bool = False,
     workers: int = 1,
 ) -> list[str]:
     """The pytest command line that runs notebooks under nbval with the recorder;
@@ -230,8 +230,6 @@ def pytest_command(
         command += ["-p", "xdist", "-n", str(workers), "--dist", "loadfile"]
     if stop_at_first_failure:
         command.append("-x")
-    if forget_notebooks:
-        command.append("--jitlab-forget-notebooks")
     return command
 
 
@@ -244,20 +242,16 @@ def execute(
     cell_timeout_s: int = DEFAULT_CELL_TIMEOUT_S,
     stop_at_first_failure: bool = False,
     transform: Callable[[nbformat.NotebookNode], None] | None = None,
-    forget_notebooks: bool = False,
     env: dict[str, str] | None = None,
     python: str | None = None,
     in_process: bool = False,
     workers: int = 1,
-    kernel: SpareKernel | None = None,
 ) -> Execution:
     """Convert ``sources`` into ``work`` and run them under nbval; records go to ``record``.
 
     ``python`` runs pytest with another interpreter (the release matrix does, with an
     older JAX); the kernels use that interpreter too (``--nbval-current-env``).
-    ``in_process`` runs pytest in this process instead of a new one (the runner does),
-    and then ``kernel``, a kernel started beforehand for the one source, is adopted by
-    nbval instead of starting another (see :mod:`jitlab.notebooks.spare_kernel`).
+    ``in_process`` runs pytest in this process instead of a new one (the runner does).
     """
     course = course or load_course()
     notebooks = convert(sources, work, course=course, transform=transform)
@@ -266,14 +260,13 @@ def execute(
         record,
         cell_timeout_s=cell_timeout_s,
         stop_at_first_failure=stop_at_first_failure,
-        forget_notebooks=forget_notebooks,
         workers=workers,
     )
     if python is not None:
         command[0] = python
     environment = run_env(env)
     if python is None and in_process:
-        returncode, output = _pytest_here(command[3:], course.root, environment, kernel)
+        returncode, output = _pytest_here(command[3:], course.root, environment)
     else:
         completed = subprocess.run(
             command,
@@ -292,9 +285,7 @@ def execute(
     return Execution(runs=runs, returncode=returncode, output=output)
 
 
-def _pytest_here(
-    arguments: list[str], cwd: Path, env: dict[str, str], kernel: SpareKernel | None
-) -> tuple[int, str]:
+def _pytest_here(arguments: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
     """Run pytest in this process: the learner's runner saves a Python start-up and the
     imports it already made (jupytext, nbformat). The kernel is still a fresh process,
     so the learner's code runs exactly as under CI."""
@@ -317,9 +308,6 @@ def _pytest_here(
             raise KeyboardInterrupt
 
         previous = signal.signal(signal.SIGINT, note_interrupt)
-    if kernel is not None:
-        spare_kernel.offer(kernel)
-        env = {**env, spare_kernel.PROVISIONER_ENV: spare_kernel.PROVISIONER}
     try:
         os.environ.clear()
         os.environ.update(env)
@@ -329,7 +317,6 @@ def _pytest_here(
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
-        spare_kernel.withdraw()
         os.environ.clear()
         os.environ.update(saved_env)
         os.chdir(saved_cwd)

@@ -86,7 +86,6 @@ def on_config(config: Any) -> Any:
         {
             "Instructors": [
                 {"Instructor guide": "instructor.md"},
-                {"Grading for assessment": "strict.md"},
             ]
         },
         {"Measured": [{"Measured results": "results.md"}, {"JAX releases": "releases.md"}]},
