@@ -1,6 +1,9 @@
 """Shared fixtures.
 
 - Every test gets its own progress file: a learner's ``.jitlab/`` is never touched.
+- Every test sees an 80-column terminal, whatever it runs in: the runner wraps its
+  verdicts to the terminal's width, and a phrase a test looks for must not be split in
+  a narrow terminal and whole in a wide one.
 - ``fixture_course`` copies the two-lesson course in ``tests/fixture_course`` to a
   temporary folder and points the tools at it, so the runner's tests never run (or
   write to) the real exercises.
@@ -30,6 +33,12 @@ FIXTURE = Path(__file__).parent / "fixture_course"
 @pytest.fixture(autouse=True)
 def isolated_progress(tmp_path, monkeypatch):
     monkeypatch.setenv(STATE_ENV, str(tmp_path / "state.json"))
+
+
+@pytest.fixture(autouse=True)
+def terminal_of_80_columns(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")  # read first by shutil.get_terminal_size
+    monkeypatch.setenv("LINES", "24")
 
 
 @pytest.fixture

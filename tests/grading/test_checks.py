@@ -155,7 +155,7 @@ def test_a_grader_that_reports_every_check_completes(capsys):
     assert grade_toy.checks == (JIT_ON, "first")
 
 
-def test_the_runner_is_told_the_failure_a_grader_raises_not_one_it_caught(tmp_path):
+def test_the_runner_is_told_the_failure_a_grader_raises_not_one_it_caught(monkeypatch):
     # A grader may catch a generic failure (call_learner's) and raise a better-worded one:
     # the learner's verdict must be the one the grader raised, as the grader tests see it.
     from jitlab.grading import call_learner, fail, verdict
@@ -167,14 +167,11 @@ def test_the_runner_is_told_the_failure_a_grader_raises_not_one_it_caught(tmp_pa
         except GradingFailure as generic:
             raise fail("first", expected="specific", seen=generic.seen, hint="look here") from None
 
-    channel = tmp_path / "channel.jsonl"
-    verdict.open_channel(str(channel), "token", 0)
-    try:
-        with pytest.raises(GradingFailure):
-            grade_toy()
-    finally:
-        verdict._channel = None
-    (run,) = verdict.read_channel(channel, "token").values()
+    records: list[dict] = []
+    monkeypatch.setattr(verdict, "_publish", lambda record, text: records.append(record))
+    with pytest.raises(GradingFailure):
+        grade_toy()
+    run = verdict.grader_run(0, records)
     failed = [check for check in run.checks if not check.passed]
     assert [(c.expected, c.hint) for c in failed] == [("specific", "look here")]
     assert not run.completed

@@ -1,5 +1,5 @@
 """The learner's runner on the fixture course: verdicts, exit codes and messages for
-every kind of input, right and wrong, including tampering with the graders."""
+every kind of input, right and wrong, including a grader cell changed by mistake."""
 
 from __future__ import annotations
 
@@ -84,7 +84,6 @@ def test_a_kernel_that_exits_is_named_at_once_and_its_forged_ticks_are_not_shown
     assert code == 1, out
     assert "the kernel process exited (code 0)" in out, out
     assert f"grader cell at line {grader_line}" in out, out
-    assert "✓ double is jitted" in out  # the grader's own report, before it called double
     assert "✓ double doubles" not in out and "PASS" not in out, out
     # Noticed when the process ended, not when the cell's 300 s ran out.
     assert waited < 150, waited
@@ -108,32 +107,32 @@ def test_a_crash_in_a_setup_cell_is_one_line_with_its_place(fixture_course, caps
     assert "01_doubling.py:" in out and "Traceback" not in out
 
 
-# ------------------------------------------------------------------ tampering
+# ------------------------------------------------------------------ grader cells put back
 
 GRADER_CELL = "from fixture_graders import doubling\n\ndoubling.grade(double)\n"
 
 
 @pytest.mark.parametrize(
-    ("edit", "message"),
+    ("edit", "put_back"),
     [
-        (lambda t: t.replace(GRADER_CELL, ""), "was changed"),
-        (lambda t: t.replace('# %% tags=["grader"]', "# %%"), "grader cell is missing"),
+        (lambda t: t.replace(GRADER_CELL, ""), "the grader cell of part 1"),
+        (lambda t: t.replace('# %% tags=["grader"]', "# %%"), "the grader cell of part 1"),
         (
             lambda t: t.replace('# %% tags=["grader"]', '# %% tags=["grader", "nbval-skip"]'),
-            "tags",
+            "the grader cell of part 1",
         ),
         (
             lambda t: t.replace('# %% tags=["grader"]', '# %% tags=["grader", "raises-exception"]'),
-            "tags",
+            "the grader cell of part 1",
         ),
         (
             lambda t: t.replace(
                 "doubling.grade(double)\n",
                 "try:\n    doubling.grade(double)\nexcept Exception:\n    pass\n",
             ),
-            "was changed",
+            "the grader cell of part 1",
         ),
-        (lambda t: t + "\n# %%\nprint('after the grader')\n", "after the first grader"),
+        (lambda t: t + "\n# %%\nprint('after the grader')\n", "the cells below the graders"),
     ],
     ids=[
         "grader-emptied",
@@ -144,14 +143,30 @@ GRADER_CELL = "from fixture_graders import doubling\n\ndoubling.grade(double)\n"
         "cell-after",
     ],
 )
-def test_a_changed_grader_cell_is_refused_before_running(fixture_course, capsys, edit, message):
+def test_a_changed_grader_cell_is_put_back_and_the_verdict_says_so(
+    fixture_course, capsys, edit, put_back
+):
     exercise = fixture_course.lesson("doubling").exercise
-    text = write_answer(fixture_course, "    return x * 3\n")  # wrong, so only a cheat passes
+    text = write_answer(fixture_course, "    return x * 3\n")  # wrong: the grader must say so
     exercise.learner_copy.write_text(edit(text))
     code, out = run(capsys, "check", "01")
     assert code == 1, out
-    assert message in out, out
-    assert "jitlab reset 01" in out or "tags" in out
+    said = " ".join(out.split())
+    assert f"note: put back from solutions/01_doubling.py: {put_back}" in said, out
+    assert "✗ double doubles" in out, out  # the original grader ran, on the learner's code
+    assert exercise.learner_copy.read_text() == edit(text)  # the learner's file untouched
+
+
+def test_a_solved_exercise_with_a_changed_grader_cell_passes_with_the_original(
+    fixture_course, capsys
+):
+    text = write_answer(fixture_course, SOLVED)
+    fixture_course.lesson("doubling").exercise.learner_copy.write_text(
+        text.replace(GRADER_CELL, "print('done')\n")
+    )
+    code, out = run(capsys, "check", "01")
+    assert code == 0, out
+    assert "put back from solutions/01_doubling.py" in out and "✓ double doubles" in out
 
 
 PLANT_FAKE = """
@@ -161,23 +176,6 @@ fake.grade = lambda *args: print("All checks passed")
 sys.modules["fixture_graders.doubling"] = fake
 import fixture_graders
 fixture_graders.doubling = fake
-"""
-
-PATCH_REQUIRE = """
-import jitlab.grading, jitlab.grading.checks
-jitlab.grading.checks.require = lambda *args, **kwargs: None
-jitlab.grading.checks.require_close = lambda *args, **kwargs: None
-jitlab.grading.require = jitlab.grading.checks.require
-jitlab.grading.require_close = jitlab.grading.checks.require_close
-"""
-
-PATCH_COUNTER = """
-import jitlab.instruments.counting as counting
-class Fake:  # had the grader used it, 5 compilations would fail the check
-    compiles = 5
-    traces = 5
-import contextlib
-counting.count_compiles = lambda *a, **k: contextlib.nullcontext(Fake())
 """
 
 EMPTY_LISTENERS = """
@@ -190,22 +188,17 @@ _m._event_duration_secs_listeners.clear()
     ("cheat", "body", "message"),
     [
         (PLANT_FAKE, "    return x * 3\n", "did not run to its end"),
-        (PATCH_REQUIRE, "    return x * 3\n", "✗ double doubles"),
-        (PATCH_COUNTER, "    return x * 2\n", "✓ one compilation per shape"),
         ("jax.config.update('jax_disable_jit', True)\n", SOLVED, "jit is switched off"),
     ],
-    ids=["fake-grader-module", "patched-require", "patched-counter", "jit-disabled"],
+    ids=["fake-grader-module", "jit-disabled"],
 )
-def test_learner_code_cannot_quietly_replace_the_grading(
+def test_a_grader_that_did_not_run_or_jit_switched_off_fails(
     fixture_course, capsys, cheat, body, message
 ):
     write_answer(fixture_course, body, before="# %%\n" + cheat)
     code, out = run(capsys, "check", "01")
     assert message in out, out
-    if "✓" in message:  # the counter was patched, but the grader imports a fresh one
-        assert code == 0, out
-    else:
-        assert code == 1, out
+    assert code == 1, out
 
 
 def test_emptied_monitoring_listeners_before_grading_do_not_fool_the_counter(
