@@ -175,6 +175,18 @@ def _converts_itself(tree: Any) -> tuple[type, str] | None:
     return None
 
 
+def suggested_name(err: NameError | AttributeError) -> str:
+    """The defined name Python suggests for a misspelt one ("" when none is close): read
+    from Python's own traceback text ("Did you mean: 'block'?"), which looks at the
+    frame where the error was raised (Python 3.12 and later)."""
+    import re
+    import traceback
+
+    lines = traceback.TracebackException.from_exception(err).format_exception_only()
+    found = re.search(r"Did you mean: '([^']+)'\?", "".join(lines))
+    return found.group(1) if found else ""
+
+
 def _error_hint(err: BaseException) -> str:
     """What an exception raised by the learner's code most likely means here."""
     import jax
@@ -255,6 +267,9 @@ def learner_error(
     """The failed ``check`` for an exception from the learner's code: its type, text and
     line, and a hint for that kind of exception unless the grader gives a likelier one."""
     where = learner_line(err)
+    close = suggested_name(err) if isinstance(err, NameError) else ""
+    if close:  # a typo: no guess of the grader's is likelier
+        hint = f"did you mean `{close}`? `{err.name}` is not defined anywhere your code can see"
     return fail(
         check,
         expected=expected or "the call to finish without an error",

@@ -118,15 +118,10 @@ def format_verdict(verdict: Verdict, *, width: int = WIDTH, color: bool = False)
     green, red, reset = ("\x1b[32m", "\x1b[31m", "\x1b[0m") if color else ("",) * 3
     failed = verdict.failed_check
     lines: list[str] = _wrapped("note: ", verdict.note, width) if verdict.note else []
-    # An untouched stub gets no green ticks for the checks of its part; a check made once
-    # per round (fit 2, fit 3, ...) that fails in a later round is shown once, failed.
-    stub = failed.grader if failed is not None and failed.not_started else None
+    # A check made once per round (fit 2, fit 3, ...) that fails in a later round is
+    # shown once, failed: never a ✓ and a ✗ for one name.
     failing = failed.name if failed else None
-    lines += [
-        f"{green}✓{reset} {c.name}"
-        for c in verdict.checks
-        if c.passed and c.name != failing and (stub is None or c.grader != stub)
-    ]
+    lines += [f"{green}✓{reset} {c.name}" for c in verdict.checks if c.passed and c.name != failing]
     if verdict.parts:
         marks = {"passed": f"{green}✓{reset}", "failed": f"{red}✗{reset}"}
         lines.append("")

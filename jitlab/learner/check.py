@@ -269,10 +269,9 @@ def _parts(
     outcomes = []
     for number, index in enumerate(graders, start=1):
         report, cell = reports[index], ran.get(index)
-        failed = next((c for c in report.checks if not c.passed), None)
-        if report.completed and failed is None:
+        if report.completed and all(c.passed for c in report.checks):
             state = "passed"
-        elif failed is not None and failed.not_started:
+        elif _not_started(report):
             state = "not started"
         elif cell is None or cell.status == "not run":
             state = "not checked yet"
@@ -280,6 +279,44 @@ def _parts(
             state = "failed"
         outcomes.append((part_of(number, cells[index].source).label, state))
     return tuple(outcomes)
+
+
+_UNDEFINED = re.compile(r"name '(\w+)' is not defined")
+
+
+def _close_name(failure: CellRun, cells: list[CodeCell]) -> str:
+    """For a NameError in a cell, the name Python suggests among those the file defines
+    ("" when none is close). The kernel's error text has no suggestion (IPython prints
+    its own traceback), so the missing name is looked up again, here, in a namespace of
+    the file's names: Python's traceback then makes the same suggestion it would have."""
+    missing = _UNDEFINED.fullmatch(failure.evalue.strip()) if failure.ename == "NameError" else None
+    if missing is None:
+        return ""
+    from jitlab.grading.checks import suggested_name
+
+    names: dict[str, object] = {}
+    for cell in cells:
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:  # a magic: IPython's syntax
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names[node.id] = None
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names[node.name] = None
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                names.update({(a.asname or a.name).split(".")[0]: None for a in node.names})
+    try:
+        eval(missing.group(1), names)  # noqa: S307 (a bare name, which is not defined)
+    except NameError as err:
+        return suggested_name(err)
+    return ""
+
+
+def _not_started(run: GraderRun) -> bool:
+    failed = next((c for c in run.checks if not c.passed), None)
+    return failed is not None and failed.not_started
 
 
 def _part_on(graders: list[int], reports: dict[int, GraderRun]) -> int:
@@ -298,7 +335,13 @@ def _verdict(
     execution: Execution,
     run: NotebookRun | None,
 ) -> Verdict:
-    checks = tuple(c for index in graders for c in reports.get(index, GraderRun(index)).checks)
+    # An unwritten stub's part shows no green ticks for the checks made before its call.
+    checks = tuple(
+        c
+        for index in graders
+        for c in reports[index].checks
+        if not (_not_started(reports[index]) and c.passed)
+    )
     failure = run.first_failure if run else None
     failed_check = next((c for c in checks if not c.passed), None)
     if failed_check is not None:
@@ -334,6 +377,9 @@ def _verdict(
             problem = f"{where}: the grader cell raised\n{detail}"
         else:
             problem = f"{where}: your code raised\n{detail}"
+        close = _close_name(failure, cells)
+        if close:
+            problem += f"\ndid you mean `{close}`?"
         return Verdict(shown, False, checks, problem=problem, where=where, kind="crash")
     incomplete = [i for i in graders if not reports.get(i, GraderRun(i)).completed]
     if incomplete:

@@ -108,11 +108,13 @@ def cmd_list(args: argparse.Namespace, course: Course) -> int:
     if args.json:
         _say(json.dumps({"done": done, "total": len(rows), "exercises": rows}, indent=1))
         return PASS
-    width = _width()
+    # A title is cut only to fit a terminal's own width (never at the verdicts' 100
+    # columns), and never in a pipe or a file.
+    width = shutil.get_terminal_size((80, 24)).columns if sys.stdout.isatty() else None
     for row in rows:
         mark = {"done": "done", "not done": "    "}.get(row["status"], "edit")
         line = f"  [{mark}] {row['number']} {row['slug']:<24} {row['title']}"
-        _say(_fit(line, width))
+        _say(_fit(line, width) if width else line)
         if row["status"] == progress.Status.CHANGED.value:
             _say(f"         changed since it passed: `jitlab check {row['number']}` again")
     filled = round(30 * done / len(rows)) if rows else 0

@@ -40,7 +40,12 @@ def run_verify(
     timeout: int,
     echo: Callable[[str], None],
 ) -> int:
-    chosen = [course.lesson(k).exercise for k in keys] if keys else list(course.exercises)
+    unknown = [k for k in keys if course.find_exercise(k) is None]
+    if unknown:
+        known = ", ".join(f"{e.number} {e.slug}" for e in course.exercises)
+        echo(f"no exercise {unknown[0]!r}. The exercises are: {known}")
+        return 2
+    chosen = [course.find_exercise(k) for k in keys] if keys else list(course.exercises)
     exercises = [e for e in chosen if e is not None]
     problems = [
         f"{e.stem}: exercises/{e.learner_copy.name} is out of date with its source; "

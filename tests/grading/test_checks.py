@@ -492,3 +492,22 @@ def test_an_answer_of_arrays_in_containers_of_its_own_is_read_as_it_is():
 
     out = call_learner("runs", lambda x: Pair(jax.numpy.asarray(x), np.asarray(x)), np.ones(2))
     assert isinstance(out, Pair) and as_numbers(out).shape == (2, 2)
+
+
+def test_a_misspelt_name_gets_pythons_suggestion_and_an_unknown_one_the_general_hint():
+    from jitlab.grading.checks import learner_error
+
+    cell = (  # a learner's notebook cell: `block` defined, `blok` typed
+        "block = 2.0\n"
+        "def misspelt(x):\n"
+        "    return blok * x\n"
+        "def unknown(x):\n"
+        "    return never_defined_anywhere * x\n"
+    )
+    exec(cell, names := {})  # noqa: S102
+    with pytest.raises(NameError) as typo:
+        names["misspelt"](1.0)
+    assert learner_error(JIT_ON, typo.value).hint.startswith("did you mean `block`?")
+    with pytest.raises(NameError) as missing:
+        names["unknown"](1.0)
+    assert "did you mean" not in learner_error(JIT_ON, missing.value).hint

@@ -299,35 +299,125 @@ def test_list_into_a_closed_pipe_ends_without_a_traceback(fixture_course):
     assert "Traceback" not in listing.stderr and "BrokenPipeError" not in listing.stderr
 
 
+class Lines:
+    """What a ``jitlab watch`` process prints, line by line, as it comes."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process, self.queue = process, queue.Queue()
+        threading.Thread(
+            target=lambda: [self.queue.put(x) for x in process.stdout], daemon=True
+        ).start()
+
+    def wait_for(self, text: str) -> list[str]:
+        """The lines up to the first that holds ``text``, however long a busy machine
+        takes; it stops early only if the process has died, and gives up after ten silent
+        minutes."""
+        seen, silent = [], 0.0
+        while silent < 600:
+            try:
+                line = self.queue.get(timeout=1)
+            except queue.Empty:
+                if self.process.poll() is not None:
+                    raise AssertionError(f"watch exited before printing {text!r}: {seen}") from None
+                silent += 1
+                continue
+            silent = 0.0
+            seen.append(line)
+            if text in line:
+                return seen
+        raise AssertionError(f"watch printed nothing for 10 minutes (waiting for {text!r})")
+
+
 def test_watch_rechecks_when_the_file_is_saved(fixture_course):
     exercise = fixture_course.lesson("doubling").exercise
     write_answer(fixture_course, SOLVED)
     process = start_watch()
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in process.stdout], daemon=True).start()
-
-    def wait_for(text: str) -> None:
-        # Waits for the event, however long a busy machine takes; it stops early only if
-        # the watch process has died, and gives up after ten silent minutes.
-        silent = 0.0
-        while silent < 600:
-            try:
-                line = lines.get(timeout=1)
-            except queue.Empty:
-                if process.poll() is not None:
-                    raise AssertionError(f"watch exited before printing {text!r}") from None
-                silent += 1
-                continue
-            silent = 0.0
-            if text in line:
-                return
-        raise AssertionError(f"watch printed nothing for 10 minutes (waiting for {text!r})")
-
+    lines = Lines(process)
     try:
-        wait_for("PASS")
+        lines.wait_for("PASS")
         text = exercise.learner_copy.read_text()
         exercise.learner_copy.write_text(text.replace("return x * 2", "return x * 3"))
-        wait_for("FAIL")
+        lines.wait_for("FAIL")
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(timeout=60)
+
+
+@pytest.fixture
+def two_exercises(fixture_course):
+    """The fixture course with a second exercise, ``02 doubling_again``, a copy of 01."""
+    root = fixture_course.root
+    for folder in ("lessons", "solutions", "exercises"):
+        text = (root / folder / "01_doubling.py").read_text()
+        text = text.replace("Exercise 01 · Doubling", "Exercise 02 · Doubling again")
+        (root / folder / "02_doubling_again.py").write_text(text)
+    manifest = root / "course.yml"
+    manifest.write_text(manifest.read_text() + "  - doubling_again\n")
+    from jitlab.course.manifest import _load, load_course
+
+    _load.cache_clear()
+    return load_course(root)
+
+
+def test_watch_checks_whichever_exercise_is_saved_and_moves_on_after_a_pass(two_exercises):
+    first, second = (two_exercises.lesson(s).exercise for s in ("doubling", "doubling_again"))
+    process = start_watch()  # no exercise named: the first not done, 01
+    lines = Lines(process)
+    try:
+        assert any("FAIL  exercises/01_doubling.py" in x for x in lines.wait_for("FAIL"))
+        solved = second.learner_copy.read_text().replace("    raise NotImplementedError\n", SOLVED)
+        second.learner_copy.write_text(solved)  # the learner works on 02 instead
+        said = lines.wait_for("watching on")
+        assert any("PASS  exercises/02_doubling_again.py" in x for x in said), said
+        assert "save exercises/01_doubling.py next" in said[-1], said
+        first.learner_copy.write_text(
+            first.learner_copy.read_text().replace("    raise NotImplementedError\n", SOLVED)
+        )
+        said = lines.wait_for("every exercise is done")
+        assert any("PASS  exercises/01_doubling.py" in x for x in said), said
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+
+
+PART_TWO = """@jax.jit
+def double_too(x):
+    # BEGIN SOLUTION
+    return x * 2
+    # END SOLUTION
+
+
+# %% tags=["grader"]
+"""
+GRADER_TWO = """
+
+# %% tags=["grader"]
+from fixture_graders import doubling
+
+doubling.grade(double_too)
+"""
+
+
+def test_each_parts_outcome_is_shown_and_an_unwritten_stub_is_not_passing(fixture_course, capsys):
+    from jitlab.course.exercise_source import generated_text
+
+    exercise = fixture_course.lesson("doubling").exercise
+    source = exercise.source.read_text().replace('# %% tags=["grader"]\n', PART_TWO, 1)
+    exercise.source.write_text(source.rstrip("\n") + "\n" + GRADER_TWO)
+    exercise.learner_copy.write_text(generated_text(exercise))
+    text = exercise.learner_copy.read_text()  # part 1 solved; part 2 still its stub
+    exercise.learner_copy.write_text(text.replace("    raise NotImplementedError\n", SOLVED, 1))
+    code, out = run(capsys, "check", "01")
+    assert code == 1, out
+    assert "✓ part 1 (double): passed" in out, out
+    assert "part 2 (double_too): not started" in out, out
+    assert out.count("✓ double is jitted") == 1, out  # part 1's; none from part 2's stub
+    assert "✗ double doubles" in out and "NotImplementedError" in out, out
+    assert "put back" not in out, out
+
+
+def test_a_misspelt_name_in_a_cell_gets_pythons_suggestion(fixture_course, capsys):
+    write_answer(fixture_course, SOLVED, after_import="limit = 3\nprint(limt)\n")
+    code, out = run(capsys, "check", "01")
+    assert code == 1, out
+    assert "NameError: name 'limt' is not defined" in out and "did you mean `limit`?" in out, out
