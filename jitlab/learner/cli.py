@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
-import gc
 import json
 import os
 import shutil
@@ -161,20 +160,9 @@ def _check(course: Course, exercise: Exercise, path: Path, timeout: int) -> int:
     _say(f"checking {path.name} ...")
     mine = path.resolve() == exercise.learner_copy.resolve()
     on_part = (lambda part: progress.set_current_part(exercise, part)) if mine else None
-    # No cyclic garbage collection while the check runs: it imports Jupytext, nbformat,
-    # pytest, nbval and jupyter_client, whose many small objects set the collector off
-    # again and again for nothing. On again afterwards, for `watch`.
-    gc.disable()
-    try:
-        verdict = check_file(
-            path,
-            course=course,
-            cell_timeout_s=timeout,
-            in_process=not _UNDER_PYTEST,
-            on_part=on_part,
-        )
-    finally:
-        gc.enable()
+    verdict = check_file(
+        path, course=course, cell_timeout_s=timeout, in_process=not _UNDER_PYTEST, on_part=on_part
+    )
     global _SKIP_TEARDOWN
     _SKIP_TEARDOWN = not _UNDER_PYTEST
     if verdict.passed:
