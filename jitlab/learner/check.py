@@ -189,15 +189,22 @@ def put_back(mine: str, original: str) -> tuple[str, list[str]]:
     restored = restore_grader_cells(mine, original)
     if restored == mine:
         return mine, []
-    given = [c for c in code_cells(original) if c.is_grader]
-    kept = {(c.source.strip(), c.tags) for c in code_cells(mine) if c.is_grader}
-    lines = {c.source.strip(): c.line for c in code_cells(restored) if c.is_grader}
-    changed = [
-        f"the grader cell of part {number} (line {lines.get(c.source.strip(), c.line)})"
-        for number, c in enumerate(given, start=1)
-        if (c.source.strip(), c.tags) not in kept
-    ]
-    return restored, changed or ["the cells below the graders, moved above them"]
+    given, cells = code_cells(original), code_cells(mine)
+    first = next(c.index for c in given if c.is_grader)
+    tail = {c.source.strip() for c in given[first:]}
+    own = [c.index for c in cells if not c.is_grader and c.source.strip() not in tail]
+    changed = []
+    for number, cell in enumerate((c for c in given if c.is_grader), start=1):
+        found = [
+            c
+            for c in cells
+            if c.is_grader and (c.source.strip(), c.tags) == (cell.source.strip(), cell.tags)
+        ]
+        if not found:
+            changed.append(f"the grader cell of part {number} (changed or deleted)")
+        elif own and found[0].index < max(own):
+            changed.append(f"the grader cell of part {number} (moved above your code)")
+    return restored, changed or ["your cells below the graders, now run above them"]
 
 
 def check_file(
@@ -247,8 +254,8 @@ def check_file(
     verdict = _verdict(shown, cells, graders, reports, execution, run)  # box 5
     if restored and exercise is not None:
         note = (
-            f"put back from solutions/{exercise.source.name}: {', '.join(restored)} "
-            "(your file is as you left it)"
+            f"put back from solutions/{exercise.source.name}: {', '.join(restored)}; "
+            "your file is as you left it"
         )
         verdict = dataclasses.replace(verdict, note=note)
     return dataclasses.replace(verdict, parts=_parts(cells, graders, reports, ran))

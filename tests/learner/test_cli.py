@@ -110,6 +110,7 @@ def test_a_crash_in_a_setup_cell_is_one_line_with_its_place(fixture_course, caps
 # ------------------------------------------------------------------ grader cells put back
 
 GRADER_CELL = "from fixture_graders import doubling\n\ndoubling.grade(double)\n"
+GRADER = '# %% tags=["grader"]\n' + GRADER_CELL
 
 
 @pytest.mark.parametrize(
@@ -132,7 +133,13 @@ GRADER_CELL = "from fixture_graders import doubling\n\ndoubling.grade(double)\n"
             ),
             "the grader cell of part 1",
         ),
-        (lambda t: t + "\n# %%\nprint('after the grader')\n", "the cells below the graders"),
+        (lambda t: t + "\n# %%\nprint('after the grader')\n", "your cells below the graders"),
+        (
+            lambda t: t.replace(GRADER, "").replace(
+                "# %%\n@jax.jit", GRADER + "\n\n# %%\n@jax.jit"
+            ),
+            "the grader cell of part 1 (moved above your code)",
+        ),
     ],
     ids=[
         "grader-emptied",
@@ -141,6 +148,7 @@ GRADER_CELL = "from fixture_graders import doubling\n\ndoubling.grade(double)\n"
         "raises-exception",
         "try-except",
         "cell-after",
+        "grader-moved-up",
     ],
 )
 def test_a_changed_grader_cell_is_put_back_and_the_verdict_says_so(
