@@ -1,18 +1,18 @@
 """Check one exercise file the way CI does, and boil the outcome down to a verdict.
 
-The whole path, in five boxes, each in one process but the kernel's:
+The whole path, in five boxes; all but the kernel run in the runner's process:
 
     ┌──────────┐   ┌──────────────┐   ┌───────────────────┐   ┌──────────┐   ┌─────────┐
     │ 1 read   │──▶│ 2 put back   │──▶│ 3 run under nbval │──▶│ 4 record │──▶│ 5 judge │
     │ the file │   │ grader cells │   │ (pytest, kernel)  │   │ per cell │   │ verdict │
     └──────────┘   └──────────────┘   └───────────────────┘   └──────────┘   └─────────┘
 
-1. read: the learner's file must parse (a syntax error is reported as file:line with a
-   caret, and nothing runs);
+1. read: the learner's file, as it is on disk;
 2. put back: its grader cells, and every cell from the first of them on, are taken from
    the exercise's source in ``solutions/``, as nbgrader's autograde does (a grader cell
    changed, deleted or moved runs as it was; the verdict names what was put back). The
-   learner's own cells are never touched, on disk or in the run;
+   learner's own cells are never touched, on disk or in the run. The result must parse:
+   a syntax error is reported as file:line with a caret, and nothing runs;
 3. run: :func:`jitlab.notebooks.pipeline.execute` converts it to a notebook and runs it
    under nbval in a fresh kernel, stopping at the first failure;
 4. record: :mod:`jitlab.notebooks.recorder` writes each cell's outcome and the graders'
@@ -76,10 +76,11 @@ def code_cells(text: str) -> list[CodeCell]:
     ]
 
 
-def syntax_error(path: Path, shown: str) -> str | None:
-    """The learner-facing message for a syntax error in ``path``, or None."""
+def syntax_error(text: str, shown: str) -> str | None:
+    """The learner-facing message for a syntax error in ``text`` (the file ``shown``),
+    or None."""
     try:
-        ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        ast.parse(text, filename=shown)
     except SyntaxError as err:
         line = (err.text or "").rstrip("\n")
         pointer = " " * max((err.offset or 1) - 1, 0) + "^"
@@ -223,12 +224,12 @@ def check_file(
     path = Path(path).resolve()
     shown = relative(path, course)
     exercise = course.find_exercise(path.stem)
-    problem = syntax_error(path, shown)  # box 1
+    text, restored = path.read_text(encoding="utf-8"), []  # box 1
+    if exercise is not None:  # box 2: a grader cell typed into by mistake parses again
+        text, restored = put_back(text, _original_text(exercise, path))
+    problem = syntax_error(text, shown)
     if problem:
         return Verdict(shown, passed=False, problem=problem, kind="syntax")
-    text, restored = path.read_text(encoding="utf-8"), []
-    if exercise is not None:  # box 2
-        text, restored = put_back(text, _original_text(exercise, path))
 
     def run_this(notebook: nbformat.NotebookNode) -> None:
         notebook.cells = jupytext.reads(text, fmt="py:percent").cells

@@ -140,6 +140,10 @@ GRADER = '# %% tags=["grader"]\n' + GRADER_CELL
             ),
             "the grader cell of part 1 (moved above your code)",
         ),
+        (
+            lambda t: t.replace("doubling.grade(double)\n", "doubling.grade(double\n"),
+            "the grader cell of part 1 (changed or deleted)",
+        ),
     ],
     ids=[
         "grader-emptied",
@@ -149,6 +153,7 @@ GRADER = '# %% tags=["grader"]\n' + GRADER_CELL
         "try-except",
         "cell-after",
         "grader-moved-up",
+        "grader-syntax-error",
     ],
 )
 def test_a_changed_grader_cell_is_put_back_and_the_verdict_says_so(
