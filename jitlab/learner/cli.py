@@ -136,7 +136,6 @@ def _next_step(course: Course, exercise: Exercise) -> str:
 # runs pytest in a subprocess. Decided once, at import, since the runner itself imports
 # pytest for its first in-process check and ``watch`` goes on checking after it.
 _UNDER_PYTEST = "pytest" in sys.modules
-_SKIP_TEARDOWN = False  # set by a check that ran pytest here; read by `command`
 
 
 def cmd_check(args: argparse.Namespace, course: Course) -> int:
@@ -163,8 +162,6 @@ def _check(course: Course, exercise: Exercise, path: Path, timeout: int) -> int:
     verdict = check_file(
         path, course=course, cell_timeout_s=timeout, in_process=not _UNDER_PYTEST, on_part=on_part
     )
-    global _SKIP_TEARDOWN
-    _SKIP_TEARDOWN = not _UNDER_PYTEST
     if verdict.passed:
         verdict = dataclasses.replace(verdict, next_step=_next_step(course, exercise))
     _say(format_verdict(verdict, width=_width(), color=_color()))
@@ -318,10 +315,6 @@ def cmd_watch(args: argparse.Namespace, course: Course) -> int:
         if checking:  # the check did not finish: no verdict, and nothing was recorded
             _say("\ninterrupted: your files and progress are as they were")
         _say("\nstopped watching")
-        # Out without Python's teardown, as after a check: its signal handlers go back to
-        # the default there, and a Ctrl-C pressed twice would end it by SIGINT (-2; seen).
-        global _SKIP_TEARDOWN
-        _SKIP_TEARDOWN = True
     return PASS
 
 
@@ -450,13 +443,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def command() -> None:
-    """The ``jitlab`` command: :func:`main`, then an exit that skips Python's teardown
-    of every module after a check that ran pytest in this process (about 0.1 s of
-    freeing what pytest, nbval and jupyter_client loaded, added to every check). By
-    then the verdict is printed, the kernel stopped and its folder removed; the output
+    """The ``jitlab`` command: :func:`main`, then, once a check ran pytest in this
+    process, an exit that skips Python's teardown of every module. Its signal handlers
+    go back to the default there, so a second Ctrl-C that stops `watch` would end it by
+    SIGINT (-2; seen). By then the verdict is printed and the kernel stopped; the output
     streams are flushed here."""
     code = main()
-    if _SKIP_TEARDOWN:
+    if "pytest" in sys.modules:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
