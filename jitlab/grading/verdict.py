@@ -118,10 +118,11 @@ def format_verdict(verdict: Verdict, *, width: int = WIDTH, color: bool = False)
     green, red, reset = ("\x1b[32m", "\x1b[31m", "\x1b[0m") if color else ("",) * 3
     failed = verdict.failed_check
     lines: list[str] = _wrapped("note: ", verdict.note, width) if verdict.note else []
-    # A check made once per round (fit 2, fit 3, ...) that fails in a later round is
-    # shown once, failed: never a ✓ and a ✗ for one name.
+    # Each check once (every part checks that jit is on), and one made once per round
+    # (fit 2, fit 3, ...) that fails in a later round shown failed: never a ✓ and a ✗.
     failing = failed.name if failed else None
-    lines += [f"{green}✓{reset} {c.name}" for c in verdict.checks if c.passed and c.name != failing]
+    passed = dict.fromkeys(c.name for c in verdict.checks if c.passed and c.name != failing)
+    lines += [f"{green}✓{reset} {name}" for name in passed]
     if verdict.parts:
         marks = {"passed": f"{green}✓{reset}", "failed": f"{red}✗{reset}"}
         lines.append("")

@@ -189,7 +189,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
-    # By now nbval's setup has started (or adopted) the notebook's kernel.
+    # By now nbval's setup has started the notebook's kernel.
     kernel = getattr(getattr(item, "parent", None), "kernel", None) if _is_cell(item) else None
     if kernel is not None:
         _watch_kernel(kernel)
