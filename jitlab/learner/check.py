@@ -190,22 +190,14 @@ def put_back(mine: str, original: str) -> tuple[str, list[str]]:
     restored = restore_grader_cells(mine, original)
     if restored == mine:
         return mine, []
-    given, cells = code_cells(original), code_cells(mine)
-    first = next(c.index for c in given if c.is_grader)
-    tail = {c.source.strip() for c in given[first:]}
-    own = [c.index for c in cells if not c.is_grader and c.source.strip() not in tail]
-    changed = []
-    for number, cell in enumerate((c for c in given if c.is_grader), start=1):
-        found = [
-            c
-            for c in cells
-            if c.is_grader and (c.source.strip(), c.tags) == (cell.source.strip(), cell.tags)
-        ]
-        if not found:
-            changed.append(f"the grader cell of part {number} (changed or deleted)")
-        elif own and found[0].index < max(own):
-            changed.append(f"the grader cell of part {number} (moved above your code)")
-    return restored, changed or ["your cells below the graders, now run above them"]
+    kept = {(c.source.strip(), c.tags) for c in code_cells(mine) if c.is_grader}
+    given = (c for c in code_cells(original) if c.is_grader)
+    changed = [
+        f"the grader cell of part {number} (changed or deleted)"
+        for number, c in enumerate(given, start=1)
+        if (c.source.strip(), c.tags) not in kept
+    ]
+    return restored, changed or ["your cells below the grader cells, now run above them"]
 
 
 def check_file(

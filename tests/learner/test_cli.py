@@ -133,12 +133,12 @@ GRADER = '# %% tags=["grader"]\n' + GRADER_CELL
             ),
             "the grader cell of part 1",
         ),
-        (lambda t: t + "\n# %%\nprint('after the grader')\n", "your cells below the graders"),
+        (lambda t: t + "\n# %%\nprint('after the grader')\n", "your cells below the grader cells"),
         (
             lambda t: t.replace(GRADER, "").replace(
                 "# %%\n@jax.jit", GRADER + "\n\n# %%\n@jax.jit"
             ),
-            "the grader cell of part 1 (moved above your code)",
+            "your cells below the grader cells, now run above them",
         ),
         (
             lambda t: t.replace("doubling.grade(double)\n", "doubling.grade(double\n"),
