@@ -14,7 +14,9 @@ The whole path, in five boxes; all but the kernel run in the runner's process:
    learner's own cells are never touched, on disk or in the run. The result must parse:
    a syntax error is reported as file:line with a caret, and nothing runs;
 3. run: :func:`jitlab.notebooks.pipeline.execute` converts it to a notebook and runs it
-   under nbval in a fresh kernel, stopping at the first failure;
+   under nbval in a fresh kernel, stopping at the first failure. The command-line runner
+   runs pytest in its own process, and starts the kernel before it reads the file
+   (:mod:`jitlab.notebooks.spare_kernel`, 0.4 to 0.5 s of every check);
 4. record: :mod:`jitlab.notebooks.recorder` writes each cell's outcome and the graders'
    reports (a display output of each grader cell, see :mod:`jitlab.grading.verdict`);
 5. judge: a failed check says expected / seen / hint; a crash names the learner's line;
@@ -24,6 +26,7 @@ The whole path, in five boxes; all but the kernel run in the runner's process:
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import re
 import tempfile
@@ -38,6 +41,7 @@ from jitlab.course.manifest import Course, Exercise, load_course
 from jitlab.grading.verdict import GraderRun, Verdict, grader_run
 from jitlab.learner import DEFAULT_CELL_TIMEOUT_S
 from jitlab.notebooks.pipeline import CellRun, Execution, NotebookRun, execute, relative
+from jitlab.notebooks.spare_kernel import NOTEBOOKS, SCRATCH_PREFIX, SpareKernel
 
 GRADER_TAG = "grader"
 _FRAME = re.compile(r"Cell In\[\d+\], line (\d+)[^\n]*\n((?:[^\n]+\n)+)")
@@ -206,12 +210,15 @@ def check_file(
     course: Course | None = None,
     cell_timeout_s: int = DEFAULT_CELL_TIMEOUT_S,
     in_process: bool = False,
+    kernel: SpareKernel | None = None,
     on_part: Callable[[int], None] | None = None,
 ) -> Verdict:
     """Run one exercise (or solution) file and return its verdict (``in_process``: run
-    pytest in this process, as the command-line runner does; ``on_part``: called with the
-    part the learner is on, the first grader cell (counted from 1) that did not pass, or
-    one past the last when all passed)."""
+    pytest in this process, as the command-line runner does; ``kernel``: one started
+    beforehand for this file by :func:`jitlab.notebooks.spare_kernel.start`, adopted by
+    nbval when pytest runs here; its folder is used, and the caller stops it;
+    ``on_part``: called with the part the learner is on, the first grader cell (counted
+    from 1) that did not pass, or one past the last when all passed)."""
     course = course or load_course()
     path = Path(path).resolve()
     shown = relative(path, course)
@@ -228,16 +235,19 @@ def check_file(
 
     cells = code_cells(text)
     graders = [c.index for c in cells if c.is_grader]
-    with tempfile.TemporaryDirectory(prefix="jitlab-check-") as scratch:
+    with contextlib.ExitStack() as stack:
+        made = tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX)
+        scratch = kernel.scratch if kernel else Path(stack.enter_context(made))
         execution = execute(  # boxes 3 and 4
             [path],
-            work=Path(scratch) / "notebooks",
-            record=Path(scratch) / "record",
+            work=scratch / NOTEBOOKS,
+            record=scratch / "record",
             course=course,
             cell_timeout_s=cell_timeout_s,
             stop_at_first_failure=True,
             transform=run_this if restored else None,
             in_process=in_process,
+            kernel=kernel if in_process else None,
         )
     run = execution.runs.get(path)
     ran = {c.index: c for c in run.cells} if run else {}

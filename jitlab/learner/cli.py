@@ -153,15 +153,31 @@ def cmd_check(args: argparse.Namespace, course: Course) -> int:
 def _check(course: Course, exercise: Exercise, path: Path, timeout: int) -> int:
     """Check ``path`` (``exercise``'s copy, or a file named on the command line), print
     the verdict, and record a pass of the learner's copy."""
-    from jitlab.grading.verdict import format_verdict
-    from jitlab.learner.check import check_file
+    from jitlab.notebooks import spare_kernel
 
     _say(f"checking {path.name} ...")
-    mine = path.resolve() == exercise.learner_copy.resolve()
-    on_part = (lambda part: progress.set_current_part(exercise, part)) if mine else None
-    verdict = check_file(
-        path, course=course, cell_timeout_s=timeout, in_process=not _UNDER_PYTEST, on_part=on_part
-    )
+    # The kernel starts first, while this process imports and reads the file (side by
+    # side on two cores); it is stopped here whether or not nbval adopted it. None inside
+    # a pytest process of our own: the check then runs pytest in a subprocess.
+    here = not _UNDER_PYTEST and spare_kernel.available()
+    kernel = spare_kernel.start(path.resolve()) if here else None
+    try:
+        from jitlab.grading.verdict import format_verdict
+        from jitlab.learner.check import check_file
+
+        mine = path.resolve() == exercise.learner_copy.resolve()
+        on_part = (lambda part: progress.set_current_part(exercise, part)) if mine else None
+        verdict = check_file(
+            path,
+            course=course,
+            cell_timeout_s=timeout,
+            in_process=not _UNDER_PYTEST,
+            kernel=kernel,
+            on_part=on_part,
+        )
+    finally:
+        if kernel is not None:
+            kernel.stop()
     if verdict.passed:
         verdict = dataclasses.replace(verdict, next_step=_next_step(course, exercise))
     _say(format_verdict(verdict, width=_width(), color=_color()))

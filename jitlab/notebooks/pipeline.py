@@ -36,7 +36,8 @@ import jupytext
 import nbformat
 
 from jitlab.course.manifest import Course, load_course
-from jitlab.notebooks import run_env
+from jitlab.notebooks import run_env, spare_kernel
+from jitlab.notebooks.spare_kernel import SpareKernel
 
 DEFAULT_CELL_TIMEOUT_S = 120
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -246,12 +247,15 @@ def execute(
     python: str | None = None,
     in_process: bool = False,
     workers: int = 1,
+    kernel: SpareKernel | None = None,
 ) -> Execution:
     """Convert ``sources`` into ``work`` and run them under nbval; records go to ``record``.
 
     ``python`` runs pytest with another interpreter (the release matrix does, with an
     older JAX); the kernels use that interpreter too (``--nbval-current-env``).
-    ``in_process`` runs pytest in this process instead of a new one (the runner does).
+    ``in_process`` runs pytest in this process instead of a new one (the runner does),
+    and then ``kernel``, a kernel started beforehand for the one source, is adopted by
+    nbval instead of starting another (see :mod:`jitlab.notebooks.spare_kernel`).
     """
     course = course or load_course()
     notebooks = convert(sources, work, course=course, transform=transform)
@@ -266,7 +270,7 @@ def execute(
         command[0] = python
     environment = run_env(env)
     if python is None and in_process:
-        returncode, output = _pytest_here(command[3:], course.root, environment)
+        returncode, output = _pytest_here(command[3:], course.root, environment, kernel)
     else:
         completed = subprocess.run(
             command,
@@ -285,7 +289,9 @@ def execute(
     return Execution(runs=runs, returncode=returncode, output=output)
 
 
-def _pytest_here(arguments: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
+def _pytest_here(
+    arguments: list[str], cwd: Path, env: dict[str, str], kernel: SpareKernel | None
+) -> tuple[int, str]:
     """Run pytest in this process: the learner's runner saves a Python start-up and the
     imports it already made (jupytext, nbformat). The kernel is still a fresh process,
     so the learner's code runs exactly as under CI."""
@@ -308,6 +314,9 @@ def _pytest_here(arguments: list[str], cwd: Path, env: dict[str, str]) -> tuple[
             raise KeyboardInterrupt
 
         previous = signal.signal(signal.SIGINT, note_interrupt)
+    if kernel is not None:
+        spare_kernel.offer(kernel)
+        env = {**env, spare_kernel.PROVISIONER_ENV: spare_kernel.PROVISIONER}
     try:
         os.environ.clear()
         os.environ.update(env)
@@ -317,6 +326,7 @@ def _pytest_here(arguments: list[str], cwd: Path, env: dict[str, str]) -> tuple[
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+        spare_kernel.withdraw()
         os.environ.clear()
         os.environ.update(saved_env)
         os.chdir(saved_cwd)
