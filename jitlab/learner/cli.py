@@ -19,10 +19,14 @@ import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jitlab.course.manifest import Course, Exercise, load_course
 from jitlab.course.metadata import CourseError
 from jitlab.learner import DEFAULT_CELL_TIMEOUT_S, progress
+
+if TYPE_CHECKING:
+    from jitlab.notebooks.spare_kernel import SpareKernel
 
 PASS, FAIL, BAD_INPUT = 0, 1, 2
 
@@ -150,17 +154,31 @@ def cmd_check(args: argparse.Namespace, course: Course) -> int:
     return _check(course, exercise, path, args.timeout)
 
 
-def _check(course: Course, exercise: Exercise, path: Path, timeout: int) -> int:
-    """Check ``path`` (``exercise``'s copy, or a file named on the command line), print
-    the verdict, and record a pass of the learner's copy."""
+def _early_kernel(path: Path) -> SpareKernel | None:
+    """A kernel for ``path`` started now, to be adopted by its check (see
+    :mod:`jitlab.notebooks.spare_kernel`); None inside a pytest process of our own, where
+    the check runs pytest in a subprocess (a nested pytest would share plugins)."""
     from jitlab.notebooks import spare_kernel
 
+    if _UNDER_PYTEST or not spare_kernel.available():
+        return None
+    return spare_kernel.start(path.resolve())
+
+
+def _check(
+    course: Course, exercise: Exercise, path: Path, timeout: int, ready: SpareKernel | None = None
+) -> int:
+    """Check ``path`` (``exercise``'s copy, or a file named on the command line), print
+    the verdict, and record a pass of the learner's copy. ``ready``: a kernel `watch`
+    started for the next check while the learner edited, used if it is for ``path``."""
     _say(f"checking {path.name} ...")
     # The kernel starts first, while this process imports and reads the file (side by
-    # side on two cores); it is stopped here whether or not nbval adopted it. None inside
-    # a pytest process of our own: the check then runs pytest in a subprocess.
-    here = not _UNDER_PYTEST and spare_kernel.available()
-    kernel = spare_kernel.start(path.resolve()) if here else None
+    # side on two cores); it is stopped here whether or not nbval adopted it.
+    kernel = ready
+    if kernel is None or kernel.notebook != str(path.resolve()):
+        if kernel is not None:
+            kernel.stop()
+        kernel = _early_kernel(path)
     try:
         from jitlab.grading.verdict import format_verdict
         from jitlab.learner.check import check_file
@@ -307,7 +325,7 @@ def cmd_watch(args: argparse.Namespace, course: Course) -> int:
     seen = {p: content(p) for p in watched}
     where = "exercises/" if path in copies else path.name
     _say(f"watching {where}: save an exercise to check it (Ctrl-C to stop)")
-    checking, checks = False, 0
+    checking, checks, ready = False, 0, None
     try:
         # A change is noticed by its content, looked at after every file event and every
         # half second, so a save made while a check was running is never missed.
@@ -318,8 +336,8 @@ def cmd_watch(args: argparse.Namespace, course: Course) -> int:
                 if checks:
                     _say("\n" + "-" * 60)
                 checking, checks = True, checks + 1
-                code = _check(course, watched[saved], saved, args.timeout)
-                checking = False
+                code = _check(course, watched[saved], saved, args.timeout, ready)
+                checking, following = False, saved
                 if code == PASS and saved in copies:
                     upcoming = _first_not_done(course)
                     _say(
@@ -327,10 +345,17 @@ def cmd_watch(args: argparse.Namespace, course: Course) -> int:
                         if upcoming is None
                         else f"\nwatching on: save exercises/{upcoming.learner_copy.name} next"
                     )
+                    following = upcoming.learner_copy.resolve() if upcoming else saved
+                # The next check's kernel starts now, while the learner reads and edits: a
+                # fresh one each time, so every check runs in a new kernel.
+                ready = _early_kernel(following)
     except KeyboardInterrupt:
         if checking:  # the check did not finish: no verdict, and nothing was recorded
             _say("\ninterrupted: your files and progress are as they were")
         _say("\nstopped watching")
+    finally:
+        if ready is not None:
+            ready.stop()
     return PASS
 
 
