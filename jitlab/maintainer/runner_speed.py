@@ -75,8 +75,9 @@ def measure_check(course: Course, repeats: int, echo: Echo) -> float:
 def measure_watch(course: Course, repeats: int, import_jax: float, echo: Echo) -> float:
     """Median time from saving a solved exercise to ``jitlab watch`` printing its verdict.
 
-    It watches a copy, outside the course, of one solution; each save adds a comment
-    line above the graders."""
+    ``watch`` starts the next check's kernel while the learner edits, so a re-check
+    skips the kernel's start as well as Python's. It watches a copy, outside the course,
+    of one solution; each save adds a comment line above the graders."""
     jitlab = str(Path(sys.executable).with_name("jitlab"))
     exercise = next((e for e in course.exercises if e.slug == "dtypes"), course.exercises[0])
     with tempfile.TemporaryDirectory(prefix="jitlab-runner-speed-") as folder:
