@@ -18,7 +18,7 @@ export NO_MKDOCS_2_WARNING := 1
 # keeps the executed notebooks in _build/executed, where the site picks them up instead of running them again.
 NBVAL := --nbval-lax --nbval-current-env --jitlab-record=_build/executed
 
-.PHONY: course setup site site-offline serve lab test test-strict test-fast lint format exercises verify bench matrix \
+.PHONY: course setup site site-offline serve lab test test-fast lint format exercises verify bench matrix \
 	upstream runner-speed wheelhouse dist clean lock
 
 course: site serve
@@ -112,24 +112,17 @@ serve: $(STAMP)
 # just executed: a file to a worker too, but for the few whose tests go one by one, and the
 # slow files first (tests/conftest.py). The tests compile hundreds of small programs and never time
 # them: with XLA's backend optimisations off they take about a fifth less time.
-# Strict mode's corpus of cheats (a fresh kernel each) and the solutions graded strictly
-# are a lane of their own, `make test-strict`, which .ci/run runs after this one.
 TEST_XLA_FLAGS := --xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true
 test: $(STAMP) lint
 	$(BIN)/jitlab dev notebooks lessons
 	$(BIN)/pytest -n $(JOBS) --dist loadfile _build/notebooks/lessons $(NBVAL) --durations=5
-	XLA_FLAGS="$(TEST_XLA_FLAGS)" $(BIN)/pytest -n $(JOBS) --dist loadfile tests -m "not strict_mode" \
+	XLA_FLAGS="$(TEST_XLA_FLAGS)" $(BIN)/pytest -n $(JOBS) --dist loadfile tests \
 	  --durations=15
-
-# Strict mode (docs/strict.md): each kind of cheat rejected, every solution passing.
-test-strict: $(STAMP)
-	XLA_FLAGS="$(TEST_XLA_FLAGS)" $(BIN)/pytest -n $(JOBS) --dist loadfile tests -m strict_mode \
-	  --durations=10
 
 # The authors' lane: lint, the course's own tests and the graders; no lessons, no site.
 test-fast: $(STAMP) lint
 	XLA_FLAGS="$(TEST_XLA_FLAGS)" $(BIN)/pytest -n $(JOBS) --dist loadfile tests \
-	  -m "not slow and not strict_mode" --durations=10
+	  -m "not slow" --durations=10
 
 # A learner's exercises/ are theirs, written in their own style: outside CI, ruff leaves
 # them out (and says so). CI checks out a clean tree, where they are the generated copies,

@@ -1,6 +1,9 @@
 """Shared fixtures.
 
 - Every test gets its own progress file: a learner's ``.jitlab/`` is never touched.
+- Every test sees an 80-column terminal, whatever it runs in: the runner wraps its
+  verdicts to the terminal's width, and a phrase a test looks for must not be split in
+  a narrow terminal and whole in a wide one.
 - ``fixture_course`` copies the two-lesson course in ``tests/fixture_course`` to a
   temporary folder and points the tools at it, so the runner's tests never run (or
   write to) the real exercises.
@@ -32,6 +35,12 @@ def isolated_progress(tmp_path, monkeypatch):
     monkeypatch.setenv(STATE_ENV, str(tmp_path / "state.json"))
 
 
+@pytest.fixture(autouse=True)
+def terminal_of_80_columns(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")  # read first by shutil.get_terminal_size
+    monkeypatch.setenv("LINES", "24")
+
+
 @pytest.fixture
 def fixture_course(tmp_path, monkeypatch) -> Course:
     """A private copy of the fixture course, with the tools pointed at it."""
@@ -49,7 +58,7 @@ def fixture_course(tmp_path, monkeypatch) -> Course:
 # refined by ``pytest_xdist_make_scheduler`` below): a file to a worker, so that its
 # module fixtures are set up once, except these files, whose tests are independent and
 # long (a kernel or two each), and go one by one to whichever worker is free ...
-SPREAD = frozenset({"tests/maintainer/test_verify.py", "tests/learner/test_strict.py"})
+SPREAD = frozenset({"tests/maintainer/test_verify.py"})
 # ... and these files, which go together to one worker: the other would wait for the
 # site build they share.
 TOGETHER = {"tests/site/test_site.py": "site", "tests/site/test_browser.py": "site"}

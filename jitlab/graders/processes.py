@@ -17,7 +17,6 @@ What the drawing covers, every run (the wrong rule each part breaks):
 
 from __future__ import annotations
 
-import builtins
 import dataclasses
 import functools
 import hashlib
@@ -44,7 +43,6 @@ from jitlab.grading import (
     fail,
     grader,
     is_jitted,
-    sandbox,
 )
 from jitlab.grading.causes import Called, why
 from jitlab.grading.checks import fresh_rng, passed, require_close, require_jit_on, shorten
@@ -219,26 +217,6 @@ def _attempt(check: str, at: str, fn: Callable[..., Any], *args: Any) -> tuple[A
         return None, GradingFailure(check, expected=failure.expected, seen=seen, hint=hint)
 
 
-def _guarded_run(path: str, names: dict) -> dict:
-    """The learner's cell under strict mode's runtime guards, in this worker as in the
-    strict kernel (:mod:`jitlab.grading.sandbox`); a refusal goes to the worker guard's
-    findings, which the worker reports instead of "finished"."""
-    from jitlab.instruments import worker_guard
-
-    def refuse(what: str, line: int) -> None:
-        worker_guard.FOUND.append(f"refused {what} (line {line} of your cell)")
-        raise PermissionError(f"strict mode: {what} is not allowed")
-
-    for name, guard in zip(sandbox.GUARDS, sandbox.make_guards(refuse), strict=True):
-        setattr(builtins, name, guard)
-    source = Path(path).read_text(encoding="utf-8")
-    # as runpy.run_path names it: a class of the cell's is then the learner's, not a
-    # builtin's, to the checks that tell the two apart
-    names.update(__name__="<run_path>", __file__=path)
-    exec(sandbox.guarded_code(source, path), names)  # noqa: S102 (the learner's cell, guarded)
-    return names
-
-
 def _jit_failure(moment: str, canary: bool = True) -> GradingFailure | None:
     """Jit off (or, with ``canary``, the counter deaf) here, as ``@grader`` would see it."""
     try:
@@ -285,8 +263,7 @@ def stream(worker: multiprocess.Worker) -> None:
 def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
     """Every step of this process's stream, checked as it runs; then its compiles, numbers."""
     exec(multiprocess.PRELUDE, ns := {})  # the names the cell starts with, as the exercise says
-    run = _guarded_run if worker.options.get("strict") else runpy.run_path
-    cell, failure = _attempt(CELL_RUNS, "at import", run, worker.options["learner"], ns)
+    cell, failure = _attempt(CELL_RUNS, "at import", runpy.run_path, worker.options["learner"], ns)
     _everyone(failure or _jit_failure("in the worker, after your cell ran"))
     make_global_batch, train_step = cell["make_global_batch"], cell["train_step"]
     mesh = jax.make_mesh((jax.device_count(),), ("data",), axis_types=(AxisType.Auto,))
@@ -359,8 +336,7 @@ def launch(make_global_batch: Callable, train_step: Callable, plan: Plan) -> mul
     with tempfile.TemporaryDirectory(prefix="jitlab-grader-processes-") as scratch:
         path = Path(scratch) / "your_cell.py"  # the prelude apart: the cell's own line numbers
         path.write_text(learner_source(make_global_batch, train_step), encoding="utf-8")
-        options = {"learner": str(path), "plan": dataclasses.asdict(plan), "guard": True}
-        options["strict"] = hasattr(builtins, sandbox.OWN)  # this kernel runs strict mode's guards
+        options = {"learner": str(path), "plan": dataclasses.asdict(plan)}
         try:
             return multiprocess.run(
                 f"{__name__}:stream", options=options, timeout=50.0, stall_timeout=15.0

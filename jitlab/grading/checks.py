@@ -6,17 +6,14 @@ reports the run complete only once every declared check passed.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
-import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
 
 from jitlab.grading.verdict import Check, send_check, send_complete
-from jitlab.instruments.audit import CALL_EVENT, STATE_EVENT
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -50,17 +47,14 @@ def _report(check: Check) -> None:
 def passed(check: str) -> None:
     """Record and print a passed check (once, however often it is checked)."""
     if _session is None or check not in _session.passed:
-        sys.audit(CALL_EVENT, "check")  # strict mode: what it relied on is intact
         _report(Check(check, True))
         if _session is not None:
             _session.passed.append(check)
-        print(f"✓ {check}")
 
 
 def fail(check: str, *, expected: str, seen: str, hint: str = "") -> GradingFailure:
     """The exception to raise for a failed check. :func:`grader` reports the one that
     leaves it: a failure a grader catches and words better is never the one shown."""
-    sys.audit(CALL_EVENT, "check")
     return GradingFailure(check, expected=expected, seen=seen, hint=hint)
 
 
@@ -107,12 +101,10 @@ def call_learner(
     check: str, fn: Callable[..., Any], *args: Any, lesson: str = "", **kwargs: Any
 ) -> Any:
     """Call the learner's function; an unfinished stub or a crash becomes a failed check
-    (a stub's hint names ``lesson``, by default the grader's). Each call is announced to
-    ``sys.audit``, so that ``jitlab check --strict`` checks what grading relies on."""
+    (a stub's hint names ``lesson``, by default the grader's)."""
     try:
-        with in_learners_code():
-            result = fn(*args, **kwargs)
-            lazy = _converts_itself(result)
+        result = fn(*args, **kwargs)
+        lazy = _converts_itself(result)
     except NotImplementedError:
         lesson = lesson or (_session.slug if _session else "")
         raise fail(
@@ -183,15 +175,16 @@ def _converts_itself(tree: Any) -> tuple[type, str] | None:
     return None
 
 
-@contextlib.contextmanager
-def in_learners_code() -> Iterator[None]:
-    """The bracket of :func:`call_learner` alone, for a grader that words the learner's
-    errors itself: strict mode takes stock at its "enter" and compares at its "leave"."""
-    sys.audit(CALL_EVENT, "enter")
-    try:
-        yield
-    finally:
-        sys.audit(CALL_EVENT, "leave")
+def suggested_name(err: NameError | AttributeError) -> str:
+    """The defined name Python suggests for a misspelt one ("" when none is close): read
+    from Python's own traceback text ("Did you mean: 'block'?"), which looks at the
+    frame where the error was raised (Python 3.12 and later)."""
+    import re
+    import traceback
+
+    lines = traceback.TracebackException.from_exception(err).format_exception_only()
+    found = re.search(r"Did you mean: '([^']+)'\?", "".join(lines))
+    return found.group(1) if found else ""
 
 
 def _error_hint(err: BaseException) -> str:
@@ -274,30 +267,15 @@ def learner_error(
     """The failed ``check`` for an exception from the learner's code: its type, text and
     line, and a hint for that kind of exception unless the grader gives a likelier one."""
     where = learner_line(err)
+    close = suggested_name(err) if isinstance(err, NameError) else ""
+    if close:  # a typo: no guess of the grader's is likelier
+        hint = f"did you mean `{close}`? `{err.name}` is not defined anywhere your code can see"
     return fail(
         check,
         expected=expected or "the call to finish without an error",
         seen=shorten(f"{type(err).__name__}: {err}", 300) + (f", at {where}" if where else ""),
         hint=hint or _error_hint(err),
     )
-
-
-def grader_owned(*objects: Any) -> None:
-    """Announce objects grading hands to the learner's code and reads back (a recorder's
-    calls): strict mode reports a change to them not made through :func:`grader_changes`."""
-    for obj in objects:
-        sys.audit(STATE_EVENT, obj, "after")
-
-
-@contextlib.contextmanager
-def grader_changes(*objects: Any) -> Iterator[None]:
-    """Around grading's own change to announced objects (no learner code inside): strict
-    mode first checks nobody else changed them (a forged count that the next call would
-    move on from), then keeps their new state."""
-    for obj in objects:
-        sys.audit(STATE_EVENT, obj, "before")
-    yield
-    grader_owned(*objects)
 
 
 # ----------------------------------------------------------------- comparing numbers
@@ -466,8 +444,7 @@ the environment: a learner's ``export`` must not make every grading draw the sam
 
 
 def fresh_rng() -> np.random.Generator:
-    """A generator seeded from the system's entropy, so every grading run sees new inputs
-    (strict mode watches what draws it, and this module's ``SEED``)."""
+    """A generator seeded from the system's entropy, so every grading run sees new inputs."""
     return np.random.default_rng(SEED)
 
 
@@ -657,7 +634,6 @@ def grader(slug: str, checks: Sequence[str], *, part: str = "") -> Callable[[F],
             finally:
                 _session = outer
             send_complete(title, declared)
-            print(f"\nAll checks passed: {title}")
 
         run.checks = declared  # type: ignore[attr-defined]
         run.slug, run.part = slug, part  # type: ignore[attr-defined]
@@ -682,9 +658,8 @@ def require_buckets(
     call_learner(BUCKETS_HOLD, bucket_size, 1)  # a stub says so first
     sizes: dict[int, Any] = {}
     try:
-        with in_learners_code():  # one bracket: strict mode's stock is taken around it
-            for n in range(1, up_to + 1):
-                sizes[n] = bucket_size(n)
+        for n in range(1, up_to + 1):
+            sizes[n] = bucket_size(n)
     except Exception as err:
         n = len(sizes) + 1
         expected = f"bucket_size({n}) to return a size, as for every n from 1 to {up_to}"

@@ -30,8 +30,6 @@ from jitlab.grading.checks import (
     GradingFailure,
     call_learner,
     fail,
-    grader_changes,
-    in_learners_code,
     is_jitted,
     require,
     require_compiles,
@@ -224,8 +222,7 @@ class KernelExercise:
             count_compiles(kernel) as count,
             recording(wrapper, kernel, lambda: count.compiles) as recorder,
         ):
-            with grader_changes(recorder):  # strict mode: grading's own change
-                recorder.on_call = lambda call: call.jit_on or self.jit_on(recorder, call)
+            recorder.on_call = lambda call: call.jit_on or self.jit_on(recorder, call)
             run = Run(recorder, count)
             for args, kwargs in arguments:
                 run.given.append((args, kwargs))
@@ -240,8 +237,7 @@ class KernelExercise:
                     verdict = {"expected": failed.expected, "seen": seen, "hint": failed.hint}
                     raise fail(failed.check, **verdict) from failed.__cause__
                 try:
-                    with in_learners_code():  # an __array__ of the learner's runs here
-                        out = jax.tree.map(read_once, out)
+                    out = jax.tree.map(read_once, out)
                     if refills:  # the next refill must not race a computation still reading
                         jax.block_until_ready(out)
                 except Exception:  # not a pytree JAX can walk: checked as it came

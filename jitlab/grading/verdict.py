@@ -1,26 +1,23 @@
 """A verdict: what the graders found, how it travels from the kernel, how it is printed.
 
-The runner opens a *channel* for every grader cell: a file and a random token that only
-the runner and that cell's (runner-written) first lines know, never the learner's cells,
-which run before it. Each :class:`Check` is one JSON line there carrying the token, and a
-grader that reaches its end writes a ``complete`` line listing its declared checks. A
-grader cell without that line fails whatever pytest says: a grader that was skipped,
-interrupted or replaced cannot pass. In strict mode the audit hook keeps a copy of each
-record from this module's writer alone, and the runner reads that copy.
-:func:`format_verdict` is the one place a verdict becomes text for the learner.
+A grader reports each :class:`Check`, and its completion, as a display output of its
+own cell (MIME type :data:`MIME`, a JSON record): nbval keeps every cell's outputs and
+:mod:`jitlab.notebooks.recorder` writes them down with the cell's outcome, so the runner
+reads one record per cell and needs no channel of its own. A notebook shows the record's
+text line (the ✓ or ✗ a learner reads), a terminal that line alone. A grader cell that
+never reported itself complete fails whatever pytest says: a grader that was skipped or
+interrupted cannot pass. :func:`format_verdict` is the one place a verdict becomes text.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 import sys
 import textwrap
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from jitlab.instruments.audit import VERDICT_EVENT
+MIME = "application/vnd.jitlab.report+json"  # a grader's record in its cell's outputs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,57 +47,41 @@ class GraderRun:
     declared: tuple[str, ...] = ()
 
 
-_channel: tuple[str, str, int] | None = None  # path, token, cell
+def _publish(record: dict[str, Any], text: str) -> None:
+    """Show ``text``, with ``record`` beside it where a kernel keeps outputs."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None:  # a grader called outside a kernel (tests, a script): text only
+        print(text)
+        return
+    from IPython.display import display
 
-
-def open_channel(path: str, token: str, cell: int) -> None:
-    """Called by the runner's first lines in a grader cell, before the grader runs."""
-    global _channel
-    _channel = (path, token, cell)
-
-
-def _write(record: dict[str, Any]) -> None:
-    sys.audit(VERDICT_EVENT, record)  # strict mode's copy, which its runner reads instead
-    if _channel is None:
-        return  # a grader called outside the runner (tests, a notebook): print only
-    path, token, cell = _channel
-    with open(path, "a", encoding="utf-8") as out:
-        out.write(json.dumps({**record, "token": token, "cell": cell}) + "\n")
+    display({MIME: record, "text/plain": text}, raw=True)
 
 
 def send_check(check: Check) -> None:
-    _write({"kind": "check", **dataclasses.asdict(check)})
+    text = f"{'✓' if check.passed else '✗'} {check.name}"
+    _publish({"kind": "check", **dataclasses.asdict(check)}, text)
 
 
 def send_complete(grader: str, declared: tuple[str, ...]) -> None:
-    _write({"kind": "complete", "grader": grader, "declared": list(declared)})
+    record = {"kind": "complete", "grader": grader, "declared": list(declared)}
+    _publish(record, f"\nAll checks passed: {grader}")
 
 
-def new_token() -> str:
-    return os.urandom(16).hex()
-
-
-def read_channel(path: Path, token: str) -> dict[int, GraderRun]:
-    """The grader runs reported in ``path``, keeping only lines that carry ``token``."""
-    runs: dict[int, GraderRun] = {}
-    for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(record, dict) or record.get("token") != token:
-            continue
-        cell = int(record.get("cell", -1))
-        run = runs.get(cell, GraderRun(cell=cell))
+def grader_run(cell: int, records: Iterable[Mapping[str, Any]]) -> GraderRun:
+    """What one grader cell reported: its records, as :func:`send_check` and
+    :func:`send_complete` made them, in order."""
+    run = GraderRun(cell=cell)
+    fields = {f.name for f in dataclasses.fields(Check)}
+    for record in records:
         if record.get("kind") == "check":
-            fields = {f.name for f in dataclasses.fields(Check)}
             check = Check(**{k: v for k, v in record.items() if k in fields})
             run = dataclasses.replace(run, checks=(*run.checks, check))
         elif record.get("kind") == "complete":
             declared = tuple(record.get("declared", ()))
             run = dataclasses.replace(run, completed=True, declared=declared)
-        runs[cell] = run
-    return runs
+    return run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,8 +93,10 @@ class Verdict:
     checks: tuple[Check, ...] = ()
     problem: str = ""  # why it failed, when no grader check says so
     where: str = ""  # "exercises/NN_shapes.py:52": the line to look at
-    kind: str = ""  # check, tampered, syntax, timeout, crash, incomplete, died, strict
+    kind: str = ""  # check, syntax, timeout, crash, incomplete, died
     next_step: str = ""  # after a pass: what to do next
+    note: str = ""  # what the runner did first (grader cells put back), in one line
+    parts: tuple[tuple[str, str], ...] = ()  # (part, outcome) for an exercise in parts
 
     @property
     def failed_check(self) -> Check | None:
@@ -134,20 +117,23 @@ def format_verdict(verdict: Verdict, *, width: int = WIDTH, color: bool = False)
     """A few lines for the learner: what passed, what failed, and what to try."""
     green, red, reset = ("\x1b[32m", "\x1b[31m", "\x1b[0m") if color else ("",) * 3
     failed = verdict.failed_check
-    lines: list[str] = []
-    started = not (failed is not None and failed.not_started)
-    if started:  # an untouched stub gets no green ticks for the checks around it
-        # a check made once per round (fit 2, fit 3, ...) that fails in a later round is
-        # shown once, failed: never a ✓ and a ✗ for one name
-        failing = failed.name if failed else None
-        lines += [
-            f"{green}✓{reset} {c.name}" for c in verdict.checks if c.passed and c.name != failing
-        ]
+    lines: list[str] = _wrapped("note: ", verdict.note, width) if verdict.note else []
+    # Each check once (every part checks that jit is on), and one made once per round
+    # (fit 2, fit 3, ...) that fails in a later round shown failed: never a ✓ and a ✗.
+    failing = failed.name if failed else None
+    passed = dict.fromkeys(c.name for c in verdict.checks if c.passed and c.name != failing)
+    lines += [f"{green}✓{reset} {name}" for name in passed]
+    if verdict.parts:
+        marks = {"passed": f"{green}✓{reset}", "failed": f"{red}✗{reset}"}
+        lines.append("")
+        lines += [f"{marks.get(state, '·')} {part}: {state}" for part, state in verdict.parts]
     if verdict.passed:
         lines.append(f"\n{green}PASS{reset}  {verdict.path}")
         if verdict.next_step:
             lines += _wrapped("      ", verdict.next_step, width)
         return "\n".join(lines)
+    if verdict.parts:
+        lines.append("")
     if failed is not None:
         lines.append(f"{red}✗{reset} {failed.name}")
         for label, text in (("expected", failed.expected), ("seen", failed.seen)):

@@ -48,7 +48,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import sys
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -57,7 +56,6 @@ from typing import Any
 import jax
 
 from jitlab.instruments import events
-from jitlab.instruments.audit import STATE_EVENT
 from jitlab.instruments.events import COMPILE_EVENT, LOWER_EVENT, TRACE_EVENT
 from jitlab.instruments.explanations import (
     UNKNOWN,
@@ -147,8 +145,7 @@ class CompileCount:
         return True
 
     def _hear(self, event: str, seconds: float, **kwargs: Any) -> None:
-        """Count one of JAX's duration events, if it is this function's. A bound method,
-        not a closure: strict mode sees the count (announced) change only in here."""
+        """Count one of JAX's duration events, if it is this function's."""
         fun_name = kwargs.get("fun_name")
         if self.name is not None and (
             fun_name is None
@@ -159,7 +156,6 @@ class CompileCount:
             )
         ):
             return
-        sys.audit(STATE_EVENT, self, "before")
         if event == TRACE_EVENT:
             self.traces += 1
             self.trace_seconds += seconds
@@ -170,7 +166,6 @@ class CompileCount:
             self.compiles += 1
             self.compile_seconds += seconds
             self.compiled[str(fun_name or "?")] += 1
-        sys.audit(STATE_EVENT, self, "after")
 
 
 def miss_reason(explanation: str) -> str:
@@ -296,7 +291,6 @@ def count_compiles(
     the cache key, so it does not itself cause a retrace.
     """
     count = CompileCount(name=function_name(fn), target=jit_target(fn))
-    sys.audit(STATE_EVENT, count, "after")  # strict mode: only the listener may change it
 
     def heard(text: str) -> None:
         # runs while JAX logs the explanation, so explained_callable() is its function

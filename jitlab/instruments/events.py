@@ -3,8 +3,7 @@
 One duration listener serves the whole package (:func:`subscribe`): ``count_compiles``, the
 doctor's stream below, its guard and its process recorder all hear JAX through it, so that
 every one of them sees the same events, and a listener removed from JAX under them is
-noticed by each (:func:`unsubscribe`). Strict mode keeps a listener of its own on purpose:
-it is the independent witness of what grading heard.
+noticed by each (:func:`unsubscribe`).
 
 Both hooks are public. ``jax.monitoring`` reports a duration for each trace, lowering and
 backend compilation, with the function's name in ``fun_name``. With
@@ -20,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import re
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -28,7 +26,6 @@ from typing import Any
 import jax
 from jax import monitoring
 
-from jitlab.instruments.audit import STATE_EVENT
 from jitlab.instruments.explanations import (  # one reader of JAX's explanations
     EXPLANATION_LOGGERS,
     MISS_MARK,
@@ -63,7 +60,7 @@ _KEY_PART = re.compile(r"get_cache_key hash of serialized (.+?): ([0-9a-f]+)$")
 
 Listener = Callable[..., None]
 _lock = threading.RLock()  # reentrant: start() subscribes while it holds it
-_subscribers: list[Listener] = []  # announced to strict mode as the grader's state
+_subscribers: list[Listener] = []
 _lost: list[Listener] = []  # subscribers that listened while JAX's listeners were removed
 _PING = "/jitlab/listener_ping"
 _pings_heard = 0
@@ -78,7 +75,6 @@ def _dispatch(event: str, seconds: float, **kwargs: Any) -> None:
         _pings_heard += 1
         return
     error: Exception | None = None
-    sys.audit(STATE_EVENT, _subscribers, "before")  # strict mode: a subscriber swapped out?
     for callback in tuple(_subscribers):
         try:
             callback(event, seconds, **kwargs)
@@ -98,9 +94,7 @@ def _registered() -> bool:
 def subscribe(callback: Listener) -> None:
     """Hear every duration event JAX reports (``callback(event, seconds, **kwargs)``)."""
     with _lock:
-        sys.audit(STATE_EVENT, _subscribers, "before")
         _subscribers.append(callback)
-        sys.audit(STATE_EVENT, _subscribers, "after")
         if not _registered():
             monitoring.register_event_duration_secs_listener(_dispatch)
 
@@ -112,9 +106,7 @@ def unsubscribe(callback: Listener) -> bool:
         kept = _registered()
         if not kept:  # every subscriber still listening missed the same events
             _lost.extend(s for s in _subscribers if s not in _lost)
-        sys.audit(STATE_EVENT, _subscribers, "before")
         _subscribers.remove(callback)
-        sys.audit(STATE_EVENT, _subscribers, "after")
         if kept and not _subscribers:
             monitoring.unregister_event_duration_listener(_dispatch)
         elif not kept and _subscribers:

@@ -16,11 +16,6 @@ The parent (a notebook, a grader, a test) calls :func:`run`. Each worker process
    ``"/path/to/file.py:function"``) and calls it with a :class:`Worker`;
 4. writes ``error`` (with the exception) or ``finished``, and exits.
 
-Every record is signed with a key the parent writes to the worker's standard input,
-read first: a record the task's code wrote itself is dropped and counted as forged.
-With the option ``"guard": True`` (a grader running a learner's code) the task also runs
-under a small audit hook (:mod:`worker_guard`) that keeps the key out of its reach.
-
 A task reports by ``worker.emit(kind, **fields)``: one JSON line in a file of its own
 (gloo prints to stdout from C++, so stdout is no place for records). The parent reads
 them back as :class:`WorkerRun` records.
@@ -56,7 +51,6 @@ import importlib.util
 import inspect
 import json
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -68,8 +62,6 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-from jitlab.instruments import worker_guard
 
 HOST = "127.0.0.1"
 PORT_TAKEN_EXIT = 75
@@ -118,7 +110,6 @@ class Worker:
     num_processes: int
     options: dict[str, Any]
     _records: Any = dataclasses.field(repr=False, default=None)
-    _key: bytes = dataclasses.field(repr=False, default=b"")
     _start: float = dataclasses.field(repr=False, default_factory=time.perf_counter)
 
     def emit(self, kind: str, **fields: Any) -> None:
@@ -129,8 +120,7 @@ class Worker:
             "t": round(time.perf_counter() - self._start, 4),
             **fields,
         }
-        body = json.dumps(record, default=_jsonable)
-        self._records.write(f"{worker_guard.sign(self._key, body)} {body}\n")
+        self._records.write(json.dumps(record, default=_jsonable) + "\n")
         self._records.flush()
 
 
@@ -174,12 +164,10 @@ def _worker_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--options", default="{}")
     parser.add_argument("--parent", type=int, default=None)
     args = parser.parse_args(argv)
-    key = bytes.fromhex(sys.stdin.readline().strip())  # the parent's, before any task code
 
     with open(args.records, "a", encoding="utf-8") as records:
         options = json.loads(args.options)
-        worker = Worker(args.process_id, args.num_processes, options, records, _key=key)
-        del key
+        worker = Worker(args.process_id, args.num_processes, options, records)
         worker.emit("started", pid=os.getpid())
         import jax
 
@@ -219,13 +207,8 @@ def _worker_main(argv: Sequence[str] | None = None) -> int:
             local_devices=len(jax.local_devices()),
         )
         try:
-            task = _load_task(args.target)
-            if worker.options.get("guard"):  # a grader's run: the task runs a learner's code
-                worker_guard.install(_worker_main.__code__)
-            task(worker)
+            _load_task(args.target)(worker)
         except Exception as err:
-            if worker_guard.FOUND:
-                return _guarded(worker)
             worker.emit(
                 "error",
                 where="task",
@@ -234,17 +217,8 @@ def _worker_main(argv: Sequence[str] | None = None) -> int:
                 traceback=traceback.format_exc()[-4000:],
             )
             return TASK_FAILED_EXIT  # a normal exit: jax.distributed shuts down as usual
-        if worker_guard.FOUND:
-            return _guarded(worker)
         worker.emit("finished")
         return 0
-
-
-def _guarded(worker: Worker) -> int:
-    """Report what the worker's audit hook refused or found changed, not "finished"."""
-    found = worker_guard.FOUND
-    worker.emit("error", where="guard", type="Refused", message="; ".join(found[:3]))
-    return TASK_FAILED_EXIT
 
 
 # --- in the parent -----------------------------------------------------------------------
@@ -260,7 +234,6 @@ class WorkerRun:
     killed: bool  # the parent killed it (time out or stall)
     records: list[dict[str, Any]]
     log: str  # stdout and stderr together
-    forged: int = 0  # lines in its records file without the MAC of the worker's key
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         """Every record of one kind, in order."""
@@ -297,11 +270,6 @@ class WorkerRun:
 
     def status(self) -> str:
         """How the process ended, in a few words."""
-        if self.forged:
-            return f"{self.forged} record(s) in its file not written by the worker's own code"
-        guard = [r for r in self.of("error") if r.get("where") == "guard"]
-        if guard:
-            return f"stopped by the worker's audit hook: {guard[-1].get('message', '')}"
         if self.killed:
             return "killed by the launcher"
         if self.signal_name:
@@ -332,7 +300,7 @@ class Run:
     def ok(self) -> bool:
         """Every worker finished its task and exited 0."""
         return self.stopped is None and all(
-            w.returncode == 0 and w.of("finished") and not w.forged for w in self.workers
+            w.returncode == 0 and w.of("finished") for w in self.workers
         )
 
     def check(self) -> Run:
@@ -428,10 +396,6 @@ class _Launch:
         self.killed = [False] * num_processes
         self._sizes = [0] * num_processes
         self._logs = []
-        self.forged = [0] * num_processes
-        # Each worker signs its records with this key, read from its stdin before any
-        # task code runs: a line of anyone else's in its records file is not its record.
-        self._key = secrets.token_bytes(16)
         launched = str(time.time())
         for i in range(num_processes):
             log = open(self.log_paths[i], "wb")  # noqa: SIM115 (closed in close())
@@ -458,10 +422,8 @@ class _Launch:
                     start_new_session=True,
                 )
             )
-            with contextlib.suppress(BrokenPipeError, OSError):
-                self.procs[-1].stdin.write(self._key.hex().encode() + b"\n")
-                self.procs[-1].stdin.flush()
-                if i == 0:  # the others wait for "go" on it
+            if i == 0:  # the others wait for "go" on it
+                with contextlib.suppress(BrokenPipeError, OSError):
                     self.procs[-1].stdin.close()
 
     def records(self, i: int) -> list[dict[str, Any]]:
@@ -470,15 +432,10 @@ class _Launch:
             return []
         text = path.read_text(encoding="utf-8")
         complete = text[: text.rfind("\n") + 1]
-        out, forged = [], 0
+        out = []
         for line in complete.splitlines():
-            body = worker_guard.verified(self._key, line)
-            if body is None:
-                forged += 1
-                continue
             with contextlib.suppress(json.JSONDecodeError):
-                out.append(json.loads(body))
-        self.forged[i] = forged
+                out.append(json.loads(line))
         return out
 
     def port_taken(self) -> bool:
@@ -536,7 +493,6 @@ class _Launch:
                 returncode=proc.returncode if proc.returncode is not None else -signal.SIGKILL,
                 killed=self.killed[i],
                 records=self.records(i),
-                forged=self.forged[i],
                 log=self.log_paths[i].read_text(encoding="utf-8", errors="replace"),
             )
             for i, proc in enumerate(self.procs)

@@ -1,18 +1,26 @@
 """Check one exercise file the way CI does, and boil the outcome down to a verdict.
 
-The steps, in order, each of which can end the check with a clear verdict:
+The whole path, in five boxes; all but the kernel run in the runner's process:
 
-1. the file must parse (a syntax error is reported as file:line with a caret);
-2. its grader cells, their tags, and everything after the first of them must be exactly
-   as in the original (the learner's copy generated from the exercise's source): a
-   deleted, edited, skipped or wrapped grader is refused before anything runs;
-3. it runs under nbval through the notebook pipeline, stopping at the first failure.
-   The runner writes two lines at the top of each grader cell: they drop every
-   ``jitlab`` module the learner's code may have imported or replaced, so the grader is
-   imported fresh from the installed files, and open a report channel with a token that
-   no learner cell has seen (the generated notebook is deleted once pytest has read it);
-4. the verdict comes from the grader's reports: a failed check says expected / seen /
-   hint; a grader cell that never reported itself complete fails even if no cell raised.
+    ┌──────────┐   ┌──────────────┐   ┌───────────────────┐   ┌──────────┐   ┌─────────┐
+    │ 1 read   │──▶│ 2 put back   │──▶│ 3 run under nbval │──▶│ 4 record │──▶│ 5 judge │
+    │ the file │   │ grader cells │   │ (pytest, kernel)  │   │ per cell │   │ verdict │
+    └──────────┘   └──────────────┘   └───────────────────┘   └──────────┘   └─────────┘
+
+1. read: the learner's file, as it is on disk;
+2. put back: its grader cells, and every cell from the first of them on, are taken from
+   the exercise's source in ``solutions/``, as nbgrader's autograde does (a grader cell
+   changed, deleted or moved runs as it was; the verdict names what was put back). The
+   learner's own cells are never touched, on disk or in the run. The result must parse:
+   a syntax error is reported as file:line with a caret, and nothing runs;
+3. run: :func:`jitlab.notebooks.pipeline.execute` converts it to a notebook and runs it
+   under nbval in a fresh kernel, stopping at the first failure. The command-line runner
+   runs pytest in its own process, and starts the kernel before it reads the file
+   (:mod:`jitlab.notebooks.spare_kernel`, 0.4 to 0.5 s of every check);
+4. record: :mod:`jitlab.notebooks.recorder` writes each cell's outcome and the graders'
+   reports (a display output of each grader cell, see :mod:`jitlab.grading.verdict`);
+5. judge: a failed check says expected / seen / hint; a crash names the learner's line;
+   a grader cell that never reported itself complete fails even if no cell raised.
 """
 
 from __future__ import annotations
@@ -20,22 +28,19 @@ from __future__ import annotations
 import ast
 import contextlib
 import dataclasses
-import os
 import re
 import tempfile
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import jupytext
 import nbformat
 
 from jitlab.course.exercise_source import generated_text
 from jitlab.course.manifest import Course, Exercise, load_course
-from jitlab.grading.verdict import GraderRun, Verdict, new_token, read_channel
+from jitlab.grading.verdict import GraderRun, Verdict, grader_run
 from jitlab.learner import DEFAULT_CELL_TIMEOUT_S
-from jitlab.notebooks.pipeline import CellRun, execute, relative
+from jitlab.notebooks.pipeline import CellRun, Execution, NotebookRun, execute, relative
 from jitlab.notebooks.spare_kernel import NOTEBOOKS, SCRATCH_PREFIX, SpareKernel
 
 GRADER_TAG = "grader"
@@ -75,10 +80,11 @@ def code_cells(text: str) -> list[CodeCell]:
     ]
 
 
-def syntax_error(path: Path, shown: str) -> str | None:
-    """The learner-facing message for a syntax error in ``path``, or None."""
+def syntax_error(text: str, shown: str) -> str | None:
+    """The learner-facing message for a syntax error in ``text`` (the file ``shown``),
+    or None."""
     try:
-        ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        ast.parse(text, filename=shown)
     except SyntaxError as err:
         line = (err.text or "").rstrip("\n")
         pointer = " " * max((err.offset or 1) - 1, 0) + "^"
@@ -90,52 +96,6 @@ def _original_text(exercise: Exercise, path: Path) -> str:
     if path.resolve() == exercise.source.resolve():
         return exercise.source.read_text(encoding="utf-8")
     return generated_text(exercise)
-
-
-def tampering(path: Path, exercise: Exercise) -> str | None:
-    """Why the grader part of ``path`` differs from the original, or None if it does not.
-
-    Learners write in their own cells. The grader cells, their tags, and every code cell
-    from the first grader on must be exactly as generated.
-    """
-    mine = code_cells(path.read_text(encoding="utf-8"))
-    original = code_cells(_original_text(exercise, path))
-    original_graders = [c for c in original if c.is_grader]
-    if not original_graders:
-        return None
-    my_graders = [c for c in mine if c.is_grader]
-    reset = (
-        f"`jitlab reset {exercise.number} --grader-cells` puts the grader cells back and keeps "
-        "your code"
-    )
-    if len(my_graders) < len(original_graders):
-        return (
-            f"a grader cell is missing or lost its `grader` tag ({len(my_graders)} of "
-            f"{len(original_graders)} left). Put it back as it was: {reset}, or copy it "
-            "from the exercise's page."
-        )
-    first_mine = next(i for i, c in enumerate(mine) if c.is_grader)
-    first_original = next(i for i, c in enumerate(original) if c.is_grader)
-    tail_mine, tail_original = mine[first_mine:], original[first_original:]
-    for mine_cell, original_cell in zip(tail_mine, tail_original, strict=False):
-        if mine_cell.source.strip() != original_cell.source.strip():
-            return (
-                f"the cell at line {mine_cell.line} was changed; grader cells, and the cells "
-                "after the first grader, must stay as they were. Write your code in the "
-                f"cells above the graders ({reset})."
-            )
-        if set(mine_cell.tags) != set(original_cell.tags):
-            return (
-                f"the tags of the cell at line {mine_cell.line} were changed (now "
-                f"{sorted(mine_cell.tags)}, originally {sorted(original_cell.tags)}); a "
-                "grader cell keeps exactly its `grader` tag."
-            )
-    if len(tail_mine) != len(tail_original):
-        return (
-            "cells were added or removed after the first grader cell; put your code above "
-            f"the graders ({reset})."
-        )
-    return None
 
 
 def _chunks(text: str) -> list[str]:
@@ -194,24 +154,6 @@ def restore_grader_cells(mine: str, original: str) -> str:
     return "".join([*kept, *tail])
 
 
-def _preamble(channel: Path, token: str, cell: int, *, strict: bool = False) -> str:
-    # Drops every jitlab module the learner's cells may have imported, replaced or
-    # planted, so that the grader below is imported afresh from the installed files.
-    # Strict mode keeps the modules it loaded before the learner's cells and watches them.
-    drop = (
-        "import sys as _jitlab_sys\n"
-        "for _jitlab_name in [_n for _n in list(_jitlab_sys.modules)"
-        " if _n == 'jitlab' or _n.startswith('jitlab.')]:\n"
-        "    del _jitlab_sys.modules[_jitlab_name]\n"
-        "del _jitlab_sys\n"
-    )
-    return ("" if strict else drop) + (
-        "import jitlab.grading.verdict as _jitlab_verdict\n"
-        f"_jitlab_verdict.open_channel({str(channel)!r}, {token!r}, {cell})\n"
-        "del _jitlab_verdict\n"
-    )
-
-
 def _learner_line(failure: CellRun, cells: list[CodeCell]) -> CodeCell | None:
     """The learner's cell and line where a failure really happened (the deepest frame of
     the traceback in a learner's cell), rather than the grader cell that called the
@@ -246,6 +188,22 @@ def _file_line(cell: CodeCell, line_in_cell: int) -> int:
     return cell.line + line_in_cell
 
 
+def put_back(mine: str, original: str) -> tuple[str, list[str]]:
+    """The text to run, and what of the grader part of ``mine`` was put back from
+    ``original`` (empty when it was all as given): :func:`restore_grader_cells`, named."""
+    restored = restore_grader_cells(mine, original)
+    if restored == mine:
+        return mine, []
+    kept = {(c.source.strip(), c.tags) for c in code_cells(mine) if c.is_grader}
+    given = (c for c in code_cells(original) if c.is_grader)
+    changed = [
+        f"the grader cell of part {number} (changed or deleted)"
+        for number, c in enumerate(given, start=1)
+        if (c.source.strip(), c.tags) not in kept
+    ]
+    return restored, changed or ["your cells below the grader cells, now run above them"]
+
+
 def check_file(
     path: Path,
     *,
@@ -254,146 +212,121 @@ def check_file(
     in_process: bool = False,
     kernel: SpareKernel | None = None,
     on_part: Callable[[int], None] | None = None,
-    strict: bool = False,
 ) -> Verdict:
     """Run one exercise (or solution) file and return its verdict (``in_process``: run
-    pytest in this process, as the command-line runner does to answer sooner; ``kernel``:
-    a kernel started beforehand by :func:`jitlab.notebooks.spare_kernel.start` for this
-    file, adopted if the file gets to run; its scratch folder is used, and the caller
-    stops it; ``on_part``: called with the part the learner is on, the first grader cell
-    (counted from 1) that did not pass, or one past the last when all passed; ``strict``:
-    run the learner's cells in a kernel watched by :mod:`jitlab.learner.strict`; a
-    ``kernel`` is then adopted only if :func:`jitlab.learner.strict.early_kernel` started
-    it for this file's graders)."""
+    pytest in this process, as the command-line runner does; ``kernel``: one started
+    beforehand for this file by :func:`jitlab.notebooks.spare_kernel.start`, adopted by
+    nbval when pytest runs here; its folder is used, and the caller stops it;
+    ``on_part``: called with the part the learner is on, the first grader cell (counted
+    from 1) that did not pass, or one past the last when all passed)."""
     course = course or load_course()
     path = Path(path).resolve()
     shown = relative(path, course)
     exercise = course.find_exercise(path.stem)
-    problem = syntax_error(path, shown)
+    text, restored = path.read_text(encoding="utf-8"), []  # box 1
+    if exercise is not None:  # box 2: a grader cell typed into by mistake parses again
+        text, restored = put_back(text, _original_text(exercise, path))
+    problem = syntax_error(text, shown)
     if problem:
         return Verdict(shown, passed=False, problem=problem, kind="syntax")
-    if exercise is not None:
-        changed = tampering(path, exercise)
-        if changed:
-            return Verdict(shown, passed=False, problem=changed, kind="tampered")
 
-    cells = code_cells(path.read_text(encoding="utf-8"))
-    grader_indices = [c.index for c in cells if c.is_grader]
-    if strict:
-        refused = _outside_the_subset(cells, exercise, path)
-        if refused:
-            return Verdict(shown, passed=False, problem=refused, kind="strict")
+    def run_this(notebook: nbformat.NotebookNode) -> None:
+        notebook.cells = jupytext.reads(text, fmt="py:percent").cells
+
+    cells = code_cells(text)
+    graders = [c.index for c in cells if c.is_grader]
     with contextlib.ExitStack() as stack:
-        if kernel is not None:
-            scratch = kernel.scratch
-        else:
-            scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX)))
-        channel = scratch / "channel.jsonl"
-        tokens = {index: new_token() for index in grader_indices}
-        watch = {index: new_token() for index in grader_indices}
-        env = None
-        if strict:
-            from jitlab.learner import strict as strict_mode
-
-            graders = strict_mode.grader_imports(c.source for c in cells if c.is_grader)
-            folder = strict_mode.early_folder(kernel, graders)
-            if folder is None:  # none started early, or for other graders: nbval starts one
-                kernel = None
-                made = tempfile.TemporaryDirectory(prefix="jitlab-strict-")
-                folder = Path(stack.enter_context(made))
-                strict_mode.prepare(folder)
-            env = strict_mode.strict_env(folder, graders)
-            _write_given_cells(folder / strict_mode.EXEMPT, exercise, path)
-
-        def add_preamble(notebook: nbformat.NotebookNode) -> None:
-            code = [c for c in notebook.cells if c.cell_type == "code"]
-            for index, token in tokens.items():
-                source = _preamble(channel, token, index, strict=strict) + code[index].source
-                if strict:
-                    source = (
-                        strict_mode.announce("before", index, watch[index])
-                        + source.rstrip("\n")
-                        + "\n"
-                        + strict_mode.announce("after", index, watch[index])
-                    )
-                code[index].source = source
-
-        execution = execute(
+        made = tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX)
+        scratch = kernel.scratch if kernel else Path(stack.enter_context(made))
+        execution = execute(  # boxes 3 and 4
             [path],
             work=scratch / NOTEBOOKS,
             record=scratch / "record",
             course=course,
             cell_timeout_s=cell_timeout_s,
             stop_at_first_failure=True,
-            transform=add_preamble,
-            forget_notebooks=True,
+            transform=run_this if restored else None,
             in_process=in_process,
             kernel=kernel if in_process else None,
-            env=env,
         )
-        # Strict mode reads its hook's copy of the channel, which the learner cannot write.
-        source, keys = (folder / strict_mode.VERDICTS, watch) if strict else (channel, tokens)
-        reports: dict[int, GraderRun] = {}
-        for index, token in keys.items():
-            reports.update({k: v for k, v in read_channel(source, token).items() if k == index})
-        found = []
-        if strict:
-            found = strict_mode.findings(
-                folder, watch, lambda i: reports.get(i, GraderRun(i)).completed
-            )
-            found += strict_mode.unreported(
-                {c.index: c.source for c in cells if c.is_grader}, reports
-            )
-    if found:
-        checks = tuple(c for i in grader_indices for c in reports.get(i, GraderRun(i)).checks)
-        problem = "strict mode: " + found[0] + "".join(f"\n{QUOTE}{more}" for more in found[1:])
-        return Verdict(shown, False, checks, problem=problem, kind="strict")
+    run = execution.runs.get(path)
+    ran = {c.index: c for c in run.cells} if run else {}
+    reports = {i: grader_run(i, ran[i].reports if i in ran else ()) for i in graders}
     if on_part is not None:
-        on_part(_part_on(grader_indices, reports))
-    return _verdict(shown, path, course, cells, grader_indices, reports, execution)
+        on_part(_part_on(graders, reports))
+    verdict = _verdict(shown, cells, graders, reports, execution, run)  # box 5
+    if restored and exercise is not None:
+        note = (
+            f"put back from solutions/{exercise.source.name}: {', '.join(restored)}; "
+            "your file is as you left it"
+        )
+        verdict = dataclasses.replace(verdict, note=note)
+    return dataclasses.replace(verdict, parts=_parts(cells, graders, reports, ran))
 
 
-def _write_given_cells(target: Path, exercise: Exercise | None, path: Path) -> None:
-    """For the strict kernel's guards: the fingerprints of the exercise's own code cells,
-    which run as they are (the course's code, read by nobody's rules)."""
-    from jitlab.grading.sandbox import cell_print
+def _parts(
+    cells: list[CodeCell],
+    graders: list[int],
+    reports: dict[int, GraderRun],
+    ran: dict[int, CellRun],
+) -> tuple[tuple[str, str], ...]:
+    """Each part's outcome, for an exercise in parts: passed, failed, not started (its
+    stub still raises) or not checked (an earlier cell stopped the run)."""
+    if len(graders) < 2:
+        return ()
+    from jitlab.learner.parts import part_of
 
-    given = code_cells(_original_text(exercise, path)) if exercise else []
-    prints = []
-    for cell in given:
+    outcomes = []
+    for number, index in enumerate(graders, start=1):
+        report, cell = reports[index], ran.get(index)
+        if report.completed and all(c.passed for c in report.checks):
+            state = "passed"
+        elif _not_started(report):
+            state = "not started"
+        elif cell is None or cell.status == "not run":
+            state = "not checked yet"
+        else:
+            state = "failed"
+        outcomes.append((part_of(number, cells[index].source).label, state))
+    return tuple(outcomes)
+
+
+_UNDEFINED = re.compile(r"name '(\w+)' is not defined")
+
+
+def _close_name(failure: CellRun, cells: list[CodeCell]) -> str:
+    """For a NameError in a cell, the name Python suggests among those the file defines
+    ("" when none is close). The kernel's error text has no suggestion (IPython prints
+    its own traceback), so the missing name is looked up again, here, in a namespace of
+    the file's names: Python's traceback then makes the same suggestion it would have."""
+    missing = _UNDEFINED.fullmatch(failure.evalue.strip()) if failure.ename == "NameError" else None
+    if missing is None:
+        return ""
+    from jitlab.grading.checks import suggested_name
+
+    names: dict[str, object] = {}
+    for cell in cells:
         try:
-            prints.append(cell_print(ast.parse(cell.source)))
-        except SyntaxError:  # a magic in a cell of the course's: it is refused anyway
+            tree = ast.parse(cell.source)
+        except SyntaxError:  # a magic: IPython's syntax
             continue
-    target.write_text("\n".join(prints), encoding="utf-8")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names[node.id] = None
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names[node.name] = None
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                names.update({(a.asname or a.name).split(".")[0]: None for a in node.names})
+    try:
+        eval(missing.group(1), names)  # noqa: S307 (a bare name, which is not defined)
+    except NameError as err:
+        return suggested_name(err)
+    return ""
 
 
-def _outside_the_subset(cells: list[CodeCell], exercise: Exercise | None, path: Path) -> str:
-    """Strict mode's reading of the learner's cells before anything runs: what in them
-    is outside :mod:`jitlab.learner.safe_subset` ("" when nothing is). A cell exactly as
-    the exercise gave it is the course's own code and is not read."""
-    from jitlab.learner.safe_subset import cell_refusals
-    from jitlab.learner.strict import LAYERS_ENV
-
-    if os.environ.get(LAYERS_ENV) == "hook":  # the course's tests of the audit hook alone
-        return ""
-    original = code_cells(_original_text(exercise, path)) if exercise else []
-    given = {c.source.strip() for c in original}
-    first_grader = next((c.index for c in cells if c.is_grader), len(cells))
-    mine = [c for c in cells[:first_grader] if c.source.strip() not in given]
-    found = cell_refusals((c.source, c.line + 1) for c in mine)
-    if not found:
-        return ""
-    shown = [f"line {r.line}: `{r.code}`: {r.why}" for r in found[:4]]
-    shown += [f"and {len(found) - 4} more"] * (len(found) > 4)
-    wrapped = [row for line in shown for row in textwrap.wrap(line, 86, subsequent_indent="  ")]
-    return "\n".join(
-        [
-            "strict mode: nothing ran, since these lines use what an answer never needs "
-            "(docs/strict.md lists what answers may use):",
-            *wrapped,
-        ]
-    )
+def _not_started(run: GraderRun) -> bool:
+    failed = next((c for c in run.checks if not c.passed), None)
+    return failed is not None and failed.not_started
 
 
 def _part_on(graders: list[int], reports: dict[int, GraderRun]) -> int:
@@ -406,15 +339,19 @@ def _part_on(graders: list[int], reports: dict[int, GraderRun]) -> int:
 
 def _verdict(
     shown: str,
-    path: Path,
-    course: Course,
     cells: list[CodeCell],
     graders: list[int],
     reports: dict[int, GraderRun],
-    execution: Any,
+    execution: Execution,
+    run: NotebookRun | None,
 ) -> Verdict:
-    run = execution.runs.get(path)
-    checks = tuple(c for index in graders for c in reports.get(index, GraderRun(index)).checks)
+    # An unwritten stub's part shows no green ticks for the checks made before its call.
+    checks = tuple(
+        c
+        for index in graders
+        for c in reports[index].checks
+        if not (_not_started(reports[index]) and c.passed)
+    )
     failure = run.first_failure if run else None
     failed_check = next((c for c in checks if not c.passed), None)
     if failed_check is not None:
@@ -450,14 +387,16 @@ def _verdict(
             problem = f"{where}: the grader cell raised\n{detail}"
         else:
             problem = f"{where}: your code raised\n{detail}"
+        close = _close_name(failure, cells)
+        if close:
+            problem += f"\ndid you mean `{close}`?"
         return Verdict(shown, False, checks, problem=problem, where=where, kind="crash")
     incomplete = [i for i in graders if not reports.get(i, GraderRun(i)).completed]
     if incomplete:
         line = cells[incomplete[0]].line
         problem = (
             f"{shown}:{line}: the grader in this cell did not run to its end, so nothing "
-            "was checked. Something stopped or replaced it: leave the grader cells, "
-            "jitlab and jax.monitoring as they were."
+            "was checked. Something stopped it: leave jitlab and jax.monitoring as they were."
         )
         return Verdict(shown, False, checks, problem=problem, kind="incomplete")
     if run is None or execution.returncode != 0:

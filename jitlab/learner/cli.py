@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
-import gc
 import json
 import os
 import shutil
@@ -112,11 +111,13 @@ def cmd_list(args: argparse.Namespace, course: Course) -> int:
     if args.json:
         _say(json.dumps({"done": done, "total": len(rows), "exercises": rows}, indent=1))
         return PASS
-    width = _width()
+    # A title is cut only to fit a terminal's own width (never at the verdicts' 100
+    # columns), and never in a pipe or a file.
+    width = shutil.get_terminal_size((80, 24)).columns if sys.stdout.isatty() else None
     for row in rows:
         mark = {"done": "done", "not done": "    "}.get(row["status"], "edit")
         line = f"  [{mark}] {row['number']} {row['slug']:<24} {row['title']}"
-        _say(_fit(line, width))
+        _say(_fit(line, width) if width else line)
         if row["status"] == progress.Status.CHANGED.value:
             _say(f"         changed since it passed: `jitlab check {row['number']}` again")
     filled = round(30 * done / len(rows)) if rows else 0
@@ -139,29 +140,9 @@ def _next_step(course: Course, exercise: Exercise) -> str:
 # runs pytest in a subprocess. Decided once, at import, since the runner itself imports
 # pytest for its first in-process check and ``watch`` goes on checking after it.
 _UNDER_PYTEST = "pytest" in sys.modules
-_SKIP_TEARDOWN = False  # set by a check that ran pytest here; read by `command`
 
 
-def _early_kernel(path: Path, *, strict: bool = False) -> SpareKernel | None:
-    """A kernel for ``path`` started now, to be adopted by the check (see
-    :mod:`jitlab.notebooks.spare_kernel`), armed for strict mode if ``strict``; None
-    inside a pytest process of our own, where the check runs pytest in a subprocess (a
-    nested pytest would share plugins)."""
-    from jitlab.notebooks import spare_kernel
-
-    if _UNDER_PYTEST or not spare_kernel.available():
-        return None
-    if strict:
-        from jitlab.learner import strict as strict_mode
-
-        return strict_mode.early_kernel(path.resolve())
-    return spare_kernel.start(path.resolve())
-
-
-def cmd_check(args: argparse.Namespace, course: Course, kernel: SpareKernel | None = None) -> int:
-    """``kernel``: one that ``watch`` started for this file while the learner edited it."""
-    from jitlab.grading.verdict import format_verdict
-
+def cmd_check(args: argparse.Namespace, course: Course) -> int:
     exercise = _resolve(course, args.exercise)
     if exercise is None:
         return BAD_INPUT
@@ -170,45 +151,56 @@ def cmd_check(args: argparse.Namespace, course: Course, kernel: SpareKernel | No
     except FileNotFoundError:
         _say(f"no file {args.exercise}")
         return BAD_INPUT
+    return _check(course, exercise, path, args.timeout)
+
+
+def _early_kernel(path: Path) -> SpareKernel | None:
+    """A kernel for ``path`` started now, to be adopted by its check (see
+    :mod:`jitlab.notebooks.spare_kernel`); None inside a pytest process of our own, where
+    the check runs pytest in a subprocess (a nested pytest would share plugins)."""
+    from jitlab.notebooks import spare_kernel
+
+    if _UNDER_PYTEST or not spare_kernel.available():
+        return None
+    return spare_kernel.start(path.resolve())
+
+
+def _check(
+    course: Course, exercise: Exercise, path: Path, timeout: int, ready: SpareKernel | None = None
+) -> int:
+    """Check ``path`` (``exercise``'s copy, or a file named on the command line), print
+    the verdict, and record a pass of the learner's copy. ``ready``: a kernel `watch`
+    started for the next check while the learner edited, used if it is for ``path``."""
     _say(f"checking {path.name} ...")
-    # The kernel starts first, while the file is vetted and pytest starts in this
-    # process (about half a second each, side by side on two cores); it is stopped
-    # here whether or not nbval adopted it.
-    strict = getattr(args, "strict", False)
-    if kernel is None or kernel.notebook != str(path.resolve()) or strict:
+    # The kernel starts first, while this process imports and reads the file (side by
+    # side on two cores); it is stopped here whether or not nbval adopted it.
+    kernel = ready
+    if kernel is None or kernel.notebook != str(path.resolve()):
         if kernel is not None:
             kernel.stop()
-        kernel = _early_kernel(path, strict=strict)  # a strict one is armed as it starts
-    # No cyclic garbage collection while the check runs: it imports Jupytext, nbformat,
-    # pytest, nbval and jupyter_client, whose many small objects set the collector off
-    # again and again for nothing (about 0.05 s). On again afterwards, for `watch`.
-    gc.disable()
+        kernel = _early_kernel(path)
     try:
+        from jitlab.grading.verdict import format_verdict
         from jitlab.learner.check import check_file
 
-        on_part = None
-        if path == exercise.learner_copy.resolve():
-            on_part = lambda part: progress.set_current_part(exercise, part)  # noqa: E731
+        mine = path.resolve() == exercise.learner_copy.resolve()
+        on_part = (lambda part: progress.set_current_part(exercise, part)) if mine else None
         verdict = check_file(
             path,
             course=course,
-            cell_timeout_s=args.timeout,
-            in_process=kernel is not None,
+            cell_timeout_s=timeout,
+            in_process=not _UNDER_PYTEST,
             kernel=kernel,
             on_part=on_part,
-            strict=strict,
         )
     finally:
-        gc.enable()
         if kernel is not None:
             kernel.stop()
-    global _SKIP_TEARDOWN
-    _SKIP_TEARDOWN = kernel is not None
     if verdict.passed:
         verdict = dataclasses.replace(verdict, next_step=_next_step(course, exercise))
     _say(format_verdict(verdict, width=_width(), color=_color()))
     if verdict.passed:
-        if path == exercise.learner_copy.resolve():
+        if mine:
             progress.mark_passed(exercise)
         return PASS
     if verdict.kind in ("crash", "timeout", "incomplete", "died"):
@@ -303,50 +295,67 @@ def _first_not_done(course: Course) -> Exercise | None:
 
 
 def cmd_watch(args: argparse.Namespace, course: Course) -> int:
+    """Check the exercise the learner is on, then every exercise file they save: after a
+    pass, the next one not done becomes the one they are on. A file named on the command
+    line outside ``exercises/`` is the only one watched."""
     from watchfiles import watch
 
     if args.exercise:
         exercise = _resolve(course, args.exercise, verb="watch")
         if exercise is None:
             return BAD_INPUT
+        try:
+            path = _target_path(exercise, args.exercise).resolve()
+        except FileNotFoundError:
+            _say(f"no file {args.exercise}")
+            return BAD_INPUT
     else:
         exercise = _first_not_done(course)
         if exercise is None:
             _say("every exercise is done")
             return PASS
-        args.exercise = exercise.number
-    path = _target_path(exercise, args.exercise)
-    _say(f"watching {path.name}: save it to re-check (Ctrl-C to stop)")
-    checked = None
-    kernel = None
-    checking = False
+        path = exercise.learner_copy.resolve()
+    copies = {e.learner_copy.resolve(): e for e in course.exercises}
+    watched = copies if path in copies else {path: exercise}
+    folders = sorted({p.parent for p in watched})
+
+    def content(p: Path) -> bytes:
+        return p.read_bytes() if p.exists() else b""
+
+    seen = {p: content(p) for p in watched}
+    where = "exercises/" if path in copies else path.name
+    _say(f"watching {where}: save an exercise to check it (Ctrl-C to stop)")
+    checking, checks, ready = False, 0, None
     try:
-        # A change is noticed by its content, checked after every file event and every
+        # A change is noticed by its content, looked at after every file event and every
         # half second, so a save made while a check was running is never missed.
-        for _ in watch(path, rust_timeout=500, yield_on_timeout=True):
-            content = path.read_bytes() if path.exists() else b""
-            if content == checked:
-                continue
-            if checked is not None:
-                _say("\n" + "-" * 60)
-            checked = content
-            checking = True
-            cmd_check(args, course, kernel=kernel)
-            checking = False
-            # The next check's kernel starts now, while the learner reads and edits: a
-            # fresh one each time (never reused), so every check runs in a new kernel.
-            kernel = _early_kernel(path)
+        for _ in watch(*folders, rust_timeout=500, yield_on_timeout=True):
+            changed = [p for p in watched if content(p) != seen[p]] if checks else [path]
+            for saved in changed:
+                seen[saved] = content(saved)
+                if checks:
+                    _say("\n" + "-" * 60)
+                checking, checks = True, checks + 1
+                code = _check(course, watched[saved], saved, args.timeout, ready)
+                checking, following = False, saved
+                if code == PASS and saved in copies:
+                    upcoming = _first_not_done(course)
+                    _say(
+                        "\nevery exercise is done"
+                        if upcoming is None
+                        else f"\nwatching on: save exercises/{upcoming.learner_copy.name} next"
+                    )
+                    following = upcoming.learner_copy.resolve() if upcoming else saved
+                # The next check's kernel starts now, while the learner reads and edits: a
+                # fresh one each time, so every check runs in a new kernel.
+                ready = _early_kernel(following)
     except KeyboardInterrupt:
         if checking:  # the check did not finish: no verdict, and nothing was recorded
-            _say(f"\ninterrupted: {path.name} and your progress are as they were")
+            _say("\ninterrupted: your files and progress are as they were")
         _say("\nstopped watching")
-        # Out without Python's teardown, as after a check: its signal handlers go back to
-        # the default there, and a Ctrl-C pressed twice would end it by SIGINT (-2; seen).
-        global _SKIP_TEARDOWN
-        _SKIP_TEARDOWN = True
     finally:
-        if kernel is not None:
-            kernel.stop()
+        if ready is not None:
+            ready.stop()
     return PASS
 
 
@@ -395,12 +404,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="run an exercise's graders and print a verdict")
     check.add_argument("exercise", help='"01", "shapes", "01_shapes" or a path to a .py file')
-    check.add_argument(
-        "--strict",
-        action="store_true",
-        help="for assessment: your cells run in a kernel the grader set up and watches "
-        "(refuses traces, frames, writes outside the check's folder, foreign imports)",
-    )
     with_timeout(check)
 
     hint = sub.add_parser("hint", help="the next hint for an exercise")
@@ -481,13 +484,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def command() -> None:
-    """The ``jitlab`` command: :func:`main`, then an exit that skips Python's teardown
-    of every module after a check that ran pytest in this process (about 0.1 s of
-    freeing what pytest, nbval and jupyter_client loaded, added to every check). By
-    then the verdict is printed, the kernel stopped and its folder removed; the output
+    """The ``jitlab`` command: :func:`main`, then, once a check ran pytest in this
+    process, an exit that skips Python's teardown of every module. Its signal handlers
+    go back to the default there, so a second Ctrl-C that stops `watch` would end it by
+    SIGINT (-2; seen). By then the verdict is printed and the kernel stopped; the output
     streams are flushed here."""
     code = main()
-    if _SKIP_TEARDOWN:
+    if "pytest" in sys.modules:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

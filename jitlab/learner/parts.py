@@ -37,23 +37,27 @@ class Part:
         )
 
 
+def part_of(number: int, source: str) -> Part:
+    """Part ``number``, graded by the grader cell ``source``: named by the learner's
+    functions that its grader call receives."""
+    names: list[str] = []
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        tree = ast.Module(body=[], type_ignores=[])
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            names += [a.id for a in node.args if isinstance(a, ast.Name)]
+    return Part(number, tuple(dict.fromkeys(names)))
+
+
 def parts(exercise: Exercise) -> list[Part]:
     """The exercise's parts, one per grader cell of its source."""
     from jitlab.learner.check import code_cells
 
-    found = []
     cells = code_cells(exercise.source.read_text(encoding="utf-8"))
-    for number, cell in enumerate((c for c in cells if c.is_grader), start=1):
-        names: list[str] = []
-        try:
-            tree = ast.parse(cell.source)
-        except SyntaxError:
-            tree = ast.Module(body=[], type_ignores=[])
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call):
-                names += [a.id for a in node.args if isinstance(a, ast.Name)]
-        found.append(Part(number, tuple(dict.fromkeys(names))))
-    return found
+    graders = (c for c in cells if c.is_grader)
+    return [part_of(number, cell.source) for number, cell in enumerate(graders, start=1)]
 
 
 def _words(text: str) -> set[str]:

@@ -39,7 +39,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         timeout=args.timeout,
         echo=_say,
-        strict=args.strict,
     )
 
 
@@ -216,9 +215,6 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("exercise", nargs="*", help="default: all")
     verify.add_argument("--jobs", type=int, default=2, help="exercises checked at once")
     verify.add_argument("--timeout", type=int, default=120, help="seconds one cell may run")
-    verify.add_argument(
-        "--strict", action="store_true", help="check the solutions in strict mode (--strict)"
-    )
 
     exercises = sub.add_parser("exercises", help="regenerate learner copies from sources")
     exercises.add_argument("--check", action="store_true", help="only report stale copies")

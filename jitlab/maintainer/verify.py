@@ -1,9 +1,7 @@
 """``jitlab dev verify``: the course holds to rustlings' ``dev check`` and nbgrader's
 ``validate --invert``. Every solution passes its graders; every generated exercise is
 current and, unsolved, fails at a grader check with a ``NotImplementedError`` (for the
-intended reason, not a crash in the setup cells or a timeout). With ``strict``, each
-solution is checked in strict mode (``jitlab check --strict``): the same graders, and
-the audit that rejects cheats, so one run shows that it passes both ways.
+intended reason, not a crash in the setup cells or a timeout).
 
 The unsolved exercise checked is the one its source generates (written under
 ``_build/``), never the copy in ``exercises/``, which a learner may be solving."""
@@ -30,10 +28,10 @@ def generated_copy(exercise: Exercise) -> Path:
     return path
 
 
-def verify_exercise(exercise: Exercise, timeout: int, *, strict: bool = False) -> list[str]:
+def verify_exercise(exercise: Exercise, timeout: int) -> list[str]:
     """Problems with one exercise (empty when it is as it should be)."""
     problems = []
-    solved = check_file(exercise.source, cell_timeout_s=timeout, strict=strict)
+    solved = check_file(exercise.source, cell_timeout_s=timeout)
     if not solved.passed:
         problems.append(f"{exercise.stem}: the solution fails\n{format_verdict(solved)}")
     unsolved = check_file(generated_copy(exercise), cell_timeout_s=timeout)
@@ -55,9 +53,13 @@ def run_verify(
     jobs: int,
     timeout: int,
     echo: Callable[[str], None],
-    strict: bool = False,
 ) -> int:
-    chosen = [course.lesson(k).exercise for k in keys] if keys else list(course.exercises)
+    unknown = [k for k in keys if course.find_exercise(k) is None]
+    if unknown:
+        known = ", ".join(f"{e.number} {e.slug}" for e in course.exercises)
+        echo(f"no exercise {unknown[0]!r}. The exercises are: {known}")
+        return 2
+    chosen = [course.find_exercise(k) for k in keys] if keys else list(course.exercises)
     exercises = [e for e in chosen if e is not None]
     problems = [
         f"{e.stem}: exercises/{e.learner_copy.name} is out of date with its source; "
@@ -66,7 +68,7 @@ def run_verify(
         if copy_state(e) in (CopyState.STALE, CopyState.EDITED_STALE)
     ]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(lambda e: verify_exercise(e, timeout, strict=strict), exercises))
+        results = list(pool.map(lambda e: verify_exercise(e, timeout), exercises))
     for exercise, found in zip(exercises, results, strict=True):
         echo(f"  {'ok  ' if not found else 'FAIL'}  {exercise.stem}")
         problems += found
@@ -74,9 +76,5 @@ def run_verify(
         echo("\n" + "\n\n".join(problems))
         echo(f"\nverify: {len(problems)} problem(s)")
         return 1
-    mode = " (in strict mode)" if strict else ""
-    echo(
-        f"\nverify: {len(exercises)} solutions pass{mode}, "
-        f"{len(exercises)} exercises fail at a grader"
-    )
+    echo(f"\nverify: {len(exercises)} solutions pass, {len(exercises)} exercises fail at a grader")
     return 0

@@ -120,6 +120,7 @@ class CellRun:
     traceback: str = ""
     error: str = ""
     explanations: tuple[str, ...] = ()
+    reports: tuple[dict[str, Any], ...] = ()  # the graders' records (grading.verdict)
 
     @property
     def failed(self) -> bool:
@@ -201,6 +202,7 @@ def read_run(record: Path) -> NotebookRun:
             traceback=c.get("traceback", ""),
             error=c.get("error", ""),
             explanations=tuple(c.get("explanations", ())),
+            reports=tuple(c.get("reports", ())),
         )
         for c in data["cells"]
     )
@@ -227,7 +229,6 @@ def pytest_command(
     *,
     cell_timeout_s: int,
     stop_at_first_failure: bool = False,
-    forget_notebooks: bool = False,
     workers: int = 1,
 ) -> list[str]:
     """The pytest command line that runs notebooks under nbval with the recorder;
@@ -256,8 +257,6 @@ def pytest_command(
         command += ["-p", "xdist", "-n", str(workers), "--dist", "loadfile"]
     if stop_at_first_failure:
         command.append("-x")
-    if forget_notebooks:
-        command.append("--jitlab-forget-notebooks")
     return command
 
 
@@ -270,7 +269,6 @@ def execute(
     cell_timeout_s: int = DEFAULT_CELL_TIMEOUT_S,
     stop_at_first_failure: bool = False,
     transform: Callable[[nbformat.NotebookNode], None] | None = None,
-    forget_notebooks: bool = False,
     env: dict[str, str] | None = None,
     python: str | None = None,
     in_process: bool = False,
@@ -292,7 +290,6 @@ def execute(
         record,
         cell_timeout_s=cell_timeout_s,
         stop_at_first_failure=stop_at_first_failure,
-        forget_notebooks=forget_notebooks,
         workers=workers,
     )
     if python is not None:

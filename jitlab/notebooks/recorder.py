@@ -6,14 +6,13 @@ The package registers it with pytest, so any nbval run in the course's environme
 it; with ``--jitlab-record=DIR`` it also writes, for each
 notebook, ``DIR/<folder>/<stem>.ipynb`` (the executed notebook, outputs included: the
 site renders it and offers it for download) and ``DIR/<folder>/<stem>.json`` (each code
-cell's status, error and the cache-miss explanations JAX printed in it). ``<folder>`` is
+cell's status, error, the cache-miss explanations JAX printed in it and the graders'
+reports it displayed, :mod:`jitlab.grading.verdict`). ``<folder>`` is
 the source's folder (``lessons``, ``exercises``, ``solutions``).
 
 It also tells each kernel which file it runs (``$JITLAB_NOTEBOOK``, read by
 ``jitlab.intro()``), notices at once a kernel process that ended while a cell ran (nbval
-would wait out the cell timeout: a ``died`` cell, with the exit code), and with
-``--jitlab-forget-notebooks`` deletes the generated notebooks once pytest has read them,
-so code in a learner's cell cannot read what the runner put in the grader cells.
+would wait out the cell timeout: a ``died`` cell, with the exit code).
 """
 
 from __future__ import annotations
@@ -27,6 +26,8 @@ from queue import Empty
 from typing import Any
 
 import pytest
+
+from jitlab.grading.verdict import MIME
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _TIMEOUT = re.compile(r"Timeout of ([\d.]+) seconds exceeded")
@@ -84,11 +85,6 @@ def _watch_kernel(kernel: Any) -> None:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("jitlab", "the course's notebook recorder")
     group.addoption("--jitlab-record", default=None, help="folder for executed notebooks")
-    group.addoption(
-        "--jitlab-forget-notebooks",
-        action="store_true",
-        help="delete the generated .ipynb files once collected",
-    )
 
 
 def _is_cell(item: pytest.Item) -> bool:
@@ -178,14 +174,6 @@ def pytest_configure(config: pytest.Config) -> None:
 _KEY = pytest.StashKey[_Recorder]()
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    if not session.config.getoption("--jitlab-forget-notebooks"):
-        return
-    for item in session.items:
-        if _is_cell(item):
-            Path(str(item.fspath)).unlink(missing_ok=True)
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # The kernel starts in the setup of a notebook's first cell; tell it its source.
@@ -201,7 +189,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
-    # By now nbval's setup has started (or adopted) the notebook's kernel.
+    # By now nbval's setup has started the notebook's kernel.
     kernel = getattr(getattr(item, "parent", None), "kernel", None) if _is_cell(item) else None
     if kernel is not None:
         _watch_kernel(kernel)
@@ -225,6 +213,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     row["seconds"] = round(call.duration, 4)
     row["_outputs"] = outputs
     row["explanations"] = explanations_in(_output_text(outputs))
+    row["reports"] = [o["data"][MIME] for o in outputs if MIME in (o.get("data") or {})]
     if report.skipped:
         row["status"] = "skipped"
     elif report.passed:

@@ -99,7 +99,6 @@ def on_config(config: Any) -> Any:
         {
             "Instructors": [
                 {"Instructor guide": "instructor.md"},
-                {"Grading for assessment": "strict.md"},
             ]
         },
         {"Measured": [{"Measured results": "results.md"}, {"JAX releases": "releases.md"}]},

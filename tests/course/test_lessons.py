@@ -79,9 +79,7 @@ def test_code_fits_the_page(path):
 
 @pytest.mark.parametrize("exercise", COURSE.exercises, ids=lambda e: e.slug)
 def test_every_grader_cell_imports_its_own_grader(exercise):
-    """The runner drops every jitlab module at the top of each grader cell (so learner code
-    cannot replace the grader); a second cell that reused the first cell's import would
-    report to a stale channel and never count as complete."""
+    """Each grader cell reads on its own: it imports the grader it calls."""
     from jitlab.learner.check import code_cells
 
     graders = [c for c in code_cells(exercise.source.read_text()) if c.is_grader]

@@ -8,7 +8,6 @@ lesson's mistakes and its right answers written differently.
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -270,46 +269,3 @@ def test_a_look_alike_of_a_jitted_kernel_fails(slug):
     names = loaded(slug)
     names[declared.kernel] = LooksJitted(names[declared.kernel])
     assert grade(slug, names).check == declared.name(JITTED)
-
-
-@pytest.mark.parametrize("slug", EXERCISES)
-def test_every_call_into_the_learners_file_is_bracketed_for_strict_mode(slug, monkeypatch):
-    """``jitlab check --strict`` takes stock around each call into the learner's code (an
-    "enter" and a "leave" through ``sys.audit``). Every function of the learner's file, the
-    setup cells' included (the learner can edit those too), must start inside one."""
-    names, path, mon = loaded(slug), str(exercise(slug).source), sys.monitoring
-    graders = [(c.line, c.line + c.source.count("\n") + 1) for c in grader_cells(slug)]  # lambdas
-    depth, outside, audit = [0], [], sys.audit
-
-    def spy(event: str, *args: Any) -> None:
-        if event == "jitlab.learner_call":
-            depth[0] += {"enter": 1, "leave": -1}.get(args[0], 0)
-        audit(event, *args)
-
-    def started(code: Any, offset: int) -> Any:
-        cell = code.co_name == "<module>"  # a grader cell's own code (its line is 1)
-        if (
-            cell
-            or code.co_filename != path
-            or any(a <= code.co_firstlineno <= b for a, b in graders)
-        ):
-            return mon.DISABLE  # not the learner's: never reported again
-        if depth[0] == 0:
-            outside.append(f"{code.co_name} (line {code.co_firstlineno})")
-        return None
-
-    monkeypatch.setattr(sys, "audit", spy)
-    mon.use_tool_id(TOOL, "bracket test")
-    mon.register_callback(TOOL, mon.events.PY_START, started)
-    mon.set_events(TOOL, mon.events.PY_START)
-    try:
-        for cell in grader_cells(slug):
-            run_cell(cell, names, exercise(slug).source)
-    finally:
-        mon.set_events(TOOL, 0)
-        mon.register_callback(TOOL, mon.events.PY_START, None)
-        mon.free_tool_id(TOOL)
-    assert depth == [0] and not outside, sorted(set(outside))
-
-
-TOOL = 3  # a sys.monitoring tool id that neither coverage (1) nor a debugger (0) takes

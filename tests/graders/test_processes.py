@@ -18,7 +18,6 @@ from tables import fails, passes
 from jitlab.graders import processes
 from jitlab.graders.processes import (
     BATCH_RUNS,
-    FINISHED,
     JITTED,
     NUMBERS,
     ONCE,
@@ -250,20 +249,6 @@ def make_global_batch(x, y, mesh, max_rows):
     )
 """
 
-RECORD_WRITTEN = """
-if os.environ.get("JITLAB_WORKER_PROCESS"):
-    import json as _json, sys as _sys
-    _path = next(a for a in _sys.argv if a.startswith("--records=")).partition("=")[2]
-    with open(_path, "a") as _out:
-        _out.write(_json.dumps({"kind": "finished", "process_id": 0}) + "\\n")
-    os._exit(0)
-"""
-CHECK_SWAPPED = """
-if os.environ.get("JITLAB_WORKER_PROCESS"):
-    import jitlab.graders.processes as _grader
-    _grader._check = lambda *args, **kwargs: None
-"""
-
 
 def wrong(check: str, words: str | tuple[str, ...], *sources: str) -> tuple:
     """A row of WRONG: the check the answer fails, words its verdict holds, its cell."""
@@ -322,14 +307,6 @@ WRONG = {  # the stub's cell is the exercise's
     # Only in the workers, where the notebook's canary cannot see.
     "monitoring listeners emptied in the workers": wrong(
         JIT_ON, "monitoring listeners were removed", with_lines(PADDED, EMPTY_LISTENERS), MASKED
-    ),
-    # A cell that writes the workers' "finished" record itself and leaves, and one that
-    # swaps a grader's function in the workers: neither is the grader's own work.
-    "a cell that writes the workers' records": wrong(
-        FINISHED, "not written by the worker's own code", PADDED, MASKED, RECORD_WRITTEN
-    ),
-    "a grader function swapped in the workers": wrong(
-        FINISHED, "_check replaced in the worker", PADDED, MASKED, CHECK_SWAPPED
     ),
     # MAX_ROWS was defined in another cell of the notebook: the workers never see it.
     "a cell that uses the notebook's variables": wrong(

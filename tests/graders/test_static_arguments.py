@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import sys
 import typing
 
 import jax
@@ -32,10 +31,6 @@ def config(name, fields=TYPED, **dataclass_options):
     return dataclasses.make_dataclass(name, fields, **dataclass_options)
 
 
-DEPTH = []  # grading's strict-mode brackets: 1 entering the learner's code, -1 leaving it
-OUTSIDE = []  # the methods of InternedConfig that grading called outside every bracket
-
-
 class InternedConfig:
     """Equal values give the very same (immutable) object: equality is the contract."""
 
@@ -49,7 +44,6 @@ class InternedConfig:
         return cls._made[key]
 
     def __getattr__(self, name):
-        OUTSIDE.extend(["getattr"] * (sum(DEPTH) < 1))
         if name in SA.FIELDS:
             return self._key[SA.FIELDS.index(name)]
         raise AttributeError(name)
@@ -58,26 +52,15 @@ class InternedConfig:
         raise AttributeError("immutable")
 
     def __eq__(self, other):
-        OUTSIDE.extend(["=="] * (sum(DEPTH) < 1))
         return isinstance(other, InternedConfig) and self._key == other._key
 
     def __hash__(self):
-        OUTSIDE.extend(["hash"] * (sum(DEPTH) < 1))
         return hash(self._key)
 
 
-def test_the_solution_and_other_right_answers_pass(monkeypatch):
+def test_the_solution_and_other_right_answers_pass():
     # Twice with one jitted function: the grader empties its cache and draws fresh eps
     # values, so a warm cache from an earlier run is no help and no hindrance.
-    audit = sys.audit
-
-    def watch(event, *args):  # what `jitlab check --strict` hears around each learner call
-        phase = args[0] if event == "jitlab.learner_call" else ""
-        step = {"enter": 1, "leave": -1}.get(phase, 0)
-        DEPTH.extend([step] * bool(step))
-        audit(event, *args)
-
-    monkeypatch.setattr(sys, "audit", watch)
     forward = SOLUTION["make_forward"]()
     passes(SA.grade, BlockConfig, lambda: forward)
     passes(SA.grade, BlockConfig, lambda: forward)
@@ -86,7 +69,6 @@ def test_the_solution_and_other_right_answers_pass(monkeypatch):
     passes(SA.grade, InternedConfig, make_forward)
     passes(SA.grade, ReplacesConfig, make_forward)
     passes(SA.grade, PostInitConfig, make_forward)
-    assert DEPTH and sum(DEPTH) == 0 and not OUTSIDE, OUTSIDE  # every call in a bracket
 
 
 class IdentityConfig:

@@ -192,7 +192,7 @@ def test_a_grader_that_reports_every_check_completes(capsys):
     assert grade_toy.checks == (JIT_ON, "first")
 
 
-def test_the_runner_is_told_the_failure_a_grader_raises_not_one_it_caught(tmp_path):
+def test_the_runner_is_told_the_failure_a_grader_raises_not_one_it_caught(monkeypatch):
     # A grader may catch a generic failure (call_learner's) and raise a better-worded one:
     # the learner's verdict must be the one the grader raised, as the grader tests see it.
     from jitlab.grading import call_learner, fail, verdict
@@ -204,14 +204,11 @@ def test_the_runner_is_told_the_failure_a_grader_raises_not_one_it_caught(tmp_pa
         except GradingFailure as generic:
             raise fail("first", expected="specific", seen=generic.seen, hint="look here") from None
 
-    channel = tmp_path / "channel.jsonl"
-    verdict.open_channel(str(channel), "token", 0)
-    try:
-        with pytest.raises(GradingFailure):
-            grade_toy()
-    finally:
-        verdict._channel = None
-    (run,) = verdict.read_channel(channel, "token").values()
+    records: list[dict] = []
+    monkeypatch.setattr(verdict, "_publish", lambda record, text: records.append(record))
+    with pytest.raises(GradingFailure):
+        grade_toy()
+    run = verdict.grader_run(0, records)
     failed = [check for check in run.checks if not check.passed]
     assert [(c.expected, c.hint) for c in failed] == [("specific", "look here")]
     assert not run.completed
@@ -532,3 +529,22 @@ def test_an_answer_of_arrays_in_containers_of_its_own_is_read_as_it_is():
 
     out = call_learner("runs", lambda x: Pair(jax.numpy.asarray(x), np.asarray(x)), np.ones(2))
     assert isinstance(out, Pair) and as_numbers(out).shape == (2, 2)
+
+
+def test_a_misspelt_name_gets_pythons_suggestion_and_an_unknown_one_the_general_hint():
+    from jitlab.grading.checks import learner_error
+
+    cell = (  # a learner's notebook cell: `block` defined, `blok` typed
+        "block = 2.0\n"
+        "def misspelt(x):\n"
+        "    return blok * x\n"
+        "def unknown(x):\n"
+        "    return never_defined_anywhere * x\n"
+    )
+    exec(cell, names := {})  # noqa: S102
+    with pytest.raises(NameError) as typo:
+        names["misspelt"](1.0)
+    assert learner_error(JIT_ON, typo.value).hint.startswith("did you mean `block`?")
+    with pytest.raises(NameError) as missing:
+        names["unknown"](1.0)
+    assert "did you mean" not in learner_error(JIT_ON, missing.value).hint

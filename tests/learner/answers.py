@@ -36,10 +36,11 @@ def write_answer(course, body: str, *, before: str = "", after_import: str = "")
     return text
 
 
-def start_watch() -> subprocess.Popen:
-    """``jitlab watch 01`` in its own process, its output unbuffered on one pipe."""
+def start_watch(*argv: str) -> subprocess.Popen:
+    """``jitlab watch 01`` (or with ``argv``) in its own process, its output unbuffered
+    on one pipe."""
     return subprocess.Popen(
-        [sys.executable, "-m", "jitlab.learner.cli", "watch", "01"],
+        [sys.executable, "-m", "jitlab.learner.cli", "watch", *(argv or ("01",))],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
