@@ -33,9 +33,7 @@ def learning_path() -> str:
     for item in lessons:
         minutes = item.meta.minutes
         exercise = minutes.exercises or "–"
-        rows.append(
-            f"| {_lesson_link(item)} | {item.meta.fix} | {minutes.teaching} | {exercise} |"
-        )
+        rows.append(f"| {_lesson_link(item)} | {item.meta.fix} | {minutes.teaching} | {exercise} |")
     teaching = sum(i.meta.minutes.teaching for i in lessons)
     exercises = sum(i.meta.minutes.exercises for i in lessons)
     rows.append(f"| **all lessons** | | **{teaching}** | **{exercises}** |")
@@ -339,7 +337,7 @@ def results(folder: Path | None = None) -> str:
         env = run["environment"]
         failed = sum(len(cells) for cells in run.get("failed_cells", {}).values())
         changed = changed_since(run, course)
-        since = "not kept" if changed is None else ", ".join(changed) or "none"
+        since = _lessons_in_short(changed, course)
         runner = {"plain": "plain Python", "kernel": "nbval"}.get(run.get("runner", ""), "nbval")
         parts.append(
             f"| **{name}** | {env.get('platform')} | {env.get('device_kind')} | "
@@ -388,6 +386,18 @@ every socket), `jitlab dev bench` runs the lessons as plain Python, cell by cell
 - **Two runs of one file can come from different lesson versions**: the machines table
   names the lessons that changed since each file was recorded.
 """
+
+
+def _lessons_in_short(changed: list[str] | None, course: Any) -> str:
+    """A results file's changed lessons for one table cell: by number, "all", "none", or
+    "not kept" (a file recorded before digests were kept)."""
+    if changed is None:
+        return "not kept"
+    if not changed:
+        return "none"
+    if len(changed) == len(course.lessons):
+        return "all"
+    return ", ".join(course.lesson(slug).number for slug in changed)
 
 
 def _skipped_lessons(names: list[str], runs: list[dict[str, Any]]) -> list[str]:
@@ -535,8 +545,12 @@ ACCELERATOR_FINDINGS = (
             ("written by the persistent cache", "written", ""),
         )
     ),
-    ("bytes of an f32[9,129] argument (4,644 of data)", "bytes of a float32 (9, 129) argument",
-     "argument_bytes", ""),  # fmt: skip
+    (
+        "bytes of an f32[9,129] argument (4,644 of data)",
+        "bytes of a float32 (9, 129) argument",
+        "argument_bytes",
+        "",
+    ),  # fmt: skip
     ("capstone: the naive loop", "naive", "total_s", "s"),
     ("capstone: naive against all fixes", "training loop, naive vs all fixes", "speedup", "x"),
 )

@@ -120,7 +120,7 @@ def tpu_beside_cpu(tmp_path):
 def test_the_results_page_puts_the_tpu_beside_the_cpu(tpu_beside_cpu):
     page = pages.results(tpu_beside_cpu)
     (tpu_row,) = [line for line in page.splitlines() if line.startswith("| **TPU")]
-    assert "plain Python" in tpu_row and tpu_row.endswith("| what_jit_caches |")
+    assert "plain Python" in tpu_row and tpu_row.endswith("| 00 |")  # by number
     assert "skipped `processes`: Its processes need sockets." in page
     assert "### Why a ratio differs between machines" in page
     (lesson_row,) = [
@@ -167,3 +167,13 @@ def test_the_accelerator_findings_come_from_the_files(tpu_beside_cpu):
     assert row.split(" | ")[1:] == ["700 µs", "50 µs |"]  # TPU first, then its release's CPU
     assert "No accelerator" in pages.accelerator_findings(FIXTURES)  # CPU runs only
     assert "accelerator-findings" in pages.RENDERERS
+
+
+def test_changed_lessons_are_named_by_number_or_all(tmp_path):
+    from jitlab.site.pages import _lessons_in_short
+
+    every = [lesson.slug for lesson in COURSE.lessons]
+    assert _lessons_in_short(every, COURSE) == "all"
+    assert _lessons_in_short(every[:2], COURSE) == "00, 01"
+    assert _lessons_in_short([], COURSE) == "none"
+    assert _lessons_in_short(None, COURSE) == "not kept"
