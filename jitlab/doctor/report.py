@@ -172,10 +172,21 @@ def _cause_summary(record: FunctionRecord) -> str:
         if record.failures and not record.compilations:
             return "its trace raised: " + record.failures[-1].error
         return "no recompilation"
-    parts = [
-        f"{classify.CAUSES[c].heading} {n} ({classify.CAUSES[c].lesson})" for c, n in counts.items()
-    ]
+    parts = [f"{_heading(record, c)} {n} ({_lesson_of(record, c)})" for c, n in counts.items()]
     return ", ".join(parts)
+
+
+def _heading(record: FunctionRecord, cause_id: str) -> str:
+    misses = _by_cause(record).get(cause_id, [])
+    return classify.heading_for(cause_id, [d for m in misses for d in m.differences])
+
+
+def _lesson_of(record: FunctionRecord, cause_id: str) -> str:
+    """The number of the lesson the detail's fix links for this cause, so the table, the
+    budget lines and the detail name one lesson (a typed key, an NNX train/eval flip and a
+    callable static argument each have their own)."""
+    _, slugs = fix_for(cause_id, _by_cause(record).get(cause_id, []))
+    return lessons.lookup(slugs[0]).short if slugs else classify.CAUSES[cause_id].lesson
 
 
 def _table(report: Report) -> list[str]:
@@ -456,9 +467,8 @@ def _by_cause(record: FunctionRecord) -> dict[str, list[Miss]]:
 def cause_lines(record: FunctionRecord) -> list[str]:
     out = []
     for cid, misses in sorted(_by_cause(record).items(), key=lambda kv: -len(kv[1])):
-        cause = classify.CAUSES[cid]
         fix, slugs = fix_for(cid, misses)
-        out += _lines(f"{cause.heading}: {_plural(len(misses), 'miss')}.", "   ")
+        out += _lines(f"{_heading(record, cid)}: {_plural(len(misses), 'miss')}.", "   ")
         out += _lines(f"Fix: {fix}.", "      ")
         out += _lines(_see(slugs), "      ")
         sites = Counter((m.call_site, m.source) for m in misses)
@@ -558,7 +568,7 @@ def budget_lines(report: Report) -> list[str]:
             if record is not None:
                 counts = record.cause_counts()
                 why = "; ".join(
-                    f"{classify.CAUSES[c].heading} {k} (lesson {classify.CAUSES[c].lesson})"
+                    f"{_heading(record, c)} {k} (lesson {_lesson_of(record, c)})"
                     for c, k in counts.items()
                 )
             out += _lines(
@@ -590,8 +600,7 @@ def render(report: Report, timelines: int = 3) -> str:
         f"{_plural(len(report.functions), 'watched function')}, "
         f"{_plural(report.compiles, 'compilation')}"
         + (f" ({ahead} ahead of time)" if ahead else "")
-        + f", {_plural(recompiled, 'cache miss')} "
-        f"after each function's first call{also}, "
+        + f", {_plural(recompiled, 'cache miss')} {classify.MISSES_IN_ALL}{also}, "
         f"{report.seconds:.2f} s tracing+lowering+compiling in a {report.wall_seconds:.2f}"
         " s run. Worst first.",
         "",
@@ -705,7 +714,7 @@ def _fix_dict(cause_id: str, misses: list[Miss]) -> dict[str, Any]:
     refs = [lessons.lookup(slug) for slug in slugs]
     return {
         "fix": fix,
-        "lessons": [{"name": r.name, "link": r.link} for r in refs],
+        "lessons": [{"name": r.name, "short": r.short, "link": r.link} for r in refs],
     }
 
 
