@@ -332,23 +332,40 @@ def _unwatched_lines(report: Report) -> list[str]:
 
 HELPER_SHARE = 0.1
 HELPER_REPEATS = 5
+HELPER_DOMINANT = 0.5
+HELPER_FEW = 3
 """JAX's helpers get advice for a line of the user's that compiled one of them at least
 ``HELPER_REPEATS`` times (a line in a loop, meeting new shapes), when such lines together
-cost at least ``HELPER_SHARE`` of all the tracing and compiling the doctor heard."""
+cost at least ``HELPER_SHARE`` of all the tracing and compiling the doctor heard; and, in
+a small loop that met fewer shapes, for every line where two or more operations each
+compiled ``HELPER_FEW`` times or more (the line ran again with a new shape: a line that
+makes three arrays of three shapes once compiles one operation three times), when such
+lines together cost at least ``HELPER_DOMINANT`` of it (a padding loop over three
+lengths is most of a short program's compile time)."""
 
 
 def helper_sites(report: Report) -> list[tuple[str, str, str, int, float]]:
     """(call site, source line, helper, compilations, its seconds) for JAX's own helpers
     that compiled at the user's lines, when together they cost a real share of the run."""
-    rows = [
-        (site, source, o.name, n, o.seconds * n / max(o.compiles, 1))
-        for o in report.unwatched
-        for (site, source), n in o.sites.items()
-        if n >= HELPER_REPEATS
-    ]
     total = report.seconds + sum(o.seconds for o in report.unwatched)
-    if not rows or total <= 0 or sum(r[4] for r in rows) < HELPER_SHARE * total:
+    if total <= 0:
         return []
+
+    def compiled_at_least(least: int) -> list[tuple[str, str, str, int, float]]:
+        return [
+            (site, source, o.name, n, o.seconds * n / max(o.compiles, 1))
+            for o in report.unwatched
+            for (site, source), n in o.sites.items()
+            if n >= least
+        ]
+
+    rows = compiled_at_least(HELPER_REPEATS)
+    if not rows or sum(r[4] for r in rows) < HELPER_SHARE * total:
+        few = compiled_at_least(HELPER_FEW)
+        per_line = Counter((r[0], r[1]) for r in few)
+        rows = [r for r in few if per_line[r[0], r[1]] >= 2]
+        if sum(r[4] for r in rows) < HELPER_DOMINANT * total:
+            return []
     return sorted(rows, key=lambda r: -r[4])
 
 
