@@ -69,6 +69,10 @@ UNKNOWN = "unknown"
 
 TYPES = "array types"
 
+# How a report's header counts cache misses: all functions together, so that "2 cache
+# misses" over two functions is never read as two each.
+MISSES_IN_ALL = "in all, not counting each function's first compilation"
+
 CAUSES: dict[str, Cause] = {
     c.id: c
     for c in (
@@ -219,6 +223,21 @@ def advice_for(cause_id: str, diffs: Iterable[sig.Difference]) -> Advice | None:
     return None
 
 
+def _dtype_and_shape(d: sig.Difference) -> bool:
+    """A typed key against a raw one whose shape changed too (``key<fry>[]`` and
+    ``u32[2]``): one difference, but of two things the array types row names."""
+    return d.part == sig.DTYPE and d.what.endswith(sig.KEY_SHAPE_TOO)
+
+
+def heading_for(cause_id: str, diffs: Iterable[sig.Difference]) -> str:
+    """How a report names this cause for these differences: the cause's heading, or
+    ``array types (dtype and shape)`` where a typed key met a raw key of another shape."""
+    cause = CAUSES[cause_id]
+    if cause_id == DTYPE and any(_dtype_and_shape(d) for d in diffs):
+        return f"{cause.part} (dtype and shape)"
+    return cause.heading
+
+
 def cause_of(difference: sig.Difference) -> str:
     return _PART_CAUSE[difference.part]
 
@@ -234,6 +253,7 @@ def timeline_marks(diffs: Iterable[sig.Difference]) -> dict[str, str]:
     marks: dict[str, str] = {}
     for d in diffs:
         row, mark = _PART_ROW[d.part]
+        mark = "*" if _dtype_and_shape(d) else mark
         marks[row] = mark if marks.get(row, mark) == mark else "*"
     return marks
 

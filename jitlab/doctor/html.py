@@ -138,10 +138,20 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}es" if word.endswith("s") else f"{n} {word}s"
 
 
-def _cause_text(causes: dict[str, int]) -> str:
-    return ", ".join(
-        f"{classify.CAUSES[c].heading} {n} ({classify.CAUSES[c].lesson})" for c, n in causes.items()
-    )
+def _cause_text(f: dict[str, Any]) -> str:
+    """Each cause with its count and the lesson its fix links (the detail's own)."""
+    shown = []
+    for c, n in f["causes"].items():
+        refs = _fix(f, c)["lessons"]
+        lesson = refs[0].get("short", classify.CAUSES[c].lesson) if refs else ""
+        shown.append(f"{_heading(f, c)} {n} ({lesson or classify.CAUSES[c].lesson})")
+    return ", ".join(shown)
+
+
+def _heading(f: dict[str, Any], cause_id: str) -> str:
+    """The cause's heading as the text report writes it for this function's misses."""
+    misses = [m for m in f.get("misses", []) if cause_id in m.get("causes", [])]
+    return classify.heading_for(cause_id, [d for m in misses for d in _differences(m)])
 
 
 def _differences(miss: dict[str, Any]) -> list[sig.Difference]:
@@ -189,7 +199,7 @@ def _table(functions: list[dict[str, Any]]) -> str:
     rows = []
     for i, f in enumerate(functions, 1):
         s = f["seconds"]
-        causes = _cause_text(f["causes"]) or (
+        causes = _cause_text(f) or (
             "no recompilation" if f["compiles"] <= 1 else "traced inside other jits"
         )
         cells = [
@@ -420,7 +430,7 @@ def _section(i: int, f: dict[str, Any]) -> str:
     ]
     if f["causes"]:
         items = "".join(
-            f"<li><b>{_e(classify.CAUSES[c].heading)}</b>: {_plural(n, 'miss')}. Fix: "
+            f"<li><b>{_e(_heading(f, c))}</b>: {_plural(n, 'miss')}. Fix: "
             f"{_e(_fix(f, c)['fix'])}. See {_lesson_links(_fix(f, c)['lessons'])}</li>"
             for c, n in f["causes"].items()
         )
@@ -463,7 +473,7 @@ def render(data: dict[str, Any]) -> str:
     seconds = sum(f["seconds"]["total"] for f in functions)
     summary = (
         f"{_plural(len(functions), 'watched function')}, {_plural(compiles, 'compilation')}, "
-        f"{_plural(misses, 'cache miss')} after each function's first call, {seconds:.2f} s "
+        f"{_plural(misses, 'cache miss')} {classify.MISSES_IN_ALL}, {seconds:.2f} s "
         f"tracing+lowering+compiling in a {data.get('wall_seconds', 0.0):.2f} s run."
     )
     status = []

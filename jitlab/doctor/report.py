@@ -172,10 +172,21 @@ def _cause_summary(record: FunctionRecord) -> str:
         if record.failures and not record.compilations:
             return "its trace raised: " + record.failures[-1].error
         return "no recompilation"
-    parts = [
-        f"{classify.CAUSES[c].heading} {n} ({classify.CAUSES[c].lesson})" for c, n in counts.items()
-    ]
+    parts = [f"{_heading(record, c)} {n} ({_lesson_of(record, c)})" for c, n in counts.items()]
     return ", ".join(parts)
+
+
+def _heading(record: FunctionRecord, cause_id: str) -> str:
+    misses = _by_cause(record).get(cause_id, [])
+    return classify.heading_for(cause_id, [d for m in misses for d in m.differences])
+
+
+def _lesson_of(record: FunctionRecord, cause_id: str) -> str:
+    """The number of the lesson the detail's fix links for this cause, so the table, the
+    budget lines and the detail name one lesson (a typed key, an NNX train/eval flip and a
+    callable static argument each have their own)."""
+    _, slugs = fix_for(cause_id, _by_cause(record).get(cause_id, []))
+    return lessons.lookup(slugs[0]).short if slugs else classify.CAUSES[cause_id].lesson
 
 
 def _table(report: Report) -> list[str]:
@@ -321,23 +332,40 @@ def _unwatched_lines(report: Report) -> list[str]:
 
 HELPER_SHARE = 0.1
 HELPER_REPEATS = 5
+HELPER_DOMINANT = 0.5
+HELPER_FEW = 3
 """JAX's helpers get advice for a line of the user's that compiled one of them at least
 ``HELPER_REPEATS`` times (a line in a loop, meeting new shapes), when such lines together
-cost at least ``HELPER_SHARE`` of all the tracing and compiling the doctor heard."""
+cost at least ``HELPER_SHARE`` of all the tracing and compiling the doctor heard; and, in
+a small loop that met fewer shapes, for every line where two or more operations each
+compiled ``HELPER_FEW`` times or more (the line ran again with a new shape: a line that
+makes three arrays of three shapes once compiles one operation three times), when such
+lines together cost at least ``HELPER_DOMINANT`` of it (a padding loop over three
+lengths is most of a short program's compile time)."""
 
 
 def helper_sites(report: Report) -> list[tuple[str, str, str, int, float]]:
     """(call site, source line, helper, compilations, its seconds) for JAX's own helpers
     that compiled at the user's lines, when together they cost a real share of the run."""
-    rows = [
-        (site, source, o.name, n, o.seconds * n / max(o.compiles, 1))
-        for o in report.unwatched
-        for (site, source), n in o.sites.items()
-        if n >= HELPER_REPEATS
-    ]
     total = report.seconds + sum(o.seconds for o in report.unwatched)
-    if not rows or total <= 0 or sum(r[4] for r in rows) < HELPER_SHARE * total:
+    if total <= 0:
         return []
+
+    def compiled_at_least(least: int) -> list[tuple[str, str, str, int, float]]:
+        return [
+            (site, source, o.name, n, o.seconds * n / max(o.compiles, 1))
+            for o in report.unwatched
+            for (site, source), n in o.sites.items()
+            if n >= least
+        ]
+
+    rows = compiled_at_least(HELPER_REPEATS)
+    if not rows or sum(r[4] for r in rows) < HELPER_SHARE * total:
+        few = compiled_at_least(HELPER_FEW)
+        per_line = Counter((r[0], r[1]) for r in few)
+        rows = [r for r in few if per_line[r[0], r[1]] >= 2]
+        if sum(r[4] for r in rows) < HELPER_DOMINANT * total:
+            return []
     return sorted(rows, key=lambda r: -r[4])
 
 
@@ -456,9 +484,8 @@ def _by_cause(record: FunctionRecord) -> dict[str, list[Miss]]:
 def cause_lines(record: FunctionRecord) -> list[str]:
     out = []
     for cid, misses in sorted(_by_cause(record).items(), key=lambda kv: -len(kv[1])):
-        cause = classify.CAUSES[cid]
         fix, slugs = fix_for(cid, misses)
-        out += _lines(f"{cause.heading}: {_plural(len(misses), 'miss')}.", "   ")
+        out += _lines(f"{_heading(record, cid)}: {_plural(len(misses), 'miss')}.", "   ")
         out += _lines(f"Fix: {fix}.", "      ")
         out += _lines(_see(slugs), "      ")
         sites = Counter((m.call_site, m.source) for m in misses)
@@ -558,7 +585,7 @@ def budget_lines(report: Report) -> list[str]:
             if record is not None:
                 counts = record.cause_counts()
                 why = "; ".join(
-                    f"{classify.CAUSES[c].heading} {k} (lesson {classify.CAUSES[c].lesson})"
+                    f"{_heading(record, c)} {k} (lesson {_lesson_of(record, c)})"
                     for c, k in counts.items()
                 )
             out += _lines(
@@ -590,8 +617,7 @@ def render(report: Report, timelines: int = 3) -> str:
         f"{_plural(len(report.functions), 'watched function')}, "
         f"{_plural(report.compiles, 'compilation')}"
         + (f" ({ahead} ahead of time)" if ahead else "")
-        + f", {_plural(recompiled, 'cache miss')} "
-        f"after each function's first call{also}, "
+        + f", {_plural(recompiled, 'cache miss')} {classify.MISSES_IN_ALL}{also}, "
         f"{report.seconds:.2f} s tracing+lowering+compiling in a {report.wall_seconds:.2f}"
         " s run. Worst first.",
         "",
@@ -705,7 +731,7 @@ def _fix_dict(cause_id: str, misses: list[Miss]) -> dict[str, Any]:
     refs = [lessons.lookup(slug) for slug in slugs]
     return {
         "fix": fix,
-        "lessons": [{"name": r.name, "link": r.link} for r in refs],
+        "lessons": [{"name": r.name, "short": r.short, "link": r.link} for r in refs],
     }
 
 

@@ -845,6 +845,11 @@ class Difference:
         return f"{said} ({self.what})" if self.what else said
 
 
+# A typed PRNG key (``key<fry>[]``) against a raw uint32 one (``u32[2]``): one change of
+# dtype, and of shape as well where the key's data dimension shows up in the raw one.
+KEY_AGAINST_RAW = "a typed PRNG key against a raw uint32 key"
+KEY_SHAPE_TOO = ": dtype and shape"
+
 _FUNCTION_TYPES = ("function", "partial", "method", "builtin_function_or_method")
 
 
@@ -879,7 +884,7 @@ def _leaf_differences(path: str, new: Leaf, old: Leaf) -> list[Difference]:
         return found
     if "key<" in new.dtype + old.dtype and new.dtype != old.dtype:
         # a typed PRNG key against a raw uint32 one: one change, of dtype and shape at once
-        what = "a typed PRNG key against a raw uint32 key"
+        what = KEY_AGAINST_RAW + (KEY_SHAPE_TOO if new.shape != old.shape else "")
         found.append(Difference(DTYPE, path, str(new), str(old), what))
     elif new.shape != old.shape:
         found.append(Difference(SHAPE, path, new.type, old.type))

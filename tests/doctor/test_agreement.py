@@ -101,7 +101,8 @@ def test_the_text_header_table_and_timeline_agree(report):
     header = " ".join(" ".join(lines[1:3]).split())
     assert header.startswith(
         f"4 watched functions, {compiles} compilations (2 ahead of time), {recompiles} cache "
-        "misses after each function's first call, and 1 retrace that found a compiled program"
+        "misses in all, not counting each function's first compilation, and 1 retrace that "
+        "found a compiled program"
     ), header
     row = next(i for i, line in enumerate(lines) if line.startswith(" 1 "))
     assert lines[row].split() == ["1", NAME]  # whole, on its own line

@@ -8,6 +8,7 @@ same code each call, and the fix is to make the loss once and pass the target.""
 # doctor-says: loss_fn: <function fit.<locals>.<lambda>> now, <function fit.<locals>.<lambda>>
 # doctor-says: before (a new function object, same code, each call)
 # doctor-says: Fix: the static argument is a function (or an object holding one) made again
+# doctor-says: static argument 3 (07)
 
 import equinox as eqx
 import jax.numpy as jnp
