@@ -1277,16 +1277,18 @@ record = report.function("split_loss")
 # %% tags=["answer"] jupyter={"source_hidden": true}
 print(report)
 assert record.calls == record.compiles == len(CALLS)  # every call compiled
-assert set(report.causes("split_loss")) == {"shape", "weak_type", "pytree"}
+assert set(report.causes("split_loss")) == {"shape", "weak_type", "pytree_structure"}
 lessons = {"01 shapes", "03 python_scalars", "04 pytree_structure"}
 assert report.lessons("split_loss") == lessons
 for miss in record.recompiles:
     rows, weight_type = CALLS[miss.number - 1]
     earlier = CALLS[: miss.number - 1]
-    assert "pytree" in miss.causes  # a new Batch class at every call
+    assert "pytree_structure" in miss.causes  # a new Batch class at every call
     assert ("shape" in miss.causes) == (rows not in {r for r, _ in earlier})
     assert ("weak_type" in miss.causes) == (weight_type not in {t for _, t in earlier})
-    assert miss.jax_causes == ["pytree"]  # JAX names the structure, and only that
+    assert miss.jax_causes == [
+        "pytree_structure"
+    ]  # JAX names the structure, and only that
     assert miss.call_site.endswith("in split_report")  # where their code made the call
 assert "pytree        o" + "t" * (len(CALLS) - 1) in str(report)  # the timeline's row
 

@@ -872,7 +872,9 @@ assert "re-tracing function train_step" in str(tried.error)
 # %%
 print(reports[fix1.label].text(timelines=1))
 fix1_misses = reports[fix1.label].function("train_step").recompiles
-assert all(m.jax_causes == ["pytree"] for m in fix1_misses)  # JAX: the pytree only
+assert all(
+    m.jax_causes == ["pytree_structure"] for m in fix1_misses
+)  # JAX: the pytree only
 
 # %% [markdown]
 # Three causes, each with its lesson, where JAX's explanations named only the pytree
@@ -888,13 +890,17 @@ assert all(m.jax_causes == ["pytree"] for m in fix1_misses)  # JAX: the pytree o
 
 # %% tags=["answer"] jupyter={"source_hidden": true}
 PLANTED = {  # the causes each version still has, by construction
-    "naive": {"new_function"},  # a lambda per step (and all else hidden behind it)
-    "1: one step function": {"pytree", "shape", "weak_type"},  # + the stale global
-    "2: config as argument": {"pytree", "shape", "weak_type"},
+    "naive": {"function"},  # a lambda per step (and all else hidden behind it)
+    "1: one step function": {
+        "pytree_structure",
+        "shape",
+        "weak_type",
+    },  # + the stale global
+    "2: config as argument": {"pytree_structure", "shape", "weak_type"},
     "3: one batch structure": {"shape", "weak_type"},
     "4: buckets + mask": {"weak_type"},  # every length pads to one bucket, 16
     "5: float32 learning rate": set(),  # one compilation, nothing to name
-    "momentum, init as written": {"pytree", "weak_type"},  # the carried state
+    "momentum, init as written": {"pytree_structure", "weak_type"},  # the carried state
     "momentum, init matching": set(),
 }
 CAUSES, doctor_rows = jitlab.doctor.CAUSES, []
@@ -906,7 +912,7 @@ for stage in [*stages, carried, carried_fixed]:
     assert record.compiles == stage.compiles, stage.label  # as count_compiles saw
     assert set(causes) == PLANTED[stage.label], (stage.label, causes)
     lessons = {CAUSES[c].lesson_name for c in PLANTED[stage.label]}
-    if "new_function" in causes:  # the lambda closes over the batch: lesson 08 too
+    if "function" in causes:  # the lambda closes over the batch: lesson 08 too
         lessons.add("08 closures_and_globals")
     assert reports[stage.label].lessons(record.name) == lessons, stage.label
 jitlab.print_table(doctor_rows)
@@ -931,7 +937,9 @@ for difference in second.differences:
 parts = {(d.part, d.where) for d in second.differences}
 assert ("structure", "state['velocity']") in parts  # None, then three arrays: 04
 assert ("weak_type", "state['avg_loss']") in parts  # 0.0, then a float32: 03
-assert {"pytree", "weak_type"} <= set(second.causes) and second.jax_causes == ["pytree"]
+assert {"pytree_structure", "weak_type"} <= set(
+    second.causes
+) and second.jax_causes == ["pytree_structure"]
 assert wrong.any()  # fix 1's losses were wrong ...
 assert "08 closures_and_globals" not in reports[fix1.label].lessons("train_step")
 jitlab.doctor.uninstall()  # jax.jit is the real one again

@@ -235,8 +235,8 @@ def test_hook_explanation_wording(explanations_heard):
         jitted(jnp.ones(2, jnp.float32))  # context
     texts = [t for _, t in explanations_heard if explanations.MISS_MARK in t]
     opinions = [classify.jax_opinion(t) for t in texts]
-    want = [["new_function"], ["shape"], ["dtype"], ["shape"], ["weak_type"]]
-    want += [["pytree"], ["context"]]
+    want = [["function"], ["shape"], ["dtype"], ["shape"], ["weak_type"]]
+    want += [["pytree_structure"], ["context"]]
     assert opinions == want, "JAX's explanation wording changed (classify.jax_opinion):\n" + (
         "\n".join(texts)
     )

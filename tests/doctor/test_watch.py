@@ -47,7 +47,14 @@ def test_every_differing_part_is_named():
         ("static", "mode"),
         ("context", "jax_default_matmul_precision"),
     }
-    assert second.causes == ["shape", "dtype", "weak_type", "pytree", "static_value", "context"]
+    assert second.causes == [
+        "shape",
+        "dtype",
+        "weak_type",
+        "pytree_structure",
+        "static_argument",
+        "context",
+    ]
     assert classify.jax_opinion(second.jax_text) == ["context"]  # JAX names one of six
 
 
@@ -158,13 +165,13 @@ def test_explanations_stay_off_stderr_unless_someone_listens(capsys):
 @pytest.mark.parametrize(
     ("text", "causes"),
     [
-        ("never seen function:\n    f id=1 defined at a.py:1", ["new_function"]),
+        ("never seen function:\n    f id=1 defined at a.py:1", ["function"]),
         (
             "Tracing context doesn't match, e.g. due to config or context manager.\n"
             "  * jax_default_matmul_precision differs: now highest and before None",
             ["context"],
         ),
-        ("different input pytree:\n  * at input path [0][1], now ...", ["pytree"]),
+        ("different input pytree:\n  * at input path [0][1], now ...", ["pytree_structure"]),
         ("different input types:\n  * at x, now f32[4] and before f32[3]", ["shape"]),
         ("different input types:\n  * at x, now i32[3] and before f32[3]", ["dtype"]),
         (
@@ -175,12 +182,12 @@ def test_explanations_stay_off_stderr_unless_someone_listens(capsys):
         (
             "different input types:\n  * at x, now f32[4@rows,2]({Explicit: ('rows',)}) and "
             "before f32[4,2]({Explicit: ('rows',)})",
-            ["device"],
+            ["shardings"],
         ),
         (  # JAX 0.12.0.1's text for a replicated array on an Explicit mesh, after a plain one
             "different input types:\n  * at x, now i32[4]({Explicit: ('device',)}) and before "
             "i32[4]({})",
-            ["device"],
+            ["shardings"],
         ),
         (
             "different input types:\n  * at x, now i32[]({Explicit: ('device',)}) and before "
@@ -234,7 +241,7 @@ def test_watching_keeps_nothing_alive_so_caching_is_unchanged():
             jax.monitoring.unregister_event_duration_listener(listen)
         counts[name] = len(seen)
     assert counts["forward_watched"] == counts["forward_unwatched"] == 3
-    assert doctor.report().causes("forward_watched") == {"new_function": 2}
+    assert doctor.report().causes("forward_watched") == {"function": 2}
 
 
 def test_a_function_jitted_under_watch_can_be_freed():
@@ -274,7 +281,7 @@ def test_two_classes_with_one_name_are_two_structures():
             read_x(per_call(jnp.ones(2)))  # a new class each call
     record = doctor.report().function("read_x")
     assert record.compiles == 3
-    assert [m.causes for m in record.recompiles] == [["pytree"], ["pytree"]]
+    assert [m.causes for m in record.recompiles] == [["pytree_structure"], ["pytree_structure"]]
     (difference,) = record.recompiles[-1].differences
     assert difference.where == "batch" and "another class, same name" in difference.now
 

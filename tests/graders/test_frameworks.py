@@ -244,7 +244,7 @@ WRONG = {  # name: (the answer, the check it fails, key words of its verdict)
     "everything static": (with_step(jax.jit(_step, static_argnums=(0, 1, 2))), "train_step runs",
                           ["cannot be a static argument: pass it traced"]),
     "a rate static in the graphdef": (with_step(static_rate_step, static_rate_init), "new models",
-                                      ["static_value", "inject_hyperparams"]),
+                                      ["static_argument", "inject_hyperparams"]),
     "no rate in opt_state": (  # optax.sgd(lr).init holds no arrays at all
         inits(split_and(lambda m, lr, params: optax.sgd(lr).init(params))),
         fw.OPT_STATE_ARRAYS, ["no leaves", "learning rate"]),

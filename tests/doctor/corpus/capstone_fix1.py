@@ -1,8 +1,8 @@
 """Lesson 11 after fix 1 (one step function, defined once): three causes remain planted,
 the batch's "weights" key (array, None or absent), one length per batch, and a learning
 rate that is a Python float or a NumPy float64."""
-# doctor-cause: pytree
-# doctor-expect: train_step causes=shape,weak_type,pytree compiles=27
+# doctor-cause: pytree_structure
+# doctor-expect: train_step causes=shape,weak_type,pytree_structure compiles=27
 
 import jax
 import numpy as np

@@ -2,8 +2,8 @@
 A new function object every step hides every other cause. Twelve of the 32 batches: a
 new function every step is the same mistake at every length (and costs a compilation
 each)."""
-# doctor-cause: new_function
-# doctor-expect: value_and_grad(<lambda>) new_function*11
+# doctor-cause: function
+# doctor-expect: value_and_grad(<lambda>) function*11
 
 import jax
 import numpy as np

@@ -1,8 +1,8 @@
 """An array made by jnp (uncommitted), then the same values put on device 0 explicitly
 (committed). jit traces once; the committed call lowers and compiles again, and JAX
 gives no explanation: its explanations cover the tracing cache only."""
-# doctor-cause: device
-# doctor-expect: scale device
+# doctor-cause: shardings
+# doctor-expect: scale shardings
 
 import jax
 import jax.numpy as jnp

@@ -1,6 +1,6 @@
 """Inputs committed to device 0, then to device 1 (two CPU devices)."""
-# doctor-cause: device
-# doctor-expect: scale device
+# doctor-cause: shardings
+# doctor-expect: scale shardings
 
 import jax
 

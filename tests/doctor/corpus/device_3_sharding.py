@@ -1,6 +1,6 @@
 """The same array replicated over a two-device mesh, then split along its rows."""
-# doctor-cause: device
-# doctor-expect: total device
+# doctor-cause: shardings
+# doctor-expect: total shardings
 
 import jax
 

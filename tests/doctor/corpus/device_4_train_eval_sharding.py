@@ -2,9 +2,9 @@
 replicated P(): the loss is lowered and compiled again for evaluation (the types are the
 same). Then a batch on a mesh of the same shape over the devices in the other order:
 compiled again without a retrace or a lowering."""
-# doctor-cause: device
-# doctor-expect: batch_loss device
-# doctor-expect: column_sums device
+# doctor-cause: shardings
+# doctor-expect: batch_loss shardings
+# doctor-expect: column_sums shardings
 
 import jax
 

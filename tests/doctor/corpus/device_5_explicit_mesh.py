@@ -1,8 +1,8 @@
 """An array on the default device, then the same values replicated on an Explicit mesh:
 the mesh axes enter the type (JAX writes i32[4]({Explicit: ('device',)})), a sharding
 change, not a shape change."""
-# doctor-cause: device
-# doctor-expect: offset device
+# doctor-cause: shardings
+# doctor-expect: offset shardings
 
 import jax
 

@@ -1,6 +1,6 @@
 """jax.jit of a lambda written inside the loop: a new function object every step."""
-# doctor-cause: new_function
-# doctor-expect: <lambda> new_function*3
+# doctor-cause: function
+# doctor-expect: <lambda> function*3
 
 import jax
 import jax.numpy as jnp

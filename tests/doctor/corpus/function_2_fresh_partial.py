@@ -1,6 +1,6 @@
 """A fresh functools.partial per call: equal arguments, a new object every time."""
-# doctor-cause: new_function
-# doctor-expect: penalty new_function new_function
+# doctor-cause: function
+# doctor-expect: penalty function function
 
 from functools import partial
 

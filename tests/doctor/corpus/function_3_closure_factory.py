@@ -1,6 +1,6 @@
 """A step built by a factory once per epoch: a new closure each time, same code."""
-# doctor-cause: new_function
-# doctor-expect: step new_function new_function
+# doctor-cause: function
+# doctor-expect: step function function
 
 import jax
 import jax.numpy as jnp

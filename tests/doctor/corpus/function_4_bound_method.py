@@ -1,6 +1,6 @@
 """jax.jit(self.method) inside a method: a new bound method object on every call."""
-# doctor-cause: new_function
-# doctor-expect: _forward new_function new_function
+# doctor-cause: function
+# doctor-expect: _forward function function
 
 import jax
 import jax.numpy as jnp

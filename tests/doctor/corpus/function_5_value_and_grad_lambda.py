@@ -1,7 +1,7 @@
 """The capstone's first cause in miniature: jax.jit(jax.value_and_grad(lambda ...)) per
 step, closing over the batch."""
-# doctor-cause: new_function
-# doctor-expect: value_and_grad(<lambda>) new_function*4
+# doctor-cause: function
+# doctor-expect: value_and_grad(<lambda>) function*4
 
 import jax
 import jax.numpy as jnp

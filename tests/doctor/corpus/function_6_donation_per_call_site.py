@@ -1,8 +1,8 @@
 """The same update function jitted at two places, once with donate_argnums=0 (the
 training loop) and once without (a checkpoint check): the donation changes the lowered
 program, so the second jax.jit traces, lowers and compiles again for identical inputs."""
-# doctor-cause: new_function
-# doctor-expect: apply_update new_function
+# doctor-cause: function
+# doctor-expect: apply_update function
 
 import jax
 import jax.numpy as jnp

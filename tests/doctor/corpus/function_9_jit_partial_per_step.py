@@ -2,8 +2,8 @@
 the same code. The report numbers the objects of this function (#2 of this code now, #1
 before), and names the line that makes the jit again, the line to fix, besides the def
 and the call site."""
-# doctor-cause: new_function
-# doctor-expect: loss new_function*2
+# doctor-cause: function
+# doctor-expect: loss function*2
 # doctor-says: loss: function object #2 of this code now, #1 before (jax.jit made it again at
 # doctor-says: function_9_jit_partial_per_step.py:22: f = jax.jit(partial(loss, scale=2.0)))
 

@@ -3,8 +3,8 @@ value (0.1, then 0.2): the field lives in the Module's pytree node metadata, the
 jit's key that changed is the pytree structure, and the report says in the user's words
 that it is a static field of self."""
 
-# doctor-cause: pytree
-# doctor-expect: __call__ pytree
+# doctor-cause: pytree_structure
+# doctor-expect: __call__ pytree_structure
 # doctor-says: self.dropout: 0.2 now, 0.1 before (a static field of self)
 import equinox as eqx
 import jax

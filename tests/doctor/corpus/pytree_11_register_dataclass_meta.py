@@ -2,8 +2,8 @@
 split's name) is equal on every call while the object is rebuilt each step, then an
 'eval' batch compiles again. The report names the field (b.split, not b[0]), and JAX's
 "pytree node metadata does not match" is the same part of the key: the pytree structure."""
-# doctor-cause: pytree
-# doctor-expect: mean_x pytree
+# doctor-cause: pytree_structure
+# doctor-expect: mean_x pytree_structure
 # doctor-says: b.split: 'eval' now, 'train' before (a static field of b) JAX says (agrees)
 
 import dataclasses

@@ -4,8 +4,8 @@ of jit's key is the pytree structure; the report names both flags (every part th
 differed, not the first) and sends the reader to model.train()/model.eval(), not to the
 lesson on containers. The flags are named by the user's attribute path (model.bn), not by
 the GraphDef's flat attribute list."""
-# doctor-cause: pytree
-# doctor-expect: forward pytree
+# doctor-cause: pytree_structure
+# doctor-expect: forward pytree_structure
 # doctor-says: model.bn.use_running_average: True now, False before (a static field of model)
 # doctor-says: model.drop.deterministic: True now, False before (a static field of model)
 # doctor-says: call model.train() again before the next training step

@@ -1,6 +1,6 @@
 """Batches that sometimes carry a "mask" entry."""
-# doctor-cause: pytree
-# doctor-expect: masked_mean pytree
+# doctor-cause: pytree_structure
+# doctor-expect: masked_mean pytree_structure
 
 import jax
 import numpy as np

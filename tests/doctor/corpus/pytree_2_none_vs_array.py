@@ -1,6 +1,6 @@
 """An optional bias: None for one model, an array for another."""
-# doctor-cause: pytree
-# doctor-expect: dense pytree
+# doctor-cause: pytree_structure
+# doctor-expect: dense pytree_structure
 
 import jax
 import jax.numpy as jnp

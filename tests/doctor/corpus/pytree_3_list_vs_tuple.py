@@ -1,6 +1,6 @@
 """Layer sizes kept as a list in one place and a tuple in another."""
-# doctor-cause: pytree
-# doctor-expect: stack pytree
+# doctor-cause: pytree_structure
+# doctor-expect: stack pytree_structure
 
 import jax
 import jax.numpy as jnp

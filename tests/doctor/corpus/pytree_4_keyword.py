@@ -1,6 +1,6 @@
 """The same arguments, once positionally and once by keyword."""
-# doctor-cause: pytree
-# doctor-expect: affine pytree
+# doctor-cause: pytree_structure
+# doctor-expect: affine pytree_structure
 
 import jax
 import jax.numpy as jnp

@@ -1,7 +1,7 @@
 """The last batch is short and lacks the "weights" key. JAX 0.12 names the pytree
 difference only; the shape changed too."""
-# doctor-cause: pytree
-# doctor-expect: weighted_loss shape+pytree
+# doctor-cause: pytree_structure
+# doctor-expect: weighted_loss shape+pytree_structure
 
 import jax
 import jax.numpy as jnp

@@ -1,7 +1,7 @@
 """A loader that makes its namedtuple class inside the function, so every batch is an
 instance of a new class with the same name (lesson 09's worked diagnosis)."""
-# doctor-cause: pytree
-# doctor-expect: eval_loss pytree*2
+# doctor-cause: pytree_structure
+# doctor-expect: eval_loss pytree_structure*2
 
 import collections
 

@@ -2,9 +2,9 @@
 and the new key is the calling convention. A second static-flag function is traced inside
 another jit on int32 first; its direct calls on float32 compile, and each is compared
 with its earlier compilations, not with that trace."""
-# doctor-cause: pytree
-# doctor-expect: forward static_value pytree
-# doctor-expect: normalise static_value compiles=2
+# doctor-cause: pytree_structure
+# doctor-expect: forward static_argument pytree_structure
+# doctor-expect: normalise static_argument compiles=2
 
 from functools import partial
 

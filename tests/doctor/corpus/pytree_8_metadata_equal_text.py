@@ -1,9 +1,9 @@
 """Node metadata that prints the same and is not equal. An Equinox layer rebuilt on every
 step with a fresh functools.partial as its static activation (partials compare by
 identity), and a pytree node whose metadata holds a schedule object without __eq__."""
-# doctor-cause: pytree
-# doctor-expect: apply pytree pytree
-# doctor-expect: scaled_step pytree
+# doctor-cause: pytree_structure
+# doctor-expect: apply pytree_structure pytree_structure
+# doctor-expect: scaled_step pytree_structure
 # doctor-says: state['schedule']: Schedule(rate=0.1) (equal text, not equal) now
 
 import functools

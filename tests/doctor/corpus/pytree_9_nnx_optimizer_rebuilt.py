@@ -3,8 +3,8 @@ optimizer's GraphDef as pytree metadata, and the GraphDef holds the optax transf
 a NamedTuple of functions that a fresh optax.adam makes again. They print the same but
 for their addresses and compare by identity, so every rebuilt optimizer is a new
 structure to jit. The doctor names the attribute ("tx") and the function inside it."""
-# doctor-cause: pytree
-# doctor-expect: train_step pytree
+# doctor-cause: pytree_structure
+# doctor-expect: train_step pytree_structure
 # doctor-says: optimizer.tx.init:
 # doctor-says: <function chain.<locals>.init_fn> (equal text, not equal) now
 

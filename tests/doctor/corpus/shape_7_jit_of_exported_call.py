@@ -4,7 +4,7 @@ JAX, but the user called jax.jit, so the jit is the user's and is watched: three
 sizes compile three times, then a jit made per solver compiles each size again. The row
 is named Exported.call, at the line that called jax.jit."""
 # doctor-cause: shape
-# doctor-expect: Exported.call causes=shape,new_function compiles=6
+# doctor-expect: Exported.call causes=shape,function compiles=6
 # doctor-says: shape_7_jit_of_exported_call.py:25 (jax.jit of a library function)
 # doctor-says: jax.jit made it again at
 

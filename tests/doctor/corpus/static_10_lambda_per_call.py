@@ -2,8 +2,8 @@
 hands jit a new function object, a new key, so the one jitted `apply` compiles again at
 every call, however often it is called after. The part of the key is the static
 argument (apply itself was made once), and the advice is to make the lambda once."""
-# doctor-cause: static_value
-# doctor-expect: apply static_value*3
+# doctor-cause: static_argument
+# doctor-expect: apply static_argument*3
 # doctor-says: See lesson 07 functions_as_arguments
 
 from functools import partial

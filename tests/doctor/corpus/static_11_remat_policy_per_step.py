@@ -2,8 +2,8 @@
 `step` is made once, so the part of jit's key that changed is the static argument (a new
 function object of the same code each call), not the function itself; the fix is to build
 the policy once."""
-# doctor-cause: static_value
-# doctor-expect: step static_value*2
+# doctor-cause: static_argument
+# doctor-expect: step static_argument*2
 # doctor-says: policy: <function save_only_these_names.<locals>.policy> now
 # doctor-says: (a new function object, same code, each call)
 # doctor-says: Fix: the static argument is a function (or an object holding one) made again

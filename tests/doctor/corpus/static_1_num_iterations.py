@@ -1,6 +1,6 @@
 """A solver whose iteration count is static: one program per count."""
-# doctor-cause: static_value
-# doctor-expect: solve static_value static_value
+# doctor-cause: static_argument
+# doctor-expect: solve static_argument static_argument
 
 from functools import partial
 

@@ -1,6 +1,6 @@
 """A mode string, static by name: "train" and "eval" compile separately."""
-# doctor-cause: static_value
-# doctor-expect: apply static_value
+# doctor-cause: static_argument
+# doctor-expect: apply static_argument
 
 import jax
 import jax.numpy as jnp

@@ -1,6 +1,6 @@
 """A frozen dataclass config as a static argument; a sweep changes one field."""
-# doctor-cause: static_value
-# doctor-expect: layer static_value static_value
+# doctor-cause: static_argument
+# doctor-expect: layer static_argument static_argument
 
 import dataclasses
 from functools import partial

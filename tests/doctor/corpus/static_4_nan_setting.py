@@ -1,7 +1,7 @@
 """A static float that is NaN ("no clipping"). NaN is not equal to itself, so the cache
 never hits. The value's text and hash do not change; equality does."""
-# doctor-cause: static_value
-# doctor-expect: clip static_value static_value
+# doctor-cause: static_argument
+# doctor-expect: clip static_argument static_argument
 
 import math
 from functools import partial

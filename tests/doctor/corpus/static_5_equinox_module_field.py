@@ -4,8 +4,8 @@ names the user's function and line, and the leaf's path inside the Module. An op
 update inside a jitted step traces optax's own jitted helpers: folded into the step, not
 watched functions of their own. Two staticmethods both named ``do`` are told apart by
 their qualified names."""
-# doctor-cause: static_value
-# doctor-expect: predict static_value
+# doctor-cause: static_argument
+# doctor-expect: predict static_argument
 # doctor-expect: step compiles=1
 # doctor-expect: Left.do shape
 # doctor-expect: Right.do

@@ -1,8 +1,8 @@
 """A settings object of a plain class (no __eq__, no __hash__) built again on every step
 and passed as a static argument: equal-looking, but compared by identity, so every step
 is a new cache key (the report says the objects differ only in their addresses)."""
-# doctor-cause: static_value
-# doctor-expect: smooth static_value static_value static_value
+# doctor-cause: static_argument
+# doctor-expect: smooth static_argument static_argument static_argument
 # doctor-says: differs only in object addresses: objects without __eq__ are compared by identity
 
 from functools import partial

@@ -1,8 +1,8 @@
 """A static options object without __eq__ or __hash__, rebuilt on every call with the same
 fields: jit compares it by identity, so every call compiles. Its text is the same; the
 report says so, since the text alone would hide the cause."""
-# doctor-cause: static_value
-# doctor-expect: solve static_value*2
+# doctor-cause: static_argument
+# doctor-expect: solve static_argument*2
 # doctor-says: Options(steps=2) (Options) (same text, but not equal: objects without __eq__
 
 import functools

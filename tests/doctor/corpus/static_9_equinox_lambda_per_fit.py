@@ -3,8 +3,8 @@ holds every callable as static, and a new function object is a new key, so each 
 compiles. The part of jit's key that changed is a static argument (make_step itself was
 never rebuilt), named with the path of the argument, as a new function object of the
 same code each call, and the fix is to make the loss once and pass the target."""
-# doctor-cause: static_value
-# doctor-expect: make_step static_value*3
+# doctor-cause: static_argument
+# doctor-expect: make_step static_argument*3
 # doctor-says: loss_fn: <function fit.<locals>.<lambda>> now, <function fit.<locals>.<lambda>>
 # doctor-says: before (a new function object, same code, each call)
 # doctor-says: Fix: the static argument is a function (or an object holding one) made again
