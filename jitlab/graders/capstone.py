@@ -270,7 +270,7 @@ def _require_padded(calls: list[Call], lengths: list[int], bucket: Callable[[int
         expected = f"x padded to the batches' buckets, {sorted(set(want))} time steps"
         seen = f"x padded to {sorted({g for g in got if g is not None})} time steps"
     largest = bool(wrong) and {g for g in got if g is not None} == {bucket(MAX_LENGTH)}
-    hint = "pad x to bucket_size(length) time steps (np.zeros((B, bucket_size(length), F)))"
+    hint = "pad x to bucket_size(length) time steps, not to a length of your own"
     if largest:
         hint = f"every batch was padded to the largest bucket, {bucket(MAX_LENGTH)}: one "
         hint += "compilation, but every short batch pays for the longest; " + hint

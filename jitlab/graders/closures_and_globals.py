@@ -53,7 +53,8 @@ HINTS = Hints(  # a check's hint, and the mistakes a wrong result of one call po
         "overflow": "exp overflows on big logits (inf/inf is nan): subtract each row's max",
         "global max": """rows far below the batch's largest logit came out 0 or NaN: the shift
         is by the largest logit of the whole batch, and exp of every other row underflows to
-        0 (0 / 0 is NaN). Subtract each row's own max: z.max(axis=-1, keepdims=True)""",
+        0 (0 / 0 is NaN). Subtract each row's own max (over the last axis, kept so it
+        broadcasts)""",
         "cold": "use the temperature as it is given, however small: no floor, clip or eps",
         "nudge": "a row below the threshold, however little, is 0.0: compare top >= threshold"
         " with nothing added to or taken from either side",

@@ -42,27 +42,28 @@ CHECKS = {  # every check once: its name, then its default hint
     ),
     (SERVE_RUNS := "serve runs"): "run the exercise cell on its own to see the full traceback",
     (RIGHT_TYPES := "serve calls each executable with the types it was compiled for"): """pad with
-        NumPy in the request's dtype: np.zeros(size, dtype=x.dtype), then copy x in""",
+        NumPy in the request's own dtype (np.zeros alone makes float64), then copy x in""",
     (NOTHING_COMPILED := "serve traces and compiles nothing"): """call the executables from warm_up,
         and pad with NumPy: jnp.pad, jnp.zeros and jax.jit all compile when they see a new shape""",
     (REQUESTS_KEPT := "serve leaves the caller's requests as they were"): """pad a new array:
         x.resize, or writing into x, changes the caller's data""",
-    (SMALLEST_BUCKET := "each request runs on the smallest bucket that holds it"): """call
-        compiled[min(b for b in compiled if b >= len(x))] once per request: the sizes do not
-        arrive sorted, and a request as long as a bucket fits in it""",
+    (SMALLEST_BUCKET := "each request runs on the smallest bucket that holds it"): """take the
+        smallest bucket size that holds len(x), for every request: the sizes do not arrive
+        sorted, and a request as long as a bucket fits in it (jitlab hint 10)""",
     (ONE_RESULT_EACH := "serve returns one result per request"): """append what the executable
         returns for each request""",
     (FROM_EXECUTABLES := "every result is what an executable returned"): """return
-        compiled[size](padded, n) itself: the grader's fn is not summarise, nothing else matches""",
+        what the executable returned, unchanged: the grader's fn is not summarise, nothing else
+        matches""",
     (NUMBERS := "serve's numbers match the reference"): """copy the request into the front of the
-        padded array, padded[:len(x)] = x, and pass len(x) as n""",
+        padded array, and pass its real length as n, not the bucket size""",
 }
 _MISTAKES = {  # the mistakes a verdict names when the grader sees them
     JIT_ON: """remove jax.disable_jit() and jax.config.update('jax_disable_jit', True) from
     your code: a Compiled refuses to run with jit off""",
     "length": """n reached an executable as another type than it was compiled for: n is an
-    int32 scalar, jax.ShapeDtypeStruct((), jnp.int32) in warm_up and np.int32(n) in serve""",
-    "compiled n": "compile for n as an int32 scalar: jax.ShapeDtypeStruct((), jnp.int32)",
+    int32 scalar, in warm_up's ShapeDtypeStruct and in what serve passes alike""",
+    "compiled n": "compile for n as an int32 scalar: a ShapeDtypeStruct of shape (), no data",
     "kept": """the request arrays were refilled since the last serve: anything kept by id(x) (a
     result, a padded copy) is stale; pad and run every request again, every time""",
     "lookup": "the buckets are the keys of `compiled`, whatever their sizes: "

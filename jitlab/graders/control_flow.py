@@ -49,7 +49,8 @@ CLIP_CHECKS = {  # every check once: its name, then its default hint
     (CLIP_SHORT := "clip_by_norm leaves short vectors alone"): """when norm(g) <= max_norm (the
         limit may equal the norm), return g unchanged""",
     (CLIP_ZERO := "clip_by_norm leaves a zero vector alone"): """a zero vector divided by its norm
-        (0) gives NaN: choose the factor with jnp.where(norm > max_norm, max_norm / norm, 1.0)""",
+        (0) gives NaN: let a comparison of the norm with max_norm pick the factor (jnp.where),
+        so the NaN is never the one chosen (jitlab hint 05)""",
     (CLIP_ONCE := "clip_by_norm compiles once for every max_norm"): "",
     (CLIP_INSIDE := "clip_by_norm decides inside the compiled program"): """a host callback runs
         NumPy outside the compiled program: use jnp.where""",
@@ -87,8 +88,8 @@ _MISTAKES = {  # the mistakes the step counts and a tracer error point to
     CONVERGED: """a start that has already converged needs 0 steps: test the rule before
     every step, including the first (lax.while_loop tests before its body)""",
     "zero limit": """with max_norm = 0 and a zero g, max_norm / norm is 0 / 0 = NaN (a
-    jnp.minimum(1.0, max_norm / norm) keeps it): decide with the comparison itself,
-    jnp.where(norm > max_norm, max_norm / norm, 1.0)""",
+    jnp.minimum(1.0, max_norm / norm) keeps it): let the comparison of the norm with
+    max_norm pick the factor, not arithmetic on the quotient (jitlab hint 05)""",
     "offset": "x is right, but every count is off by {}: start steps at 0, add 1 per step",
     "rule": """check the stopping rule before every step: stop once norm(curvature * x) <=
     tol, or after MAX_STEPS steps""",

@@ -30,7 +30,7 @@ from jitlab.instruments.counting import count_compiles
 CHECKS = {  # every check once: its name, then its default hint
     (PLACE_RUNS := "place runs on batches from every loader"): "",
     (DICT_KEYS := "place returns a dict with the keys 'x' and 'y'"): """return the dict structure
-        you were given; jax.device_put(batch, sharding) does that for a whole dict""",
+        you were given, with the same keys; jax.device_put keeps a dict's structure""",
     (CALLER_KEPT := "place leaves the caller's arrays as they were"): """build and return a new
         dict of new arrays (jax.device_put makes them); do not write into, or take from, the dict
         and arrays you were given""",
@@ -38,8 +38,9 @@ CHECKS = {  # every check once: its name, then its default hint
         it: do not cast, reshape, rebuild, reorder or recompute the arrays""",
     (STEP_RUNS := "the step runs on every placed batch"): "",
     (COMPILES_ONCE := "the step compiles once per mesh for all its batches"): """each device and
-        each sharding is its own executable: put every batch on the same NamedSharding(mesh,
-        P("data")), even one that is already on a mesh""",
+        each sharding is its own executable: put every batch on one and the same
+        NamedSharding of the mesh passed in, its batch axis split over "data", even one that is
+        already on a mesh (jitlab hint 12)""",
     (
         SPLIT := """every placed array is split along its first axis over the mesh's "data" axis"""
     ): "",

@@ -80,8 +80,8 @@ HINTS = {  # no key is a signature part or a cause but these two, for Why.hint_f
         nnx.split(model)`, return params, and rebuild it in train_step with nnx.merge""",
     "an Optax transformation": """a pair of functions, not state: build it once at top level and
         keep only what its init returns""",
-    "a Python number": """static under eqx.filter_jit, weakly typed under jax.jit: store it as an
-        array, e.g. jnp.asarray(learning_rate, jnp.float32)""",
+    "a Python number": """static under eqx.filter_jit, weakly typed under jax.jit: store it as a
+        float32 array instead (jitlab hint 13)""",
     "": "keep only arrays; values that select code belong in the graphdef",
 }
 HINTS = Hints(HINTS)

@@ -97,8 +97,8 @@ MISTAKES = {  # the hints of mistakes that the checks tell apart
     "late": """the loss is the one the new weights have: return the loss at the w train_step
         was given, computed before the update""",
     "nan loss": """the loss is NaN: a NaN (or inf) in the padding reached it, and a NaN times
-        a zero in the mask is still NaN. Pad with zeros, or select with jnp.where(mask, err,
-        0.0) before any arithmetic""",
+        a zero in the mask is still NaN. Pad with zeros, or select the real rows with
+        jnp.where before any arithmetic""",
     "one row too many": """the numbers are those of a mask that lets one padding row in on
         each process with padding: the real rows are jnp.arange(max_rows) < n, not <= n""",
     "nan": """the loss is right but the new weights are NaN: a NaN (or inf) in the padding

@@ -62,10 +62,10 @@ HINTS = {  # by check, by mistake, and by the kind (_kind) of a recompilation's 
     NUMBERS: """use lr = schedule(step) for batch number step (from 0), unrounded: an integer
         or a 16-bit dtype changes the fractions""",
     "avg_loss": "avg_loss = 0.9 * avg_loss + 0.1 * loss(params, batch), before the update",
-    "structure": "keep the state's keys, and avg_loss one number: jnp.zeros((), jnp.float32)",
+    "structure": "keep the state's keys, and avg_loss one number: a float32 array of shape ()",
     SAME_TYPES: "write each entry in init with the dtype and shape sgd_step returns",
     "weak init": """a weak type (~) where sgd_step returns a strong one: 0.0 and
-        jnp.asarray(0.0) are weak; write jnp.zeros((), jnp.float32) in init""",
+        jnp.asarray(0.0) are weak; give init's entries the strong dtype sgd_step returns""",
     "missing": "init must build every entry sgd_step returns: the same keys, no None slots",
     EVERY_BATCH: "call sgd_step (by that name) once per batch: the update happens in the step",
     "cast": """pass each batch as it is: a cast of the batch (to bfloat16, say) changes the
@@ -77,7 +77,7 @@ HINTS = {  # by check, by mistake, and by the kind (_kind) of a recompilation's 
     "state": """the state's types changed after a step: start train from init(params), and make
         init return the types sgd_step returns""",
     "lr": """lr reached sgd_step as {avals}; convert it in train, before the call, to one dtype
-        and weak flag: jnp.asarray(lr, jnp.float32) (inside sgd_step is too late)""",
+        and weak flag on every step (inside sgd_step is too late; jitlab hint 03)""",
     KEYWORD: "call sgd_step one way every time (positionally, say)",
     STATIC: "lr looks static (every new value compiles): keep it a traced argument",
     "again": """sgd_step compiled again for arguments it had seen: do not clear its cache, or

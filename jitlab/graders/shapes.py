@@ -219,8 +219,8 @@ def _positions_hint(x: np.ndarray, threshold: float, got: np.ndarray, want: np.n
             )
         if np.all(rest == rest[0]):
             return (
-                f"the unused slots hold {rest[0]}, not -1: fill them with -1 (jnp.nonzero's "
-                "fill_value=-1, or a jnp.full(..., -1) to start from)"
+                f"the unused slots hold {rest[0]}, not -1: every slot past the count must say "
+                "-1, and jnp.nonzero pads with 0 unless it is told otherwise (jitlab hint 01)"
             )
     if real == mine and got.shape == want.shape:
         return "list the positions in increasing order, as jnp.nonzero does"
@@ -242,8 +242,8 @@ def _padding_hint(got: Any, padded: np.ndarray, n: int) -> str:
     }
     if value is not None and value.shape == () and not np.isfinite(value):
         return (
-            "the padding's inf or nan reached the result: select the real values with "
-            "jnp.where(jnp.arange(padded.shape[0]) < n, padded, 0.0) before any arithmetic"
+            "the padding's inf or nan reached the result: select the real values (positions "
+            "below n) before any arithmetic; nan times a 0/1 mask is still nan"
         )
     for kind, guess in guesses.items():
         if value is not None and guess is not None and np.allclose(value, guess, **CLOSE):
@@ -252,8 +252,8 @@ def _padding_hint(got: Any, padded: np.ndarray, n: int) -> str:
                 "padded length": "divide by n, the real length, not by the padded length",
             }[kind]
     return (
-        "keep only the first n values, jnp.where(jnp.arange(padded.shape[0]) < n, padded, 0.0), "
-        "then divide the sum of squares by n"
+        "only the first n values are real: leave out every position from n on, then divide "
+        "the sum of squares by n (jitlab hint 01)"
     )
 
 
@@ -269,9 +269,9 @@ def _count_hint(got: np.ndarray, want: int) -> str:
                 else "the count is off by a multiple of 256: it wrapped around in a narrow integer"
             )
             + ("); " if narrow else "; ")
-            + "count in int32: jnp.sum(x > threshold)"
+            + "count in int32"
         )
-    return "count is how many are real: jnp.sum(x > threshold)"
+    return "count is how many values are above the threshold, not the length of positions"
 
 
 @grader("shapes", part="positions of any count", checks=POSITIONS_CHECKS)
@@ -313,7 +313,8 @@ def grade_positions(loud_positions: Any) -> None:
                     + f" ({got_count.dtype})" * (got_count.dtype.kind in "iu"),
                     hint=_count_hint(got_count, found.size))  # fmt: skip
     passed(POSITIONS_OK)
-    hint, cause = "use a fixed size (size=x.shape[0]) and keep threshold an ordinary argument", ""
+    hint = "positions' length must come from x's shape, not from the data, and threshold must "
+    hint, cause = hint + "stay an ordinary (traced) argument (jitlab hint 01)", ""
     if count.compiles > 1 and counts[1] == counts[0] < counts[2]:  # a new threshold alone
         hint = "remove threshold from static_argnums / static_argnames: keep it traced"
         cause = "a new threshold compiled again, new data did not: threshold is static"

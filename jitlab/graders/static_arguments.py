@@ -60,8 +60,9 @@ CHECKS = {  # every check once: its name, then its default hint
         compares and hashes by identity unless told otherwise: use the field values""",
     (DIFFER := "configs that differ in any one field are not equal"): """__eq__ and __hash__
         must use all four fields exactly (no rounding, no tolerance, no float32)""",
-    (FROZEN := "a config cannot be changed after it is built"): """a changed config keeps its
-        old program: use @dataclasses.dataclass(frozen=True), and dataclasses.replace""",
+    (FROZEN := "a config cannot be changed after it is built"): """a config changed in place keeps
+        its old program (its hash was the cache key): make the class refuse every assignment and
+        deletion, and build a changed copy instead (jitlab hint 06)""",
     (RETURNS := "make_forward() returns a function"): "",
     (JITTED := "make_forward() returns a jitted function"): "return jax.jit(block, ...)",
     (RUNS := "block runs with cfg static"): "",

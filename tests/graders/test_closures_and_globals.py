@@ -179,7 +179,7 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
                                 [">="]),
     "threshold nudged down": (jitted(nudged_down), USES, ["one step above it"], ["however"]),
     "shift by the global max": (jitted(shifted_by_the_global_max), USES, [],
-                                ["the whole batch", "axis=-1, keepdims=True"]),
+                                ["the whole batch", "each row's own max"]),
     "softmax over rows": (jitted(over_rows), USES, ["largest logit "], ["last axis"]),
     "temperature floored": (jitted(lambda z, t, h: _score(z, jnp.maximum(t, 0.01), h)), USES,
                             ["at temperature"], ["no floor"]),

@@ -194,7 +194,7 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, in hint)
     "short table": (buckets(lambda n: SHORT_TABLE[bisect.bisect_left(SHORT_TABLE, n)]), HOLDS,
                     ["bucket_size(513) to return", "IndexError"], ["n=513"]),
     "dict to 223": (buckets(UP_TO_223.__getitem__), HOLDS, ["KeyError: 224"], ["n=224"]),
-    "no mask": (multiplied(lambda p, n: 1.0 / p.shape[0] * n), PAD, [], ["jnp.where"]),
+    "no mask": (multiplied(lambda p, n: 1.0 / p.shape[0] * n), PAD, [], ["from n on"]),
     "mask <= n": (kernel(make_kernel(lambda p, n: at(p) <= n)), PAD, [], ["< n, not <="]),
     "0/1 mask": (multiplied(lambda p, n: jnp.where(at(p) < n, 1.0, 0)), PAD, ["nan"],
                  ["inf or nan reached the result"]),
