@@ -3,7 +3,7 @@
 Each standard check is declared once here (name, expectation, default hint); a grader
 supplies inputs, reference and hints, and runs ``jitted``, ``plain``, ``no_callbacks``,
 ``run`` (the counted, recorded calls from an emptied cache), then ``jit_on``,
-``calls_kernel``, ``returns_kernel_output``, ``unchanged`` and ``compiles`` on the run.
+``calls_kernel``, ``unchanged`` and ``compiles`` on the run.
 """
 
 from __future__ import annotations
@@ -286,25 +286,6 @@ class KernelExercise:
             hint = f"call {self.call} directly in {w}, not inside {by} of your own, and "
             hint += "return its result"
         self.require(FROM_KERNEL, not never, seen=seen, hint=hint)
-
-    def returns_kernel_output(
-        self, run: Run, *, same: Callable[[Any, Any], bool] = same_value
-    ) -> None:
-        """What each call of the wrapper returned is an output of a kernel call it made,
-        and no kernel output was rebuilt by the learner's code after its program ran."""
-        rebuilt = [call.rebuilt for call in run.kernel_calls if call.rebuilt]
-        if rebuilt:
-            seen = f"{self.kernel}'s output is rebuilt by {rebuilt[0]}, code of yours that runs "
-            self.require(FROM_KERNEL, False, seen=seen + "after the compiled program")
-        pairs = zip(run.outputs, run.calls, strict=True)
-        elsewhere = [i for i, (out, d) in enumerate(pairs) if not any(same(out, c.out) for c in d)]
-        self.require(
-            FROM_KERNEL,
-            not elsewhere,
-            expected=f"{self.wrapper} to return what {self.kernel} returned during the same call",
-            seen=f"for {len(elsewhere)} of {len(run.outputs)} calls {self.wrapper} "
-            f"returned values that {self.kernel} did not compute",
-        )
 
     def unchanged(self, run: Run, *, what: Callable[[int], str] = str) -> None:
         """The caller's arguments have the content they had before each call (an array
