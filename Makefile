@@ -136,8 +136,8 @@ lint: $(STAMP)
 
 format: $(STAMP)
 	$(BIN)/jitlab dev canonical
-	$(BIN)/ruff format .
-	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format $(LINT_EXCLUDE) .
+	$(BIN)/ruff check --fix $(LINT_EXCLUDE) .
 
 # Regenerate the learners' exercises/ from their sources in solutions/.
 exercises: $(STAMP)

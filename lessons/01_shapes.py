@@ -468,17 +468,17 @@ def laid_out(shape):
     param = next(
         line for line in compiled.as_text().splitlines() if "parameter(0)" in line
     )
-    layout = re.search(r"f32\[[\d,]*\]\{([^}]*)\}", param)[1]  # "1,0:T(8,128)" or "1,0"
+    layout = re.search(r"f32\[[\d,]*\]\{([^}]*)\}", param)[1]
     tile = re.search(r"T\(([\d,]+)\)", layout)
     tile = tuple(int(n) for n in tile[1].split(",")) if tile else ()
-    # the shape rounded up to whole tiles (the tile covers the last dimensions)
+    # the bytes the tile rule gives (a tile covers the last dimensions)
     kept = shape[: len(shape) - len(tile)]
     rounded = [-(-d // t) * t for d, t in zip(shape[len(kept) :], tile, strict=True)]
     return {
         "shape": shape,
         "layout": layout,
         "data bytes": 4 * math.prod(shape),
-        "in whole tiles": 4 * math.prod(kept) * math.prod(rounded),
+        "tile rule bytes": 4 * math.prod(kept) * math.prod(rounded),
         "argument bytes": compiled.memory_analysis().argument_size_in_bytes,
     }
 
@@ -494,7 +494,7 @@ for row in tiles:
         argument_bytes=row["argument bytes"],
         layout=row["layout"],
     )
-    assert row["argument bytes"] == row["in whole tiles"], row  # padded to whole tiles
+    assert row["argument bytes"] == row["tile rule bytes"], row  # padded to whole tiles
     if row["shape"] in [(8, 128), (16, 256), (1024,)]:  # multiples of the tile
         assert row["argument bytes"] == row["data bytes"], row  # no padding anywhere
 if jax.default_backend() == "tpu":

@@ -366,8 +366,9 @@ assert list(promoted.values()) == [
 # the result is the lowest type above both operands. A Python
 # scalar enters the lattice as a weak kind, `int*` or `float*`, placed just below the
 # narrowest dtype of its kind; and every integer dtype of 8 bits or more sits below
-# `float*`. (The 2- and 4-bit integers, `int4`, `uint4`, `int2` and `uint2`, have no
-# implicit promotion at all: the cell below shows `int4 * 2.0` refused.) So:
+# `float*`. (The 2- and 4-bit integers, `int4`, `uint4`, `int2` and `uint2`, promote
+# with no other dtype and no Python float; a Python int, weak, takes their type. The
+# cell below shows `int4 * 2.0` refused and `int4 * 2` kept as int4.) So:
 #
 # - a weak scalar of the array's kind, or of a lower kind (an int with a float array),
 #   leaves the array's dtype alone: `float32 * 2.0` is float32, `bfloat16 * 2.0`
@@ -386,8 +387,10 @@ assert list(promoted.values()) == [
 
 # %%
 narrow = jitlab.attempt(lambda: jnp.ones(3, "int4") * 2.0)
-print(narrow)
+by_int = jnp.ones(3, "int4") * 2
+print(narrow, by_int.dtype)
 assert type(narrow.error) is jax.dtypes.TypePromotionError, narrow
+assert by_int.dtype == jnp.int4  # the weak int joins the 4-bit type
 
 
 # %%

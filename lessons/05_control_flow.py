@@ -744,8 +744,7 @@ def cheap(v):
 
 
 # On a chip, 400 steps on 256 numbers are lost in the time a call takes to launch and
-# return (timed there, the costly branch cost as much as the cheap one): on an
-# accelerator it gets enough work to dominate the launch.
+# return: on an accelerator the costly branch gets enough work to dominate the launch.
 steps, width = (400, 256) if jax.default_backend() == "cpu" else (4000, 65536)
 
 

@@ -1248,12 +1248,13 @@ for row in steps:
     )
     assert row["compiles"] == 1  # each size compiled once: no recompilation here
     assert row["JAX's compile s"] is not None  # JAX judged this program for the cache
-    assert row["written"] == (row["JAX's compile s"] >= threshold)  # the time rule
+    seconds = row["JAX's compile s"]  # as JAX's log prints it, to two places
+    assert seconds >= threshold if row["written"] else seconds <= threshold  # the rule
     assert row["files"] == sum(
         r["written"] for r in steps if r["layers"] <= row["layers"]
     )
-    # One compilation costs many runs of the step everywhere; on the TPU, where the
-    # step ran in about a millisecond, hundreds of them (wide margins).
+    # One compilation costs many runs of the step everywhere; more on an accelerator,
+    # where the step runs faster (the table below; wide margins).
     runs_per_compile = 1e3 * row["compile s"] / row["run ms"]
     assert runs_per_compile > (10 if jax.default_backend() == "cpu" else 100), row
 assert threshold == 1.0  # the default: only programs slower than a second are written

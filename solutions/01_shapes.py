@@ -49,8 +49,8 @@
 #    `padded_rms` (by that name) and returns its result. It must not change `x`.
 #
 # The grader draws fresh lengths and data every run, including lengths that fill a
-# bucket exactly, compares with a NumPy reference, checks that every answer `rms`
-# returns was computed by `padded_rms`, and counts compilations of `padded_rms` with
+# bucket exactly, compares with a NumPy reference, checks that every call of `rms`
+# calls `padded_rms` itself, and counts compilations of `padded_rms` with
 # `jitlab.count_compiles` after emptying its cache.
 #
 # ## Part 2: positions of any count, one compilation

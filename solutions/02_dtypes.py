@@ -52,7 +52,7 @@
 # Solved means: the numbers match a float64 NumPy reference to float32 accuracy for every
 # source dtype, **and** `score_core` compiles **once** for a whole pass of the loader.
 # The grader draws fresh batches every run, each with weights of its own, checks that
-# every answer `score` returns was computed by `score_core`, empties `score_core`'s
+# every call of `score` calls `score_core` itself, empties `score_core`'s
 # cache, and counts its compilations with `jitlab.count_compiles`.
 # Run `jitlab check dtypes` for a verdict, `jitlab hint dtypes` for a hint.
 

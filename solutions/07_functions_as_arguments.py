@@ -43,7 +43,8 @@
 #    final params and a 1-D array with one loss per batch, computed by calling your
 #    `sgd_step` once per batch: in a Python loop, or in the body of a `lax.scan` over
 #    the stacked batches (the grader watches those calls: a loop that never calls
-#    `sgd_step`, or calls it and then computes its results some other way, fails). A
+#    `sgd_step` fails, and so does a loop that calls it and then computes its results
+#    some other way; a scan's results are checked by their numbers alone). A
 #    scan's body is traced when the scan compiles, so define it once, at top level: a
 #    body defined inside `fit` is a new function on every fit, and the scan compiles
 #    again on every fit, which is what you are removing. `fit` must leave the caller's

@@ -11,6 +11,7 @@ their bytes to every compiled program of it.
 from __future__ import annotations
 
 import dataclasses
+import dis
 import functools
 import inspect
 from typing import Any
@@ -71,7 +72,9 @@ def captured_arrays(fun: Any) -> list[Captured]:
             except ValueError:  # an empty cell
                 continue
         namespace = getattr(fun, "__globals__", {})
-        for name in code.co_names:
+        # Globals the code loads; co_names holds attribute names too (``p.w`` names w).
+        loaded = {i.argval for i in dis.get_instructions(code) if i.opname == "LOAD_GLOBAL"}
+        for name in sorted(loaded):
             if name in namespace:
                 found.setdefault(name, namespace[name])
     out = []

@@ -214,7 +214,7 @@ def advice_for(cause_id: str, diffs: Iterable[sig.Difference]) -> Advice | None:
         return KEY_TYPES
     if cause_id == PYTREE and any(
         d.part == sig.STRUCTURE
-        and any(f"'{flag}'" in d.where or f".{flag}" in d.where for flag in _MODE_FLAGS)
+        and any(re.search(rf"(\.|\[')({flag})(?!\w)", d.where) for flag in _MODE_FLAGS)
         for d in diffs
     ):
         return TRAIN_EVAL

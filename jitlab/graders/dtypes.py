@@ -26,7 +26,7 @@ The checks named from :mod:`jitlab.grading.kernel`'s templates, as the learner s
 - score_core computes inside its compiled program
 - score leaves the caller's arguments unchanged
 - score calls score_core with jit on
-- score returns what score_core computed
+- score calls score_core at every call
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ SCORE = k.KernelExercise("score", "score_core", "score_core(x, weights)", HINTS)
 NUMBERS = "score matches the reference for every source dtype"
 ONCE = "score_core compiles once for a pass of the loader"
 CHECKS = (*SCORE.names(k.JITTED, k.PLAIN, k.NO_CALLBACKS, k.UNCHANGED), NUMBERS)
-CHECKS += (*SCORE.names(k.JIT_ON, k.FROM_KERNEL), ONCE)
+CHECKS += (*SCORE.names(k.JIT_ON, k.CALLS_KERNEL), ONCE)
 
 
 def _reference(batch: np.ndarray, weights: np.ndarray) -> np.ndarray:

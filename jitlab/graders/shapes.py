@@ -22,7 +22,7 @@ The checks named from :mod:`jitlab.grading.kernel`'s templates, as the learner s
 - padded_rms computes inside its compiled program
 - rms leaves the caller's arguments unchanged
 - rms calls padded_rms with jit on
-- rms returns what padded_rms computed
+- rms calls padded_rms at every call
 - loud_positions is compiled with jax.jit
 - loud_positions computes inside its compiled program
 """
@@ -51,14 +51,14 @@ from jitlab.instruments.counting import count_compiles
 
 MOST_BUCKETS, MAX_LENGTH, CALLS = 12, 1000, 50  # the exercise states "at most 12" sizes
 RMS = k.KernelExercise("rms", "padded_rms", "padded_rms(padded, n)")
-FROM_KERNEL = k.FROM_KERNEL
+CALLS_KERNEL = k.CALLS_KERNEL
 PADDING = "padded_rms ignores the padding"
 NUMBERS = "rms matches the reference"
 PER_BUCKET = "at most one compilation per bucket"
 PADS = "rms pads x to bucket_size(len(x))"
 CLOSE = {"rtol": 1e-4, "atol": 1e-8}  # float32 sums against the float64 reference
 CHECKS = (*RMS.names(k.JITTED, k.PLAIN), c.BUCKETS_HOLD, c.BUCKETS_FEW, RMS.name(k.NO_CALLBACKS))
-CHECKS += (PADDING, NUMBERS, *RMS.names(k.UNCHANGED, k.JIT_ON, k.FROM_KERNEL), PADS, PER_BUCKET)
+CHECKS += (PADDING, NUMBERS, *RMS.names(k.UNCHANGED, k.JIT_ON, k.CALLS_KERNEL), PADS, PER_BUCKET)
 N_TYPES = "pass n the same way on every call (always len(x), a Python int, say)"
 CAUSE_HINTS = dict.fromkeys((sig.WEAK_TYPE, sig.PYTHON_SCALAR, sig.DTYPE), N_TYPES) | {
     sig.STATIC: "keep n traced: not in static_argnums / static_argnames, not closed over"

@@ -73,6 +73,11 @@ FROM_KERNEL = Declared(
     "every call of {wrapper} to call {kernel} and return its result",
     "return {call} itself; do not compute the answer another way beside a call to {kernel}",
 )
+CALLS_KERNEL = Declared(
+    "{wrapper} calls {kernel} at every call",
+    "every call of {wrapper} to call {kernel} itself and return its result",
+    "return {call} itself; do not compute the answer another way beside a call to {kernel}",
+)
 UNCHANGED = Declared(
     "{wrapper} leaves the caller's arguments unchanged",
     "the caller's arrays and containers as they were",
@@ -285,7 +290,7 @@ class KernelExercise:
             )
             hint = f"call {self.call} directly in {w}, not inside {by} of your own, and "
             hint += "return its result"
-        self.require(FROM_KERNEL, not never, seen=seen, hint=hint)
+        self.require(CALLS_KERNEL, not never, seen=seen, hint=hint)
 
     def unchanged(self, run: Run, *, what: Callable[[int], str] = str) -> None:
         """The caller's arguments have the content they had before each call (an array

@@ -147,7 +147,7 @@ def restore_grader_cells(mine: str, original: str) -> str:
 
     pieces = _chunks(mine)
     cut = next((i for i, c in enumerate(pieces) if i > 0 and grader_like(c)), len(pieces))
-    added = [c for c in pieces[cut:] if _is_code(c) and _body(c) and not grader_like(c)]
+    added = [c for c in pieces[cut:] if _body(c) and not grader_like(c)]  # notes kept too
     kept = [*pieces[:cut], *added]
     if kept and not kept[-1].endswith("\n\n"):
         kept[-1] = kept[-1].rstrip("\n") + "\n\n\n"

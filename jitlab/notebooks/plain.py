@@ -41,10 +41,9 @@ from jitlab.course.manifest import Course, load_course
 from jitlab.instruments.measurements import NOTEBOOK_ENV
 from jitlab.notebooks import run_env
 from jitlab.notebooks.pipeline import Execution, NotebookRun, execution_key, read_run
-from jitlab.notebooks.recorder import explanations_in
+from jitlab.notebooks.recorder import TRACEBACK_CHARS, explanations_in
 
 _OUTPUT_CHARS = 4_000  # the end of what a cell printed, kept in its record
-_TRACEBACK_CHARS = 40_000  # as the recorder keeps
 
 
 class CellTimeout(Exception):
@@ -149,10 +148,33 @@ def run_cells(source: Path, out: Path, *, cell_timeout_s: int, key: str | None =
 
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = __builtins__
+    # The process's own __main__, streams and alarm handler come back afterwards, so a
+    # caller in the same process (a test) finds them as it left them.
+    saved = sys.modules.get("__main__"), sys.stdout, sys.stderr
+    handler = signal.getsignal(signal.SIGALRM)
     sys.modules["__main__"] = main
     stdout, stderr = _Tee(sys.stdout), _Tee(sys.stderr)
     sys.stdout, sys.stderr = stdout, stderr  # type: ignore[assignment]
     signal.signal(signal.SIGALRM, _alarm)
+    try:
+        _run_all(cells, rows, main, stdout, stderr, save, cell_timeout_s)
+    finally:
+        sys.modules["__main__"], sys.stdout, sys.stderr = saved  # type: ignore[assignment]
+        signal.signal(signal.SIGALRM, handler)
+    save()
+    return sum(row["status"] in ("failed", "timeout") for row in rows)
+
+
+def _run_all(
+    cells: list[Any],
+    rows: list[dict[str, Any]],
+    main: types.ModuleType,
+    stdout: _Tee,
+    stderr: _Tee,
+    save: Any,
+    cell_timeout_s: int,
+) -> None:
+    """Each code cell in order, its outcome written into its row."""
     for index, cell in enumerate(cells):
         row = rows[index]
         tags = _tags(cell)
@@ -167,7 +189,7 @@ def run_cells(source: Path, out: Path, *, cell_timeout_s: int, key: str | None =
             _run_one(cell.source, f"<cell {index}>", main.__dict__)
         except CellTimeout:
             row.update(status="timeout", error=f"Timeout of {cell_timeout_s} s exceeded")
-            row["traceback"] = traceback.format_exc()[-_TRACEBACK_CHARS:]
+            row["traceback"] = traceback.format_exc()[-TRACEBACK_CHARS:]
         except BaseException as err:  # noqa: BLE001 (a cell's SystemExit is its failure too)
             if "raises-exception" in tags:
                 row["status"] = "passed"
@@ -176,7 +198,7 @@ def run_cells(source: Path, out: Path, *, cell_timeout_s: int, key: str | None =
                     status="failed",
                     ename=type(err).__name__,
                     evalue=str(err) or _failing_line(err),
-                    traceback=traceback.format_exc()[-_TRACEBACK_CHARS:],
+                    traceback=traceback.format_exc()[-TRACEBACK_CHARS:],
                 )
         else:
             row["status"] = "passed"
@@ -188,8 +210,6 @@ def run_cells(source: Path, out: Path, *, cell_timeout_s: int, key: str | None =
         row["seconds"] = round(time.perf_counter() - started, 4)
         row["explanations"] = explanations_in(text)
         row["output"] = text[-_OUTPUT_CHARS:]
-    save()
-    return sum(row["status"] in ("failed", "timeout") for row in rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

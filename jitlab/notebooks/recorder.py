@@ -34,7 +34,7 @@ _TIMEOUT = re.compile(r"Timeout of ([\d.]+) seconds exceeded")
 EXPLANATION_START = "TRACING CACHE MISS"
 # Enough of a traceback to reach back through JAX's frames to the learner's deepest
 # line (a loop interrupted while JAX traces it can sit under twenty of JAX's frames).
-_TRACEBACK_CHARS = 40_000
+TRACEBACK_CHARS = 40_000
 _POLL_S = 0.1  # how often a kernel that keeps quiet is asked whether it is still alive
 
 
@@ -229,7 +229,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             row.update(status="timeout", error=f"Timeout of {timeout.group(1)} s exceeded")
             if errors:  # the interrupted frames: where the loop was when it was stopped
                 traceback = _ANSI.sub("", "\n".join(errors[-1].get("traceback", [])))
-                row["traceback"] = traceback[-_TRACEBACK_CHARS:]
+                row["traceback"] = traceback[-TRACEBACK_CHARS:]
         elif errors:
             error = errors[-1]
             traceback = _ANSI.sub("", "\n".join(error.get("traceback", [])))
@@ -237,7 +237,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                 status="failed",
                 ename=str(error.get("ename", "")),
                 evalue=str(error.get("evalue", "")),
-                traceback=traceback[-_TRACEBACK_CHARS:],
+                traceback=traceback[-TRACEBACK_CHARS:],
             )
         else:
             row.update(status="failed", error=text[-2000:])

@@ -27,7 +27,7 @@ from jitlab.graders import (
 )
 from jitlab.grading import GradingFailure
 from jitlab.grading.checks import JIT_ON
-from jitlab.grading.kernel import FROM_KERNEL, JITTED, NO_CALLBACKS, UNCHANGED, KernelExercise
+from jitlab.grading.kernel import CALLS_KERNEL, JITTED, NO_CALLBACKS, UNCHANGED, KernelExercise
 from jitlab.grading.kernel import JIT_ON as JIT_ON_IN_WRAPPER
 
 # These two run their learner's code elsewhere (eight simulated devices from the start,
@@ -37,8 +37,8 @@ EXERCISES = [item.slug for item in load_course().exercises if item.slug not in E
 
 KERNELS: dict[str, tuple[KernelExercise, str]] = {
     # slug: (the declaration, the check a separately jitted copy of the kernel fails)
-    "shapes": (shapes.RMS, shapes.RMS.name(shapes.FROM_KERNEL)),
-    "dtypes": (dtypes.SCORE, dtypes.SCORE.name(FROM_KERNEL)),
+    "shapes": (shapes.RMS, shapes.RMS.name(shapes.CALLS_KERNEL)),
+    "dtypes": (dtypes.SCORE, dtypes.SCORE.name(CALLS_KERNEL)),
     "python_scalars": (python_scalars.TRAIN, python_scalars.EVERY_BATCH),
     "pytree_structure": (pytree_structure.LOSS, pytree_structure.ONE_CALL),
     "functions_as_arguments": (functions_as_arguments.FIT, functions_as_arguments.FIT_CALLS),

@@ -86,6 +86,7 @@ def test_an_edited_grader_cell_is_restored_and_the_learners_code_kept(fixture_co
     text = write_answer(fixture_course, SOLVED)
     edited = text.replace("doubling.grade(double)", "pass  # doubling.grade(double)")
     edited += "\n\n# %%\nprint('a cell of mine, below the graders')\n"
+    edited += "\n# %% [markdown]\n# my notes, below the graders\n"
     exercise.learner_copy.write_text(edited)
     code, out = run(capsys, "check", "01")
     assert code == 0 and "put back from solutions/01_doubling.py" in out, out
@@ -96,6 +97,7 @@ def test_an_edited_grader_cell_is_restored_and_the_learners_code_kept(fixture_co
     restored = exercise.learner_copy.read_text()
     assert SOLVED in restored and "a cell of mine, below the graders" in restored
     assert restored.index("a cell of mine") < restored.index(GRADER)
+    assert restored.index("my notes, below the graders") < restored.index(GRADER)  # kept
     code, out = run(capsys, "check", "01")
     assert code == 0 and "put back" not in out, out
 

@@ -6,6 +6,8 @@ The bench's choice between nbval and plain Python, and lesson 14's skip line."""
 from __future__ import annotations
 
 import json
+import signal
+import sys
 import textwrap
 from pathlib import Path
 
@@ -136,9 +138,12 @@ def test_the_runner_reads_a_lesson_as_jupytext_does(tmp_path):
     source = tmp_path / "one.py"
     source.write_text(textwrap.dedent("# %% [markdown]\n# prose\n\n# %%\nvalue = 6 * 7\nvalue\n"))
     out = tmp_path / "one.json"
+    before = sys.modules["__main__"], sys.stdout, sys.stderr, signal.getsignal(signal.SIGALRM)
     assert plain.run_cells(source, out, cell_timeout_s=5) == 0
     (cell,) = json.loads(out.read_text())["cells"]
     assert cell["status"] == "passed" and cell["output"].strip() == "42"
+    after = sys.modules["__main__"], sys.stdout, sys.stderr, signal.getsignal(signal.SIGALRM)
+    assert after == before  # this process's __main__, streams and alarm handler, put back
 
 
 def test_sockets_refused_reads_the_machine(monkeypatch):
