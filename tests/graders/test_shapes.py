@@ -183,7 +183,8 @@ def kernel(fn):
     return lambda: answer(kernel=fn)
 
 
-HOLDS, FEW, PAD, ONE, FROM = "wastes less", "a few", "ignores the padding", "per bucket", "at every call"
+HOLDS, FEW, PAD, ONE = "wastes less", "a few", "ignores the padding", "per bucket"
+FROM = "at every call"
 PADS = "rms pads x"
 # fmt: off
 WRONG = {  # answer: (the check it fails, words in expected + seen, in hint)
