@@ -28,10 +28,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jitlab.doctor import classify
-from jitlab.grading import BUCKETS_FEW, BUCKETS_HOLD, Hints, call_learner, fail, fresh_rng, grader
+from jitlab.grading import BUCKETS_FEW, BUCKETS_HOLD, Hints, fail, grader
 from jitlab.grading.calls import Call, Recorder, type_changes
 from jitlab.grading.causes import why
-from jitlab.grading.checks import passed, require_buckets, shorten
+from jitlab.grading.checks import Grading, shorten
 from jitlab.grading.kernel import JIT_ON, JITTED, UNCHANGED, KernelExercise
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
@@ -190,11 +190,11 @@ def _second(rng: np.random.Generator, bucket: Callable, first: list[int], old: l
     return old
 
 
-def _losses(result: Any, check: str) -> np.ndarray:
+def _losses(grading: Grading, result: Any, check: str) -> np.ndarray:
     """The losses of the pair (params, losses) that ``check`` requires."""
     pair = isinstance(result, tuple | list) and len(result) == 2 and isinstance(result[0], dict)
     losses = np.asarray(result[1] if pair else (), np.float64).reshape(-1)
-    HINTS.require(
+    grading.require(
         check,
         pair and set(result[0]) == {"w", "b", "v"} and losses.shape == (STEPS,),
         expected=f'(params, losses): params a dict with keys "w", "b", "v", and {STEPS} losses',
@@ -218,6 +218,7 @@ def _fed(calls: list[Call], loss: float) -> Params | None:
 
 
 def _require_losses(
+    grading: Grading,
     check: str, got: np.ndarray, params: dict, batches: list[Batch], calls: list[Call],
     bucket: Callable[[int], int],
 ) -> Params:  # fmt: skip
@@ -226,7 +227,7 @@ def _require_losses(
     want_params, want = _reference_train(params, batches)
     wrong = np.flatnonzero(~np.isclose(got, want, rtol=1e-3, atol=1e-5))
     if not wrong.size:
-        passed(check)
+        grading.passed(check)
         return want_params
     k = int(wrong[0])
     batch, lr, decay = batches[k], _learning_rate(k), _weight_decay(k)
@@ -254,7 +255,9 @@ def _padded_length(call: Call) -> int | None:
     return found[0] if found else None
 
 
-def _require_padded(calls: list[Call], lengths: list[int], bucket: Callable[[int], int]) -> None:
+def _require_padded(
+    grading: Grading, calls: list[Call], lengths: list[int], bucket: Callable[[int], int]
+) -> None:
     """Each step's x reached train_step padded to bucket_size(its length): checked on every
     run, whatever the compile count (all to the largest bucket compiles once, and passed)."""
     got = [_padded_length(call) for call in calls]
@@ -274,7 +277,7 @@ def _require_padded(calls: list[Call], lengths: list[int], bucket: Callable[[int
     if largest:
         hint = f"every batch was padded to the largest bucket, {bucket(MAX_LENGTH)}: one "
         hint += "compilation, but every short batch pays for the longest; " + hint
-    HINTS.require(PADDED, not wrong, expected, seen, hint)
+    grading.require(PADDED, not wrong, expected, seen, hint)
 
 
 def _cause(recorder: Recorder, buckets: set[int]) -> tuple[str, str]:
@@ -293,25 +296,29 @@ def _cause(recorder: Recorder, buckets: set[int]) -> tuple[str, str]:
     return "; ".join(f.text for f in found if f), ". Also: ".join(hints)
 
 
-@grader("capstone", checks=CHECKS)
-def grade(train_fast: Callable, train_step: Callable, bucket_size: Callable[[int], int]) -> None:
+@grader("capstone", checks=CHECKS, hints=HINTS)
+def grade(
+    grading: Grading, train_fast: Callable, train_step: Callable, bucket_size: Callable[[int], int]
+) -> None:
     """Grade the exercise: the naive loop's numbers, from train_step, once per bucket."""
-    rng = fresh_rng()
-    bucket = require_buckets(bucket_size, up_to=BUCKETS_UP_TO, most=MOST_BUCKETS).__getitem__
-    STEP.jitted(train_step)
+    rng = grading.rng
+    bucket = grading.require_buckets(
+        bucket_size, up_to=BUCKETS_UP_TO, most=MOST_BUCKETS
+    ).__getitem__
+    STEP.jitted(grading, train_step)
 
     params, lengths = _make_params(rng), _problem(rng, bucket)
     batches = _make_problem(rng, lengths)
     buckets = {bucket(n) for n in lengths}
-    run = STEP.run(train_fast, train_step, [((params, batches), {})], check=RUNS)
-    passed(RUNS)
+    run = STEP.run(grading, train_fast, train_step, [((params, batches), {})], check=RUNS)
+    grading.passed(RUNS)
     recorder, count, got = run.recorder, run.count, run.outputs[0]
-    got_losses = _losses(got, RETURNS)
+    got_losses = _losses(grading, got, RETURNS)
     changes = type_changes(run.copies[0][0][1], run.given[0][0][1], name="batches", limit=1)
-    STEP.unchanged(run, what=lambda i: "; ".join(changes) or "values changed in place")
-    STEP.jit_on(recorder)
+    STEP.unchanged(grading, run, what=lambda i: "; ".join(changes) or "values changed in place")
+    STEP.jit_on(grading, recorder)
     traced = len(recorder.traced)
-    HINTS.require(
+    grading.require(
         CALLED,
         len(recorder.calls) >= STEPS,
         expected=f"train_step called by its name at least once per step ({STEPS} steps)",
@@ -320,17 +327,20 @@ def grade(train_fast: Callable, train_step: Callable, bucket_size: Callable[[int
         + f"; {count.compiles} compilations of a function named like train_step",
     )
 
-    want_params = _require_losses(LOSSES, got_losses, params, batches, recorder.calls, bucket)
+    want_params = _require_losses(
+        grading, LOSSES, got_losses, params, batches, recorder.calls, bucket
+    )
     wrong = [k for k, p in want_params.items() if not _close(got[0][k], p)]
-    HINTS.require(
+    grading.require(
         PARAMS,
         not wrong,
         expected="params['w'], ['b'] and ['v'] as the original loop leaves them",
         seen=f"{', '.join(wrong)} differ from the original loop's",
     )
-    _require_padded(recorder.calls, lengths, bucket)
+    _require_padded(grading, recorder.calls, lengths, bucket)
     seen, hint = _cause(recorder, buckets) if count.compiles > len(buckets) else ("", "")
     STEP.compiles(
+        grading,
         PER_BUCKET,
         count,
         at_most=len(buckets),
@@ -342,13 +352,19 @@ def grade(train_fast: Callable, train_step: Callable, bucket_size: Callable[[int
 
     params2, batches2 = _make_params(rng), _second(rng, bucket, lengths, batches)
     with count_compiles(ANY_FUNCTION) as everything:
-        result2 = call_learner(RUNS_AGAIN, train_fast, params2, batches2)
-    passed(RUNS_AGAIN)
+        result2 = grading.call_learner(RUNS_AGAIN, train_fast, params2, batches2)
+    grading.passed(RUNS_AGAIN)
     want2 = _require_losses(
-        LOSSES_AGAIN, _losses(result2, RETURNS_AGAIN), params2, batches2, [], bucket
+        grading,
+        LOSSES_AGAIN,
+        _losses(grading, result2, RETURNS_AGAIN),
+        params2,
+        batches2,
+        [],
+        bucket,
     )
     wrong = [k for k, p in want2.items() if not _close(result2[0][k], p)]
-    HINTS.require(
+    grading.require(
         PARAMS_AGAIN,
         not wrong,
         expected="the second run's final params['w'], ['b'] and ['v'] as the original loop's",
@@ -356,7 +372,7 @@ def grade(train_fast: Callable, train_step: Callable, bucket_size: Callable[[int
         hint="return the params the second run's last step returned, not the first run's",
     )
     compiled = ", ".join(f"{name} x{n}" for name, n in everything.compiled.most_common(4))
-    HINTS.require(
+    grading.require(
         NOTHING_NEW,
         everything.compiles == 0,
         expected="0 compilations of any function: every bucket is already compiled",

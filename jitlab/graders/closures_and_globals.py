@@ -19,14 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from jitlab.grading import Hints, Recorder, call_learner, fail, fresh_rng, grader, is_jitted, passed
+from jitlab.grading import Hints, Recorder, fail, grader, is_jitted
 from jitlab.grading.calls import host_callbacks, python_work
 from jitlab.grading.checks import (
     LOST_DIGITS,
+    Grading,
     as_numbers,
     lost_digits,
-    require_compiles,
-    require_jitted,
     shorten,
 )
 from jitlab.grading.kernel import recompiled_by
@@ -125,7 +124,9 @@ def _draw_settings(rng: np.random.Generator, logits: np.ndarray, ordinary: np.nd
     return [*settings, (last, 1.0)]
 
 
-def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any, own: Any) -> dict:
+def _mistake(
+    grading: Grading, fn: Any, index: int, logits: np.ndarray, settings: list, got: Any, own: Any
+) -> dict:
     """The verdict when call ``index`` did not return the reference ({} when it did):
     the values its result is for, or else its first wrong row and the mistake it shows.
     ``own``: the learner's confidences at this temperature; a row within float32 rounding
@@ -167,7 +168,7 @@ def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any, 
     underflow = not huge and _close(np.nan_to_num(got), _global_shift(logits, *now))
     if underflow and now[1] > 0:  # other mistakes zero the rows below a threshold too: a
         # global shift zeroes every far row at threshold 0 as well
-        zero = as_numbers(call_learner(RUNS, fn, logits, now[0], 0.0))
+        zero = as_numbers(grading.call_learner(RUNS, fn, logits, now[0], 0.0))
         same = zero is not None and zero.shape == want.shape
         underflow = same and _close(np.nan_to_num(zero), _global_shift(logits, now[0], 0.0))
     kind = ">=" if at_threshold else "overflow" if huge else "global max" if underflow else ""
@@ -185,11 +186,13 @@ def _mistake(fn: Any, index: int, logits: np.ndarray, settings: list, got: Any, 
     return dict(expected=expected, seen=seen, hint=hint)
 
 
-def _require_below(fn: Callable, logits: np.ndarray, t: float, own: Any, row: int) -> None:
+def _require_below(
+    grading: Grading, fn: Callable, logits: np.ndarray, t: float, own: Any, row: int
+) -> None:
     """A threshold one float32 step above ``row``'s own confidence (``own``, at threshold
     0): the row is below it, so 0.0; a threshold nudged down by any margin keeps it."""
     above = float(np.nextafter(np.float32(own[row]), np.float32(np.inf)))
-    got = as_numbers(call_learner(RUNS, fn, logits, t, above))
+    got = as_numbers(grading.call_learner(RUNS, fn, logits, t, above))
     if got is None or got.shape != own.shape or got[row] != 0.0:
         seen = f"row {row} = {got[row]:.8g}" if got is not None and got.shape == own.shape else ""
         expected = f"row {row} ({own[row]:.8g}) = 0.0 at threshold {above:.8g}, one step above it"
@@ -197,23 +200,27 @@ def _require_below(fn: Callable, logits: np.ndarray, t: float, own: Any, row: in
         raise fail(USES_VALUES, expected=expected, seen=seen, hint=HINTS["nudge"])
 
 
-def _require_cold(confident_probs: Callable, logits: np.ndarray, row: int, rng) -> None:
+def _require_cold(
+    grading: Grading, confident_probs: Callable, logits: np.ndarray, row: int, rng
+) -> None:
     """Temperatures of 1e-4 to 5e-3 and of 1e-7 to 1e-6, with ``row``'s top two logits 0
     and -2 temperatures (its answer 0.88): a temperature floored, clipped or given an eps
     "against division by 0" shows (an eps of 1e-8 or more moves the second by 1%)."""
     for low, high in ((1e-4, 5e-3), (1e-7, 1e-6)):
         t = float(np.float32(10 ** rng.uniform(np.log10(low), np.log10(high))))
-        _require_cold_at(confident_probs, logits, row, t)
+        _require_cold_at(grading, confident_probs, logits, row, t)
 
 
-def _require_cold_at(confident_probs: Callable, logits: np.ndarray, row: int, t: float) -> None:
+def _require_cold_at(
+    grading: Grading, confident_probs: Callable, logits: np.ndarray, row: int, t: float
+) -> None:
     cold = logits.copy()
     first, second = np.argsort(cold[row])[::-1][:2]
     cold[row] -= cold[row, first]  # its top logit 0: logits / t carry no float32 rounding
     cold[row, second] = -2 * t
     want, got = (
         _reference(cold, t, 0.0),
-        as_numbers(call_learner(RUNS, confident_probs, cold, t, 0.0)),
+        as_numbers(grading.call_learner(RUNS, confident_probs, cold, t, 0.0)),
     )
     if got is None or got.shape != want.shape or not _close(got[row], want[row]):  # rows
         # other than ``row`` are compared at the drawn temperatures (here float32's
@@ -225,37 +232,37 @@ def _require_cold_at(confident_probs: Callable, logits: np.ndarray, row: int, t:
         raise fail(USES_VALUES, expected=expected, seen=f"row {row} = {seen}", hint=HINTS["cold"])
 
 
-@grader("closures_and_globals", checks=CHECKS)
-def grade(confident_probs: Callable[..., Any]) -> None:
+@grader("closures_and_globals", checks=CHECKS, hints=HINTS)
+def grade(grading: Grading, confident_probs: Callable[..., Any]) -> None:
     """Grade ``confident_probs(logits, temperature, threshold)`` of the exercise."""
-    rng = fresh_rng()
+    rng = grading.rng
     logits, ordinary = _logits(rng)
     settings = _draw_settings(rng, logits, ordinary)
-    call_learner(RUNS, confident_probs, logits, *settings[0])  # a stub says so first
+    grading.call_learner(RUNS, confident_probs, logits, *settings[0])  # a stub says so first
     if is_jitted(confident_probs):
         confident_probs.clear_cache()  # count from empty: every compile is seen
     with count_compiles(confident_probs) as count:
         recorder = Recorder(confident_probs, lambda: count.compiles)
-        outputs = [call_learner(RUNS, recorder, logits, t, thr) for t, thr in settings]
-    passed(RUNS)
+        outputs = [grading.call_learner(RUNS, recorder, logits, t, thr) for t, thr in settings]
+    grading.passed(RUNS)
     t, big = settings[-1][0], int(np.flatnonzero(~ordinary)[0])  # the last call's: ties at 1.0
-    own = as_numbers(call_learner(RUNS, confident_probs, logits, t, 0.0))
+    own = as_numbers(grading.call_learner(RUNS, confident_probs, logits, t, 0.0))
     for index, got in enumerate(outputs):  # the values first: a stale global is the lesson
         mine = own if index == len(outputs) - 1 else None
-        if mistake := _mistake(confident_probs, index, logits, settings, got, mine):
+        if mistake := _mistake(grading, confident_probs, index, logits, settings, got, mine):
             raise fail(USES_VALUES, **mistake)
     rows = (len(logits),)  # row big's own confidence as the threshold: >= keeps it
     tie = float(own[big]) if own is not None and own.shape == rows else float("nan")
-    tied = as_numbers(call_learner(RUNS, confident_probs, logits, t, tie))
+    tied = as_numbers(grading.call_learner(RUNS, confident_probs, logits, t, tie))
     seen = f"row {big} = {tied[big]:.6g}" if tied is not None and tied.shape == rows else ""
     expected = f"row {big} kept ({tie:.8g}) with its own confidence as the threshold"
     if not seen or tied[big] != tie:
         seen = seen or f"threshold 0 gave {shorten(repr(own), 80)}, then {shorten(repr(tied), 80)}"
         raise fail(USES_VALUES, expected=expected, seen=seen, hint=HINTS[">="])
-    _require_below(confident_probs, logits, t, own, int(np.flatnonzero(ordinary)[0]))
-    _require_cold(confident_probs, logits, int(np.flatnonzero(ordinary)[0]), rng)
-    passed(USES_VALUES)
-    require_jitted(JITTED, confident_probs, hint=HINTS[JITTED])
+    _require_below(grading, confident_probs, logits, t, own, int(np.flatnonzero(ordinary)[0]))
+    _require_cold(grading, confident_probs, logits, int(np.flatnonzero(ordinary)[0]), rng)
+    grading.passed(USES_VALUES)
+    grading.require_jitted(JITTED, confident_probs, hint=HINTS[JITTED])
     base, changed = (logits, 0.777, 0.4321), (np.ascontiguousarray(logits[::-1]), 0.888, 0.4567)
     names = ("logits", "temperature", "threshold")
     variants = {name: (*base[:i], changed[i], *base[i + 1 :]) for i, name in enumerate(names)}
@@ -266,9 +273,11 @@ def grade(confident_probs: Callable[..., Any]) -> None:
     hint = f"{what} changes on every call: keep temperature and threshold traced arguments; "
     hint += "a static float is part of the cache key, so each new value compiles a new program"
     counted = f"compilation(s) for {CHANGES} calls at one shape of logits"
-    require_compiles(ONCE, count, exactly=1, what=counted, hint=hint, seen_extra="; ".join(extra))
+    grading.require_compiles(
+        ONCE, count, exactly=1, what=counted, hint=hint, seen_extra="; ".join(extra)
+    )
     ran, seen = python_work(recorder.calls)
     if not ran:
         ran = host_callbacks(confident_probs, logits, *settings[0])
         seen = f"host callbacks: {', '.join(ran)}"
-    HINTS.require(INSIDE, not ran, "the work in the compiled program", seen)
+    grading.require(INSIDE, not ran, "the work in the compiled program", seen)

@@ -22,8 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.grading import Recorder, call_learner, fail, fresh_rng, grader, passed, require_jit_on
-from jitlab.grading.checks import JIT_ON, Hints, learner_line, shorten
+from jitlab.grading import Recorder, fail, grader
+from jitlab.grading.checks import JIT_ON, Grading, Hints, learner_line, shorten
 from jitlab.instruments.counting import count_compiles
 
 ROUNDS, BUCKET_POOL = (np.float32, np.float16), np.arange(8, 257, 8)
@@ -76,7 +76,6 @@ _MISTAKES = {  # the mistakes a verdict names when the grader sees them
     return the results in the order of the requests, one per request""",
 }
 HINTS = Hints(_MISTAKES, CHECKS)
-_check = HINTS.require
 _serial = itertools.count()
 
 
@@ -124,21 +123,25 @@ def _draw(rng: np.random.Generator) -> tuple[list[int], list[int]]:
     return sizes, lengths
 
 
-def _warm_up(warm_up: Callable[..., Any], buckets: list[int], dtype: type, kernel) -> dict:
+def _warm_up(
+    grading: Grading, warm_up: Callable[..., Any], buckets: list[int], dtype: type, kernel
+) -> dict:
     label, want = np.dtype(dtype).name, sorted(buckets)
     with count_compiles(kernel, explain=False) as at_start:
-        compiled = call_learner(WARM_UP_RUNS, warm_up, kernel, list(buckets), dtype)
-    passed(WARM_UP_RUNS)
-    require_jit_on("after your warm_up ran")
+        compiled = grading.call_learner(WARM_UP_RUNS, warm_up, kernel, list(buckets), dtype)
+    grading.passed(WARM_UP_RUNS)
+    grading.require_jit_on("after your warm_up ran")
     keys = sorted(compiled) if isinstance(compiled, dict) else type(compiled).__name__
     expected = f"a dict with keys {want} (the sizes passed in)"
-    _check(ONE_PER_BUCKET, keys == want, expected, str(keys))
+    grading.require(ONE_PER_BUCKET, keys == want, expected, str(keys))
     kinds = ", ".join(sorted({type(v).__name__ for v in compiled.values()}))
     ok = all(isinstance(v, jax.stages.Compiled) for v in compiled.values())
-    _check(COMPILED_VALUES, ok, "jax.stages.Compiled values, built before the first request", kinds)
+    grading.require(
+        COMPILED_VALUES, ok, "jax.stages.Compiled values, built before the first request", kinds
+    )
     expected = f"{len(buckets)} compilations of fn during warm_up ({label} round)"
     seen = f"{at_start.compiles} compilation(s) of the fn passed in"
-    _check(COMPILES_ONCE, at_start.compiles == len(buckets), expected, seen)
+    grading.require(COMPILES_ONCE, at_start.compiles == len(buckets), expected, seen)
     takes, order = {}, list(inspect.signature(kernel).parameters)  # padded, then n
     for size in want:
         args, kwargs = compiled[size].args_info  # JAX sorts keyword arguments by name
@@ -149,7 +152,7 @@ def _warm_up(warm_up: Callable[..., Any], buckets: list[int], dtype: type, kerne
     expected = ", ".join(f"{size}: {label}[{size}], int32[]" for size in wrong)
     seen = ", ".join(f"{s}: {takes[s]}" for s in wrong)
     n_wrong = any(takes[s].startswith(f"{label}[{s}]") for s in wrong)  # the padded one right
-    _check(TAKES_DTYPE, not wrong, expected, seen, HINTS["compiled n"] * n_wrong)
+    grading.require(TAKES_DTYPE, not wrong, expected, seen, HINTS["compiled n"] * n_wrong)
     return compiled
 
 
@@ -175,7 +178,7 @@ def _serve_failure(err: Exception, requests: list, watched: dict) -> Exception:
     return fail(check, expected=expected, seen=seen, hint=HINTS[hint])
 
 
-def _serve_round(serve, requests, watched, draw, before) -> list[bytes]:
+def _serve_round(grading: Grading, serve, requests, watched, draw, before) -> list[bytes]:
     """Check one ``serve``; return its results' bytes, the refilled round's ``before``."""
     (scale, shift, label), lengths = draw, [len(x) for x in requests]
     originals = [x.copy() for x in requests]
@@ -190,18 +193,20 @@ def _serve_round(serve, requests, watched, draw, before) -> list[bytes]:
 
     serve_checked.__name__ = "serve"
     with count_compiles(None, explain=False) as serving:
-        results = call_learner(SERVE_RUNS, serve_checked)
-    passed(SERVE_RUNS)
-    passed(RIGHT_TYPES)
-    require_jit_on("after your serve ran")
+        results = grading.call_learner(SERVE_RUNS, serve_checked)
+    grading.passed(SERVE_RUNS)
+    grading.passed(RIGHT_TYPES)
+    grading.require_jit_on("after your serve ran")
     names = ", ".join(name.removeprefix("jit(").removesuffix(")") for name in serving.compiled)
     ok = serving.compiles == serving.traces == 0
     seen = f"{serving.traces} trace(s), {serving.compiles} compilation(s), of: {names or '-'}"
-    _check(NOTHING_COMPILED, ok, f"0 traces and 0 compilations for {len(requests)} requests", seen)
+    grading.require(
+        NOTHING_COMPILED, ok, f"0 traces and 0 compilations for {len(requests)} requests", seen
+    )
     changed = [i for i, x in enumerate(requests) if not np.array_equal(x, originals[i])]
     now = [len(requests[i]) for i in changed[:1]]
     seen = f"{len(changed)} changed, the first: request {changed[:1]}, length now {now}"
-    _check(REQUESTS_KEPT, not changed, "every request array unchanged after serve", seen)
+    grading.require(REQUESTS_KEPT, not changed, "every request array unchanged after serve", seen)
 
     bucket = [min(b for b in watched if b >= n) for n in lengths]
     wanted = {size: bucket.count(size) for size in sorted(watched)}
@@ -210,16 +215,18 @@ def _serve_round(serve, requests, watched, draw, before) -> list[bytes]:
     order = f"bucket sizes passed as {list(watched)}" + ", arrays refilled" * (before is not None)
     expected = f"calls per bucket {wanted} ({label} round, {order})"
     seen = f"calls per bucket {calls}"
-    _check(SMALLEST_BUCKET, calls == wanted, expected, seen, HINTS["kept"] * kept)
+    grading.require(SMALLEST_BUCKET, calls == wanted, expected, seen, HINTS["kept"] * kept)
 
     got = list(results) if isinstance(results, list | tuple) else None
     seen = type(results).__name__ if got is None else f"{len(got)} results"
     ok = got is not None and len(got) == len(requests)
-    _check(ONE_RESULT_EACH, ok, f"a list of {len(requests)} results, in request order", seen)
+    grading.require(
+        ONE_RESULT_EACH, ok, f"a list of {len(requests)} results, in request order", seen
+    )
     kinds = sorted({type(r).__name__ for r in got if not isinstance(r, np.ndarray | jax.Array)})
     seen = f"results of type {', '.join(kinds)}"
     expected = "each result an array, as the executable returned it or as a NumPy array"
-    _check(ONE_RESULT_EACH, not kinds, expected, seen, HINTS["arrays"])
+    grading.require(ONE_RESULT_EACH, not kinds, expected, seen, HINTS["arrays"])
     returned = {_bytes(c.out) for w in watched.values() for c in w.calls if not c.raised}
     as_bytes = list(map(_bytes, got))
     foreign = [i for i, b in enumerate(as_bytes) if b not in returned]
@@ -228,7 +235,7 @@ def _serve_round(serve, requests, watched, draw, before) -> list[bytes]:
     seen = f"{len(foreign)} of {len(got)} results came from somewhere else ({first})"
     expected = "each result exactly as one of the executables returned it during this serve"
     hint = HINTS["kept"] * bool(stale.intersection(foreign))
-    _check(FROM_EXECUTABLES, not foreign, expected, seen, hint)
+    grading.require(FROM_EXECUTABLES, not foreign, expected, seen, hint)
 
     got_np = [np.asarray(r, np.float64) for r in got]
     want = [_reference(x, scale, shift) for x in requests]
@@ -241,24 +248,24 @@ def _serve_round(serve, requests, watched, draw, before) -> list[bytes]:
     hint = HINTS["kept"] if stale.intersection(wrong) else HINTS["whole"] * whole
     shuffled = all(any(np.allclose(g, w, 1e-3, 1e-3) for w in want) for g in got_np)
     hint = hint or HINTS["order"] * shuffled  # every result is some request's: out of order
-    _check(NUMBERS, not wrong, expected + f"{label})", seen, hint)
+    grading.require(NUMBERS, not wrong, expected + f"{label})", seen, hint)
     return as_bytes
 
 
-@grader("compiling_less", checks=tuple(CHECKS))
-def grade(warm_up: Callable[..., Any], serve: Callable[..., Any]) -> None:
+@grader("compiling_less", checks=tuple(CHECKS), hints=HINTS)
+def grade(grading: Grading, warm_up: Callable[..., Any], serve: Callable[..., Any]) -> None:
     """Grade ``warm_up`` and ``serve`` on two rounds of fresh requests, each served twice
     from the same arrays (refilled in place, as a loader reuses its buffers)."""
-    rng = fresh_rng()
+    rng = grading.rng
     for dtype in ROUNDS:
         scale, shift = float(rng.uniform(0.5, 2.0)), float(rng.uniform(-3.0, 3.0))
         kernel = _make_kernel(f"summarise_{next(_serial)}", scale, shift)
         draw = (scale, shift, np.dtype(dtype).name)
         buckets, lengths = _draw(rng)
-        compiled = _warm_up(warm_up, buckets, dtype, kernel)
+        compiled = _warm_up(grading, warm_up, buckets, dtype, kernel)
         requests, before = [np.empty(n, dtype) for n in lengths], None
         for _ in range(2):
             for x in requests:
                 x[:] = rng.normal(rng.normal(), 2.0, size=len(x))
             watched = {size: _Watched(compiled[size]) for size in buckets}
-            before = _serve_round(serve, requests, watched, draw, before)
+            before = _serve_round(grading, serve, requests, watched, draw, before)

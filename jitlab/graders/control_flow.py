@@ -23,9 +23,12 @@ from typing import Any
 import jax
 import numpy as np
 
-from jitlab.grading import Hints, Recorder, call_learner, fail, fresh_rng, grader, passed, why
+from jitlab.grading import Hints, Recorder, fail, grader, why
 from jitlab.grading.calls import host_callbacks, python_work
-from jitlab.grading.checks import learner_line, require_close, require_compiles, require_jitted
+from jitlab.grading.checks import (
+    Grading,
+    learner_line,
+)
 from jitlab.instruments.counting import count_compiles
 
 MAX_STEPS, CLIP_NORM = 100, 1.0  # the exercise states the same two numbers
@@ -102,7 +105,6 @@ _MISTAKES = {  # the mistakes the step counts and a tracer error point to
     lax.while_loop, so the decision is made inside the compiled program""",
 }
 HINTS = Hints(_MISTAKES, CLIP_CHECKS, DESCEND_CHECKS)
-_check = HINTS.require
 
 
 def _reference_clip(g: np.ndarray, max_norm: float) -> np.ndarray:
@@ -144,11 +146,13 @@ def _tracer_failure(check: str, err: Exception) -> Exception:
 
 
 @contextlib.contextmanager
-def _graded(fn: Any, name: str, checks: dict[str, str], cases: list) -> Iterator[list]:
+def _graded(
+    grading: Grading, fn: Any, name: str, checks: dict[str, str], cases: list
+) -> Iterator[list]:
     """Around the block judging the outputs, the checks both parts share (``checks``' first and
     last two): jitted, runs every case from an emptied cache, compiles once, no callback."""
     jitted, runs, *_, once, inside = checks
-    require_jitted(jitted, fn, hint=HINTS[jitted])
+    grading.require_jitted(jitted, fn, hint=HINTS[jitted])
 
     def call(*args: Any) -> Any:  # a tracer error gets a verdict that names the fix
         try:
@@ -160,21 +164,21 @@ def _graded(fn: Any, name: str, checks: dict[str, str], cases: list) -> Iterator
     fn.clear_cache()
     with count_compiles(fn) as count:
         recorder = Recorder(fn, lambda: count.compiles)
-        outputs = [call_learner(runs, call, *case) for case in cases]
-    passed(runs)
+        outputs = [grading.call_learner(runs, call, *case) for case in cases]
+    grading.passed(runs)
     yield outputs
     found = why(recorder)
     names = " and ".join(dict.fromkeys(d.where for r in found.recompiles for d in r.differences))
     hint = f"keep {names or 'every argument'} traced (no static_argnames / static_argnums): "
     hint += "calls of one shape share one program; let jnp.where or lax decide in it"
     what = f"compilations of {name} for {len(cases)} calls of the same shapes"
-    require_compiles(once, count, exactly=1, what=what, hint=hint, seen_extra=found.text)
+    grading.require_compiles(once, count, exactly=1, what=what, hint=hint, seen_extra=found.text)
     ran, seen = python_work(recorder.calls)
     if not ran:
-        ran = call_learner(inside, host_callbacks, fn, *cases[0])
+        ran = grading.call_learner(inside, host_callbacks, fn, *cases[0])
         seen = f"the program calls back into Python ({', '.join(ran)})"
     expected = f"{name}'s decision made by the compiled program (jnp/lax operations)"
-    _check(inside, not ran, expected, seen)
+    grading.require(inside, not ran, expected, seen)
 
 
 def _clip_cases(rng: np.random.Generator, size: int) -> list[tuple[np.ndarray, float]]:
@@ -190,12 +194,12 @@ def _clip_cases(rng: np.random.Generator, size: int) -> list[tuple[np.ndarray, f
     return cases
 
 
-@grader("control_flow", part="clip_by_norm", checks=tuple(CLIP_CHECKS))
-def grade_clip(clip_by_norm: Callable[..., Any]) -> None:
+@grader("control_flow", part="clip_by_norm", checks=tuple(CLIP_CHECKS), hints=HINTS)
+def grade_clip(grading: Grading, clip_by_norm: Callable[..., Any]) -> None:
     """Grade ``clip_by_norm(g, max_norm)``: each drawn kind of case against the reference."""
-    rng = fresh_rng()
+    rng = grading.rng
     cases = _clip_cases(rng, int(rng.integers(5, 40)))
-    with _graded(clip_by_norm, "clip_by_norm", CLIP_CHECKS, cases) as got:
+    with _graded(grading, clip_by_norm, "clip_by_norm", CLIP_CHECKS, cases) as got:
         for check, (rtol, atol) in _TOL.items():  # in the order of the checks
             for i, ((g, m), out, kind) in enumerate(zip(cases, got, CLIP_KINDS, strict=True)):
                 about = f"g of norm {np.linalg.norm(g):.4g} and max_norm={m:.4g}"
@@ -204,7 +208,9 @@ def grade_clip(clip_by_norm: Callable[..., Any]) -> None:
                     unscaled = check == CLIP_TINY and np.array_equal(out, g)  # not an eps
                     hint = HINTS["unscaled" if unscaled else check]
                     hint = HINTS["zero limit"] if i == ZERO_LIMIT else hint
-                    require_close(check, out, want, rtol=rtol, atol=atol, about=about, hint=hint)
+                    grading.require_close(
+                        check, out, want, rtol=rtol, atol=atol, about=about, hint=hint
+                    )
 
 
 def _problems(rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray, float, float]]:
@@ -247,16 +253,18 @@ def _steps_hint(got: list[int], want: list[int], x_at: list[set[int]]) -> str:
     return HINTS[CONVERGED] if CONVERGED in wrong else HINTS["rule"]
 
 
-@grader("control_flow", part="descend", checks=tuple(DESCEND_CHECKS))
-def grade_descend(descend: Callable[..., Any]) -> None:
+@grader("control_flow", part="descend", checks=tuple(DESCEND_CHECKS), hints=HINTS)
+def grade_descend(grading: Grading, descend: Callable[..., Any]) -> None:
     """Grade ``descend(x0, curvature, lr, tol)``: a pair, steps the rule allows, x after them."""
-    problems = _problems(fresh_rng())
-    with _graded(descend, "descend", DESCEND_CHECKS, problems) as results:
+    problems = _problems(grading.rng)
+    with _graded(grading, descend, "descend", DESCEND_CHECKS, problems) as results:
         for result in results:
             pair = isinstance(result, tuple | list) and len(result) == 2
             shape = np.shape(result[1]) if pair else None
             seen = f"steps of shape {shape}" if pair else f"a {type(result).__name__}"
-            _check(DESCEND_PAIR, shape == (), "a pair (x, steps), steps a scalar integer", seen)
+            grading.require(
+                DESCEND_PAIR, shape == (), "a pair (x, steps), steps a scalar integer", seen
+            )
         refs = [_reference_trajectory(*p) for p in problems]
         got, want = [int(np.asarray(r[1])) for r in results], [ref[2] for ref in refs]
         xs = [np.asarray(x, np.float64) for x, _ in results]
@@ -267,7 +275,9 @@ def grade_descend(descend: Callable[..., Any]) -> None:
         i = ok.index(False) if False in ok else 0
         expected = f"steps {want}: problem {i + 1} {KINDS[i]}, so {want[i]} steps"
         seen = f"steps {got}: {got[i]} for problem {i + 1}"
-        _check(DESCEND_STEPS, all(ok), expected, seen, _steps_hint(got, want, x_at))
+        grading.require(DESCEND_STEPS, all(ok), expected, seen, _steps_hint(got, want, x_at))
         for i, (x, ref, s) in enumerate(zip(xs, refs, got, strict=True)):
             about, hint = f"problem {i + 1} ({KINDS[i]}) after {s} steps", HINTS[DESCEND_X]
-            require_close(DESCEND_X, x, ref[0][s], rtol=1e-3, atol=1e-4, about=about, hint=hint)
+            grading.require_close(
+                DESCEND_X, x, ref[0][s], rtol=1e-3, atol=1e-4, about=about, hint=hint
+            )

@@ -22,9 +22,9 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jitlab.grading import Hints, call_learner, fail, fail_unless, fresh_rng, grader, passed
+from jitlab.grading import Hints, fail, fail_unless, grader
 from jitlab.grading.causes import Called, why
-from jitlab.grading.checks import require_jit_on, shorten
+from jitlab.grading.checks import Grading, shorten
 from jitlab.instruments.counting import count_compiles
 
 CHECKS = {  # every check once: its name, then its default hint
@@ -153,7 +153,9 @@ def _sharding_hint(value: Any, mesh: Mesh, came: Mesh | None, meshes: tuple = ()
     return f"{HINTS['mesh']} {why}"
 
 
-def _check_arrays(originals: list[dict], arrived: list[dict], held: list[dict], placed, kinds):
+def _check_arrays(
+    grading: Grading, originals: list[dict], arrived: list[dict], held: list[dict], placed, kinds
+):
     """The caller's dicts hold the arrays they ``held`` before, with what they held, and
     the placed ones exactly that."""
     arrays = [
@@ -178,7 +180,7 @@ def _check_arrays(originals: list[dict], arrived: list[dict], held: list[dict], 
         hint = HINTS["donated" if deleted else CALLER_KEPT]
         expected = f"{what} unchanged and usable after place"
         raise fail(CALLER_KEPT, expected=expected, seen=seen, hint=hint)
-    passed(CALLER_KEPT)
+    grading.passed(CALLER_KEPT)
     for what, key, want, _, value in arrays:
         gone = isinstance(value, jax.Array) and value.is_deleted()
         got = None if gone else np.asarray(value)
@@ -193,7 +195,7 @@ def _check_arrays(originals: list[dict], arrived: list[dict], held: list[dict], 
             continue
         expected = f"{what} exactly as it arrived: {want.dtype}{list(want.shape)}"
         raise fail(VALUES, expected=expected, seen=seen, hint=HINTS[VALUES])
-    passed(VALUES)
+    grading.passed(VALUES)
 
 
 def _compiles_once(w: np.ndarray, jobs: list, placed: list, came: list, meshes: tuple, which: int):
@@ -233,10 +235,10 @@ def _compiles_once(w: np.ndarray, jobs: list, placed: list, came: list, meshes: 
     fail_unless(COMPILES_ONCE, count.compiles == 1, expected=expected, seen=seen, hint=hint)
 
 
-@grader("devices_and_shardings", checks=tuple(CHECKS))
-def grade(place: Callable[[dict, Any], dict]) -> None:
+@grader("devices_and_shardings", checks=tuple(CHECKS), hints=HINTS)
+def grade(grading: Grading, place: Callable[[dict, Any], dict]) -> None:
     """Check ``place(batch, mesh)`` by values, shardings, and the step's compile count."""
-    rng = fresh_rng()
+    rng = grading.rng
     meshes, devices, count = _meshes(rng), jax.devices(), jax.device_count()
     device = devices[int(rng.integers(1, count))] if count > 1 else devices[0]
     shape = (count // 2, 2) if count % 2 == 0 else (count, 1)
@@ -255,22 +257,22 @@ def grade(place: Callable[[dict, Any], dict]) -> None:
     came = [_mesh_of(batch["x"]) for batch in arrived]
     held = [dict(batch) for batch in arrived]
     for batch, (_, which) in zip(arrived, jobs, strict=True):
-        placed.append(out := call_learner(PLACE_RUNS, place, batch, meshes[which]))
+        placed.append(out := grading.call_learner(PLACE_RUNS, place, batch, meshes[which]))
         seen = type(out).__name__ + (f" with keys {sorted(out)}" if isinstance(out, dict) else "")
         ok, expected = isinstance(out, dict) and set(out) == {"x", "y"}, "{'x': ..., 'y': ...}"
         fail_unless(DICT_KEYS, ok, expected=expected, seen=seen, hint=HINTS[DICT_KEYS])
-    passed(PLACE_RUNS)
-    passed(DICT_KEYS)
-    require_jit_on("after your place ran")
-    _check_arrays(originals, arrived, held, placed, [kind for kind, _ in jobs])
+    grading.passed(PLACE_RUNS)
+    grading.passed(DICT_KEYS)
+    grading.require_jit_on("after your place ran")
+    _check_arrays(grading, originals, arrived, held, placed, [kind for kind, _ in jobs])
     for which in TARGETS:
         _compiles_once(w, jobs, placed, came, meshes, which)
-    passed(STEP_RUNS)
-    passed(COMPILES_ONCE)
+    grading.passed(STEP_RUNS)
+    grading.passed(COMPILES_ONCE)
     for n, (kind, which) in enumerate(jobs):
         for key in ("x", "y"):
             hint = _sharding_hint(value := placed[n][key], meshes[which], came[n], meshes)
             expected = f'{key}: NamedSharding(mesh, P("data")) on the mesh passed in'
             seen = f"{key} of batch {n} (arrived {kind}, with mesh {which}): {describe(value)}"
             fail_unless(SPLIT, not hint, expected=expected, seen=seen, hint=hint)
-    passed(SPLIT)
+    grading.passed(SPLIT)

@@ -21,9 +21,15 @@ import jax
 import numpy as np
 
 from jitlab.doctor import classify
-from jitlab.grading import call_learner, fail, grader, passed, require, require_compiles, why
+from jitlab.grading import fail, grader, why
 from jitlab.grading.calls import Recorder, python_work, type_text
-from jitlab.grading.checks import JIT_OFF_HINT, JIT_ON, excerpts, fresh_rng, require_jitted, shorten
+from jitlab.grading.checks import (
+    JIT_OFF_HINT,
+    JIT_ON,
+    Grading,
+    excerpts,
+    shorten,
+)
 from jitlab.instruments.counting import count_compiles
 
 FEATURES = 4
@@ -94,7 +100,9 @@ def _changed(batch: dict, lr: Any, prepared: tuple, earlier: list[dict]) -> str:
     return ""
 
 
-def _require_numbers(w0: np.ndarray, got: np.ndarray, want: np.ndarray, changes: list[str]):
+def _require_numbers(
+    grading: Grading, w0: np.ndarray, got: np.ndarray, want: np.ndarray, changes: list[str]
+):
     """Every step's w and update close to the reference's, and fed the numbers given."""
     got_d, want_d = (np.diff(np.vstack([w0, w]), axis=0) for w in (got, want))
     for check, what, mine, theirs, rtol, atol in (
@@ -105,7 +113,7 @@ def _require_numbers(w0: np.ndarray, got: np.ndarray, want: np.ndarray, changes:
         k = int(np.argmax(bad))
         fed = " or were fed other numbers" if changes[k] else ""
         shown_mine, shown_theirs = excerpts(mine[k], theirs[k])
-        require(
+        grading.require(
             check,
             not bad.any(),
             expected=f"{what} at step {k}: {shown_theirs} (float32 lr, the batch as given)",
@@ -119,10 +127,12 @@ def _require_numbers(w0: np.ndarray, got: np.ndarray, want: np.ndarray, changes:
 
 
 @grader("diagnosing", checks=CHECKS)
-def grade(prepare_batch: Callable[..., Any], fixed_step: Callable[..., Any]) -> None:
+def grade(
+    grading: Grading, prepare_batch: Callable[..., Any], fixed_step: Callable[..., Any]
+) -> None:
     """Grade the exercise: same numbers as the reference, and one compilation of the step."""
-    require_jitted(JITTED, fixed_step)
-    w0, batches, rates, want = _problem(fresh_rng())
+    grading.require_jitted(JITTED, fixed_step)
+    w0, batches, rates, want = _problem(grading.rng)
     fixed_step.clear_cache()  # count from an empty cache, whatever ran in the notebook
     w, got, changes = jax.numpy.asarray(w0), [], []
     buffers = {key: value.copy() for key, value in batches[0].items()}
@@ -134,7 +144,7 @@ def grade(prepare_batch: Callable[..., Any], fixed_step: Callable[..., Any]) -> 
                 buffers[key][...] = value
             given.clear()
             given.update(buffers)
-            prepared = call_learner(RUNS, prepare_batch, given, lr)
+            prepared = grading.call_learner(RUNS, prepare_batch, given, lr)
             if not (isinstance(prepared, tuple | list) and len(prepared) == 2):
                 seen = shorten(f"{type(prepared).__name__}: {prepared!r}", 200)
                 expected = "two things, the batch and the learning rate (a tuple or a list): "
@@ -142,24 +152,24 @@ def grade(prepare_batch: Callable[..., Any], fixed_step: Callable[..., Any]) -> 
                 hint = "end prepare_batch with `return batch, lr`"
                 raise fail(RETURNS, expected=expected, seen=seen, hint=hint)
             changes.append(_changed(batch, lr, prepared, batches[: len(changes)]))
-            w = call_learner(RUNS, step, w, *prepared)
+            w = grading.call_learner(RUNS, step, w, *prepared)
             got.append(np.asarray(w))
-    passed(RUNS)
-    passed(RETURNS)
+    grading.passed(RUNS)
+    grading.passed(RETURNS)
     expected = "jit switched on while the grader called fixed_step"
     seen = "jit was switched off (jax_disable_jit) after prepare_batch ran: fixed_step ran op by op"
     on = all(call.jit_on for call in step.calls)
-    require(JIT_ON, on, expected=expected, seen=seen, hint=JIT_OFF_HINT)
-    _require_numbers(w0, np.stack(got), want, changes)
+    grading.require(JIT_ON, on, expected=expected, seen=seen, hint=JIT_OFF_HINT)
+    _require_numbers(grading, w0, np.stack(got), want, changes)
     hint = "fixed_step should be the jitted update itself, not a wrapper around another one"
     never = "fixed_step was never compiled while the grader called it"
     callbacks, seen = python_work(step.calls)
     expected = "the update computed inside fixed_step's compiled program"
     hint_cb = "compute the update with jax.numpy inside fixed_step, not through a callback"
-    require(COMPILED, not callbacks, expected=expected, seen=seen, hint=hint_cb)
-    require_compiles(
+    grading.require(COMPILED, not callbacks, expected=expected, seen=seen, hint=hint_cb)
+    grading.require_compiles(
         COMPILED, count, at_least=1, what="compilations of fixed_step", hint=hint, seen_extra=never
     )
     found = why(step, label=lambda i: f"step {i}")
     what, hint = f"compilations over {len(rates)} steps", found.hint_for(CAUSE_HINTS)
-    require_compiles(ONCE, count, at_most=1, what=what, hint=hint, seen_extra=found.text)
+    grading.require_compiles(ONCE, count, at_most=1, what=what, hint=hint, seen_extra=found.text)

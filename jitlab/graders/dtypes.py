@@ -37,9 +37,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from jitlab.grading import Call, Hints, fail, fresh_rng, grader, passed, why
+from jitlab.grading import Call, Hints, fail, grader, why
 from jitlab.grading import kernel as k
-from jitlab.grading.checks import as_numbers, shorten, wrong_cases
+from jitlab.grading.checks import Grading, as_numbers, shorten, wrong_cases
 from jitlab.instruments import signature as sig
 
 SOURCE_DTYPES: tuple[type, ...] = (np.float64, np.float32, np.int32, np.int64, np.uint8, np.int16)
@@ -172,15 +172,17 @@ def _numbers_hint(
     return HINTS[kind].format(narrow=narrow[:1] and narrow[0], wrong=", ".join(wrong))
 
 
-@grader("dtypes", checks=CHECKS)
-def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
+@grader("dtypes", checks=CHECKS, hints=HINTS)
+def grade(grading: Grading, score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
     """Grade the exercise. Raises ``GradingFailure`` at the first failed check."""
-    rng = fresh_rng()
+    rng = grading.rng
     batches, weights = make_loader(rng)
     repeats = with_repeats(rng, batches, weights)
-    SCORE.jitted(score_core)
-    SCORE.plain(score)  # the standard verdict: score compiles per signature, score_core inlined
-    SCORE.no_callbacks(score_core, np.asarray(batches[0], np.float32), weights[0])
+    SCORE.jitted(grading, score_core)
+    SCORE.plain(
+        grading, score
+    )  # the standard verdict: score compiles per signature, score_core inlined
+    SCORE.no_callbacks(grading, score_core, np.asarray(batches[0], np.float32), weights[0])
 
     about = lambda i: f"a {np.asarray(batches[i]).dtype} batch"  # noqa: E731
     refilled: list[int] = []  # each dtype's second batch, written into its first one's array
@@ -198,10 +200,17 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
             yield (batch, weights[i]), {}
 
     run = SCORE.run(
-        score, score_core, loader(), check=NUMBERS, refills=True, about=about, callbacks=True
+        grading,
+        score,
+        score_core,
+        loader(),
+        check=NUMBERS,
+        refills=True,
+        about=about,
+        callbacks=True,
     )
     copies = [args[0] for args, _ in run.copies]
-    SCORE.unchanged(run, what=lambda i: f"the {copies[i].dtype.name} batch")
+    SCORE.unchanged(grading, run, what=lambda i: f"the {copies[i].dtype.name} batch")
     reached = sorted({_x_dtype(during[-1]) for during in run.calls if during})
     wants = [_reference(b, w) for b, w in zip(copies, weights, strict=True)]
     # The outputs that the first call's weights explain: a score that kept them.
@@ -242,18 +251,19 @@ def grade(score: Callable[..., Any], score_core: Callable[..., Any]) -> None:
                 all(_finite(run.outputs[i]) for i in bad),
             ),
         )
-    passed(NUMBERS)
-    SCORE.jit_on(run.recorder)
+    grading.passed(NUMBERS)
+    SCORE.jit_on(grading, run.recorder)
     again = lambda i: (  # noqa: E731
         f"call {i + 1}, a batch with call {repeats[i] + 1}'s content in a new array: a memo "
         "keyed by content answers it without score_core"
         if repeats[i] >= 0
         else f"call {i + 1}"
     )
-    SCORE.calls_kernel(run, first=again)
+    SCORE.calls_kernel(grading, run, first=again)
     found = why(run.recorder, label=lambda i: f"call {i + 1} of score_core")
     received = f"score_core received x as {len(reached)} dtypes ({', '.join(reached)}); "
     SCORE.compiles(
+        grading,
         ONCE,
         run.count,
         exactly=1,

@@ -24,10 +24,18 @@ import optax
 from flax import nnx
 
 from jitlab.doctor import classify
-from jitlab.grading import as_numbers, call_learner, fail, fail_unless, fresh_rng, require_cases
+from jitlab.grading import as_numbers, fail, fail_unless
 from jitlab.grading.calls import Recorder, copy_leaf, recording
 from jitlab.grading.causes import why
-from jitlab.grading.checks import JIT_OFF_HINT, JIT_ON, Hints, grader, is_jitted, passed, shorten
+from jitlab.grading.checks import (
+    JIT_OFF_HINT,
+    JIT_ON,
+    Grading,
+    Hints,
+    grader,
+    is_jitted,
+    shorten,
+)
 from jitlab.instruments.counting import ANY_FUNCTION, count_compiles
 
 # The grader's own loop over train_step, then fit, each run twice; a phase's checks end with:
@@ -162,7 +170,7 @@ def _batches(rng: np.random.Generator, size: int, features: int) -> list:
     return [(jnp.asarray(x), jnp.asarray(y)) for x, y in zip(xs, ys, strict=True)]
 
 
-def require_pytree_of_arrays(check: str, tree: Any, what: str) -> None:
+def require_pytree_of_arrays(grading: Grading, check: str, tree: Any, what: str) -> None:
     """Pass if every leaf of ``tree`` is an array and no node is a framework object."""
     flat, _ = jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda n: isinstance(n, FRAMEWORK))
     for path, leaf in flat:
@@ -176,7 +184,7 @@ def require_pytree_of_arrays(check: str, tree: Any, what: str) -> None:
                 f"{what}{jax.tree_util.keystr(path)}",
                 hint=HINTS[name],
             )
-    HINTS.require(
+    grading.require(
         check,
         bool(flat),
         expected=f"{what} holding at least one array",
@@ -186,9 +194,9 @@ def require_pytree_of_arrays(check: str, tree: Any, what: str) -> None:
     )
 
 
-def _call(checks: tuple[str, ...], fn: Any, *args: Any) -> tuple[Any, ...]:
+def _call(grading: Grading, checks: tuple[str, ...], fn: Any, *args: Any) -> tuple[Any, ...]:
     """``fn(*args)``; a crash fails checks[0], a result not the tuple checks[1] names fails it."""
-    result, names = call_learner(checks[0], fn, *args), checks[1].partition("(")[2][:-1]
+    result, names = grading.call_learner(checks[0], fn, *args), checks[1].partition("(")[2][:-1]
     sequence = isinstance(result, tuple | list)
     fail_unless(
         checks[1],
@@ -200,12 +208,16 @@ def _call(checks: tuple[str, ...], fn: Any, *args: Any) -> tuple[Any, ...]:
     return tuple(result)
 
 
-def _grader_loop(init: Any, train_step: Any, model: Any, rate: float, batches: list):
+def _grader_loop(
+    grading: Grading, init: Any, train_step: Any, model: Any, rate: float, batches: list
+):
     """Init, then train_step per batch, as fit should (call_learner's hints name static arrays)."""
-    graphdef, params, opt_state = _call(INIT, init, model, rate)
+    graphdef, params, opt_state = _call(grading, INIT, init, model, rate)
     losses = []
     for x, y in batches:
-        params, opt_state, loss = _call(STEP, train_step, graphdef, params, opt_state, x, y)
+        params, opt_state, loss = _call(
+            grading, STEP, train_step, graphdef, params, opt_state, x, y
+        )
         losses.append(np.asarray(loss))
     return np.array(losses)
 
@@ -260,12 +272,12 @@ def _require_compiled(check: str, seen: dict[str, Any], who: str, batches: list)
     )
 
 
-def _require_no_compiles(check: str, count: Any, who: str, calls: list) -> None:
+def _require_no_compiles(grading: Grading, check: str, count: Any, who: str, calls: list) -> None:
     """Nothing compiled; else what did (by name) and why train_step did (the frame's why)."""
     found = why(calls, label=lambda i: f"call {i + 1} of train_step")
     names = ", ".join(f"{name} x{n}" for name, n in count.compiled.most_common(3))
     cause = f"{shorten(found.text)} (cause: {', '.join(found.causes)})"
-    HINTS.require(
+    grading.require(
         check,
         not count.compiles,
         expected="0 compilations: a re-created model of the same size and a new learning "
@@ -276,23 +288,23 @@ def _require_no_compiles(check: str, count: Any, who: str, calls: list) -> None:
     )
 
 
-@grader("frameworks", checks=CHECKS)
-def grade(init: Any, train_step: Any, fit: Any) -> None:
+@grader("frameworks", checks=CHECKS, hints=HINTS)
+def grade(grading: Grading, init: Any, train_step: Any, fit: Any) -> None:
     """Grade the exercise: pytrees of arrays, compiled steps, numbers, and no recompilation."""
-    rng = fresh_rng()
+    rng = grading.rng
     features, hidden, size = (int(n) for n in rng.integers((3, 8, 16), (9, 25, 49)))
     bins = np.geomspace(0.02, 0.3, 10)  # 35 % apart, jittered by 5 %: rates 20 % or more apart
     rates = (rng.choice(bins, 4, replace=False) * rng.uniform(0.95, 1.05, 4)).tolist()
     seeds = rng.choice(10_000, size=4, replace=False).tolist()
 
     first = Regressor(features, hidden, rngs=nnx.Rngs(seeds[0]))
-    _, params, opt_state = _call(INIT, init, first, rates[0])
+    _, params, opt_state = _call(grading, INIT, init, first, rates[0])
     for check in INIT:
-        passed(check)
-    require_pytree_of_arrays(PARAMS_ARRAYS, params, "params")
-    require_pytree_of_arrays(OPT_STATE_ARRAYS, opt_state, "opt_state")
+        grading.passed(check)
+    require_pytree_of_arrays(grading, PARAMS_ARRAYS, params, "params")
+    require_pytree_of_arrays(grading, OPT_STATE_ARRAYS, opt_state, "opt_state")
     framework = type(train_step).__module__.startswith(("flax.", "equinox."))  # their jits
-    HINTS.require(
+    grading.require(
         STEP_JITTED,
         is_jitted(train_step) or framework and callable(getattr(train_step, "lower", None)),
         expected="train_step wrapped by jax.jit (or nnx.jit, eqx.filter_jit)",
@@ -311,19 +323,19 @@ def grade(init: Any, train_step: Any, fit: Any) -> None:
             with count_compiles(ANY_FUNCTION) as count:
                 if checks is FIT:
                     with recording(fit, train_step, lambda: count.compiles) as step:
-                        losses = call_learner(FIT_RUNS, fit, learner, rate, batches)
+                        losses = grading.call_learner(FIT_RUNS, fit, learner, rate, batches)
                 else:
                     step = Recorder(train_step, lambda: count.compiles)
-                    losses = _grader_loop(init, step, learner, rate, batches)
+                    losses = _grader_loop(grading, init, step, learner, rate, batches)
             got.append(jax.tree.map(copy_leaf, losses))  # as returned, kept
             if checks is FIT:
                 _require_fit_calls(losses, step)
             _require_compiled(checks[-3], _probed(), who, batches)
             calls += step.calls
         for check in checks[:-2]:
-            passed(check)
+            grading.passed(check)
         about = [f"run {i + 1} of {who} (learning rate {rates[r]:.4g})" for i, r in enumerate(runs)]
-        require_cases(
+        grading.require_cases(
             checks[-2], got, want, about=about.__getitem__, hint=_numbers_hint(got, want), rtol=1e-4
         )
-        _require_no_compiles(checks[-1], count, who, calls)
+        _require_no_compiles(grading, checks[-1], count, who, calls)

@@ -31,14 +31,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.grading import Hints, Recorder, call_learner, fresh_rng, grader, is_jitted, passed
+from jitlab.grading import Hints, Recorder, grader, is_jitted
 from jitlab.grading.calls import deleted_leaves, recording, same_content
 from jitlab.grading.checks import (
+    Grading,
     GradingFailure,
     as_numbers,
     fail_unless,
     lost_digits,
-    require_close,
     shorten,
 )
 from jitlab.grading.kernel import DONATED, FROM_KERNEL, JIT_ON, JITTED, KernelExercise, same_value
@@ -157,7 +157,9 @@ def _snapshot(tree: Any) -> Any:
     return jax.tree.map(np.array, tree)
 
 
-def _require_kept(params: dict, batches: list, before: tuple[Any, Any], number: int) -> None:
+def _require_kept(
+    grading: Grading, params: dict, batches: list, before: tuple[Any, Any], number: int
+) -> None:
     """The caller's params and batch list hold what they held before fit number ``number``."""
     seen = ""
     gone = deleted_leaves(params, "params") + deleted_leaves(batches, "batches")
@@ -172,7 +174,7 @@ def _require_kept(params: dict, batches: list, before: tuple[Any, Any], number: 
         seen = "the params dict was changed in place"
     expected = f"the caller's batches and params as they were, after fit number {number}"
     hint = DONATED if gone else HINTS[FIT_KEEPS]
-    HINTS.require(FIT_KEEPS, not seen, expected, seen, hint)
+    grading.require(FIT_KEEPS, not seen, expected, seen, hint)
 
 
 def _threading(proxy: Recorder, params: dict, batches: list, weight_decay: float) -> str:
@@ -195,10 +197,10 @@ def _threading(proxy: Recorder, params: dict, batches: list, weight_decay: float
     return ""
 
 
-@grader("functions_as_arguments", checks=tuple(CHECKS))
-def grade(sgd_step: Any, fit: Any) -> None:
+@grader("functions_as_arguments", checks=tuple(CHECKS), hints=HINTS)
+def grade(grading: Grading, sgd_step: Any, fit: Any) -> None:
     """Grade sgd_step against a NumPy reference, its calls in fit, and a sweep's compiles."""
-    rng = fresh_rng()
+    rng = grading.rng
     features, size = int(rng.integers(3, 9)), int(rng.integers(16, 49))
     bins = np.geomspace(0.01, 0.5, 10)  # seven decays, each ~25% from the others
     decays = [float(v) for v in rng.choice(bins, size=7, replace=False) * rng.uniform(0.9, 1.1, 7)]
@@ -206,22 +208,24 @@ def grade(sgd_step: Any, fit: Any) -> None:
     params, w0, b0, [(x, y)] = _problem(rng, 1, size, features)
     want = [_reference_step(w0, b0, x, y, wd) for wd in decays[:3]]  # a row per decay
     x, y = jnp.asarray(x), jnp.asarray(y)
-    call_learner(STEP_RUNS, sgd_step, params, x, y, decays[0])  # a stub says so first
-    FIT.jitted(sgd_step)
+    grading.call_learner(STEP_RUNS, sgd_step, params, x, y, decays[0])  # a stub says so first
+    FIT.jitted(grading, sgd_step)
     sgd_step.clear_cache()
     with count_compiles(sgd_step) as step_count:
-        steps = [call_learner(STEP_RUNS, sgd_step, params, x, y, wd) for wd in decays[:3]]
-    passed(STEP_RUNS)
+        steps = [grading.call_learner(STEP_RUNS, sgd_step, params, x, y, wd) for wd in decays[:3]]
+    grading.passed(STEP_RUNS)
     got = [_pair(STEP_PAIR, result, "(new_params, loss)") for result in steps]
-    passed(STEP_PAIR)
+    grading.passed(STEP_PAIR)
     for i, check in enumerate(STEP_NUMBERS):
         hint = _decay_hint(w0, b0, x, y, decays[:3], [g[1] for g in got]) if i == 1 else ""
-        require_close(
+        grading.require_close(
             check, [g[i] for g in got], [r[i] for r in want], rtol=1e-4, hint=hint or NUMBERS
         )
     what = "compilation(s) of sgd_step for 3 calls with 3 weight_decay values"
     cause = "only weight_decay changed"
-    FIT.compiles(STEP_ONCE, step_count, exactly=1, what=what, hint=HINTS[STEP_ONCE], cause=cause)
+    FIT.compiles(
+        grading, STEP_ONCE, step_count, exactly=1, what=what, hint=HINTS[STEP_ONCE], cause=cause
+    )
 
     if fit_jitted := is_jitted(fit):
         fit.clear_cache()
@@ -239,12 +243,12 @@ def grade(sgd_step: Any, fit: Any) -> None:
         previous, before = batches, _snapshot((params, batches))
         with count_compiles(ANY_FUNCTION) as everything, recording(fit, sgd_step) as proxy:
             try:
-                result = call_learner(FIT_RUNS, fit, params, batches, wd)
+                result = grading.call_learner(FIT_RUNS, fit, params, batches, wd)
             except GradingFailure:
-                _require_kept(params, batches, before, number)  # the likelier cause, named
+                _require_kept(grading, params, batches, before, number)  # the likelier cause, named
                 raise
-        passed(FIT_RUNS)
-        _require_kept(params, batches, before, number)
+        grading.passed(FIT_RUNS)
+        _require_kept(grading, params, batches, before, number)
         params, batches = jax.tree.map(jnp.asarray, before)  # the grader's own, from here
         if number > 1:  # one fit at a time, so a wrong answer fails after one fit, not three
             what = f"compilation(s) in fit number {number} (new data and weight_decay, same shapes)"
@@ -252,7 +256,9 @@ def grade(sgd_step: Any, fit: Any) -> None:
             converted = bool(names) and all("convert_element_type" in n for n in names)
             hint = HINTS["converted" if converted else FIT_NOTHING]
             cause = f"compiled: {', '.join(names)}" if names else ""
-            FIT.compiles(FIT_NOTHING, everything, exactly=0, what=what, hint=hint, cause=cause)
+            FIT.compiles(
+                grading, FIT_NOTHING, everything, exactly=0, what=what, hint=hint, cause=cause
+            )
         got = _pair(FIT_PAIR, result, "(params, losses)")
         losses = got[0]
         array = isinstance(losses, np.ndarray | jnp.ndarray) and np.shape(losses) == (N_BATCHES,)
@@ -261,9 +267,9 @@ def grade(sgd_step: Any, fit: Any) -> None:
         fail_unless(
             FIT_PAIR, array, expected=f"losses a 1-D array of {N_BATCHES}", seen=seen, hint=hint
         )
-        passed(FIT_PAIR)
+        grading.passed(FIT_PAIR)
 
-        FIT.jit_on(proxy)
+        FIT.jit_on(grading, proxy)
         calls, traced = proxy.calls, proxy.traced
         seen = f"{len(calls)} call(s) of sgd_step" + bool(traced) * (
             f", and {len(traced)} while {traced[0].within if traced else ''} inside fit traced "
@@ -274,16 +280,16 @@ def grade(sgd_step: Any, fit: Any) -> None:
             ok = bool(traced) and not calls or number > 1 and not calls
             expected = f"{N_BATCHES} calls of sgd_step, or sgd_step traced into fit's program "
             expected += "(a lax.scan, say), every fit the same way"
-            HINTS.require(FIT_CALLS, ok, expected, seen)
-            passed(FIT_THREADS)
-            passed(FIT_FROM_STEP)
+            grading.require(FIT_CALLS, ok, expected, seen)
+            grading.passed(FIT_THREADS)
+            grading.passed(FIT_FROM_STEP)
         else:
             expected = f"{N_BATCHES} calls of sgd_step (one per batch) in fit number {number}"
-            HINTS.require(FIT_CALLS, len(calls) == N_BATCHES and not traced, expected, seen)
+            grading.require(FIT_CALLS, len(calls) == N_BATCHES and not traced, expected, seen)
             seen = _threading(proxy, params, batches, wd)
             expected = f"each call {FIT.call}: the params from the call before (or fit's "
             expected += f"params), its batch, and weight_decay={wd}"
-            HINTS.require(FIT_THREADS, not seen, expected, seen)
+            grading.require(FIT_THREADS, not seen, expected, seen)
             outs = [call.out for call in calls]
             last = outs[-1][0]
             returned = np.stack([np.asarray(o[1]) for o in outs]), last["w"], last["b"]
@@ -297,8 +303,8 @@ def grade(sgd_step: Any, fit: Any) -> None:
             if not ok and narrowed and lost_digits(mine, returned, rtol=1e-2):
                 seen += f", to about three digits ({', '.join(narrowed)})"
                 hint = "return sgd_step's outputs as they are: no cast to a narrower dtype"
-                HINTS.require(FIT_FROM_STEP, ok, expected, seen, hint)
-            HINTS.require(FIT_FROM_STEP, ok, expected, seen)
+                grading.require(FIT_FROM_STEP, ok, expected, seen, hint)
+            grading.require(FIT_FROM_STEP, ok, expected, seen)
         about = f"fit number {number} (weight_decay={wd:.2e}, its own batches)"
         for i, check in enumerate(FIT_NUMBERS if number == 1 else (FIT_STAYS,) * 3):
-            require_close(check, got[i], want[i], rtol=1e-4, about=about, hint=HINTS[check])
+            grading.require_close(check, got[i], want[i], rtol=1e-4, about=about, hint=HINTS[check])

@@ -39,13 +39,12 @@ from jitlab.grading import (
     JIT_ON,
     GradingFailure,
     Hints,
-    call_learner,
     fail,
     grader,
     is_jitted,
 )
 from jitlab.grading.causes import Called, why
-from jitlab.grading.checks import fresh_rng, passed, require_close, require_jit_on, shorten
+from jitlab.grading.checks import Grading, grader_title, shorten
 from jitlab.instruments import multiprocess
 from jitlab.instruments.counting import CounterLost, count_compiles
 from jitlab.instruments.timing import print_table
@@ -106,7 +105,6 @@ MISTAKES = {  # the hints of mistakes that the checks tell apart
         select with jnp.where before any arithmetic""",
 }
 HINTS = Hints(CHECKS, MISTAKES)
-_check = HINTS.require
 
 
 def learner_source(*functions: Callable[..., Any]) -> str:
@@ -203,10 +201,12 @@ def _everyone(failure: GradingFailure | None, *texts: str) -> list[bool]:
     return [bool(same[8 * i : 8 * i + 8].all()) for i in range(len(texts))]
 
 
-def _attempt(check: str, at: str, fn: Callable[..., Any], *args: Any) -> tuple[Any, Any]:
+def _attempt(
+    grading: Grading, check: str, at: str, fn: Callable[..., Any], *args: Any
+) -> tuple[Any, Any]:
     """``(fn(*args), None)``, or ``(None, its failure)`` saying where, in this exercise's words."""
     try:
-        return call_learner(check, fn, *args, lesson="processes"), None
+        return grading.call_learner(check, fn, *args, lesson="processes"), None
     except GradingFailure as failure:
         err, hint = failure.__cause__, failure.hint
         if check == CELL_RUNS or isinstance(err, NameError):
@@ -217,11 +217,11 @@ def _attempt(check: str, at: str, fn: Callable[..., Any], *args: Any) -> tuple[A
         return None, GradingFailure(check, expected=failure.expected, seen=seen, hint=hint)
 
 
-def _jit_failure(moment: str, canary: bool = True) -> GradingFailure | None:
+def _jit_failure(grading: Grading, moment: str, canary: bool = True) -> GradingFailure | None:
     """Jit off (or, with ``canary``, the counter deaf) here, as ``@grader`` would see it."""
     try:
         if canary or jax.config.jax_disable_jit:
-            require_jit_on(moment)
+            grading.require_jit_on(moment)
     except GradingFailure as failure:
         return failure
     return None
@@ -249,7 +249,8 @@ def stream(worker: multiprocess.Worker) -> None:
     """The worker's side of grading: judge this process's stream, and hand the first
     failure to the notebook as a ``verdict`` record."""
     try:
-        return _judge(worker, Plan(**worker.options["plan"]))  # its lengths as JSON lists
+        grading = Grading(grader_title("processes"), (JIT_ON, *CHECKS), "processes", HINTS)
+        return _judge(grading, worker, Plan(**worker.options["plan"]))  # its lengths as JSON lists
     except _Stopped:
         return None
     except CounterLost as lost:
@@ -260,11 +261,13 @@ def stream(worker: multiprocess.Worker) -> None:
     worker.emit("verdict", **vars(failure))  # its check, expected, seen and hint
 
 
-def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
+def _judge(grading: Grading, worker: multiprocess.Worker, plan: Plan) -> None:
     """Every step of this process's stream, checked as it runs; then its compiles, numbers."""
     exec(multiprocess.PRELUDE, ns := {})  # the names the cell starts with, as the exercise says
-    cell, failure = _attempt(CELL_RUNS, "at import", runpy.run_path, worker.options["learner"], ns)
-    _everyone(failure or _jit_failure("in the worker, after your cell ran"))
+    cell, failure = _attempt(
+        grading, CELL_RUNS, "at import", runpy.run_path, worker.options["learner"], ns
+    )
+    _everyone(failure or _jit_failure(grading, "in the worker, after your cell ran"))
     make_global_batch, train_step = cell["make_global_batch"], cell["train_step"]
     mesh = jax.make_mesh((jax.device_count(),), ("data",), axis_types=(AxisType.Auto,))
     w = jax.device_put(np.zeros(plan.features, np.float32), NamedSharding(mesh, P()))
@@ -272,24 +275,32 @@ def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
     with count_compiles(train_step) as count:
         for step in range(STEPS):
             at, x_y = f"at step {step}", plan.local(worker.process_id, step)
-            batch, failure = _attempt(BATCH_RUNS, at, make_global_batch, *x_y, mesh, plan.max_rows)
+            batch, failure = _attempt(
+                grading, BATCH_RUNS, at, make_global_batch, *x_y, mesh, plan.max_rows
+            )
             leaves, tree = jax.tree.flatten(batch)
             leaves = "; ".join(map(_leaf, leaves))
-            off = _jit_failure(f"{at}, when train_step was about to run", canary=False)
+            off = _jit_failure(grading, f"{at}, when train_step was about to run", canary=False)
             same = _everyone(off or failure, str(tree), leaves)  # the tree holds static values
             seen = shorten(leaves + ("" if same[0] else f" ({tree})"), 150)
             static = any(isinstance(v, int | float) for v in jax.tree.leaves(batch))
             hint = HINTS["python number"] if static else ""  # a static leaf: its value differs
-            _check(SAME_BATCH, all(same), f"the same shapes on every process {at}", seen, hint)
+            grading.require(
+                SAME_BATCH, all(same), f"the same shapes on every process {at}", seen, hint
+            )
             args, before = (w, batch, plan.lr), count.compiles
             if step == 0 and hasattr(train_step, "lower"):
                 lower = functools.update_wrapper(functools.partial(train_step.lower), train_step)
-                lowered, failure = _attempt(STEP_RUNS, at, lower, *args)  # a stub names train_step
+                lowered, failure = _attempt(
+                    grading, STEP_RUNS, at, lower, *args
+                )  # a stub names train_step
                 text = lowered.as_text() if lowered else ""
                 program = hashlib.sha256(text.encode()).hexdigest()[:12]
                 same = _everyone(failure, program)[0]
-                _check(SAME_PROGRAM, same, "one program fingerprint on every process", program)
-            out, failure = _attempt(STEP_RUNS, at, train_step, *args)
+                grading.require(
+                    SAME_PROGRAM, same, "one program fingerprint on every process", program
+                )
+            out, failure = _attempt(grading, STEP_RUNS, at, train_step, *args)
             if failure or not (isinstance(out, tuple | list) and len(out) == 2):
                 seen, hint = f"{type(out).__name__} ({at})", HINTS[STEP_RUNS]
                 raise failure or fail(STEP_RUNS, expected="(new_w, loss)", seen=seen, hint=hint)
@@ -300,17 +311,17 @@ def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
             results.append((float(np.mean(_to_host(loss))), _to_host(w), on_mesh, type(w)))
             worker.emit("step", step=step, batch=leaves, loss=results[-1][0])
     worker.emit("compiles", compiles=count.compiles)
-    _everyone(_jit_failure("in the worker, after the last step"))
+    _everyone(_jit_failure(grading, "in the worker, after the last step"))
     found = why(calls, train_step, label=lambda i: f"step {i}")
     batches = f"; {len(shapes)} different global batches" * (classify.SHAPE in found.causes)
     hint = HINTS["never" if count.compiles == 0 else classify.SHAPE if batches else ONCE]
     cause = f"; {shorten(found.text, 150)}" if found else ""
     seen = f"{count.compiles} compilations{batches}{cause}"
     expected = f"exactly 1 compilation on each process for {STEPS} ragged steps"
-    _check(ONCE, count.compiles == 1, expected, seen, hint)
+    grading.require(ONCE, count.compiles == 1, expected, seen, hint)
     types = ", ".join(sorted({kind.__name__ for *_, kind in results}))
     expected = "train_step to return the new weights as a jax.Array on the mesh"
-    _check(GLOBAL_W, all(on_mesh for *_, on_mesh, _ in results), expected, types)
+    grading.require(GLOBAL_W, all(on_mesh for *_, on_mesh, _ in results), expected, types)
     losses, weights, late = plan.reference()
     one_more = plan.reference(extra=1)[0]  # a mask that lets one padding row in
     w_names = [f"new_w[{i}]" for i in range(plan.features)]
@@ -326,7 +337,9 @@ def _judge(worker: multiprocess.Worker, plan: Plan) -> None:
         longer = np.isclose(loss, one_more[step], **TOLERANCE) and one_more[step] != losses[step]
         hint = HINTS["one row too many"] if longer and not np.isclose(loss, losses[step]) else hint
         for got, want, names in ((loss, losses[step], ["loss"]), (w, weights[step], w_names)):
-            require_close(NUMBERS, got, want, **TOLERANCE, about=about, names=names, hint=hint)
+            grading.require_close(
+                NUMBERS, got, want, **TOLERANCE, about=about, names=names, hint=hint
+            )
     worker.emit("judged")  # every check passed here: silence is never a pass
 
 
@@ -346,7 +359,7 @@ def launch(make_global_batch: Callable, train_step: Callable, plan: Plan) -> mul
             raise fail(STARTED, expected=expected, seen=str(err), hint=HINTS[STARTED]) from err
 
 
-def _relay(run: multiprocess.Run, *checks: str) -> None:
+def _relay(grading: Grading, run: multiprocess.Run, *checks: str) -> None:
     """Pass ``checks``, or fail the first one a worker failed, in each process's words."""
     verdicts = [(str(w.process_id), r) for w in run.workers for r in w.of("verdict")]
     for check in checks:
@@ -356,7 +369,7 @@ def _relay(run: multiprocess.Run, *checks: str) -> None:
             f"process{'es' * (len(p) > 1)} {' and '.join(p)}: {s}" for s, p in who.items()
         )
         first = next(iter(said.values()), {"expected": "", "hint": ""})
-        _check(check, not said, first["expected"], seen, first["hint"])
+        grading.require(check, not said, first["expected"], seen, first["hint"])
 
 
 def _names_disable_jit(code: Any) -> bool:
@@ -365,21 +378,23 @@ def _names_disable_jit(code: Any) -> bool:
     return found or any(_names_disable_jit(c) for c in code.co_consts if inspect.iscode(c))
 
 
-@grader("processes", checks=CHECKS)
-def grade(make_global_batch: Callable[..., Any], train_step: Callable[..., Any]) -> None:
+@grader("processes", checks=CHECKS, hints=HINTS)
+def grade(
+    grading: Grading, make_global_batch: Callable[..., Any], train_step: Callable[..., Any]
+) -> None:
     """Grade the exercise on two processes, one CPU device each."""
     both, kind = callable(make_global_batch) and callable(train_step), type(train_step).__name__
-    _check(FUNCTIONS, both, "two functions", f"{type(make_global_batch).__name__}, {kind}")
+    grading.require(FUNCTIONS, both, "two functions", f"{type(make_global_batch).__name__}, {kind}")
     code = getattr(inspect.unwrap(train_step), "__code__", None)
     off = not is_jitted(train_step) and code is not None and _names_disable_jit(code)
     seen = f"{kind} {getattr(train_step, '__name__', '')}, whose code calls jax.disable_jit: "
     seen += "it switches jit off and runs the step op by op"
-    _check(JIT_ON, not off, "train_step compiled by jax.jit, with jit switched on", seen)
-    _check(JITTED, is_jitted(train_step), "a function wrapped by jax.jit", kind)
-    run = launch(make_global_batch, train_step, Plan.draw(fresh_rng()))
-    passed(SOURCE)
-    passed(STARTED)
-    _relay(run, JIT_ON, CELL_RUNS, BATCH_RUNS, STEP_RUNS, SAME_BATCH, SAME_PROGRAM)
+    grading.require(JIT_ON, not off, "train_step compiled by jax.jit, with jit switched on", seen)
+    grading.require(JITTED, is_jitted(train_step), "a function wrapped by jax.jit", kind)
+    run = launch(make_global_batch, train_step, Plan.draw(grading.rng))
+    grading.passed(SOURCE)
+    grading.passed(STARTED)
+    _relay(grading, run, JIT_ON, CELL_RUNS, BATCH_RUNS, STEP_RUNS, SAME_BATCH, SAME_PROGRAM)
     states = "; ".join(f"process {w.process_id}: {w.status()}" for w in run.workers)
     stopped = f" ({run.stopped} after {run.quiet_seconds:.0f} s)" if run.stopped else ""
     said = any(w.of("verdict") for w in run.workers)  # a failure stops the others quietly
@@ -389,14 +404,14 @@ def grade(make_global_batch: Callable[..., Any], train_step: Callable[..., Any])
         states = f"process {' and '.join(silent)} ended without reporting its checks"
     else:
         expected = "both processes exit normally"
-    _check(FINISHED, run.ok and not silent, expected, states + stopped)
-    _relay(run, ONCE, GLOBAL_W, NUMBERS)
+    grading.require(FINISHED, run.ok and not silent, expected, states + stopped)
+    _relay(grading, run, ONCE, GLOBAL_W, NUMBERS)
 
 
 def show(make_global_batch: Callable[..., Any], train_step: Callable[..., Any]) -> None:
     """Run the learner's functions on two processes as the grader does, and print what
     each process built, compiled and computed, without judging."""
-    plan = Plan.draw(fresh_rng())
+    plan = Plan.draw(np.random.default_rng())
     run = launch(make_global_batch, train_step, plan)
     print(f"max_rows {plan.max_rows}; real rows at each step, per process: {plan.lengths}")
     keys = ("process_id", "step", "batch", "loss")

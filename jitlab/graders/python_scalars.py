@@ -30,9 +30,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.grading import Call, Hints, call_learner, fail_unless, fresh_rng, grader, why
+from jitlab.grading import Call, Hints, fail_unless, grader, why
 from jitlab.grading.calls import deleted_leaves, same_content, type_changes, type_text
-from jitlab.grading.checks import GradingFailure, lost_digits, passed, require_close, shorten
+from jitlab.grading.checks import (
+    Grading,
+    GradingFailure,
+    lost_digits,
+    shorten,
+)
 from jitlab.grading.kernel import DONATED, JIT_ON, JITTED, UNCHANGED, KernelExercise
 from jitlab.instruments.signature import KEYWORD, STATIC
 
@@ -115,7 +120,9 @@ def _reference_step(state: dict[str, Any], batch: tuple[Any, Any], lr: float) ->
     return {"params": {"w": w, "b": np.float64(b)}, "avg_loss": np.float64(average)}
 
 
-def _require_state(check: str, got: Any, want: Any, who: str, tolerance: float = 1e-4) -> None:
+def _require_state(
+    grading: Grading, check: str, got: Any, want: Any, who: str, tolerance: float = 1e-4
+) -> None:
     """``got`` is a state like ``want``, entry by entry; a failure names the entries that differ."""
     p, average = (got.get("params"), got.get("avg_loss")) if isinstance(got, dict) else ({}, None)
     fail_unless(
@@ -134,7 +141,7 @@ def _require_state(check: str, got: Any, want: Any, who: str, tolerance: float =
     # Within a few times float32's tolerance: the formula is right and digits were lost
     # on the way (lr in bfloat16), whichever entry crossed the line first.
     near = lost_digits([mine], [theirs])
-    require_close(
+    grading.require_close(
         check, mine, theirs, rtol=tolerance, atol=tolerance * 0.1, names=names,
         whose=f"{who}'s state", hint=lambda wrong: HINTS[
             "avg_loss" if wrong == ["avg_loss"] and check != INIT and not near else check],
@@ -147,7 +154,7 @@ def _fresh(tree: Any) -> Any:
     return jax.tree.map(lambda a: a.copy() if isinstance(a, jax.Array) else a, tree)
 
 
-def _require_kept(params: Any, batches: Any, mine: Any) -> None:
+def _require_kept(grading: Grading, params: Any, batches: Any, mine: Any) -> None:
     """The caller's params and batches still hold what they held (``mine``): a donated
     argument deletes them, an assignment into them changes them."""
     gone = deleted_leaves(params, "params") + deleted_leaves(batches, "batches")
@@ -156,7 +163,7 @@ def _require_kept(params: Any, batches: Any, mine: Any) -> None:
     if not gone and not same_content((params, batches), mine):
         seen = "train changed the caller's params or batches in place"
     kept = not gone and same_content((params, batches), mine)
-    TRAIN.require(UNCHANGED, kept, expected=expected, seen=seen, hint=DONATED * bool(gone))
+    TRAIN.require(grading, UNCHANGED, kept, expected=expected, seen=seen, hint=DONATED * bool(gone))
 
 
 def _state_differs(second: Any, first: Any) -> str:
@@ -177,32 +184,35 @@ def _kind(difference: Any) -> str:
     return next((k for k in ("state", "lr") if difference.where.startswith(k)), "other")
 
 
-@grader("python_scalars", checks=CHECKS)
+@grader("python_scalars", checks=CHECKS, hints=HINTS)
 def grade(
-    init: Callable[..., Any], sgd_step: Callable[..., Any], train: Callable[..., Any]
+    grading: Grading,
+    init: Callable[..., Any],
+    sgd_step: Callable[..., Any],
+    train: Callable[..., Any],
 ) -> None:
     """Grade ``init``, ``sgd_step`` and ``train`` on a fresh problem and schedule."""
-    rng = fresh_rng()
+    rng = grading.rng
     params, batches, lrs = _make_problem(rng)
     mine = jax.tree.map(np.array, (params, batches))  # for the references: never donated
-    TRAIN.jitted(sgd_step)
+    TRAIN.jitted(grading, sgd_step)
 
     lr = float(rng.uniform(0.01, 0.15))
     state = {"params": mine[0], "avg_loss": np.float32(rng.uniform(0.5, 2.0))}
     want = _reference_step(state, mine[1][0], lr)
-    one = call_learner(ONE_STEP, sgd_step, _fresh(state), _fresh(batches[0]), lr)
-    _require_state(ONE_STEP, one, want, "sgd_step")
+    one = grading.call_learner(ONE_STEP, sgd_step, _fresh(state), _fresh(batches[0]), lr)
+    _require_state(grading, ONE_STEP, one, want, "sgd_step")
 
-    start = call_learner(INIT, init, _fresh(params))
-    _require_state(INIT, start, {"params": mine[0], "avg_loss": 0.0}, "init", tolerance=0)
+    start = grading.call_learner(INIT, init, _fresh(params))
+    _require_state(grading, INIT, start, {"params": mine[0], "avg_loss": 0.0}, "init", tolerance=0)
     before = _fresh(start)  # sgd_step may donate what it is given
-    stepped = call_learner(SAME_TYPES, sgd_step, start, _fresh(batches[1]), lr)
+    stepped = grading.call_learner(SAME_TYPES, sgd_step, start, _fresh(batches[1]), lr)
     labels = ("from init", "after one step")
     text = "; ".join(type_changes(before, stepped, name="state", labels=labels, limit=4))
     missing = any(key in text for key in ("None", ": absent ", ": present ", "containers"))
     expected = "jax.tree.map(jax.typeof, state) the same before and after one step"
     hint = HINTS["missing"] if missing else HINTS["weak init"] if "~" in text else ""
-    HINTS.require(SAME_TYPES, not text, expected, text, hint)
+    grading.require(SAME_TYPES, not text, expected, text, hint)
 
     def schedule(step: int) -> Any:
         expected = f"schedule(step) for each step from 0 to {len(lrs) - 1}"
@@ -212,23 +222,23 @@ def grade(
 
     twice = [((params, batches, schedule), {})] * 2  # the same start: nothing carried over
     try:
-        run = TRAIN.run(train, sgd_step, twice, check=RUNS)
+        run = TRAIN.run(grading, train, sgd_step, twice, check=RUNS)
     except GradingFailure:
-        _require_kept(params, batches, mine)  # a donated argument: named as such
+        _require_kept(grading, params, batches, mine)  # a donated argument: named as such
         raise
-    _require_kept(params, batches, mine)
-    passed(RUNS)
+    _require_kept(grading, params, batches, mine)
+    grading.passed(RUNS)
     final, calls = run.outputs[0], run.calls[0]
-    TRAIN.jit_on(run.recorder)
-    _require_every_batch(calls, before, mine[1], run)
+    TRAIN.jit_on(grading, run.recorder)
+    _require_every_batch(grading, calls, before, mine[1], run)
     expected = "train to return the state the last sgd_step call returned"
     seen = "train's result differs from the output of its last sgd_step call"
-    HINTS.require(FROM_STEP, same_content(final, calls[-1].returned()), expected, seen)
-    TRAIN.unchanged(run, what=lambda i: "params or batches")
+    grading.require(FROM_STEP, same_content(final, calls[-1].returned()), expected, seen)
+    TRAIN.unchanged(grading, run, what=lambda i: "params or batches")
     reference = {"params": mine[0], "avg_loss": 0.0}
     for batch, value in zip(mine[1], lrs, strict=True):
         reference = _reference_step(reference, batch, float(value))
-    _require_state(NUMBERS, final, reference, "train")
+    _require_state(grading, NUMBERS, final, reference, "train")
     again = _state_differs(run.outputs[1], final)
     fail_unless(NUMBERS, not again, expected="the same final state from the same start twice",
                 seen=f"the second call of train ended with other numbers ({again})",
@@ -238,10 +248,12 @@ def grade(
     hint = found.hint_for(HINTS, HINTS["other"], most=1, kind=_kind)
     hint = hint.format(avals=f"{len(avals)} abstract values ({', '.join(avals)})")
     what = f"compilations of sgd_step over {STEPS} steps"
-    TRAIN.compiles(ONCE, run.count, exactly=1, what=what, hint=hint, cause=found.text)
+    TRAIN.compiles(grading, ONCE, run.count, exactly=1, what=what, hint=hint, cause=found.text)
 
 
-def _require_every_batch(calls: list[Call], start: Any, batches: list, run: Any) -> None:
+def _require_every_batch(
+    grading: Grading, calls: list[Call], start: Any, batches: list, run: Any
+) -> None:
     """One call per batch, in order and uncast, each from the state the previous call returned."""
     hint = HINTS[EVERY_BATCH]
     if not calls and run.recorder.traced:
@@ -264,4 +276,4 @@ def _require_every_batch(calls: list[Call], start: Any, batches: list, run: Any)
         ):  # fmt: skip
             fail_unless(EVERY_BATCH, not wrong, expected=f"call {i + 1} with {expected}",
                         seen=f"call {i + 1} got {seen}", hint=HINTS[kind])  # fmt: skip
-    passed(EVERY_BATCH)
+    grading.passed(EVERY_BATCH)

@@ -23,8 +23,8 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.grading import Hints, fresh_rng, grader, passed, why
-from jitlab.grading.checks import LOST_DIGITS, lost_digits
+from jitlab.grading import Hints, grader, why
+from jitlab.grading.checks import LOST_DIGITS, Grading, lost_digits
 from jitlab.grading.kernel import JIT_ON, JITTED, PLAIN, UNCHANGED, KernelExercise
 from jitlab.instruments import signature as sig
 
@@ -117,12 +117,12 @@ def _kind(d: sig.Difference) -> str:
     return "containers"
 
 
-@grader("pytree_structure", checks=CHECKS)
-def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
+@grader("pytree_structure", checks=CHECKS, hints=HINTS)
+def grade(grading: Grading, loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
     """Grade the exercise: numbers right for every kind of batch, one compilation."""
-    rng = fresh_rng()
-    LOSS.jitted(batch_loss)
-    LOSS.plain(loss)
+    rng = grading.rng
+    LOSS.jitted(grading, batch_loss)
+    LOSS.plain(grading, loss)
     n, f = int(rng.integers(16, 65)), int(rng.integers(4, 10))
     params = {"w": jnp.asarray(rng.normal(size=f), jnp.float32), "b": jnp.float32(rng.normal())}
     plan = [(kind, style) for kind in KINDS for style in STYLES]
@@ -145,18 +145,18 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
             yield STYLES[style](params, batch)
 
     about = lambda i: f"a batch with {plan[i][0]}, called as {plan[i][1]}"  # noqa: E731
-    run = LOSS.run(loss, batch_loss, arguments(), check=RUNS, refills=True, about=about)
-    passed(RUNS)
-    LOSS.jit_on(run.recorder)
+    run = LOSS.run(grading, loss, batch_loss, arguments(), check=RUNS, refills=True, about=about)
+    grading.passed(RUNS)
+    LOSS.jit_on(grading, run.recorder)
     counts, never = sorted({len(made) for made in run.calls}), sum(not m for m in run.calls)
     seen = f"{len(run.kernel_calls)} call(s) of batch_loss in all, per call of loss: {counts}"
     seen += f"; {never} of {len(plan)} calls of loss never called batch_loss" * bool(never)
     hint = HINTS["traced" if never and run.recorder.traced else ONE_CALL]
     expected = f"1 call of batch_loss for each of the {len(plan)} calls of loss"
-    HINTS.require(ONE_CALL, counts == [1], expected, seen, hint)
-    LOSS.unchanged(run, what=lambda i: f"a batch of kind {plan[i][0]}")
+    grading.require(ONE_CALL, counts == [1], expected, seen, hint)
+    LOSS.unchanged(grading, run, what=lambda i: f"a batch of kind {plan[i][0]}")
     shapes = ", ".join(sorted({str(np.shape(out)) for out in run.outputs}))
-    HINTS.require(SCALAR, shapes == "()", "a scalar (shape ()) for each call", f"shape {shapes}")
+    grading.require(SCALAR, shapes == "()", "a scalar (shape ()) for each call", f"shape {shapes}")
     got = np.array([float(np.asarray(out)) for out in run.outputs])
     wrong = list(np.flatnonzero(~np.isclose(got, wanted, rtol=1e-4)))
     i, kinds = (wrong or [0])[0], ", ".join(sorted({plan[j][0] for j in wrong}))
@@ -167,8 +167,8 @@ def grade(loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
     hint = hint or (HINTS["ones"] if unweighted else "")
     near = wrong and lost_digits(got[wrong], np.take(wanted, wrong))
     hint = hint or (LOST_DIGITS if near else "")
-    HINTS.require(NUMBERS, not wrong, f"{wanted[i]:.6g} (the reference) for {first}", seen, hint)
+    grading.require(NUMBERS, not wrong, f"{wanted[i]:.6g} (the reference) for {first}", seen, hint)
     found = why(run.recorder)
     hint = found.hint_for(HINTS, HINTS[ONCE], kind=_kind)
     what = f"compilations of batch_loss for {len(plan)} batches"
-    LOSS.compiles(ONCE, run.count, exactly=1, what=what, hint=hint, cause=found.text)
+    LOSS.compiles(grading, ONCE, run.count, exactly=1, what=what, hint=hint, cause=found.text)

@@ -37,15 +37,13 @@ import numpy as np
 from jitlab.grading import (
     GradingFailure,
     Recorder,
-    call_learner,
     fail_unless,
-    fresh_rng,
     grader,
-    passed,
     why,
 )
 from jitlab.grading import checks as c
 from jitlab.grading import kernel as k
+from jitlab.grading.checks import Grading
 from jitlab.instruments import signature as sig
 from jitlab.instruments.counting import count_compiles
 
@@ -92,7 +90,7 @@ def _padded_sizes(run: k.Run) -> list[int | None]:
     return sizes
 
 
-def require_padded(sizes: dict[int, int], lengths: list[int], run: k.Run) -> None:
+def require_padded(grading: Grading, sizes: dict[int, int], lengths: list[int], run: k.Run) -> None:
     """Every call of rms padded x to exactly bucket_size(len(x)), whatever the compile count:
     padding every x to the largest bucket compiles once, and still breaks the contract."""
     got = _padded_sizes(run)
@@ -106,7 +104,7 @@ def require_padded(sizes: dict[int, int], lengths: list[int], run: k.Run) -> Non
             f"every x was padded to {max(sizes.values())}, the largest bucket: that compiles "
             "once, but every short x pays for the longest; " + hint
         )
-    c.require(
+    grading.require(
         PADS,
         not wrong,
         expected=f"padded_rms given an array of bucket_size({m}) = {sizes[m]} for x of length {m}",
@@ -123,17 +121,19 @@ def _cause(run: k.Run) -> tuple[str, str]:
 
 
 @grader("shapes", part="one compilation per bucket", checks=CHECKS)
-def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[..., Any]) -> None:
+def grade(
+    grading: Grading, bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[..., Any]
+) -> None:
     """Grade part 1 of the exercise: ``bucket_size``, ``padded_rms`` and ``rms``."""
-    rng = fresh_rng()
-    RMS.jitted(padded_rms)
-    RMS.plain(rms, seen="rms is wrapped by jax.jit: it compiles once per input length")
-    sizes = c.require_buckets(bucket_size, up_to=MAX_LENGTH, most=MOST_BUCKETS)
+    rng = grading.rng
+    RMS.jitted(grading, padded_rms)
+    RMS.plain(grading, rms, seen="rms is wrapped by jax.jit: it compiles once per input length")
+    sizes = grading.require_buckets(bucket_size, up_to=MAX_LENGTH, most=MOST_BUCKETS)
 
     # Garbage past n must not change the answer; a full bucket has no padding at all.
     n = int(rng.choice([m for m in range(5, 60) if sizes[m] > m]))
     full = int(rng.choice([m for m in range(2, MAX_LENGTH + 1) if sizes[m] == m] or [n]))
-    RMS.no_callbacks(padded_rms, np.ones(sizes[n], np.float32), 1)
+    RMS.no_callbacks(grading, padded_rms, np.ones(sizes[n], np.float32), 1)
     non_finite = rng.choice(np.array([np.inf, -np.inf, np.nan], np.float32), size=sizes[n] - n)
     cases = [(n, rng.uniform(100, 1000, size=sizes[n] - n), "large values")]
     cases += [(n, non_finite, "inf and nan"), (full, np.zeros(0), "no padding")]
@@ -141,11 +141,11 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
     for m, garbage, what in cases:
         x = rng.normal(size=m).astype(np.float32)
         padded.append(np.append(x, garbage).astype(np.float32))
-        got.append(call_learner(PADDING, padded_rms, padded[-1].copy(), m))
+        got.append(grading.call_learner(PADDING, padded_rms, padded[-1].copy(), m))
         want.append(_reference_rms(x))
         about.append(f"n={m} in a bucket of {sizes[m]}, {what} past n")
     hint = lambda wrong: _padding_hint(got[wrong[0]], padded[wrong[0]], cases[wrong[0]][0])  # noqa: E731
-    c.require_cases(PADDING, got, want, about=about.__getitem__, hint=hint, **CLOSE)
+    grading.require_cases(PADDING, got, want, about=about.__getitem__, hint=hint, **CLOSE)
 
     lengths = _lengths(rng, sizes)
     buckets = {sizes[m] for m in lengths}
@@ -158,7 +158,7 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
             yield (x,), {}
 
     try:
-        run = RMS.run(rms, padded_rms, calls(), check=NUMBERS, callbacks=True)
+        run = RMS.run(grading, rms, padded_rms, calls(), check=NUMBERS, callbacks=True)
     except GradingFailure as failure:
         if failure.check != NUMBERS or failure.__cause__ is None:
             raise
@@ -168,15 +168,17 @@ def grade(bucket_size: Callable[[int], int], padded_rms: Any, rms: Callable[...,
     want = [_reference_rms(x) for (x,), _ in run.copies]
     about = [f"an array of length {m} (bucket {sizes[m]})" for m in lengths]
     hint = "rms returns one number: the RMS of the real values only"
-    c.require_cases(NUMBERS, run.outputs, want, about=about.__getitem__, hint=hint, **CLOSE)
-    RMS.unchanged(run, what=lambda i: f"the array of length {lengths[i]}")
-    RMS.jit_on(run.recorder)
-    RMS.calls_kernel(run, first=lambda i: f"length {lengths[i]}")
-    require_padded(sizes, lengths, run)
+    grading.require_cases(NUMBERS, run.outputs, want, about=about.__getitem__, hint=hint, **CLOSE)
+    RMS.unchanged(grading, run, what=lambda i: f"the array of length {lengths[i]}")
+    RMS.jit_on(grading, run.recorder)
+    RMS.calls_kernel(grading, run, first=lambda i: f"length {lengths[i]}")
+    require_padded(grading, sizes, lengths, run)
     cause, hint = _cause(run)
     what = f"compilations of padded_rms for {len(lengths)} calls ({len(set(lengths))} distinct "
     what += f"lengths in {len(buckets)} buckets)"
-    RMS.compiles(PER_BUCKET, run.count, at_most=len(buckets), what=what, hint=hint, cause=cause)
+    RMS.compiles(
+        grading, PER_BUCKET, run.count, at_most=len(buckets), what=what, hint=hint, cause=cause
+    )
 
 
 # ------------------------------------------------------------ part 2: loud_positions
@@ -275,21 +277,21 @@ def _count_hint(got: np.ndarray, want: int) -> str:
 
 
 @grader("shapes", part="positions of any count", checks=POSITIONS_CHECKS)
-def grade_positions(loud_positions: Any) -> None:
+def grade_positions(grading: Grading, loud_positions: Any) -> None:
     """Grade part 2 of the exercise: ``loud_positions(x, threshold)``."""
-    rng = fresh_rng()
+    rng = grading.rng
     length = int(rng.integers(300, 600))  # over 255 loud values when all are loud
     cases = _positions_cases(rng, length)
-    POSITIONS.jitted(loud_positions)
-    POSITIONS.no_callbacks(loud_positions, cases[0][1], cases[0][2])
+    POSITIONS.jitted(grading, loud_positions)
+    POSITIONS.no_callbacks(grading, loud_positions, cases[0][1], cases[0][2])
     loud_positions.clear_cache()
     outputs, counts = [], []  # the compilations so far, after each call
     with count_compiles(loud_positions) as count:
         recorder = Recorder(loud_positions, lambda: count.compiles)
         for _, x, threshold in cases:
-            outputs.append(call_learner(POSITIONS_OK, recorder, x, threshold))
+            outputs.append(grading.call_learner(POSITIONS_OK, recorder, x, threshold))
             counts.append(count.compiles)
-    POSITIONS.callbacks_ran(recorder.calls, passes=True)
+    POSITIONS.callbacks_ran(grading, recorder.calls, passes=True)
     for (what, x, threshold), out in zip(cases, outputs, strict=True):
         found = np.flatnonzero(x > np.float32(threshold))
         want = np.concatenate([found, np.full(length - found.size, -1)])
@@ -312,7 +314,7 @@ def grade_positions(loud_positions: Any) -> None:
                     seen=f"count {c.shorten(str(got_count.tolist()), 60)}"
                     + f" ({got_count.dtype})" * (got_count.dtype.kind in "iu"),
                     hint=_count_hint(got_count, found.size))  # fmt: skip
-    passed(POSITIONS_OK)
+    grading.passed(POSITIONS_OK)
     hint = "positions' length must come from x's shape, not from the data, and threshold must "
     hint, cause = hint + "stay an ordinary (traced) argument (jitlab hint 01)", ""
     if count.compiles > 1 and counts[1] == counts[0] < counts[2]:  # a new threshold alone
@@ -320,4 +322,4 @@ def grade_positions(loud_positions: Any) -> None:
         cause = "a new threshold compiled again, new data did not: threshold is static"
     what = f"compilations for {len(cases)} calls on arrays of length {length} with different "
     what += "data and thresholds"
-    POSITIONS.compiles(POSITIONS_ONCE, count, exactly=1, what=what, hint=hint, cause=cause)
+    POSITIONS.compiles(grading, POSITIONS_ONCE, count, exactly=1, what=what, hint=hint, cause=cause)

@@ -34,9 +34,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitlab.grading import GradingFailure, Hints, call_learner, fresh_rng, grader, passed
+from jitlab.grading import GradingFailure, Hints, grader
 from jitlab.grading.calls import host_callbacks
-from jitlab.grading.checks import learner_error, require_close, require_compiles, require_jitted
+from jitlab.grading.checks import (
+    Grading,
+    learner_error,
+)
 from jitlab.instruments.counting import count_compiles
 
 FIELDS = ("activation", "residual", "layer_norm", "eps")
@@ -119,7 +122,9 @@ def _reference(params: dict, x: np.ndarray, fields: dict[str, Any], temperature:
     return e / e.sum(-1, keepdims=True)
 
 
-def _call(check: str, fn: Any, *args: Any, hint: Any = "", expected: str = "", **kw: Any) -> Any:
+def _call(
+    grading: Grading, check: str, fn: Any, *args: Any, hint: Any = "", expected: str = "", **kw: Any
+) -> Any:
     """``call_learner``, with this exercise's ``hint`` for what the learner's code raised (a
     dict: the hint of its first key that the exception's type and text hold)."""
 
@@ -135,15 +140,15 @@ def _call(check: str, fn: Any, *args: Any, hint: Any = "", expected: str = "", *
             raise learner_error(check, err, expected=expected, hint=(found + [""])[0]) from err
 
     learner.__name__ = getattr(fn, "__name__", "BlockConfig")
-    return call_learner(check, learner)
+    return grading.call_learner(check, learner)
 
 
-def _build(config_class: Any, fields: dict[str, Any], by_position: bool = False):
+def _build(grading: Grading, config_class: Any, fields: dict[str, Any], by_position: bool = False):
     """A fresh config, by keyword or by position (the exercise shows both), its strings
     new objects every time: equal configs need not share a string (``id()`` in a hash)."""
     fields = {k: "".join(list(v)) if isinstance(v, str) else v for k, v in fields.items()}
     args, kwargs = ([fields[f] for f in FIELDS], {}) if by_position else ([], fields)
-    return _call(BUILT, config_class, *args, hint=HINTS[BUILT], **kwargs)
+    return _call(grading, BUILT, config_class, *args, hint=HINTS[BUILT], **kwargs)
 
 
 def _methods(config_class: Any) -> list[str]:
@@ -162,13 +167,15 @@ def _read(cfg: Any) -> list[Any]:
     return [getattr(cfg, field, None) for field in FIELDS]
 
 
-def _changes(config_class: Any, base: dict[str, Any], variants: dict[str, dict]) -> list[str]:
+def _changes(
+    grading: Grading, config_class: Any, base: dict[str, Any], variants: dict[str, dict]
+) -> list[str]:
     """What went through of assigning (its variant's value) and deleting each field, and
     of calling each method of the class with a field's new value (by keyword, by
     position, as a (name, value) pair): "update(eps=...) changed eps"."""
     changed = []
     for field, how in itertools.product(FIELDS, ("assigning", "deleting")):
-        cfg, value = _build(config_class, base), variants[field][field]
+        cfg, value = _build(grading, config_class, base), variants[field][field]
         try:
             setattr(cfg, field, value) if how == "assigning" else delattr(cfg, field)
         except Exception:
@@ -178,7 +185,7 @@ def _changes(config_class: Any, base: dict[str, Any], variants: dict[str, dict])
     for name, field in itertools.product(_methods(config_class), FIELDS):
         value = variants[field][field]
         for args, kwargs, shown in (((), {field: value}, f"{field}=..."), ((value,), {}, "...")):
-            cfg = _build(config_class, base)
+            cfg = _build(grading, config_class, base)
             try:
                 getattr(cfg, name)(*args, **kwargs)
             except Exception:
@@ -191,34 +198,47 @@ def _changes(config_class: Any, base: dict[str, Any], variants: dict[str, dict])
     return changed
 
 
-def _check_value_semantics(config_class: Any, base: dict, variants: dict[str, dict]) -> None:
+def _check_value_semantics(
+    grading: Grading, config_class: Any, base: dict, variants: dict[str, dict]
+) -> None:
     """Built both ways, hashable, equal by value, unequal in any one field, frozen."""
-    first, second = _build(config_class, base), _build(config_class, base, by_position=True)
-    passed(BUILT)
+    first, second = (
+        _build(grading, config_class, base),
+        _build(grading, config_class, base, by_position=True),
+    )
+    grading.passed(BUILT)
     said = {"hint": HINTS[HASHABLE], "expected": "hash(cfg) to return a number"}
-    hashes = [_call(HASHABLE, hash, cfg, **said) for cfg in (first, second)]
-    passed(HASHABLE)
-    equal = bool(_call(EQUAL, operator.eq, first, second))
+    hashes = [_call(grading, HASHABLE, hash, cfg, **said) for cfg in (first, second)]
+    grading.passed(HASHABLE)
+    equal = bool(_call(grading, EQUAL, operator.eq, first, second))
     problems = ["== gives False"] * (not equal) + ["hashes differ"] * (hashes[0] != hashes[1])
     expected = f"{DESCRIBE(base)} built by keyword and by position: == True, equal hashes"
-    positional = _call(EQUAL, _read, second)  # what the fields hold, built by position
+    positional = _call(grading, EQUAL, _read, second)  # what the fields hold, built by position
     order = not equal and positional != [base[field] for field in FIELDS]
-    interned = not equal and not order and _build(config_class, base) is first
+    interned = not equal and not order and _build(grading, config_class, base) is first
     hint = HINTS["order"] if order else HINTS["interned"] if interned else ""
-    HINTS.require(EQUAL, not problems, expected, ", ".join(problems), hint)
+    grading.require(EQUAL, not problems, expected, ", ".join(problems), hint)
     seen = "they compare equal, so the second would reuse the first's executable"
     for field, fields in variants.items():
         expected = f"{DESCRIBE(base)} != {DESCRIBE(fields)} (they differ in {field})"
-        ok = bool(_call(DIFFER, operator.ne, first, _build(config_class, fields)))
-        HINTS.require(DIFFER, ok, expected, seen)
+        ok = bool(_call(grading, DIFFER, operator.ne, first, _build(grading, config_class, fields)))
+        grading.require(DIFFER, ok, expected, seen)
     off = dict(base, layer_norm=False)  # block ignores eps then; the contract does not
     other = dict(off, eps=variants["eps"]["eps"])
     expected = f"{DESCRIBE(off)} != {DESCRIBE(other)} (they differ in eps, layer_norm off)"
-    ok = bool(_call(DIFFER, operator.ne, _build(config_class, off), _build(config_class, other)))
-    HINTS.require(DIFFER, ok, expected, seen, HINTS["ignored"])
-    changed = _call(FROZEN, _changes, config_class, base, variants)
+    ok = bool(
+        _call(
+            grading,
+            DIFFER,
+            operator.ne,
+            _build(grading, config_class, off),
+            _build(grading, config_class, other),
+        )
+    )
+    grading.require(DIFFER, ok, expected, seen, HINTS["ignored"])
+    changed = _call(grading, FROZEN, _changes, grading, config_class, base, variants)
     expected = "cfg.<field> = ..., del cfg.<field> and your methods to leave every field as it was"
-    HINTS.require(FROZEN, not changed, expected, f"{', '.join(changed)} went through")
+    grading.require(FROZEN, not changed, expected, f"{', '.join(changed)} went through")
 
 
 def _draw_fields(rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
@@ -230,10 +250,10 @@ def _draw_fields(rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, di
     return base, {f: dict(base, **{f: v}) for f, v in zip(FIELDS, changed, strict=True)}
 
 
-@grader("static_arguments", checks=tuple(CHECKS))
-def grade(config_class: Any, make_forward: Any) -> None:
+@grader("static_arguments", checks=tuple(CHECKS), hints=HINTS)
+def grade(grading: Grading, config_class: Any, make_forward: Any) -> None:
     """Check ``BlockConfig`` and ``make_forward`` by numbers and compile counts."""
-    rng = fresh_rng()
+    rng = grading.rng
     base, variants = _draw_fields(rng)
     # eps in its 6th and 12th digit, and one float64 step: told apart by == only (a float32
     # eps is the same). Raised and lowered: a key that rounds eps keeps one of the two
@@ -247,49 +267,53 @@ def grade(config_class: Any, make_forward: Any) -> None:
         slightly[f"eps, one float64 step {way}"] = dict(
             base, eps=float(np.nextafter(base["eps"], toward))
         )
-    _check_value_semantics(config_class, base, {**variants, **slightly})
+    _check_value_semantics(grading, config_class, base, {**variants, **slightly})
 
-    forward = call_learner(RETURNS, make_forward)
-    passed(RETURNS)
-    require_jitted(JITTED, forward, hint=HINTS[JITTED])
+    forward = grading.call_learner(RETURNS, make_forward)
+    grading.passed(RETURNS)
+    grading.require_jitted(JITTED, forward, hint=HINTS[JITTED])
     params_np = {k: rng.normal(0, scale, s).astype(np.float32) for k, (s, scale) in PARAMS.items()}
     x_np = rng.normal(size=(16, 8)).astype(np.float32)
     params, x = {k: jnp.asarray(v) for k, v in params_np.items()}, jnp.asarray(x_np)
 
-    run = functools.partial(_call, RUNS, forward, params, x, hint=RUN_ERRORS)
+    run = functools.partial(_call, grading, RUNS, forward, params, x, hint=RUN_ERRORS)
     forward.clear_cache()
     temperature = float(rng.uniform(0.5, 2.0))
     want_base = _reference(params_np, x_np, base, temperature)
-    got = run(_build(config_class, base), temperature)
-    passed(RUNS)
-    require_close(BASE_NUMBERS, got, want_base, **CLOSE, hint=HINTS[BASE_NUMBERS])
+    got = run(_build(grading, config_class, base), temperature)
+    grading.passed(RUNS)
+    grading.require_close(BASE_NUMBERS, got, want_base, **CLOSE, hint=HINTS[BASE_NUMBERS])
     for field, fields in variants.items():
         want = _reference(params_np, x_np, fields, temperature)
         assert not np.allclose(want, want_base, **CLOSE), field  # grader sanity
         hint = f"another config's numbers ({field} changed): {field} must be in __eq__ and __hash__"
-        got = run(_build(config_class, fields), temperature)
-        require_close(CHANGED_NUMBERS, got, want, **CLOSE, hint=hint)
+        got = run(_build(grading, config_class, fields), temperature)
+        grading.require_close(CHANGED_NUMBERS, got, want, **CLOSE, hint=hint)
 
     forward.clear_cache()
     fresh = dict(base, eps=float(np.round(rng.uniform(0.05, 0.5), 6)))
     changed = dict(fresh, residual=not fresh["residual"])
-    cfg = _build(config_class, fresh)
+    cfg = _build(grading, config_class, fresh)
     temperatures = [float(t) for t in (rng.uniform(0.01, 0.015), *rng.uniform(0.5, 2.0, 5))]
     rounds = [(fresh, 1.0)] * 4, [(fresh, t) for t in temperatures], [(changed, 1.0)] * 3
     later = []  # (fields, temperature, output) of every counted call
     for (check, (exactly, what, alone)), calls in zip(COUNTED.items(), rounds, strict=True):
-        configs = [cfg if check == TEMPERATURES else _build(config_class, f) for f, _ in calls]
+        configs = [
+            cfg if check == TEMPERATURES else _build(grading, config_class, f) for f, _ in calls
+        ]
         with count_compiles(forward, explain=False) as count:
             later += [(f, t, run(c, t)) for (f, t), c in zip(calls, configs, strict=True)]
         hint = HINTS["reused" if count.compiles < exactly else check]
         extra = alone if count.compiles > exactly else ""
         what = f"compilation(s) for {what}"
-        require_compiles(check, count, exactly=exactly, what=what, hint=hint, seen_extra=extra)
+        grading.require_compiles(
+            check, count, exactly=exactly, what=what, hint=hint, seen_extra=extra
+        )
     for fields, t, out in later:
         label = "the changed config" if fields is changed else f"temperature {t:.4g}"
         hint = f"at {label}: " + HINTS["nan" if np.isnan(out).any() else LATER_NUMBERS]
         want = _reference(params_np, x_np, fields, t)
-        require_close(LATER_NUMBERS, out, want, **CLOSE, hint=hint)
-    found = ", ".join(call_learner(INSIDE, host_callbacks, forward, params, x, cfg, 1.0))
+        grading.require_close(LATER_NUMBERS, out, want, **CLOSE, hint=hint)
+    found = ", ".join(grading.call_learner(INSIDE, host_callbacks, forward, params, x, cfg, 1.0))
     expected = "block's work done by the compiled program"
-    HINTS.require(INSIDE, not found, expected, f"callbacks: {found}")
+    grading.require(INSIDE, not found, expected, f"callbacks: {found}")

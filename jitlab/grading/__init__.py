@@ -12,10 +12,8 @@ from typing import Any
 
 _NAMES = {
     "calls": "Call Leaf Recorder reachable_functions recording same_content type_changes type_text",
-    "checks": "BUCKETS_FEW BUCKETS_HOLD JIT_ON GradingFailure Hints as_numbers call_learner fail "
-    "fail_unless fresh_rng grader is_jitted learner_error passed require "
-    "require_buckets require_cases require_close require_compiles require_jit_on "
-    "require_jitted shorten wrong_cases",
+    "checks": "BUCKETS_FEW BUCKETS_HOLD JIT_ON Grading GradingFailure Hints as_numbers fail "
+    "fail_unless grader is_jitted learner_error shorten wrong_cases",
     "causes": "Called Why jit_options key_of why",
 }
 _HOME = {name: f"jitlab.grading.{mod}" for mod, names in _NAMES.items() for name in names.split()}

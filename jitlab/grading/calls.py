@@ -14,9 +14,7 @@ import dataclasses
 import functools
 import inspect
 import os
-import re
 import sys
-import types
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple
@@ -56,23 +54,6 @@ def copy_leaf(leaf: Any) -> Any:
         except (TypeError, ValueError):  # a PRNG key array, say: immutable anyway
             return leaf
     return leaf
-
-
-def read_once(leaf: Any) -> Any:
-    """``leaf``, or, for an object of the learner's that converts itself to an array, that
-    array: read once, so that every check after sees one value (an ``__array__`` that
-    answers the reference's comparison one way and the kernel's another cannot pass both).
-    A NumPy array is copied: code of the learner's that runs later (a callback) cannot
-    rewrite an answer after its check."""
-    if isinstance(leaf, np.ndarray):
-        return np.array(leaf)
-    genuine = jax.Array | np.generic | float | int | bool | complex | str
-    if isinstance(leaf, genuine) or not hasattr(type(leaf), "__array__"):
-        return leaf
-    try:
-        return np.array(leaf)
-    except Exception:
-        return leaf
 
 
 def _flat(tree: Any) -> tuple[list[tuple[Any, Any]], Any]:
@@ -125,7 +106,6 @@ class Call:
     key: Any = None
     within: str = ""  # for a traced call, what traced it: "a lax.scan", "a jax.jit"
     callbacks: tuple[str, ...] = ()  # host callbacks in the program a new compilation made
-    rebuilt: str = ""  # the learner's code that rebuilds the output after the program ran
 
     def copied(self) -> dict[str, Any]:
         """The arguments by name, rebuilt from the copies taken before the call: what the
@@ -178,103 +158,27 @@ def _primitives(jaxpr: Any) -> Iterator[str]:
                     yield from _primitives(inner)
 
 
+# The callbacks that return values into the program (jax.debug.print's returns nothing).
 _CALLBACK_PRIMITIVES = ("pure_callback", "io_callback")
-# A custom call into Python that returns values: its results feed the program, so part
-# of the work runs on the host (jax.debug.print's call returns nothing, and is let be).
-_PYTHON_CALL = re.compile(r"custom_call @(\w*python\w*callback\w*)\(.*result_layouts = \[(.)")
 
 
 def python_work(calls: Sequence[Call]) -> tuple[list[str], str]:
-    """What of these calls' work ran in Python rather than in their compiled programs (a
-    host callback in a program; an output rebuilt after it by a pytree class of the
-    learner's), and how a verdict says it: [] and "" when none did."""
+    """The host callbacks in the programs these calls compiled, and how a verdict says
+    it: [] and "" when there are none."""
     found = [name for call in calls for name in call.callbacks]
-    rebuilt = [call.rebuilt for call in calls if call.rebuilt]
-    if found:
-        return found + rebuilt, f"a {found[0]} in the program: the work runs in Python"
-    if rebuilt:
-        seen = f"its output is rebuilt by {rebuilt[0]}, code of yours that runs after the "
-        return rebuilt, seen + "program: the numbers need not come from it (return arrays)"
-    return [], ""
+    return found, f"a {found[0]} in the program: the work runs in Python" if found else ""
 
 
 def host_callbacks(fn: Any, *args: Any, **kwargs: Any) -> list[str]:
-    """The host callbacks in the program ``fn.trace(*args, **kwargs)`` builds ([] when it
-    does not trace: the grader's own calls already reported why): a ``pure_callback`` or
-    ``io_callback`` in its equations, and a custom call into Python in its lowering, where
-    a primitive of the learner's own that lowers to a callback shows under its real name.
-    Right after a call, the trace is the one the call ran (jit's cache)."""
+    """The host callbacks (``pure_callback``, ``io_callback``) in the program
+    ``fn.trace(*args, **kwargs)`` builds ([] when it does not trace: the grader's own calls
+    already reported why). Right after a call, the trace is the one the call ran (jit's
+    cache)."""
     try:
         traced = fn.trace(*args, **kwargs)
-        found = {p for p in _primitives(traced.jaxpr.jaxpr) if p in _CALLBACK_PRIMITIVES}
     except Exception:
         return []
-    try:
-        text = traced.lower().as_text()
-    except Exception:
-        text = ""
-    if not found:
-        found |= {m.group(1) for m in _PYTHON_CALL.finditer(text) if m.group(2) != "]"}
-    return sorted(found)
-
-
-_BUILDERS = ("__new__", "__init__", "__post_init__", "_make", "__init_subclass__")
-
-
-def _learners(function: Any) -> bool:
-    """Whether calling ``function`` runs code the learner wrote: a function of its own
-    (not a library's, not the code a named tuple or a dataclass generates, whose file is
-    "<string>"), through a partial or a callable object of its own class too."""
-    from jitlab.grading.checks import LIBRARY_HOMES
-
-    for _ in range(8):
-        if isinstance(function, functools.partial):
-            function = function.func
-            continue
-        code = getattr(function, "__code__", None)
-        if code is None:  # a builtin, or an object called through its class's __call__
-            if isinstance(function, types.BuiltinFunctionType | type | types.NoneType):
-                return False
-            home = type.__dict__["__module__"].__get__(type(function))
-            return str(home).split(".")[0] not in LIBRARY_HOMES
-        home = str(getattr(function, "__module__", "") or "").split(".")[0]
-        return code.co_filename != "<string>" and home not in LIBRARY_HOMES
-    return True
-
-
-def rebuilt_by(structure: Any) -> str:
-    """The first node of a pytree ``structure`` that JAX rebuilds by running code the
-    learner wrote (a registered unflatten, a class's own ``__new__`` or ``__init__``),
-    as "Box's unflatten"; "" when none does. An output so rebuilt is made after the
-    compiled program ran, by Python: its numbers need not come from the program."""
-    from jax._src import tree_util
-
-    nodes = [structure]
-    while nodes:
-        node = nodes.pop()
-        nodes.extend(node.children())
-        data = node.node_data()
-        kind = data[0] if data is not None else None
-        if not isinstance(kind, type):
-            continue
-        entry = tree_util._registry.get(kind)
-        if entry is not None and _learners(getattr(entry, "from_iter", None)):
-            return f"{kind.__name__}'s unflatten"
-        if _learners(type.__dict__["__dict__"].__get__(type(kind)).get("__call__")):
-            return f"{kind.__name__}'s metaclass"  # its __call__ makes every instance
-        for cls in type.__dict__["__mro__"].__get__(kind):
-            made = {name: vars(cls).get(name) for name in _BUILDERS}
-            found = [name for name, f in made.items() if _learners(getattr(f, "__func__", f))]
-            if found:
-                return f"{kind.__name__}.{found[0]}"
-    return ""
-
-
-def _rebuilt(target: Any, args: tuple, kwargs: dict) -> str:
-    try:
-        return rebuilt_by(target.trace(*args, **kwargs).out_tree)  # out_info would rebuild it
-    except Exception:
-        return ""
+    return sorted({p for p in _primitives(traced.jaxpr.jaxpr) if p in _CALLBACK_PRIMITIVES})
 
 
 def _has_tracer(tree: Any) -> bool:
@@ -324,7 +228,6 @@ class Recorder:
                 # The program just compiled, read before any code of the learner's runs
                 # again: a function that builds another program on a later trace is seen.
                 call.callbacks = tuple(host_callbacks(self.target, *args, **kwargs))
-                call.rebuilt = _rebuilt(self.target, args, kwargs)
             (self.traced if call.traced else self.calls).append(call)
         return call.out
 

@@ -1,21 +1,20 @@
 """Building blocks for the exercises' graders: each check passes or raises
-``GradingFailure`` (expected, seen, hint). :func:`grader` compiles a fresh canary before
-and after, so that jit switched off or emptied monitoring listeners fail by name, and
-reports the run complete only once every declared check passed.
+``GradingFailure`` (expected, seen, hint). :func:`grader` hands the grading function a
+:class:`Grading`, the one place a run's state lives (the checks passed so far, its random
+draw), compiles a fresh canary before and after, so that jit switched off fails by name,
+and reports the run complete only once every declared check passed.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from jitlab.grading.verdict import Check, send_check, send_complete
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class GradingFailure(AssertionError):
@@ -27,42 +26,10 @@ class GradingFailure(AssertionError):
         super().__init__("\n".join(lines + ([f"  hint:     {hint}"] if hint else [])))
 
 
-@dataclasses.dataclass
-class _Session:
-    title: str
-    declared: tuple[str, ...]
-    slug: str = ""
-    passed: list[str] = dataclasses.field(default_factory=list)
-
-
-_session: _Session | None = None
-
-
-def _report(check: Check) -> None:
-    if _session is not None and check.name not in _session.declared:
-        raise TypeError(f"grader {_session.title!r} reports an undeclared check {check.name!r}")
-    send_check(dataclasses.replace(check, grader=_session.title if _session else ""))
-
-
-def passed(check: str) -> None:
-    """Record and print a passed check (once, however often it is checked)."""
-    if _session is None or check not in _session.passed:
-        _report(Check(check, True))
-        if _session is not None:
-            _session.passed.append(check)
-
-
 def fail(check: str, *, expected: str, seen: str, hint: str = "") -> GradingFailure:
     """The exception to raise for a failed check. :func:`grader` reports the one that
     leaves it: a failure a grader catches and words better is never the one shown."""
     return GradingFailure(check, expected=expected, seen=seen, hint=hint)
-
-
-def require(check: str, ok: bool, *, expected: str, seen: str, hint: str = "") -> None:
-    """Pass ``check`` if ``ok``; otherwise raise ``GradingFailure``."""
-    if not ok:
-        raise fail(check, expected=expected, seen=seen, hint=hint)
-    passed(check)
 
 
 def fail_unless(check: str, ok: bool, **verdict: str) -> None:
@@ -73,13 +40,11 @@ def fail_unless(check: str, ok: bool, **verdict: str) -> None:
 
 class Hints(dict):
     """A grader's checks and mistakes, by name, to their default hint (triple-quoted texts,
-    whitespace joined once); :meth:`require` uses the check's own hint unless given one."""
+    whitespace joined once). Given to :func:`grader`, a check's own hint is the one
+    :meth:`Grading.require` uses unless it is given another."""
 
     def __init__(self, *tables: dict[str, str]) -> None:
         super().__init__({key: " ".join(text.split()) for t in tables for key, text in t.items()})
-
-    def require(self, check: str, ok: bool, expected: str, seen: str, hint: str = "") -> None:
-        require(check, ok, expected=expected, seen=seen, hint=hint or self[check])
 
 
 def shorten(text: str, limit: int = 240) -> str:
@@ -94,85 +59,7 @@ def shorten(text: str, limit: int = 240) -> str:
     return (cut.rstrip(",;:") + " …").lstrip()
 
 
-# ----------------------------------------------------------------- calling the learner
-
-
-def call_learner(
-    check: str, fn: Callable[..., Any], *args: Any, lesson: str = "", **kwargs: Any
-) -> Any:
-    """Call the learner's function; an unfinished stub or a crash becomes a failed check
-    (a stub's hint names ``lesson``, by default the grader's)."""
-    try:
-        result = fn(*args, **kwargs)
-        lazy = _converts_itself(result)
-    except NotImplementedError:
-        lesson = lesson or (_session.slug if _session else "")
-        raise fail(
-            check,
-            expected=f"{getattr(fn, '__name__', 'your function')} to return a result",
-            seen="NotImplementedError: the exercise is not solved yet",
-            hint="replace the `raise NotImplementedError` in the exercise cell"
-            + (f"; `jitlab hint {lesson}` if you are stuck" if lesson else ""),
-        ) from None
-    except GradingFailure:
-        raise
-    except Exception as err:  # the learner's bug, reported as a verdict, not a traceback
-        raise learner_error(check, err) from err
-    if lazy is not None:
-        raise fail(
-            check,
-            expected=f"{getattr(fn, '__name__', 'your function')} to return the arrays it computed",
-            seen=f"a {lazy[0].__name__} of your own, which makes its value when read ({lazy[1]})",
-            hint="return jax arrays (or a pytree of them): work done in __array__ runs outside "
-            "jit, after the call, where the grader cannot see what was compiled",
-        )
-    return result
-
-
-# How NumPy (and int(), float(), len()) turns an object into numbers: a class of the
-# learner's that defines one of these computes its value when the grader reads it.
-CONVERSIONS = (
-    "__array__", "__array_interface__", "__array_struct__", "__jax_array__", "__float__",
-    "__int__", "__index__", "__complex__", "__len__", "__getitem__", "__iter__", "__buffer__",
-)  # fmt: skip
-# Where the classes that may define them live (the learner's cells are none of these).
-LIBRARY_HOMES = frozenset(
-    {"builtins", "numpy", "jax", "jaxlib", "flax", "optax", "equinox", "collections",
-     "typing", "dataclasses", "enum", "abc", "numbers", "functools", "ml_dtypes", "chex"}
-)  # fmt: skip
-
-
-_MODULE_OF = type.__dict__["__module__"].__get__  # a class's module, whatever its metaclass says
-
-
-def _converting(kind: type) -> str:
-    """The conversion ``kind`` takes from a class of the learner's ("" when none does)."""
-    for name in CONVERSIONS:
-        owner = next((c for c in type.__dict__["__mro__"].__get__(kind) if name in vars(c)), None)
-        if owner is not None and str(_MODULE_OF(owner)).split(".")[0] not in LIBRARY_HOMES:
-            return name
-    return ""
-
-
-def _converts_itself(tree: Any) -> tuple[type, str] | None:
-    """The first type in ``tree`` (a pytree node or a leaf) of the learner's own that turns
-    itself into numbers (``__array__``, ``__float__``, a sequence's ``__getitem__`` ...),
-    and how; else None. Its value would be computed when the grader reads it, outside the
-    call and outside jit."""
-    import jax
-
-    leaves, structure = jax.tree_util.tree_flatten(tree)
-    nodes = [structure]
-    while nodes:
-        node = nodes.pop()
-        data = node.node_data()
-        if data is not None and isinstance(data[0], type) and (how := _converting(data[0])):
-            return data[0], how
-        nodes.extend(node.children())
-    for leaf in leaves:
-        if how := _converting(type(leaf)):
-            return type(leaf), how
-    return None
+# ----------------------------------------------------------------- the learner's errors
 
 
 def suggested_name(err: NameError | AttributeError) -> str:
@@ -281,67 +168,8 @@ def learner_error(
 # ----------------------------------------------------------------- comparing numbers
 
 
-def require_close(
-    check: str,
-    got: Any,
-    want: Any,
-    *,
-    rtol: float = 1e-5,
-    atol: float = 1e-5,
-    hint: str | Callable[[list[str]], str] = "",
-    about: str = "",
-    names: Sequence[str] | None = None,
-    whose: str = "the output",
-) -> None:
-    """Pass if ``got`` matches ``want`` in shape and value. ``about`` names the input
-    ("g of norm 3.2"); ``names`` each flat entry ("params['b']"), and a failure shows up to
-    three that differ, ``whose`` they are, and takes ``hint(their names)`` if callable."""
-    got_np, want_np = as_numbers(got), np.asarray(want, np.float64)  # no object arrays
-    suffix = f" for {about}" if about else ""
-    if got_np is None:
-        seen = shorten(f"{type(got).__name__}: {got!r}", 120)
-        raise fail(
-            check,
-            expected=f"numbers{suffix}",
-            seen=seen,
-            hint=(hint(["its type"]) if callable(hint) else hint) or "return an array of numbers",
-        )
-    if got_np.shape != want_np.shape:
-        raise fail(
-            check,
-            expected=f"an array of shape {want_np.shape}{suffix}",
-            seen=f"shape {got_np.shape}",
-            hint=(hint(["its shape"]) if callable(hint) else hint)
-            or "check which axis you reduce over, and that padding is removed",
-        )
-    close = np.isclose(got_np, want_np, rtol=rtol, atol=atol).reshape(-1)
-    bad = np.flatnonzero(~close)
-    wrong = [names[i] if names else str(i) for i in bad]
-    if not wrong:
-        return passed(check)
-    if names:
-        shown = bad[:3]
-        flat_got, flat_want = got_np.reshape(-1), want_np.reshape(-1)
-        expected = ", ".join(f"{names[i]} = {flat_want[i]:.6g}" for i in shown) + suffix
-        seen = ", ".join(f"{names[i]} = {flat_got[i]:.6g}" for i in shown)
-        seen += f" ({len(wrong)} of {len(names)} entries of {whose} differ)"
-    else:
-        worst = int(np.argmax(np.abs(got_np - want_np))) if got_np.size else 0
-        first = first_difference(got_np, want_np, rtol=rtol, atol=atol)
-        shown_got, shown_want = excerpts(got_np, want_np, first)
-        expected = f"{shown_want}{suffix or ' (from the reference implementation)'}"
-        seen = f"{shown_got} (first wrong at flat index {first}, largest "
-        seen += f"error at {worst})"
-    by_hand = "compare with the reference on a small input by hand"
-    text = (hint(wrong) if callable(hint) else hint) or by_hand
-    raise fail(check, expected=expected, seen=seen, hint=text)
-
-
 def as_numbers(value: Any) -> np.ndarray | None:
-    """``value`` as a float64 array, or None when it is not numbers (a string, a dict, an
-    object of the learner's that would compute its numbers as they are read)."""
-    if _converts_itself(value) is not None:
-        return None
+    """``value`` as a float64 array, or None when it is not numbers (a string, a dict)."""
     try:
         return np.asarray(value, np.float64)
     except (TypeError, ValueError):
@@ -382,32 +210,6 @@ def _shown(value: Any) -> str:
     return f"{float(array):.6g}" if array.shape == () else f"{excerpt(array)} (shape {array.shape})"
 
 
-def require_cases(
-    check: str,
-    got: Sequence[Any],
-    want: Sequence[Any],
-    *,
-    about: Callable[[int], str],
-    hint: str | Callable[[list[int]], str],
-    rtol: float = 1e-5,
-    atol: float = 1e-5,
-) -> None:
-    """Pass if every output ``got[i]`` matches the reference ``want[i]`` (see
-    :func:`wrong_cases`); else name the first wrong case by its input (``about(i)``, "an
-    array of length 7"), show both values and how many cases are wrong. A callable
-    ``hint`` gets the wrong indices (to tell "only the reused batches" apart)."""
-    wrong = wrong_cases(got, want, rtol=rtol, atol=atol)
-    if not wrong:
-        return passed(check)
-    i = wrong[0]
-    raise fail(
-        check,
-        expected=f"{_shown(want[i])} (the reference) for {about(i)}",
-        seen=f"{_shown(got[i])}; wrong for {len(wrong)} of {len(got)} cases",
-        hint=hint(wrong) if callable(hint) else hint,
-    )
-
-
 def first_difference(got: Any, want: Any, *, rtol: float = 0.0, atol: float = 0.0) -> int:
     """The first flat index where two arrays of one shape differ (0 if they do not)."""
     a, b = np.asarray(got).reshape(-1), np.asarray(want).reshape(-1)
@@ -438,16 +240,6 @@ def excerpts(got: Any, want: Any, at: int = 0, count: int = 6) -> tuple[str, str
     return pair
 
 
-SEED: int | None = None
-"""Set by the course's tests only (a wrong answer run on several draws). Not read from
-the environment: a learner's ``export`` must not make every grading draw the same."""
-
-
-def fresh_rng() -> np.random.Generator:
-    """A generator seeded from the system's entropy, so every grading run sees new inputs."""
-    return np.random.default_rng(SEED)
-
-
 # ----------------------------------------------------------------- jit and compiles
 
 
@@ -456,42 +248,6 @@ def is_jitted(fn: Any) -> bool:
     import jax
 
     return type(fn) is type(jax.jit(abs))
-
-
-def require_jitted(check: str, fn: Any, *, hint: str = "") -> None:
-    """Pass if ``fn`` is what ``jax.jit`` returns (work stays inside the compiler)."""
-    require(
-        check,
-        is_jitted(fn),
-        expected="a function wrapped by jax.jit",
-        seen=f"{type(fn).__name__} {getattr(fn, '__name__', '')}".strip(),
-        hint=hint or "decorate the function with @jax.jit",
-    )
-
-
-def require_compiles(
-    check: str,
-    count: Any,
-    *,
-    at_most: int | None = None,
-    exactly: int | None = None,
-    at_least: int | None = None,
-    what: str,
-    hint: str,
-    seen_extra: str = "",
-) -> None:
-    """Pass if ``count.compiles`` is within the bounds. ``what`` says what was counted
-    ("compilations of padded_rms over 50 calls"); ``seen_extra`` what the grader found out
-    about why (never JAX's closest-key guess alone, which can name the wrong cause)."""
-    n = count.compiles
-    tests = {"exactly": n.__eq__, "at least": n.__ge__, "at most": n.__le__}
-    given = {"exactly": exactly, "at least": at_least, "at most": at_most}
-    bounds = [(words, bound) for words, bound in given.items() if bound is not None]
-    stated = " and ".join(f"{words} {bound}" for words, bound in bounds)
-    expected = f"{stated} {_counted(bounds[-1][1], what) if bounds else what}"
-    seen = f"{n} {_counted(n, what)}" + (f"; {seen_extra}" if seen_extra else "")
-    ok = all(tests[words](bound) for words, bound in bounds)
-    require(check, ok, expected=expected, seen=seen, hint=hint)
 
 
 def _counted(number: int, what: str) -> str:
@@ -510,41 +266,6 @@ JIT_OFF_HINT = (
     "code: the exercise is about what jit compiles"
 )
 _HANDS_OFF = "leave jax.monitoring, jax.jit and jitlab alone in your code"
-
-
-def require_jit_on(moment: str) -> None:
-    """Fail with the real cause when jit is off, or when the counter no longer hears a
-    brand-new function compile."""
-    import jax
-    import jax.numpy as jnp
-
-    from jitlab.instruments.counting import count_compiles
-
-    if jax.config.jax_disable_jit:
-        raise fail(
-            JIT_ON,
-            expected=f"jit switched on {moment}",
-            seen="jit is switched off (jax_disable_jit is True): nothing compiles, so the "
-            "compile counts mean nothing",
-            hint=JIT_OFF_HINT,
-        )
-
-    def jitlab_canary(x: Any) -> Any:
-        return x * 2.0 + 1.0
-
-    size, jitted = int(np.random.default_rng().integers(3, 64)), jax.jit(jitlab_canary)
-    with count_compiles(jitted, explain=False) as count:
-        out = jitted(jnp.arange(size, dtype=jnp.float32))
-    right = np.allclose(np.asarray(out), np.arange(size) * 2.0 + 1.0)
-    traces, compiles = (count.traces, count.compiles) if right else (-1, -1)
-    require(
-        JIT_ON,
-        (traces, compiles) == (1, 1),
-        expected=f"a fresh jitted function to be traced and compiled once {moment}",
-        seen=f"the counter heard {traces} trace(s) and {compiles} compilation(s): "
-        "JAX's monitoring listeners were removed, or jax.jit was replaced",
-        hint=_HANDS_OFF,
-    )
 
 
 # What the grader's own reading of the learner's objects raises, when the learner's code
@@ -587,103 +308,316 @@ def grader_title(slug: str, part: str = "") -> str:
     return f"{number}{slug.replace('_', ' ')}" + (f": {part}" if part else "")
 
 
-def grader(slug: str, checks: Sequence[str], *, part: str = "") -> Callable[[F], F]:
-    """Declare a grading function: its exercise's slug (``part`` when it has several) and
-    every check it reports, in order. It runs between two canaries, must pass every check,
-    and then reports itself complete as ``01 shapes: positions`` (number from course.yml)."""
-    from jitlab.instruments.counting import CounterLost, Disguised, Unnamed
-
-    declared = (JIT_ON, *checks)
-
-    def wrap(fn: F) -> F:
-        @functools.wraps(fn)
-        def run(*args: Any, **kwargs: Any) -> None:
-            global _session
-            title = grader_title(slug, part)
-            outer, _session = _session, _Session(title, declared, slug)
-            session = _session
-            try:
-                require_jit_on("before grading")
-                try:
-                    fn(*args, **kwargs)
-                except CounterLost as lost:
-                    expected = "the compile counter to hear JAX while your code runs"
-                    raise fail(JIT_ON, expected=expected, seen=str(lost), hint=_HANDS_OFF) from None
-                except Disguised as disguised:  # a jitted function's _fun replaced
-                    expected = "jitted functions whose .trace() traces what their calls run"
-                    hint = "leave the attributes jax.jit gave your function as it set them"
-                    raise fail(JIT_ON, expected=expected, seen=str(disguised), hint=hint) from None
-                except Unnamed as unnamed:  # a __name__ the learner's class computes
-                    expected = "functions the compile counter can name as JAX does"
-                    hint = "leave the __name__ of your functions as def made it (no property)"
-                    raise fail(JIT_ON, expected=expected, seen=str(unnamed), hint=hint) from None
-                except (RuntimeError, ValueError) as err:  # the learner's state, not the grader
-                    named = state_failure(err, [c for c in declared if c not in session.passed])
-                    if named is None:
-                        raise
-                    raise named from err
-                missing = [c for c in declared if c not in session.passed]
-                if missing:
-                    raise TypeError(f"grader {title!r} never reported {missing}")
-                require_jit_on("after grading (your code ran in between)")
-            except GradingFailure as failed:
-                if not getattr(failed, "reported", False):  # by a grader nested in this one
-                    failed.reported = True
-                    _report(Check(failed.check, False, failed.expected, failed.seen, failed.hint))
-                raise
-            finally:
-                _session = outer
-            send_complete(title, declared)
-
-        run.checks = declared  # type: ignore[attr-defined]
-        run.slug, run.part = slug, part  # type: ignore[attr-defined]
-        return run  # type: ignore[return-value]
-
-    return wrap
-
-
 # ---------------------------------------------------------------- shared checks
 
 BUCKETS_HOLD = "bucket_size(n) holds n and wastes less than half"
 BUCKETS_FEW = "lengths share a few buckets"
 
 
-def require_buckets(
-    bucket_size: Callable[[int], int], *, up_to: int, most: int, smallest_allowed: int = 16
-) -> dict[int, int]:
-    """The learner's bucket of every length 1..``up_to``, each asked once (a crash names
-    its length), if each holds its length and wastes less than half (or is at most
-    ``smallest_allowed``), in at most ``most`` sizes. The exercise must state ``most``: a
-    bucket per length wastes nothing, and only a bound rejects it."""
-    call_learner(BUCKETS_HOLD, bucket_size, 1)  # a stub says so first
-    sizes: dict[int, Any] = {}
-    try:
-        for n in range(1, up_to + 1):
-            sizes[n] = bucket_size(n)
-    except Exception as err:
-        n = len(sizes) + 1
-        expected = f"bucket_size({n}) to return a size, as for every n from 1 to {up_to}"
-        hint = f"bucket_size must answer every n from 1 to {up_to}, and n={n} failed: "
-        raise learner_error(
-            BUCKETS_HOLD, err, expected=expected, hint=hint + _error_hint(err)
-        ) from err
-    for n, size in sizes.items():
-        limit = max(2 * n - 1, smallest_allowed)
-        plain = type(size) is int or isinstance(size, np.integer)  # no subclass's own <=
-        fail_unless(
-            BUCKETS_HOLD,
-            plain and n <= int(size) <= limit,
-            expected=f"an int from {n} to {limit} for n={n}",
-            seen=repr(size),
-            hint="round n up to the next power of two",
+# ---------------------------------------------------------------- one grading run
+
+
+@dataclasses.dataclass
+class Grading:
+    """One run of a grader, handed to its grading function by :func:`grader`: every check
+    reports through it, and it is the only place the run's state lives (no module global
+    carries it). ``declared``: the checks the grader may report; ``hints``: a check's
+    default hint; ``rng``: the run's draw, fresh from the system's entropy unless a test
+    gives a ``seed`` (never the environment: a learner's ``export`` must not fix it)."""
+
+    title: str
+    declared: tuple[str, ...]
+    slug: str = ""
+    hints: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    seed: int | None = None
+    reported: list[str] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+
+    @property
+    def pending(self) -> list[str]:
+        """The declared checks not passed yet, in order."""
+        return [check for check in self.declared if check not in self.reported]
+
+    def report(self, check: Check) -> None:
+        if self.declared and check.name not in self.declared:
+            raise TypeError(f"grader {self.title!r} reports an undeclared check {check.name!r}")
+        send_check(dataclasses.replace(check, grader=self.title))
+
+    def passed(self, check: str) -> None:
+        """Record and print a passed check (once, however often it is checked)."""
+        if check not in self.reported:
+            self.report(Check(check, True))
+            self.reported.append(check)
+
+    def require(self, check: str, ok: bool, expected: str, seen: str, hint: str = "") -> None:
+        """Pass ``check`` if ``ok``; otherwise raise ``GradingFailure`` with ``hint``, or the
+        check's own hint from the grader's table."""
+        if not ok:
+            raise fail(check, expected=expected, seen=seen, hint=hint or self.hints.get(check, ""))
+        self.passed(check)
+
+    def call_learner(
+        self, check: str, fn: Callable[..., Any], *args: Any, lesson: str = "", **kwargs: Any
+    ) -> Any:
+        """Call the learner's function; an unfinished stub or a crash becomes a failed check
+        (a stub's hint names ``lesson``, by default the grader's)."""
+        try:
+            return fn(*args, **kwargs)
+        except NotImplementedError:
+            lesson = lesson or self.slug
+            raise fail(
+                check,
+                expected=f"{getattr(fn, '__name__', 'your function')} to return a result",
+                seen="NotImplementedError: the exercise is not solved yet",
+                hint="replace the `raise NotImplementedError` in the exercise cell"
+                + (f"; `jitlab hint {lesson}` if you are stuck" if lesson else ""),
+            ) from None
+        except GradingFailure:
+            raise
+        except Exception as err:  # the learner's bug, reported as a verdict, not a traceback
+            raise learner_error(check, err) from err
+
+    def require_close(
+        self,
+        check: str,
+        got: Any,
+        want: Any,
+        *,
+        rtol: float = 1e-5,
+        atol: float = 1e-5,
+        hint: str | Callable[[list[str]], str] = "",
+        about: str = "",
+        names: Sequence[str] | None = None,
+        whose: str = "the output",
+    ) -> None:
+        """Pass if ``got`` matches ``want`` in shape and value. ``about`` names the input
+        ("g of norm 3.2"); ``names`` each flat entry ("params['b']"), and a failure shows up to
+        three that differ, ``whose`` they are, and takes ``hint(their names)`` if callable."""
+        got_np, want_np = as_numbers(got), np.asarray(want, np.float64)  # no object arrays
+        suffix = f" for {about}" if about else ""
+        if got_np is None:
+            seen = shorten(f"{type(got).__name__}: {got!r}", 120)
+            raise fail(
+                check,
+                expected=f"numbers{suffix}",
+                seen=seen,
+                hint=(hint(["its type"]) if callable(hint) else hint)
+                or "return an array of numbers",
+            )
+        if got_np.shape != want_np.shape:
+            raise fail(
+                check,
+                expected=f"an array of shape {want_np.shape}{suffix}",
+                seen=f"shape {got_np.shape}",
+                hint=(hint(["its shape"]) if callable(hint) else hint)
+                or "check which axis you reduce over, and that padding is removed",
+            )
+        close = np.isclose(got_np, want_np, rtol=rtol, atol=atol).reshape(-1)
+        bad = np.flatnonzero(~close)
+        wrong = [names[i] if names else str(i) for i in bad]
+        if not wrong:
+            return self.passed(check)
+        if names:
+            shown = bad[:3]
+            flat_got, flat_want = got_np.reshape(-1), want_np.reshape(-1)
+            expected = ", ".join(f"{names[i]} = {flat_want[i]:.6g}" for i in shown) + suffix
+            seen = ", ".join(f"{names[i]} = {flat_got[i]:.6g}" for i in shown)
+            seen += f" ({len(wrong)} of {len(names)} entries of {whose} differ)"
+        else:
+            worst = int(np.argmax(np.abs(got_np - want_np))) if got_np.size else 0
+            first = first_difference(got_np, want_np, rtol=rtol, atol=atol)
+            shown_got, shown_want = excerpts(got_np, want_np, first)
+            expected = f"{shown_want}{suffix or ' (from the reference implementation)'}"
+            seen = f"{shown_got} (first wrong at flat index {first}, largest "
+            seen += f"error at {worst})"
+        by_hand = "compare with the reference on a small input by hand"
+        text = (hint(wrong) if callable(hint) else hint) or by_hand
+        raise fail(check, expected=expected, seen=seen, hint=text)
+
+    def require_cases(
+        self,
+        check: str,
+        got: Sequence[Any],
+        want: Sequence[Any],
+        *,
+        about: Callable[[int], str],
+        hint: str | Callable[[list[int]], str],
+        rtol: float = 1e-5,
+        atol: float = 1e-5,
+    ) -> None:
+        """Pass if every output ``got[i]`` matches the reference ``want[i]`` (see
+        :func:`wrong_cases`); else name the first wrong case by its input (``about(i)``, "an
+        array of length 7"), show both values and how many cases are wrong. A callable
+        ``hint`` gets the wrong indices (to tell "only the reused batches" apart)."""
+        wrong = wrong_cases(got, want, rtol=rtol, atol=atol)
+        if not wrong:
+            return self.passed(check)
+        i = wrong[0]
+        raise fail(
+            check,
+            expected=f"{_shown(want[i])} (the reference) for {about(i)}",
+            seen=f"{_shown(got[i])}; wrong for {len(wrong)} of {len(got)} cases",
+            hint=hint(wrong) if callable(hint) else hint,
         )
-    passed(BUCKETS_HOLD)
-    distinct = sorted({int(size) for size in sizes.values()})
-    require(
-        BUCKETS_FEW,
-        len(distinct) <= most,
-        expected=f"at most {most} distinct bucket sizes for lengths 1..{up_to}",
-        seen=f"{len(distinct)} distinct sizes (the first: {distinct[:8]})",
-        hint="a bucket per length compiles once per length; round up to powers of two",
-    )
-    return {n: int(size) for n, size in sizes.items()}
+
+    def require_jitted(self, check: str, fn: Any, *, hint: str = "") -> None:
+        """Pass if ``fn`` is what ``jax.jit`` returns (work stays inside the compiler)."""
+        self.require(
+            check,
+            is_jitted(fn),
+            expected="a function wrapped by jax.jit",
+            seen=f"{type(fn).__name__} {getattr(fn, '__name__', '')}".strip(),
+            hint=hint or "decorate the function with @jax.jit",
+        )
+
+    def require_compiles(
+        self,
+        check: str,
+        count: Any,
+        *,
+        at_most: int | None = None,
+        exactly: int | None = None,
+        at_least: int | None = None,
+        what: str,
+        hint: str,
+        seen_extra: str = "",
+    ) -> None:
+        """Pass if ``count.compiles`` is within the bounds. ``what`` says what was counted
+        ("compilations of padded_rms over 50 calls"); ``seen_extra`` what the grader found out
+        about why (never JAX's closest-key guess alone, which can name the wrong cause)."""
+        n = count.compiles
+        tests = {"exactly": n.__eq__, "at least": n.__ge__, "at most": n.__le__}
+        given = {"exactly": exactly, "at least": at_least, "at most": at_most}
+        bounds = [(words, bound) for words, bound in given.items() if bound is not None]
+        stated = " and ".join(f"{words} {bound}" for words, bound in bounds)
+        expected = f"{stated} {_counted(bounds[-1][1], what) if bounds else what}"
+        seen = f"{n} {_counted(n, what)}" + (f"; {seen_extra}" if seen_extra else "")
+        ok = all(tests[words](bound) for words, bound in bounds)
+        self.require(check, ok, expected=expected, seen=seen, hint=hint)
+
+    def require_jit_on(self, moment: str) -> None:
+        """Fail with the real cause when jit is off, or when the counter no longer hears a
+        brand-new function compile."""
+        import jax
+        import jax.numpy as jnp
+
+        from jitlab.instruments.counting import count_compiles
+
+        if jax.config.jax_disable_jit:
+            raise fail(
+                JIT_ON,
+                expected=f"jit switched on {moment}",
+                seen="jit is switched off (jax_disable_jit is True): nothing compiles, so the "
+                "compile counts mean nothing",
+                hint=JIT_OFF_HINT,
+            )
+
+        def jitlab_canary(x: Any) -> Any:
+            return x * 2.0 + 1.0
+
+        size, jitted = int(np.random.default_rng().integers(3, 64)), jax.jit(jitlab_canary)
+        with count_compiles(jitted, explain=False) as count:
+            out = jitted(jnp.arange(size, dtype=jnp.float32))
+        right = np.allclose(np.asarray(out), np.arange(size) * 2.0 + 1.0)
+        traces, compiles = (count.traces, count.compiles) if right else (-1, -1)
+        self.require(
+            JIT_ON,
+            (traces, compiles) == (1, 1),
+            expected=f"a fresh jitted function to be traced and compiled once {moment}",
+            seen=f"the counter heard {traces} trace(s) and {compiles} compilation(s): "
+            "JAX's monitoring listeners were removed, or jax.jit was replaced",
+            hint=_HANDS_OFF,
+        )
+
+    def require_buckets(
+        self,
+        bucket_size: Callable[[int], int],
+        *,
+        up_to: int,
+        most: int,
+        smallest_allowed: int = 16,
+    ) -> dict[int, int]:
+        """The learner's bucket of every length 1..``up_to``, each asked once (a crash names
+        its length), if each holds its length and wastes less than half (or is at most
+        ``smallest_allowed``), in at most ``most`` sizes. The exercise must state ``most``: a
+        bucket per length wastes nothing, and only a bound rejects it."""
+        self.call_learner(BUCKETS_HOLD, bucket_size, 1)  # a stub says so first
+        sizes: dict[int, Any] = {}
+        try:
+            for n in range(1, up_to + 1):
+                sizes[n] = bucket_size(n)
+        except Exception as err:
+            n = len(sizes) + 1
+            expected = f"bucket_size({n}) to return a size, as for every n from 1 to {up_to}"
+            hint = f"bucket_size must answer every n from 1 to {up_to}, and n={n} failed: "
+            raise learner_error(
+                BUCKETS_HOLD, err, expected=expected, hint=hint + _error_hint(err)
+            ) from err
+        for n, size in sizes.items():
+            limit = max(2 * n - 1, smallest_allowed)
+            whole = isinstance(size, int | np.integer) and not isinstance(size, bool)
+            fail_unless(
+                BUCKETS_HOLD,
+                whole and n <= int(size) <= limit,
+                expected=f"an int from {n} to {limit} for n={n}",
+                seen=repr(size),
+                hint="round n up to the next power of two",
+            )
+        self.passed(BUCKETS_HOLD)
+        distinct = sorted({int(size) for size in sizes.values()})
+        self.require(
+            BUCKETS_FEW,
+            len(distinct) <= most,
+            expected=f"at most {most} distinct bucket sizes for lengths 1..{up_to}",
+            seen=f"{len(distinct)} distinct sizes (the first: {distinct[:8]})",
+            hint="a bucket per length compiles once per length; round up to powers of two",
+        )
+        return {n: int(size) for n, size in sizes.items()}
+
+
+def grader(
+    slug: str, checks: Sequence[str], *, part: str = "", hints: Mapping[str, str] | None = None
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Declare a grading function ``fn(grading, *answer)``: its exercise's slug (``part``
+    when it has several), every check it reports, in order, and their default ``hints``.
+    The declared function is called with the answer alone (and ``seed=`` in tests); it
+    makes the run's :class:`Grading`, runs between two canaries, must pass every check,
+    and then reports itself complete as ``01 shapes: positions`` (number from course.yml)."""
+    from jitlab.instruments.counting import CounterLost
+
+    declared = (JIT_ON, *checks)
+
+    def wrap(fn: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(fn)
+        def run(*answer: Any, seed: int | None = None, **named: Any) -> None:
+            title = grader_title(slug, part)
+            grading = Grading(title, declared, slug, hints or {}, seed)
+            try:
+                grading.require_jit_on("before grading")
+                try:
+                    fn(grading, *answer, **named)
+                except CounterLost as lost:
+                    expected = "the compile counter to hear JAX while your code runs"
+                    raise fail(JIT_ON, expected=expected, seen=str(lost), hint=_HANDS_OFF) from None
+                except (RuntimeError, ValueError) as err:  # the learner's state, not the grader
+                    named_failure = state_failure(err, grading.pending)
+                    if named_failure is None:
+                        raise
+                    raise named_failure from err
+                if grading.pending:
+                    raise TypeError(f"grader {title!r} never reported {grading.pending}")
+                grading.require_jit_on("after grading (your code ran in between)")
+            except GradingFailure as failed:
+                grading.report(
+                    Check(failed.check, False, failed.expected, failed.seen, failed.hint)
+                )
+                raise
+            send_complete(title, declared)
+
+        run.checks = declared  # type: ignore[attr-defined]
+        run.slug, run.part = slug, part  # type: ignore[attr-defined]
+        return run
+
+    return wrap

@@ -21,22 +21,11 @@ from jitlab.grading.calls import (
     copy_leaf,
     host_callbacks,
     python_work,
-    read_once,
     recording,
     same_content,
 )
-from jitlab.grading.checks import (
-    JIT_OFF_HINT,
-    GradingFailure,
-    call_learner,
-    fail,
-    is_jitted,
-    require,
-    require_compiles,
-    require_jitted,
-    shorten,
-)
-from jitlab.instruments.counting import CompileCount, count_compiles, jit_target
+from jitlab.grading.checks import JIT_OFF_HINT, Grading, GradingFailure, fail, is_jitted, shorten
+from jitlab.instruments.counting import CompileCount, count_compiles
 
 
 class Declared(NamedTuple):
@@ -163,50 +152,58 @@ class KernelExercise:
         return tuple(self.name(check) for check in checks)
 
     def require(
-        self, check: Declared, ok: bool, *, seen: str, expected: str = "", hint: str = ""
+        self,
+        grading: Grading,
+        check: Declared,
+        ok: bool,
+        *,
+        seen: str,
+        expected: str = "",
+        hint: str = "",
     ) -> None:
         """Pass or fail a standard check, with its declared expectation and hint unless
         the grader found something more specific to say."""
         hint = hint or self.hints.get(check.name) or self._text(check.hint)
         expected = expected or self._text(check.expected)
-        require(self.name(check), ok, expected=expected, seen=seen, hint=hint)
+        grading.require(self.name(check), ok, expected=expected, seen=seen, hint=hint)
 
-    def jitted(self, kernel: Any) -> None:
+    def jitted(self, grading: Grading, kernel: Any) -> None:
         hint = self.hints.get(JITTED.name) or self._text(JITTED.hint)
-        require_jitted(self.name(JITTED), kernel, hint=hint)
+        grading.require_jitted(self.name(JITTED), kernel, hint=hint)
 
-    def plain(self, wrapper: Any, *, seen: str = "") -> None:
+    def plain(self, grading: Grading, wrapper: Any, *, seen: str = "") -> None:
         seen = seen or (
             f"{self.wrapper} is wrapped by jax.jit: it compiles for every new argument "
             f"signature itself, and {self.kernel} is inlined into it"
         )
-        self.require(PLAIN, not is_jitted(wrapper), seen=seen)
+        self.require(grading, PLAIN, not is_jitted(wrapper), seen=seen)
 
-    def no_callbacks(self, kernel: Any, *args: Any) -> None:
+    def no_callbacks(self, grading: Grading, kernel: Any, *args: Any) -> None:
         """Fail now if the program ``kernel`` traces for ``args`` has a host callback doing
         the work; the check passes only in :meth:`run` (``callbacks=True``), on the
         programs the counted calls compiled (a function can build another program on a
         later trace)."""
 
-        jit_target(kernel)  # .trace() reads _fun: it must be what the calls run
-
         def trace() -> Any:
             return kernel.trace(*args)
 
         trace.__name__ = self.kernel  # for a stub's verdict
-        call_learner(self.name(NO_CALLBACKS), trace)
+        grading.call_learner(self.name(NO_CALLBACKS), trace)
         probe = Call((), {}, {}, (), True, callbacks=tuple(host_callbacks(kernel, *args)))
-        self.callbacks_ran([probe])
+        self.callbacks_ran(grading, [probe])
 
-    def callbacks_ran(self, calls: Sequence[Call], *, passes: bool = False) -> None:
+    def callbacks_ran(
+        self, grading: Grading, calls: Sequence[Call], *, passes: bool = False
+    ) -> None:
         """Fail if a program these calls compiled calls back into Python; pass the check
         too if ``passes``."""
         found, seen = python_work(calls)
         if found or passes:
-            self.require(NO_CALLBACKS, not found, seen=seen)
+            self.require(grading, NO_CALLBACKS, not found, seen=seen)
 
     def run(
         self,
+        grading: Grading,
         wrapper: Callable[..., Any],
         kernel: Any,
         arguments: Sequence[tuple[tuple, dict]],
@@ -227,26 +224,25 @@ class KernelExercise:
             count_compiles(kernel) as count,
             recording(wrapper, kernel, lambda: count.compiles) as recorder,
         ):
-            recorder.on_call = lambda call: call.jit_on or self.jit_on(recorder, call)
+            recorder.on_call = lambda call: call.jit_on or self.jit_on(grading, recorder, call)
             run = Run(recorder, count)
             for args, kwargs in arguments:
                 run.given.append((args, kwargs))
                 run.copies.append(jax.tree.map(copy_leaf, (args, kwargs)))
                 before = len(recorder.calls)
                 try:
-                    out = call_learner(check, wrapper, *args, **kwargs)
+                    out = grading.call_learner(check, wrapper, *args, **kwargs)
                 except GradingFailure as failed:
                     if about is None:
                         raise
                     seen = f"{failed.seen} (call {len(run.given)}: {about(len(run.given) - 1)})"
                     verdict = {"expected": failed.expected, "seen": seen, "hint": failed.hint}
                     raise fail(failed.check, **verdict) from failed.__cause__
-                try:
-                    out = jax.tree.map(read_once, out)
-                    if refills:  # the next refill must not race a computation still reading
+                if refills:  # the next refill must not race a computation still reading
+                    try:
                         jax.block_until_ready(out)
-                except Exception:  # not a pytree JAX can walk: checked as it came
-                    pass
+                    except Exception:  # not a pytree JAX can walk: checked as it came
+                        pass
                 run.outputs.append(out)
                 run.calls.append(recorder.calls[before:])
                 run.changed.append(not same_content(run.given[-1], run.copies[-1]))
@@ -254,10 +250,10 @@ class KernelExercise:
             pairs = zip(run.changed, run.given, run.copies, strict=True)
             run.changed = [c or not same_content(given, copy) for c, given, copy in pairs]
         if callbacks:
-            self.callbacks_ran(run.kernel_calls, passes=True)
+            self.callbacks_ran(grading, run.kernel_calls, passes=True)
         return run
 
-    def jit_on(self, recorder: Recorder, pending: Call | None = None) -> None:
+    def jit_on(self, grading: Grading, recorder: Recorder, pending: Call | None = None) -> None:
         """Jit was on at every call of the kernel (``jax.disable_jit()`` inside the
         wrapper is over when the grader's canary runs); :meth:`run` checks each
         ``pending`` call before it runs, so that jit switched off fails at once."""
@@ -267,9 +263,11 @@ class KernelExercise:
             f"jit was switched off (jax.disable_jit or jax_disable_jit) at {off} of "
             f"{len(every)} calls of {self.kernel}: nothing compiles, so the counts mean nothing"
         )
-        self.require(JIT_ON, not off, seen=seen)
+        self.require(grading, JIT_ON, not off, seen=seen)
 
-    def calls_kernel(self, run: Run, *, first: Callable[[int], str] = str) -> None:
+    def calls_kernel(
+        self, grading: Grading, run: Run, *, first: Callable[[int], str] = str
+    ) -> None:
         """Every call of the wrapper dispatched the kernel (at least once), not only
         inside a trace (a ``jax.jit`` of the learner's own inlines it)."""
         never = [i for i, during in enumerate(run.calls) if not during]
@@ -290,9 +288,9 @@ class KernelExercise:
             )
             hint = f"call {self.call} directly in {w}, not inside {by} of your own, and "
             hint += "return its result"
-        self.require(CALLS_KERNEL, not never, seen=seen, hint=hint)
+        self.require(grading, CALLS_KERNEL, not never, seen=seen, hint=hint)
 
-    def unchanged(self, run: Run, *, what: Callable[[int], str] = str) -> None:
+    def unchanged(self, grading: Grading, run: Run, *, what: Callable[[int], str] = str) -> None:
         """The caller's arguments have the content they had before each call (an array
         donated to a jitted function, and so deleted, is named as such)."""
         changed = [i for i, changed in enumerate(run.changed) if changed]
@@ -304,10 +302,11 @@ class KernelExercise:
             f"{len(run.given)} calls (the first: {first or what(changed[0])})"
         )
         hint = DONATED if donated else ""
-        self.require(UNCHANGED, not changed, seen=seen or "", hint=hint)
+        self.require(grading, UNCHANGED, not changed, seen=seen or "", hint=hint)
 
     def compiles(
         self,
+        grading: Grading,
         check: str,
         count: CompileCount,
         *,
@@ -325,4 +324,4 @@ class KernelExercise:
         over = bound is not None and count.compiles > bound
         extra = shorten("; ".join(p for p in parts if p), 400) if over else ""
         bounds = {"at_most": at_most, "exactly": exactly}
-        require_compiles(check, count, **bounds, what=what, hint=hint, seen_extra=extra)
+        grading.require_compiles(check, count, **bounds, what=what, hint=hint, seen_extra=extra)

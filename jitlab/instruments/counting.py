@@ -48,7 +48,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -72,16 +71,6 @@ ANY_FUNCTION = None
 
 class CounterLost(RuntimeError):
     """The counter's listener was removed from JAX while it counted (its count is wrong)."""
-
-
-class Disguised(TypeError):
-    """A jitted function's ``_fun`` is not the function JAX runs for it: ``.trace()``,
-    ``.lower()`` and ``clear_cache()`` would act on another function than its calls."""
-
-
-class Unnamed(TypeError):
-    """No name JAX would report can be read from the function to count (a computed
-    ``__name__`` could answer the counter with another name than JAX's events carry)."""
 
 
 @dataclasses.dataclass
@@ -184,28 +173,6 @@ UNNAMED = "<unnamed function>"
 """What JAX reports for a callable without ``__name__`` (an object with ``__call__``)."""
 
 
-_LIBRARIES = frozenset({"builtins", "functools", "jax", "jaxlib", "equinox", "flax", "optax"})
-
-
-def _plain_name(obj: Any) -> str | None:
-    """``obj.__name__``, unless a Python class of its computes it (a property, a descriptor
-    of its own): that could answer the counter with another name than JAX reports."""
-    for klass in type(obj).__mro__:
-        found = vars(klass).get("__name__")
-        builtin = isinstance(found, types.GetSetDescriptorType | types.MemberDescriptorType)
-        if found is not None and not builtin and not isinstance(found, str):
-            raise Unnamed(f"cannot tell which function to count from {obj!r}: a computed name")
-        lookup = [n for n in ("__getattr__", "__getattribute__") if n in vars(klass)]
-        library = klass.__module__.partition(".")[0] in _LIBRARIES
-        if lookup and not library and not isinstance(obj, types.FunctionType):
-            # red team 12: a class-level __getattr__ can answer JAX's second read of the
-            # name (the one its compile events carry) with a new name every time (the
-            # libraries' own, Equinox's Module's __getattribute__, answer the same twice)
-            raise Unnamed(f"cannot tell which function to count from {obj!r}: {lookup[0]}")
-    name = getattr(obj, "__name__", None)
-    return name if isinstance(name, str) else None
-
-
 def _jitted_function(fn: Any) -> Any:
     """The function a ``jax.jit`` object traces, as JAX holds it (the closure of its cache
     miss, read through the C++ type's read-only property), or None for anything else.
@@ -235,19 +202,12 @@ def _traced_function() -> Any:
 
 
 def jit_target(fn: Any) -> Any:
-    """What JAX traces for ``fn``: a jitted object's own function, or ``fn`` itself.
-    Raises :class:`Disguised` if the object's ``_fun`` was set to another function."""
+    """What JAX traces for ``fn``: a jitted object's own function, or ``fn`` itself."""
     if fn is None or isinstance(fn, str):
         return None
     while isinstance(fn, functools.partial):
         fn = fn.func
-    held = _jitted_function(fn)
-    if held is not None and getattr(fn, "_fun", held) is not held:
-        raise Disguised(
-            f"{getattr(held, '__name__', fn)!r} was given another _fun after jax.jit: its "
-            ".trace(), .lower() and clear_cache() read that one, its calls run the other"
-        )
-    return held or fn
+    return _jitted_function(fn) or fn
 
 
 def function_name(fn: Callable[..., Any] | str | None) -> str | None:
@@ -260,12 +220,12 @@ def function_name(fn: Callable[..., Any] | str | None) -> str | None:
     inner = _jitted_function(fn) or getattr(fn, "__wrapped__", fn)
     while isinstance(inner, functools.partial):
         inner = inner.func
-    name = _plain_name(inner)
-    if name is None:
-        if callable(inner):
-            return UNNAMED
-        raise Unnamed(f"cannot tell which function to count from {fn!r}")
-    return name
+    name = getattr(inner, "__name__", None)
+    if isinstance(name, str):
+        return name
+    if callable(inner):
+        return UNNAMED
+    raise TypeError(f"cannot tell which function to count from {fn!r}: it is not callable")
 
 
 def _lowered_name_matches(event_name: str, name: str) -> bool:

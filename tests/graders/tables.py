@@ -2,32 +2,25 @@
 
 A wrong-answer row names the answer, the check it must fail, words the verdict must hold
 and words its hint must hold; a right-answer row names an answer that must pass. Rows
-whose draw varies run under several seeds (``SEEDS``, through ``checks.SEED``).
+whose draw varies run under several seeds (``SEEDS``, handed to the grader as ``seed=``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 
 import pytest
 
-from jitlab.grading import GradingFailure, checks
+from jitlab.grading import GradingFailure
 
 SEEDS = ("1", "2", "3")
 
 
-@contextlib.contextmanager
-def seeded(seed: object = None) -> Iterator[None]:
-    """Grade with the draw of ``seed`` (``None``: the grader's own fresh draw)."""
-    old = checks.SEED
-    if seed is not None:
-        checks.SEED = int(seed)
-    try:
-        yield
-    finally:
-        checks.SEED = old
+def _seed(seed: object) -> int | None:
+    """The draw of ``seed`` (``None``: the grader's own fresh draw)."""
+    return None if seed is None else int(seed)  # type: ignore[call-overload]
 
 
 def fails(
@@ -41,8 +34,8 @@ def fails(
     """Grade ``answer``: it must fail at ``check`` (a check's name, or a tuple of the names
     it may fail at), with every one of ``words`` in the verdict and of ``hint`` in its hint.
     A name may be cut to words that only one of the grader's declared checks holds."""
-    with seeded(seed), pytest.raises(GradingFailure) as caught:
-        grade(*answer)
+    with pytest.raises(GradingFailure) as caught:
+        grade(*answer, seed=_seed(seed))
     found = caught.value
     allowed = [_declared(grade, name) for name in ((check,) if isinstance(check, str) else check)]
     assert found.check in allowed, found
@@ -54,8 +47,8 @@ def fails(
 def passes(grade: Callable[..., object], *answer: object, seed: object = None) -> str:
     """Grade ``answer``: every check must pass. Returns what the grader printed."""
     out = io.StringIO()
-    with seeded(seed), contextlib.redirect_stdout(out):
-        grade(*answer)
+    with contextlib.redirect_stdout(out):
+        grade(*answer, seed=_seed(seed))
     assert "All checks passed" in out.getvalue(), out.getvalue()
     return out.getvalue()
 

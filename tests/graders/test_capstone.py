@@ -119,8 +119,8 @@ def learner(bucket_size=few_buckets, **switches):
     return lambda: (*make_learner(**switches), bucket_size)
 
 
-def grade(train_fast, train_step, bucket_size=few_buckets):
-    cap.grade(train_fast, train_step, bucket_size)
+def grade(train_fast, train_step, bucket_size=few_buckets, *, seed=None):
+    cap.grade(train_fast, train_step, bucket_size, seed=seed)
 
 
 grade.checks = cap.grade.checks  # a row may name its check by words only one holds

@@ -62,9 +62,9 @@ def on_the_host(w, batch, lr):
     return jax.pure_callback(update, jax.ShapeDtypeStruct(w.shape, w.dtype), w, batch, lr)
 
 
-def grade(prepare, step=None):
+def grade(prepare, step=None, *, seed=None):
     prepare = replayer() if prepare is replayer else prepare
-    diagnosing.grade(prepare, jax.jit(sgd_update) if step is None else step)
+    diagnosing.grade(prepare, jax.jit(sgd_update) if step is None else step, seed=seed)
 
 
 def lr_as(convert, batch=lambda b: b):

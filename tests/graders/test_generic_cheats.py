@@ -210,36 +210,9 @@ def test_a_kernel_whose_later_traces_call_back_to_the_host_fails(slug):
     assert grade(slug, names).check == declared.name(NO_CALLBACKS)
 
 
-@pytest.mark.parametrize("slug", CHECKS_CALLBACKS)
-def test_a_kernel_whose_output_is_rebuilt_by_code_of_its_own_fails(slug):
-    # Red team 11: the program passes its inputs through; the unflatten registered for the
-    # output's class, run by jit after the program, computes the answer outside it.
-    declared = CHECKS_CALLBACKS[slug]
-    names = loaded(slug)
-    inner = names[declared.kernel].__wrapped__
-    keep = {"__init__": lambda self, inputs: setattr(self, "inputs", inputs)}
-    rebuilt = type("Rebuilt", (), keep)  # a class of its own for each test
-    jax.tree_util.register_pytree_node(
-        rebuilt, lambda r: (r.inputs, None), lambda _, leaves: np.asarray(inner(*leaves))
-    )
-    names[declared.kernel] = jax.jit(lambda *args: rebuilt(args))
-    assert grade(slug, names).check == declared.name(NO_CALLBACKS)
-
-
-def test_a_callback_behind_a_primitive_of_its_own_is_found():
-    # Red team 9: a primitive of the learner's own lowers to a callback; its jaxpr names
-    # only the primitive, its lowering names the custom call into Python.
-    from jax.extend.core import Primitive
-    from jax.interpreters import mlir
-
+def test_a_debug_print_is_not_taken_for_work_done_on_the_host():
     from jitlab.grading.calls import host_callbacks
 
-    hidden = Primitive("numpy_core")
-    hidden.def_abstract_eval(lambda x: x)
-    on_host = lambda x: jax.pure_callback(np.sin, jax.ShapeDtypeStruct(x.shape, x.dtype), x)  # noqa: E731
-    mlir.register_lowering(hidden, mlir.lower_fun(on_host, multiple_results=False))
-    jitted = jax.jit(hidden.bind)
-    assert host_callbacks(jitted, np.ones(3, np.float32)), "a custom call into Python"
     assert not host_callbacks(jax.jit(jnp_sin_with_a_print), np.ones(3, np.float32))
 
 

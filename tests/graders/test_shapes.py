@@ -143,18 +143,6 @@ def two_types_of_n(kernel):
     return rms
 
 
-class TwoFaced:  # reads as the reference's RMS once, then as the kernel's wrong one
-    def __init__(self, *faces):
-        self.faces = list(faces)
-
-    def __array__(self, dtype=None, copy=None):
-        return np.asarray(self.faces.pop(0) if len(self.faces) > 1 else self.faces[0], dtype)
-
-
-def two_faced(kernel):  # the last value left out, behind a result that lies once
-    return lambda x: TwoFaced(reference_rms(x), make_rms(kernel)(x[:-1] if len(x) > 1 else x))
-
-
 def own_table(kernel):
     pads = {size: np.zeros(size, np.float32) for size in SHORT_TABLE}
 
@@ -217,7 +205,6 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, in hint)
                        [], []),  # the RMS does not change, the data does
     "hard-coded": (rms_of(lambda k: lambda x: k(np.ones(8, np.float32), 8) * 0 + 1.0),
                    "rms matches", [], []),
-    "two-faced result": (rms_of(two_faced), "rms matches", ["__array__"], []),
     "own table": (rms_of(own_table), "rms matches", ["KeyError: ", "x of length", "bucket_size("],
                   ["bucket_size(len(x))"]),  # the first length it has no pad for: any draw
 }

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from jitlab.doctor import classify
-from jitlab.grading import GradingFailure, Recorder, call_learner, jit_options, recording, why
+from jitlab.grading import Grading, GradingFailure, Recorder, jit_options, recording, why
 from jitlab.instruments.counting import count_compiles
 
 
@@ -173,7 +173,7 @@ def _donated():
 )
 def test_an_exception_names_the_learners_line_and_a_hint_for_it(call, error, words):
     with pytest.raises(GradingFailure) as info:
-        call_learner("it runs", call, *([1.0] if "Bool" in error else []))
+        Grading("toy", ()).call_learner("it runs", call, *([1.0] if "Bool" in error else []))
     failure = info.value
     assert failure.seen.startswith(error) and words in failure.hint, failure
     assert "test_causes.py:" in failure.seen  # the learner's line, not jax's

@@ -358,25 +358,6 @@ def test_a_jitted_functions_name_is_what_jax_traces_not_its_wrapped():
             jitted(jnp.ones(3))
         assert n.compiles == 1
         jitted.clear_cache()
-    with pytest.raises(TypeError, match="computed name"):  # a callable JAX does not hold
-        function_name(Named())
-
-
-def test_a_callable_whose_class_answers_lookups_cannot_be_counted_by_name():
-    # Red team 12: a class-level __getattr__ answered JAX's second read of __name__ (the
-    # one its compile events carry) with a new name each time, so compilations went
-    # uncounted. A name the class computes on lookup is refused, as a property is.
-    class Step:
-        def __call__(self, x):
-            return x * 2
-
-        def __getattr__(self, name):
-            if name == "__name__":
-                return "step"
-            raise AttributeError(name)
-
-    with pytest.raises(TypeError, match="__getattr__"):
-        function_name(Step())
 
 
 def test_a_library_module_s_own_lookup_does_not_stop_the_count():
@@ -408,17 +389,3 @@ def test_a_function_renamed_for_a_call_is_still_counted():
             inner.__name__ = jitted.__name__ = name
             f_renamed(jnp.ones(size))
     assert n.compiles == 3 and n.aliases == {"hidden", "also_hidden"}
-
-
-def test_a_jitted_function_given_another_fun_is_refused():
-    """``.trace()`` and ``clear_cache()`` read a jit object's ``_fun``, its calls do not:
-    a ``_fun`` set to a clean function would hide what really runs (a host callback)."""
-    from jitlab.instruments.counting import Disguised
-
-    @jax.jit
-    def f_disguised(x):
-        return x * 2
-
-    f_disguised._fun = lambda x: x * 3
-    with pytest.raises(Disguised, match="another _fun"), count_compiles(f_disguised):
-        pass
