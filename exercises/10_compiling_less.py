@@ -45,7 +45,8 @@
 # The grader calls `warm_up` with a function of its own (it computes what `summarise`
 # does, then scales and shifts the result by numbers drawn for each run, so only the
 # executables can produce its answers), fresh bucket sizes and a dtype (float32, then
-# float16), and counts what `serve` compiles with `jitlab.count_compiles(None)`. Run
+# float16, then float32 again with a new function on the first round's sizes and
+# requests), and counts what `serve` compiles with `jitlab.count_compiles(None)`. Run
 # `jitlab check compiling_less` for a verdict, `jitlab hint compiling_less` for a hint.
 
 # %%

@@ -7,7 +7,11 @@ an executable returned during that ``serve``). The draw, every run:
 - bucket sizes never sorted: "the first key that fits" in dict order;
 - every bucket size itself and one more, and length 1: ``>`` for ``>=``, an off-by-one;
 - float32, then float16: a warm-up that ignores ``dtype``, float64 padding;
-- the same request arrays refilled and served again: results kept by ``id(x)``.
+- the same request arrays refilled and served again: results kept by ``id(x)``;
+- a last round with a new fn, in float32 again, on the first round's sizes and requests (the
+  same contents, in new arrays): executables kept by size and dtype, results kept by the
+  request's bytes;
+- the caller's list checked after each serve: a request popped from it or the list sorted.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from jitlab.grading import Recorder, fail, grader
 from jitlab.grading.checks import JIT_ON, Grading, Hints, learner_line, shorten
 from jitlab.instruments.counting import count_compiles
 
-ROUNDS, BUCKET_POOL = (np.float32, np.float16), np.arange(8, 257, 8)
+BUCKET_POOL = np.arange(8, 257, 8)
 
 CHECKS = {  # every check once: its name, then its default hint
     (WARM_UP_RUNS := "warm_up runs"): "",
@@ -64,8 +68,19 @@ _MISTAKES = {  # the mistakes a verdict names when the grader sees them
     "length": """n reached an executable as another type than it was compiled for: n is an
     int32 scalar, in warm_up's ShapeDtypeStruct and in what serve passes alike""",
     "compiled n": "compile for n as an int32 scalar: a ShapeDtypeStruct of shape (), no data",
-    "kept": """the request arrays were refilled since the last serve: anything kept by id(x) (a
-    result, a padded copy) is stale; pad and run every request again, every time""",
+    "kept": """a result or a padded copy kept from an earlier serve (by id(x), or by the
+    request's contents) is stale once the arrays are refilled or warm_up compiles a new fn: pad
+    and run every request again, every time""",
+    "skipped": """serve called the executables fewer times than it was given requests: run every
+    request through its bucket's executable, on every call. A result kept from an earlier serve
+    (by id(x), or by the request's contents) is stale once the arrays are refilled or warm_up
+    compiles a new fn""",
+    "reused": """warm_up returned executables kept from an earlier call (by bucket size and
+    dtype, say): they run that call's fn. Compile the fn you are given, on every call""",
+    "list": """leave the caller's list as it was: loop over it (for x in requests), and sort or
+    group a copy (sorted(requests, key=len)), never requests.sort() or requests.pop()""",
+    "convert": """jnp.int32(n), jnp.asarray(..., dtype) and .astype on a JAX array compile a
+    conversion for every new type and shape: make n with np.int32(len(x)), and pad in NumPy""",
     "lookup": "the buckets are the keys of `compiled`, whatever their sizes: "
     + CHECKS[SMALLEST_BUCKET],
     "whole": """the numbers are those of the whole padded bucket: pass the request's real
@@ -124,8 +139,9 @@ def _draw(rng: np.random.Generator) -> tuple[list[int], list[int]]:
 
 
 def _warm_up(
-    grading: Grading, warm_up: Callable[..., Any], buckets: list[int], dtype: type, kernel
+    grading: Grading, warm_up: Callable[..., Any], buckets: list[int], dtype: type, kernel, earlier
 ) -> dict:
+    """Check one ``warm_up``; ``earlier``: every executable an earlier one returned."""
     label, want = np.dtype(dtype).name, sorted(buckets)
     with count_compiles(kernel, explain=False) as at_start:
         compiled = grading.call_learner(WARM_UP_RUNS, warm_up, kernel, list(buckets), dtype)
@@ -141,7 +157,8 @@ def _warm_up(
     )
     expected = f"{len(buckets)} compilations of fn during warm_up ({label} round)"
     seen = f"{at_start.compiles} compilation(s) of the fn passed in"
-    grading.require(COMPILES_ONCE, at_start.compiles == len(buckets), expected, seen)
+    reused = HINTS["reused"] * any(v is e for v in compiled.values() for e in earlier)
+    grading.require(COMPILES_ONCE, at_start.compiles == len(buckets), expected, seen, reused)
     takes, order = {}, list(inspect.signature(kernel).parameters)  # padded, then n
     for size in want:
         args, kwargs = compiled[size].args_info  # JAX sorts keyword arguments by name
@@ -181,7 +198,7 @@ def _serve_failure(err: Exception, requests: list, watched: dict) -> Exception:
 def _serve_round(grading: Grading, serve, requests, watched, draw, before) -> list[bytes]:
     """Check one ``serve``; return its results' bytes, the refilled round's ``before``."""
     (scale, shift, label), lengths = draw, [len(x) for x in requests]
-    originals = [x.copy() for x in requests]
+    originals, given = [x.copy() for x in requests], list(requests)
 
     def serve_checked() -> Any:
         try:
@@ -189,7 +206,7 @@ def _serve_round(grading: Grading, serve, requests, watched, draw, before) -> li
         except (NotImplementedError, AssertionError):
             raise
         except Exception as err:
-            raise _serve_failure(err, requests, watched) from err
+            raise _serve_failure(err, given, watched) from err
 
     serve_checked.__name__ = "serve"
     with count_compiles(None, explain=False) as serving:
@@ -200,9 +217,14 @@ def _serve_round(grading: Grading, serve, requests, watched, draw, before) -> li
     names = ", ".join(name.removeprefix("jit(").removesuffix(")") for name in serving.compiled)
     ok = serving.compiles == serving.traces == 0
     seen = f"{serving.traces} trace(s), {serving.compiles} compilation(s), of: {names or '-'}"
-    grading.require(
-        NOTHING_COMPILED, ok, f"0 traces and 0 compilations for {len(requests)} requests", seen
-    )
+    hint = HINTS["convert"] * ("convert_element_type" in names)
+    expected = f"0 traces and 0 compilations for {len(given)} requests"
+    grading.require(NOTHING_COMPILED, ok, expected, seen, hint)
+    same = len(requests) == len(given) and all(x is y for x, y in zip(requests, given, strict=True))
+    reordered = sorted(map(id, requests)) == sorted(map(id, given))
+    seen = "the same requests in another order" if reordered else f"{len(requests)} left in it"
+    expected = f"the caller's list of {len(given)} requests as it was, in its order"
+    grading.require(REQUESTS_KEPT, same, expected, f"serve changed the list: {seen}", HINTS["list"])
     changed = [i for i, x in enumerate(requests) if not np.array_equal(x, originals[i])]
     now = [len(requests[i]) for i in changed[:1]]
     seen = f"{len(changed)} changed, the first: request {changed[:1]}, length now {now}"
@@ -211,11 +233,11 @@ def _serve_round(grading: Grading, serve, requests, watched, draw, before) -> li
     bucket = [min(b for b in watched if b >= n) for n in lengths]
     wanted = {size: bucket.count(size) for size in sorted(watched)}
     calls = {size: len(watched[size].calls) for size in sorted(watched)}
-    kept = before is not None and sum(calls.values()) < len(requests)
+    skipped = sum(calls.values()) < len(requests)
     order = f"bucket sizes passed as {list(watched)}" + ", arrays refilled" * (before is not None)
     expected = f"calls per bucket {wanted} ({label} round, {order})"
     seen = f"calls per bucket {calls}"
-    grading.require(SMALLEST_BUCKET, calls == wanted, expected, seen, HINTS["kept"] * kept)
+    grading.require(SMALLEST_BUCKET, calls == wanted, expected, seen, HINTS["skipped"] * skipped)
 
     got = list(results) if isinstance(results, list | tuple) else None
     seen = type(results).__name__ if got is None else f"{len(got)} results"
@@ -254,18 +276,26 @@ def _serve_round(grading: Grading, serve, requests, watched, draw, before) -> li
 
 @grader("compiling_less", checks=tuple(CHECKS), hints=HINTS)
 def grade(grading: Grading, warm_up: Callable[..., Any], serve: Callable[..., Any]) -> None:
-    """Grade ``warm_up`` and ``serve`` on two rounds of fresh requests, each served twice
-    from the same arrays (refilled in place, as a loader reuses its buffers)."""
-    rng = grading.rng
-    for dtype in ROUNDS:
+    """Grade ``warm_up`` and ``serve`` on three rounds, each served twice from the same
+    arrays (refilled in place, as a loader reuses its buffers): float32, float16, then
+    float32 again with a new fn on the first round's sizes and first requests."""
+    rng, earlier, answered = grading.rng, [], None  # answered: the first serve's results
+    buckets, lengths = _draw(rng)
+    first = [rng.normal(rng.normal(), 2.0, size=n) for n in lengths]
+    again = (np.float32, buckets, lengths, first)
+    for dtype, buckets, lengths, contents in (again, (np.float16, *_draw(rng), None), again):
         scale, shift = float(rng.uniform(0.5, 2.0)), float(rng.uniform(-3.0, 3.0))
         kernel = _make_kernel(f"summarise_{next(_serial)}", scale, shift)
         draw = (scale, shift, np.dtype(dtype).name)
-        buckets, lengths = _draw(rng)
-        compiled = _warm_up(grading, warm_up, buckets, dtype, kernel)
-        requests, before = [np.empty(n, dtype) for n in lengths], None
-        for _ in range(2):
-            for x in requests:
-                x[:] = rng.normal(rng.normal(), 2.0, size=len(x))
+        compiled = _warm_up(grading, warm_up, buckets, dtype, kernel, earlier)
+        earlier += compiled.values()
+        requests = [np.empty(n, dtype) for n in lengths]
+        before = answered if contents else None  # the last round: what the first answered
+        for serving in range(2):
+            fresh = [rng.normal(rng.normal(), 2.0, size=n) for n in lengths]
+            fills = contents if contents and not serving else fresh
+            for x, fill in zip(requests, fills, strict=True):
+                x[:] = fill
             watched = {size: _Watched(compiled[size]) for size in buckets}
             before = _serve_round(grading, serve, requests, watched, draw, before)
+            answered = answered or before

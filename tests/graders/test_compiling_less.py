@@ -155,6 +155,40 @@ def memo_by_id(decoy):
     return serve_memo
 
 
+def kept_executables():
+    """Executables kept by (size, dtype) across calls of warm_up: a new fn never compiles."""
+    kept = {}
+
+    def warm_up_kept(fn, bucket_sizes, dtype):
+        fresh = [s for s in bucket_sizes if (s, np.dtype(dtype)) not in kept]
+        kept.update({(s, np.dtype(dtype)): c for s, c in warm_up(fn, fresh, dtype).items()})
+        return {s: kept[s, np.dtype(dtype)] for s in bucket_sizes}
+
+    return warm_up_kept
+
+
+def memo_by_contents():
+    """Results kept by the request's bytes: a new fn's executables never see that request."""
+    memo = {}
+
+    def serve_memo(requests, compiled):
+        for x in requests:
+            if x.tobytes() not in memo:
+                memo[x.tobytes()] = serve([x], compiled)[0]
+        return [memo[x.tobytes()] for x in requests]
+
+    return serve_memo
+
+
+def popping(requests, compiled):  # the caller's list emptied
+    return [serve([requests.pop(0)], compiled)[0] for _ in range(len(requests))]
+
+
+def sorting(requests, compiled):  # the caller's list sorted, the results in its new order
+    requests.sort(key=len)
+    return serve(requests, compiled)
+
+
 def beside_decoys(answer):  # the executables called, their results thrown away
     return lambda requests, compiled: serve(requests, compiled) and list(map(answer, requests))
 
@@ -189,6 +223,7 @@ WRONG_WARM_UP = {  # name: (warm_up, the check it fails), served by the right se
                      cl.TAKES_DTYPE),
     "n as int16, used so in serve too": (  # stop 42's weak spot: consistent, but not int32
         lambda f, b, d: warm_up(f, b, d, jax.ShapeDtypeStruct((), jnp.int16)), cl.TAKES_DTYPE),
+    "executables kept by size and dtype": (kept_executables(), cl.COMPILES_ONCE),
 }
 WRONG_SERVE = {  # name: (a factory of serve, the check it fails), after the right warm_up
     "serve under disable_jit": (lambda: serve_without_jit, JIT_ON),
@@ -208,6 +243,10 @@ WRONG_SERVE = {  # name: (a factory of serve, the check it fails), after the rig
                                cl.FROM_EXECUTABLES),
     "bucket size as n": (lambda: serving(n=lambda x, size: size), cl.NUMBERS),
     "copied to the end": (lambda: serving(pad=right_aligned), cl.NUMBERS),
+    "jnp.int32 for n": (lambda: serving(n=lambda x, size: jnp.int32(len(x))), cl.NOTHING_COMPILED),
+    "pops the caller's list": (lambda: popping, cl.REQUESTS_KEPT),
+    "sorts the caller's list": (lambda: sorting, cl.REQUESTS_KEPT),
+    "results kept by contents": (memo_by_contents, cl.SMALLEST_BUCKET),
 }
 ON_EVERY_DRAW = {  # rules only some inputs expose, graded on three seeds
     ">": (lambda: serving(bucket=strictly_greater), cl.SMALLEST_BUCKET),
@@ -224,6 +263,13 @@ ON_EVERY_DRAW = {  # rules only some inputs expose, graded on three seeds
                              cl.NUMBERS),
 }
 # fmt: on
+HINT = {  # what a verdict's hint must hold
+    "executables kept by size and dtype": ["kept from an earlier call"],
+    "jnp.int32 for n": ["np.int32(len(x))"],
+    "pops the caller's list": ["requests.pop()"],
+    "sorts the caller's list": ["sorted(requests, key=len)"],
+    "results kept by contents": ["contents", "new fn"],
+}
 WORDS = {  # what a verdict must hold, where more than its check
     "jit off in the config": ["jit is switched off"],
     "ignores dtype": ["float16["],
@@ -246,6 +292,10 @@ WORDS = {  # what a verdict must hold, where more than its check
     "bisect_right": ["IndexError", "length"],
     "results as lists": ["list", "tolist"],
     "results out of order": ["order of the requests"],
+    "executables kept by size and dtype": ["0 compilation(s)"],
+    "jnp.int32 for n": ["convert_element_type"],
+    "pops the caller's list": ["0 left in it"],
+    "sorts the caller's list": ["another order"],
 }
 WRONG = WRONG_WARM_UP | WRONG_SERVE
 
@@ -254,4 +304,5 @@ WRONG = WRONG_WARM_UP | WRONG_SERVE
 def test_wrong_answers_fail_their_check(name, seed):
     answer, check = (WRONG | ON_EVERY_DRAW)[name]
     warm, serve_fn = (answer, serve) if name in WRONG_WARM_UP else (warm_up, answer())
-    fails(cl.grade, warm, serve_fn, check=check, words=WORDS.get(name, ()), seed=seed)
+    words, hint = WORDS.get(name, ()), HINT.get(name, ())
+    fails(cl.grade, warm, serve_fn, check=check, words=words, hint=hint, seed=seed)
