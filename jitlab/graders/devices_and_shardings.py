@@ -29,9 +29,11 @@ from jitlab.instruments.counting import count_compiles
 
 CHECKS = {  # every check once: its name, then its default hint
     (PLACE_RUNS := "place runs on batches from every loader"): "",
-    (DICT_KEYS := "place returns a dict with the keys 'x' and 'y'"): """return the dict structure
-        you were given, with the same keys; jax.device_put keeps a dict's structure""",
-    (CALLER_KEPT := "place leaves the caller's arrays as they were"): """build and return a new
+    (DICT_KEYS := "place returns a new dict with the keys 'x' and 'y'"): """return a new dict with
+        the keys you were given; jax.device_put(batch, sharding) builds one""",
+    (
+        CALLER_KEPT := "place leaves the caller's dict and arrays as they were"
+    ): """build and return a new
         dict of new arrays (jax.device_put makes them); do not write into, or take from, the dict
         and arrays you were given""",
     (VALUES := "place keeps every value and dtype"): """jax.device_put moves data without changing
@@ -51,6 +53,8 @@ MISTAKES = {  # and the hints of the mistakes a verdict names
         you were given""",
     "mesh": """use the mesh passed to place on every call (not a mesh of your own, a global one
         or one kept from an earlier call), whatever spec a batch arrived with:""",
+    "same dict": """return a new dict even when every array is already in place: the caller's
+        dict stays the caller's (jax.device_put(batch, sharding) builds a new one)""",
     "stayed": """it is still on the mesh its loader put it on: place returned it without moving
         it (or moved it inside jax.disable_jit(), which on this release can leave it there)""",
 }
@@ -164,6 +168,11 @@ def _check_arrays(
         for key in ("x", "y")
     ]
     before = [batch[key] for batch in held for key in ("x", "y")]
+    for n, (batch, kept) in enumerate(zip(arrived, held, strict=True)):
+        added = sorted(set(batch) - set(kept))
+        seen = f"batch {n} ({kinds[n]}) has the keys {sorted(batch)} now: {added} were added"
+        expected = f"the caller's dict with its keys {sorted(kept)}, and nothing more"
+        fail_unless(CALLER_KEPT, not added, expected=expected, seen=seen, hint=HINTS[CALLER_KEPT])
     for (what, key, want, now, _), was in zip(arrays, before, strict=True):
         deleted = isinstance(now, jax.Array) and now.is_deleted()
         if deleted:
@@ -262,9 +271,13 @@ def grade(grading: Grading, place: Callable[[dict, Any], dict]) -> None:
         ok, expected = isinstance(out, dict) and set(out) == {"x", "y"}, "{'x': ..., 'y': ...}"
         fail_unless(DICT_KEYS, ok, expected=expected, seen=seen, hint=HINTS[DICT_KEYS])
     grading.passed(PLACE_RUNS)
-    grading.passed(DICT_KEYS)
     grading.require_jit_on("after your place ran")
     _check_arrays(grading, originals, arrived, held, placed, [kind for kind, _ in jobs])
+    same = [n for n, batch in enumerate(arrived) if placed[n] is batch]  # its own dict, unchanged
+    seen = f"batch {same[0]} ({jobs[same[0]][0]}): the very dict it was given" if same else ""
+    expected = "a new dict, whatever placement the batch arrived in"
+    fail_unless(DICT_KEYS, not same, expected=expected, seen=seen, hint=HINTS["same dict"])
+    grading.passed(DICT_KEYS)
     for which in TARGETS:
         _compiles_once(w, jobs, placed, came, meshes, which)
     grading.passed(STEP_RUNS)

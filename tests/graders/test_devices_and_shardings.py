@@ -96,6 +96,18 @@ def donated(batch, mesh):
     return jax.jit(lambda b: jax.tree.map(lambda a: a * 1, b), donate_argnums=0)(put(batch, mesh))
 
 
+def same_dict_when_in_place(batch, mesh):  # "return a new dict": not the caller's own
+    if all(getattr(v, "sharding", None) == split(mesh) for v in batch.values()):
+        return batch
+    return put(batch, mesh)
+
+
+def marks_the_callers_dict(batch, mesh):  # a key written into the dict it was given
+    placed = put(dict(batch), mesh)
+    batch["placed"] = True
+    return placed
+
+
 KEPT: list = []  # emptied before each grading
 
 
@@ -126,6 +138,10 @@ WRONG = {  # (answer, the check(s) it fails, words its verdict holds): on any nu
     "deletes what it returns": (
         lambda b, m: jax.tree.map(lambda a: (a := a.copy()).delete() or a, put(b, m)),
         grader.VALUES, ("was deleted", "before it was returned")),
+    "the caller's dict when in place": (same_dict_when_in_place, grader.DICT_KEYS,
+                                        ("the very dict it was given",)),
+    "a key written into the caller's dict": (marks_the_callers_dict, grader.CALLER_KEPT,
+                                             ("['placed'] were added",)),
     "pops the caller's arrays": (lambda b, mesh: put({k: b.pop(k) for k in ("x", "y")}, mesh),
                                  grader.CALLER_KEPT, ("gone from the caller's dict",)),
     "a cast to bfloat16": (
@@ -134,10 +150,10 @@ WRONG = {  # (answer, the check(s) it fails, words its verdict holds): on any nu
     "rows out of order": (
         lambda b, mesh: put({k: np.asarray(v)[::-1].copy() for k, v in b.items()}, mesh),
         grader.VALUES, ("row 0 of x differs",)),
-    "passed through unchanged": (lambda b, mesh: b, grader.COMPILES_ONCE,
+    "passed through unchanged": (lambda b, mesh: dict(b), grader.COMPILES_ONCE,
                                  ("compilations; batch", "NamedSharding")),
     "moves only what is not on a mesh": (
-        lambda b, m: b if isinstance(getattr(b["x"], "sharding", None), NamedSharding)
+        lambda b, m: dict(b) if isinstance(getattr(b["x"], "sharding", None), NamedSharding)
         else put(b, m),
         grader.COMPILES_ONCE, ("compilations",)),
     "one device": (lambda b, m: jax.device_put(b, jax.devices()[0]), grader.SPLIT, ("one device",)),
@@ -156,7 +172,7 @@ SEVERAL = {  # (answer, the check(s) it fails, words its verdict holds): several
         lambda b, m: jax.device_put(b, NamedSharding(m, P(m.axis_names[0]))), grader.SPLIT,
         ('P("data"), not P(\'model\')',)),
     'leaves what is split over "data"': (
-        lambda b, m: b if getattr(getattr(b["x"], "sharding", None), "spec", 0) == P("data")
+        lambda b, m: dict(b) if getattr(getattr(b["x"], "sharding", None), "spec", 0) == P("data")
         else put(b, m),
         grader.COMPILES_ONCE, ("on another mesh", "whatever spec")),
     "replicated": (lambda b, m: jax.device_put(b, NamedSharding(m, P())), grader.SPLIT, ("P()",)),
