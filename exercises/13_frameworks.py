@@ -39,6 +39,7 @@
 #    params are `params - learning_rate * gradient`.
 # 3. `fit(model, learning_rate, batches) -> losses`: the same numbers as `slow_fit`, a
 #    1-D array with one loss per batch, computed by calling `train_step` once per batch.
+#    The sweep hands every `fit` the same list of batches: leave it as it is.
 #
 # Solved means: the losses match a reference on fresh data, fresh models and fresh
 # learning rates; and after a first run, runs with re-created models of the same size

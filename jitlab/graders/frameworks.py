@@ -9,7 +9,10 @@ What every run draws, on purpose:
   four learning rates          20 % or more apart: a rate frozen at trace time fails
   re-created models            same sizes, new seeds: new data for the compiled program
   one batches list for all fits  as the exercise's sweep: a memo keyed by id() of the
-                               batches hands back an earlier fit's losses
+                               batches hands back an earlier fit's losses; a fit that pops,
+                               reverses or sorts the list is named
+  a third fit at the first      a memo of losses keyed by the learning rate
+  fit's rate, a new model
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ FIT = (
     FIT_RUNS := "fit runs",
     FIT_RETURNS := "fit returns an array of losses, one per batch",
     FIT_CALLS := "fit calls train_step, by its name, once per batch",
+    FIT_KEEPS := "fit leaves the caller's list of batches as it was",
     "fit runs the model in a compiled program, once per batch",
     "fit: losses match the reference",
     "more fits compile nothing",
@@ -78,9 +82,19 @@ HINTS = {  # no key is a signature part or a cause but these two, for Why.hint_f
         not, so the update is off: a learning rate other than this run's (one read from a global
         or a closure is frozen at trace time; one stored in bfloat16 or float16 is rounded: keep
         it float32), or not params - learning_rate * gradient""",
-    "stale": """run 1 was right, run 2 is not: a rate baked in at trace time (a global, a closure,
-        a default) stays the same, and nothing may be remembered from an earlier call. Keep the
-        rate in opt_state, as an array""",
+    "stale": """an earlier run was right, and this one's first loss (at the params given) is
+        right too, but not the later ones: a rate baked in at trace time (a global, a closure, a
+        default) stays the same. Keep the rate in opt_state, as an array""",
+    "resumed": """an earlier run was right, and this one's first loss (at the params given) is
+        not: the run did not start from the model it was given. Params or state kept from an
+        earlier run (a global, a default argument) carry over: start every run from
+        init(model, learning_rate)""",
+    "kept": """nothing may be kept from an earlier fit: a memo of losses (by the learning rate,
+        by the batches) hands back another model's numbers. Train the model you are given,
+        every time""",
+    "batches": """loop over the batches (for x, y in batches) and leave the list as it is: the
+        sweep hands the same list to every fit, and pop, reverse or sort in place change what
+        the next fit trains on""",
     # a leaf that is no array, as the verdict names it (KIND_OF), and its hint
     "an nnx.Optimizer": """keep the optimizer's state, not the optimizer: build one Optax
         transformation at top level and return its init(params)""",
@@ -134,14 +148,20 @@ class Regressor(nnx.Module):
 
 
 def _numbers_hint(got: list, want: list) -> Callable[[list[int]], str]:
-    """The hint for the wrong runs: a stale rate (run 2 alone), an update that is off (the
-    first loss, at the params given, is right), or the formula."""
+    """The hint for the wrong runs: the losses of an earlier run handed back; after a right
+    run, one that started elsewhere (its first loss, at the params given, is wrong) or with a
+    stale rate (its first loss is right); an update that is off; or the formula."""
 
     def hint(wrong: list[int]) -> str:
-        if wrong == [1]:
-            return HINTS["stale"]
-        losses = as_numbers(got[wrong[0]])
-        ok = losses is not None and losses.size and np.isclose(losses.flat[0], want[wrong[0]][0])
+        first, losses = wrong[0], [as_numbers(g) for g in got]
+        now = losses[first]
+        same = [i for i in range(first) if now is not None and np.shape(losses[i]) == now.shape]
+        same = [i for i in same if np.allclose(losses[i], now, rtol=1e-6, atol=0)]
+        if same:
+            return f"run {first + 1} returned the losses of run {same[0] + 1}: {HINTS['kept']}"
+        ok = now is not None and now.size and np.isclose(now.flat[0], want[first][0])
+        if first:  # an earlier run was right
+            return HINTS["stale" if ok else "resumed"]
         return HINTS["update" if ok else "numbers"]
 
     return hint
@@ -222,9 +242,10 @@ def _grader_loop(
     return np.array(losses)
 
 
-def _require_fit_calls(losses: Any, step: Recorder) -> None:
+def _require_fit_calls(losses: Any, step: Recorder, earlier: list) -> None:
     """fit returned an array of one loss per batch, and called train_step once per batch
-    (a jit of its own of an identical step is not train_step)."""
+    (a jit of its own of an identical step is not train_step; ``earlier`` fits' losses handed
+    back are a memo's)."""
     shape = np.shape(losses) if isinstance(losses, np.ndarray | jax.Array) else None
     seen = f"{type(losses).__name__}" + (f" of shape {shape}" if shape is not None else "")
     fail_unless(FIT_RETURNS, shape == (N_BATCHES,), expected=f"an array of shape ({N_BATCHES},)",
@@ -233,8 +254,19 @@ def _require_fit_calls(losses: Any, step: Recorder) -> None:
     seen += f", and {len(step.traced)} while another function traced it" * bool(step.traced)
     hint = """call train_step itself, by that name, once per batch: a jitted function of
         your own, even one that does the same, is not the step that was asked for"""
+    same = [i for i, e in enumerate(earlier) if np.shape(e) == shape and np.array_equal(e, losses)]
+    hint = f"fit returned the losses of run {same[0] + 1} of fit: {HINTS['kept']}" if same else hint
     fail_unless(FIT_CALLS, len(step.calls) == N_BATCHES, expected=f"{N_BATCHES} calls",
                 seen=seen, hint=" ".join(hint.split()))  # fmt: skip
+
+
+def _require_batches_kept(grading: Grading, batches: list, given: tuple) -> None:
+    """The caller's list holds the batches it held, in their order, after fit."""
+    same = len(batches) == len(given) and all(a is b for a, b in zip(batches, given, strict=True))
+    reordered = sorted(map(id, batches)) == sorted(map(id, given))
+    seen = "the same batches in another order" if reordered else f"{len(batches)} left in it"
+    expected = f"the list of {len(given)} batches as fit was given it, in its order"
+    grading.require(FIT_KEEPS, same, expected, f"fit changed the list: {seen}", HINTS["batches"])
 
 
 def _require_compiled(check: str, seen: dict[str, Any], who: str, batches: list) -> None:
@@ -272,7 +304,7 @@ def _require_compiled(check: str, seen: dict[str, Any], who: str, batches: list)
     )
 
 
-def _require_no_compiles(grading: Grading, check: str, count: Any, who: str, calls: list) -> None:
+def _require_no_compiles(grading: Grading, check: str, count: Any, run: str, calls: list) -> None:
     """Nothing compiled; else what did (by name) and why train_step did (the frame's why)."""
     found = why(calls, label=lambda i: f"call {i + 1} of train_step")
     names = ", ".join(f"{name} x{n}" for name, n in count.compiled.most_common(3))
@@ -282,7 +314,7 @@ def _require_no_compiles(grading: Grading, check: str, count: Any, who: str, cal
         not count.compiles,
         expected="0 compilations: a re-created model of the same size and a new learning "
         "rate are new data for the program already compiled",
-        seen=f"{count.compiles} compilation(s) in run 2 of {who}: {names}; "
+        seen=f"{count.compiles} compilation(s) in {run}: {names}; "
         + (cause if found else "train_step itself did not compile: another function did"),
         hint=found.hint_for(HINTS, HINTS[classify.STATIC_VALUE]) if found else HINTS["again"],
     )
@@ -295,7 +327,8 @@ def grade(grading: Grading, init: Any, train_step: Any, fit: Any) -> None:
     features, hidden, size = (int(n) for n in rng.integers((3, 8, 16), (9, 25, 49)))
     bins = np.geomspace(0.02, 0.3, 10)  # 35 % apart, jittered by 5 %: rates 20 % or more apart
     rates = (rng.choice(bins, 4, replace=False) * rng.uniform(0.95, 1.05, 4)).tolist()
-    seeds = rng.choice(10_000, size=4, replace=False).tolist()
+    rates.append(rates[2])  # the third fit: the first fit's rate, a new model
+    seeds = rng.choice(10_000, size=5, replace=False).tolist()
 
     first = Regressor(features, hidden, rngs=nnx.Rngs(seeds[0]))
     _, params, opt_state = _call(grading, INIT, init, first, rates[0])
@@ -312,13 +345,14 @@ def grade(grading: Grading, init: Any, train_step: Any, fit: Any) -> None:
         hint="decorate train_step with @jax.jit, once, at top level",
     )
     shared = _batches(rng, size, features)  # every fit gets this one list, as in a sweep
+    given = tuple(shared)  # what it holds: what every fit trains on, and leaves in it
     calls: list = []  # train_step's calls, in every run: what why compares
-    for checks, runs, who in ((STEP, (0, 1), LOOP), (FIT, (2, 3), "fit")):
-        got, want = [], []
+    for checks, runs, who in ((STEP, (0, 1), LOOP), (FIT, (2, 3, 4), "fit")):
+        got, want, counts = [], [], []
         for run in runs:
             rate, learner = rates[run], Regressor(features, hidden, rngs=nnx.Rngs(seeds[run]))
             batches = shared if checks is FIT else _batches(rng, size, features)
-            want.append(reference_fit(learner, rate, batches))
+            want.append(reference_fit(learner, rate, list(given) if checks is FIT else batches))
             _probed()
             with count_compiles(ANY_FUNCTION) as count:
                 if checks is FIT:
@@ -328,8 +362,10 @@ def grade(grading: Grading, init: Any, train_step: Any, fit: Any) -> None:
                     step = Recorder(train_step, lambda: count.compiles)
                     losses = _grader_loop(grading, init, step, learner, rate, batches)
             got.append(jax.tree.map(copy_leaf, losses))  # as returned, kept
+            counts.append(count)
             if checks is FIT:
-                _require_fit_calls(losses, step)
+                _require_batches_kept(grading, shared, given)
+                _require_fit_calls(losses, step, got[:-1])
             _require_compiled(checks[-3], _probed(), who, batches)
             calls += step.calls
         for check in checks[:-2]:
@@ -338,4 +374,5 @@ def grade(grading: Grading, init: Any, train_step: Any, fit: Any) -> None:
         grading.require_cases(
             checks[-2], got, want, about=about.__getitem__, hint=_numbers_hint(got, want), rtol=1e-4
         )
-        _require_no_compiles(grading, checks[-1], count, who, calls)
+        for i, counted in enumerate(counts[1:], start=2):
+            _require_no_compiles(grading, checks[-1], counted, f"run {i} of {who}", calls)

@@ -215,6 +215,41 @@ def memo_fit():  # the losses remembered by the id() of the batches
     return remembered
 
 
+def memo_by_rate():  # the losses remembered by learning rate: the sweep's other key forgotten
+    cache = {}
+
+    def remembered(model, rate, batches):
+        if rate not in cache:
+            cache[rate] = fit(model, rate, batches)
+        return cache[rate]
+
+    return remembered
+
+
+def resuming():  # each fit starts from the params the last one ended with
+    last = {}
+
+    def resumed(model, learning_rate, batches):
+        graphdef, params, opt_state = init(model, learning_rate)
+        params, losses = last.get("params", params), []
+        for x, y in batches:
+            params, opt_state, loss = train_step(graphdef, params, opt_state, x, y)
+            losses.append(loss)
+        last["params"] = params
+        return jnp.stack(losses)
+
+    return resumed
+
+
+def popping_fit(model, learning_rate, batches):  # the sweep's list emptied by the first fit
+    return loop_with(init, train_step)(model, learning_rate, [batches.pop(0) for _ in batches[:]])
+
+
+def reversing_fit(model, learning_rate, batches):  # the list reversed in place, trained in order
+    batches.reverse()
+    return loop_with(init, train_step)(model, learning_rate, batches[::-1])
+
+
 def fits(fit_fn):
     return lambda: (init, train_step, fit_fn)
 
@@ -263,14 +298,23 @@ WRONG = {  # name: (the answer, the check it fails, key words of its verdict)
     "numpy and a decoy call": (fits(decoy_fit(1)), fw.FIT_CALLS, ["1 call(s) of train_step"]),
     "numpy and a decoy per batch": (fits(decoy_fit(4)), COMPILED, ["[1, 2, 3]", "never reached"]),
     "hard-coded losses": (fits(lambda *args: fit(*args) * 0 + jnp.asarray([0.9, 0.8, 0.7, 0.6])),
-                          "fit: losses", ["run 1 of fit", "wrong for 2 of 2"]),
+                          "fit: losses", ["run 1 of fit", "wrong for 3 of 3"]),
     "a step rebuilt in every fit": (  # a new lambda jitted on every call
         fits(lambda *args: loop_with(init, jax.jit(lambda *a: _step(*a)))(*args)), fw.FIT_CALLS,
         ["0 call(s)"]),
-    "a memo by id() of the batches": (lambda: fits(memo_fit())(), fw.FIT_CALLS, ["0 call(s)"]),
+    "a memo by id() of the batches": (lambda: fits(memo_fit())(), fw.FIT_CALLS,
+                                      ["0 call(s)", "returned the losses of run 1"]),
     "an identical step of its own": (  # blind set 9: jit caches by the function: no compile
         fits(lambda *args: loop_with(init, OWN_STEP)(*args)), fw.FIT_CALLS, ["0 call(s)"]),
     "losses as a list": (fits(lambda *args: list(fit(*args))), fw.FIT_RETURNS, ["list"]),
+    "the batches popped from the caller's list": (fits(popping_fit), fw.FIT_KEEPS,
+                                                  ["0 left in it", "leave the list as it is"]),
+    "the caller's list reversed in place": (fits(reversing_fit), fw.FIT_KEEPS,
+                                            ["another order", "reverse"]),
+    "a memo of losses by learning rate": (lambda: fits(memo_by_rate())(), fw.FIT_CALLS,
+                                          ["returned the losses of run 1", "learning rate"]),
+    "a fit that resumes from the last one": (lambda: fits(resuming())(), "fit: losses",
+                                             ["run 2 of fit", "did not start from the model"]),
 }
 # fmt: on
 
