@@ -68,6 +68,10 @@ CHECKS = {  # every check once, in order: its name, then its default hint
     (SAME_BATCH := "every process builds the same global batch shapes"): f"""{PAD}, and give
         make_array_from_process_local_data the global shape: max_rows times the number of
         processes""",
+    (SPLIT := 'the rows of the global batch are split over "data"'): """build each array with
+        jax.make_array_from_process_local_data(NamedSharding(mesh, P("data")), rows,
+        global_shape): a replicated P() says that every process holds the whole batch, so each
+        computes on its own rows alone""",
     (SAME_PROGRAM := "every process compiles the same program"): """something static differs
         between processes (read from jax.process_index(), the environment, a file): decide
         it once, the same everywhere""",
@@ -237,6 +241,16 @@ def _leaf(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"[:60]
 
 
+def _rows(value: Any, max_rows: int) -> bool:
+    """Whether ``value`` holds rows: max_rows or more along its first axis."""
+    return np.ndim(value) > 0 and np.shape(value)[0] >= max_rows
+
+
+def _split(value: Any, rows: NamedSharding) -> bool:
+    """Whether ``value`` is a jax.Array split over "data" on its first axis, as ``rows``."""
+    return isinstance(value, jax.Array) and value.sharding.is_equivalent_to(rows, value.ndim)
+
+
 def _to_host(value: Any) -> np.ndarray:
     if not isinstance(value, jax.Array) or value.is_fully_addressable:
         return np.asarray(value)
@@ -288,6 +302,11 @@ def _judge(grading: Grading, worker: multiprocess.Worker, plan: Plan) -> None:
             grading.require(
                 SAME_BATCH, all(same), f"the same shapes on every process {at}", seen, hint
             )
+            # the arrays of rows (a count may be replicated); the same leaves on every process
+            rows, arrays = NamedSharding(mesh, P("data")), jax.tree.leaves(batch)
+            whole = [_leaf(a) for a in arrays if _rows(a, plan.max_rows) and not _split(a, rows)]
+            expected = f"every array of rows on NamedSharding(mesh, P('data')) {at}"
+            grading.require(SPLIT, not whole, expected, shorten("; ".join(whole), 150))
             args, before = (w, batch, plan.lr), count.compiles
             if step == 0 and hasattr(train_step, "lower"):
                 lower = functools.update_wrapper(functools.partial(train_step.lower), train_step)
@@ -394,7 +413,7 @@ def grade(
     run = launch(make_global_batch, train_step, Plan.draw(grading.rng))
     grading.passed(SOURCE)
     grading.passed(STARTED)
-    _relay(grading, run, JIT_ON, CELL_RUNS, BATCH_RUNS, STEP_RUNS, SAME_BATCH, SAME_PROGRAM)
+    _relay(grading, run, JIT_ON, CELL_RUNS, BATCH_RUNS, STEP_RUNS, SAME_BATCH, SPLIT, SAME_PROGRAM)
     states = "; ".join(f"process {w.process_id}: {w.status()}" for w in run.workers)
     stopped = f" ({run.stopped} after {run.quiet_seconds:.0f} s)" if run.stopped else ""
     said = any(w.of("verdict") for w in run.workers)  # a failure stops the others quietly

@@ -23,6 +23,7 @@ from jitlab.graders.processes import (
     ONCE,
     SAME_BATCH,
     SAME_PROGRAM,
+    SPLIT,
 )
 from jitlab.grading import JIT_ON
 from jitlab.instruments import multiprocess
@@ -235,6 +236,10 @@ LATE_LOSS = padded_step('jnp.sum(batch["mask"])', f'jnp.sum(((batch["x"] @ ({NEW
                         ' * batch["mask"]) ** 2) / real')  # fmt: skip
 NAN_PADDED = PADDED.replace("n))\n", "n), constant_values=np.nan)\n")  # the loss skips it
 NAN_STEP = padded_step('jnp.sum(batch["mask"])', "jnp.nansum(err**2) / real")
+# One process's rows as the whole batch, "replicated": the shapes agree, each process sees its own
+REPLICATED = PADDED.replace('P("data")', "P()").replace(
+    "max_rows * jax.process_count()", "max_rows"
+)
 LONG_MASK = PADDED.replace("np.arange(max_rows) < n", "np.arange(max_rows) <= n")
 PER_PROCESS = padded_step('jnp.sum(batch["mask"]) + jax.process_index()')
 ZEROS_AS_PADDING = padded_step('jnp.sum(jnp.any(batch["x"] != 0, axis=1))')
@@ -279,6 +284,9 @@ WRONG = {  # the stub's cell is the exercise's
     ),
     "a static value that differs between processes": wrong(
         SAME_PROGRAM, "static differs between processes", PADDED, PER_PROCESS
+    ),
+    "a batch replicated with P()": wrong(
+        SPLIT, ("P()", "at step 0", "replicated"), REPLICATED, MASKED
     ),
     "the mean over the padding": wrong(NUMBERS, "sum of the mask", PADDED, MEAN_OVER_PADDING),
     "the loss after the update": wrong(NUMBERS, "the loss is the one the new", PADDED, LATE_LOSS),
