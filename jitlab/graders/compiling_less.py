@@ -75,6 +75,8 @@ _MISTAKES = {  # the mistakes a verdict names when the grader sees them
     request through its bucket's executable, on every call. A result kept from an earlier serve
     (by id(x), or by the request's contents) is stale once the arrays are refilled or warm_up
     compiles a new fn""",
+    "lazy": """serve returned a generator, which runs nothing until it is read: build and
+    return a list, one result per request""",
     "reused": """warm_up returned executables kept from an earlier call (by bucket size and
     dtype, say): they run that call's fn. Compile the fn you are given, on every call""",
     "list": """leave the caller's list as it was: loop over it (for x in requests), and sort or
@@ -237,7 +239,9 @@ def _serve_round(grading: Grading, serve, requests, watched, draw, before) -> li
     order = f"bucket sizes passed as {list(watched)}" + ", arrays refilled" * (before is not None)
     expected = f"calls per bucket {wanted} ({label} round, {order})"
     seen = f"calls per bucket {calls}"
-    grading.require(SMALLEST_BUCKET, calls == wanted, expected, seen, HINTS["skipped"] * skipped)
+    lazy = inspect.isgenerator(results)  # nothing ran yet
+    hint = HINTS["lazy" if lazy else "skipped"] * skipped
+    grading.require(SMALLEST_BUCKET, calls == wanted, expected, seen, hint)
 
     got = list(results) if isinstance(results, list | tuple) else None
     seen = type(results).__name__ if got is None else f"{len(got)} results"

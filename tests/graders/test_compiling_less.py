@@ -184,6 +184,10 @@ def popping(requests, compiled):  # the caller's list emptied
     return [serve([requests.pop(0)], compiled)[0] for _ in range(len(requests))]
 
 
+def generating(requests, compiled):  # yield, not a list: nothing runs during the call
+    yield from serve(requests, compiled)
+
+
 def sorting(requests, compiled):  # the caller's list sorted, the results in its new order
     requests.sort(key=len)
     return serve(requests, compiled)
@@ -246,6 +250,7 @@ WRONG_SERVE = {  # name: (a factory of serve, the check it fails), after the rig
     "jnp.int32 for n": (lambda: serving(n=lambda x, size: jnp.int32(len(x))), cl.NOTHING_COMPILED),
     "pops the caller's list": (lambda: popping, cl.REQUESTS_KEPT),
     "sorts the caller's list": (lambda: sorting, cl.REQUESTS_KEPT),
+    "a generator": (lambda: generating, cl.SMALLEST_BUCKET),
     "results kept by contents": (memo_by_contents, cl.SMALLEST_BUCKET),
 }
 ON_EVERY_DRAW = {  # rules only some inputs expose, graded on three seeds
@@ -268,6 +273,7 @@ HINT = {  # what a verdict's hint must hold
     "jnp.int32 for n": ["np.int32(len(x))"],
     "pops the caller's list": ["requests.pop()"],
     "sorts the caller's list": ["sorted(requests, key=len)"],
+    "a generator": ["generator", "return a list"],
     "results kept by contents": ["contents", "new fn"],
 }
 WORDS = {  # what a verdict must hold, where more than its check
