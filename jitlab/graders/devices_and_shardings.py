@@ -22,7 +22,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jitlab.grading import Hints, fail, fail_unless, grader
+from jitlab.grading import GradingFailure, Hints, fail, fail_unless, grader
 from jitlab.grading.causes import Called, why
 from jitlab.grading.checks import Grading, shorten
 from jitlab.instruments.counting import count_compiles
@@ -48,6 +48,9 @@ CHECKS = {  # every check once: its name, then its default hint
     ): "",
 }
 MISTAKES = {  # and the hints of the mistakes a verdict names
+    "jit": """jax.jit does not move an argument committed to other devices than its
+        shardings (it raises instead): move the batch with jax.device_put(batch,
+        NamedSharding(mesh, P("data"))), which takes it from any placement""",
     "donated": """jax.device_put returns the very array it was given when it is already in
         place, and the caller still holds it: do not donate (donate_argnums) or delete the arrays
         you were given""",
@@ -244,6 +247,17 @@ def _compiles_once(w: np.ndarray, jobs: list, placed: list, came: list, meshes: 
     fail_unless(COMPILES_ONCE, count.compiles == 1, expected=expected, seen=seen, hint=hint)
 
 
+def _place(grading: Grading, place: Callable[[dict, Any], dict], batch: dict, mesh: Mesh) -> Any:
+    """``place(batch, mesh)``; a jit that refused a committed batch is named as such."""
+    try:
+        return grading.call_learner(PLACE_RUNS, place, batch, mesh)
+    except GradingFailure as failure:
+        if "incompatible devices" not in str(failure.__cause__):
+            raise
+        verdict = {"expected": failure.expected, "seen": failure.seen, "hint": HINTS["jit"]}
+        raise fail(PLACE_RUNS, **verdict) from failure.__cause__
+
+
 @grader("devices_and_shardings", checks=tuple(CHECKS), hints=HINTS)
 def grade(grading: Grading, place: Callable[[dict, Any], dict]) -> None:
     """Check ``place(batch, mesh)`` by values, shardings, and the step's compile count."""
@@ -266,7 +280,7 @@ def grade(grading: Grading, place: Callable[[dict, Any], dict]) -> None:
     came = [_mesh_of(batch["x"]) for batch in arrived]
     held = [dict(batch) for batch in arrived]
     for batch, (_, which) in zip(arrived, jobs, strict=True):
-        placed.append(out := grading.call_learner(PLACE_RUNS, place, batch, meshes[which]))
+        placed.append(out := _place(grading, place, batch, meshes[which]))
         seen = type(out).__name__ + (f" with keys {sorted(out)}" if isinstance(out, dict) else "")
         ok, expected = isinstance(out, dict) and set(out) == {"x", "y"}, "{'x': ..., 'y': ...}"
         fail_unless(DICT_KEYS, ok, expected=expected, seen=seen, hint=HINTS[DICT_KEYS])

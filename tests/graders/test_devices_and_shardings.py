@@ -7,6 +7,7 @@ subprocess with the exercise's eight (``test_again_on_eight_simulated_devices``)
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -108,6 +109,15 @@ def marks_the_callers_dict(batch, mesh):  # a key written into the dict it was g
     return placed
 
 
+@functools.cache
+def _identity_to(mesh):  # a jit, which refuses arguments committed to other devices
+    return jax.jit(lambda b: b, out_shardings=split(mesh))
+
+
+def jit_with_out_shardings(batch, mesh):
+    return _identity_to(mesh)(dict(batch))
+
+
 KEPT: list = []  # emptied before each grading
 
 
@@ -164,6 +174,8 @@ WRONG = {  # (answer, the check(s) it fails, words its verdict holds): on any nu
         ANY, ("mesh passed to place", "Explicit")),
 }
 SEVERAL = {  # (answer, the check(s) it fails, words its verdict holds): several devices needed
+    "a jit with out_shardings": (jit_with_out_shardings, grader.PLACE_RUNS,
+                                 ("incompatible devices", "jax.device_put(batch")),
     "a global mesh": (
         lambda b, _: put(b, jax.make_mesh((jax.device_count(),), ("data",), axis_types=AUTO)),
         grader.SPLIT, ("the mesh passed to place",)),  # its device order, or its axes
