@@ -102,6 +102,10 @@ MISTAKES = {  # the hints of mistakes that the checks tell apart
     "nan loss": """the loss is NaN: a NaN (or inf) in the padding reached it, and a NaN times
         a zero in the mask is still NaN. Pad with zeros, or select the real rows with
         jnp.where before any arithmetic""",
+    "mean of means": """the loss is the mean of each process's own mean, which weighs every
+        process alike however many real rows it has (a per-process mean, then pmean or a mean
+        over processes): divide the sum over every real row of the global batch by their
+        number, the sum of the mask""",
     "one row too many": """the numbers are those of a mask that lets one padding row in on
         each process with padding: the real rows are jnp.arange(max_rows) < n, not <= n""",
     "nan": """the loss is right but the new weights are NaN: a NaN (or inf) in the padding
@@ -177,6 +181,16 @@ class Plan:
             weights.append(w)
             late.append(np.mean((x @ w - np.concatenate([b for _, b in parts])) ** 2))
         return np.array(losses), np.array(weights), np.array(late)
+
+    def mean_of_means(self) -> np.ndarray:
+        """Each step's loss as the mean over processes of each one's own mean, at the
+        reference weights: what a per-process mean averaged over processes gives."""
+        losses, w = [], np.zeros(self.features)
+        for step, after in enumerate(self.reference()[1]):
+            parts = [self.local(p, step) for p in range(len(self.lengths))]
+            losses.append(np.mean([np.mean((x @ w - y) ** 2) for x, y in parts]))
+            w = after
+        return np.array(losses)
 
     def _rows(self, process_id: int, step: int, extra: int) -> tuple[np.ndarray, np.ndarray]:
         """The real rows, and ``extra`` zero rows of the padding where there is padding."""
@@ -343,6 +357,7 @@ def _judge(grading: Grading, worker: multiprocess.Worker, plan: Plan) -> None:
     grading.require(GLOBAL_W, all(on_mesh for *_, on_mesh, _ in results), expected, types)
     losses, weights, late = plan.reference()
     one_more = plan.reference(extra=1)[0]  # a mask that lets one padding row in
+    averaged = plan.mean_of_means()
     w_names = [f"new_w[{i}]" for i in range(plan.features)]
     for step, (loss, w, *_) in enumerate(results):
         rows = ", ".join(str(p[step]) for p in plan.lengths) + f"; max_rows {plan.max_rows}"
@@ -355,6 +370,8 @@ def _judge(grading: Grading, worker: multiprocess.Worker, plan: Plan) -> None:
         hint = HINTS["nan loss"] if np.isnan(loss) else hint
         longer = np.isclose(loss, one_more[step], **TOLERANCE) and one_more[step] != losses[step]
         hint = HINTS["one row too many"] if longer and not np.isclose(loss, losses[step]) else hint
+        means = np.isclose(loss, averaged[step], **TOLERANCE) and averaged[step] != losses[step]
+        hint = HINTS["mean of means"] if means and not np.isclose(loss, losses[step]) else hint
         for got, want, names in ((loss, losses[step], ["loss"]), (w, weights[step], w_names)):
             grading.require_close(
                 NUMBERS, got, want, **TOLERANCE, about=about, names=names, hint=hint

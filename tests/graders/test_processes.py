@@ -240,6 +240,17 @@ NAN_STEP = padded_step('jnp.sum(batch["mask"])', "jnp.nansum(err**2) / real")
 REPLICATED = PADDED.replace('P("data")', "P()").replace(
     "max_rows * jax.process_count()", "max_rows"
 )
+MEAN_OF_MEANS = """
+@jax.jit
+def train_step(w, batch, lr):
+    def loss_of(w):  # each process's own mean, then their mean
+        err = ((batch["x"] @ w - batch["y"]) * batch["mask"]).reshape(jax.process_count(), -1)
+        real = batch["mask"].reshape(jax.process_count(), -1).sum(axis=1)
+        return jnp.mean(jnp.sum(err**2, axis=1) / real)
+
+    loss, grad = jax.value_and_grad(loss_of)(w)
+    return w - lr * grad, loss
+"""
 LONG_MASK = PADDED.replace("np.arange(max_rows) < n", "np.arange(max_rows) <= n")
 PER_PROCESS = padded_step('jnp.sum(batch["mask"]) + jax.process_index()')
 ZEROS_AS_PADDING = padded_step('jnp.sum(jnp.any(batch["x"] != 0, axis=1))')
@@ -287,6 +298,9 @@ WRONG = {  # the stub's cell is the exercise's
     ),
     "a batch replicated with P()": wrong(
         SPLIT, ("P()", "at step 0", "replicated"), REPLICATED, MASKED
+    ),
+    "a mean of each process's mean": wrong(
+        NUMBERS, ("for step 0", "mean of each process's own mean"), PADDED, MEAN_OF_MEANS
     ),
     "the mean over the padding": wrong(NUMBERS, "sum of the mask", PADDED, MEAN_OVER_PADDING),
     "the loss after the update": wrong(NUMBERS, "the loss is the one the new", PADDED, LATE_LOSS),
