@@ -260,9 +260,9 @@ def _rows(value: Any, max_rows: int) -> bool:
     return np.ndim(value) > 0 and np.shape(value)[0] >= max_rows
 
 
-def _split(value: Any, rows: NamedSharding) -> bool:
-    """Whether ``value`` is a jax.Array split over "data" on its first axis, as ``rows``."""
-    return isinstance(value, jax.Array) and value.sharding.is_equivalent_to(rows, value.ndim)
+def _whole(value: Any) -> bool:
+    """Whether ``value`` is not split over the processes: replicated, or no jax.Array."""
+    return not isinstance(value, jax.Array) or value.sharding.is_fully_replicated
 
 
 def _to_host(value: Any) -> np.ndarray:
@@ -317,9 +317,9 @@ def _judge(grading: Grading, worker: multiprocess.Worker, plan: Plan) -> None:
                 SAME_BATCH, all(same), f"the same shapes on every process {at}", seen, hint
             )
             # the arrays of rows (a count may be replicated); the same leaves on every process
-            rows, arrays = NamedSharding(mesh, P("data")), jax.tree.leaves(batch)
-            whole = [_leaf(a) for a in arrays if _rows(a, plan.max_rows) and not _split(a, rows)]
-            expected = f"every array of rows on NamedSharding(mesh, P('data')) {at}"
+            arrays = jax.tree.leaves(batch)
+            whole = [_leaf(a) for a in arrays if _rows(a, plan.max_rows) and _whole(a)]
+            expected = f"every array of rows split over the processes, P('data') {at}"
             grading.require(SPLIT, not whole, expected, shorten("; ".join(whole), 150))
             args, before = (w, batch, plan.lr), count.compiles
             if step == 0 and hasattr(train_step, "lower"):

@@ -139,6 +139,30 @@ def test_weights_in_a_tuple_and_jit_applied_by_assignment_pass(tmp_path):
     passes(processes.grade, *cell(tmp_path, TUPLE_OF_WEIGHTS))
 
 
+# The count of real rows as a replicated global scalar beside the split rows: not a row array.
+COUNTED = """
+def make_global_batch(x, y, mesh, max_rows):
+    from jax.experimental import multihost_utils
+
+    real = multihost_utils.process_allgather(np.array([len(y)], np.float32)).sum()
+    batch = _padded(x, y, mesh, max_rows)
+    batch["real"] = jax.device_put(np.float32(real), NamedSharding(mesh, P()))
+    return batch
+
+@jax.jit
+def train_step(w, batch, lr):
+    err = (batch["x"] @ w - batch["y"]) * batch["mask"]
+    real = batch["real"]
+    return w - lr * 2.0 * (batch["x"].T @ err) / real, jnp.sum(err**2) / real
+"""
+
+
+def test_a_replicated_count_beside_the_rows_passes(tmp_path):
+    passes(
+        processes.grade, *cell(tmp_path, PADDED.replace("make_global_batch", "_padded"), COUNTED)
+    )
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_every_plan_draws_what_breaks_each_wrong_rule(seed):
     plan = processes.Plan.draw(np.random.default_rng(seed))
