@@ -46,8 +46,9 @@
 # each in an order of its own: two with the one axis `"data"`, and a 2-D one with an
 # axis `"model"` before `"data"`. It hands each batch with one of them (use the `mesh`
 # argument of each call, not the `mesh` of this notebook), draws new shapes and data on
-# every run, and counts compilations of a fresh copy of `step` per mesh with
-# `jitlab.count_compiles`.
+# every run, hands one host batch again with its arrays refilled in place (as a loader
+# that reuses its buffers does), and counts compilations of a fresh copy of `step` per
+# mesh with `jitlab.count_compiles`.
 
 # %%
 import os

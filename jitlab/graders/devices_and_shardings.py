@@ -10,6 +10,8 @@ again on eight devices). What every run draws, and the wrong rule each part brea
   sharded over "data" on the other      leaving a batch alone because its spec is already
   mesh (same axis names)                P("data")
   new shapes and data                   hard-coded data, a cast, rows out of order
+  a host batch refilled in place and   placed arrays kept by id()
+  handed again
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ MISTAKES = {  # and the hints of the mistakes a verdict names
     "jit": """jax.jit does not move an argument committed to other devices than its
         shardings (it raises instead): move the batch with jax.device_put(batch,
         NamedSharding(mesh, P("data"))), which takes it from any placement""",
+    "refilled": """a loader refilled its host arrays and handed the same dict again:
+        anything kept by id() (a placed array, a dict) is stale. Place every batch anew, on
+        every call""",
     "donated": """jax.device_put returns the very array it was given when it is already in
         place, and the caller still holds it: do not donate (donate_argnums) or delete the arrays
         you were given""",
@@ -207,7 +212,26 @@ def _check_arrays(
             continue
         expected = f"{what} exactly as it arrived: {want.dtype}{list(want.shape)}"
         raise fail(VALUES, expected=expected, seen=seen, hint=HINTS[VALUES])
-    grading.passed(VALUES)
+
+
+def _refilled(grading: Grading, place: Callable, batch: dict, mesh: Mesh, rng, before: dict):
+    """A host batch's arrays refilled in place and handed again in the same dict, as a
+    loader that reuses its buffers does: place must move the new values (``before``: the
+    values its first call moved)."""
+    for value in batch.values():
+        value[...] = rng.normal(size=value.shape).astype(value.dtype)
+    want, out = {k: v.copy() for k, v in batch.items()}, _place(grading, place, batch, mesh)
+    for key in ("x", "y"):
+        got = np.asarray(out[key]) if isinstance(out, dict) and key in out else None
+        if got is not None and np.array_equal(got, want[key]):
+            continue
+        stale = got is not None and np.array_equal(got, before[key])
+        now = out.get(key) if isinstance(out, dict) else out
+        seen = "the values it held before the refill" if stale else describe(now)
+        expected = f"{key} of a host batch refilled in place and handed again, with its new values"
+        raise fail(
+            VALUES, expected=expected, seen=seen, hint=HINTS["refilled" if stale else VALUES]
+        )
 
 
 def _compiles_once(w: np.ndarray, jobs: list, placed: list, came: list, meshes: tuple, which: int):
@@ -287,6 +311,9 @@ def grade(grading: Grading, place: Callable[[dict, Any], dict]) -> None:
     grading.passed(PLACE_RUNS)
     grading.require_jit_on("after your place ran")
     _check_arrays(grading, originals, arrived, held, placed, [kind for kind, _ in jobs])
+    n = next(n for n, (kind, _) in enumerate(jobs) if kind == "host NumPy")
+    _refilled(grading, place, arrived[n], meshes[jobs[n][1]], rng, originals[n])
+    grading.passed(VALUES)
     same = [n for n, batch in enumerate(arrived) if placed[n] is batch]  # its own dict, unchanged
     seen = f"batch {same[0]} ({jobs[same[0]][0]}): the very dict it was given" if same else ""
     expected = "a new dict, whatever placement the batch arrived in"
