@@ -57,11 +57,6 @@ JIT_ON = Declared(
     "jit switched on at every call of {kernel}",
     JIT_OFF_HINT,
 )
-FROM_KERNEL = Declared(
-    "{wrapper} returns what {kernel} computed",
-    "every call of {wrapper} to call {kernel} and return its result",
-    "return {call} itself; do not compute the answer another way beside a call to {kernel}",
-)
 CALLS_KERNEL = Declared(
     "{wrapper} calls {kernel} at every call",
     "every call of {wrapper} to call {kernel} itself and return its result",
