@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jitlab.grading import Hints, Recorder, grader, is_jitted
-from jitlab.grading.calls import deleted_leaves, recording, same_content
+from jitlab.grading.calls import changed_arguments, recording
 from jitlab.grading.checks import (
     Grading,
     GradingFailure,
@@ -157,20 +157,11 @@ def _require_kept(
     grading: Grading, params: dict, batches: list, before: tuple[Any, Any], number: int
 ) -> None:
     """The caller's params and batch list hold what they held before fit number ``number``."""
-    seen = ""
-    gone = deleted_leaves(params, "params") + deleted_leaves(batches, "batches")
-    if gone:
-        seen = f"{', '.join(gone[:3])} deleted: donated to a jitted function"
-    elif not isinstance(batches, list) or len(batches) != len(before[1]):
-        size = len(batches) if isinstance(batches, list) else type(batches).__name__
-        seen = f"the batch list now holds {size} batches, not {len(before[1])} (popped?)"
-    elif not same_content(batches, before[1]):
-        seen = "the batches' arrays were changed in place"
-    elif not same_content(params, before[0]):
-        seen = "the params dict was changed in place"
+    seen, donated = changed_arguments(
+        {"batches": batches, "params": params}, {"batches": before[1], "params": before[0]}
+    )
     expected = f"the caller's batches and params as they were, after fit number {number}"
-    hint = DONATED if gone else HINTS[FIT_KEEPS]
-    grading.require(FIT_KEEPS, not seen, expected, seen, hint)
+    grading.require(FIT_KEEPS, not seen, expected, seen, DONATED if donated else HINTS[FIT_KEEPS])
 
 
 def _threading(proxy: Recorder, params: dict, batches: list, weight_decay: float) -> str:

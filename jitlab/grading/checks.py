@@ -586,6 +586,40 @@ class Grading:
         )
         return {n: int(size) for n, size in sizes.items()}
 
+    def require_padded(
+        self,
+        check: str,
+        got: Sequence[int | None],
+        lengths: Sequence[int],
+        bucket: Callable[[int], int],
+        *,
+        largest: int,
+        size: Callable[[int | None], str],
+        hint: str,
+    ) -> None:
+        """Each call padded x of length ``lengths[i]`` to ``bucket`` of it (``got[i]``; None
+        when no array came): read on every run, whatever the compile count, since padding
+        everything to the ``largest`` bucket compiles once and still breaks the contract
+        (said so in the hint). ``size`` words a size ("an array of 16"); calls that do not pair
+        with ``lengths`` (warm-ups) are compared as the sets of sizes used."""
+        want = [bucket(n) for n in lengths]
+        used = sorted({g for g in got if g is not None})
+        if len(got) == len(want):
+            wrong = [i for i, (g, w) in enumerate(zip(got, want, strict=True)) if g != w]
+            n, i = (lengths[wrong[0]], wrong[0]) if wrong else (lengths[0], 0)
+            expected = f"x of length {n} padded to bucket_size({n}): {size(want[i])}"
+            seen = f"{size(got[i])} ({len(wrong)} of {len(got)} calls padded to another size)"
+        else:
+            wrong = sorted(set(used) ^ set(want))
+            expected = f"x padded to the buckets of its lengths, {sorted(set(want))}"
+            seen = f"x padded to {used}"
+        if wrong and used == [largest]:
+            hint = (
+                f"every x was padded to {size(largest)}, the largest bucket: that compiles "
+                f"once, but every short x pays for the longest; {hint}"
+            )
+        self.require(check, not wrong, expected, seen, hint)
+
 
 def grader(
     slug: str, checks: Sequence[str], *, part: str = "", hints: Mapping[str, str] | None = None
