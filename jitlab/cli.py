@@ -71,22 +71,12 @@ def light_help(err: ModuleNotFoundError) -> str:
     )
 
 
-def _register_course() -> None:
-    """Let the doctor name the course's lessons when the course is here (a light install
-    has no course extra: the doctor then names the lessons without their numbers)."""
-    try:
-        import jitlab.course  # noqa: F401 - registers its lessons with the doctor
-    except (ImportError, ValueError, OSError):
-        pass
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``jitlab`` with ``argv`` (default: the command line) and return its exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == [DOCTOR]:
         from jitlab.doctor.cli import main as doctor_main
 
-        _register_course()
         return doctor_main(argv[1:])
     if not argv or argv[:1] in ([h] for h in HELP):
         try:

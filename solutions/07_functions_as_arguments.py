@@ -44,7 +44,8 @@
 #    `sgd_step` once per batch: in a Python loop, or in the body of a `lax.scan` over
 #    the stacked batches (the grader watches those calls: a loop that never calls
 #    `sgd_step` fails, and so does a loop that calls it and then computes its results
-#    some other way; a scan's results are checked by their numbers alone). A
+#    some other way; a scan traces `sgd_step` once, so its results are checked by their
+#    numbers alone, and the checks of a loop's calls are left out). A
 #    scan's body is traced when the scan compiles, so define it once, at top level: a
 #    body defined inside `fit` is a new function on every fit, and the scan compiles
 #    again on every fit, which is what you are removing. `fit` must leave the caller's
@@ -53,8 +54,10 @@
 # Solved means: the numbers match a reference on fresh random data and fresh
 # weight-decay values, `sgd_step` does not compile again when only `weight_decay`
 # changes, and once `fit` has run, further fits with new data and new weight-decay
-# values (same shapes; the batches may be NumPy or jax arrays) compile **nothing**. The grader counts every function JAX
-# compiles, so renaming a lambda does not hide it.
+# values (same shapes) compile **nothing**. The grader counts every function JAX
+# compiles, so renaming a lambda does not hide it. It hands `fit` its batches as NumPy
+# float32 arrays at every fit, as a data loader would, and like a loader it may refill
+# the same arrays with new data between fits.
 #
 # Run `jitlab check functions_as_arguments` for a verdict,
 # `jitlab hint functions_as_arguments` for a hint.

@@ -3,7 +3,8 @@ value of its data, every number from an emptied cache against a float64 NumPy re
 The draw, every run:
 
 - limits below and above the norm: jnp.clip per element, an inverted test, g / norm;
-- a zero vector: 0 / 0 = NaN; a clipped vector of norm ~1e-9: an eps added to the norm;
+- a zero vector: 0 / 0 = NaN; a clipped vector of norm ~1e-9: an eps added to the norm,
+  or the squared norm compared with max_norm (recomputed, so that the hint names it);
 - a zero vector with a zero limit: max_norm / norm is 0 / 0 (jnp.minimum(1, max_norm / norm));
 - a limit equal to the norm: nothing (``>=`` scales by exactly 1, the same numbers);
 - a start whose gradient norm is exactly tol (float32-exact): ``>=`` for ``>`` in the rule;
@@ -27,6 +28,7 @@ from jitlab.grading import Hints, Recorder, fail, grader, why
 from jitlab.grading.calls import host_callbacks, python_work
 from jitlab.grading.checks import (
     Grading,
+    as_numbers,
     learner_line,
 )
 from jitlab.instruments.counting import count_compiles
@@ -73,11 +75,16 @@ DESCEND_CHECKS = {
 CLIP_KINDS = (CLIP_LONG, CLIP_ZERO, CLIP_LONG, CLIP_SHORT, CLIP_TINY, CLIP_SHORT, CLIP_LONG)
 CLIP_KINDS += (CLIP_SHORT, CLIP_LONG, CLIP_SHORT, CLIP_ZERO)  # clip_by_norm's cases
 ZERO_LIMIT = len(CLIP_KINDS) - 1  # the last case: a zero vector and max_norm = 0
+AT_LIMIT = 3  # max_norm equal to the norm: float32 may take either branch
 _TOL = {CLIP_LONG: (1e-4, 1e-6), CLIP_TINY: (1e-4, 0.0), CLIP_SHORT: (1e-5, 1e-6)}
 _TOL |= {CLIP_ZERO: (0.0, 1e-6)}  # rtol and atol of each kind of case, in the checks' order
 _MISTAKES = {  # the mistakes the step counts and a tracer error point to
-    "unscaled": """g came back unscaled although norm(g) > max_norm: compare the norm itself
-    with max_norm (jnp.linalg.norm(g), not its square: below 1 the square is smaller)""",
+    "unscaled": """g came back unscaled although norm(g) > max_norm: the comparison decided
+    wrong at this tiny norm; compare jnp.linalg.norm(g) itself with max_norm, with no eps
+    added to either side""",
+    "squared": """the norm's square, sum(g**2), stands {} where the norm belongs: every case
+    matches that mistake. The norm is its square root, jnp.linalg.norm(g); below 1 the square
+    is smaller than the norm, above 1 larger""",
     "fixed": """every problem ran all MAX_STEPS steps: a loop with a fixed count (fori_loop to
     MAX_STEPS) never stops early; test the rule before every step""",
     "no iterate": """your x is no iterate of the reference after any number of steps: each
@@ -105,12 +112,35 @@ _MISTAKES = {  # the mistakes the step counts and a tracer error point to
     lax.while_loop, so the decision is made inside the compiled program""",
 }
 HINTS = Hints(_MISTAKES, CLIP_CHECKS, DESCEND_CHECKS)
+SQUARED = {  # where a squared norm may stand for the norm: the parts of the clip it takes
+    "in the comparison with max_norm": "test",
+    "in the factor max_norm / norm": "factor",
+    "in the comparison and in the factor": "test factor",
+}
 
 
-def _reference_clip(g: np.ndarray, max_norm: float) -> np.ndarray:
+def _reference_clip(g: np.ndarray, max_norm: float, *, squared: str = "") -> np.ndarray:
+    """The exercise's clip in float64; ``squared`` recomputes a mistake, sum(g**2) in place
+    of the norm in the comparison ("test"), the factor ("factor") or both."""
     g = np.asarray(g, np.float64)
     norm = np.linalg.norm(g)
-    return g * (max_norm / norm) if norm > max_norm else g
+    test, factor = (norm**2 if part in squared else norm for part in ("test", "factor"))
+    return g * (max_norm / factor) if test > max_norm else g
+
+
+def _squared_where(cases: list[tuple[np.ndarray, float]], got: list[Any]) -> str:
+    """Where a squared norm stands in every output (a key of ``SQUARED``), "" if nowhere;
+    not at ``AT_LIMIT``, where float32's norm may fall on either side of max_norm."""
+    outputs = [as_numbers(out) for i, out in enumerate(got) if i != AT_LIMIT]
+    for where, parts in SQUARED.items():
+        wants = [_reference_clip(g, m, squared=parts) for g, m in cases]
+        del wants[AT_LIMIT]
+        if all(
+            out is not None and out.shape == want.shape and np.allclose(out, want, 1e-4, 0.0)
+            for out, want in zip(outputs, wants, strict=True)
+        ):
+            return where
+    return ""
 
 
 def _reference_trajectory(
@@ -182,14 +212,14 @@ def _graded(
 
 
 def _clip_cases(rng: np.random.Generator, size: int) -> list[tuple[np.ndarray, float]]:
-    """One case per ``CLIP_KINDS`` entry, every ``max_norm`` new; case 3's limit is its norm."""
+    """One case per ``CLIP_KINDS`` entry, every ``max_norm`` new; ``AT_LIMIT``'s is its norm."""
     cases = []
     for i, kind in enumerate(CLIP_KINDS):
         g = rng.normal(0.0, rng.uniform(0.5, 3.0), size=size) * (1e-10 if kind == CLIP_TINY else 1)
         g = g.astype(np.float32) * (kind != CLIP_ZERO)
         factor = rng.uniform(1.1, 3.0) if kind == CLIP_SHORT else rng.uniform(0.2, 0.9)
         norm = np.linalg.norm(g.astype(np.float64)) or 1.0  # a zero vector: any limit
-        limit = 0.0 if i == ZERO_LIMIT else norm * (1.0 if i == 3 else factor)
+        limit = 0.0 if i == ZERO_LIMIT else norm * (1.0 if i == AT_LIMIT else factor)
         cases.append((g, float(limit)))
     return cases
 
@@ -200,6 +230,7 @@ def grade_clip(grading: Grading, clip_by_norm: Callable[..., Any]) -> None:
     rng = grading.rng
     cases = _clip_cases(rng, int(rng.integers(5, 40)))
     with _graded(grading, clip_by_norm, "clip_by_norm", CLIP_CHECKS, cases) as got:
+        squared = _squared_where(cases, got)  # a mistake recomputed: the hint names it
         for check, (rtol, atol) in _TOL.items():  # in the order of the checks
             for i, ((g, m), out, kind) in enumerate(zip(cases, got, CLIP_KINDS, strict=True)):
                 about = f"g of norm {np.linalg.norm(g):.4g} and max_norm={m:.4g}"
@@ -208,6 +239,7 @@ def grade_clip(grading: Grading, clip_by_norm: Callable[..., Any]) -> None:
                     unscaled = check == CLIP_TINY and np.array_equal(out, g)  # not an eps
                     hint = HINTS["unscaled" if unscaled else check]
                     hint = HINTS["zero limit"] if i == ZERO_LIMIT else hint
+                    hint = HINTS["squared"].format(squared) if squared else hint
                     grading.require_close(
                         check, out, want, rtol=rtol, atol=atol, about=about, hint=hint
                     )

@@ -91,26 +91,15 @@ def _padded_sizes(run: k.Run) -> list[int | None]:
 
 
 def require_padded(grading: Grading, sizes: dict[int, int], lengths: list[int], run: k.Run) -> None:
-    """Every call of rms padded x to exactly bucket_size(len(x)), whatever the compile count:
-    padding every x to the largest bucket compiles once, and still breaks the contract."""
-    got = _padded_sizes(run)
-    wrong = [i for i, (m, size) in enumerate(zip(lengths, got, strict=True)) if size != sizes[m]]
-    first = wrong[0] if wrong else 0
-    m = lengths[first]
-    largest = wrong and all(got[i] == max(sizes.values()) for i in wrong)
-    hint = "pad x to bucket_size(len(x)), so that lengths in one bucket share a shape"
-    if largest:
-        hint = (
-            f"every x was padded to {max(sizes.values())}, the largest bucket: that compiles "
-            "once, but every short x pays for the longest; " + hint
-        )
-    grading.require(
+    """Every call of rms handed padded_rms x padded to exactly bucket_size(len(x))."""
+    grading.require_padded(
         PADS,
-        not wrong,
-        expected=f"padded_rms given an array of bucket_size({m}) = {sizes[m]} for x of length {m}",
-        seen=f"an array of {got[first]} ({len(wrong)} of {len(lengths)} calls padded to another "
-        "size)",
-        hint=hint,
+        _padded_sizes(run),
+        lengths,
+        sizes.__getitem__,
+        largest=max(sizes.values()),
+        size=lambda size: f"an array of {size}",
+        hint="pad x to bucket_size(len(x)), so that lengths in one bucket share a shape",
     )
 
 

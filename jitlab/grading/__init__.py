@@ -11,7 +11,8 @@ import importlib
 from typing import Any
 
 _NAMES = {
-    "calls": "Call Leaf Recorder reachable_functions recording same_content type_changes type_text",
+    "calls": "Call Changed Leaf Recorder changed_arguments reachable_functions recording "
+    "same_content type_changes type_text",
     "checks": "BUCKETS_FEW BUCKETS_HOLD JIT_ON Grading GradingFailure Hints as_numbers fail "
     "fail_unless grader is_jitted learner_error shorten wrong_cases",
     "causes": "Called Why jit_options key_of why",

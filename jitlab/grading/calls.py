@@ -15,7 +15,7 @@ import functools
 import inspect
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
@@ -371,6 +371,52 @@ def deleted_leaves(tree: Any, name: str) -> list[str]:
         for path, leaf in _flat(tree)[0]
         if isinstance(leaf, jax.Array) and leaf.is_deleted()
     ]
+
+
+class Changed(NamedTuple):
+    """What the learner's code changed of the caller's arguments, for a verdict: ``seen``
+    ("" when nothing), and whether an array was donated (deleted: its buffer went to a
+    result), which calls for another hint than a change in place."""
+
+    seen: str
+    donated: bool
+
+
+def changed_arguments(given: Mapping[str, Any], before: Mapping[str, Any]) -> Changed:
+    """What changed of the caller's arguments ``given`` (by name) since ``before``, copies
+    of them taken before the call (:func:`copy_leaf`): a donated array first, then a list
+    or dict that changed length or keys (popped, cleared, added to), then the first array
+    or value changed in place. Every grader that hands over arguments says it this way."""
+    gone = [path for name, tree in given.items() for path in deleted_leaves(tree, name)]
+    if gone:
+        return Changed(f"{', '.join(gone[:3])} deleted: donated to a jitted function", True)
+    for name, now in given.items():
+        if found := _first_change(now, before[name], name):
+            return Changed(found, False)
+    return Changed("", False)
+
+
+def _first_change(now: Any, then: Any, name: str) -> str:
+    """How ``now`` differs from the copy ``then`` at its first difference ("" if none)."""
+    if isinstance(then, list | tuple | dict):
+        if type(now) is not type(then):
+            return f"{name} is now a {type(now).__name__}, not a {type(then).__name__}"
+        if isinstance(then, dict) and set(now) != set(then):
+            keys = (sorted(map(str, keys)) for keys in (now, then))
+            return "{} now has the keys {}, not {}".format(name, *keys)
+        if len(now) != len(then):
+            held = f"{len(now)} items, not {len(then)}"
+            return f"{name} now holds {held} (popped, cleared or added to)"
+        for key in then if isinstance(then, dict) else range(len(then)):
+            if found := _first_change(now[key], then[key], f"{name}[{key!r}]"):
+                return found
+        return ""
+    if same_content(now, then):
+        return ""
+    shapes = [np.shape(v) if isinstance(v, np.ndarray | jax.Array) else None for v in (then, now)]
+    resized = shapes[0] != shapes[1] and None not in shapes
+    sizes = f" (shape {shapes[0]} before, {shapes[1]} after)"
+    return f"{name} was changed in place" + resized * sizes
 
 
 def same_content(a: Any, b: Any) -> bool:

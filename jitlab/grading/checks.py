@@ -331,14 +331,24 @@ class Grading:
     hints: Mapping[str, str] = dataclasses.field(default_factory=dict)
     seed: int | None = None
     reported: list[str] = dataclasses.field(default_factory=list)
+    skipped: list[str] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
 
     @property
     def pending(self) -> list[str]:
-        """The declared checks not passed yet, in order."""
-        return [check for check in self.declared if check not in self.reported]
+        """The declared checks neither passed nor skipped yet, in order."""
+        done = (*self.reported, *self.skipped)
+        return [check for check in self.declared if check not in done]
+
+    def skip(self, check: str) -> None:
+        """Leave out a declared check that this answer gives nothing to check by (07's
+        checks of a loop's calls, for a ``lax.scan`` traced once): no ✓ it did not earn."""
+        if check not in self.declared:
+            raise TypeError(f"grader {self.title!r} skips an undeclared check {check!r}")
+        if check not in self.reported:
+            self.skipped.append(check)
 
     def report(self, check: Check) -> None:
         if self.declared and check.name not in self.declared:
@@ -576,6 +586,40 @@ class Grading:
         )
         return {n: int(size) for n, size in sizes.items()}
 
+    def require_padded(
+        self,
+        check: str,
+        got: Sequence[int | None],
+        lengths: Sequence[int],
+        bucket: Callable[[int], int],
+        *,
+        largest: int,
+        size: Callable[[int | None], str],
+        hint: str,
+    ) -> None:
+        """Each call padded x of length ``lengths[i]`` to ``bucket`` of it (``got[i]``; None
+        when no array came): read on every run, whatever the compile count, since padding
+        everything to the ``largest`` bucket compiles once and still breaks the contract
+        (said so in the hint). ``size`` words a size ("an array of 16"); calls that do not pair
+        with ``lengths`` (warm-ups) are compared as the sets of sizes used."""
+        want = [bucket(n) for n in lengths]
+        used = sorted({g for g in got if g is not None})
+        if len(got) == len(want):
+            wrong = [i for i, (g, w) in enumerate(zip(got, want, strict=True)) if g != w]
+            n, i = (lengths[wrong[0]], wrong[0]) if wrong else (lengths[0], 0)
+            expected = f"x of length {n} padded to bucket_size({n}): {size(want[i])}"
+            seen = f"{size(got[i])} ({len(wrong)} of {len(got)} calls padded to another size)"
+        else:
+            wrong = sorted(set(used) ^ set(want))
+            expected = f"x padded to the buckets of its lengths, {sorted(set(want))}"
+            seen = f"x padded to {used}"
+        if wrong and used == [largest]:
+            hint = (
+                f"every x was padded to {size(largest)}, the largest bucket: that compiles "
+                f"once, but every short x pays for the longest; {hint}"
+            )
+        self.require(check, not wrong, expected, seen, hint)
+
 
 def grader(
     slug: str, checks: Sequence[str], *, part: str = "", hints: Mapping[str, str] | None = None
@@ -614,7 +658,7 @@ def grader(
                     Check(failed.check, False, failed.expected, failed.seen, failed.hint)
                 )
                 raise
-            send_complete(title, declared)
+            send_complete(title, tuple(c for c in declared if c not in grading.skipped))
 
         run.checks = declared  # type: ignore[attr-defined]
         run.slug, run.part = slug, part  # type: ignore[attr-defined]

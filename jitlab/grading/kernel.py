@@ -9,6 +9,7 @@ supplies inputs, reference and hints, and runs ``jitted``, ``plain``, ``no_callb
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -17,12 +18,13 @@ import numpy as np
 
 from jitlab.grading.calls import (
     Call,
+    Changed,
     Recorder,
+    changed_arguments,
     copy_leaf,
     host_callbacks,
     python_work,
     recording,
-    same_content,
 )
 from jitlab.grading.checks import JIT_OFF_HINT, Grading, GradingFailure, fail, is_jitted, shorten
 from jitlab.instruments.counting import CompileCount, count_compiles
@@ -56,11 +58,6 @@ JIT_ON = Declared(
     "{wrapper} calls {kernel} with jit on",
     "jit switched on at every call of {kernel}",
     JIT_OFF_HINT,
-)
-FROM_KERNEL = Declared(
-    "{wrapper} returns what {kernel} computed",
-    "every call of {wrapper} to call {kernel} and return its result",
-    "return {call} itself; do not compute the answer another way beside a call to {kernel}",
 )
 CALLS_KERNEL = Declared(
     "{wrapper} calls {kernel} at every call",
@@ -101,7 +98,7 @@ def recompiled_by(
 class Run:
     """The wrapper's calls in one counted, recorded block: for call ``i`` the caller's
     objects (a loader may refill them later), a copy taken just before, the output, the
-    kernel calls it dispatched, and whether it changed its arguments' content."""
+    kernel calls it dispatched, and what it changed of its arguments."""
 
     recorder: Recorder
     count: CompileCount
@@ -109,11 +106,20 @@ class Run:
     copies: list[Any] = dataclasses.field(default_factory=list)
     outputs: list[Any] = dataclasses.field(default_factory=list)
     calls: list[list[Call]] = dataclasses.field(default_factory=list)
-    changed: list[bool] = dataclasses.field(default_factory=list)
+    changed: list[Changed] = dataclasses.field(default_factory=list)
 
     @property
     def kernel_calls(self) -> list[Call]:  # every dispatch of the kernel, in order
         return self.recorder.calls
+
+
+def _by_name(wrapper: Callable[..., Any], args: tuple, kwargs: dict) -> dict[str, Any]:
+    """The arguments of one call of ``wrapper`` by its parameters' names ("argument 1"
+    where the signature cannot say), to name what a call changed."""
+    try:
+        return dict(inspect.signature(wrapper).bind(*args, **kwargs).arguments)
+    except (TypeError, ValueError):
+        return {f"argument {i + 1}": arg for i, arg in enumerate(args)} | kwargs
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -220,6 +226,10 @@ class KernelExercise:
         compared only right after it). ``about(i)`` names call ``i``'s input in a failure.
         ``callbacks``: then pass or fail the no-callback check on the programs compiled."""
         kernel.clear_cache()  # count from a cold cache, whatever the notebook ran before
+
+        def changed(given: tuple[tuple, dict], copy: tuple[tuple, dict]) -> Changed:
+            return changed_arguments(_by_name(wrapper, *given), _by_name(wrapper, *copy))
+
         with (
             count_compiles(kernel) as count,
             recording(wrapper, kernel, lambda: count.compiles) as recorder,
@@ -245,10 +255,10 @@ class KernelExercise:
                         pass
                 run.outputs.append(out)
                 run.calls.append(recorder.calls[before:])
-                run.changed.append(not same_content(run.given[-1], run.copies[-1]))
+                run.changed.append(changed(run.given[-1], run.copies[-1]))
         if not refills:  # a later call may have changed an earlier call's arguments too
             pairs = zip(run.changed, run.given, run.copies, strict=True)
-            run.changed = [c or not same_content(given, copy) for c, given, copy in pairs]
+            run.changed = [c if c.seen else changed(given, copy) for c, given, copy in pairs]
         if callbacks:
             self.callbacks_ran(grading, run.kernel_calls, passes=True)
         return run
@@ -290,18 +300,21 @@ class KernelExercise:
             hint += "return its result"
         self.require(grading, CALLS_KERNEL, not never, seen=seen, hint=hint)
 
-    def unchanged(self, grading: Grading, run: Run, *, what: Callable[[int], str] = str) -> None:
-        """The caller's arguments have the content they had before each call (an array
-        donated to a jitted function, and so deleted, is named as such)."""
-        changed = [i for i, changed in enumerate(run.changed) if changed]
-        leaves = jax.tree.leaves(run.given[changed[0]]) if changed else []
-        donated = any(isinstance(leaf, jax.Array) and leaf.is_deleted() for leaf in leaves)
-        first = "an array it was given is deleted: donated to a jitted function" * donated
+    def unchanged(
+        self, grading: Grading, run: Run, *, what: Callable[[int], str] | None = None
+    ) -> None:
+        """The caller's arguments have the content they had before each call, the first
+        change named (:func:`~jitlab.grading.calls.changed_arguments`), for the input that
+        ``what(i)`` describes ("the array of length 7") when the wrapper ran more than once."""
+        changed = [i for i, change in enumerate(run.changed) if change.seen]
+        first = run.changed[changed[0]] if changed else Changed("", False)
         seen = changed and (
             f"{self.wrapper} changed the caller's arguments in {len(changed)} of "
-            f"{len(run.given)} calls (the first: {first or what(changed[0])})"
+            f"{len(run.given)} calls (the first: "
+            + (f"for {what(changed[0])}, " if what else "")
+            + f"{first.seen})"
         )
-        hint = DONATED if donated else ""
+        hint = DONATED if first.donated else ""
         self.require(grading, UNCHANGED, not changed, seen=seen or "", hint=hint)
 
     def compiles(

@@ -160,6 +160,11 @@ def descend_callback():
     return descend
 
 
+def squared_norm_throughout(g, max_norm):
+    squared = jnp.sum(g**2)  # "the norm", squared
+    return g * jnp.where(squared > max_norm, max_norm / squared, 1.0)
+
+
 def python_and(norm, tol, steps):
     return norm > tol and steps < MAX_STEPS
 
@@ -181,6 +186,16 @@ WRONG = {  # name: (a factory of the wrong answer, the check it fails: the grade
     "minimum at a zero limit": (
         lambda: clip_with(lambda n, m: jnp.minimum(1.0, m / n)),
         cf.CLIP_ZERO,
+    ),
+    # the squared norm, sum(g**2), where the norm belongs: recomputed, and named
+    "sum(g**2) > max_norm": (
+        lambda: named(lambda g, m: g * jnp.where(jnp.sum(g**2) > m, m / jnp.linalg.norm(g), 1.0)),
+        cf.CLIP_TINY,
+    ),
+    "sum(g**2) as the norm": (lambda: named(squared_norm_throughout), cf.CLIP_LONG),
+    "max_norm / sum(g**2)": (
+        lambda: clip_with(lambda n, m: jnp.where(n > m, m / n**2, 1.0)),
+        cf.CLIP_LONG,
     ),
     "python while": (python_while, cf.DESCEND_RUNS),
     "python and": (lambda: while_descend(cond=python_and), cf.DESCEND_RUNS),
@@ -224,15 +239,21 @@ WORDS = {  # what a verdict must hold, where more than its check
     "eps 1e-6": ["eps", "for g of norm", "e-1"],
     "eps 1e-12": ["eps"],
     "floor": ["jnp.maximum"],
-    "eps in test": ["eps"],
-    "squared norm": ["came back unscaled", "not its square"],
+    "eps in test": ["no eps added to either side"],
+    "squared norm": ["the norm's square, sum(g**2), stands in the comparison with max_norm"],
+    "sum(g**2) > max_norm": ["the norm's square, sum(g**2), stands in the comparison with"],
+    "sum(g**2) as the norm": ["stands in the comparison and in the factor"],
+    "max_norm / sum(g**2)": ["stands in the factor max_norm / norm"],
     ">= tol": ["problem 5 starts exactly at tol", "1 for problem 5", "not norm >= tol"],
     "<= MAX_STEPS": ["took [101] steps", "loop bound is off", f"{MAX_STEPS} steps"],
     "< MAX_STEPS - 1": ["took [99] steps", "loop bound is off"],
 }
 
 
-@pytest.mark.parametrize(("name", "seed"), rows(WRONG) + rows(EDGES, EDGES))
+SQUARED = ("sum(g**2) > max_norm", "sum(g**2) as the norm", "max_norm / sum(g**2)")
+
+
+@pytest.mark.parametrize(("name", "seed"), rows(WRONG, SQUARED) + rows(EDGES, EDGES))
 def test_wrong_answers_fail_their_check(name, seed):
     answer, check = (WRONG | EDGES)[name]
     grade = cf.grade_clip if check.startswith("clip_by_norm") else cf.grade_descend

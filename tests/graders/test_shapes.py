@@ -202,7 +202,7 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, in hint)
                        ["bucket_size(", "an array of 1024"], ["the largest bucket"]),
     "n as two types": (rms_of(two_types_of_n), ONE, ["n: ", "weak type"], []),
     "sorts in place": (rms_of(lambda k: lambda x: (x.sort(), make_rms(k)(x))[1]), "unchanged",
-                       [], []),  # the RMS does not change, the data does
+                       ["x was changed in place"], []),  # the RMS does not change, the data does
     "hard-coded": (rms_of(lambda k: lambda x: k(np.ones(8, np.float32), 8) * 0 + 1.0),
                    "rms matches", [], []),
     "own table": (rms_of(own_table), "rms matches", ["KeyError: ", "x of length", "bucket_size("],

@@ -15,6 +15,7 @@ import pytest
 
 from jitlab.grading import (
     Recorder,
+    changed_arguments,
     reachable_functions,
     recording,
     same_content,
@@ -358,3 +359,29 @@ def test_same_content_compares_values_not_identities():
     assert not same_content(a, {"w": np.array([1.0, 2.0]), "b": None})
     assert not same_content(a, {"w": np.array([1.0, np.nan])})
     assert not same_content((1.0, 2.0), [1.0, 2.0])
+
+
+def test_changed_arguments_names_a_donation_a_popped_list_a_new_key_and_a_resized_array():
+    """One wording of what a learner's code changed of the caller's arguments, for every
+    grader: the first change, by the argument's name and path, a donation flagged."""
+    params, batches = {"w": jnp.ones(3), "b": jnp.zeros(())}, [(np.ones(2), np.ones(2))] * 2
+    before = {"params": jax.tree.map(np.array, params), "batches": jax.tree.map(np.array, batches)}
+    assert changed_arguments({"params": params, "batches": batches}, before) == ("", False)
+
+    jax.jit(lambda p: p, donate_argnums=0)(params)
+    seen, donated = changed_arguments({"params": params}, before)
+    assert donated and seen == "params['b'], params['w'] deleted: donated to a jitted function"
+
+    batches.pop()
+    seen, donated = changed_arguments({"batches": batches}, before)
+    assert not donated and seen.startswith("batches now holds 1 items, not 2 (popped"), seen
+
+    added = {"w": np.ones(3), "b": np.zeros(()), "step": 1}
+    assert (
+        "params now has the keys ['b', 'step', 'w']"
+        in changed_arguments({"params": added}, before).seen
+    )
+    resized = {"w": np.ones(4), "b": np.zeros(())}
+    assert changed_arguments({"params": resized}, before).seen == (
+        "params['w'] was changed in place (shape (3,) before, (4,) after)"
+    )

@@ -116,6 +116,27 @@ def test_a_grader_that_skips_a_declared_check_does_not_complete(capsys):
     assert "All checks passed" not in capsys.readouterr().out
 
 
+def test_a_skipped_check_is_neither_shown_nor_pending(capsys):
+    """A check the answer gives nothing to check by (07's loop checks, for a scan) is left
+    out: no ✓ the grader did not earn, and the run still completes."""
+
+    @grader("toy", checks=("first", "second"))
+    def grade_toy(grading) -> None:
+        grading.passed("first")
+        grading.skip("second")
+
+    grade_toy()
+    out = capsys.readouterr().out
+    assert "✓ first" in out and "second" not in out and "All checks passed: toy" in out
+
+    @grader("toy", checks=("first",))
+    def grade_wrong(grading) -> None:
+        grading.skip("something else")
+
+    with pytest.raises(TypeError, match="skips an undeclared check 'something else'"):
+        grade_wrong()
+
+
 def test_a_grader_that_reports_an_undeclared_check_fails_loudly():
     @grader("toy", checks=("first",))
     def grade_toy(grading) -> None:
