@@ -234,8 +234,9 @@ def _never_compiled(watched: Watched, at: int | None = None) -> str:
             "the answer without padded_rms (in NumPy?)"
         )
     return (
-        "rms ran padded_rms with jit switched off (jax.disable_jit), or inside a jax.jit of "
-        "your own, or computed the answer without it"
+        "rms returned jax.Arrays, yet padded_rms never compiled: jit switched off inside rms "
+        "(jax.disable_jit), padded_rms inside a jax.jit of your own (one already compiled), "
+        "or the answer computed without padded_rms"
     )
 
 
@@ -283,8 +284,8 @@ def _require_compiles(grading: Grading, watched: Watched, rms: Any, kernel: Any)
     if not watched.compiled[i]:  # the first call of its bucket compiled nothing
         j = _shared_with(watched, i, rms, kernel)
         if j == -2:  # not even alone: rms runs no compiled padded_rms for this x
-            seen = f"{call}, the first of its bucket, compiled nothing, nor did it alone from "
-            seen += f"an emptied cache: {_never_compiled(watched, i)}"
+            seen = f"{call}, the first of its bucket, compiled nothing, nor did rms(x) alone "
+            seen += f"from an emptied cache: {_never_compiled(watched, i)}"
             grading.require(COMPILED, False, expected=expected, seen=seen, hint=CALL_HINT)
         grading.passed(COMPILED)
         seen = f"{call}, the first of its bucket, compiled nothing"

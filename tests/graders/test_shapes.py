@@ -122,6 +122,17 @@ def only_n_by_keyword():
     return bucket_size, kernel, rms
 
 
+def through_a_dict():
+    # The kernel reached through a dict: the grader never looks for it among rms's names.
+    bucket_size, kernel, _ = answer()
+    table = {"kernel": kernel}
+
+    def rms(x):
+        return table["kernel"](np.pad(x, (0, bucket_size(len(x)) - len(x))), len(x))
+
+    return bucket_size, kernel, rms
+
+
 RIGHT = {
     "reference": answer,
     "from a table": from_a_table,
@@ -131,6 +142,7 @@ RIGHT = {
     "jnp.int32 n, jnp.pad": n_as(jnp.int32, lambda x, size: jnp.pad(x, (0, size - len(x)))),
     "np.int32 n, concatenated": n_as(np.int32, by_concatenation),
     "int n, np.pad": n_as(int, lambda x, size: np.pad(x, (0, size - len(x)))),
+    "through a dict": through_a_dict,
 }
 
 
