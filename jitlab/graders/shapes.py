@@ -263,6 +263,23 @@ def _one_size(watched: Watched, i: int, j: int, kernel: Any) -> str:
     return ""
 
 
+def _require_one_path(
+    grading: Grading, watched: Watched, rms: Any, kernel: Any, expected: str
+) -> None:
+    """A call of rms whose answer is no jax.Array where others are must compile
+    padded_rms alone, from an emptied cache: the count cannot see a NumPy path for
+    lengths that never come first in their bucket, its answer's type can."""
+    arrays = [isinstance(out, jax.Array) for out in watched.outputs]
+    if all(arrays) or not any(arrays):
+        return
+    i = arrays.index(False)
+    kernel.clear_cache()
+    if not _compiles_alone(rms, kernel, watched.copies[i]):
+        seen = f"{watched.about(i)} compiled nothing, even alone from an emptied cache: "
+        seen += _never_compiled(watched, i)
+        grading.require(COMPILED, False, expected=expected, seen=seen, hint=CALL_HINT)
+
+
 def _require_compiles(grading: Grading, watched: Watched, rms: Any, kernel: Any) -> None:
     """padded_rms compiles exactly at the first call of each bucket and at no other: the
     verdict names the first call that differs, and the cause that the grader's own calls
@@ -277,6 +294,7 @@ def _require_compiles(grading: Grading, watched: Watched, rms: Any, kernel: Any)
         grading.require(COMPILED, False, expected=expected, seen=seen, hint=hint)
     i, earlier = watched.first_off()
     if i < 0:
+        _require_one_path(grading, watched, rms, kernel, expected)
         for check in (COMPILED, PADS, PER_BUCKET):
             grading.passed(check)
         return

@@ -226,6 +226,13 @@ def numpy_when_short(kernel):
     return rms
 
 
+def numpy_when_odd(kernel):
+    def rms(x):
+        return reference_rms(x) if len(x) % 2 else make_rms(kernel)(x)
+
+    return rms
+
+
 def at(p):
     return jnp.arange(p.shape[0])
 
@@ -270,6 +277,8 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, in hint)
     "numpy when short": (rms_of(numpy_when_short), COMPILED,
                          ["the first of its bucket, compiled nothing", "returned a float32"],
                          CALL_ITSELF),
+    "numpy when odd": (rms_of(numpy_when_odd), COMPILED, ["compiled nothing", "returned a float32"],
+                       CALL_ITSELF),
     "jit off inside": (rms_of(jit_off), COMPILED, ["0 compilations", "jit switched off"],
                        CALL_ITSELF),
     "inside a jit": (rms_of(lambda k: make_rms(jax.jit(lambda p, n: k(p, n)))), COMPILED,
@@ -296,7 +305,7 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, in hint)
 # fmt: on
 EVERY_DRAW = ["mask <= n", "0/1 mask", "clipped mask", "sorts in place", "own table"]
 EVERY_DRAW += ["largest bucket", "bucket of len+1", "static n", "n as two types", "one spare slot"]
-EVERY_DRAW += ["numpy when short"]
+EVERY_DRAW += ["numpy when short", "numpy when odd"]
 
 
 @pytest.mark.parametrize(("wrong", "seed"), rows(WRONG, EVERY_DRAW))
