@@ -137,8 +137,8 @@ def _cached(kernel: Any, size: int, n: int, *, first: bool = False) -> list[str]
 
 
 def _compiles_alone(rms: Callable[..., Any], kernel: Any, x: np.ndarray) -> int:
-    """padded_rms's compilations for one call of rms on a copy of ``x`` (after the
-    calls before it, whose cache it adds to)."""
+    """padded_rms's compilations during one call of rms on a copy of ``x``, from the
+    cache as it is (callers empty it first, or read what earlier calls left in it)."""
     with count_compiles(kernel, explain=False) as count:
         try:
             rms(x.copy())
