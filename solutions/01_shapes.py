@@ -49,9 +49,11 @@
 #    `padded_rms` (by that name) and returns its result. It must not change `x`.
 #
 # The grader draws fresh lengths and data every run, including lengths that fill a
-# bucket exactly, compares with a NumPy reference, checks that every call of `rms`
-# calls `padded_rms` itself, and counts compilations of `padded_rms` with
-# `jitlab.count_compiles` after emptying its cache.
+# bucket exactly, compares with a NumPy reference, and calls `padded_rms` itself on
+# arrays padded with your `bucket_size`. Then it calls `rms` and counts compilations of
+# `padded_rms` with `jitlab.count_compiles` after emptying its cache: exactly one at the
+# first length of each bucket, none after. So `rms` calls `padded_rms` itself, with jit
+# on (not inside a `jax.jit` of your own), and passes `n` the same way every time.
 #
 # ## Part 2: positions of any count, one compilation
 #

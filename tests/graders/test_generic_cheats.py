@@ -1,8 +1,9 @@
 """The cheats that every exercise must refuse, tested once, over every exercise: the
 untouched learner's copy, jit switched off; and for the wrapper-and-kernel exercises
-(:mod:`jitlab.grading.kernel`) jit off inside the wrapper, an in-place change, a copy of
-the kernel, a decoy call and a host callback. Each exercise's own file keeps its
-lesson's mistakes and its right answers written differently.
+(:mod:`jitlab.grading.kernel`) jit off inside the wrapper, an in-place change, a host
+callback, and, where the grader records the wrapper's calls, a copy of the kernel and a
+decoy call. Each exercise's own file keeps its lesson's mistakes and its right answers
+written differently.
 """
 
 from __future__ import annotations
@@ -36,14 +37,19 @@ ELSEWHERE = ("devices_and_shardings", "processes")
 EXERCISES = [item.slug for item in load_course().exercises if item.slug not in ELSEWHERE]
 
 KERNELS: dict[str, tuple[KernelExercise, str]] = {
-    # slug: (the declaration, the check a separately jitted copy of the kernel fails)
-    "shapes": (shapes.RMS, shapes.RMS.name(shapes.CALLS_KERNEL)),
+    # slug: (the declaration, the check a separately jitted copy of the kernel fails, ""
+    # where the grader counts the kernel's compilations instead of recording its calls)
+    "shapes": (shapes.RMS, ""),
     "dtypes": (dtypes.SCORE, dtypes.SCORE.name(CALLS_KERNEL)),
     "python_scalars": (python_scalars.TRAIN, python_scalars.EVERY_BATCH),
     "pytree_structure": (pytree_structure.LOSS, pytree_structure.ONE_CALL),
     "functions_as_arguments": (functions_as_arguments.FIT, functions_as_arguments.FIT_CALLS),
     "capstone": (capstone.STEP, capstone.CALLED),
 }
+RECORDED = [slug for slug, (_, copy_fails) in KERNELS.items() if copy_fails]
+# The check that jit switched off inside the wrapper fails where it is not JIT_ON_IN_WRAPPER:
+# shapes sees no compilation of padded_rms at all.
+JIT_OFF_INSIDE = {"shapes": shapes.COMPILED}
 
 
 def loaded(slug: str, learner_copy: bool = False) -> dict:
@@ -115,7 +121,8 @@ def test_jit_switched_off_inside_the_wrapper_fails(slug, off):
         failure = grade(slug, cheating(slug, cheat))
     finally:
         jax.config.update("jax_disable_jit", False)
-    assert failure.check == KERNELS[slug][0].name(JIT_ON_IN_WRAPPER), failure
+    named = JIT_OFF_INSIDE.get(slug) or KERNELS[slug][0].name(JIT_ON_IN_WRAPPER)
+    assert failure.check == named, failure
     assert "switched off" in failure.seen
 
 
@@ -148,7 +155,7 @@ def test_a_wrapper_that_changes_the_callers_arguments_fails(slug):
     assert failure.check == KERNELS[slug][0].name(UNCHANGED), failure
 
 
-@pytest.mark.parametrize("slug", KERNELS)
+@pytest.mark.parametrize("slug", RECORDED)
 def test_a_separately_jitted_copy_of_the_kernel_fails(slug):
     """The wrapper of a second run of the cells calls that run's kernel: a jitted
     function with the same name and code, but not the kernel the grader is given."""
@@ -161,8 +168,9 @@ def test_a_separately_jitted_copy_of_the_kernel_fails(slug):
 
 # The kernels whose wrapper is called many times, and those whose grader checks for a
 # host callback (the others test theirs in their own files, with their own arguments).
-MANY_CALLS = ("shapes", "dtypes", "pytree_structure")
+MANY_CALLS = ("dtypes", "pytree_structure")
 CHECKS_CALLBACKS = {"shapes": shapes.RMS, "dtypes": dtypes.SCORE}
+LATER_TRACES = [slug for slug in CHECKS_CALLBACKS if slug in RECORDED]
 
 
 @pytest.mark.parametrize("slug", MANY_CALLS)
@@ -192,7 +200,7 @@ def test_a_kernel_that_computes_in_a_host_callback_fails(slug):
     assert grade(slug, names).check == declared.name(NO_CALLBACKS)
 
 
-@pytest.mark.parametrize("slug", CHECKS_CALLBACKS)
+@pytest.mark.parametrize("slug", LATER_TRACES)
 def test_a_kernel_whose_later_traces_call_back_to_the_host_fails(slug):
     # Red team 9: the program the grader traced first is clean, the ones the counted
     # calls compile are not. The check reads the programs those calls compiled.

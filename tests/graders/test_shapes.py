@@ -95,11 +95,54 @@ def by_keyword():
     return bucket_size, kernel, rms
 
 
+def n_as(kind, pad):
+    """rms that pads with ``pad(x, size)`` and passes n as ``kind(len(x))``, by position."""
+
+    def build():
+        bucket_size, kernel, _ = answer()
+
+        def rms(x):
+            return kernel(pad(x, bucket_size(len(x))), kind(len(x)))
+
+        return bucket_size, kernel, rms
+
+    return build
+
+
+def by_concatenation(x, size):
+    return np.concatenate([x, np.zeros(size - len(x))])  # float64 padding: float32 inside jit
+
+
+def only_n_by_keyword():
+    bucket_size, kernel, _ = answer()
+
+    def rms(x):
+        return kernel(by_concatenation(x, bucket_size(len(x))), n=len(x))
+
+    return bucket_size, kernel, rms
+
+
+def through_a_dict():
+    # The kernel reached through a dict: the grader never looks for it among rms's names.
+    bucket_size, kernel, _ = answer()
+    table = {"kernel": kernel}
+
+    def rms(x):
+        return table["kernel"](np.pad(x, (0, bucket_size(len(x)) - len(x))), len(x))
+
+    return bucket_size, kernel, rms
+
+
 RIGHT = {
     "reference": answer,
     "from a table": from_a_table,
     "warm cache": warm_cache,
     "by keyword": by_keyword,
+    "only n by keyword": only_n_by_keyword,
+    "jnp.int32 n, jnp.pad": n_as(jnp.int32, lambda x, size: jnp.pad(x, (0, size - len(x)))),
+    "np.int32 n, concatenated": n_as(np.int32, by_concatenation),
+    "int n, np.pad": n_as(int, lambda x, size: np.pad(x, (0, size - len(x)))),
+    "through a dict": through_a_dict,
 }
 
 
@@ -120,6 +163,20 @@ UP_TO_223 = {n: next_power_of_two(n) for n in range(1, 224)}
 @partial(jax.jit, static_argnums=1)
 def static_n(padded, n):
     return jnp.sqrt(jnp.sum(padded[:n] ** 2) / n)
+
+
+@partial(jax.jit, static_argnames="n")
+def static_by_name(padded, n):
+    return jnp.sqrt(jnp.sum(padded[:n] ** 2) / n)
+
+
+def n_by_name(kernel):
+    def rms(x):
+        padded = np.zeros(next_power_of_two(len(x)), np.float32)
+        padded[: len(x)] = x
+        return kernel(padded, n=len(x))
+
+    return rms
 
 
 def rms_of(make):
@@ -154,6 +211,28 @@ def own_table(kernel):
     return rms
 
 
+def jit_off(kernel):
+    def rms(x):
+        with jax.disable_jit():
+            return make_rms(kernel)(x)
+
+    return rms
+
+
+def numpy_when_short(kernel):
+    def rms(x):
+        return reference_rms(x) if len(x) < 100 else make_rms(kernel)(x)
+
+    return rms
+
+
+def numpy_when_odd(kernel):
+    def rms(x):
+        return reference_rms(x) if len(x) % 2 else make_rms(kernel)(x)
+
+    return rms
+
+
 def at(p):
     return jnp.arange(p.shape[0])
 
@@ -172,8 +251,9 @@ def kernel(fn):
 
 
 HOLDS, FEW, PAD, ONE = "wastes less", "a few", "ignores the padding", "per bucket"
-FROM = "at every call"
+COMPILED = "runs padded_rms compiled"
 PADS = "rms pads x"
+CALL_ITSELF = ["call padded_rms(padded, n) itself"]
 # fmt: off
 WRONG = {  # answer: (the check it fails, words in expected + seen, in hint)
     "one huge bucket": (buckets(lambda n: 4096), HOLDS, [], []),
@@ -189,18 +269,32 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, in hint)
                  ["inf or nan reached the result"]),
     "clipped mask": (multiplied(lambda p, n: jnp.clip(n - at(p), 0, 1)), PAD, ["inf and nan"], []),
     "unjitted kernel": (kernel(make_kernel().__wrapped__), "jax.jit", [], []),
-    "static n": (kernel(static_n), ONE, ["static"], ["static"]),
-    "numpy rms": (lambda: answer(rms=reference_rms), FROM,
-                  ["never called padded_rms (the first for length"], ["by that name"]),
-    "inside a jit": (rms_of(lambda k: make_rms(jax.jit(lambda p, n: k(p, n)))), FROM,
-                     ["each while a jax.jit inside rms traced it"], ["not inside a jax.jit"]),
+    "static n": (kernel(static_n), ONE, ["n is static"], ["static"]),
+    "static n by name": (lambda: answer(kernel=static_by_name, rms=n_by_name(static_by_name)),
+                         ONE, ["n is static"], ["static_argnames"]),
+    "numpy rms": (lambda: answer(rms=reference_rms), COMPILED,
+                  ["0 compilations", "returned a float32"], CALL_ITSELF),
+    "numpy when short": (rms_of(numpy_when_short), COMPILED,
+                         ["the first of its bucket, compiled nothing", "returned a float32"],
+                         CALL_ITSELF),
+    "numpy when odd": (rms_of(numpy_when_odd), COMPILED, ["compiled nothing", "returned a float32"],
+                       CALL_ITSELF),
+    "jit off inside": (rms_of(jit_off), COMPILED, ["0 compilations", "jit switched off"],
+                       CALL_ITSELF),
+    "inside a jit": (rms_of(lambda k: make_rms(jax.jit(lambda p, n: k(p, n)))), COMPILED,
+                     ["inside another jitted function in rms", "inlined"],
+                     ["not inside a jax.jit"]),
     "jitted rms": (rms_of(lambda k: jax.jit(make_rms(k))), "plain Python", [], []),
-    "one spare slot": (rms_of(lambda k: make_rms(k, lambda n: n + 1)), PADS, ["bucket_size("],
-                       ["pad x to bucket_size"]),
-    # One compilation, right numbers: only the padded shapes show it (checked every run).
+    "one spare slot": (rms_of(lambda k: make_rms(k, lambda n: n + 1)), PADS,
+                       ["compiled it", "a size other than bucket_size("], ["bucket_size(len(x))"]),
+    # One compilation, right numbers: only the calls' compilations show it (every run).
     "largest bucket": (rms_of(lambda k: make_rms(k, lambda n: 1024)), PADS,
-                       ["bucket_size(", "an array of 1024"], ["the largest bucket"]),
-    "n as two types": (rms_of(two_types_of_n), ONE, ["n: ", "weak type"], []),
+                       ["bucket_size(", "compiled nothing", "an array of 1024"],
+                       ["the largest bucket"]),
+    "bucket of len+1": (rms_of(lambda k: make_rms(k, lambda n: next_power_of_two(n + 1))), PADS,
+                        ["the first of its bucket, compiled nothing", "one shape"],
+                        ["was padded to bucket_size("]),
+    "n as two types": (rms_of(two_types_of_n), ONE, ["changing kinds", "weak_type"], ["same way"]),
     "sorts in place": (rms_of(lambda k: lambda x: (x.sort(), make_rms(k)(x))[1]), "unchanged",
                        ["x was changed in place"], []),  # the RMS does not change, the data does
     "hard-coded": (rms_of(lambda k: lambda x: k(np.ones(8, np.float32), 8) * 0 + 1.0),
@@ -210,7 +304,8 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, in hint)
 }
 # fmt: on
 EVERY_DRAW = ["mask <= n", "0/1 mask", "clipped mask", "sorts in place", "own table"]
-EVERY_DRAW += ["largest bucket"]
+EVERY_DRAW += ["largest bucket", "bucket of len+1", "static n", "n as two types", "one spare slot"]
+EVERY_DRAW += ["numpy when short", "numpy when odd"]
 
 
 @pytest.mark.parametrize(("wrong", "seed"), rows(WRONG, EVERY_DRAW))
