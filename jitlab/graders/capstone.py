@@ -9,7 +9,8 @@ What every run draws, on purpose (``_problem``; the learner's own buckets decide
   step 1   weights None, a length on a bucket               None is not weights of one
   step 2   weights absent, a bucket size + 1 (most padding)  a missing or off-by-one mask
   step DECAY_FROM  step 0's length, another lr type, weights form and decay: the causes
-           of a recompilation in one bucket, and a stale global from this step on
+           of a recompilation in one bucket, and a stale global from this step on; weight
+           decay a step late or early, or on b and v too (each recomputed to name it)
   run 2    lengths in the compiled buckets (half of them new), in the first run's dicts
            and arrays refilled (a loader may reuse them: a memo by id() is stale)
 
@@ -72,9 +73,27 @@ HINTS = Hints(
         "update": """the loss at step {k} is right for the params train_step was given, but they
             differ from the loop's: the update at step {before} is wrong (params - lr *
             gradient, with that step's lr and weight decay)""",
-        "decay": """the losses go wrong from step {k}, after weight decay was switched on at step
-            {DECAY_FROM}: a global read inside a jitted function is frozen at trace time. Read
-            CONFIG in train_fast on every step and pass the value in""",
+        # Weight decay's mistakes, each named only when its recomputed losses match
+        # (_decay_mistake); "decay" says what is right when none does.
+        "decay from": """the losses match the original loop with weight decay switched on from
+            step {start}, not {DECAY_FROM}: update_config switches it on when step >=
+            DECAY_FROM; use that rule, or read CONFIG after update_config(step).""",
+        "decay on all": """the losses match the original loop with weight decay on every
+            parameter: the penalty is weight_decay * sum(params['w'] ** 2), on w only""",
+        "stale decay": """the losses match a train_step that kept the weight decay CONFIG held
+            when it was traced ({stale} ran with a stale value): a global read inside a
+            jitted function is frozen at trace time. Read CONFIG in train_fast on every step
+            and pass the value in""",
+        "or stale": """Or train_step reads CONFIG: a global read inside a jitted function is
+            frozen at trace time, and {traced} gives these losses too. Read CONFIG in train_fast
+            on every step and pass the value in""",
+        "no decay": """the losses match the original loop without weight decay: from step
+            {DECAY_FROM} on, the loss adds weight_decay * sum(params['w'] ** 2), with CONFIG's
+            value at that step (after update_config(step)), and the update its gradient.""",
+        "decay": """the losses are right until step {k} and wrong from there; from step
+            {DECAY_FROM} on, the loss adds weight_decay * sum(params['w'] ** 2) (weight decay
+            {decay} at step {k}, CONFIG's value after update_config(step)), and the update
+            subtracts lr times its gradient too""",
         "padded": """batch {k} is padded from {n} to {size} time steps: mask the padding out of
             the mean (tanh of a zero row is tanh(b), not 0) and divide by the true length;
             check the mask's bound, < length""",
@@ -114,30 +133,96 @@ def _weight_decay(step: int) -> float:
     return WEIGHT_DECAY if step >= DECAY_FROM else 0.0
 
 
-def _reference_step(params: Params, batch: Batch, lr: float, decay: float) -> tuple[Params, float]:
-    """One step of the naive loop in float64 NumPy, gradients written out by hand."""
-    w, b, v = (np.asarray(params[k], np.float64) for k in "wbv")
+def _reference_step(
+    params: Params, batch: Batch, lr: float, decay: float, decayed: str = "w"
+) -> tuple[Params, float]:
+    """One step of the naive loop in float64 NumPy, gradients written out by hand;
+    ``decayed``: the parameters weight decay applies to (w alone in the exercise)."""
+    p = {k: np.asarray(params[k], np.float64) for k in "wbv"}
     x, y = batch["x"].astype(np.float64), batch["y"].astype(np.float64)
     weights = batch.get("weights")
     weights = np.ones_like(y) if weights is None else weights.astype(np.float64)
-    hidden = np.tanh(x @ w + b)  # (batch, time, hidden)
+    hidden = np.tanh(x @ p["w"] + p["b"])  # (batch, time, hidden)
     pooled = hidden.mean(axis=1)
-    err = pooled @ v - y
-    value = float(np.sum(weights * err**2) / np.sum(weights) + decay * np.sum(w**2))
+    err = pooled @ p["v"] - y
+    penalty = sum(np.sum(p[k] ** 2) for k in decayed)
+    value = float(np.sum(weights * err**2) / np.sum(weights) + decay * penalty)
     d_pred = 2.0 * weights * err / np.sum(weights)
-    d_z = (d_pred[:, None, None] * v / x.shape[1]) * (1.0 - hidden**2)
-    d_w = np.einsum("blf,blh->fh", x, d_z) + 2.0 * decay * w
-    new = {"w": w - lr * d_w, "b": b - lr * d_z.sum(axis=(0, 1)), "v": v - lr * pooled.T @ d_pred}
+    d_z = (d_pred[:, None, None] * p["v"] / x.shape[1]) * (1.0 - hidden**2)
+    d_w, d_b, d_v = np.einsum("blf,blh->fh", x, d_z), d_z.sum(axis=(0, 1)), pooled.T @ d_pred
+    grads = {"w": d_w, "b": d_b, "v": d_v}
+    new = {k: p[k] - lr * (grads[k] + (2.0 * decay * p[k] if k in decayed else 0.0)) for k in p}
     return new, value
 
 
-def _reference_train(params: dict[str, Any], batches: list[Batch]) -> tuple[Params, np.ndarray]:
-    """The naive loop's results: final parameters and the loss at every step."""
+def _reference_train(
+    params: dict[str, Any],
+    batches: list[Batch],
+    decays: list[float] | None = None,
+    decayed: str = "w",
+) -> tuple[Params, np.ndarray]:
+    """The naive loop's results: final parameters and the loss at every step (``decays``,
+    ``decayed``: another weight decay per step, on other parameters: a mistake's results)."""
+    if decays is None:
+        decays = [_weight_decay(step) for step in range(len(batches))]
     losses = []
     for step, batch in enumerate(batches):
-        params, value = _reference_step(params, batch, _learning_rate(step), _weight_decay(step))
+        params, value = _reference_step(params, batch, _learning_rate(step), decays[step], decayed)
         losses.append(value)
     return params, np.array(losses)
+
+
+def _traced_decays(calls: list[Call]) -> list[float]:
+    """The weight decay each step's call of train_step would use had it read CONFIG while
+    tracing: the value at the step whose call compiled the program it ran (one call a step)."""
+    programs: list[tuple[Any, float]] = []
+    decays = []
+    for step, call in enumerate(calls):
+        key = call.key if call.key is not None else [(x.path, x.type) for x in call.inputs]
+        if call.compiled:
+            programs.append((key, _weight_decay(step)))
+        decays.append(next((d for k, d in reversed(programs) if k == key), _weight_decay(step)))
+    return decays
+
+
+def _decay_mistake(
+    got: np.ndarray, params: dict, batches: list[Batch], calls: list[Call]
+) -> tuple[str, dict[str, Any]] | None:
+    """(the hint, its fields) for the weight-decay mistakes whose recomputed losses are
+    ``got``: switched on from another step, on every parameter, never on, or frozen where
+    train_step was traced (``calls``: one a step). Where a stale global gives the same
+    losses as another mistake, the hint names both; None when none matches."""
+    steps = range(len(batches))
+
+    def matches(decays: list[float] | None = None, decayed: str = "w") -> bool:
+        return _close(got, _reference_train(params, batches, decays, decayed)[1])
+
+    frozen = _traced_decays(calls) if len(calls) == len(batches) else None
+    stale = [k for k in steps if frozen is not None and frozen[k] != _weight_decay(k)]
+    starts = (DECAY_FROM + 1, DECAY_FROM - 1, 0)
+    candidates = [("decay from", {"start": start}, [WEIGHT_DECAY * (k >= start) for k in steps])
+                  for start in starts]  # fmt: skip
+    candidates.append(("no decay", {}, [0.0 for _ in steps]))
+    found = [(name, fields, decays) for name, fields, decays in candidates if matches(decays)]
+    if matches(decayed="wbv"):
+        return "decay on all", {}
+    at = ", ".join(map(str, stale))
+    steps_at = f"step{'s' * (len(stale) > 1)} {at}"
+    traced = f"the stale value at {steps_at} (traced at another step)"
+    if stale and matches(frozen):
+        same = [(n, f) for n, f, decays in found if decays == frozen]
+        if not same:
+            return "stale decay", {"stale": steps_at}
+        name, fields = same[0]
+        return f"{name}+or stale", {**fields, "traced": traced}
+    constant = [(n, f) for n, f, d in found if frozen is None and len(set(d)) == 1]
+    if constant:  # programs traced before the loop (a warm-up) hold one value: a stale global
+        name, fields = constant[0]
+        return f"{name}+or stale", {
+            **fields,
+            "traced": "one value, read where each program was traced before the loop,",
+        }
+    return (found[0][0], found[0][1]) if found else None
 
 
 def _make_params(rng: np.random.Generator) -> dict[str, Any]:
@@ -235,16 +320,21 @@ def _require_losses(
     form = "an array" if isinstance(weights, np.ndarray) else weights
     fed = _fed(calls, got[k])
     own = fed is not None and np.isclose(got[k], _reference_step(fed, batch, lr, decay)[1], 1e-3)
-    cause = [(not calls, "second run"), (own, "update"), (k >= DECAY_FROM, "decay"),
-             (bucket(n) > n, "padded"), (True, "weights")]  # fmt: skip
-    hint = HINTS[next(name for ok, name in cause if ok)]
+    decay_found = calls and _decay_mistake(got, params, batches, calls)
+    cause = [(not calls, "second run"), (bool(decay_found), "found"), (own, "update"),
+             (k >= DECAY_FROM, "decay"), (bucket(n) > n, "padded"), (True, "weights")]  # fmt: skip
+    name = next(name for ok, name in cause if ok)
+    name, fields = decay_found if name == "found" else (name, {})
+    hint = " ".join(HINTS[part] for part in name.split("+"))
     raise fail(
         check,
         expected=f"the loss at step {k}: {want[k]:.6g} (the original loop)",
         seen=f"{got[k]:.6g}, and {wrong.size} of {STEPS} steps wrong (the first: {k}). "
         f"Batch {k}: length {n} (bucket {bucket(n)}), weights {form}, lr {lr:.4g}, "
         f"weight decay {decay}",
-        hint=hint.format(k=k, before=k - 1, n=n, size=bucket(n), DECAY_FROM=DECAY_FROM),
+        hint=hint.format(
+            k=k, before=k - 1, n=n, size=bucket(n), DECAY_FROM=DECAY_FROM, decay=decay, **fields
+        ),
     )
 
 

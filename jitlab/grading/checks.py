@@ -573,16 +573,24 @@ class Grading:
                 whole and n <= int(size) <= limit,
                 expected=f"an int from {n} to {limit} for n={n}",
                 seen=repr(size),
-                hint="round n up to the next power of two",
+                hint=_bucket_hint(n, size, limit),
             )
         self.passed(BUCKETS_HOLD)
         distinct = sorted({int(size) for size in sizes.values()})
+        steps = {b - a for a, b in zip(distinct, distinct[1:], strict=False)}
+        extra = len(distinct) - most
+        hint = f"{len(distinct)} distinct sizes, {extra} more than the {most} allowed"
+        if len(steps) == 1:
+            hint += f": sizes that step by {steps.pop()} grow in number with the longest length"
+        hint += "; sizes that double (powers of two) stay few and waste less than half"
+        if all(int(size) == n for n, size in sizes.items()):
+            hint = "a bucket per length compiles once per length; round up to powers of two"
         self.require(
             BUCKETS_FEW,
             len(distinct) <= most,
             expected=f"at most {most} distinct bucket sizes for lengths 1..{up_to}",
             seen=f"{len(distinct)} distinct sizes (the first: {distinct[:8]})",
-            hint="a bucket per length compiles once per length; round up to powers of two",
+            hint=hint,
         )
         return {n: int(size) for n, size in sizes.items()}
 
@@ -619,6 +627,20 @@ class Grading:
                 f"once, but every short x pays for the longest; {hint}"
             )
         self.require(check, not wrong, expected, seen, hint)
+
+
+def _bucket_hint(n: int, size: Any, limit: int) -> str:
+    """What ``bucket_size(n) == size`` shows is wrong, ``limit`` the largest size allowed."""
+    if not isinstance(size, int | np.integer) or isinstance(size, bool):
+        return f"return an int (int(...)), not a {type(size).__name__}"
+    if size < n:
+        return f"bucket_size({n}) is {size}, shorter than {n}: round n up, never down"
+    if n & (n - 1) == 0 and size == 2 * n:
+        return (
+            f"bucket_size({n}) is {size}, twice {n}: a length that is a power of two is its own "
+            "bucket; the next power of two at or above n is 1 << (n - 1).bit_length()"
+        )
+    return f"bucket_size({n}) is {size}, past {limit}: round n up to the next power of two"
 
 
 def grader(

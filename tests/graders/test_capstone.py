@@ -30,7 +30,7 @@ def few_buckets(n: int) -> int:  # 16 and 32 only: two compilations per grading,
 
 
 def step_body(params, batch, lr, decay, *, mask=True, le=False, global_decay=False,
-              plain_mean=False, padded_mean=False):  # fmt: skip
+              plain_mean=False, padded_mean=False, decay_all=False):  # fmt: skip
     """One SGD step on a padded batch; the switches make the wrong answers."""
 
     def batch_loss(params):
@@ -48,8 +48,9 @@ def step_body(params, batch, lr, decay, *, mask=True, le=False, global_decay=Fal
             data = jnp.mean(err if weights is None else weights * err)
         else:
             data = jnp.sum(weights * err) / jnp.sum(weights)
-        return data + (CONFIG["weight_decay"] if global_decay else decay) * jnp.sum(
-            params["w"] ** 2
+        decayed = jax.tree.leaves(params) if decay_all else [params["w"]]
+        return data + (CONFIG["weight_decay"] if global_decay else decay) * sum(
+            jnp.sum(p**2) for p in decayed
         )
 
     value, grads = jax.value_and_grad(batch_loss)(params)
@@ -70,7 +71,7 @@ def pad_batch(batch, bucket=few_buckets, tidy=True):
 
 def make_learner(*, static_lr=False, cast_lr=True, tidy=True, per_step_partial=False,
                  eager_pad=False, memo=None, next_lr=False, bucket=few_buckets, each=None,
-                 call=None, via_default=False, **body):  # fmt: skip
+                 call=None, via_default=False, late_decay=False, **body):  # fmt: skip
     """(train_fast, train_step) for the solution, or for one plausible wrong answer:
     ``bucket`` is how it pads, ``each(batch)`` runs first at every step, ``call(train_step)``
     is what it calls instead, reached through a default argument if ``via_default``."""
@@ -91,6 +92,8 @@ def make_learner(*, static_lr=False, cast_lr=True, tidy=True, per_step_partial=F
             fixed["x"] = jnp.pad(batch["x"], ((0, 0), (0, bucket(n) - n), (0, 0)))
         lr = cap._learning_rate(step + 1 if next_lr else step)
         lr = float(lr) if static_lr else np.float32(lr) if cast_lr else lr
+        if late_decay:  # its own rule, > where update_config has >=
+            return fixed, lr, np.float32(cap.WEIGHT_DECAY if step > cap.DECAY_FROM else 0.0)
         return fixed, lr, np.float32(CONFIG["weight_decay"])
 
     stepper = call(jitted) if call else jitted
@@ -290,6 +293,14 @@ WRONG = {  # name: (the answer, the check it fails, key words of the verdict)
                               ["step 0", "weights an array", "sum(w"]),
     "the next step's learning rate": (learner(next_lr=True), LOSSES, ["update at step 0"]),
     "a stale global": (learner(global_decay=True), LOSSES, ["Read CONFIG"]),
+    "a stale global, a bucket traced after the switch": (
+        learner(next_power_of_two, bucket=next_power_of_two, global_decay=True), LOSSES,
+        ["Read CONFIG", "frozen at trace time"]),
+    # Weight decay wrong in the learner's own code: never blamed on CONFIG (blind test 2).
+    "weight decay from step > DECAY_FROM": (learner(late_decay=True), LOSSES,
+                                            ["from step 7, not 6", "step >= DECAY_FROM"]),
+    "weight decay on w, b and v": (learner(decay_all=True), LOSSES,
+                                   ["on every parameter", "on w only"]),
     "a memo by id() of the batch": (learner(memo=lambda b: b), AGAIN, ["refilled", "id()"]),
     "a memo by id() of its x": (learner(memo=lambda b: b["x"]), AGAIN, ["refilled"]),
     "a static lr": (learner(static_lr=True), PER_BUCKET, ["lr: ", "(static value)", "traced"]),
@@ -307,6 +318,10 @@ WRONG = {  # name: (the answer, the check it fails, key words of the verdict)
     "the caller's batches changed": (learner(each=fill), "leaves the caller's", ["'weights'"]),
     "one huge bucket": (learner(lambda n: 64), "wastes less than half", []),
     "a bucket per length": (learner(lambda n: n), "lengths share a few", []),
+    "1 << n.bit_length()": (learner(lambda n: 1 << n.bit_length()), HOLD,
+                            ["bucket_size(16) is 32, twice 16", "(n - 1).bit_length()"]),
+    "multiples of 6": (learner(lambda n: 6 * -(-n // 6)), "lengths share a few",
+                       ["8 distinct sizes", "1 more than the 7", "step by 6"]),
     "a lookup table that stops short": (learner(table), HOLD, ["bucket_size(33)", "IndexError"]),
     "a dict that stops short": (learner(sizes.__getitem__), HOLD, ["KeyError", "bucket_size(33)"]),
     "the first run's params again": (first_params_kept, cap.PARAMS_AGAIN, ["differ"]),  # stop 42
@@ -316,6 +331,7 @@ SEEDED = [
     *("no mask", "a mask off by one", "the next step's learning rate"),
     *("the mean over the padded length", "a plain mean of w*err"),
     *("a memo by id() of the batch", "a memo by id() of its x"),
+    *("a stale global, a bucket traced after the switch", "weight decay from step > DECAY_FROM"),
 ]
 
 
@@ -323,3 +339,14 @@ SEEDED = [
 def test_wrong_answers_fail_at_the_check_that_names_them(name, seed):
     answer, check, words = WRONG[name]
     fails(grade, *answer(), check=check, words=words, seed=seed)
+
+
+@pytest.mark.parametrize(
+    ("seed", "words"),
+    [(4, ["from step 7, not 6", "Or train_step reads CONFIG"]), (5, ["steps 6, 8, 9 ran with"])],
+)
+def test_a_stale_global_is_named_alone_where_only_it_gives_the_losses(seed, words):
+    # Seed 4 traces a bucket at step 7: a stale global and decay from step 7 give the same
+    # losses, and the hint names both; seed 5 traces buckets at steps 7 and 9: only stale.
+    answer = WRONG["a stale global, a bucket traced after the switch"][0]()
+    fails(grade, *answer, check=LOSSES, words=words, seed=seed)
