@@ -54,6 +54,12 @@ HINTS = Hints(  # a check's hint, and the mistakes a wrong result of one call po
         is by the largest logit of the whole batch, and exp of every other row underflows to
         0 (0 / 0 is NaN). Subtract each row's own max (over the last axis, kept so it
         broadcasts)""",
+        "unscaled test": """the threshold was tested on the softmax of the unscaled logits
+        (temperature 1), the value returned at the temperature: compare the scaled top,
+        softmax(logits / temperature), with the threshold""",
+        "unscaled value": """the threshold was tested at the temperature, but the value
+        returned is the top of the unscaled softmax (temperature 1): return the scaled top,
+        softmax(logits / temperature)""",
         "cold": "use the temperature as it is given, however small: no floor, clip or eps",
         "nudge": "a row below the threshold, however little, is 0.0: compare top >= threshold"
         " with nothing added to or taken from either side",
@@ -78,6 +84,23 @@ def _global_shift(logits: np.ndarray, temperature: float, threshold: float) -> n
     with np.errstate(invalid="ignore"):
         top = (e / e.sum(axis=-1, keepdims=True)).max(axis=-1)
     return np.where(top >= threshold, top, 0.0)
+
+
+MIXED = {  # a mix-up of the scaled and unscaled softmax, as the verdict names it
+    "unscaled test": "the threshold tested on the unscaled softmax (temperature 1)",
+    "unscaled value": "the value of the unscaled softmax (temperature 1), the threshold tested "
+    "on the scaled one",
+}
+
+
+def _mixed(logits: np.ndarray, temperature: float, threshold: float) -> dict[str, np.ndarray]:
+    """What an answer that mixes the scaled and the unscaled softmax returns: the threshold
+    tested on one, the value taken from the other (by the hint that names each)."""
+    scaled, unscaled = (_reference(logits, t, 0.0) for t in (temperature, 1.0))
+    return {
+        "unscaled test": np.where(unscaled.astype(np.float32) >= threshold, scaled, 0.0),
+        "unscaled value": np.where(scaled.astype(np.float32) >= threshold, unscaled, 0.0),
+    }
 
 
 def _close(got: np.ndarray, want: np.ndarray) -> bool:
@@ -157,6 +180,11 @@ def _mistake(
             seen = f"call {index + 1} returned the result for {'; '.join(used)}{stale}"
             hint = HINTS["stale" if stale else "module"]
             return dict(expected=f"{call}: the result for these values", seen=seen, hint=hint)
+    for kind, mixed in _mixed(logits, *now).items():  # recomputed: scaled and unscaled mixed
+        if _close(got, mixed):
+            seen = f"call {index + 1} returned the result with {MIXED[kind]}"
+            expected = f"{call}: the result for these values"
+            return dict(expected=expected, seen=seen, hint=HINTS[kind])
     hint = HINTS["formula"]
     if got.shape != want.shape:
         return dict(expected=f"{call}: shape {want.shape}", seen=f"shape {got.shape}", hint=hint)

@@ -126,6 +126,22 @@ def _require_numbers(
         )
 
 
+def _require_order(prepared: tuple | list) -> None:
+    """A pair whose first item is one number and whose second is a dict is (lr, batch):
+    the step would get the rate as its batch and fail at ``batch["x"]``; say so first."""
+    first, second = prepared
+    try:
+        scalar = np.size(first) == 1 and not isinstance(first, dict)
+    except (TypeError, ValueError):
+        scalar = False
+    if scalar and isinstance(second, dict):
+        seen = f"({type_text(first)}, dict): the learning rate first, then the batch"
+        expected = "the batch first, then the learning rate: the grader calls "
+        expected += "fixed_step(w, *prepare_batch(batch, lr)), and fixed_step takes (w, batch, lr)"
+        hint = "the pair is in the wrong order: end prepare_batch with `return batch, lr`"
+        raise fail(RETURNS, expected=expected, seen=seen, hint=hint)
+
+
 @grader("diagnosing", checks=CHECKS)
 def grade(
     grading: Grading, prepare_batch: Callable[..., Any], fixed_step: Callable[..., Any]
@@ -151,6 +167,7 @@ def grade(
                 expected += "the grader calls fixed_step(w, *prepare_batch(batch, lr))"
                 hint = "end prepare_batch with `return batch, lr`"
                 raise fail(RETURNS, expected=expected, seen=seen, hint=hint)
+            _require_order(prepared)
             changes.append(_changed(batch, lr, prepared, batches[: len(changes)]))
             w = grading.call_learner(RUNS, step, w, *prepared)
             got.append(np.asarray(w))

@@ -53,6 +53,10 @@ HINTS = {  # by standard check, by the doctor's cause (for the count), by kind o
     sig.DTYPE: """in score, before calling score_core, convert every batch to one float dtype
         (jnp.asarray takes a dtype); a cast inside score_core comes after the cache lookup,
         which already used the dtype x had when it reached score_core""",
+    sig.WEAK_TYPE: """score_core received x in one dtype, but weakly typed (~) at some calls
+        and not at others, and a weak type is another cache key: arithmetic with a Python
+        number on an integer batch (jnp.asarray(batch) * 1.0) gives a weakly typed float32;
+        convert with a dtype instead, jnp.asarray(batch, dtype=jnp.float32)""",
     sig.KEYWORD: "pass x and weights the same way on every call",
     "rows": "return one score per row: z @ weights has shape (rows,)",
     "narrow": """score_core received {narrow}, which keeps only about three significant

@@ -38,6 +38,7 @@ from jitlab.grading.checks import (
     Grading,
     GradingFailure,
     as_numbers,
+    fail,
     fail_unless,
     lost_digits,
     shorten,
@@ -164,13 +165,23 @@ def _require_kept(
     grading.require(FIT_KEEPS, not seen, expected, seen, DONATED if donated else HINTS[FIT_KEEPS])
 
 
-def _threading(proxy: Recorder, params: dict, batches: list, weight_decay: float) -> str:
-    """What the first call of sgd_step got wrong of (params, batch, weight_decay); "" if none."""
+def _threading(
+    proxy: Recorder, params: dict, batches: list, weight_decay: float, earlier: Any
+) -> tuple[str, str]:
+    """What the first call of sgd_step got wrong of (params, batch, weight_decay), and the
+    hint for it; ("", "") if nothing. ``earlier``: the params the previous fit returned (a
+    fit that starts from them resumes where that fit stopped), None before the first."""
     for i, (call, (x, y)) in enumerate(zip(proxy.calls, batches, strict=True)):
         given = list(call.arguments.values())  # in the step's order, however passed
         if len(given) != 4:
-            return f"call {i + 1} passed {len(given)} argument(s)"
+            return f"call {i + 1} passed {len(given)} argument(s)", HINTS[FIT_THREADS]
         wrong = []
+        if i == 0 and earlier is not None and not same_value(given[0], params):
+            if same_value(given[0], earlier):  # recomputed: the previous fit's final params
+                seen = "call 1 passed the params the previous fit returned, not fit's params"
+                hint = "fit resumed where the previous fit stopped: start every fit from the "
+                hint += "params it is given, and keep nothing from one fit to the next"
+                return seen, hint
         if not same_value(given[0], params):
             wrong.append("params that are not the previous step's new params")
         if not (same_value(given[1], x) and same_value(given[2], y)):
@@ -179,9 +190,33 @@ def _threading(proxy: Recorder, params: dict, batches: list, weight_decay: float
         if decay is None or decay.size != 1 or np.float32(decay.item()) != np.float32(weight_decay):
             wrong.append(f"weight_decay={shorten(repr(given[3]), 40)} instead of {weight_decay}")
         if wrong:
-            return f"call {i + 1} passed " + "; ".join(wrong)
+            return f"call {i + 1} passed " + "; ".join(wrong), HINTS[FIT_THREADS]
         params = call.out[0] if isinstance(call.out, tuple | list) and call.out else None
-    return ""
+    return "", ""
+
+
+def _require_losses(losses: Any, problem: tuple) -> None:
+    """``losses`` is a 1-D array of one loss per batch; when it is not, the hint says what
+    was returned instead: a list, or an array of another shape or length (the reference
+    run over the batches less the first, or less the last, recomputed, names a skipped one)."""
+    shape, array = np.shape(losses), isinstance(losses, np.ndarray | jnp.ndarray)
+    if array and shape == (N_BATCHES,):
+        return
+    w0, b0, batches, wd = problem
+    hint = "stack the per-batch losses into one array (jnp.stack), not a list"
+    if array and len(shape) != 1:
+        hint = f"return the losses as one 1-D array, shape ({N_BATCHES},), not {shape}"
+    elif array:
+        hint = f"{shape[0]} losses for {N_BATCHES} batches: call sgd_step once for every "
+        hint += "batch, the first and the last included (for x, y in batches)"
+        for skipped, rest in (("the first batch", batches[1:]), ("the last batch", batches[:-1])):
+            if len(rest) == shape[0] and np.allclose(
+                losses, _reference_fit(w0, b0, rest, wd)[0], rtol=1e-4
+            ):
+                hint = f"fit skipped {skipped}: its losses are those of the other batches; "
+                hint += "loop over every batch (for x, y in batches, or range(len(batches)))"
+    seen = f"{type(losses).__name__} of shape {shape}"
+    raise fail(FIT_PAIR, expected=f"losses a 1-D array of {N_BATCHES}", seen=seen, hint=hint)
 
 
 @grader("functions_as_arguments", checks=tuple(CHECKS), hints=HINTS)
@@ -217,6 +252,7 @@ def grade(grading: Grading, sgd_step: Any, fit: Any) -> None:
     if fit_jitted := is_jitted(fit):
         fit.clear_cache()
     previous: list = []
+    earlier = None  # the params the previous fit returned
     inlined = False  # sgd_step traced into a program of fit's: later fits may not trace it
     for number, wd in enumerate(decays[3:], start=1):
         params, w0, b0, batches = _problem(rng, N_BATCHES, size, features)
@@ -244,13 +280,7 @@ def grade(grading: Grading, sgd_step: Any, fit: Any) -> None:
                 grading, FIT_NOTHING, everything, exactly=0, what=what, hint=hint, cause=cause
             )
         got = _pair(FIT_PAIR, result, "(params, losses)")
-        losses = got[0]
-        array = isinstance(losses, np.ndarray | jnp.ndarray) and np.shape(losses) == (N_BATCHES,)
-        seen = f"{type(losses).__name__} of shape {np.shape(losses)}"
-        hint = "stack the per-batch losses into one array (jnp.stack), not a list"
-        fail_unless(
-            FIT_PAIR, array, expected=f"losses a 1-D array of {N_BATCHES}", seen=seen, hint=hint
-        )
+        _require_losses(got[0], (w0, b0, before[1], wd))
         grading.passed(FIT_PAIR)
 
         FIT.jit_on(grading, proxy)
@@ -270,10 +300,10 @@ def grade(grading: Grading, sgd_step: Any, fit: Any) -> None:
         else:
             expected = f"{N_BATCHES} calls of sgd_step (one per batch) in fit number {number}"
             grading.require(FIT_CALLS, len(calls) == N_BATCHES and not traced, expected, seen)
-            seen = _threading(proxy, params, batches, wd)
+            seen, hint = _threading(proxy, params, batches, wd, earlier)
             expected = f"each call {FIT.call}: the params from the call before (or fit's "
             expected += f"params), its batch, and weight_decay={wd}"
-            grading.require(FIT_THREADS, not seen, expected, seen)
+            grading.require(FIT_THREADS, not seen, expected, seen, hint)
             outs = [call.out for call in calls]
             last = outs[-1][0]
             returned = np.stack([np.asarray(o[1]) for o in outs]), last["w"], last["b"]
@@ -292,3 +322,4 @@ def grade(grading: Grading, sgd_step: Any, fit: Any) -> None:
         about = f"fit number {number} (weight_decay={wd:.2e}, its own batches)"
         for i, check in enumerate(FIT_NUMBERS if number == 1 else (FIT_STAYS,) * 3):
             grading.require_close(check, got[i], want[i], rtol=1e-4, about=about, hint=HINTS[check])
+        earlier = _snapshot(result[0])  # the next fit must not start from these params

@@ -69,8 +69,14 @@ HINTS = {  # by check, by mistake, and by the kind (_kind) of a recompilation's 
     "avg_loss": "avg_loss = 0.9 * avg_loss + 0.1 * loss(params, batch), before the update",
     "structure": "keep the state's keys, and avg_loss one number: a float32 array of shape ()",
     SAME_TYPES: "write each entry in init with the dtype and shape sgd_step returns",
-    "weak init": """a weak type (~) where sgd_step returns a strong one: 0.0 and
-        jnp.asarray(0.0) are weak; give init's entries the strong dtype sgd_step returns""",
+    "weak init": """a weak type (~) where sgd_step returns a strong one of the same dtype:
+        0.0 and jnp.asarray(0.0) are weakly typed float32; give init's entries the strong
+        dtype sgd_step returns (jnp.zeros((), jnp.float32))""",
+    "weak int init": """{name} is a weakly typed int32 (~int32: 0 or jnp.array(0), an integer
+        with no dtype) where sgd_step returns {after}: an integer, and weak; give it the
+        dtype sgd_step returns (jnp.zeros((), jnp.float32))""",
+    "dtype init": """{name} is {before} where sgd_step returns {after}: another dtype; give it
+        the dtype sgd_step returns""",
     "missing": "init must build every entry sgd_step returns: the same keys, no None slots",
     EVERY_BATCH: "call sgd_step (by that name) once per batch: the update happens in the step",
     "cast": """pass each batch as it is: a cast of the batch (to bfloat16, say) changes the
@@ -184,6 +190,25 @@ def _kind(difference: Any) -> str:
     return next((k for k in ("state", "lr") if difference.where.startswith(k)), "other")
 
 
+def _types_hint(before: Any, after: Any) -> str:
+    """The hint for the first entry whose type init got wrong, from what it was: a weak
+    float, a weak integer (0, jnp.array(0)), another dtype; "" (the check's own) if else."""
+    paths = jax.tree_util.tree_leaves_with_path(before)
+    later = jax.tree.leaves(after)
+    for (path, old), new in zip(paths, later, strict=True) if len(paths) == len(later) else ():
+        try:
+            was, now = jax.typeof(old), jax.typeof(new)
+        except TypeError:  # not an array: the verdict's text says what it is
+            return ""
+        name = "state" + jax.tree_util.keystr(path)
+        if was.dtype == now.dtype and was.weak_type and not now.weak_type:
+            return HINTS["weak init"]
+        kind = "weak int init" if was.weak_type and was.dtype == np.int32 else "dtype init"
+        if was.dtype != now.dtype:
+            return HINTS[kind].format(name=name, before=was, after=now)
+    return ""
+
+
 @grader("python_scalars", checks=CHECKS, hints=HINTS)
 def grade(
     grading: Grading,
@@ -211,7 +236,7 @@ def grade(
     text = "; ".join(type_changes(before, stepped, name="state", labels=labels, limit=4))
     missing = any(key in text for key in ("None", ": absent ", ": present ", "containers"))
     expected = "jax.tree.map(jax.typeof, state) the same before and after one step"
-    hint = HINTS["missing"] if missing else HINTS["weak init"] if "~" in text else ""
+    hint = HINTS["missing"] if missing else _types_hint(before, stepped)
     grading.require(SAME_TYPES, not text, expected, text, hint)
 
     def schedule(step: int) -> Any:

@@ -47,6 +47,10 @@ HINTS = Hints(  # by check (the kernel's by its name template), mistake, or sign
     {
         UNCHANGED.name: "the loader reuses dicts and arrays: never edit in place, assign to or pop",
         ONE_CALL: "call batch_loss by that name once and return it: batch_loss(params, tidy)",
+        "memo": """only batches that came in a dict the loader had used before (refilled)
+            skipped batch_loss, and got an earlier call's loss: a result kept by id() (of
+            the batch, or of params) goes stale; remember nothing between calls, call
+            batch_loss on every call""",
         "traced": "batch_loss ran only while another function was being traced: call it directly",
         SCALAR: "reduce over the batch (a weighted mean of the squared errors) and return it",
         NUMBERS: "the loss is sum(w * (pred - y)**2) / sum(w); no weights means 1s, not 0s",
@@ -117,6 +121,14 @@ def _kind(d: sig.Difference) -> str:
     return "containers"
 
 
+def _repeats(outputs: list[Any], i: int) -> bool:
+    """Call ``i`` of loss returned the very number an earlier call returned."""
+    try:
+        return any(np.array_equal(outputs[i], earlier) for earlier in outputs[:i])
+    except (TypeError, ValueError):
+        return False
+
+
 @grader("pytree_structure", checks=CHECKS, hints=HINTS)
 def grade(grading: Grading, loss: Callable[..., Any], batch_loss: Callable[..., Any]) -> None:
     """Grade the exercise: numbers right for every kind of batch, one compilation."""
@@ -152,6 +164,9 @@ def grade(grading: Grading, loss: Callable[..., Any], batch_loss: Callable[..., 
     seen = f"{len(run.kernel_calls)} call(s) of batch_loss in all, per call of loss: {counts}"
     seen += f"; {never} of {len(plan)} calls of loss never called batch_loss" * bool(never)
     hint = HINTS["traced" if never and run.recorder.traced else ONE_CALL]
+    skipped = [i for i, made in enumerate(run.calls) if not made]
+    if skipped and all(reused[i] and _repeats(run.outputs, i) for i in skipped):
+        hint = HINTS["memo"]  # recomputed: every skip a reused dict, answered by an old loss
     expected = f"1 call of batch_loss for each of the {len(plan)} calls of loss"
     grading.require(ONE_CALL, counts == [1], expected, seen, hint)
     LOSS.unchanged(grading, run, what=lambda i: f"a batch of kind {plan[i][0]}")

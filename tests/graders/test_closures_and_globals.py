@@ -153,6 +153,18 @@ def no_threshold(logits, temperature, threshold):
     return jax.nn.softmax(logits / temperature, axis=-1).max(axis=-1)
 
 
+def threshold_on_unscaled(logits, temperature, threshold):
+    top = jax.nn.softmax(logits / temperature, axis=-1).max(axis=-1)
+    unscaled = jax.nn.softmax(logits, axis=-1).max(axis=-1)  # the temperature forgotten here
+    return jnp.where(unscaled >= threshold, top, 0.0)
+
+
+def value_unscaled(logits, temperature, threshold):
+    top = jax.nn.softmax(logits / temperature, axis=-1).max(axis=-1)
+    unscaled = jax.nn.softmax(logits, axis=-1).max(axis=-1)
+    return jnp.where(top >= threshold, unscaled, 0.0)
+
+
 STATIC_BOTH = jitted(_score, static_argnames=("temperature", "threshold"))
 USES, STALE = G.USES_VALUES, ["call 2 returned the result for temperature", "(call 1's)", "stale"]
 # fmt: off
@@ -183,12 +195,18 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
     "softmax over rows": (jitted(over_rows), USES, ["largest logit "], ["last axis"]),
     "temperature floored": (jitted(lambda z, t, h: _score(z, jnp.maximum(t, 0.01), h)), USES,
                             ["at temperature"], ["no floor"]),
+    "threshold tested unscaled": (jitted(threshold_on_unscaled), USES,
+                                  ["threshold tested on the unscaled softmax"],
+                                  ["compare the scaled top"]),  # blind set 2
+    "value returned unscaled": (jitted(value_unscaled), USES, ["the value of the unscaled softmax"],
+                                ["return the scaled top"]),
     "an eps on the temperature": (jitted(lambda z, t, h: _score(z, t + 1e-6, h)), USES,
                                   ["at temperature"], ["eps"]),  # blind set 9
 }
 DRAWN = ("no max shift", "shift by the global max", "> for >=", "> for >= by log-sum-exp",
          "rounded temperature", "softmax over rows", "temperature floored",
-         "an eps on the temperature", "threshold nudged down")  # drawn on purpose every run
+         "an eps on the temperature", "threshold nudged down",
+         "threshold tested unscaled")  # drawn on purpose every run
 # fmt: on
 
 

@@ -140,6 +140,12 @@ WRONG = {
     "step outside jit": (lr_as(np.float32), sgd_update, JITTED, []),
     "look-alike of jit": (lr_as(same), LooksJitted(), JITTED, []),
     "wrong return shape": (lambda b, lr: b, None, diagnosing.RETURNS, []),
+    "(lr, batch), the pair swapped": (
+        lambda b, lr: (np.float32(lr), b),
+        None,
+        diagnosing.RETURNS,
+        ["the learning rate first", "wrong order"],
+    ),
     "a batch kept by id()": (memo_by_id(), None, WEIGHTS, ["step 0's batch", "by id()"]),
     "the update in a host callback": (
         lr_as(np.float32),

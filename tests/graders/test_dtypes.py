@@ -134,6 +134,8 @@ WRONG = {  # name: (make (score, score_core) from a right score_core, the check,
     "cast inside the kernel": (lambda _: uncast(kernel(lambda x, w: standard(x.astype(F32)) @ w)),
                                "compiles once", "a cast inside score_core comes after the cache"),
     "asarray without a dtype": (lambda c: (casting(c, jnp.asarray), c), "compiles once", "(dtype)"),
+    "weak type from * 1.0": (lambda c: (casting(c, lambda b: jnp.asarray(b) * 1.0), c),
+                             "compiles once", "weakly typed"),  # blind set 2
     "integer cast": (cast_to(jnp.int32), "matches the reference", "wrong for float"),
     "float16 cast": (cast_to(jnp.float16), "matches the reference", "float16"),
     "through float16 on the host": (lambda c: (casting(c, lambda b: jnp.asarray(

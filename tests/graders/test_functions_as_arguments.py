@@ -311,6 +311,23 @@ def cached_by_identity(step):
     return fit
 
 
+def skips_the_first_batch(step):
+    """range(1, len(batches)): one loss short, stacked (a held-out answer)."""
+    inner = _loop(step)
+    return lambda params, batches, wd: inner(params, batches[1:], wd)
+
+
+def resumes_from_the_last_fit(step):
+    """Each fit carries on from the params the previous fit ended with (a held-out answer)."""
+    inner, last = _loop(step), {}
+
+    def fit(params, batches, weight_decay):
+        last["params"], losses = inner(last.get("params", params), batches, weight_decay)
+        return last["params"], losses
+
+    return fit
+
+
 BY_NAME = with_step(_loop, lambda: jax.jit(_update, static_argnames="weight_decay"))
 BY_NUMBER = with_step(_loop, lambda: jax.jit(_update, static_argnums=3))
 # fmt: off
@@ -346,6 +363,11 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, words in hin
                        ["fit number 4", "0 call(s) of sgd_step"], []),
     "losses as a list": (with_step(losses_listed), G.FIT_PAIR, ["list of shape (4,)"],
                          ["jnp.stack"]),
+    "skips the first batch": (with_step(skips_the_first_batch), G.FIT_PAIR,
+                              ["ArrayImpl of shape (3,)"], ["skipped the first batch"]),
+    "resumes from the last fit": (with_step(resumes_from_the_last_fit), G.FIT_THREADS,
+                                  ["the params the previous fit returned"],
+                                  ["resumed where the previous fit stopped"]),
     "losses as float16": (with_step(losses_cast(jnp.float16)), G.FIT_FROM_STEP,
                           ["three digits (float16)"], ["no cast to a narrower dtype"]),
     "losses as bfloat16": (with_step(losses_cast(jnp.bfloat16)), G.FIT_FROM_STEP,

@@ -242,6 +242,8 @@ WRONG = {  # answer: (the check it fails, words in seen, words in hint)
     "float init": (init_of(0.0), TYPES, ["~float32[] from init", "float32[] after"], ["weak"]),
     "asarray init": (init_of(jnp.asarray(0.0)), TYPES, ["~float32[] from init"], ["weak"]),
     "int init": (init_of(0), TYPES, ["~int32[] from init"], ["weak"]),
+    "jnp.array(0) init": (init_of(jnp.array(0)), TYPES, ["~int32[] from init"],
+                          ["weakly typed int32", "an integer"]),  # blind set 2
     "bf16 init": (init_of(jnp.zeros((), jnp.bfloat16)), TYPES, ["bfloat16[] from"], ["dtype"]),
     "None init": (init_of(None), ZERO, ["None"], []),
     "init at one": (init_of(jnp.ones((), jnp.float32)), ZERO, [], []),

@@ -198,7 +198,8 @@ WRONG = {  # name: (makes the core, makes the loss around it, the failing check,
     "weights normalised in place": (C, normalises_in_place, SAME,
                                     ["batch['weights'] was changed in place"], ["in place"]),
     "tidied batches kept by id()": (C, memoised_by_id(False), NUMBERS, [], ["used before", "id()"]),
-    "results kept by id()": (C, memoised_by_id(True), CALL, ["never called batch_loss"], []),
+    "results kept by id()": (C, memoised_by_id(True), CALL, ["never called batch_loss"],
+                             ["an earlier call's loss", "id()"]),  # blind set 2: hint named it
     "the batch's own arrays kept by id()": (C, memoised_by_id(False, copies=False), NUMBERS, [],
                                             ["used before", "id()"]),  # blind set 9
 }
