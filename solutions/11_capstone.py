@@ -7,9 +7,9 @@
 #       else can show. Start with one train_step, defined once with @jax.jit, that takes
 #       everything that changes as an argument.'
 #     - After every change, compare your losses with train(...) on the same batches.
-#       If they go wrong from step DECAY_FROM on, look at the weight decay first. A step
-#       that reads CONFIG while tracing keeps the old value (read CONFIG in train_fast on
-#       every step and pass the weight decay in as an argument), and the decay switches
+#       If they go wrong from step DECAY_FROM on, look at the weight decay first. A
+#       step that reads CONFIG while tracing keeps the old value (read CONFIG in train_fast
+#       on every step and pass the weight decay in as an argument), and the decay switches
 #       on at step DECAY_FROM, on params['w'] only.
 #     - Give train_step the same kind of input on every step, from one boundary function.
 #       Always pass the keys x, y, weights and length, with weights of one when they
