@@ -216,9 +216,6 @@ def _serve_round(grading: Grading, serve, requests, watched, draw, before) -> li
             raise _serve_failure(err, given, watched) from err
 
     serve_checked.__name__ = "serve"
-    # JAX compiles an eager op (jnp.int32(n)'s conversion) once per process: emptied here,
-    # serve is judged alike whatever ran before it in the notebook (or in the tests)
-    jax.clear_caches()
     with count_compiles(None, explain=False) as serving:
         results = grading.call_learner(SERVE_RUNS, serve_checked)
     grading.passed(SERVE_RUNS)
@@ -292,6 +289,10 @@ def grade(grading: Grading, warm_up: Callable[..., Any], serve: Callable[..., An
     arrays (refilled in place, as a loader reuses its buffers): float32, float16, then
     float32 again with a new fn on the first round's sizes and first requests."""
     rng, earlier, answered = grading.rng, [], None  # answered: the first serve's results
+    # JAX compiles an eager op (jnp.int32(n)'s conversion) once per process: from emptied
+    # caches, what serve compiles depends on this grading run alone, not on what ran
+    # before it in the notebook (or in the tests)
+    jax.clear_caches()
     buckets, lengths = _draw(rng)
     first = [rng.normal(rng.normal(), 2.0, size=n) for n in lengths]
     again = (np.float32, buckets, lengths, first)
