@@ -22,6 +22,8 @@ it, each the first of its bucket: both compile    everything padded to one size 
                                                   largest bucket, bucket_size(len(x)+1))
 two lengths of one new bucket: the second         a static n, n passed in changing
 compiles nothing                                  kinds, padding finer than the buckets
+every bucket's shortest and longest length       padding finer than the buckets in any
+                                                  one bucket (9..12 to 12, 13..16 to 16)
 50 calls from an emptied cache: a compilation     a NumPy path, jit switched off, or
 exactly at the first call of each bucket          padded_rms inside a jit of one's own
 values equal to the threshold, one float32 step   >= for >, a nudged threshold
@@ -86,15 +88,19 @@ def _reference_rms(x: np.ndarray) -> float:
 
 def _lengths(rng: np.random.Generator, sizes: dict[int, int]) -> list[int]:
     """CALLS lengths. First a length that fills its bucket, one past it, then two lengths
-    of a third bucket; then, shuffled, 1, 1,000, two more full buckets and one past each,
-    and lengths drawn at random."""
+    of a third bucket; then, shuffled, every bucket's shortest and longest length (1 and
+    1,000 among them), two more full buckets and one past each, and lengths drawn at
+    random."""
     full = [m for m, size in sizes.items() if size == m and 2 <= m < MAX_LENGTH]
     m = int(rng.choice(full)) if full else MAX_LENGTH // 2
     taken = (sizes[m], sizes[m + 1])
     shared = [[n for n in sizes if sizes[n] == size] for size in sorted(set(sizes.values()))]
     shared = [ns for ns in shared if len(ns) >= 2 and sizes[ns[0]] not in taken]
     pair = rng.choice(shared[rng.integers(len(shared))], size=2, replace=False)
-    first, rest = [m, m + 1, *(int(n) for n in pair)], [1, MAX_LENGTH]
+    first, rest = [m, m + 1, *(int(n) for n in pair)], []
+    for size in sorted(set(sizes.values())):  # every bucket's shortest and longest length:
+        ns = [n for n in sizes if sizes[n] == size]  # a padding finer than the buckets
+        rest += [min(ns), max(ns)]  # splits one of them, on every draw
     for more in rng.permutation(full)[:2]:
         rest += [int(more), int(more) + 1]
     rest += list(rng.integers(1, MAX_LENGTH + 1, size=CALLS - len(first) - len(rest)))

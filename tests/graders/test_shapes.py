@@ -294,6 +294,12 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, in hint)
     "bucket of len+1": (rms_of(lambda k: make_rms(k, lambda n: next_power_of_two(n + 1))), PADS,
                         ["the first of its bucket, compiled nothing", "one shape"],
                         ["was padded to bucket_size("]),
+    # Finer than the buckets in one small bucket only (9..12 padded to 12): every bucket's
+    # shortest and longest length are drawn, so this shows on every run.
+    "finer in one bucket": (rms_of(lambda k: make_rms(k, lambda n: 12 if 9 <= n <= 12
+                                                      else next_power_of_two(n))),
+                            PADS, ["had compiled it", "a size other than bucket_size("],
+                            ["bucket_size(len(x))"]),
     "n as two types": (rms_of(two_types_of_n), ONE, ["changing kinds", "weak_type"], ["same way"]),
     "sorts in place": (rms_of(lambda k: lambda x: (x.sort(), make_rms(k)(x))[1]), "unchanged",
                        ["x was changed in place"], []),  # the RMS does not change, the data does
@@ -305,7 +311,7 @@ WRONG = {  # answer: (the check it fails, words in expected + seen, in hint)
 # fmt: on
 EVERY_DRAW = ["mask <= n", "0/1 mask", "clipped mask", "sorts in place", "own table"]
 EVERY_DRAW += ["largest bucket", "bucket of len+1", "static n", "n as two types", "one spare slot"]
-EVERY_DRAW += ["numpy when short", "numpy when odd"]
+EVERY_DRAW += ["numpy when short", "numpy when odd", "finer in one bucket"]
 
 
 @pytest.mark.parametrize(("wrong", "seed"), rows(WRONG, EVERY_DRAW))
